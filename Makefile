@@ -1,0 +1,30 @@
+# The two commands: `make demo` and `make test`. Both build .venv when it is missing
+# or when pyproject.toml changed, and are quick on a second run.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[full,dev]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m examples.demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check osmosis_ai tests benchmarks examples
+	$(BIN)/mypy
+
+test: $(STAMP) lint
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.startup
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,76 @@
+"""Osmosis SDK: reward validation, rubric evaluation through LiteLLM, and remote rollout serving.
+
+Importing the package is free: every public name is resolved on first use (PEP 562), so
+``from osmosis_ai import osmosis_reward`` never loads LiteLLM, FastAPI or pydantic.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from osmosis_ai._lazy import lazy_exports
+from osmosis_ai.consts import PACKAGE_VERSION as __version__
+
+_ROLLOUT_NAMES = (
+    "CompletionsResult",
+    "InitResponse",
+    "OpenAIFunctionToolSchema",
+    "OsmosisLLMClient",
+    "OsmosisRolloutError",
+    "OsmosisServerError",
+    "OsmosisTimeoutError",
+    "OsmosisTransportError",
+    "OsmosisValidationError",
+    "RolloutAgentLoop",
+    "RolloutContext",
+    "RolloutMetrics",
+    "RolloutRequest",
+    "RolloutResponse",
+    "RolloutResult",
+    "create_app",
+    "get_agent_loop",
+    "list_agent_loops",
+    "register_agent_loop",
+)
+
+_EXPORTS: dict[str, str] = {
+    "osmosis_reward": "osmosis_ai.rewards",
+    "osmosis_rubric": "osmosis_ai.rewards",
+    "evaluate_rubric": "osmosis_ai.rubric_eval",
+    "aevaluate_rubric": "osmosis_ai.rubric_eval",
+    "evaluate_rubric_batch": "osmosis_ai.rubric_eval",
+    "MissingAPIKeyError": "osmosis_ai.rubric_types",
+    "ProviderRequestError": "osmosis_ai.rubric_types",
+    "ModelNotFoundError": "osmosis_ai.rubric_types",
+    **dict.fromkeys(_ROLLOUT_NAMES, "osmosis_ai.rollout"),
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+
+if TYPE_CHECKING:
+    from osmosis_ai.rewards import osmosis_reward, osmosis_rubric
+    from osmosis_ai.rollout import (
+        CompletionsResult,
+        InitResponse,
+        OpenAIFunctionToolSchema,
+        OsmosisLLMClient,
+        OsmosisRolloutError,
+        OsmosisServerError,
+        OsmosisTimeoutError,
+        OsmosisTransportError,
+        OsmosisValidationError,
+        RolloutAgentLoop,
+        RolloutContext,
+        RolloutMetrics,
+        RolloutRequest,
+        RolloutResponse,
+        RolloutResult,
+        create_app,
+        get_agent_loop,
+        list_agent_loops,
+        register_agent_loop,
+    )
+    from osmosis_ai.rubric_eval import aevaluate_rubric, evaluate_rubric, evaluate_rubric_batch
+    from osmosis_ai.rubric_types import MissingAPIKeyError, ModelNotFoundError, ProviderRequestError

@@ -1,0 +1,64 @@
+"""PEP 562 lazy exports, shared by every package that re-exports names from heavy modules.
+
+A package lists ``{public name: module that defines it}`` once; its ``__all__`` and module-level
+``__getattr__``/``__dir__`` are derived from that table, so importing the package costs nothing until
+a name is first used. A missing optional dependency surfaces as an ``ImportError`` that names the
+attribute and the extra to install, instead of a bare ``ModuleNotFoundError`` from deep inside.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+# Third-party modules whose absence means an optional extra is not installed.
+_EXTRA_FOR_MODULE = {
+    "fastapi": "server",
+    "starlette": "server",
+    "uvicorn": "server",
+    "pyarrow": "server",
+    "fastmcp": "mcp",
+}
+
+
+def install_hint(missing_module: str | None) -> str:
+    """Return the pip line that brings ``missing_module`` in, as a sentence."""
+    top = (missing_module or "").partition(".")[0]
+    extra = _EXTRA_FOR_MODULE.get(top)
+    if extra:
+        return f"install it with: pip install 'osmosis-ai[{extra}]'"
+    return "reinstall the package with: pip install --upgrade osmosis-ai"
+
+
+def lazy_exports(
+    package: str, exports: Mapping[str, str], namespace: dict[str, Any]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """Build ``__getattr__`` and ``__dir__`` for ``package`` from its export table.
+
+    Resolved values are cached in the package namespace, so each name is imported once.
+    """
+
+    def __getattr__(name: str) -> Any:
+        module_name = exports.get(name)
+        if module_name is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and (exc.name == module_name or module_name.startswith(exc.name + ".")):
+                raise ImportError(
+                    f"{package}.{name} is not available: module {module_name!r} is missing from this installation"
+                ) from exc
+            raise ImportError(
+                f"{package}.{name} needs the package {exc.name!r}, which is not installed; "
+                f"{install_hint(exc.name)}"
+            ) from exc
+        value = getattr(module, name)
+        namespace[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(namespace) | set(exports))
+
+    return __getattr__, __dir__
