@@ -6,8 +6,6 @@ Importing the package is free: every public name is resolved on first use (PEP 5
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from osmosis_ai._lazy import lazy_exports
 from osmosis_ai.consts import PACKAGE_VERSION as __version__
 
@@ -49,6 +47,8 @@ __all__ = ["__version__", *_EXPORTS]
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
+TYPE_CHECKING = False  # typing costs milliseconds at import; type checkers treat this name as True
+
 if TYPE_CHECKING:
     from osmosis_ai.rewards import osmosis_reward, osmosis_rubric
     from osmosis_ai.rollout import (
@@ -74,3 +74,4 @@ if TYPE_CHECKING:
     )
     from osmosis_ai.rubric_eval import aevaluate_rubric, evaluate_rubric, evaluate_rubric_batch
     from osmosis_ai.rubric_types import MissingAPIKeyError, ModelNotFoundError, ProviderRequestError
+del TYPE_CHECKING

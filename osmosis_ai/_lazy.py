@@ -9,8 +9,11 @@ attribute and the extra to install, instead of a bare ``ModuleNotFoundError`` fr
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
-from typing import Any
+
+TYPE_CHECKING = False  # avoid importing typing at run time: this module is on the import path of the root
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
 
 # Third-party modules whose absence means an optional extra is not installed.
 _EXTRA_FOR_MODULE = {

@@ -1,0 +1,99 @@
+"""Start-up and per-call costs of the light surface of osmosis-ai.
+
+Run: ``.venv/bin/python -m benchmarks.startup`` (or ``make bench``).
+
+Everything is measured side by side in one run, alternating the commands, and reported as
+medians and ratios, because the machines this runs on are shared and noisy:
+
+* import time of ``from osmosis_ai import osmosis_reward`` against a bare interpreter start
+  (goal <= 1.3x),
+* peak RSS of that import,
+* ``osmosis --help`` against a bare interpreter start (goal <= 2x),
+* per-call overhead of an ``@osmosis_reward`` function over the undecorated function
+  (goal <= 300 ns).
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+import timeit
+from pathlib import Path
+
+RUNS = 30
+BARE = [sys.executable, "-c", "pass"]
+IMPORT = [sys.executable, "-c", "from osmosis_ai import osmosis_reward"]
+RSS_PROBE = "import resource; {}; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+
+
+def _wall(command: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def _paired_medians(a: list[str], b: list[str], runs: int = RUNS) -> tuple[float, float, float]:
+    """Median wall time of ``a`` and ``b`` run alternately, and the median of the pairwise ratios."""
+    _wall(a), _wall(b)  # warm the page cache and the bytecode caches
+    times_a, times_b = [], []
+    for _ in range(runs):
+        times_a.append(_wall(a))
+        times_b.append(_wall(b))
+    ratios = [x / y for x, y in zip(times_a, times_b, strict=True)]
+    return statistics.median(times_a), statistics.median(times_b), statistics.median(ratios)
+
+
+def _peak_rss_mib(statement: str) -> float:
+    out = subprocess.run(
+        [sys.executable, "-c", RSS_PROBE.format(statement)], check=True, capture_output=True, text=True
+    ).stdout
+    return int(out.strip()) / 1024
+
+
+def _reward_overhead_ns() -> tuple[float, float]:
+    """Per-call time of a plain reward and of the same reward decorated, in ns (best of repeats)."""
+    from osmosis_ai import osmosis_reward
+
+    def plain(solution_str: str, ground_truth: str, extra_info: dict = None) -> float:  # type: ignore[assignment]  # noqa: RUF013 (0.2's documented form)
+        return 1.0 if solution_str == ground_truth else 0.0
+
+    decorated = osmosis_reward(plain)
+    number = 200_000
+
+    def per_call(fn: object) -> float:
+        timer = timeit.Timer("f('42', '42', None)", globals={"f": fn})
+        return min(timer.repeat(repeat=7, number=number)) / number * 1e9
+
+    per_call(plain), per_call(decorated)  # warm up
+    return per_call(plain), per_call(decorated)
+
+
+def main() -> int:
+    osmosis = str(Path(sys.executable).with_name("osmosis"))
+    import_s, bare_s, import_ratio = _paired_medians(IMPORT, BARE)
+    help_s, bare2_s, help_ratio = _paired_medians([osmosis, "--help"], BARE)
+    rss_bare = _peak_rss_mib("pass")
+    rss_import = _peak_rss_mib("from osmosis_ai import osmosis_reward")
+    plain_ns, decorated_ns = _reward_overhead_ns()
+    overhead = decorated_ns - plain_ns
+
+    rows = [
+        ("from osmosis_ai import osmosis_reward", f"{import_s * 1e3:.1f} ms", f"{import_ratio:.2f}x bare", "<= 1.3x"),
+        ("osmosis --help", f"{help_s * 1e3:.1f} ms", f"{help_ratio:.2f}x bare", "<= 2x"),
+        ("bare interpreter (python -c pass)", f"{statistics.mean([bare_s, bare2_s]) * 1e3:.1f} ms", "1.00x", ""),
+        ("peak RSS after the import", f"{rss_import:.1f} MiB", f"+{rss_import - rss_bare:.1f} MiB over bare", ""),
+        ("@osmosis_reward per-call overhead", f"{overhead:.0f} ns", f"{plain_ns:.0f} -> {decorated_ns:.0f} ns/call", "<= 300 ns"),
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    print(f"osmosis-ai start-up benchmark ({RUNS} paired runs, medians; Python {sys.version.split()[0]})")
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    met = import_ratio <= 1.3 and help_ratio <= 2.0 and overhead <= 300
+    print("all goals met" if met else "some goals NOT met")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

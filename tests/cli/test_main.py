@@ -1,0 +1,50 @@
+"""The ``osmosis`` entry point as users run it: a subprocess."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from osmosis_ai.cli.main import COMMANDS
+from osmosis_ai.consts import PACKAGE_VERSION
+
+
+def osmosis(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "osmosis_ai", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_version_prints_the_package_version() -> None:
+    result = osmosis("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"osmosis-ai {PACKAGE_VERSION}"
+
+
+def test_help_lists_every_command() -> None:
+    result = osmosis("--help")
+    assert result.returncode == 0
+    for name in COMMANDS:
+        assert name in result.stdout
+
+
+def test_no_command_prints_help_and_exits_1() -> None:
+    result = osmosis()
+    assert result.returncode == 1
+    assert "usage: osmosis" in result.stdout
+
+
+def test_unknown_command_is_a_usage_error() -> None:
+    result = osmosis("no-such-command")
+    assert result.returncode == 2
+    assert "invalid choice" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_help_imports_no_command_module() -> None:
+    code = (
+        "import sys\n"
+        "from osmosis_ai.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('osmosis_ai.cli.commands.')))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip().endswith("[]")
