@@ -1,0 +1,104 @@
+"""Settings of the rollout client and server, read from environment variables and ``.env``.
+
+Names, defaults, ranges and prefixes are those of osmosis-ai 0.2:
+
+* ``RolloutClientSettings``: ``OSMOSIS_ROLLOUT_CLIENT_<FIELD>`` (timeouts, retries, connection pool)
+* ``RolloutServerSettings``: ``OSMOSIS_ROLLOUT_SERVER_<FIELD>`` (concurrency, record TTL, registration)
+* ``RolloutSettings``: ``OSMOSIS_ROLLOUT_MAX_METADATA_SIZE_BYTES`` plus the two groups above
+
+Out-of-range values raise ``pydantic.ValidationError``. The metadata limit is applied to request
+validation (``RolloutRequest``): ``configure()`` sets it, ``get_settings()`` adopts it unless it was set
+explicitly with ``set_max_metadata_size_bytes()``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from osmosis_ai.rollout.core.schemas import (
+    DEFAULT_MAX_METADATA_SIZE_BYTES,
+    _adopt_metadata_limit_default,
+    _reset_metadata_limit,
+    set_max_metadata_size_bytes,
+)
+
+
+def _config(prefix: str) -> SettingsConfigDict:
+    return SettingsConfigDict(
+        env_prefix=prefix, env_file=".env", env_file_encoding="utf-8", extra="ignore", validate_default=True
+    )
+
+
+class RolloutClientSettings(BaseSettings):
+    """How ``OsmosisLLMClient`` talks to TrainGate."""
+
+    model_config = _config("OSMOSIS_ROLLOUT_CLIENT_")
+
+    timeout_seconds: float = Field(default=300.0, ge=1.0, le=3600.0)
+    max_retries: int = Field(default=3, ge=0, le=10)
+    complete_rollout_retries: int = Field(default=2, ge=0, le=10)
+    retry_base_delay: float = Field(default=1.0, ge=0.1, le=60.0)
+    retry_max_delay: float = Field(default=30.0, ge=1.0, le=300.0)
+    max_connections: int = Field(default=100, ge=1, le=1000)
+    max_keepalive_connections: int = Field(default=20, ge=1, le=100)
+    connect_timeout_seconds: float = Field(default=10.0, ge=0.1, le=300.0)
+
+
+class RolloutServerSettings(BaseSettings):
+    """How the RolloutServer runs rollouts and registers with the Platform."""
+
+    model_config = _config("OSMOSIS_ROLLOUT_SERVER_")
+
+    max_concurrent_rollouts: int = Field(default=100, ge=1, le=10000)
+    record_ttl_seconds: float = Field(default=3600.0, ge=60.0, le=86400.0)
+    cleanup_interval_seconds: float = Field(default=60.0, ge=10.0, le=3600.0)
+    request_timeout_seconds: float = Field(default=600.0, ge=10.0, le=3600.0)
+    registration_readiness_timeout_seconds: float = Field(default=10.0, ge=1.0, le=60.0)
+    registration_readiness_poll_interval_seconds: float = Field(default=0.2, ge=0.05, le=5.0)
+    registration_shutdown_timeout_seconds: float = Field(default=30.0, ge=1.0, le=300.0)
+
+
+class RolloutSettings(BaseSettings):
+    """All rollout settings; ``client`` and ``server`` read their own environment variables."""
+
+    model_config = _config("OSMOSIS_ROLLOUT_")
+
+    client: RolloutClientSettings = Field(default_factory=RolloutClientSettings)
+    server: RolloutServerSettings = Field(default_factory=RolloutServerSettings)
+    max_metadata_size_bytes: int = Field(default=DEFAULT_MAX_METADATA_SIZE_BYTES, ge=1024, le=104857600)
+
+
+_lock = threading.Lock()
+_settings: RolloutSettings | None = None
+
+
+def get_settings() -> RolloutSettings:
+    """Return the process-wide settings, created from the environment on first use."""
+    global _settings
+    current = _settings
+    if current is not None:
+        return current
+    with _lock:
+        if _settings is None:
+            _settings = RolloutSettings()
+            _adopt_metadata_limit_default(_settings.max_metadata_size_bytes)
+        return _settings
+
+
+def configure(settings: RolloutSettings) -> None:
+    """Replace the process-wide settings (and apply their metadata size limit)."""
+    global _settings
+    with _lock:
+        _settings = settings
+        set_max_metadata_size_bytes(settings.max_metadata_size_bytes)
+
+
+def reset_settings() -> None:
+    """Forget the process-wide settings; the next ``get_settings()`` reads the environment again."""
+    global _settings
+    with _lock:
+        _settings = None
+        _reset_metadata_limit()

@@ -1,0 +1,360 @@
+"""Wire schemas of the remote-rollout protocol (pydantic v2), shared by the server and the client.
+
+Field names, defaults, declaration order and the validation texts that show up in 422 bodies are part
+of the wire contract with TrainGate and must not change. Unknown input keys are ignored (pydantic's
+default), as in osmosis-ai 0.2.
+
+The metadata size limit is process-wide: ``get_max_metadata_size_bytes()`` /
+``set_max_metadata_size_bytes()``. Until it is set explicitly it comes from the environment variable
+``OSMOSIS_ROLLOUT_MAX_METADATA_SIZE_BYTES`` (the same variable ``RolloutSettings`` reads), else 1 MiB.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from enum import Enum
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+from pydantic import BaseModel, Field, field_validator
+
+logger = logging.getLogger(__name__)
+
+MessageDict = dict[str, Any]
+"""One OpenAI-style chat message (``role``, ``content``, maybe ``tool_calls`` / ``tool_call_id``)."""
+
+SamplingParamsDict = dict[str, Any]
+"""Free-form sampling parameters (``temperature``, ``top_p``, ``max_tokens``, ``stop``, ...)."""
+
+DEFAULT_MAX_METADATA_SIZE_BYTES = 1048576
+METADATA_SIZE_ENV_VAR = "OSMOSIS_ROLLOUT_MAX_METADATA_SIZE_BYTES"
+_MIB = 1024 * 1024
+_METADATA_SIZE_RANGE = (1024, 104857600)  # the range RolloutSettings enforces for the same value
+
+_metadata_lock = threading.Lock()
+_max_metadata_size_bytes: int | None = None  # None: not resolved yet (environment or default on first use)
+
+
+def _limit_from_environment() -> int:
+    raw = os.environ.get(METADATA_SIZE_ENV_VAR, "").strip()
+    if not raw:
+        return DEFAULT_MAX_METADATA_SIZE_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    low, high = _METADATA_SIZE_RANGE
+    if not low <= value <= high:
+        logger.warning(
+            "Ignoring %s=%r: expected an integer between %d and %d; using %d bytes",
+            METADATA_SIZE_ENV_VAR,
+            raw,
+            low,
+            high,
+            DEFAULT_MAX_METADATA_SIZE_BYTES,
+        )
+        return DEFAULT_MAX_METADATA_SIZE_BYTES
+    return value
+
+
+def get_max_metadata_size_bytes() -> int:
+    """Return the process-wide limit on ``json.dumps(RolloutRequest.metadata)`` in UTF-8 bytes."""
+    global _max_metadata_size_bytes
+    limit = _max_metadata_size_bytes
+    if limit is not None:
+        return limit
+    with _metadata_lock:
+        if _max_metadata_size_bytes is None:
+            _max_metadata_size_bytes = _limit_from_environment()
+        return _max_metadata_size_bytes
+
+
+def set_max_metadata_size_bytes(size_bytes: int) -> None:
+    """Set the process-wide metadata limit. Raises ``ValueError`` unless ``size_bytes`` is positive."""
+    global _max_metadata_size_bytes
+    if isinstance(size_bytes, bool) or not isinstance(size_bytes, int) or size_bytes <= 0:
+        raise ValueError(f"max metadata size must be a positive integer number of bytes, got {size_bytes!r}")
+    with _metadata_lock:
+        _max_metadata_size_bytes = size_bytes
+
+
+def _adopt_metadata_limit_default(size_bytes: int) -> None:
+    """Use ``size_bytes`` unless the limit was already resolved or set (called by ``get_settings()``)."""
+    global _max_metadata_size_bytes
+    with _metadata_lock:
+        if _max_metadata_size_bytes is None:
+            _max_metadata_size_bytes = size_bytes
+
+
+def _reset_metadata_limit() -> None:
+    """Forget the resolved limit, so the next use reads the environment again (tests, ``reset_settings``)."""
+    global _max_metadata_size_bytes
+    with _metadata_lock:
+        _max_metadata_size_bytes = None
+
+
+def format_size_limit(limit: int) -> str:
+    """``1MB`` for whole mebibytes (the 0.2 text); otherwise a exact byte count plus the fraction of a MB."""
+    if limit % _MIB == 0:
+        return f"{limit // _MIB}MB"
+    return f"{limit} bytes ({limit / _MIB:.3g}MB)"
+
+
+def _check_rollout_id(value: str) -> str:
+    if not value.strip():
+        raise ValueError("rollout_id cannot be empty or whitespace only")
+    return value
+
+
+# --------------------------------------------------------------------------- tool definitions (2.1)
+
+
+class OpenAIFunctionPropertySchema(BaseModel):
+    """One parameter of a function tool. Other JSON-Schema keywords are dropped (0.2 behaviour)."""
+
+    type: str
+    description: str | None = None
+    enum: list[str] | None = None
+
+
+class OpenAIFunctionParametersSchema(BaseModel):
+    """The ``parameters`` object of a function tool."""
+
+    type: str
+    properties: dict[str, OpenAIFunctionPropertySchema]
+    required: list[str]
+
+
+def _empty_parameters() -> OpenAIFunctionParametersSchema:
+    return OpenAIFunctionParametersSchema(type="object", properties={}, required=[])
+
+
+class OpenAIFunctionSchema(BaseModel):
+    """A function's name, description (required) and parameters."""
+
+    name: str
+    description: str
+    parameters: OpenAIFunctionParametersSchema = Field(default_factory=_empty_parameters)
+    strict: bool = False
+
+
+class OpenAIFunctionToolSchema(BaseModel):
+    """A tool in OpenAI function-calling shape, as returned to TrainGate in the init response.
+
+    To send tools to an LLM API yourself, prefer ``tool.model_dump(exclude_none=True)``.
+    """
+
+    type: str
+    function: OpenAIFunctionSchema
+
+
+# --------------------------------------------------------------------------- tool-call helpers (2.2)
+
+
+class OpenAIFunctionParsedSchema(BaseModel):
+    """A function call as the model produced it: arguments are raw JSON text."""
+
+    name: str
+    arguments: str
+
+
+class OpenAIFunctionCallSchema(BaseModel):
+    """A function call with decoded arguments."""
+
+    name: str
+    arguments: dict[str, Any]
+
+    @staticmethod
+    def from_openai_function_parsed_schema(
+        parsed: OpenAIFunctionParsedSchema,
+    ) -> tuple[OpenAIFunctionCallSchema, bool]:
+        """Decode ``parsed.arguments``; returns the call and whether decoding failed.
+
+        Undecodable JSON or a non-object value gives ``arguments={}`` and ``True``.
+        """
+        try:
+            arguments = json.loads(parsed.arguments)
+        except (json.JSONDecodeError, TypeError):
+            return OpenAIFunctionCallSchema(name=parsed.name, arguments={}), True
+        if not isinstance(arguments, dict):
+            return OpenAIFunctionCallSchema(name=parsed.name, arguments={}), True
+        return OpenAIFunctionCallSchema(name=parsed.name, arguments=arguments), False
+
+
+class OpenAIFunctionToolCall(BaseModel):
+    """A tool call with decoded arguments."""
+
+    id: str
+    type: Literal["function"] = "function"
+    function: OpenAIFunctionCallSchema
+
+
+class ToolResponse(BaseModel):
+    """A tool's output: text and/or lists of images/videos."""
+
+    text: str | None = None
+    image: list[Any] | None = None
+    video: list[Any] | None = None
+
+    @field_validator("image", "video", mode="before")
+    @classmethod
+    def _require_list(cls, value: Any, info: Any) -> Any:
+        if value is not None and not isinstance(value, list):
+            raise ValueError(
+                f"{info.field_name} must be a list or None, got {type(value).__name__}; "
+                f"wrap a single item in a list: {info.field_name}=[item]"
+            )
+        return value
+
+    def is_empty(self) -> bool:
+        """True when there is no text, image or video."""
+        return not (self.text or self.image or self.video)
+
+    def is_text_only(self) -> bool:
+        """True when there is text and neither image nor video."""
+        return bool(self.text) and not self.image and not self.video
+
+
+# --------------------------------------------------------------------------- rollout lifecycle (2.3-2.7)
+
+
+class RolloutStatus(str, Enum):
+    """Terminal status of a rollout, as posted to ``/v1/rollout/completed``."""
+
+    COMPLETED = "COMPLETED"
+    ERROR = "ERROR"
+
+
+class RolloutMetrics(BaseModel):
+    """Per-rollout counters reported with the final response."""
+
+    total_latency_ms: float = 0.0
+    llm_latency_ms: float = 0.0
+    tool_latency_ms: float = 0.0
+    num_llm_calls: int = 0
+    num_tool_calls: int = 0
+    prompt_tokens: int = 0
+    response_tokens: int = 0
+    max_context_tokens: int = 0
+
+
+class RolloutRequest(BaseModel):
+    """Body of ``POST /v1/rollout/init``: one rollout to run, and where to call back."""
+
+    rollout_id: str = Field(min_length=1, max_length=256)
+    server_url: str
+    messages: list[MessageDict]
+    completion_params: SamplingParamsDict
+    tool_server_url: str | None = None
+    max_turns: int = 10
+    max_tokens_total: int = 8192
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    api_key: str | None = None
+    idempotency_key: str | None = None
+
+    @field_validator("rollout_id")
+    @classmethod
+    def _rollout_id_not_blank(cls, value: str) -> str:
+        return _check_rollout_id(value)
+
+    @field_validator("server_url")
+    @classmethod
+    def _server_url_is_http(cls, value: str) -> str:
+        parsed = urlparse(value)
+        if parsed.scheme not in ("http", "https"):
+            raise ValueError("server_url must use http or https scheme")
+        if not parsed.netloc:
+            raise ValueError("server_url must have a valid host")
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_within_limit(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if not value:
+            return value
+        try:
+            encoded = json.dumps(value)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"metadata must be JSON serializable: {exc}") from exc
+        limit = get_max_metadata_size_bytes()
+        # json.dumps escapes non-ASCII by default, so the text length is the UTF-8 byte count.
+        if len(encoded) > limit:
+            raise ValueError(f"metadata size exceeds maximum allowed size of {format_size_limit(limit)}")
+        return value
+
+
+class InitResponse(BaseModel):
+    """The 202 body of ``POST /v1/rollout/init``: the rollout id and the tools the agent offers."""
+
+    rollout_id: str
+    tools: list[OpenAIFunctionToolSchema] = Field(default_factory=list)
+
+
+class RolloutResponse(BaseModel):
+    """Body of ``POST {server_url}/v1/rollout/completed``: the rollout's outcome."""
+
+    rollout_id: str
+    status: RolloutStatus
+    final_messages: list[MessageDict] = Field(default_factory=list)
+    finish_reason: str | None = None
+    error_message: str | None = None
+    reward: float | None = None
+    metrics: RolloutMetrics | None = None
+    extra_fields: dict[str, Any] = Field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- LLM calls (2.8-2.9)
+
+
+class CompletionsRequest(BaseModel):
+    """Body of ``POST {server_url}/v1/chat/completions``; sent with ``exclude_none``.
+
+    ``OsmosisLLMClient`` builds the same JSON without constructing this model on its hot path.
+    """
+
+    model: str = "default"
+    messages: list[MessageDict]
+    rollout_id: str = Field(min_length=1, max_length=256)
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 512
+    stop: list[str] | None = None
+    logprobs: bool = True
+
+    @field_validator("rollout_id")
+    @classmethod
+    def _rollout_id_not_blank(cls, value: str) -> str:
+        return _check_rollout_id(value)
+
+
+class CompletionsChoice(BaseModel):
+    """One choice of a chat completion."""
+
+    index: int = 0
+    message: MessageDict
+    finish_reason: str = "stop"
+
+
+class CompletionUsage(BaseModel):
+    """Token counts of a chat completion."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+class CompletionsResponse(BaseModel):
+    """TrainGate's reply to a chat completion, plus its optional token-level fields."""
+
+    id: str
+    object: str = "chat.completion"
+    created: int
+    model: str = "default"
+    choices: list[CompletionsChoice]
+    usage: CompletionUsage | None = None
+    token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    prompt_token_ids: list[int] | None = None
