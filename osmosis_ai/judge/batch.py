@@ -1,0 +1,115 @@
+"""Judging many outputs at once: bounded concurrency, results in input order, one shared rate limit.
+
+``items`` are dictionaries of :func:`~osmosis_ai.judge.evaluate.aevaluate_rubric` keyword
+arguments. A fixed pool of ``concurrency`` workers takes the next item as soon as one finishes
+(a sliding window, not waves), so one slow judgment never holds up the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from osmosis_ai.judge.errors import JudgeInputError
+from osmosis_ai.judge.evaluate import CacheOption, aevaluate_rubric
+from osmosis_ai.judge.portal import run_sync
+from osmosis_ai.judge.progress import progress_bar, wants_progress
+from osmosis_ai.judge.ratelimit import RateLimiter
+from osmosis_ai.judge.retry import RetryPolicy
+from osmosis_ai.judge.types import RewardRubricRunResult
+
+BatchResult = float | RewardRubricRunResult | BaseException
+
+
+def _checked(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+        raise JudgeInputError(
+            f"items must be a list of dicts of evaluate_rubric arguments, got {type(items).__name__}"
+        )
+    checked = []
+    for index, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            raise JudgeInputError(f"items[{index}] must be a dict of evaluate_rubric arguments, got {item!r}")
+        checked.append(dict(item))
+    return checked
+
+
+async def aevaluate_rubric_batch(
+    items: Sequence[Mapping[str, Any]],
+    *,
+    concurrency: int = 8,
+    return_exceptions: bool = False,
+    progress: bool | None = None,
+    cache: CacheOption = None,
+    retry: RetryPolicy | None = None,
+    requests_per_minute: float | None = None,
+    rate_limiter: RateLimiter | None = None,
+) -> list[BatchResult]:
+    """Judge every item with at most ``concurrency`` calls in flight; results follow input order.
+
+    Args:
+        items: keyword arguments for ``aevaluate_rubric``, one dict per judgment.
+        concurrency: judgments in flight at once.
+        return_exceptions: put a failed item's exception in its slot instead of raising it; by
+            default the first failure cancels the rest and is raised.
+        progress: draw a progress bar on stderr; default: only when stderr is a terminal.
+        cache, retry: defaults for items that do not set their own.
+        requests_per_minute: space all requests of the batch to stay under this rate.
+        rate_limiter: a limiter shared beyond this batch (overrides ``requests_per_minute``).
+    """
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise JudgeInputError(f"concurrency must be a positive integer, got {concurrency!r}")
+    work = _checked(items)
+    limiter = rate_limiter or (RateLimiter(requests_per_minute) if requests_per_minute else None)
+    shared = {"cache": cache, "retry": retry, "rate_limiter": limiter}
+    results: list[BatchResult | None] = [None] * len(work)
+    pending = iter(range(len(work)))
+
+    with progress_bar(len(work), "Judging", enabled=wants_progress(progress, len(work))) as advance:
+
+        async def worker() -> None:
+            for index in pending:
+                arguments = {**shared, **work[index]}
+                try:
+                    results[index] = await aevaluate_rubric(**arguments)
+                except Exception as exc:
+                    if not return_exceptions:
+                        raise
+                    results[index] = exc
+                advance()
+
+        workers = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, len(work)))]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+    return results  # type: ignore[return-value]  # every slot was filled or an error was raised
+
+
+def evaluate_rubric_batch(
+    items: Sequence[Mapping[str, Any]],
+    *,
+    concurrency: int = 8,
+    return_exceptions: bool = False,
+    progress: bool | None = None,
+    cache: CacheOption = None,
+    retry: RetryPolicy | None = None,
+    requests_per_minute: float | None = None,
+    rate_limiter: RateLimiter | None = None,
+) -> list[BatchResult]:
+    """Synchronous :func:`aevaluate_rubric_batch`: judge ``items`` concurrently, results in input order."""
+    return run_sync(
+        aevaluate_rubric_batch(
+            items,
+            concurrency=concurrency,
+            return_exceptions=return_exceptions,
+            progress=progress,
+            cache=cache,
+            retry=retry,
+            requests_per_minute=requests_per_minute,
+            rate_limiter=rate_limiter,
+        )
+    )

@@ -1,0 +1,316 @@
+"""Scoring one output against a rubric with an LLM judge: ``aevaluate_rubric`` and ``evaluate_rubric``.
+
+The steps, in osmosis-ai 0.2's observable order: validate ``provider`` and ``model``, resolve the API
+key, validate ``rubric`` and ``solution_str``, resolve the score range, system prompt, original
+input and timeout; then build the prompt, call the judge, parse and clamp its verdict.
+
+Differences from 0.2, all additive:
+
+* an empty (blank) ``solution_str`` is scored ``score_min`` without calling the judge: models do
+  produce empty outputs during RL, and a crash there stops training (0.2 raised ``TypeError``;
+  non-strings still raise it);
+* transient provider failures are retried with back-off, and a reply without a usable verdict is
+  answered once with a corrective message before giving up;
+* a score outside the range is clamped and the result says so (``clamped``, ``original_score``);
+* ``cache=`` stores verdicts on disk, ``rate_limiter=`` spaces requests, ``retry=`` tunes retries.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from osmosis_ai.judge.cache import JudgmentCache, judgment_key, resolve_cache
+from osmosis_ai.judge.call import JudgeRequest, complete
+from osmosis_ai.judge.errors import JudgeInputError, ProviderRequestError, ScoreRangeError
+from osmosis_ai.judge.keys import resolve_api_key
+from osmosis_ai.judge.parsing import Verdict, VerdictError, clamp, parse_verdict
+from osmosis_ai.judge.portal import run_sync
+from osmosis_ai.judge.prompt import PROMPT_VERSION, build_messages
+from osmosis_ai.judge.ratelimit import RateLimiter
+from osmosis_ai.judge.retry import RetryPolicy
+from osmosis_ai.judge.routing import default_timeout, litellm_model_id, response_format, sends_temperature
+from osmosis_ai.judge.types import ModelInfo, RewardRubricRunResult
+
+CacheOption = JudgmentCache | str | os.PathLike[str] | bool | None
+
+EMPTY_OUTPUT_EXPLANATION = (
+    "The candidate output is empty; it was scored as the minimum without calling the judge."
+)
+_CORRECTION = (
+    "Your previous reply could not be used: {problem}. Reply again with only the JSON object "
+    '{{"score": <number>, "explanation": "<string>"}}.'
+)
+_DEFAULT_RETRY = RetryPolicy()
+
+
+def _required_text(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise JudgeInputError(f"{what} must be a non-empty string, got {value!r}")
+    return value.strip()
+
+
+def _first_text(*values: Any) -> str | None:
+    for value in values:
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def _score_bound(argument: float | None, model_info: Mapping[str, Any], key: str, default: float) -> float:
+    value = argument if argument is not None else model_info.get(key)
+    value = default if value is None else value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ScoreRangeError(f"{key} must be a number, got {value!r}") from None
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A validated judgment: the request to send (``None`` for an empty output) and the range."""
+
+    request: JudgeRequest | None
+    score_min: float
+    score_max: float
+
+
+def _plan(
+    rubric: Any,
+    solution_str: Any,
+    model_info: Any,
+    *,
+    ground_truth: str | None,
+    original_input: str | None,
+    metadata: dict[str, Any] | None,
+    score_min: float | None,
+    score_max: float | None,
+    timeout: float | None,
+) -> _Plan:
+    if not isinstance(model_info, Mapping):
+        raise JudgeInputError(f"model_info must be a mapping, got {type(model_info).__name__}")
+    provider = _required_text(model_info.get("provider"), "model_info['provider']").lower()
+    model = _required_text(model_info.get("model"), "model_info['model']")
+    api_key = resolve_api_key(provider, model_info)
+    rubric_text = _required_text(rubric, "rubric")
+    if not isinstance(solution_str, str):
+        raise JudgeInputError(f"solution_str must be a string, got {type(solution_str).__name__}")
+    low = _score_bound(score_min, model_info, "score_min", 0.0)
+    high = _score_bound(score_max, model_info, "score_max", 1.0)
+    if high <= low:
+        raise ScoreRangeError(f"score_max ({high}) must be greater than score_min ({low})")
+    if not solution_str.strip():
+        return _Plan(None, low, high)
+    model_id = litellm_model_id(provider, model)
+    messages = build_messages(
+        rubric=rubric_text,
+        solution_str=solution_str,
+        score_min=low,
+        score_max=high,
+        system_prompt=_first_text(model_info.get("system_prompt")),
+        original_input=_first_text(original_input, model_info.get("original_input")),
+        ground_truth=ground_truth,
+        metadata=metadata,
+    )
+    if timeout is not None:
+        seconds = float(timeout)
+    elif model_info.get("timeout"):
+        seconds = float(model_info["timeout"])
+    else:
+        seconds = default_timeout(provider, model)
+    request = JudgeRequest(
+        provider=provider,
+        model=model,
+        model_id=model_id,
+        messages=messages,
+        timeout=seconds,
+        response_format=response_format(model_id),
+        api_key=api_key,
+        api_base=_first_text(model_info.get("api_base")),
+        reasoning_effort=model_info.get("reasoning_effort"),
+        temperature=0.0 if sends_temperature(model) else None,
+    )
+    return _Plan(request, low, high)
+
+
+def _cache_key(plan: _Plan, request: JudgeRequest) -> str:
+    return judgment_key(
+        {
+            "prompt_version": PROMPT_VERSION,
+            "model": request.model_id,
+            "api_base": request.api_base,
+            "format": request.response_format.get("type"),
+            "temperature": request.temperature,
+            "reasoning_effort": request.reasoning_effort,
+            "range": [plan.score_min, plan.score_max],
+            "messages": request.messages,
+        }
+    )
+
+
+def _reply_text(raw: Any) -> str:
+    try:
+        content = raw["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        content = None
+    if not isinstance(content, str) or not content.strip():
+        raise VerdictError("the response did not include any content")
+    return content.strip()
+
+
+async def _ask(
+    request: JudgeRequest, retry: RetryPolicy, limiter: RateLimiter | None
+) -> tuple[Verdict, Any, int]:
+    """Call the judge until it gives a usable verdict (or the corrective retries run out)."""
+    messages = request.messages
+    for round_number in range(1, retry.malformed_retries + 2):
+        raw = await complete(request, messages, retry=retry, limiter=limiter)
+        content = ""
+        try:
+            content = _reply_text(raw)
+            return parse_verdict(content), raw, round_number
+        except VerdictError as exc:
+            if round_number > retry.malformed_retries:
+                raise ProviderRequestError(request.provider, request.model, str(exc)) from exc
+            correction = _CORRECTION.format(problem=exc)
+            messages = [
+                *request.messages,
+                {"role": "assistant", "content": content},
+                {"role": "user", "content": correction},
+            ]
+    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+
+def _empty_output_result(plan: _Plan) -> RewardRubricRunResult:
+    return {
+        "score": plan.score_min,
+        "explanation": EMPTY_OUTPUT_EXPLANATION,
+        "raw": None,
+        "clamped": False,
+        "original_score": plan.score_min,
+        "cached": False,
+        "attempts": 0,
+    }
+
+
+async def _judge(
+    plan: _Plan,
+    request: JudgeRequest,
+    cache: JudgmentCache | None,
+    retry: RetryPolicy,
+    limiter: RateLimiter | None,
+) -> RewardRubricRunResult:
+    key = _cache_key(plan, request) if cache is not None else ""
+    if cache is not None:
+        stored = await cache.aget(key)
+        if stored is not None:
+            return {**stored, "cached": True, "attempts": 0}  # type: ignore[typeddict-item]
+    verdict, raw, attempts = await _ask(request, retry, limiter)
+    score = clamp(verdict.score, plan.score_min, plan.score_max)
+    result: RewardRubricRunResult = {
+        "score": score,
+        "explanation": verdict.explanation,
+        "raw": raw,
+        "clamped": score != verdict.score,
+        "original_score": verdict.score,
+    }
+    if cache is not None:
+        await cache.aput(key, dict(result))
+    return {**result, "cached": False, "attempts": attempts}
+
+
+async def aevaluate_rubric(
+    rubric: str,
+    solution_str: str,
+    model_info: ModelInfo,
+    *,
+    ground_truth: str | None = None,
+    original_input: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    score_min: float | None = None,
+    score_max: float | None = None,
+    timeout: float | None = None,
+    return_details: bool = False,
+    cache: CacheOption = None,
+    retry: RetryPolicy | None = None,
+    rate_limiter: RateLimiter | None = None,
+) -> float | RewardRubricRunResult:
+    """Score ``solution_str`` against ``rubric`` with the LLM judge described by ``model_info``.
+
+    Returns the score (a float in ``[score_min, score_max]``), or with ``return_details=True`` the
+    full :class:`RewardRubricRunResult`.
+
+    Args:
+        cache: ``True`` for the shared on-disk judgment cache, a path or a
+            :class:`~osmosis_ai.judge.cache.JudgmentCache` for a specific one; off by default.
+        retry: retry limits and back-off (default :class:`~osmosis_ai.judge.retry.RetryPolicy`).
+        rate_limiter: a :class:`~osmosis_ai.judge.ratelimit.RateLimiter` shared with other calls.
+
+    Raises:
+        JudgeInputError: (a ``TypeError``) a required argument is missing or not a string.
+        MissingAPIKeyError: the provider needs an API key and none is configured.
+        ScoreRangeError: (a ``ValueError``) the score range is empty or not numeric.
+        ModelNotFoundError: the provider does not know the model.
+        ProviderRequestError: the call failed or the judge gave no usable verdict.
+    """
+    plan = _plan(
+        rubric,
+        solution_str,
+        model_info,
+        ground_truth=ground_truth,
+        original_input=original_input,
+        metadata=metadata,
+        score_min=score_min,
+        score_max=score_max,
+        timeout=timeout,
+    )
+    if plan.request is None:
+        result = _empty_output_result(plan)
+    else:
+        request = plan.request
+        try:
+            result = await _judge(plan, request, resolve_cache(cache), retry or _DEFAULT_RETRY, rate_limiter)
+        except ProviderRequestError:
+            raise
+        except Exception as exc:
+            detail = str(exc) or f"{type(exc).__name__} encountered while contacting provider."
+            raise ProviderRequestError(request.provider, request.model, detail) from exc
+    return result if return_details else result["score"]
+
+
+def evaluate_rubric(
+    rubric: str,
+    solution_str: str,
+    model_info: ModelInfo,
+    *,
+    ground_truth: str | None = None,
+    original_input: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    score_min: float | None = None,
+    score_max: float | None = None,
+    timeout: float | None = None,
+    return_details: bool = False,
+    cache: CacheOption = None,
+    retry: RetryPolicy | None = None,
+    rate_limiter: RateLimiter | None = None,
+) -> float | RewardRubricRunResult:
+    """Synchronous :func:`aevaluate_rubric` (same arguments, result and errors); blocks until judged."""
+    return run_sync(
+        aevaluate_rubric(
+            rubric,
+            solution_str,
+            model_info,
+            ground_truth=ground_truth,
+            original_input=original_input,
+            metadata=metadata,
+            score_min=score_min,
+            score_max=score_max,
+            timeout=timeout,
+            return_details=return_details,
+            cache=cache,
+            retry=retry,
+            rate_limiter=rate_limiter,
+        )
+    )

@@ -1,0 +1,111 @@
+"""Which API key a judge call uses, and the error that says how to provide a missing one.
+
+Resolution for ``model_info`` (first match wins):
+
+1. ``api_key`` in ``model_info`` (non-blank);
+2. the variable named by ``api_key_env``; set but blank or unset is an error, because the user
+   asked for it explicitly;
+3. providers that authenticate through their own credential chain (``bedrock``, ``vertex_ai``,
+   ``sagemaker``): no key; LiteLLM reads AWS / Google credentials itself;
+4. the provider's default variable (:data:`DEFAULT_API_KEY_ENV`, else ``<PROVIDER>_API_KEY``, the
+   convention LiteLLM follows) when it is set;
+5. no key needed: an ``api_base`` (in ``model_info`` or ``<PROVIDER>_API_BASE``), a key-less local
+   provider (``ollama``, ``hosted_vllm``, ``lm_studio``, ...), or a provider outside the table
+   (LiteLLM reports its own authentication error if one turns out to be needed);
+6. otherwise :class:`MissingAPIKeyError` naming the variable to export.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from osmosis_ai.judge.errors import JudgeInputError, MissingAPIKeyError
+
+DEFAULT_API_KEY_ENV: dict[str, str] = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "xai": "XAI_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+    "google": "GEMINI_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+    "cerebras": "CEREBRAS_API_KEY",
+    "azure": "AZURE_API_KEY",
+    "bedrock": "AWS_ACCESS_KEY_ID",
+    "vertex_ai": "GOOGLE_APPLICATION_CREDENTIALS",
+}
+
+CREDENTIAL_CHAIN_PROVIDERS = frozenset({"bedrock", "vertex_ai", "sagemaker"})
+KEYLESS_PROVIDERS = frozenset(
+    {"ollama", "ollama_chat", "hosted_vllm", "vllm", "lm_studio", "llamafile", "xinference", "triton"}
+)
+
+
+def _nonblank(value: Any) -> str | None:
+    return value.strip() or None if isinstance(value, str) else None
+
+
+def _export_hint(names: list[str]) -> str:
+    lines = "\n".join(f'  export {name}="..."' for name in dict.fromkeys(names))
+    return f"Set the key in your environment, for example:\n{lines}"
+
+
+def default_key_env(provider: str) -> str:
+    """The environment variable that holds ``provider``'s key by default."""
+    return DEFAULT_API_KEY_ENV.get(provider) or f"{provider.upper()}_API_KEY"
+
+
+def resolve_api_key(provider: str, model_info: Mapping[str, Any]) -> str | None:
+    """Return the key to send for ``provider`` (normalised lower-case), or ``None`` when none is needed.
+
+    Raises:
+        MissingAPIKeyError: a key is needed and none is configured.
+    """
+    explicit = _nonblank(model_info.get("api_key"))
+    if explicit:
+        return explicit
+    env_name = _nonblank(model_info.get("api_key_env"))
+    if env_name:
+        value = _nonblank(os.environ.get(env_name))
+        if value is None:
+            raise MissingAPIKeyError(
+                f"Environment variable '{env_name}' for provider '{provider}' is not set or is empty.\n"
+                + _export_hint([env_name])
+            )
+        return value
+    if provider in CREDENTIAL_CHAIN_PROVIDERS:
+        return None
+    default_env = default_key_env(provider)
+    value = _nonblank(os.environ.get(default_env))
+    if value is not None:
+        return value
+    if not key_required(provider, model_info):
+        return None
+    raise MissingAPIKeyError(
+        f"No API key for provider '{provider}': environment variable '{default_env}' is not set or is empty. "
+        "Set it, or put 'api_key' / 'api_key_env' in model_info.\n" + _export_hint([default_env])
+    )
+
+
+def key_required(provider: str, model_info: Mapping[str, Any]) -> bool:
+    """Whether calling ``provider`` without a key is an error we can report before calling."""
+    if provider in KEYLESS_PROVIDERS or provider not in DEFAULT_API_KEY_ENV:
+        return False
+    has_base = _nonblank(model_info.get("api_base")) or _nonblank(
+        os.environ.get(f"{provider.upper()}_API_BASE")
+    )
+    return has_base is None
+
+
+def ensure_api_key_available(model_info: Mapping[str, Any]) -> None:
+    """Fail fast, before any call, when ``model_info`` names no provider or lacks a needed key.
+
+    Raises:
+        JudgeInputError: ``provider`` is missing or blank (a ``TypeError``).
+        MissingAPIKeyError: the provider needs a key and none is configured.
+    """
+    provider = _nonblank(model_info.get("provider")) if isinstance(model_info, Mapping) else None
+    if provider is None:
+        raise JudgeInputError("model_info must include a non-empty 'provider' string")
+    resolve_api_key(provider.lower(), model_info)
