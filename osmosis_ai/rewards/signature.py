@@ -140,14 +140,14 @@ def _check_classic(
     name, annotation, default."""
     accepted = contract.accepted.format(name=name)
     if len(params) < len(contract.rules):
-        missing = contract.rules[len(params)].name
+        missing = ", ".join(repr(rule.name) for rule in contract.rules[len(params) :])
         expected = ", ".join(rule.name for rule in contract.rules)
         found = ", ".join(p.name for p in params)
         _fail(
             contract,
             name,
             f"{name} must take at least {len(contract.rules)} parameters ({expected}), found "
-            f"{len(params)} ({found}); parameter {missing!r} is missing",
+            f"{len(params)} ({found}); missing: {missing}",
             accepted,
         )
     namespace = _globals_of(func)
@@ -262,9 +262,12 @@ def _non_none_members(annotation: Any) -> tuple[Any, ...] | None:
 
 
 def _is_exact_str(annotation: Any) -> bool:
-    if isinstance(annotation, str):
-        return annotation in _STR_NAMES
-    return annotation is str or _forward_ref_name(annotation) in _STR_NAMES
+    """``str`` itself, or an unresolved ``"str"``/``"builtins.str"``, also quoted twice (``x: "str"``
+    under ``from __future__ import annotations``) or left as a forward reference inside a union."""
+    if annotation is str:
+        return True
+    text = annotation if isinstance(annotation, str) else _forward_ref_name(annotation)
+    return text is not None and text.strip("'\"") in _STR_NAMES
 
 
 def _is_str_like(annotation: Any) -> bool:
