@@ -1,0 +1,27 @@
+"""Errors of the local TrainGate.
+
+* TrainGateError (OsmosisError)      the local trainer cannot do what was asked
+  + DatasetError (ValueError)        a dataset file is unreadable or a row breaks the format (file, row, column)
+  + PolicyError                      the policy backend failed to produce a completion
+  + LoadError (ValueError)           a ``MODULE:ATTR`` reference cannot be imported or is not usable
+"""
+
+from __future__ import annotations
+
+from osmosis_ai.errors import OsmosisError
+
+
+class TrainGateError(OsmosisError):
+    """The local TrainGate cannot do what was asked; the message says why and what to do."""
+
+
+class DatasetError(TrainGateError, ValueError):
+    """A dataset file cannot be read, or one of its rows breaks the test-mode format."""
+
+
+class PolicyError(TrainGateError):
+    """The policy backend failed to produce a completion (provider error, malformed answer)."""
+
+
+class LoadError(TrainGateError, ValueError):
+    """A ``MODULE:ATTR`` reference (agent loop, reward function) cannot be loaded."""

@@ -1,0 +1,255 @@
+"""The local TrainGate: the trainer side of the rollout protocol, served on a loopback port.
+
+Rollout servers call it back on two endpoints (protocol §3.2):
+
+* ``POST /v1/chat/completions`` — routed by ``rollout_id`` to a :class:`RolloutSession`; the
+  callback key is checked, the append-only contract is checked against the previous turn, the
+  policy answers, and the reply carries ``token_ids``, ``logprobs`` and ``prompt_token_ids``
+  besides the OpenAI chat completion.
+* ``POST /v1/rollout/completed`` — records the final response (the first terminal one wins).
+
+Refused calls (wrong key, unknown rollout, call after completion) are answered with a 4xx and
+recorded, so the run report can show them. The gateway runs inside the caller's event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import socket
+import time
+import uuid
+from collections import deque
+from typing import Any
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from osmosis_ai.rollout.core.schemas import (
+    CompletionsChoice,
+    CompletionsRequest,
+    CompletionsResponse,
+    CompletionUsage,
+    RolloutResponse,
+)
+from osmosis_ai.traingate.append_only import check_append_only
+from osmosis_ai.traingate.errors import PolicyError
+from osmosis_ai.traingate.policy.base import Generation, Message, Policy
+from osmosis_ai.traingate.session import RejectedCall, RolloutSession, TurnRecord
+from osmosis_ai.traingate.tokenizer import ByteTokenizer, Tokenizer, render_completion, render_prompt
+
+logger = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 64 * 1024 * 1024
+MAX_UNROUTED = 1000  # calls for unknown rollouts kept for the report
+
+
+def bearer_token(header: str | None) -> str | None:
+    """The token of an ``Authorization`` header: ``Bearer <t>`` or a bare token; ``None`` when absent."""
+    value = (header or "").strip()
+    if not value:
+        return None
+    parts = value.split()
+    if len(parts) == 2 and parts[0].lower() == "bearer":
+        return parts[1]
+    return value
+
+
+def _key_matches(presented: str | None, expected: str) -> bool:
+    if presented is None:
+        return False
+    return secrets.compare_digest(presented.encode("utf-8", "surrogateescape"), expected.encode("utf-8"))
+
+
+def _error(status: int, detail: str) -> web.Response:
+    return web.json_response({"detail": detail}, status=status)
+
+
+def _validation_detail(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    return f"invalid request body: {where}: {first.get('msg')}" if where else f"invalid request body: {first.get('msg')}"
+
+
+class TrainGate:
+    """A trainer-side gateway serving one run's rollouts. Use as ``async with TrainGate(policy) as gate``."""
+
+    def __init__(self, policy: Policy, *, tokenizer: Tokenizer | None = None, host: str = "127.0.0.1") -> None:
+        self.policy = policy
+        self.tokenizer: Tokenizer = tokenizer or ByteTokenizer()
+        self.host = host
+        self.port = 0
+        self.sessions: dict[str, RolloutSession] = {}
+        self.unrouted: deque[RejectedCall] = deque(maxlen=MAX_UNROUTED)
+        self._runner: web.AppRunner | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """Base URL the rollout server calls back (``server_url`` of every RolloutRequest)."""
+        return f"http://{self.host}:{self.port}"
+
+    async def start(self) -> TrainGate:
+        app = web.Application(client_max_size=MAX_BODY_BYTES)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/v1/rollout/completed", self._completed)
+        app.router.add_get("/health", self._health)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, 0))
+        self.port = sock.getsockname()[1]
+        await web.SockSite(self._runner, sock, backlog=1024).start()
+        logger.debug("TrainGate listening on %s", self.url)
+        return self
+
+    async def aclose(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> TrainGate:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    def open_session(
+        self, rollout_id: str, messages: list[Message], *, row_index: int = 0, sample_index: int = 0,
+        metadata: dict[str, Any] | None = None,
+    ) -> RolloutSession:
+        """Register a rollout before its init is sent, with a fresh per-rollout callback key."""
+        if rollout_id in self.sessions:
+            raise ValueError(f"rollout_id {rollout_id!r} is already in use by this gateway")
+        session = RolloutSession(
+            rollout_id=rollout_id,
+            row_index=row_index,
+            sample_index=sample_index,
+            callback_key=secrets.token_urlsafe(24),
+            messages=list(messages),
+            metadata=dict(metadata or {}),
+        )
+        self.sessions[rollout_id] = session
+        return session
+
+    def _route(self, request: web.Request, rollout_id: str, endpoint: str) -> RolloutSession | web.Response:
+        """The session for ``rollout_id`` if the caller holds its key; else the refusal to send (recorded)."""
+        session = self.sessions.get(rollout_id)
+        if session is None:
+            self.unrouted.append(RejectedCall(endpoint, 404, f"unknown rollout_id {rollout_id[:100]!r}"))
+            return _error(404, f"unknown rollout_id {rollout_id!r}")
+        if not _key_matches(bearer_token(request.headers.get("Authorization")), session.callback_key):
+            reason = "missing callback key" if not request.headers.get("Authorization") else "wrong callback key"
+            session.rejected.append(RejectedCall(endpoint, 401, reason))
+            logger.warning("rejected %s for rollout %s: %s", endpoint, rollout_id, reason)
+            return _error(401, "Invalid or missing API key")
+        return session
+
+    # -- handlers ----------------------------------------------------------------------------
+
+    async def _health(self, request: web.Request) -> web.Response:
+        active = sum(1 for s in self.sessions.values() if not s.finished)
+        return web.json_response({"status": "healthy", "policy": self.policy.name, "active_rollouts": active})
+
+    async def _read_json(self, request: web.Request) -> Any:
+        try:
+            return json.loads(await request.read())
+        except ValueError as exc:
+            raise web.HTTPBadRequest(
+                text=json.dumps({"detail": f"body is not JSON: {exc}"}), content_type="application/json"
+            ) from exc
+
+    async def _chat(self, request: web.Request) -> web.Response:
+        payload = await self._read_json(request)
+        try:
+            chat = CompletionsRequest.model_validate(payload)
+        except ValidationError as exc:
+            return _error(422, _validation_detail(exc))
+        routed = self._route(request, chat.rollout_id, "/v1/chat/completions")
+        if isinstance(routed, web.Response):
+            return routed
+        session = routed
+        if session.finished:
+            session.rejected.append(RejectedCall("/v1/chat/completions", 409, "chat call after the rollout ended"))
+            return _error(409, f"rollout {chat.rollout_id!r} has already ended ({session.status})")
+        turn = len(session.turns)
+        violation = check_append_only(session.expected, chat.messages, turn=turn)
+        if violation is not None:
+            session.violations.append(violation)
+            logger.warning("append-only violation in rollout %s: %s", session.rollout_id, violation.describe())
+        params = {"temperature": chat.temperature, "top_p": chat.top_p, "max_tokens": chat.max_tokens,
+                  "stop": chat.stop, "logprobs": chat.logprobs}
+        started = time.perf_counter()
+        try:
+            generation = await self.policy.generate(chat.messages, tools=session.tools, params=params)
+        except PolicyError as exc:
+            session.errors.append(f"turn {turn}: {exc}")
+            return _error(502, str(exc))
+        record = self._turn_record(turn, chat.messages, generation, params, time.perf_counter() - started)
+        session.turns.append(record)
+        session.expected = [*chat.messages, record.message]
+        return web.json_response(self._response_body(chat.rollout_id, turn, record))
+
+    def _turn_record(
+        self, turn: int, messages: list[Message], gen: Generation, params: dict[str, Any], seconds: float
+    ) -> TurnRecord:
+        """Fill in token data the policy did not report, from the tokenizer."""
+        source = "backend" if gen.token_ids is not None else f"tokenizer:{self.tokenizer.name}"
+        token_ids = gen.token_ids if gen.token_ids is not None else self.tokenizer.encode(render_completion(gen.message))
+        prompt_ids = gen.prompt_token_ids
+        if prompt_ids is None:
+            prompt_ids = self.tokenizer.encode(render_prompt(messages))
+        logprobs = gen.logprobs
+        if logprobs is None and self.policy.deterministic:
+            logprobs = [0.0] * len(token_ids)
+        usage = gen.usage or {"prompt_tokens": len(prompt_ids), "completion_tokens": len(token_ids),
+                              "total_tokens": len(prompt_ids) + len(token_ids)}
+        return TurnRecord(
+            index=turn, num_request_messages=len(messages), message=gen.message, finish_reason=gen.finish_reason,
+            token_ids=token_ids, logprobs=logprobs, prompt_token_ids=prompt_ids, usage=usage,
+            sampling={k: v for k, v in params.items() if v is not None}, token_source=source,
+            latency_ms=round(seconds * 1000, 3),
+        )
+
+    def _response_body(self, rollout_id: str, turn: int, record: TurnRecord) -> dict[str, Any]:
+        response = CompletionsResponse(
+            id=f"chatcmpl-{uuid.uuid4().hex[:16]}",
+            created=int(time.time()),
+            model=self.policy.name,
+            choices=[CompletionsChoice(message=record.message, finish_reason=record.finish_reason)],
+            usage=CompletionUsage(**record.usage),
+            token_ids=record.token_ids,
+            logprobs=record.logprobs,
+            prompt_token_ids=record.prompt_token_ids,
+        )
+        return response.model_dump(mode="json")
+
+    async def _completed(self, request: web.Request) -> web.Response:
+        payload = await self._read_json(request)
+        try:
+            result = RolloutResponse.model_validate(payload)
+        except ValidationError as exc:
+            return _error(422, _validation_detail(exc))
+        routed = self._route(request, result.rollout_id, "/v1/rollout/completed")
+        if isinstance(routed, web.Response):
+            return routed
+        session = routed
+        if session.response is not None:
+            session.duplicate_completions += 1
+            if session.response.get("status") != result.status.value:
+                session.errors.append(
+                    f"a later completion with status {result.status.value} was ignored (first one wins)"
+                )
+            return web.json_response({"ok": True, "duplicate": True})
+        session.response = result.model_dump(mode="json")
+        if result.final_messages:
+            violation = check_append_only(session.expected, result.final_messages, turn=-1)
+            if violation is not None:
+                session.violations.append(violation)
+        session.finish(result.status.value, result.error_message)
+        return web.json_response({"ok": True})

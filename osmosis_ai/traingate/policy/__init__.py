@@ -1,0 +1,18 @@
+"""Policy backends of the local TrainGate: LiteLLM/OpenAI-compatible models, the scripted solver, the bench's canned turns."""
+
+from __future__ import annotations
+
+from osmosis_ai.traingate.policy.base import Generation, Policy
+
+__all__ = ["Generation", "Policy", "make_policy"]
+
+
+def make_policy(model: str, *, base_url: str | None = None, api_key: str | None = None) -> Policy:
+    """``"scripted"`` -> the offline calculator solver; anything else -> a LiteLLM model."""
+    if model == "scripted":
+        from osmosis_ai.traingate.policy.scripted import ScriptedPolicy
+
+        return ScriptedPolicy()
+    from osmosis_ai.traingate.policy.litellm import LiteLLMPolicy
+
+    return LiteLLMPolicy(model, base_url=base_url, api_key=api_key)

@@ -1,0 +1,124 @@
+"""Summaries of a run: status counts, rewards, turns, latency percentiles, protocol violations.
+
+:func:`summarize` is pure data (used by tests and ``--output`` consumers); :func:`render_summary`
+is the console report of ``osmosis rollout run``, drawn with rich on the console it is given.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from osmosis_ai.traingate.session import INFRA_STATUSES, TERMINAL_STATUSES, RolloutSession
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def percentile(values: Sequence[float], fraction: float) -> float | None:
+    """Nearest-rank percentile of ``values`` (``None`` when empty)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(fraction * len(ordered)))
+    return ordered[rank - 1]
+
+
+@dataclass
+class RunSummary:
+    """Aggregate figures of a run."""
+
+    rollouts: int
+    statuses: dict[str, int]
+    mean_reward: float | None
+    rewarded: int
+    mean_turns: float
+    latency_ms: dict[str, float | None]
+    wall_s: float
+    rollouts_per_s: float
+    violations: int
+    rollouts_with_violations: int
+    rejected_calls: int
+    gateway_errors: int
+    infra_failures: list[str] = field(default_factory=list)
+
+    @property
+    def all_terminal(self) -> bool:
+        return sum(self.statuses.get(s, 0) for s in TERMINAL_STATUSES) == self.rollouts
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarize(sessions: Sequence[RolloutSession], wall_s: float) -> RunSummary:
+    rewards = [s.reward for s in sessions if s.reward is not None]
+    latencies = [s.latency_ms for s in sessions if s.status in TERMINAL_STATUSES]
+    infra = Counter(s.error_message or s.status for s in sessions if s.status in INFRA_STATUSES)
+    return RunSummary(
+        rollouts=len(sessions),
+        statuses=dict(Counter(s.status for s in sessions)),
+        mean_reward=sum(rewards) / len(rewards) if rewards else None,
+        rewarded=len(rewards),
+        mean_turns=sum(len(s.turns) for s in sessions) / len(sessions) if sessions else 0.0,
+        latency_ms={f"p{int(q * 100)}": percentile(latencies, q) for q in (0.5, 0.9, 0.99)},
+        wall_s=wall_s,
+        rollouts_per_s=len(latencies) / wall_s if wall_s > 0 else 0.0,
+        violations=sum(len(s.violations) for s in sessions),
+        rollouts_with_violations=sum(1 for s in sessions if s.violations),
+        rejected_calls=sum(len(s.rejected) for s in sessions),
+        gateway_errors=sum(len(s.errors) for s in sessions),
+        infra_failures=[f"{count} x {message}" for message, count in infra.most_common(5)],
+    )
+
+
+def write_records(sessions: Iterable[RolloutSession], path: str | Path) -> int:
+    """Write one JSON line per rollout to ``path``; return how many were written."""
+    count = 0
+    with Path(path).open("w", encoding="utf-8") as handle:
+        for session in sessions:
+            handle.write(json.dumps(session.to_record(), ensure_ascii=False) + "\n")
+            count += 1
+    return count
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} ms"
+
+
+def render_summary(summary: RunSummary, sessions: Sequence[RolloutSession], console: Console) -> None:
+    """Print the run's summary table, then one line per append-only violation or refused call (first few)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="Rollout run", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    statuses = ", ".join(f"{name} {count}" for name, count in sorted(summary.statuses.items()))
+    table.add_row("rollouts", f"{summary.rollouts} ({statuses})")
+    reward = "-" if summary.mean_reward is None else f"{summary.mean_reward:.3f} over {summary.rewarded}"
+    table.add_row("mean reward", reward)
+    table.add_row("mean turns", f"{summary.mean_turns:.2f}")
+    lat = summary.latency_ms
+    table.add_row("latency p50 / p90 / p99", f"{_ms(lat['p50'])} / {_ms(lat['p90'])} / {_ms(lat['p99'])}")
+    table.add_row("throughput", f"{summary.rollouts_per_s:.1f} rollouts/s ({summary.wall_s:.2f} s wall)")
+    violations = f"{summary.violations} in {summary.rollouts_with_violations} rollout(s)"
+    table.add_row("append-only violations", violations, style="red" if summary.violations else None)
+    if summary.rejected_calls or summary.gateway_errors:
+        table.add_row("refused calls / gateway errors", f"{summary.rejected_calls} / {summary.gateway_errors}",
+                      style="yellow")
+    console.print(table)
+    shown = 0
+    for session in sessions:
+        for violation in session.violations:
+            if shown < 5:
+                console.print(f"[red]append-only[/red] {escape(session.rollout_id)}: {escape(violation.describe())}")
+            shown += 1
+    if shown > 5:
+        console.print(f"... and {shown - 5} more append-only violation(s); see --output for all of them")
+    for failure in summary.infra_failures:
+        console.print(f"[red]failed[/red] {escape(failure)}", highlight=False)

@@ -1,0 +1,137 @@
+"""Per-rollout state kept by the gateway: the conversation it expects next and everything it saw.
+
+A :class:`RolloutSession` is created before ``/v1/rollout/init`` is sent and is the system of
+record for that rollout: its callback key, each served turn with its token data, append-only
+violations, rejected (unauthenticated) calls and the final response. :meth:`RolloutSession.to_record`
+turns it into the JSON line written by ``osmosis rollout run --output``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from osmosis_ai.traingate.append_only import AppendOnlyViolation
+
+Message = dict[str, Any]
+
+# Statuses a session ends in. The first two come from the rollout server, the rest are infrastructure failures.
+TERMINAL_STATUSES = ("COMPLETED", "ERROR")
+INFRA_STATUSES = ("INIT_FAILED", "UNREACHABLE", "TIMEOUT")
+
+
+@dataclass
+class TurnRecord:
+    """One served chat completion and the token data a trainer would train on."""
+
+    index: int
+    num_request_messages: int
+    message: Message
+    finish_reason: str
+    token_ids: list[int]
+    logprobs: list[float] | None
+    prompt_token_ids: list[int]
+    usage: dict[str, int]
+    sampling: dict[str, Any]
+    token_source: str
+    latency_ms: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class RejectedCall:
+    """A call for this rollout that the gateway refused (wrong callback key, call after completion)."""
+
+    endpoint: str
+    status: int
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class RolloutSession:
+    """Everything the gateway knows about one rollout. Mutated only on the event loop."""
+
+    rollout_id: str
+    row_index: int
+    sample_index: int
+    callback_key: str
+    messages: list[Message]
+    metadata: dict[str, Any]
+    tools: list[Message] = field(default_factory=list)
+    expected: list[Message] = field(default_factory=list)
+    turns: list[TurnRecord] = field(default_factory=list)
+    violations: list[AppendOnlyViolation] = field(default_factory=list)
+    rejected: list[RejectedCall] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    response: dict[str, Any] | None = None
+    duplicate_completions: int = 0
+    status: str = "PENDING"
+    error_message: str | None = None
+    reward: float | None = None
+    reward_error: str | None = None
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.expected = list(self.messages)
+
+    @property
+    def finished(self) -> bool:
+        return self.done.is_set()
+
+    @property
+    def latency_ms(self) -> float:
+        end = self.finished_at or time.monotonic()
+        return (end - self.started_at) * 1000 if self.started_at else 0.0
+
+    @property
+    def agent_reward(self) -> float | None:
+        value = (self.response or {}).get("reward")
+        return float(value) if isinstance(value, (int, float)) else None
+
+    @property
+    def final_messages(self) -> list[Message]:
+        """What the rollout server reported, or the conversation the gateway last saw if it reported none."""
+        reported = (self.response or {}).get("final_messages")
+        return list(reported) if reported else list(self.expected)
+
+    def finish(self, status: str, error_message: str | None = None) -> None:
+        """Close the session with ``status`` (first terminal state wins)."""
+        if self.finished:
+            return
+        self.status = status
+        self.error_message = error_message
+        self.finished_at = time.monotonic()
+        self.done.set()
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSON record of this rollout (one line of ``--output``)."""
+        response = self.response or {}
+        return {
+            "rollout_id": self.rollout_id,
+            "row_index": self.row_index,
+            "sample_index": self.sample_index,
+            "status": self.status,
+            "reward": self.reward,
+            "agent_reward": self.agent_reward,
+            "reward_error": self.reward_error,
+            "finish_reason": response.get("finish_reason"),
+            "error_message": self.error_message,
+            "latency_ms": round(self.latency_ms, 3),
+            "final_messages": self.final_messages,
+            "turns": [t.to_dict() for t in self.turns],
+            "append_only_violations": [v.to_dict() for v in self.violations],
+            "rejected_calls": [r.to_dict() for r in self.rejected],
+            "gateway_errors": list(self.errors),
+            "duplicate_completions": self.duplicate_completions,
+            "metrics": response.get("metrics") or {},
+            "tools": [t.get("function", {}).get("name") for t in self.tools],
+        }
