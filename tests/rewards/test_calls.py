@@ -1,0 +1,246 @@
+"""Call-time behaviour: ``data_source`` dropping, rubric argument checks, async detection, metadata."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import osmosis_ai
+import osmosis_ai.rewards
+import osmosis_ai.utils
+from osmosis_ai import osmosis_reward, osmosis_rubric
+from osmosis_ai.errors import RewardArgumentError
+
+BOTH = [pytest.param(osmosis_reward, id="reward"), pytest.param(osmosis_rubric, id="rubric")]
+
+
+def run(result: Any) -> Any:
+    return asyncio.run(result) if inspect.isawaitable(result) else result
+
+
+# --- data_source ---------------------------------------------------------------------------------
+
+
+def make_receivers(seen: list[dict[str, Any]]) -> dict[str, Callable[..., Any]]:
+    """Functions that record the keywords they receive, keyed by the shape of their signature."""
+
+    def classic(solution_str: str, ground_truth: str, extra_info: dict | None = None) -> float:
+        seen.append({})
+        return 1.0
+
+    def classic_with_param(
+        solution_str: str, ground_truth: str, extra_info: dict | None = None, data_source: str = ""
+    ) -> float:
+        seen.append({"data_source": data_source})
+        return 1.0
+
+    def classic_with_kwargs(
+        solution_str: str, ground_truth: str, extra_info: dict | None = None, **kw: Any
+    ) -> float:
+        seen.append(kw)
+        return 1.0
+
+    def free_form(messages: Any, ground_truth: Any, extra_info: Any = None) -> float:
+        seen.append({})
+        return 1.0
+
+    def free_form_with_kwargs(messages: Any, ground_truth: Any, extra_info: Any = None, **kw: Any) -> float:
+        seen.append(kw)
+        return 1.0
+
+    async def async_classic(solution_str: str, ground_truth: str, extra_info: dict | None = None) -> float:
+        seen.append({})
+        return 1.0
+
+    async def async_with_kwargs(
+        solution_str: str, ground_truth: str, extra_info: dict | None = None, **kw: Any
+    ) -> float:
+        seen.append(kw)
+        return 1.0
+
+    return {f.__name__: f for f in (classic, classic_with_param, classic_with_kwargs, free_form,
+                                   free_form_with_kwargs, async_classic, async_with_kwargs)}  # fmt: skip
+
+
+# (function, keywords it receives when called with data_source="gsm8k")
+DATA_SOURCE = [
+    ("classic", {}),
+    ("classic_with_param", {"data_source": "gsm8k"}),
+    ("classic_with_kwargs", {"data_source": "gsm8k"}),
+    ("free_form", {}),
+    ("free_form_with_kwargs", {"data_source": "gsm8k"}),
+    ("async_classic", {}),
+    ("async_with_kwargs", {"data_source": "gsm8k"}),
+]
+
+
+@pytest.mark.parametrize("decorator", BOTH)
+@pytest.mark.parametrize(("name", "received"), DATA_SOURCE)
+def test_data_source_dropped_only_when_unwanted(
+    decorator: Callable[..., Any], name: str, received: dict[str, Any]
+) -> None:
+    seen: list[dict[str, Any]] = []
+    func = decorator(make_receivers(seen)[name])
+    assert run(func("answer", "answer", None, data_source="gsm8k")) == 1.0
+    assert run(func("answer", "answer", None)) == 1.0
+    assert seen[0] == received
+    assert seen[1] in ({}, {"data_source": ""})
+
+
+@pytest.mark.parametrize("decorator", BOTH)
+@pytest.mark.parametrize("name", ["classic", "free_form", "async_classic"])
+def test_other_unknown_keywords_still_fail(decorator: Callable[..., Any], name: str) -> None:
+    func = decorator(make_receivers([])[name])
+    with pytest.raises(TypeError, match="source"):
+        run(func("answer", "answer", None, source="gsm8k"))
+
+
+# --- argument values -----------------------------------------------------------------------------
+
+# (args, kwargs, error fragment or None when the call is fine)
+RUBRIC_CALLS: list[tuple[tuple[Any, ...], dict[str, Any], str | None]] = [
+    (("out", "ref", {}), {}, None),
+    (("out", None, None), {}, None),
+    ((), {"solution_str": "out", "ground_truth": "ref", "extra_info": None}, None),
+    (("out", "ref", None), {"data_source": "gsm8k", "model": "m"}, None),
+    ((1, "ref", {}), {}, "argument 'solution_str' must be a str, got 1 of type int"),
+    ((None, "ref", {}), {}, "argument 'solution_str' must be a str, got None of type NoneType"),
+    (("out", 2.5, {}), {}, "argument 'ground_truth' must be a str or None, got 2.5 of type float"),
+    (("out", ["ref"], {}), {}, "argument 'ground_truth' must be a str or None, got ['ref'] of type list"),
+    (("out", "ref"), {}, "argument 'extra_info' is missing"),
+    (("out",), {}, "argument 'ground_truth' is missing"),
+    ((), {"ground_truth": "ref", "extra_info": {}}, "argument 'solution_str' is missing"),
+    (("out", "ref", {}, "extra"), {}, "signature does not accept: too many positional arguments"),
+    (("out", "ref", {}), {"solution_str": "again"}, "signature does not accept: multiple values"),
+]
+
+
+def make_rubric(calls: list[tuple[Any, ...]], *, is_async: bool) -> Callable[..., Any]:
+    if is_async:
+
+        async def judge(
+            solution_str: str, ground_truth: str | None, extra_info: dict, **kwargs: Any
+        ) -> float:
+            calls.append((solution_str, ground_truth, extra_info))
+            return 0.5
+
+        return osmosis_rubric(judge)
+
+    def judge_sync(solution_str: str, ground_truth: str | None, extra_info: dict, **kwargs: Any) -> float:
+        calls.append((solution_str, ground_truth, extra_info))
+        return 0.5
+
+    return osmosis_rubric(judge_sync)
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize(("args", "kwargs", "problem"), RUBRIC_CALLS)
+def test_rubric_checks_argument_values_before_calling(
+    args: tuple[Any, ...], kwargs: dict[str, Any], problem: str | None, is_async: bool
+) -> None:
+    calls: list[tuple[Any, ...]] = []
+    judge = make_rubric(calls, is_async=is_async)
+    if problem is None:
+        assert run(judge(*args, **kwargs)) == 0.5
+        assert len(calls) == 1
+        return
+    with pytest.raises(RewardArgumentError) as caught:
+        run(judge(*args, **kwargs))
+    assert problem in str(caught.value)
+    assert "rubric function 'judge" in str(caught.value)
+    assert isinstance(caught.value, TypeError)
+    assert calls == []
+
+
+def test_rubric_defaults_count_as_given() -> None:
+    @osmosis_rubric
+    def judge(solution_str: str, ground_truth: str, extra_info: dict | None = None) -> float:
+        return 1.0
+
+    assert judge("out", "ref") == 1.0
+
+
+def test_free_form_rubric_and_any_reward_leave_argument_values_alone() -> None:
+    @osmosis_rubric
+    def judge(messages: Any, reference: Any) -> float:
+        return 1.0
+
+    @osmosis_reward
+    def reward(solution_str: str, ground_truth: str, extra_info: dict | None = None) -> float:
+        return 1.0
+
+    assert judge(1, 2) == 1.0
+    assert reward(1, 2) == 1.0  # type: ignore[arg-type]  # 0.2 does not check reward arguments
+
+
+# --- async detection and metadata ----------------------------------------------------------------
+
+
+async def async_reward(
+    solution_str: str, ground_truth: str, extra_info: dict | None = None, scale: float = 1.0
+) -> float:
+    """An async reward."""
+    return 0.25 * scale
+
+
+def sync_reward(
+    solution_str: str, ground_truth: str, extra_info: dict | None = None, scale: float = 1.0
+) -> float:
+    """A sync reward."""
+    return 0.25 * scale
+
+
+class AsyncReward:
+    """A callable object with ``async def __call__``."""
+
+    async def __call__(self, solution_str: str, ground_truth: str, extra_info: dict | None = None) -> float:
+        return 0.25
+
+
+class SyncReward:
+    def __call__(self, solution_str: str, ground_truth: str, extra_info: dict | None = None) -> float:
+        return 0.25
+
+
+# (function, whether the wrapper is async)
+CALLABLES = [
+    pytest.param(sync_reward, False, id="function"),
+    pytest.param(async_reward, True, id="async-function"),
+    pytest.param(AsyncReward(), True, id="async-object"),
+    pytest.param(SyncReward(), False, id="object"),
+    pytest.param(functools.partial(async_reward, scale=1.0), True, id="partial-of-async"),
+    pytest.param(functools.partial(functools.partial(async_reward), scale=1.0), True, id="nested-partial"),
+    pytest.param(functools.partial(AsyncReward()), True, id="partial-of-async-object"),
+    pytest.param(functools.partial(sync_reward, scale=1.0), False, id="partial-of-sync"),
+]
+
+
+@pytest.mark.parametrize("decorator", BOTH)
+@pytest.mark.parametrize(("func", "is_async"), CALLABLES)
+def test_async_callables_get_an_async_wrapper(
+    decorator: Callable[..., Any], func: Any, is_async: bool
+) -> None:
+    wrapper = decorator(func)
+    assert inspect.iscoroutinefunction(wrapper) is is_async
+    result = wrapper("out", "ref", None)
+    assert inspect.isawaitable(result) is is_async
+    assert run(result) == 0.25
+
+
+@pytest.mark.parametrize("func", [sync_reward, async_reward], ids=["sync", "async"])
+def test_wrapper_keeps_the_function_metadata(func: Callable[..., Any]) -> None:
+    wrapper = osmosis_reward(func)
+    assert wrapper.__wrapped__ is func
+    assert inspect.signature(wrapper) == inspect.signature(func)
+    for attribute in ("__name__", "__qualname__", "__doc__", "__module__"):
+        assert getattr(wrapper, attribute) == getattr(func, attribute)
+
+
+def test_0_2_import_paths_lead_to_the_same_decorators() -> None:
+    assert osmosis_ai.utils.osmosis_reward is osmosis_ai.rewards.osmosis_reward is osmosis_ai.osmosis_reward
+    assert osmosis_ai.utils.osmosis_rubric is osmosis_ai.rewards.osmosis_rubric is osmosis_ai.osmosis_rubric
