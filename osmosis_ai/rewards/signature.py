@@ -11,21 +11,20 @@ return type imported only under ``TYPE_CHECKING``) does not spoil the others. An
 cannot be resolved is judged as written, where ``"str"`` and ``"builtins.str"`` still count as
 ``str``.
 
-``inspect`` and ``typing`` are imported inside the functions: they cost milliseconds to import and
-this module sits on the path of ``from osmosis_ai import osmosis_reward``.
+This module imports ``inspect`` and ``typing``, which cost milliseconds; it is therefore loaded
+when the first function is decorated, not by ``from osmosis_ai import osmosis_reward``.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
+import types
+import typing
+from collections.abc import Callable
+from typing import Any
 
 from osmosis_ai.errors import RewardSignatureError
-
-TYPE_CHECKING = False  # typing is not imported at run time; type checkers treat this name as True
-if TYPE_CHECKING:
-    import inspect
-    from collections.abc import Callable
-    from typing import Any
 
 _STR_NAMES = ("str", "builtins.str")
 
@@ -88,8 +87,6 @@ def read_shape(func: Callable[..., Any], contract: Contract) -> FunctionShape:
 
     Raises :class:`~osmosis_ai.errors.RewardSignatureError` (a ``TypeError``) on a contract breach.
     """
-    import inspect
-
     name = function_name(func)
     try:
         signature = inspect.signature(func)
@@ -116,8 +113,6 @@ def function_name(func: Callable[..., Any]) -> str:
 def is_async_callable(func: Callable[..., Any]) -> bool:
     """Whether calling ``func`` returns an awaitable: async functions, partials of them, and
     objects whose class defines ``async def __call__``."""
-    import inspect
-
     target = _strip_partials(func)
     return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(_class_call(target))
 
@@ -202,8 +197,6 @@ def _fail(contract: Contract, name: str, problem: str, accepted: str) -> None:
 def _globals_of(func: Any) -> dict[str, Any]:
     """The module namespace string annotations of ``func`` refer to, through decorators
     (``__wrapped__``), partials, bound methods and callable objects."""
-    import inspect
-
     target = _strip_partials(inspect.unwrap(func))
     namespace = getattr(target, "__globals__", None)
     if namespace is None:
@@ -218,10 +211,6 @@ def _resolve(annotation: Any, namespace: dict[str, Any]) -> Any:
     broken annotation elsewhere in the signature does not matter, and so that Python 3.10 does not
     turn ``x: str = None`` into ``Optional[str]``, which 0.2 never did.
     """
-    import inspect
-    import types
-    import typing
-
     if annotation is inspect.Parameter.empty:
         return annotation
     holder = types.SimpleNamespace(__annotations__={"annotation": annotation})
@@ -233,8 +222,6 @@ def _resolve(annotation: Any, namespace: dict[str, Any]) -> Any:
 
 def _describe(raw: Any, resolved: Any) -> str:
     """Render an annotation for an error message, so that ``'str'`` never reads like ``str``."""
-    import inspect
-
     if raw is inspect.Parameter.empty:
         return "no annotation"
     if isinstance(resolved, str):
@@ -246,16 +233,11 @@ def _describe(raw: Any, resolved: Any) -> str:
 
 
 def _is_generic_alias(annotation: Any) -> bool:
-    import typing
-
     return typing.get_origin(annotation) is not None
 
 
 def _non_none_members(annotation: Any) -> tuple[Any, ...] | None:
     """The members of a ``Union``/``X | Y`` other than ``None``, or ``None`` if it is no union."""
-    import types
-    import typing
-
     if typing.get_origin(annotation) not in (typing.Union, types.UnionType):
         return None
     return tuple(arg for arg in typing.get_args(annotation) if arg is not type(None))

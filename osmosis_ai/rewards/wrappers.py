@@ -9,13 +9,12 @@ A finite float ``r`` is recognised by ``r - r == 0.0``, which is false for NaN a
 
 from __future__ import annotations
 
-from osmosis_ai.errors import RewardArgumentError, RewardReturnError
+import inspect
+import numbers
+from collections.abc import Callable
+from typing import Any
 
-TYPE_CHECKING = False  # typing is not imported at run time; type checkers treat this name as True
-if TYPE_CHECKING:
-    import inspect
-    from collections.abc import Callable
-    from typing import Any
+from osmosis_ai.errors import RewardArgumentError, RewardReturnError
 
 _REPR_LIMIT = 120
 
@@ -71,15 +70,9 @@ def async_wrapper(
 
 def to_score(value: object, function_name: str) -> float:
     """Slow path of the return check: any finite real number except ``bool``, as a ``float``."""
-    if type(value) is int:
-        real = True
-    else:
-        import numbers  # deferred: this module is on the import path of `from osmosis_ai import osmosis_reward`
-
-        real = isinstance(value, numbers.Real) and not isinstance(value, bool)
-    if real:
+    if type(value) is int or (isinstance(value, numbers.Real) and not isinstance(value, bool)):
         try:
-            score = float(value)  # type: ignore[arg-type]
+            score = float(value)
         except (OverflowError, TypeError, ValueError):
             score = float("nan")
         if score - score == 0.0:

@@ -41,6 +41,7 @@ REWARD_ACCEPTED = [
     "solution_str: str, ground_truth: str, extra_info: dict | None = None",
     "solution_str: str, ground_truth: str, extra_info: dict = {}",  # any default, as in 0.2
     "solution_str: str, ground_truth: str = '', extra_info: dict = None",  # defaults of 1 and 2 not checked
+    "solution_str: str, ground_truth: str = None, extra_info: dict = None",  # no implicit Optional (3.10)
     "solution_str: str, ground_truth: str, extra_info: dict = None, *, scale: float = 1.0",
     "solution_str: str, ground_truth: str, extra_info: dict = None, data_source: str = ''",
     "solution_str: str, ground_truth: str, /, extra_info: dict = None",
