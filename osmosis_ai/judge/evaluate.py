@@ -224,7 +224,7 @@ async def _judge(
 async def aevaluate_rubric(
     rubric: str,
     solution_str: str,
-    model_info: ModelInfo,
+    model_info: ModelInfo | Mapping[str, Any],
     *,
     ground_truth: str | None = None,
     original_input: str | None = None,
@@ -283,7 +283,7 @@ async def aevaluate_rubric(
 def evaluate_rubric(
     rubric: str,
     solution_str: str,
-    model_info: ModelInfo,
+    model_info: ModelInfo | Mapping[str, Any],
     *,
     ground_truth: str | None = None,
     original_input: str | None = None,

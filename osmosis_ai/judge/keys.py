@@ -9,9 +9,10 @@ Resolution for ``model_info`` (first match wins):
    ``sagemaker``): no key; LiteLLM reads AWS / Google credentials itself;
 4. the provider's default variable (:data:`DEFAULT_API_KEY_ENV`, else ``<PROVIDER>_API_KEY``, the
    convention LiteLLM follows) when it is set;
-5. no key needed: an ``api_base`` (in ``model_info`` or ``<PROVIDER>_API_BASE``), a key-less local
-   provider (``ollama``, ``hosted_vllm``, ``lm_studio``, ...), or a provider outside the table
-   (LiteLLM reports its own authentication error if one turns out to be needed);
+5. no key needed: with an ``api_base`` (in ``model_info`` or ``<PROVIDER>_API_BASE``; a placeholder
+   key is sent, since OpenAI-style clients insist on one), for a key-less local provider
+   (``ollama``, ``hosted_vllm``, ``lm_studio``, ...), or for a provider outside the table (LiteLLM
+   reports its own authentication error if one turns out to be needed);
 6. otherwise :class:`MissingAPIKeyError` naming the variable to export.
 """
 
@@ -37,6 +38,8 @@ DEFAULT_API_KEY_ENV: dict[str, str] = {
 }
 
 CREDENTIAL_CHAIN_PROVIDERS = frozenset({"bedrock", "vertex_ai", "sagemaker"})
+# Sent to a self-hosted endpoint that needs no key: OpenAI-style clients refuse to send no key at all.
+NO_KEY_PLACEHOLDER = "EMPTY"
 KEYLESS_PROVIDERS = frozenset(
     {"ollama", "ollama_chat", "hosted_vllm", "vllm", "lm_studio", "llamafile", "xinference", "triton"}
 )
@@ -80,7 +83,9 @@ def resolve_api_key(provider: str, model_info: Mapping[str, Any]) -> str | None:
     value = _nonblank(os.environ.get(default_env))
     if value is not None:
         return value
-    if not key_required(provider, model_info):
+    if _api_base_configured(provider, model_info):
+        return NO_KEY_PLACEHOLDER
+    if provider in KEYLESS_PROVIDERS or provider not in DEFAULT_API_KEY_ENV:
         return None
     raise MissingAPIKeyError(
         f"No API key for provider '{provider}': environment variable '{default_env}' is not set or is empty. "
@@ -88,14 +93,9 @@ def resolve_api_key(provider: str, model_info: Mapping[str, Any]) -> str | None:
     )
 
 
-def key_required(provider: str, model_info: Mapping[str, Any]) -> bool:
-    """Whether calling ``provider`` without a key is an error we can report before calling."""
-    if provider in KEYLESS_PROVIDERS or provider not in DEFAULT_API_KEY_ENV:
-        return False
-    has_base = _nonblank(model_info.get("api_base")) or _nonblank(
-        os.environ.get(f"{provider.upper()}_API_BASE")
-    )
-    return has_base is None
+def _api_base_configured(provider: str, model_info: Mapping[str, Any]) -> bool:
+    base = _nonblank(model_info.get("api_base")) or _nonblank(os.environ.get(f"{provider.upper()}_API_BASE"))
+    return base is not None
 
 
 def ensure_api_key_available(model_info: Mapping[str, Any]) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from osmosis_ai.errors import OsmosisError
@@ -31,31 +32,33 @@ class Verdict(NamedTuple):
     explanation: str
 
 
-def _json_objects(text: str) -> list[Any]:
+def _json_objects(text: str) -> Iterator[Any]:
     """Every JSON value that starts at a ``{`` in ``text``, left to right (nested ones included)."""
     decoder = json.JSONDecoder()
-    found = []
     index = text.find("{")
     for _ in range(_MAX_OBJECT_STARTS):
         if index == -1:
-            break
+            return
         try:
             value, _ = decoder.raw_decode(text, index)
         except ValueError:
             pass
         else:
-            found.append(value)
+            yield value
         index = text.find("{", index + 1)
-    return found
 
 
-def _candidates(text: str) -> list[Any]:
+def _candidates(text: str) -> Iterator[Any]:
+    """The whole reply as JSON (fences and ``<think>`` blocks removed), then each object inside it."""
     text = _THINK.sub("", text).strip()
     unfenced = _FENCE_END.sub("", _FENCE_START.sub("", text)).strip()
     try:
-        return [json.loads(unfenced)]
+        whole = json.loads(unfenced)
     except ValueError:
-        return _json_objects(text)
+        pass
+    else:
+        yield whole
+    yield from _json_objects(text)
 
 
 def _score(value: Any) -> float:
@@ -88,13 +91,12 @@ def parse_verdict(text: str) -> Verdict:
     Raises:
         VerdictError: no JSON object with a ``"score"`` key, or its values have the wrong types.
     """
-    objects = [obj for obj in _candidates(text) if isinstance(obj, dict) and "score" in obj]
-    if not objects:
+    verdict = next((obj for obj in _candidates(text) if isinstance(obj, dict) and "score" in obj), None)
+    if verdict is None:
         raise VerdictError(
             'the judge reply did not contain a JSON object with a "score" key; '
             "consider making the rubric ask for the JSON verdict more explicitly"
         )
-    verdict = objects[0]
     return Verdict(_score(verdict["score"]), _explanation(verdict.get("explanation")))
 
 

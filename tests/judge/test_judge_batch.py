@@ -1,0 +1,89 @@
+"""evaluate_rubric_batch: input order, bounded concurrency, errors, shared rate limit."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from osmosis_ai import ProviderRequestError, evaluate_rubric_batch
+from osmosis_ai.judge.batch import aevaluate_rubric_batch
+from osmosis_ai.judge.ratelimit import RateLimiter
+from tests.support.openai_server import OpenAIServer, Reply
+
+
+def _echo_score(server: OpenAIServer) -> None:
+    """Reply with the number quoted in the candidate output, slower for every third item."""
+
+    def handler(payload: Any) -> Reply:
+        user = payload["messages"][1]["content"]
+        number = int(user.split("<<<BEGIN_CANDIDATE_OUTPUT>>>\n")[1].split("\n")[0])
+        delay = 0.05 if number % 3 == 0 else 0.0
+        return Reply(content=json.dumps({"score": number / 100, "explanation": str(number)}), delay=delay)
+
+    server.handler = handler
+
+
+def test_batch_returns_results_in_input_order(
+    openai_server: OpenAIServer, model_info: dict[str, Any]
+) -> None:
+    _echo_score(openai_server)
+    items = [{"rubric": "r", "solution_str": str(n), "model_info": model_info} for n in range(20)]
+    results = evaluate_rubric_batch(items, concurrency=4, progress=False)
+    assert results == [n / 100 for n in range(20)]
+    assert len(openai_server.requests) == 20
+
+
+async def test_async_batch_with_details_and_errors(
+    openai_server: OpenAIServer, model_info: dict[str, Any]
+) -> None:
+    openai_server.queue('{"score": 0.1, "explanation": "a"}', Reply(status=400), Reply(status=400))
+    items = [
+        {"rubric": "r", "solution_str": "a", "model_info": model_info, "return_details": True},
+        {"rubric": "r", "solution_str": "b", "model_info": model_info},
+    ]
+    results = await aevaluate_rubric_batch(items, concurrency=1, return_exceptions=True, progress=False)
+    assert isinstance(results[0], dict) and results[0]["explanation"] == "a"
+    assert isinstance(results[1], ProviderRequestError)
+    with pytest.raises(ProviderRequestError):
+        await aevaluate_rubric_batch(items[1:], progress=False)
+
+
+def test_batch_rejects_bad_arguments(model_info: dict[str, Any]) -> None:
+    with pytest.raises(TypeError, match="items\\[1\\]"):
+        evaluate_rubric_batch([{"rubric": "r", "solution_str": "x", "model_info": model_info}, "oops"])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="concurrency"):
+        evaluate_rubric_batch([], concurrency=0)
+    assert evaluate_rubric_batch([]) == []
+
+
+def test_concurrency_bounds_requests_in_flight(
+    openai_server: OpenAIServer, model_info: dict[str, Any]
+) -> None:
+    openai_server.default = Reply(delay=0.1)
+    items = [{"rubric": "r", "solution_str": str(n), "model_info": model_info} for n in range(8)]
+    started = time.perf_counter()
+    evaluate_rubric_batch(items, concurrency=4, progress=False)
+    elapsed = time.perf_counter() - started
+    assert 0.2 <= elapsed < 0.6  # two windows of four, not eight in a row nor all at once
+
+
+def test_rate_limit_spaces_requests(openai_server: OpenAIServer, model_info: dict[str, Any]) -> None:
+    items = [{"rubric": "r", "solution_str": str(n), "model_info": model_info} for n in range(4)]
+    started = time.perf_counter()
+    evaluate_rubric_batch(items, concurrency=4, requests_per_minute=1200, progress=False)  # one per 50 ms
+    assert time.perf_counter() - started >= 0.15
+
+
+def test_rate_limiter_reserves_evenly_spaced_slots() -> None:
+    limiter = RateLimiter(600)
+    waits = [limiter.reserve() for _ in range(3)]
+    assert (
+        waits[0] == 0
+        and waits[1] == pytest.approx(0.1, abs=0.01)
+        and waits[2] == pytest.approx(0.2, abs=0.01)
+    )
+    with pytest.raises(ValueError):
+        RateLimiter(0)

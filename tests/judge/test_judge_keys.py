@@ -1,0 +1,94 @@
+"""API key resolution: explicit keys, provider variables, credential chains, key-less endpoints."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from osmosis_ai import MissingAPIKeyError, evaluate_rubric
+from osmosis_ai.judge.keys import (
+    CREDENTIAL_CHAIN_PROVIDERS,
+    DEFAULT_API_KEY_ENV,
+    NO_KEY_PLACEHOLDER,
+    resolve_api_key,
+)
+from osmosis_ai.rubric_eval import ensure_api_key_available
+from tests.support.openai_server import OpenAIServer
+
+KEYED = sorted(set(DEFAULT_API_KEY_ENV) - CREDENTIAL_CHAIN_PROVIDERS)
+
+
+@pytest.mark.parametrize("provider", KEYED)
+def test_each_provider_reads_its_own_variable(provider: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(MissingAPIKeyError, match=DEFAULT_API_KEY_ENV[provider]):
+        resolve_api_key(provider, {})
+    monkeypatch.setenv(DEFAULT_API_KEY_ENV[provider], f"  key-for-{provider}  ")
+    assert resolve_api_key(provider, {}) == f"key-for-{provider}"
+
+
+def test_explicit_key_and_custom_variable_win(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "from-default")
+    monkeypatch.setenv("MY_JUDGE_KEY", "from-custom")
+    assert resolve_api_key("openai", {"api_key": " explicit "}) == "explicit"
+    assert resolve_api_key("openai", {"api_key_env": "MY_JUDGE_KEY"}) == "from-custom"
+    with pytest.raises(MissingAPIKeyError, match="UNSET_JUDGE_KEY"):
+        resolve_api_key("openai", {"api_key_env": "UNSET_JUDGE_KEY"})
+
+
+@pytest.mark.parametrize("provider", sorted(CREDENTIAL_CHAIN_PROVIDERS))
+def test_cloud_providers_use_their_own_credential_chain(
+    provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIA-not-a-key")
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/path/to/creds.json")
+    assert resolve_api_key(provider, {}) is None
+
+
+def test_keyless_and_unlisted_providers_need_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert resolve_api_key("ollama", {}) is None
+    assert resolve_api_key("openai", {"api_base": "http://127.0.0.1:1/v1"}) == NO_KEY_PLACEHOLDER
+    assert resolve_api_key("groq", {}) is None
+    monkeypatch.setenv("GROQ_API_KEY", "gsk")
+    assert resolve_api_key("groq", {}) == "gsk"  # LiteLLM's <PROVIDER>_API_KEY convention
+
+
+def test_ensure_api_key_available_fails_fast() -> None:
+    with pytest.raises(TypeError, match="provider"):
+        ensure_api_key_available({"model": "m"})  # type: ignore[typeddict-item]
+    with pytest.raises(MissingAPIKeyError, match=re.escape('export ANTHROPIC_API_KEY="..."')):
+        ensure_api_key_available({"provider": "Anthropic", "model": "m"})
+
+
+def test_provider_key_variable_is_sent(openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    evaluate_rubric("r", "x", {"provider": "openai", "model": "gpt-4o-mini", "api_base": openai_server.url})
+    assert openai_server.requests[-1].headers["authorization"] == "Bearer sk-from-env"
+
+
+def test_standard_api_base_variable_is_honoured(
+    openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_BASE", openai_server.url)
+    assert evaluate_rubric("r", "x", {"provider": "openai", "model": "judge"}) == 1.0
+    assert openai_server.requests[-1].headers["authorization"] == f"Bearer {NO_KEY_PLACEHOLDER}"
+
+
+@pytest.mark.parametrize("provider", ["hosted_vllm", "openai"])
+def test_local_server_without_any_key(provider: str, openai_server: OpenAIServer) -> None:
+    info: dict[str, Any] = {"provider": provider, "model": "local-judge", "api_base": openai_server.url}
+    assert evaluate_rubric("r", "x", info) == 1.0
+    assert openai_server.requests[-1].json["model"] == "local-judge"
+
+
+def test_importing_the_rubric_modules_does_not_import_litellm() -> None:
+    code = (
+        "import sys, osmosis_ai.rubric_eval, osmosis_ai.rubric_types, osmosis_ai._litellm_compat; "
+        "from osmosis_ai import evaluate_rubric, MissingAPIKeyError; "
+        "print('litellm' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
