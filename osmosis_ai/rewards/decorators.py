@@ -81,6 +81,7 @@ def osmosis_rubric(func: F) -> F:
 
 
 def _decorate(func: F, contract: Contract) -> F:
+    """The body both decorators share: check ``func`` once, then wrap it for the call-time checks."""
     from osmosis_ai.rewards.signature import read_shape
     from osmosis_ai.rewards.wrappers import argument_checked, async_wrapper, sync_wrapper
 
