@@ -1,0 +1,69 @@
+"""Loading a ``RolloutAgentLoop`` from a ``module.path:attribute`` string, for ``osmosis serve``/``validate``.
+
+Every failure is a :class:`~osmosis_ai.errors.CLIError` whose message says what was wrong and what a
+valid value looks like; the CLI prints it as ``Error: ...`` without a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from osmosis_ai.errors import CLIError
+
+if TYPE_CHECKING:
+    from osmosis_ai.rollout.core.base import RolloutAgentLoop
+
+__all__ = ["CLIError", "load_agent_loop"]
+
+_EXAMPLE = "e.g. 'my_agent:agent_loop' or 'package.module:MyAgentLoop'"
+
+
+def _import_module(module_path: str) -> object:
+    # The working directory comes first so a user's own modules win; it stays on sys.path because the
+    # agent module may import its siblings lazily while serving (as in 0.2).
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(module_path)
+    except ImportError as exc:
+        raise CLIError(f"cannot import module {module_path!r}: {exc}") from exc
+    except Exception as exc:
+        raise CLIError(f"importing module {module_path!r} failed with {type(exc).__name__}: {exc}") from exc
+
+
+def load_agent_loop(spec: str) -> RolloutAgentLoop:
+    """Import ``spec`` (``module.path:attribute``) and return the agent loop instance it names.
+
+    A class attribute must subclass ``RolloutAgentLoop`` and is instantiated without arguments.
+    """
+    from osmosis_ai.rollout.core.base import RolloutAgentLoop
+
+    module_path, sep, attr_name = spec.rpartition(":")
+    if not sep or not module_path or not attr_name:
+        raise CLIError(f"invalid agent loop {spec!r}: expected 'module.path:attribute' ({_EXAMPLE})")
+    module = _import_module(module_path)
+    if not hasattr(module, attr_name):
+        public = sorted(name for name in vars(module) if not name.startswith("_"))
+        raise CLIError(
+            f"module {module_path!r} has no attribute {attr_name!r}; "
+            f"its public attributes are: {', '.join(public) or '(none)'}"
+        )
+    target = getattr(module, attr_name)
+    if isinstance(target, type):
+        if not issubclass(target, RolloutAgentLoop):
+            raise CLIError(f"{spec!r} is a class but not a RolloutAgentLoop subclass")
+        try:
+            target = target()
+        except Exception as exc:
+            raise CLIError(
+                f"cannot instantiate {spec!r} without arguments: {type(exc).__name__}: {exc}"
+            ) from exc
+    if not isinstance(target, RolloutAgentLoop):
+        raise CLIError(
+            f"{spec!r} is a {type(target).__name__}, not a RolloutAgentLoop instance or subclass ({_EXAMPLE})"
+        )
+    return target

@@ -1,0 +1,38 @@
+"""The RolloutServer: ``create_app`` builds the FastAPI app, ``serve_agent_loop`` runs it under uvicorn.
+
+Names resolve lazily (PEP 562): importing this package loads neither FastAPI nor uvicorn.
+"""
+
+from __future__ import annotations
+
+from osmosis_ai._lazy import lazy_exports
+
+_EXPORTS: dict[str, str] = {
+    "AppState": "osmosis_ai.rollout.server.state",
+    "DEFAULT_HOST": "osmosis_ai.rollout.server.serve",
+    "DEFAULT_PORT": "osmosis_ai.rollout.server.serve",
+    "ServeError": "osmosis_ai.rollout.server.serve",
+    "create_app": "osmosis_ai.rollout.server.app",
+    "generate_api_key": "osmosis_ai.rollout.server.api_key",
+    "serve_agent_loop": "osmosis_ai.rollout.server.serve",
+    "validate_and_report": "osmosis_ai.rollout.server.serve",
+    "validate_api_key": "osmosis_ai.rollout.server.api_key",
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+
+TYPE_CHECKING = False  # typing costs milliseconds at import; type checkers treat this name as True
+
+if TYPE_CHECKING:
+    from osmosis_ai.rollout.server.api_key import generate_api_key, validate_api_key
+    from osmosis_ai.rollout.server.app import create_app
+    from osmosis_ai.rollout.server.serve import (
+        DEFAULT_HOST,
+        DEFAULT_PORT,
+        ServeError,
+        serve_agent_loop,
+        validate_and_report,
+    )
+    from osmosis_ai.rollout.server.state import AppState

@@ -1,0 +1,254 @@
+"""``create_app``: the FastAPI application that serves one ``RolloutAgentLoop`` to TrainGate.
+
+Routes: ``POST /v1/rollout/init`` (auth), ``GET /health``, ``GET /platform/health`` (auth; 404 when the
+server has no key). The lifespan starts the record janitor, runs ``on_startup``, registers with the
+Platform when asked to, and on shutdown drains rollouts (grace period, then ERROR callbacks), runs
+``on_shutdown`` and closes the process's shared HTTP pool.
+
+New keyword-only options (all default to 0.2 behaviour, except that the docs routes are off):
+
+* ``queue_limit``: rollouts allowed to wait for a concurrency slot; beyond it init answers 429 with
+  ``Retry-After``. Default: settings ``max_queued_rollouts`` (env
+  ``OSMOSIS_ROLLOUT_SERVER_MAX_QUEUED_ROLLOUTS``), unset = unlimited.
+* ``shutdown_grace_seconds``: how long shutdown waits for in-flight rollouts before ending them with
+  ERROR callbacks. Default: settings ``shutdown_grace_seconds`` (env
+  ``OSMOSIS_ROLLOUT_SERVER_SHUTDOWN_GRACE_SECONDS``), else 10 s.
+* ``docs_enabled``: expose ``/docs``, ``/redoc`` and ``/openapi.json`` (0.2 always did, unauthenticated).
+* ``max_request_bytes``: init bodies above this size get 413 (default 64 MiB).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from osmosis_ai._lazy import install_hint
+from osmosis_ai.rollout.server.executor import RolloutExecutor
+from osmosis_ai.rollout.server.routes import HealthEndpoint, InitEndpoint
+from osmosis_ai.rollout.server.state import AppState
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from osmosis_ai.rollout.config.settings import RolloutServerSettings, RolloutSettings
+    from osmosis_ai.rollout.core.base import RolloutAgentLoop
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
+DEFAULT_SHUTDOWN_GRACE_SECONDS = 10.0
+SHUTDOWN_CALLBACK_TIMEOUT_SECONDS = 5.0
+_ENV_PREFIX = "OSMOSIS_ROLLOUT_SERVER_"
+
+LifecycleHook = Callable[[], Awaitable[Any]]
+
+
+def _server_option(server: RolloutServerSettings, name: str, parse: Callable[[str], Any]) -> Any:
+    """A server setting that newer settings classes define, with the environment variable as fallback."""
+    if name in type(server).model_fields:
+        return getattr(server, name)
+    raw = os.environ.get(_ENV_PREFIX + name.upper())
+    if raw is None or not raw.strip():
+        return None
+    try:
+        return parse(raw.strip())
+    except ValueError:
+        raise ValueError(
+            f"environment variable {_ENV_PREFIX}{name.upper()}={raw!r} is not a valid number"
+        ) from None
+
+
+def _non_negative(value: Any, what: str) -> Any:
+    if value is not None and value < 0:
+        raise ValueError(f"{what} must be >= 0, got {value!r}")
+    return value
+
+
+class LifecycleManager:
+    """Start-up and shutdown of one app (see the module docstring for the order)."""
+
+    def __init__(
+        self,
+        agent_loop: RolloutAgentLoop,
+        state: AppState,
+        executor: RolloutExecutor,
+        *,
+        debug_dir: str | None,
+        credentials: Any,
+        server_host: str | None,
+        server_port: int | None,
+        api_key: str | None,
+        on_startup: LifecycleHook | None,
+        on_shutdown: LifecycleHook | None,
+        shutdown_grace_seconds: float,
+    ) -> None:
+        self.agent_loop = agent_loop
+        self.state = state
+        self.executor = executor
+        self.debug_dir = debug_dir
+        self.credentials = credentials
+        self.server_host = server_host
+        self.server_port = server_port
+        self.api_key = api_key
+        self.on_startup = on_startup
+        self.on_shutdown = on_shutdown
+        self.shutdown_grace_seconds = shutdown_grace_seconds
+        self._registration: asyncio.Task[Any] | None = None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Any) -> AsyncIterator[None]:
+        await self._start()
+        try:
+            yield
+        finally:
+            await self._stop()
+
+    async def _start(self) -> None:
+        logger.info(
+            "RolloutServer starting: agent loop %r, max_concurrent=%d",
+            self.state.agent_loop_name,
+            self.state.max_concurrent,
+        )
+        if self.debug_dir:
+            logger.info("per-rollout debug traces go to %s", self.debug_dir)
+        self.state.start_cleanup_task()
+        if self.on_startup is not None:
+            await self.on_startup()
+        if self.credentials is not None and self.server_host is not None and self.server_port is not None:
+            from osmosis_ai.rollout.server.registration import register_when_ready
+
+            self._registration = asyncio.get_running_loop().create_task(
+                register_when_ready(
+                    host=self.server_host,
+                    port=self.server_port,
+                    agent_loop_name=self.state.agent_loop_name,
+                    credentials=self.credentials,
+                    api_key=self.api_key,
+                    settings=self.state.settings,
+                )
+            )
+
+    async def _stop(self) -> None:
+        registration, self._registration = self._registration, None
+        if registration is not None and not registration.done():
+            registration.cancel()  # pointless once we stop; it only awaits async I/O, so it ends now
+            with contextlib.suppress(asyncio.CancelledError):
+                await registration
+        finished, ended = await self.executor.drain(
+            self.shutdown_grace_seconds, SHUTDOWN_CALLBACK_TIMEOUT_SECONDS
+        )
+        if finished or ended:
+            logger.info(
+                "shutdown: %d rollouts finished during the grace period, %d ended with ERROR", finished, ended
+            )
+        try:
+            if self.on_shutdown is not None:
+                await self.on_shutdown()
+        finally:
+            await self.state.stop_cleanup_task()
+            await self.state.cancel_all()
+            await _close_shared_transport()
+
+
+async def _close_shared_transport() -> None:
+    try:
+        from osmosis_ai.rollout._transport import aclose_shared_transport
+    except ImportError:  # pragma: no cover - the client module is part of the package
+        return
+    await aclose_shared_transport()
+
+
+def _agent_name(agent_loop: RolloutAgentLoop) -> str:
+    name = getattr(agent_loop, "name", None)
+    return name if isinstance(name, str) and name else type(agent_loop).__name__
+
+
+def create_app(
+    agent_loop: RolloutAgentLoop,
+    max_concurrent: int | None = None,
+    record_ttl_seconds: float | None = None,
+    settings: RolloutSettings | None = None,
+    credentials: Any = None,
+    server_host: str | None = None,
+    server_port: int | None = None,
+    api_key: str | None = None,
+    debug_dir: str | None = None,
+    on_startup: LifecycleHook | None = None,
+    on_shutdown: LifecycleHook | None = None,
+    *,
+    queue_limit: int | None = None,
+    shutdown_grace_seconds: float | None = None,
+    docs_enabled: bool = False,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+) -> FastAPI:
+    """Build the RolloutServer app for ``agent_loop``.
+
+    Args:
+        agent_loop: the agent to serve.
+        max_concurrent: rollouts running at once (default: settings ``max_concurrent_rollouts``).
+        record_ttl_seconds: how long finished rollouts are remembered for duplicate inits.
+        settings: rollout settings (default: ``get_settings()``); client settings apply to callbacks.
+        credentials: Platform credentials (an object with ``access_token``); with ``server_host`` and
+            ``server_port`` the server registers itself with the Platform once it is up.
+        api_key: the key TrainGate must present; ``None`` disables auth (``/platform/health`` -> 404).
+        debug_dir: directory for per-rollout JSONL traces (used as is).
+        on_startup, on_shutdown: zero-argument async callables run in the lifespan.
+        queue_limit, shutdown_grace_seconds, docs_enabled, max_request_bytes: see the module docstring.
+    """
+    try:
+        from fastapi import FastAPI
+        from starlette.routing import Route
+    except ImportError as exc:
+        raise ImportError(f"create_app needs FastAPI; {install_hint(exc.name)}") from exc
+    if settings is None:
+        from osmosis_ai.rollout.config.settings import get_settings
+
+        settings = get_settings()
+    if queue_limit is None:
+        queue_limit = _server_option(settings.server, "max_queued_rollouts", int)
+    if shutdown_grace_seconds is None:
+        shutdown_grace_seconds = _server_option(settings.server, "shutdown_grace_seconds", float)
+    _non_negative(queue_limit, "queue_limit")
+    grace = _non_negative(shutdown_grace_seconds, "shutdown_grace_seconds")
+    if max_request_bytes <= 0:
+        raise ValueError(f"max_request_bytes must be > 0, got {max_request_bytes!r}")
+
+    name = _agent_name(agent_loop)
+    state = AppState(max_concurrent, record_ttl_seconds, settings=settings.server, agent_loop_name=name)
+    executor = RolloutExecutor(
+        agent_loop, state, settings=settings, debug_dir=debug_dir, queue_limit=queue_limit
+    )
+    lifecycle = LifecycleManager(
+        agent_loop,
+        state,
+        executor,
+        debug_dir=debug_dir,
+        credentials=credentials,
+        server_host=server_host,
+        server_port=server_port,
+        api_key=api_key,
+        on_startup=on_startup,
+        on_shutdown=on_shutdown,
+        shutdown_grace_seconds=DEFAULT_SHUTDOWN_GRACE_SECONDS if grace is None else grace,
+    )
+    app = FastAPI(
+        title=f"Osmosis RolloutServer ({name})",
+        description="Remote rollout server for Osmosis agent training",
+        lifespan=lifecycle.lifespan,
+        docs_url="/docs" if docs_enabled else None,
+        redoc_url="/redoc" if docs_enabled else None,
+        openapi_url="/openapi.json" if docs_enabled else None,
+    )
+    # Raw routes first: the router tries them in order, and init is the hot path.
+    app.router.routes[:0] = [
+        Route("/v1/rollout/init", InitEndpoint(executor, api_key, max_request_bytes), methods=["POST"]),
+        Route("/health", HealthEndpoint(state, executor, api_key, platform=False), methods=["GET"]),
+        Route("/platform/health", HealthEndpoint(state, executor, api_key, platform=True), methods=["GET"]),
+    ]
+    app.state.rollout_state = state
+    app.state.rollout_executor = executor
+    return app

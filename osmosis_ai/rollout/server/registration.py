@@ -1,0 +1,281 @@
+"""Registering a running RolloutServer with the Osmosis Platform (``osmosis serve`` without ``--local``).
+
+Once the server answers its own ``/health``, it POSTs ``{host, port, agent_loop_name, api_key}`` to
+``{OSMOSIS_PLATFORM_URL}/api/cli/rollout-server/register`` with the user's Platform access token; the
+Platform then health-checks ``/platform/health`` with the server key. Everything here is async and
+cancellable, so shutdown never waits for it (0.2 defect D28). The public IP (needed when binding a
+wildcard address) is detected at most once per process, in a daemon thread (D14, D20).
+
+Credentials: any object with an ``access_token`` attribute (``osmosis_ai.auth``'s
+``WorkspaceCredentials`` once login is available, or :class:`PlatformCredentials`).
+:func:`load_credentials` finds them: the auth store if the package provides one, else the environment
+variable ``OSMOSIS_ACCESS_TOKEN``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from osmosis_ai.consts import PACKAGE_VERSION
+
+if TYPE_CHECKING:
+    from osmosis_ai.rollout.config.settings import RolloutServerSettings
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PLATFORM_URL = "https://platform.osmosis.ai"
+REGISTER_PATH = "/api/cli/rollout-server/register"
+REGISTER_TIMEOUT_SECONDS = 15.0
+ACCESS_TOKEN_ENV = "OSMOSIS_ACCESS_TOKEN"
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "", "[::]"})
+
+
+@dataclass(frozen=True)
+class PlatformCredentials:
+    """The minimum registration needs: a Platform access token (never printed or logged)."""
+
+    access_token: str
+
+    def __repr__(self) -> str:
+        return "PlatformCredentials(access_token='***')"
+
+
+@dataclass
+class RegistrationResult:
+    """What the Platform answered (or why registration failed)."""
+
+    success: bool
+    server_id: str | None = None
+    status: str = "unknown"
+    error: str | None = None
+    server_info: dict[str, Any] | None = None
+
+    @property
+    def is_healthy(self) -> bool:
+        return self.status == "healthy"
+
+
+def platform_url() -> str:
+    """``OSMOSIS_PLATFORM_URL`` (read now, not at import time) or the public Platform."""
+    return (os.environ.get("OSMOSIS_PLATFORM_URL") or DEFAULT_PLATFORM_URL).rstrip("/")
+
+
+def load_credentials() -> Any | None:
+    """Valid Platform credentials, or ``None`` when the user is not logged in."""
+    try:
+        auth = importlib.import_module("osmosis_ai.auth")
+    except ImportError:
+        auth = None
+    get_valid = getattr(auth, "get_valid_credentials", None)
+    if callable(get_valid):
+        credentials = get_valid()
+        if credentials is not None:
+            return credentials
+    token = os.environ.get(ACCESS_TOKEN_ENV, "").strip()
+    return PlatformCredentials(token) if token else None
+
+
+# -- public IP ---------------------------------------------------------------------------------------
+
+_ip_lock = threading.Lock()
+_public_ip: str | None = None
+
+
+def get_public_ip() -> str:
+    """The host's public IPv4, detected once per process (raises ``PublicIPDetectionError``)."""
+    global _public_ip
+    with _ip_lock:
+        if _public_ip is None:
+            from osmosis_ai.rollout.network import detect_public_ip
+
+            _public_ip = detect_public_ip()
+        return _public_ip
+
+
+async def aget_public_ip() -> str:
+    """:func:`get_public_ip` from async code: runs in a daemon thread, so nothing ever waits for it on exit."""
+    if _public_ip is not None:
+        return _public_ip
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[str] = loop.create_future()
+
+    def work() -> None:
+        try:
+            ip = get_public_ip()
+        except BaseException as exc:
+            loop.call_soon_threadsafe(_settle, future, None, exc)
+        else:
+            loop.call_soon_threadsafe(_settle, future, ip, None)
+
+    threading.Thread(target=work, name="osmosis-public-ip", daemon=True).start()
+    return await future
+
+
+def _settle(future: asyncio.Future[str], value: str | None, exc: BaseException | None) -> None:
+    if future.done():
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(value or "")
+
+
+def is_wildcard_host(host: str | None) -> bool:
+    """``0.0.0.0``, ``::`` and the empty host listen everywhere (0.2 only knew ``0.0.0.0``, D19)."""
+    return (host or "").strip() in WILDCARD_HOSTS
+
+
+def get_report_host(host: str) -> str:
+    """The address to give the Platform: the public IP for wildcard binds, else ``host`` unchanged."""
+    return get_public_ip() if is_wildcard_host(host) else host
+
+
+async def _report_host(host: str) -> str:
+    if is_wildcard_host(host):
+        return await aget_public_ip()
+    if host in ("127.0.0.1", "localhost", "::1"):
+        logger.warning("registering loopback address %s: the Platform will not be able to reach it", host)
+    return host
+
+
+# -- registration --------------------------------------------------------------------------------------
+
+
+def _parse_response(data: Any) -> RegistrationResult:
+    if not isinstance(data, dict):
+        return RegistrationResult(
+            False, status="error", error="the Platform answered with an unexpected body"
+        )
+    status = str(data.get("status") or "unknown")
+    server_id = data.get("id")
+    health = data.get("health_check_result")
+    health = health if isinstance(health, dict) else {}  # 0.2 crashed on null here (D19)
+    server_id = str(server_id) if server_id is not None else None
+    if status == "healthy":
+        info = health.get("server_info")
+        return RegistrationResult(
+            True, server_id, status, server_info=info if isinstance(info, dict) else None
+        )
+    error = health.get("error")
+    message = error if isinstance(error, str) and error else "the Platform could not health-check the server"
+    return RegistrationResult(True, server_id, status, error=message)
+
+
+async def aregister_with_platform(
+    host: str, port: int, agent_loop_name: str, credentials: Any, api_key: str | None = None
+) -> RegistrationResult:
+    """POST the registration record; every failure becomes ``success=False`` with a readable error."""
+    import httpx
+
+    try:
+        report_host = await _report_host(host)
+    except Exception as exc:
+        return RegistrationResult(
+            False,
+            status="error",
+            error=f"could not detect this host's public IP ({exc}); pass an explicit --host address",
+        )
+    body: dict[str, Any] = {"host": report_host, "port": port, "agent_loop_name": agent_loop_name}
+    if api_key is not None:
+        body["api_key"] = api_key
+    headers = {
+        "Authorization": f"Bearer {credentials.access_token}",
+        "User-Agent": f"osmosis-cli/{PACKAGE_VERSION}",
+    }
+    url = platform_url() + REGISTER_PATH
+    try:
+        async with httpx.AsyncClient(timeout=REGISTER_TIMEOUT_SECONDS) as client:
+            response = await client.post(url, json=body, headers=headers)
+    except httpx.HTTPError as exc:
+        return RegistrationResult(False, status="error", error=f"cannot reach the Platform at {url}: {exc!r}")
+    if response.status_code == 401:
+        return RegistrationResult(
+            False,
+            status="error",
+            error="your Platform session expired or is invalid; run 'osmosis login' again",
+        )
+    if not response.is_success:
+        return RegistrationResult(
+            False,
+            status="error",
+            error=f"the Platform answered HTTP {response.status_code}: {response.text[:200]}",
+        )
+    try:
+        data = response.json()
+    except ValueError:
+        return RegistrationResult(
+            False, status="error", error="the Platform answered with a body that is not JSON"
+        )
+    return _parse_response(data)
+
+
+def register_with_platform(
+    host: str, port: int, agent_loop_name: str, credentials: Any, api_key: str | None = None
+) -> RegistrationResult:
+    """Synchronous form of :func:`aregister_with_platform` (for scripts; not from a running loop)."""
+    return asyncio.run(aregister_with_platform(host, port, agent_loop_name, credentials, api_key))
+
+
+def print_registration_result(
+    result: RegistrationResult, host: str, port: int, agent_loop_name: str, api_key: str | None = None
+) -> None:
+    """Console report of a registration (uses the cached public IP; never detects again, D20)."""
+    shown_host = _public_ip if is_wildcard_host(host) and _public_ip else host
+    address = f"http://{shown_host}:{port}"
+    if result.success and result.is_healthy:
+        active = (result.server_info or {}).get("active_rollouts", 0)
+        print(f"[OK] Registered {agent_loop_name!r} with the Osmosis Platform at {address}")
+        print(f"     server id: {result.server_id}, status: healthy, active rollouts: {active}")
+    elif result.success:
+        print(
+            f"[WARNING] Registered {agent_loop_name!r}, but the Platform's health check failed: {result.error}"
+        )
+        print(f"          Make sure the Platform can reach {address} (firewall, public address).")
+    else:
+        print(f"[WARNING] Registration with the Osmosis Platform failed: {result.error}")
+        print("          The server keeps running; TrainGate can still reach it directly.")
+
+
+async def _wait_until_ready(host: str, port: int, settings: RolloutServerSettings) -> bool:
+    import httpx
+
+    probe_host = "127.0.0.1" if host in ("0.0.0.0", "", "localhost") else host
+    if probe_host in ("::", "[::]"):
+        probe_host = "[::1]"
+    elif ":" in probe_host and not probe_host.startswith("["):
+        probe_host = f"[{probe_host}]"
+    url = f"http://{probe_host}:{port}/health"
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + settings.registration_readiness_timeout_seconds
+    async with httpx.AsyncClient(timeout=1.0) as client:
+        while loop.time() < deadline:
+            try:
+                if (await client.get(url)).status_code == 200:
+                    return True
+            except httpx.HTTPError as exc:
+                logger.debug("readiness probe %s: %r", url, exc)
+            await asyncio.sleep(settings.registration_readiness_poll_interval_seconds)
+    return False
+
+
+async def register_when_ready(
+    *,
+    host: str,
+    port: int,
+    agent_loop_name: str,
+    credentials: Any,
+    api_key: str | None,
+    settings: RolloutServerSettings,
+) -> RegistrationResult:
+    """Wait for the server's own ``/health``, register once, print the outcome (lifespan task)."""
+    if not await _wait_until_ready(host, port, settings):
+        logger.warning("the server did not answer /health in time; registering anyway")
+    result = await aregister_with_platform(host, port, agent_loop_name, credentials, api_key)
+    print_registration_result(result, host, port, agent_loop_name, api_key)
+    return result

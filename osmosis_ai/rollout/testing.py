@@ -1,0 +1,206 @@
+"""Test helpers for agent loops: a mock TrainGate app and a way to route the SDK's callbacks to it.
+
+* ``create_mock_trainer_app()`` — a FastAPI app that answers ``/v1/chat/completions`` (with a tool call
+  for arithmetic questions, then a final answer) and records ``/v1/rollout/completed``.
+* ``patch_httpx_for_mock_trainer(test_client, monkeypatch)`` — routes every callback of
+  ``OsmosisLLMClient`` to that app for the duration of a test. The name is kept from osmosis-ai 0.2;
+  it no longer patches httpx: it installs an async in-process transport through the client's
+  transport seam, so nothing blocks the event loop, the client's headers (``Authorization``) reach the
+  app, and only the exact callback paths are routed (0.2 matched substrings, D24).
+* ``RolloutCompletionTracker`` — waits for completion callbacks; safe to use across threads.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    import pytest
+    from fastapi import FastAPI
+
+    from osmosis_ai.rollout._transport import Transport, TransportResponse
+
+__all__ = [
+    "RolloutCompletionTracker",
+    "create_mock_trainer_app",
+    "fake_prompt_token_ids",
+    "fake_token_ids",
+    "patch_httpx_for_mock_trainer",
+]
+
+CALLBACK_PATHS = ("/v1/chat/completions", "/v1/rollout/completed")
+_ARITHMETIC = re.compile(r"\b(calculate|add|sum|plus|subtract|multiply|divide)\b", re.IGNORECASE)
+_MOCK_TOOL_CALL = {
+    "id": "call_mock_add",
+    "type": "function",
+    "function": {"name": "add", "arguments": '{"a": 5, "b": 3}'},
+}
+
+ToolCallGenerator = Callable[[dict[str, Any]], "list[dict[str, Any]] | None"]
+
+
+def fake_token_ids(text: str) -> list[int]:
+    """One fake token id per character."""
+    return list(range(len(text)))
+
+
+def fake_prompt_token_ids(messages: list[dict[str, Any]]) -> list[int]:
+    """Ten fake prompt token ids per message (at least ten)."""
+    return list(range(10 * max(1, len(messages))))
+
+
+@dataclass
+class RolloutCompletionTracker:
+    """Collects completion payloads; ``wait()`` blocks until one arrives. Thread-safe."""
+
+    event: threading.Event = field(default_factory=threading.Event)
+    responses: list[dict[str, Any]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def record(self, payload: dict[str, Any]) -> None:
+        with self._lock:
+            self.responses.append(payload)
+        self.event.set()
+
+    def clear(self) -> None:
+        with self._lock:
+            self.responses.clear()
+        self.event.clear()
+
+    def wait(self, timeout: float = 5.0) -> bool:
+        return self.event.wait(timeout)
+
+
+def _text(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    return content if isinstance(content, str) else ""
+
+
+def _mock_reply(messages: list[dict[str, Any]], generator: ToolCallGenerator | None) -> dict[str, Any]:
+    last = messages[-1] if messages else {"role": "user", "content": ""}
+    if generator is not None:
+        tool_calls = generator(last)
+    elif last.get("role") == "user" and _ARITHMETIC.search(_text(last)):
+        tool_calls = [dict(_MOCK_TOOL_CALL)]
+    else:
+        tool_calls = None
+    if tool_calls:
+        return {
+            "role": "assistant",
+            "content": "I'll help you with that calculation.",
+            "tool_calls": tool_calls,
+        }
+    if last.get("role") == "tool":
+        return {"role": "assistant", "content": "The calculation is complete."}
+    return {"role": "assistant", "content": "OK."}
+
+
+def create_mock_trainer_app(
+    tracker: RolloutCompletionTracker | None = None,
+    tool_call_generator: ToolCallGenerator | None = None,
+) -> FastAPI:
+    """A FastAPI "Mock Trainer Server" implementing TrainGate's two callback endpoints (no auth check)."""
+    from fastapi import FastAPI
+
+    from osmosis_ai.rollout.core.schemas import (
+        CompletionsChoice,
+        CompletionsRequest,
+        CompletionsResponse,
+        CompletionUsage,
+        RolloutResponse,
+    )
+
+    app = FastAPI(title="Mock Trainer Server")
+    completed: dict[str, dict[str, Any]] = {}
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: CompletionsRequest) -> dict[str, Any]:
+        message = _mock_reply(request.messages, tool_call_generator)
+        token_ids = fake_token_ids(_text(message))
+        prompt_ids = fake_prompt_token_ids(request.messages)
+        response = CompletionsResponse(
+            id=request.rollout_id,
+            created=int(time.time()),
+            model=request.model,
+            choices=[CompletionsChoice(index=0, message=message, finish_reason="stop")],
+            usage=CompletionUsage(
+                prompt_tokens=len(prompt_ids),
+                completion_tokens=len(token_ids),
+                total_tokens=len(prompt_ids) + len(token_ids),
+            ),
+            token_ids=token_ids,
+            logprobs=[0.0] * len(token_ids),
+            prompt_token_ids=prompt_ids,
+        )
+        return response.model_dump(mode="json")
+
+    @app.post("/v1/rollout/completed")
+    async def rollout_completed(response: RolloutResponse) -> dict[str, str]:
+        payload = response.model_dump(mode="json", exclude_none=True)
+        completed[response.rollout_id] = payload
+        if tracker is not None:
+            tracker.record(payload)
+        return {"status": "ok"}
+
+    @app.get("/v1/rollout/completed/{rollout_id}")
+    async def get_completed(rollout_id: str) -> dict[str, Any]:
+        return completed.get(rollout_id, {})
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "healthy", "service": "mock-trainer"}
+
+    return app
+
+
+class _MockTrainerTransport:
+    """Sends callback paths to an ASGI app in-process (async) and everything else to ``fallback``."""
+
+    def __init__(self, app: Any, fallback: Transport | None) -> None:
+        import httpx
+
+        self._client = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://mock-trainer"
+        )
+        self._fallback = fallback
+
+    def _fallback_transport(self) -> Transport:
+        if self._fallback is None:
+            from osmosis_ai.rollout._transport import AiohttpTransport
+
+            self._fallback = AiohttpTransport()
+        return self._fallback
+
+    async def post(
+        self, url: str, body: bytes, headers: Mapping[str, str], timeout: float, connect_timeout: float
+    ) -> TransportResponse:
+        from osmosis_ai.rollout._transport import TransportResponse
+
+        path = urlsplit(url).path
+        target = next((p for p in CALLBACK_PATHS if path.endswith(p)), None)
+        if target is None:
+            return await self._fallback_transport().post(url, body, headers, timeout, connect_timeout)
+        response = await self._client.post(target, content=body, headers=dict(headers), timeout=timeout)
+        return TransportResponse(response.status_code, response.content, response.headers.get("Retry-After"))
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+        if self._fallback is not None:
+            await self._fallback.aclose()
+
+
+def patch_httpx_for_mock_trainer(test_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Route ``OsmosisLLMClient`` callbacks to ``test_client``'s app (a FastAPI TestClient or an ASGI app).
+
+    Undone automatically when the test ends (``monkeypatch``).
+    """
+    from osmosis_ai.rollout import _transport
+
+    app = getattr(test_client, "app", test_client)
+    monkeypatch.setattr(_transport, "_override", _MockTrainerTransport(app, _transport._override))
