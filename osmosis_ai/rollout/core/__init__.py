@@ -6,7 +6,7 @@ from osmosis_ai.rollout.core.base import RolloutAgentLoop, RolloutContext, Rollo
 from osmosis_ai.rollout.core.exceptions import (
     AgentLoopDefinitionError,
     AgentLoopNotFoundError,
-    InvalidRolloutStatusError,
+    RolloutValueError,
     OsmosisRolloutError,
     OsmosisServerError,
     OsmosisTimeoutError,
@@ -50,7 +50,7 @@ __all__ = [
     "CompletionsRequest",
     "CompletionsResponse",
     "InitResponse",
-    "InvalidRolloutStatusError",
+    "RolloutValueError",
     "LLMClientProtocol",
     "MessageDict",
     "OpenAIFunctionCallSchema",

@@ -7,7 +7,7 @@
   + OsmosisTimeoutError            no answer within the timeout; retried
   + AgentLoopNotFoundError         registry lookup failed; ``.name``, ``.available``
   + AgentLoopDefinitionError (TypeError)   a concrete agent loop class lacks a proper ``name``
-  + InvalidRolloutStatusError (ValueError) a status that is neither "COMPLETED" nor "ERROR"
+  + RolloutValueError (ValueError) a value the SDK cannot send: unknown status, non-numeric reward, non-JSON data
   + ToolExecutionError             a tool call failed; ``.tool_call_id``, ``.tool_name``
     - ToolArgumentError            ... because its arguments could not be parsed
 
@@ -59,8 +59,8 @@ class AgentLoopDefinitionError(OsmosisRolloutError, TypeError):
     """A concrete ``RolloutAgentLoop`` subclass has no usable ``name`` class attribute."""
 
 
-class InvalidRolloutStatusError(OsmosisRolloutError, ValueError):
-    """A rollout status other than ``"COMPLETED"`` or ``"ERROR"``."""
+class RolloutValueError(OsmosisRolloutError, ValueError):
+    """A value cannot go on the wire: a status other than COMPLETED/ERROR, a non-numeric reward, non-JSON data."""
 
 
 class ToolExecutionError(OsmosisRolloutError):

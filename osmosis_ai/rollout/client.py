@@ -1,0 +1,437 @@
+"""``OsmosisLLMClient``: the RolloutServer's side of the callbacks to TrainGate.
+
+Two calls per rollout kind: ``chat_completions`` (``POST {server_url}/v1/chat/completions``, many per
+rollout) and ``complete_rollout`` (``POST {server_url}/v1/rollout/completed``, once). Both go through
+``_exchange``, the single place that talks HTTP, with one status policy:
+
+* any 2xx is success (0.2 accepted only 200);
+* 408, 429 and 5xx, timeouts and connection failures are retried, up to ``max_retries`` (chat) or
+  ``complete_rollout_retries`` (completed) extra attempts; the wait is the ``Retry-After`` header when
+  the answer carries one (capped by ``retry_max_delay``), else an exponential backoff
+  ``min(retry_base_delay * 2**k, retry_max_delay)`` with jitter (a uniform draw from its upper half);
+* any other 4xx raises ``OsmosisValidationError`` at once; 1xx/3xx raise it as an unexpected status;
+* a 2xx chat answer that is not a usable completion (not JSON, no ``choices[0].message``) raises
+  ``OsmosisServerError`` without retrying, because TrainGate may already have recorded the generation.
+
+Each logical chat call carries an ``Idempotency-Key`` header that stays the same across its retries,
+so TrainGate can recognise a retried generation. The request body is exactly the ``CompletionsRequest``
+shape; keyword arguments it has no field for are dropped, with one warning per argument name.
+
+Construction is cheap (no I/O): connections come from the process-wide pool in ``_transport``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from osmosis_ai.rollout._transport import Transport, TransportResponse, get_shared_transport
+from osmosis_ai.rollout.config.settings import RolloutClientSettings, get_settings
+from osmosis_ai.rollout.core.exceptions import (
+    OsmosisRolloutError,
+    OsmosisServerError,
+    OsmosisTimeoutError,
+    OsmosisTransportError,
+    OsmosisValidationError,
+    RolloutValueError,
+)
+from osmosis_ai.rollout.core.schemas import CompletionsRequest, MessageDict, RolloutMetrics, RolloutStatus
+from osmosis_ai.rollout.utils import normalize_stop
+
+logger = logging.getLogger(__name__)
+
+CHAT_PATH = "/v1/chat/completions"
+COMPLETED_PATH = "/v1/rollout/completed"
+_RETRY_STATUSES = frozenset({408, 429})
+_ERROR_TEXT_LIMIT = 1000
+_TOOL_KWARGS = frozenset({"tools", "tool_choice", "functions", "function_call", "parallel_tool_calls"})
+_MAX_WARNED_KWARGS = 256
+
+_warned_lock = threading.Lock()
+_warned_kwargs: set[str] = set()
+
+
+@dataclass(frozen=True)
+class CompletionsResult:
+    """One chat completion as the agent sees it.
+
+    ``token_ids`` / ``logprobs`` are TrainGate's per-token data (``[]`` when absent or null), ``usage``
+    its token counts (``{}`` when absent).
+    """
+
+    message: dict[str, Any]
+    token_ids: list[int]
+    logprobs: list[float]
+    usage: dict[str, int]
+    finish_reason: str
+
+    @property
+    def has_tool_calls(self) -> bool:
+        """Whether the assistant message asks for tool calls."""
+        return bool(self.message.get("tool_calls"))
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]]:
+        """The assistant message's tool calls (``[]`` when missing or null)."""
+        return self.message.get("tool_calls") or []
+
+    @property
+    def content(self) -> str | None:
+        """The assistant message's content."""
+        return self.message.get("content")
+
+
+def _warn_dropped_kwargs(kwargs: dict[str, Any]) -> None:
+    for key in kwargs:
+        if key in _warned_kwargs:
+            continue
+        with _warned_lock:
+            if key in _warned_kwargs or len(_warned_kwargs) >= _MAX_WARNED_KWARGS:
+                continue
+            _warned_kwargs.add(key)
+        hint = (
+            " Tools reach TrainGate through the init response (the agent's get_tools()), not chat calls."
+            if key in _TOOL_KWARGS
+            else ""
+        )
+        logger.warning(
+            "chat_completions() drops the keyword argument %r: the request to TrainGate carries only "
+            "model, messages, rollout_id, temperature, top_p, max_tokens, stop and logprobs.%s "
+            "(Warned once per argument name.)",
+            key,
+            hint,
+        )
+
+
+def _is_number(value: Any) -> bool:
+    return type(value) is float or type(value) is int
+
+
+def _encode(payload: dict[str, Any], what: str) -> bytes:
+    try:
+        return json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    except (TypeError, ValueError) as exc:
+        raise RolloutValueError(f"cannot send {what}: the data is not valid JSON ({exc})") from exc
+
+
+def _error_text(response: TransportResponse) -> str:
+    text = response.body.decode("utf-8", "replace").strip()
+    if len(text) > _ERROR_TEXT_LIMIT:
+        text = text[:_ERROR_TEXT_LIMIT] + "..."
+    return text or f"HTTP {response.status} with an empty body"
+
+
+def _as_count(value: Any) -> int:
+    return value if type(value) is int else 0
+
+
+def _status_value(status: Any) -> str:
+    if isinstance(status, RolloutStatus):
+        return status.value
+    try:
+        return RolloutStatus(status).value
+    except ValueError as exc:
+        raise RolloutValueError(
+            f"{status!r} is not a valid RolloutStatus; use 'COMPLETED' or 'ERROR'"
+        ) from exc
+
+
+class OsmosisLLMClient:
+    """Client for TrainGate's callbacks of one rollout (``server_url`` + ``rollout_id`` + ``api_key``).
+
+    Args:
+        server_url: TrainGate base URL (``RolloutRequest.server_url``); trailing slashes are dropped.
+        rollout_id: routes every chat call to TrainGate's session of this rollout.
+        api_key: sent as ``Authorization: Bearer <api_key>`` when non-empty.
+        timeout_seconds, max_retries, complete_rollout_retries: override ``settings``.
+        settings: client settings (default: ``get_settings().client``).
+        transport: send through this transport instead of the process-wide pool (tests, custom I/O).
+    """
+
+    def __init__(
+        self,
+        server_url: str,
+        rollout_id: str,
+        api_key: str | None = None,
+        timeout_seconds: float | None = None,
+        max_retries: int | None = None,
+        complete_rollout_retries: int | None = None,
+        settings: RolloutClientSettings | None = None,
+        *,
+        transport: Transport | None = None,
+    ) -> None:
+        self.settings = settings if settings is not None else get_settings().client
+        self.server_url = server_url.rstrip("/")
+        self.rollout_id = rollout_id
+        self.api_key = api_key
+        self.timeout_seconds = timeout_seconds if timeout_seconds else self.settings.timeout_seconds
+        self.max_retries = max_retries if max_retries is not None else self.settings.max_retries
+        self.complete_rollout_retries = (
+            complete_rollout_retries
+            if complete_rollout_retries is not None
+            else self.settings.complete_rollout_retries
+        )
+        self._transport = transport
+        self._headers = {"Content-Type": "application/json"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._call_prefix = secrets.token_hex(6)
+        self._calls = 0
+        self._llm_latency_ms = 0.0
+        self._num_llm_calls = 0
+        self._prompt_tokens = 0
+        self._response_tokens = 0
+
+    async def __aenter__(self) -> OsmosisLLMClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Nothing to release: connections belong to the shared pool (``aclose_shared_transport``)."""
+
+    # -- chat --------------------------------------------------------------------------------
+
+    async def chat_completions(
+        self,
+        messages: list[MessageDict],
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        max_tokens: int = 512,
+        stop: Any = None,
+        logprobs: bool = True,
+        **kwargs: Any,
+    ) -> CompletionsResult:
+        """Ask TrainGate for the next assistant message of the full conversation ``messages``.
+
+        ``model`` is the only extra keyword honoured; others (``tools``, ``seed``, ``n``...) are dropped
+        with a warning. Raises ``OsmosisRolloutError`` subclasses (see the module docstring).
+        """
+        model = kwargs.pop("model", "default") if kwargs else "default"
+        if kwargs:
+            _warn_dropped_kwargs(kwargs)
+        payload = self._chat_payload(
+            messages, model, temperature, top_p, max_tokens, normalize_stop(stop), logprobs
+        )
+        body = _encode(payload, "the chat messages")
+        self._calls += 1
+        headers = {**self._headers, "Idempotency-Key": f"{self._call_prefix}-{self._calls}"}
+        response, elapsed = await self._exchange(self.server_url + CHAT_PATH, body, headers, self.max_retries)
+        result = self._parse_completion(response)
+        self._llm_latency_ms += elapsed * 1000.0
+        self._num_llm_calls += 1
+        if result.usage:
+            self._prompt_tokens += _as_count(result.usage.get("prompt_tokens"))
+            self._response_tokens += _as_count(result.usage.get("completion_tokens"))
+        return result
+
+    def _chat_payload(
+        self,
+        messages: Any,
+        model: Any,
+        temperature: Any,
+        top_p: Any,
+        max_tokens: Any,
+        stop: list[str] | None,
+        logprobs: Any,
+    ) -> dict[str, Any]:
+        """The ``CompletionsRequest`` JSON (``exclude_none``); pydantic only validates unusual input."""
+        if (
+            type(model) is str
+            and _is_number(temperature)
+            and _is_number(top_p)
+            and type(max_tokens) is int
+            and type(logprobs) is bool
+            and type(messages) is list
+            and all(type(message) is dict for message in messages)
+        ):
+            payload: dict[str, Any] = {
+                "model": model,
+                "messages": messages,
+                "rollout_id": self.rollout_id,
+                "temperature": float(temperature),
+                "top_p": float(top_p),
+                "max_tokens": max_tokens,
+            }
+            if stop is not None:
+                payload["stop"] = stop
+            payload["logprobs"] = logprobs
+            return payload
+        request = CompletionsRequest(
+            model=model,
+            messages=messages,
+            rollout_id=self.rollout_id,
+            temperature=temperature,
+            top_p=top_p,
+            max_tokens=max_tokens,
+            stop=stop,
+            logprobs=logprobs,
+        )
+        return request.model_dump(mode="json", exclude_none=True)
+
+    @staticmethod
+    def _parse_completion(response: TransportResponse) -> CompletionsResult:
+        status = response.status
+        try:
+            data = json.loads(response.body)
+        except ValueError as exc:
+            raise OsmosisServerError(
+                f"TrainGate answered {status} to the chat completion with a body that is not JSON: "
+                f"{_error_text(response)}",
+                status,
+            ) from exc
+        choices = data.get("choices") if isinstance(data, dict) else None
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict) or not isinstance(choice, dict):
+            raise OsmosisServerError(
+                f"TrainGate answered {status} to the chat completion without choices[0].message: "
+                f"{_error_text(response)}",
+                status,
+            )
+        usage = data.get("usage")
+        return CompletionsResult(
+            message=message,
+            token_ids=data.get("token_ids") or [],
+            logprobs=data.get("logprobs") or [],
+            usage=usage if isinstance(usage, dict) else {},
+            finish_reason=choice.get("finish_reason") or "stop",
+        )
+
+    # -- completion --------------------------------------------------------------------------
+
+    async def complete_rollout(
+        self,
+        status: str | RolloutStatus,
+        final_messages: list[MessageDict],
+        finish_reason: str | None = "stop",
+        error_message: str | None = None,
+        metrics: RolloutMetrics | None = None,
+        reward: float | None = None,
+    ) -> None:
+        """Report the rollout's outcome to TrainGate (``RolloutResponse`` JSON, nulls left out).
+
+        ``metrics`` defaults to this client's LLM counters. An invalid ``status``, a non-numeric
+        ``reward`` or non-JSON messages raise ``RolloutValueError`` before anything is sent.
+        """
+        payload: dict[str, Any] = {
+            "rollout_id": self.rollout_id,
+            "status": _status_value(status),
+            "final_messages": final_messages,
+        }
+        if finish_reason is not None:
+            payload["finish_reason"] = finish_reason
+        if error_message is not None:
+            payload["error_message"] = error_message
+        if reward is not None:
+            try:
+                payload["reward"] = float(reward)
+            except (TypeError, ValueError) as exc:
+                raise RolloutValueError(f"reward must be a number or None, got {reward!r}") from exc
+        payload["metrics"] = (metrics if metrics is not None else self.get_metrics()).model_dump()
+        payload["extra_fields"] = {}
+        body = _encode(payload, "the rollout completion")
+        await self._exchange(
+            self.server_url + COMPLETED_PATH, body, self._headers, self.complete_rollout_retries
+        )
+        logger.debug("Rollout %s: completion acknowledged by TrainGate", self.rollout_id)
+
+    def get_metrics(self) -> RolloutMetrics:
+        """LLM counters of this client: latency of successful calls, calls, prompt/response tokens."""
+        return RolloutMetrics(
+            llm_latency_ms=self._llm_latency_ms,
+            num_llm_calls=self._num_llm_calls,
+            prompt_tokens=self._prompt_tokens,
+            response_tokens=self._response_tokens,
+        )
+
+    # -- HTTP ----------------------------------------------------------------------------------
+
+    async def _exchange(
+        self, url: str, body: bytes, headers: dict[str, str], retries: int
+    ) -> tuple[TransportResponse, float]:
+        """POST with the retry policy of the module docstring; returns a 2xx answer and its duration."""
+        settings = self.settings
+        transport = self._transport or get_shared_transport(settings.max_connections)
+        attempts = retries + 1
+        error: OsmosisRolloutError | None = None
+        for attempt in range(attempts):
+            started = time.perf_counter()
+            try:
+                response = await transport.post(
+                    url, body, headers, self.timeout_seconds, settings.connect_timeout_seconds
+                )
+            except (OsmosisTimeoutError, OsmosisTransportError) as exc:
+                error, retry_after = exc, None
+            else:
+                status = response.status
+                if 200 <= status < 300:
+                    return response, time.perf_counter() - started
+                if status >= 500 or status in _RETRY_STATUSES:
+                    text = f"TrainGate answered {status} to POST {url}: {_error_text(response)}"
+                    error = (
+                        OsmosisServerError(text, status)
+                        if status >= 500
+                        else OsmosisValidationError(text, status)
+                    )
+                    retry_after = response.retry_after
+                elif 400 <= status < 500:
+                    logger.error(
+                        "Rollout %s: TrainGate rejected POST %s with %d", self.rollout_id, url, status
+                    )
+                    raise OsmosisValidationError(
+                        f"TrainGate answered {status} to POST {url}: {_error_text(response)}", status
+                    )
+                else:
+                    raise OsmosisValidationError(f"Unexpected status code {status}", status)
+            if attempt + 1 < attempts:
+                delay = self._retry_delay(attempt, retry_after)
+                logger.warning(
+                    "Rollout %s: attempt %d/%d of POST %s failed (%s); retrying in %.2fs",
+                    self.rollout_id,
+                    attempt + 1,
+                    attempts,
+                    url,
+                    error,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+        logger.error(
+            "Rollout %s: POST %s failed after %d attempts: %s", self.rollout_id, url, attempts, error
+        )
+        assert error is not None  # the loop ran at least once and every path that continues sets it
+        raise error
+
+    def _retry_delay(self, attempt: int, retry_after: str | None) -> float:
+        cap = self.settings.retry_max_delay
+        if retry_after is not None:
+            seconds = _parse_retry_after(retry_after)
+            if seconds is not None:
+                return min(seconds, cap)
+        delay = min(self.settings.retry_base_delay * (2**attempt), cap)
+        return random.uniform(delay / 2, delay)
+
+
+def _parse_retry_after(value: str) -> float | None:
+    """Seconds from a ``Retry-After`` value (delta-seconds, also fractional, or an HTTP date)."""
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        seconds = when.timestamp() - time.time()
+    if seconds != seconds:  # NaN
+        return None
+    return max(seconds, 0.0)
