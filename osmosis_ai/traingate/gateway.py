@@ -14,6 +14,7 @@ recorded, so the run report can show them. The gateway runs inside the caller's 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import secrets
@@ -42,6 +43,7 @@ from osmosis_ai.traingate.tokenizer import ByteTokenizer, Tokenizer, render_comp
 logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
+INIT_WAIT_S = 60.0  # how long a chat call waits for its rollout's init response to be read
 MAX_UNROUTED = 1000  # calls for unknown rollouts kept for the report
 
 
@@ -98,7 +100,9 @@ class TrainGate:
         app.router.add_get("/health", self._health)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # proto=IPPROTO_TCP matters: asyncio enables TCP_NODELAY on accepted sockets only when the listening
+        # socket says so; without it every keep-alive response waits ~40 ms for a delayed ACK.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, 0))
         self.port = sock.getsockname()[1]
@@ -121,9 +125,13 @@ class TrainGate:
 
     def open_session(
         self, rollout_id: str, messages: list[Message], *, row_index: int = 0, sample_index: int = 0,
-        metadata: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None, tools: list[Message] | None = None,
     ) -> RolloutSession:
-        """Register a rollout before its init is sent, with a fresh per-rollout callback key."""
+        """Register a rollout before its init is sent, with a fresh per-rollout callback key.
+
+        Chat calls wait until the init response's tools are known (``session.initialized``); pass
+        ``tools`` when the rollout is started some other way, so they are known from the start.
+        """
         if rollout_id in self.sessions:
             raise ValueError(f"rollout_id {rollout_id!r} is already in use by this gateway")
         session = RolloutSession(
@@ -134,6 +142,9 @@ class TrainGate:
             messages=list(messages),
             metadata=dict(metadata or {}),
         )
+        if tools is not None:
+            session.tools = list(tools)
+            session.initialized.set()
         self.sessions[rollout_id] = session
         return session
 
@@ -177,6 +188,12 @@ class TrainGate:
         if session.finished:
             session.rejected.append(RejectedCall("/v1/chat/completions", 409, "chat call after the rollout ended"))
             return _error(409, f"rollout {chat.rollout_id!r} has already ended ({session.status})")
+        if not session.initialized.is_set():
+            # The agent called back before the init response (with its tools) reached us: wait for it.
+            try:
+                await asyncio.wait_for(session.initialized.wait(), timeout=INIT_WAIT_S)
+            except asyncio.TimeoutError:
+                session.errors.append("chat call arrived but the init response never did; served without tools")
         turn = len(session.turns)
         violation = check_append_only(session.expected, chat.messages, turn=turn)
         if violation is not None:

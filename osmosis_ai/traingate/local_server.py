@@ -33,7 +33,9 @@ async def serve_asgi(app: Any, *, host: str = "127.0.0.1") -> AsyncIterator[str]
     """Serve ``app`` under uvicorn until the block exits; yield its base URL."""
     import uvicorn
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # proto=IPPROTO_TCP matters: asyncio enables TCP_NODELAY on accepted sockets only when the listening
+    # socket says so; without it every keep-alive response waits ~40 ms for a delayed ACK.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, 0))
     port = sock.getsockname()[1]

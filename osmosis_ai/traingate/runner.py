@@ -69,14 +69,14 @@ async def _run_one(gate: TrainGate, launcher: RolloutLauncher, config: RunConfig
                                      max_turns=config.max_turns, max_tokens_total=config.max_tokens_total)
     try:
         init = await launcher.init(request)
-    except InitRejected as exc:
-        session.finish("INIT_FAILED", str(exc))
-        return
-    except ServerUnreachable as exc:
-        session.finish("UNREACHABLE", str(exc))
+    except (InitRejected, ServerUnreachable) as exc:
+        session.initialized.set()
+        session.finish("INIT_FAILED" if isinstance(exc, InitRejected) else "UNREACHABLE", str(exc))
         return
     session.tools = [tool.model_dump(mode="json", exclude_none=True) for tool in init.tools]
-    session.status = "RUNNING"
+    session.initialized.set()
+    if not session.finished:
+        session.status = "RUNNING"
     remaining = config.timeout - (time.monotonic() - session.started_at)
     try:
         await asyncio.wait_for(session.done.wait(), timeout=max(remaining, 0.001))

@@ -79,6 +79,8 @@ class RolloutSession:
     started_at: float = 0.0
     finished_at: float = 0.0
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    # Set once the init response (and so the tool list) is in: the agent may call back before that.
+    initialized: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:
         self.expected = list(self.messages)

@@ -143,17 +143,18 @@ async def _run(args: argparse.Namespace) -> int:
     total = len(rows) * args.n
     show_progress = not args.quiet and (args.progress or sys.stdout.isatty())
     progress, advance = _progress(show_progress, total)
-    started = time.perf_counter()
     try:
         async with rollout_server(args) as (url, key), TrainGate(policy, tokenizer=tokenizer) as gate:
             config = RunConfig(server_url=url, server_api_key=key, n=args.n, concurrency=args.concurrency,
                                timeout=args.timeout, max_turns=args.max_turns, completion_params=params,
                                reward_fn=reward_fn)
+            started = time.perf_counter()
             with progress:
                 sessions = await run_rollouts(gate, rows, config, on_done=advance)
+            wall = time.perf_counter() - started
     finally:
         await policy.aclose()
-    summary = summarize(sessions, time.perf_counter() - started)
+    summary = summarize(sessions, wall)
     if args.output:
         write_records(sessions, args.output)
     if not args.quiet:

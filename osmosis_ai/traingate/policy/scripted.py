@@ -15,7 +15,9 @@ from typing import Any
 from osmosis_ai.traingate.policy.base import Generation, Message, Policy
 
 _NUMBER = r"-?\d+(?:\.\d+)?"
-_EXPRESSION = re.compile(rf"(?<![\w.])({_NUMBER})\s*([-+*/])\s*({_NUMBER})(?![\w.])")
+_BINARY = re.compile(rf"^({_NUMBER})\s*([-+*/])\s*({_NUMBER})$")
+# A maximal chain "N op N op N ...": only a chain of exactly one operator is a binary expression.
+_CHAIN = re.compile(rf"(?<![\w.]){_NUMBER}(?:\s*[-+*/]\s*{_NUMBER})+(?!\w|\.\d)")
 _TOOL_FOR_OPERATOR = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide"}
 
 
@@ -25,10 +27,11 @@ def _number(text: str) -> int | float:
 
 def find_expression(text: str) -> tuple[str, int | float, int | float] | None:
     """The tool name and operands of the single ``A op B`` in ``text``; ``None`` unless exactly one."""
-    matches = _EXPRESSION.findall(text)
-    if len(matches) != 1:
+    chains = _CHAIN.findall(text)
+    binary = _BINARY.match(chains[0]) if len(chains) == 1 else None
+    if binary is None:
         return None
-    left, operator, right = matches[0]
+    left, operator, right = binary.groups()
     return _TOOL_FOR_OPERATOR[operator], _number(left), _number(right)
 
 

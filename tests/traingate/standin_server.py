@@ -1,0 +1,94 @@
+"""A tiny stand-in rollout server (the RolloutServer side) for TrainGate failure tests.
+
+It runs in the test's event loop on a free loopback port (aiohttp) and answers
+``POST /v1/rollout/init`` according to ``mode``:
+
+* ``"script"``: 202 with ``tools``, then runs ``script(init_body, callback)`` in the background,
+  where ``await callback(path, json, key=...)`` POSTs to the TrainGate (default key: the init's
+  ``api_key``) and returns ``(status, parsed body)``;
+* ``"silent"``: 202 with ``tools`` and never calls back;
+* ``"reject"``: ``status`` with ``body`` as plain text.
+
+``inits`` records every init body received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+Callback = Callable[..., Awaitable[tuple[int, Any]]]
+Script = Callable[[dict[str, Any], Callback], Awaitable[None]]
+
+ADD_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "add",
+        "description": "Add two numbers",
+        "parameters": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+                       "required": ["a", "b"]},
+    },
+}
+
+
+class StandInRolloutServer:
+    """See the module docstring. ``async with StandInRolloutServer(mode=...) as server: server.url``."""
+
+    def __init__(self, mode: str = "script", *, script: Script | None = None, status: int = 500,
+                 body: str = "Internal Server Error") -> None:
+        self.mode = mode
+        self.script = script
+        self.status = status
+        self.body = body
+        self.inits: list[dict[str, Any]] = []
+        self.url = ""
+        self._runner: web.AppRunner | None = None
+        self._http: aiohttp.ClientSession | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def _init(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.inits.append(body)
+        if self.mode == "reject":
+            return web.Response(status=self.status, text=self.body)
+        if self.mode == "script" and self.script is not None:
+            task = asyncio.create_task(self.script(body, self._callback_for(body)))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return web.json_response({"rollout_id": body["rollout_id"], "tools": [ADD_TOOL]}, status=202)
+
+    def _callback_for(self, init: dict[str, Any]) -> Callback:
+        async def callback(path: str, payload: dict[str, Any], key: str | None = None) -> tuple[int, Any]:
+            assert self._http is not None
+            token = init.get("api_key") if key is None else key
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            async with self._http.post(init["server_url"].rstrip("/") + path, json=payload, headers=headers) as r:
+                return r.status, await r.json()
+
+        return callback
+
+    async def __aenter__(self) -> StandInRolloutServer:
+        app = web.Application()
+        app.router.add_post("/v1/rollout/init", self._init)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        await web.SockSite(self._runner, sock).start()
+        self._http = aiohttp.ClientSession()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._http is not None:
+            await self._http.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
