@@ -1,0 +1,62 @@
+"""``osmosis eval-rubric``: score a JSONL dataset with a rubric judge and report the statistics."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from osmosis_ai.judge.session import EvalRubricOptions, run_eval_rubric
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-r", "--rubric", required=True, help="rubric id declared in the config")
+    parser.add_argument("-d", "--data", required=True, type=Path, help="JSONL dataset of records to score")
+    parser.add_argument("-n", "--number", type=int, default=1, help="evaluations per record (default: 1)")
+    parser.add_argument(
+        "-c",
+        "--config",
+        type=Path,
+        help="rubric config YAML (default: rubric_configs.yaml next to the data, "
+        "in the current directory, or in ./examples)",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        help="JSON report file, or directory for it (default: ~/.cache/osmosis/rubric/<id>/)",
+    )
+    parser.add_argument(
+        "-b", "--baseline", type=Path, help="earlier JSON report (or statistics JSON) to compare with"
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=8, help="judge calls in flight at once (default: 8)"
+    )
+    parser.add_argument(
+        "--cache",
+        action="store_true",
+        help="reuse identical earlier judgments from the on-disk judgment cache",
+    )
+    parser.add_argument(
+        "--requests-per-minute", type=float, help="space judge requests to stay under this rate"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    options = EvalRubricOptions(
+        rubric_id=args.rubric,
+        data_path=args.data,
+        number=args.number,
+        config_path=args.config,
+        output_path=args.output,
+        baseline_path=args.baseline,
+        concurrency=args.concurrency,
+        cache=args.cache,
+        requests_per_minute=args.requests_per_minute,
+    )
+    try:
+        run_eval_rubric(options)
+    except KeyboardInterrupt:
+        print("Evaluation cancelled; no report was written.", file=sys.stderr)
+        return 1
+    return 0

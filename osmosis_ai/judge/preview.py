@@ -1,0 +1,64 @@
+"""``osmosis preview``: show what a rubric config or a dataset file contains, as the tools read it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from osmosis_ai.errors import CLIError
+from osmosis_ai.judge.config import load_rubric_suite
+from osmosis_ai.judge.dataset import load_json_objects
+
+CONFIG_SUFFIXES = (".yaml", ".yml")
+DATASET_SUFFIXES = (".jsonl",)
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Safe YAML that writes multi-line strings as ``|`` blocks, the way people write rubrics."""
+
+
+def _represent_text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_BlockDumper.add_representer(str, _represent_text)
+
+
+def _yaml(value: Any) -> str:
+    return yaml.dump(value, Dumper=_BlockDumper, sort_keys=False, indent=2, allow_unicode=True).rstrip("\n")
+
+
+def _config_preview(path: Path) -> list[str]:
+    suite = load_rubric_suite(path, strict=False)
+    lines = [f"Loaded {len(suite.entries)} rubric config(s) from {path}"]
+    for index, entry in enumerate(suite.entries, start=1):
+        lines += ["", f"Rubric config #{index} ({entry.label})", _yaml(entry.raw)]
+    return lines
+
+
+def _dataset_preview(path: Path) -> list[str]:
+    records = load_json_objects(path)
+    lines = [f"Loaded {len(records)} JSONL record(s) from {path}"]
+    for index, record in enumerate(records, start=1):
+        lines += ["", f"JSONL record #{index}", json.dumps(record, indent=2, ensure_ascii=False)]
+    return lines
+
+
+def render_preview(path: Path) -> list[str]:
+    """The lines ``osmosis preview -p PATH`` prints; ``CLIError`` for a missing or unknown file."""
+    path = path.expanduser()
+    if not path.exists():
+        raise CLIError(f"Path {path} does not exist")
+    if path.is_dir():
+        raise CLIError(f"Path {path} is a directory; expected a file")
+    suffix = path.suffix.lower()
+    if suffix in CONFIG_SUFFIXES:
+        return _config_preview(path)
+    if suffix in DATASET_SUFFIXES:
+        return _dataset_preview(path)
+    accepted = ", ".join(CONFIG_SUFFIXES + DATASET_SUFFIXES)
+    raise CLIError(f"Unsupported file type '{path.suffix or '(none)'}' for {path}; accepted: {accepted}")

@@ -1,0 +1,240 @@
+"""``eval-rubric`` reports: the text report for the terminal, the JSON report file, baselines.
+
+The JSON report is written atomically (a temporary file in the same directory, then
+``os.replace``), so an interrupted run never leaves a half-written report behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from osmosis_ai.errors import CLIError
+from osmosis_ai.judge.config import RubricConfig
+from osmosis_ai.judge.engine import EvaluationRun, RecordResult, compute_statistics
+
+COMPARED_KEYS = ("average", "variance", "stdev", "min", "max", "success_count", "failure_count", "total_runs")
+_COUNT_KEYS = frozenset({"success_count", "failure_count", "total_runs"})
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """Statistics from an earlier report, and where they came from."""
+
+    source_path: Path
+    statistics: dict[str, float]
+
+
+@dataclass(frozen=True)
+class ReportContext:
+    """What the reports say about the run besides the results themselves."""
+
+    config: RubricConfig
+    config_path: Path
+    data_path: Path
+    number: int
+    output_identifier: str | None = None
+    baseline: Baseline | None = None
+
+
+def load_baseline(path: Path) -> Baseline:
+    """Read a previous JSON report (or a bare statistics object) to compare against."""
+    if not path.exists():
+        raise CLIError(f"Baseline file {path} does not exist")
+    if path.is_dir():
+        raise CLIError(f"Baseline path {path} is a directory; expected a JSON report file")
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise CLIError(f"Cannot read baseline {path}: {exc}") from exc
+    if not isinstance(payload, dict):
+        raise CLIError(f"Baseline {path} must contain a JSON object")
+    if isinstance(payload.get("overall_statistics"), dict):
+        source = payload["overall_statistics"]
+    elif all(key in payload for key in ("average", "variance", "stdev")):
+        source = payload
+    else:
+        raise CLIError(
+            f"Baseline {path} has no 'overall_statistics' object nor average/variance/stdev values"
+        )
+    values: dict[str, float] = {}
+    for key, value in source.items():
+        try:
+            values[key] = float(value)
+        except (TypeError, ValueError):
+            continue
+    if not values:
+        raise CLIError(f"Baseline {path} contains no numeric statistics")
+    return Baseline(path, values)
+
+
+def baseline_delta(current: Mapping[str, Any], baseline: Baseline) -> dict[str, float]:
+    """``current - baseline`` for every numeric statistic present in both."""
+    delta = {}
+    for key, base in baseline.statistics.items():
+        value = current.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            delta[key] = float(value) - base
+    return delta
+
+
+def overall_statistics(results: list[RecordResult]) -> dict[str, Any]:
+    """Statistics over every run of every record."""
+    return compute_statistics([run for result in results for run in result.runs])
+
+
+# -- text report ----------------------------------------------------------------------------------
+
+
+def _detail(name: str, value: str) -> list[str]:
+    first, *rest = value.splitlines() or [""]
+    return [f"    {name}: {first}", *(f"      {line}" for line in rest)]
+
+
+def _run_lines(run: EvaluationRun) -> list[str]:
+    lines = [f"  Run {run.run_index:02d} [{run.status.upper()}]"]
+    if run.status == "success":
+        lines += _detail("score", "n/a" if run.score is None else f"{run.score:.4f}")
+        if run.preview:
+            lines += _detail("preview", run.preview)
+        lines += _detail("explanation", run.explanation or "(no explanation provided)")
+    else:
+        lines += _detail("error", run.error or "(no error message)")
+        if run.preview:
+            lines += _detail("preview", run.preview)
+        if run.explanation:
+            lines += _detail("explanation", run.explanation)
+    return [*lines, f"    duration: {run.duration_seconds:.2f}s"]
+
+
+def _summary_lines(statistics: Mapping[str, Any]) -> list[str]:
+    lines = [
+        "  Summary:",
+        f"    total: {statistics['total_runs']}",
+        f"    successes: {statistics['success_count']}",
+        f"    failures: {statistics['failure_count']}",
+    ]
+    if statistics["success_count"]:
+        return [
+            *lines,
+            f"    average: {statistics['average']:.4f}",
+            f"    variance: {statistics['variance']:.6f}",
+            f"    stdev: {statistics['stdev']:.4f}",
+            f"    min/max: {statistics['min']:.4f}/{statistics['max']:.4f}",
+        ]
+    return [*lines, "    average: n/a", "    variance: n/a", "    stdev: n/a", "    min/max: n/a"]
+
+
+def _format_value(key: str, value: float, *, signed: bool = False) -> str:
+    sign = "+" if signed else ""
+    if key in _COUNT_KEYS:
+        return f"{round(value):{sign}d}"
+    return f"{value:{sign}.6f}" if key == "variance" else f"{value:{sign}.4f}"
+
+
+def render_text_report(results: list[RecordResult], context: ReportContext) -> list[str]:
+    """The lines printed after an ``eval-rubric`` run."""
+    info = context.config.model_info
+    provider = str(info.get("provider") or "").strip() or "<unknown>"
+    model = str(info.get("model") or "").strip() or "<unspecified>"
+    lines = [
+        f"Rubric '{context.config.rubric_id}' ({context.config.source_label}) -> provider '{provider}' model '{model}'",
+        f"Loaded {len(results)} matching record(s) from {context.data_path}",
+        f"Running {context.number} evaluation(s) per record",
+        "",
+    ]
+    for result in results:
+        lines.append(f"[{result.label}]")
+        for index, run in enumerate(result.runs):
+            if index:
+                lines.append("")
+            lines += _run_lines(run)
+        statistics = compute_statistics(result.runs)
+        if len(result.runs) > 1 or statistics["failure_count"]:
+            lines += ["", *_summary_lines(statistics)]
+        lines.append("")
+    if context.baseline is not None:
+        current = overall_statistics(results)
+        lines.append(f"Baseline comparison (source: {context.baseline.source_path}):")
+        for key in COMPARED_KEYS:
+            if key in context.baseline.statistics and key in current:
+                base, now = context.baseline.statistics[key], float(current[key])
+                lines.append(
+                    f"  {key:<12} baseline={_format_value(key, base)} current={_format_value(key, now)} "
+                    f"delta={_format_value(key, now - base, signed=True)}"
+                )
+    return lines
+
+
+# -- JSON report ----------------------------------------------------------------------------------
+
+
+def _run_json(run: EvaluationRun) -> dict[str, Any]:
+    return {
+        "run_index": run.run_index,
+        "status": run.status,
+        "started_at": run.started_at.isoformat(),
+        "completed_at": run.completed_at.isoformat(),
+        "duration_seconds": run.duration_seconds,
+        "score": run.score,
+        "explanation": run.explanation,
+        "preview": run.preview,
+        "error": run.error,
+        "raw": run.raw,
+    }
+
+
+def build_json_report(results: list[RecordResult], context: ReportContext) -> dict[str, Any]:
+    """The JSON report document (same layout as osmosis-ai 0.2)."""
+    overall = overall_statistics(results)
+    report: dict[str, Any] = {
+        "generated_at": datetime.now(timezone.utc).isoformat(),
+        "rubric_id": context.config.rubric_id,
+        "rubric_source": context.config.source_label,
+        "provider": context.config.model_info.get("provider"),
+        "model": context.config.model_info.get("model"),
+        "number": context.number,
+        "config_path": str(context.config_path),
+        "data_path": str(context.data_path),
+        "overall_statistics": overall,
+        "records": [
+            {
+                "id": result.record_id,
+                "record_index": result.record_index,
+                "conversation_id": result.label,
+                "input_record": result.record.payload,
+                "statistics": compute_statistics(result.runs),
+                "runs": [_run_json(run) for run in result.runs],
+            }
+            for result in results
+        ],
+    }
+    if context.output_identifier is not None:
+        report["output_identifier"] = context.output_identifier
+    if context.baseline is not None:
+        report["baseline_comparison"] = {
+            "source_path": str(context.baseline.source_path),
+            "baseline_statistics": context.baseline.statistics,
+            "delta_statistics": baseline_delta(overall, context.baseline),
+        }
+    return report
+
+
+def write_json_atomic(path: Path, document: Any) -> None:
+    """Write ``document`` as UTF-8 JSON to ``path`` via a temporary file and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            json.dump(document, handle, ensure_ascii=False, indent=2, default=str)
+            handle.write("\n")
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,174 @@
+"""The ``eval-rubric`` flow: check everything cheap first, then judge, then report.
+
+Order: rubric id and ``-n``, dataset path, config file (explicit or discovered), rubric lookup, API
+key (before any paid call), dataset records, baseline, output path; then the judged runs, the
+JSON report and the text report.
+
+Where the report goes: ``-o file.json`` writes that file; ``-o DIR`` writes
+``DIR/rubric_eval_result_<unix time>.json``; without ``-o`` the report goes to
+``~/.cache/osmosis/rubric/<rubric id>/rubric_eval_result_<unix time>.json`` as in osmosis-ai 0.2
+(scripts read it from there). Unlike 0.2, directories are created only when the report is written,
+after the runs, and the file is written atomically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from osmosis_ai.errors import CLIError
+from osmosis_ai.judge.config import RubricConfig, load_rubric_suite
+from osmosis_ai.judge.dataset import load_records
+from osmosis_ai.judge.engine import RubricEvaluationEngine
+from osmosis_ai.judge.errors import JudgeInputError, MissingAPIKeyError
+from osmosis_ai.judge.keys import ensure_api_key_available
+from osmosis_ai.judge.ratelimit import RateLimiter
+from osmosis_ai.judge.report import (
+    ReportContext,
+    build_json_report,
+    load_baseline,
+    render_text_report,
+    write_json_atomic,
+)
+
+logger = logging.getLogger(__name__)
+
+CONFIG_FILENAME = "rubric_configs.yaml"
+
+
+@dataclass(frozen=True)
+class EvalRubricOptions:
+    """The ``eval-rubric`` command line, parsed."""
+
+    rubric_id: str
+    data_path: Path
+    number: int = 1
+    config_path: Path | None = None
+    output_path: Path | None = None
+    baseline_path: Path | None = None
+    concurrency: int = 8
+    cache: bool = False
+    requests_per_minute: float | None = None
+    progress: bool | None = None
+
+
+def cache_root() -> Path:
+    """``~/.cache/osmosis``, the home of default reports."""
+    return Path.home() / ".cache" / "osmosis"
+
+
+def migrate_legacy_reports(root: Path) -> None:
+    """Move reports from the pre-0.2.x folder ``eval_result`` to ``rubric`` once."""
+    old, new = root / "eval_result", root / "rubric"
+    if not old.exists():
+        return
+    if new.exists():
+        logger.warning("Both %s and %s exist; leaving the old report folder in place", old, new)
+        return
+    try:
+        old.rename(new)
+    except OSError as exc:
+        logger.warning("Could not move old reports from %s to %s: %s", old, new, exc)
+
+
+def _existing_file(path: Path, what: str) -> Path:
+    path = path.expanduser()
+    if not path.exists():
+        raise CLIError(f"{what} {path} does not exist")
+    if path.is_dir():
+        raise CLIError(f"{what} {path} is a directory; expected a file")
+    return path
+
+
+def locate_config(explicit: Path | None, data_path: Path) -> Path:
+    """The explicit config, else the first ``rubric_configs.yaml`` next to the data, in the cwd, or in ``examples/``."""
+    if explicit is not None:
+        return _existing_file(explicit, "Rubric config")
+    candidates = list(
+        dict.fromkeys(
+            [
+                (data_path.parent / CONFIG_FILENAME).resolve(),
+                (Path.cwd() / CONFIG_FILENAME).resolve(),
+                (Path.cwd() / "examples" / CONFIG_FILENAME).resolve(),
+            ]
+        )
+    )
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    checked = ", ".join(str(path) for path in candidates)
+    raise CLIError(f"No rubric config found; checked {checked}. Pass one with --config.")
+
+
+def _sanitised(rubric_id: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9_-]", "_", rubric_id).strip("_")
+    return (cleaned or "rubric").lower()
+
+
+def resolve_output(output: Path | None, rubric_id: str, now: float) -> tuple[Path, str | None]:
+    """The report file and the output identifier (the Unix time) when the name was generated."""
+    identifier = str(int(now))
+    if output is None:
+        return cache_root() / "rubric" / _sanitised(
+            rubric_id
+        ) / f"rubric_eval_result_{identifier}.json", identifier
+    output = output.expanduser()
+    if output.suffix:
+        if output.is_dir():
+            raise CLIError(
+                f"Output path {output} is a directory; give a file name or a directory without a suffix"
+            )
+        return output, None
+    if output.exists() and not output.is_dir():
+        raise CLIError(f"Output path {output} exists and is not a directory")
+    return output / f"rubric_eval_result_{identifier}.json", identifier
+
+
+def _lookup(config_path: Path, rubric_id: str) -> RubricConfig:
+    suite = load_rubric_suite(config_path, strict=True)
+    config = suite.get(rubric_id)
+    if config is None:
+        available = ", ".join(suite.available_ids()) or "none"
+        raise CLIError(f"Rubric '{rubric_id}' is not defined in {config_path}. Available ids: {available}")
+    return config
+
+
+def run_eval_rubric(options: EvalRubricOptions, emit: Callable[[str], Any] = print) -> Path:
+    """Run ``eval-rubric`` end to end; ``emit`` receives each output line. Returns the report path."""
+    migrate_legacy_reports(cache_root())
+    rubric_id = options.rubric_id.strip()
+    if not rubric_id:
+        raise CLIError("The rubric id (-r/--rubric) must not be empty")
+    if options.number < 1:
+        raise CLIError(f"-n/--number must be at least 1, got {options.number}")
+    if options.concurrency < 1:
+        raise CLIError(f"--concurrency must be at least 1, got {options.concurrency}")
+    data_path = _existing_file(options.data_path, "Dataset")
+    config_path = locate_config(options.config_path, data_path)
+    config = _lookup(config_path, rubric_id)
+    try:
+        ensure_api_key_available(config.model_info)
+    except (MissingAPIKeyError, JudgeInputError) as exc:
+        raise CLIError(str(exc)) from exc
+    records = load_records(data_path, rubric_id)
+    baseline = load_baseline(options.baseline_path.expanduser()) if options.baseline_path else None
+    report_path, identifier = resolve_output(options.output_path, rubric_id, time.time())
+
+    limiter = RateLimiter(options.requests_per_minute) if options.requests_per_minute else None
+    engine = RubricEvaluationEngine(
+        concurrency=options.concurrency, progress=options.progress, cache=options.cache, rate_limiter=limiter
+    )
+    results = asyncio.run(engine.run(config, records, options.number))
+
+    context = ReportContext(config, config_path, data_path, options.number, identifier, baseline)
+    write_json_atomic(report_path, build_json_report(results, context))
+    for line in render_text_report(results, context):
+        emit(line)
+    emit(f"Wrote evaluation results to {report_path}")
+    return report_path
