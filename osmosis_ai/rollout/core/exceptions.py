@@ -7,7 +7,7 @@
   + OsmosisTimeoutError            no answer within the timeout; retried
   + AgentLoopNotFoundError         registry lookup failed; ``.name``, ``.available``
   + AgentLoopDefinitionError (TypeError)   a concrete agent loop class lacks a proper ``name``
-  + RolloutValueError (ValueError) a value the SDK cannot send: unknown status, non-numeric reward, non-JSON data
+  + RolloutValueError (ValueError) a bad value: unknown status, non-numeric reward, non-JSON data, taken name
   + ToolExecutionError             a tool call failed; ``.tool_call_id``, ``.tool_name``
     - ToolArgumentError            ... because its arguments could not be parsed
 
@@ -60,7 +60,8 @@ class AgentLoopDefinitionError(OsmosisRolloutError, TypeError):
 
 
 class RolloutValueError(OsmosisRolloutError, ValueError):
-    """A value cannot go on the wire: a status other than COMPLETED/ERROR, a non-numeric reward, non-JSON data."""
+    """A value the SDK cannot use: a status other than COMPLETED/ERROR, a non-numeric reward, data that is
+    not JSON, an agent-loop name already registered. A ``ValueError``, as in 0.2."""
 
 
 class ToolExecutionError(OsmosisRolloutError):

@@ -21,6 +21,8 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, Field, field_validator
 
+from osmosis_ai.rollout.core.exceptions import RolloutValueError
+
 logger = logging.getLogger(__name__)
 
 MessageDict = dict[str, Any]
@@ -73,10 +75,12 @@ def get_max_metadata_size_bytes() -> int:
 
 
 def set_max_metadata_size_bytes(size_bytes: int) -> None:
-    """Set the process-wide metadata limit. Raises ``ValueError`` unless ``size_bytes`` is positive."""
+    """Set the process-wide metadata limit. ``RolloutValueError`` (a ``ValueError``) unless it is positive."""
     global _max_metadata_size_bytes
     if isinstance(size_bytes, bool) or not isinstance(size_bytes, int) or size_bytes <= 0:
-        raise ValueError(f"max metadata size must be a positive integer number of bytes, got {size_bytes!r}")
+        raise RolloutValueError(
+            f"max metadata size must be a positive integer number of bytes, got {size_bytes!r}"
+        )
     with _metadata_lock:
         _max_metadata_size_bytes = size_bytes
 
