@@ -1,0 +1,125 @@
+"""Helpers for server tests: run an app under uvicorn on a free loopback port, and scriptable agent loops."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import uvicorn
+
+from osmosis_ai.rollout import RolloutAgentLoop, RolloutContext, RolloutRequest, RolloutResult
+from osmosis_ai.rollout.config.settings import RolloutClientSettings, RolloutServerSettings, RolloutSettings
+
+ADD_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "add",
+        "description": "Add two numbers",
+        "parameters": {
+            "type": "object",
+            "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+            "required": ["a", "b"],
+        },
+    },
+}
+
+
+def fast_settings(**server: Any) -> RolloutSettings:
+    """Settings with short retry delays and timeouts; ``server`` overrides bypass range checks (tests only)."""
+    client = RolloutClientSettings(
+        timeout_seconds=2.0, retry_base_delay=0.1, retry_max_delay=1.0, connect_timeout_seconds=1.0
+    )
+    return RolloutSettings(client=client, server=RolloutServerSettings().model_copy(update=server))
+
+
+class RunningServer:
+    """A uvicorn server in a background thread; ``url`` once started, ``stop()`` to shut it down."""
+
+    def __init__(self, app: Any) -> None:
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self.port = self._sock.getsockname()[1]
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> RunningServer:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.005)
+        return self
+
+    def stop(self, timeout: float = 15.0) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout)
+        self._sock.close()
+
+
+Behaviour = Callable[[RolloutContext], Awaitable[RolloutResult | Any]]
+
+
+class ScriptedAgent(RolloutAgentLoop):
+    """An agent loop whose tools and run behaviour each test sets."""
+
+    name = "scripted"
+
+    def __init__(self, behaviour: Behaviour | None = None, tools: Any = None) -> None:
+        self.behaviour = behaviour
+        self.tools = [ADD_TOOL] if tools is None else tools
+        self.get_tools_calls = 0
+
+    def get_tools(self, request: RolloutRequest) -> Any:
+        self.get_tools_calls += 1
+        if isinstance(self.tools, BaseException):
+            raise self.tools
+        if callable(self.tools):
+            return self.tools(request)
+        return self.tools
+
+    async def run(self, ctx: RolloutContext) -> RolloutResult:
+        if self.behaviour is not None:
+            return await self.behaviour(ctx)
+        messages = list(ctx.request.messages)
+        result = await ctx.chat(messages)
+        messages.append(result.message)
+        await ctx.log_event("rollout_complete", turns=1)
+        return ctx.complete(messages, reward=1.0)
+
+
+async def chat_then_fail(ctx: RolloutContext) -> RolloutResult:
+    """One successful chat, then an exception with an empty message."""
+    await ctx.chat(list(ctx.request.messages))
+    ctx.record_tool_call(2.0)
+    raise KeyError()
+
+
+async def hang(ctx: RolloutContext) -> RolloutResult:
+    await ctx.chat(list(ctx.request.messages))
+    await asyncio.sleep(3600)
+    raise AssertionError("unreachable")
+
+
+def init_body(rollout_id: str, server_url: str, **extra: Any) -> dict[str, Any]:
+    """A valid RolloutRequest body."""
+    body: dict[str, Any] = {
+        "rollout_id": rollout_id,
+        "server_url": server_url,
+        "messages": [{"role": "user", "content": "What is 1 + 2?"}],
+        "completion_params": {"temperature": 0.5},
+        "metadata": {"ground_truth": "3"},
+        "api_key": "trainer-secret",
+    }
+    body.update(extra)
+    return body

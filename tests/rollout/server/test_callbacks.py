@@ -1,0 +1,242 @@
+"""The background rollout over real sockets: the terminal-callback matrix, retries, deadline, back-pressure,
+graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from examples.calculator.agent import agent_loop as calculator
+from osmosis_ai.rollout import RolloutContext, RolloutResult
+from osmosis_ai.rollout.server.executor import SHUTDOWN_MESSAGE
+from tests.rollout.server.support import ScriptedAgent, chat_then_fail, fast_settings, hang, init_body
+from tests.rollout.trainer import FINAL_MESSAGE, Reply, TrainerStandIn, completion
+
+
+def _start(http: httpx.Client, url: str, rollout_id: str, trainer: TrainerStandIn, **extra: Any) -> None:
+    response = http.post(f"{url}/v1/rollout/init", json=init_body(rollout_id, trainer.url, **extra))
+    assert response.status_code == 202, response.text
+
+
+def _wait_for(predicate: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.01)
+
+
+def test_calculator_rollout_reports_completed_with_reward_and_metrics(serve, http, trainer: TrainerStandIn):
+    trainer.tool_turns = 1
+    server = serve(calculator)
+    _start(http, server.url, "calc-1", trainer)
+    done = trainer.wait_completed("calc-1")
+    assert done["status"] == "COMPLETED"
+    assert done["reward"] == 1.0
+    assert done["finish_reason"] == "stop"
+    assert "error_message" not in done
+    roles = [m["role"] for m in done["final_messages"]]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    assert done["final_messages"][2]["content"] == "3"
+    metrics = done["metrics"]
+    assert (metrics["num_llm_calls"], metrics["num_tool_calls"]) == (2, 1)
+    assert (metrics["prompt_tokens"], metrics["response_tokens"]) == (10 + 30, 16)
+    assert metrics["total_latency_ms"] >= metrics["llm_latency_ms"] > 0
+    assert trainer.chat_requests[0].json["temperature"] == 0.5  # completion_params were passed
+
+
+def test_agent_exception_reports_error_with_partial_conversation_and_metrics(serve, http, trainer):
+    server = serve(ScriptedAgent(chat_then_fail))
+    _start(http, server.url, "fail-1", trainer)
+    done = trainer.wait_completed("fail-1")
+    assert done["status"] == "ERROR"
+    assert done["error_message"] == "KeyError"  # str(KeyError()) is empty: never send an empty message
+    assert done["finish_reason"] == "error"
+    assert [m["role"] for m in done["final_messages"]] == ["user", "assistant"]  # D3: kept
+    metrics = done["metrics"]
+    assert (metrics["num_llm_calls"], metrics["num_tool_calls"], metrics["tool_latency_ms"]) == (1, 1, 2.0)
+    assert metrics["total_latency_ms"] > 0
+    time.sleep(0.1)
+    assert len(trainer.completed_requests) == 1
+
+
+async def _returns(value: Any) -> Any:
+    return value
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "message_part"),
+    [
+        (lambda ctx: _returns(RolloutResult("DONE", [], "stop")), "'DONE'"),
+        (lambda ctx: _returns(None), "returned NoneType"),
+        (lambda ctx: _returns(ctx.complete([], reward="lots")), "invalid result"),
+        (lambda ctx: _returns(RolloutResult("ERROR", [], "error")), "without a message"),
+        (lambda ctx: _returns(ctx.error("custom failure", [{"role": "user", "content": "x"}])), "custom failure"),
+    ],
+)
+def test_invalid_or_error_results_report_one_error(serve, http, trainer, behaviour: Any, message_part: str):
+    server = serve(ScriptedAgent(behaviour))
+    _start(http, server.url, "odd", trainer)
+    done = trainer.wait_completed("odd")
+    assert done["status"] == "ERROR"
+    assert message_part in done["error_message"]
+    time.sleep(0.05)
+    assert len(trainer.completed_requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("replies", "attempts"),
+    [
+        ([Reply(status=400)], 1),  # rejected: not retried, and never followed by an ERROR report (D2)
+        ([Reply(status=500), Reply(status=502), Reply(status=503)], 3),  # 1 + complete_rollout_retries
+    ],
+)
+def test_failed_completed_delivery_is_not_re_reported_as_error(serve, http, trainer, replies, attempts, caplog):
+    trainer.queue_completed(*replies)
+    server = serve(ScriptedAgent())
+    with caplog.at_level(logging.ERROR, logger="osmosis_ai.rollout.server.executor"):
+        _start(http, server.url, "d2", trainer)
+        _wait_for(lambda: http.get(f"{server.url}/health").json()["active_rollouts"] == 0)
+    statuses = [r.json["status"] for r in trainer.completed_requests]
+    assert statuses == ["COMPLETED"] * attempts
+    assert "delivering the COMPLETED callback" in caplog.text
+
+
+def test_chat_retries_5xx_408_429_and_timeouts_then_completes(serve, http, trainer):
+    trainer.queue_chat(
+        Reply(status=503),
+        Reply(status=429, headers={"Retry-After": "0"}),
+        Reply(status=408),
+    )
+    settings = fast_settings()
+    settings.client.max_retries = 4
+    server = serve(ScriptedAgent(), settings=settings)
+    _start(http, server.url, "retry", trainer)
+    done = trainer.wait_completed("retry")
+    assert done["status"] == "COMPLETED"
+    assert [r.status for r in trainer.chat_requests] == [503, 429, 408, 200]
+    gaps = [b.at - a.at for a, b in zip(trainer.chat_requests, trainer.chat_requests[1:])]
+    assert gaps[0] >= 0.04  # backoff (base 0.1 s, jittered down to half) between 5xx attempts
+
+
+def test_chat_timeout_is_retried(serve, http, trainer):
+    trainer.queue_chat(Reply(delay=1.5, body=completion(FINAL_MESSAGE, 1)))
+    settings = fast_settings()
+    settings.client.timeout_seconds = 1.0
+    server = serve(ScriptedAgent(), settings=settings)
+    _start(http, server.url, "slow-chat", trainer)
+    assert trainer.wait_completed("slow-chat", timeout=6)["status"] == "COMPLETED"
+    assert len(trainer.chat_requests) == 2
+
+
+def test_chat_4xx_fails_the_rollout_without_retry(serve, http, trainer):
+    trainer.queue_chat(Reply(status=422, body={"detail": "bad messages"}))
+    server = serve(ScriptedAgent())
+    _start(http, server.url, "c4xx", trainer)
+    done = trainer.wait_completed("c4xx")
+    assert done["status"] == "ERROR"
+    assert "422" in done["error_message"]
+    assert len(trainer.chat_requests) == 1
+
+
+def test_refused_connection_is_retried_and_the_server_recovers(serve, http, trainer, caplog):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead_url = f"http://127.0.0.1:{sock.getsockname()[1]}"  # nothing listens once closed
+    server = serve(ScriptedAgent())
+    with caplog.at_level(logging.WARNING):
+        response = http.post(f"{server.url}/v1/rollout/init", json=init_body("refused", dead_url))
+        assert response.status_code == 202
+        _wait_for(lambda: http.get(f"{server.url}/health").json()["active_rollouts"] == 0)
+    assert caplog.text.count("retrying in") >= 3  # chat: 1 + max_retries(3) attempts
+    assert "delivering the ERROR callback" in caplog.text
+    _start(http, server.url, "after-refused", trainer)
+    assert trainer.wait_completed("after-refused")["status"] == "COMPLETED"
+
+
+def test_deadline_ends_a_hung_agent_with_error(serve, http, trainer):
+    server = serve(ScriptedAgent(hang), settings=fast_settings(request_timeout_seconds=0.3))
+    started = time.monotonic()
+    _start(http, server.url, "hung", trainer)
+    done = trainer.wait_completed("hung")
+    assert time.monotonic() - started < 3
+    assert done["status"] == "ERROR"
+    assert "deadline of 0.3 s" in done["error_message"]
+    assert [m["role"] for m in done["final_messages"]] == ["user", "assistant"]
+    _wait_for(lambda: http.get(f"{server.url}/health").json()["active_rollouts"] == 0)
+
+
+def test_hung_get_tools_is_bounded_by_the_deadline(serve, http, trainer):
+    import threading
+
+    release = threading.Event()
+
+    def stuck(request: Any) -> list[Any]:
+        release.wait(5)
+        return []
+
+    server = serve(ScriptedAgent(tools=stuck), settings=fast_settings(request_timeout_seconds=0.3))
+    response = http.post(f"{server.url}/v1/rollout/init", json=init_body("stuck", trainer.url))
+    release.set()
+    assert response.status_code == 500
+    assert http.get(f"{server.url}/health").json()["status"] == "healthy"  # the loop was never blocked
+
+
+def test_queue_limit_answers_429_with_retry_after(serve, http, trainer):
+    server = serve(ScriptedAgent(hang), max_concurrent=1, queue_limit=1, shutdown_grace_seconds=0)
+    _start(http, server.url, "bp-1", trainer)
+    _start(http, server.url, "bp-2", trainer)
+    rejected = http.post(f"{server.url}/v1/rollout/init", json=init_body("bp-3", trainer.url))
+    assert rejected.status_code == 429
+    assert rejected.headers["retry-after"] == "1"
+    assert "capacity" in rejected.json()["detail"]
+    health = http.get(f"{server.url}/health").json()
+    assert (health["running_rollouts"], health["queued_rollouts"], health["active_rollouts"]) == (1, 1, 2)
+    duplicate = http.post(f"{server.url}/v1/rollout/init", json=init_body("bp-2", trainer.url))
+    assert duplicate.status_code == 202  # duplicates of accepted rollouts are still answered
+
+
+def test_unlimited_queue_by_default_accepts_beyond_concurrency(serve, http, trainer):
+    server = serve(ScriptedAgent(hang), max_concurrent=1, shutdown_grace_seconds=0)
+    for i in range(5):
+        _start(http, server.url, f"q-{i}", trainer)
+    health = http.get(f"{server.url}/health").json()
+    assert (health["running_rollouts"], health["queued_rollouts"]) == (1, 4)
+
+
+def test_graceful_shutdown_drains_then_reports_error_for_the_rest(serve, http, trainer):
+    events: list[str] = []
+
+    async def on_shutdown() -> None:
+        events.append(f"on_shutdown with {len(trainer.completed)} completions")
+
+    async def quick_or_hang(ctx: RolloutContext) -> RolloutResult:
+        result = await ctx.chat(list(ctx.request.messages))
+        if ctx.request.metadata.get("hang"):
+            await asyncio.sleep(3600)
+        return ctx.complete([*ctx.request.messages, result.message])
+
+    server = serve(
+        ScriptedAgent(quick_or_hang), max_concurrent=2, shutdown_grace_seconds=0.5, on_shutdown=on_shutdown
+    )
+    trainer.queue_chat(Reply(delay=0.2, body=completion(FINAL_MESSAGE, 1)))  # the quick rollout is still in its chat call at shutdown
+    _start(http, server.url, "quick", trainer)
+    _start(http, server.url, "hang-running", trainer, metadata={"hang": True})
+    _start(http, server.url, "hang-queued", trainer, metadata={"hang": True})
+    _wait_for(lambda: len(trainer.chat_requests) >= 2)
+    started = time.monotonic()
+    server.stop()
+    assert time.monotonic() - started < 5
+    assert trainer.completed["quick"]["status"] == "COMPLETED"  # finished within the grace period
+    for rollout_id in ("hang-running", "hang-queued"):
+        done = trainer.completed[rollout_id]
+        assert done["status"] == "ERROR"
+        assert done["error_message"] == SHUTDOWN_MESSAGE
+    assert [m["role"] for m in trainer.completed["hang-running"]["final_messages"]] == ["user", "assistant"]
+    assert events == ["on_shutdown with 3 completions"]  # on_shutdown runs after the drain (D28)

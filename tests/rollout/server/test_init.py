@@ -1,0 +1,306 @@
+"""POST /v1/rollout/init, /health and /platform/health over real sockets: shapes, dedup, auth, bad input."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.rollout.server.support import ADD_TOOL, ScriptedAgent, init_body
+from tests.rollout.trainer import TrainerStandIn
+
+KEY = "osm_rollout_test-key"
+EXPECTED_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "add",
+        "description": "Add two numbers",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "a": {"type": "number", "description": None, "enum": None},
+                "b": {"type": "number", "description": None, "enum": None},
+            },
+            "required": ["a", "b"],
+        },
+        "strict": False,
+    },
+}
+
+
+def test_init_answers_202_with_tools_in_0_2_shape_and_runs_the_rollout(serve, http, trainer: TrainerStandIn):
+    server = serve(ScriptedAgent())
+    response = http.post(f"{server.url}/v1/rollout/init", json=init_body("r-1", trainer.url))
+    assert response.status_code == 202
+    assert response.headers["content-type"] == "application/json"
+    assert response.json() == {"rollout_id": "r-1", "tools": [EXPECTED_TOOL]}
+    done = trainer.wait_completed("r-1")
+    assert done["status"] == "COMPLETED"
+    assert done["reward"] == 1.0
+    assert trainer.chat_requests[0].headers["authorization"] == "Bearer trainer-secret"
+
+
+def test_health_reports_counts_and_capacity(serve, http, trainer: TrainerStandIn):
+    server = serve(ScriptedAgent(), max_concurrent=7, queue_limit=3)
+    http.post(f"{server.url}/v1/rollout/init", json=init_body("r-h", trainer.url))
+    trainer.wait_completed("r-h")
+    deadline = time.monotonic() + 5
+    while (health := http.get(f"{server.url}/health").json())["active_rollouts"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert health == {
+        "status": "healthy",
+        "agent_loop": "scripted",
+        "active_rollouts": 0,
+        "completed_rollouts": 1,
+        "running_rollouts": 0,
+        "queued_rollouts": 0,
+        "max_concurrent_rollouts": 7,
+        "max_queued_rollouts": 3,
+    }
+
+
+def _wait_idle(http: httpx.Client, url: str) -> None:
+    deadline = time.monotonic() + 5
+    while http.get(f"{url}/health").json()["active_rollouts"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize(
+    ("second", "expected_rollout_id"),
+    [
+        ({"rollout_id": "dup-1"}, "dup-1"),  # same rollout_id, no key
+        ({"rollout_id": "dup-1", "idempotency_key": ""}, "dup-1"),  # empty key falls back to rollout_id
+        ({"rollout_id": "dup-other", "idempotency_key": "dup-1"}, "dup-1"),  # D7 kept: original id answered
+    ],
+)
+def test_duplicate_init_is_answered_from_the_record_without_a_second_run(
+    serve, http, trainer: TrainerStandIn, second: dict[str, Any], expected_rollout_id: str
+):
+    agent = ScriptedAgent()
+    server = serve(agent)
+    first = http.post(f"{server.url}/v1/rollout/init", json=init_body("dup-1", trainer.url))
+    trainer.wait_completed("dup-1")
+    _wait_idle(http, server.url)
+    again = http.post(f"{server.url}/v1/rollout/init", json=init_body(second.pop("rollout_id"), trainer.url, **second))
+    assert again.status_code == 202
+    assert again.json() == {**first.json(), "rollout_id": expected_rollout_id}
+    time.sleep(0.1)
+    assert len(trainer.completed_requests) == 1
+    assert agent.get_tools_calls == 1
+
+
+def test_same_rollout_id_with_two_idempotency_keys_runs_twice(serve, http, trainer: TrainerStandIn):
+    server = serve(ScriptedAgent())
+    for key in ("k1", "k2"):
+        response = http.post(f"{server.url}/v1/rollout/init", json=init_body("twice", trainer.url, idempotency_key=key))
+        assert response.status_code == 202
+    deadline = time.monotonic() + 5
+    while len(trainer.completed_requests) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(trainer.completed_requests) == 2
+
+
+def test_concurrent_duplicates_wait_for_a_slow_get_tools_and_share_its_answer(serve, trainer: TrainerStandIn):
+    def slow_tools(request: Any) -> list[dict[str, Any]]:
+        time.sleep(0.3)
+        return [ADD_TOOL]
+
+    agent = ScriptedAgent(tools=slow_tools)
+    server = serve(agent)
+    results: list[httpx.Response] = []
+
+    def post() -> None:
+        with httpx.Client(timeout=10) as client:
+            results.append(client.post(f"{server.url}/v1/rollout/init", json=init_body("slow", trainer.url)))
+
+    threads = [threading.Thread(target=post) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [r.status_code for r in results] == [202, 202, 202]
+    assert len({r.content for r in results}) == 1
+    assert agent.get_tools_calls == 1
+
+
+@pytest.mark.parametrize(
+    "tools",
+    [
+        RuntimeError("boom"),
+        [{"type": "function", "function": {"name": "no_description"}}],  # D5: cannot be coerced
+    ],
+)
+def test_get_tools_failure_is_500_and_leaves_no_record(serve, http, trainer: TrainerStandIn, tools: Any):
+    agent = ScriptedAgent(tools=tools)
+    server = serve(agent)
+    response = http.post(f"{server.url}/v1/rollout/init", json=init_body("bad-tools", trainer.url))
+    assert response.status_code == 500
+    assert response.text == "Internal Server Error"
+    assert http.get(f"{server.url}/health").json()["active_rollouts"] == 0  # D4: nothing leaked
+    agent.tools = [ADD_TOOL]  # the same key may be retried once the agent is fixed
+    retry = http.post(f"{server.url}/v1/rollout/init", json=init_body("bad-tools", trainer.url))
+    assert retry.status_code == 202
+    assert trainer.wait_completed("bad-tools")["status"] == "COMPLETED"
+
+
+def test_tool_serialization_follows_changes_of_a_mutated_list(serve, http, trainer: TrainerStandIn):
+    tools = [ADD_TOOL]
+    server = serve(ScriptedAgent(tools=lambda request: tools))
+    first = http.post(f"{server.url}/v1/rollout/init", json=init_body("m-1", trainer.url)).json()
+    tools.append({**ADD_TOOL, "function": {**ADD_TOOL["function"], "name": "add2"}})
+    second = http.post(f"{server.url}/v1/rollout/init", json=init_body("m-2", trainer.url)).json()
+    assert [t["function"]["name"] for t in first["tools"]] == ["add"]
+    assert [t["function"]["name"] for t in second["tools"]] == ["add", "add2"]
+
+
+# -- auth ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("authorization", "status"),
+    [
+        (f"Bearer {KEY}", 202),
+        (f"bearer {KEY}", 202),
+        (f"BEARER   {KEY}", 202),
+        (KEY, 202),  # raw token, as in 0.2
+        (f"Basic {KEY}", 401),
+        ("Bearer wrong", 401),
+        ("Bearer", 401),
+        ("", 401),
+        (None, 401),
+        ("Bearer cl\u00e9-\u00fc", 401),  # non-ASCII: 401, not 500 (D32)
+    ],
+)
+def test_init_auth_header_variants(serve, trainer: TrainerStandIn, authorization: str | None, status: int):
+    server = serve(ScriptedAgent(), api_key=KEY)
+    headers: dict[str, bytes] = {"content-type": b"application/json"}
+    if authorization is not None:
+        headers["authorization"] = authorization.encode("utf-8")  # raw bytes: non-ASCII goes out as is
+    body = json.dumps(init_body(f"auth-{status}", trainer.url)).encode()
+    with httpx.Client(timeout=10) as client:
+        response = client.post(f"{server.url}/v1/rollout/init", content=body, headers=headers)
+        assert response.status_code == status, response.text
+        if status == 401:
+            assert response.json() == {"detail": "Invalid or missing API key"}
+        assert client.get(f"{server.url}/health").status_code == 200
+
+
+def test_auth_is_checked_before_the_body(serve, http):
+    server = serve(ScriptedAgent(), api_key=KEY)
+    response = http.post(f"{server.url}/v1/rollout/init", content=b"{not json")
+    assert response.status_code == 401  # 0.2 answered 422 here (D31); we reveal nothing
+    authed = http.post(
+        f"{server.url}/v1/rollout/init", content=b"{not json", headers={"Authorization": f"Bearer {KEY}"}
+    )
+    assert authed.status_code == 422
+
+
+@pytest.mark.parametrize(
+    ("api_key", "authorization", "status"),
+    [
+        (None, f"Bearer {KEY}", 404),
+        (KEY, None, 401),
+        (KEY, "Bearer nope", 401),
+        (KEY, f"Bearer {KEY}", 200),
+        (KEY, KEY, 200),
+    ],
+)
+def test_platform_health(serve, http, api_key: str | None, authorization: str | None, status: int):
+    server = serve(ScriptedAgent(), api_key=api_key)
+    headers = {"Authorization": authorization} if authorization else {}
+    response = http.get(f"{server.url}/platform/health", headers=headers)
+    assert response.status_code == status
+    expected = {
+        404: {"detail": "Not found"},
+        401: {"detail": "Invalid or missing API key"},
+        200: http.get(f"{server.url}/health").json(),
+    }[status]
+    assert response.json() == expected
+
+
+def test_docs_routes_are_off_by_default_and_on_when_asked(serve, http):
+    plain = serve(ScriptedAgent())
+    for path in ("/docs", "/redoc", "/openapi.json"):
+        assert http.get(plain.url + path).status_code == 404
+    documented = serve(ScriptedAgent(), docs_enabled=True)
+    assert http.get(documented.url + "/openapi.json").status_code == 200
+
+
+def test_wrong_method_and_unknown_path(serve, http):
+    server = serve(ScriptedAgent())
+    assert http.get(f"{server.url}/v1/rollout/init").status_code == 405
+    assert http.post(f"{server.url}/nope").status_code == 404
+
+
+# -- bad input -----------------------------------------------------------------------------------------
+
+BIG_METADATA = {"blob": "x" * (1024 * 1024 + 10)}
+
+
+def _bad_inputs(trainer_url: str) -> list[tuple[str, bytes, int, str]]:
+    def body(**changes: Any) -> bytes:
+        data = init_body("bad", trainer_url)
+        data.update(changes)
+        return json.dumps(data).encode()
+
+    return [
+        ("malformed json", b'{"rollout_id": ', 422, "json_invalid"),
+        ("empty body", b"", 422, "missing"),
+        ("json array", b"[1, 2]", 422, "model_attributes_type"),
+        ("json null", b"null", 422, "model_attributes_type"),
+        ("missing fields", b'{"rollout_id": "x"}', 422, "missing"),
+        ("messages not a list", body(messages="hello"), 422, "list_type"),
+        ("message not an object", body(messages=["hi"]), 422, "dict_type"),
+        ("max_turns not int", body(max_turns="many"), 422, "int_parsing"),
+        ("blank rollout id", body(rollout_id="   "), 422, "value_error"),
+        ("rollout id too long", body(rollout_id="r" * 257), 422, "string_too_long"),
+        ("ftp server_url", body(server_url="ftp://x"), 422, "value_error"),
+        ("oversized metadata", body(metadata=BIG_METADATA), 422, "value_error"),
+        ("huge message list", body(messages=[{"role": "user", "content": "x" * 100}] * 30000), 413, ""),
+        ("invalid utf-8", b'{"rollout_id": "\xff\xfe"}', 422, ""),
+    ]
+
+
+def test_bad_inputs_get_precise_4xx_and_the_server_keeps_serving(serve, http, trainer: TrainerStandIn):
+    server = serve(ScriptedAgent(), max_request_bytes=2 * 1024 * 1024)
+    for label, content, status, error_type in _bad_inputs(trainer.url):
+        response = http.post(
+            f"{server.url}/v1/rollout/init", content=content, headers={"content-type": "application/json"}
+        )
+        assert response.status_code == status, (label, response.text[:300])
+        detail = response.json()["detail"]
+        if status == 422:
+            assert isinstance(detail, list) and detail, label
+            assert all(item["loc"][0] == "body" for item in detail), label
+            if error_type:
+                assert error_type in {item["type"] for item in detail}, (label, detail)
+        else:
+            assert "2097152 bytes" in detail
+        assert http.get(f"{server.url}/health").status_code == 200, label
+    assert http.get(f"{server.url}/health").json()["active_rollouts"] == 0
+
+
+def test_422_messages_keep_the_0_2_texts(serve, http, trainer: TrainerStandIn):
+    server = serve(ScriptedAgent())
+    body = init_body("   ", "ftp://host")
+    detail = http.post(f"{server.url}/v1/rollout/init", json=body).json()["detail"]
+    messages = {item["msg"] for item in detail}
+    assert "Value error, rollout_id cannot be empty or whitespace only" in messages
+    assert "Value error, server_url must use http or https scheme" in messages
+    assert all(item.get("ctx", {}).get("error", {}) == {} for item in detail if item["type"] == "value_error")
+
+
+def test_path_like_rollout_ids_are_accepted_as_opaque_ids(serve, http, trainer: TrainerStandIn, tmp_path):
+    server = serve(ScriptedAgent(), debug_dir=str(tmp_path / "traces"))
+    for rollout_id in ("../../etc/passwd", "/abs/path", "a/b\\c", "..", "ünï cödé"):
+        response = http.post(f"{server.url}/v1/rollout/init", json=init_body(rollout_id, trainer.url))
+        assert response.status_code == 202
+        assert response.json()["rollout_id"] == rollout_id
+        assert trainer.wait_completed(rollout_id)["status"] == "COMPLETED"
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(written) == 5
+    assert all(p.parent == tmp_path / "traces" for p in written)  # no id escapes the directory (D30)
