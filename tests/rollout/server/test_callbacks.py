@@ -77,7 +77,10 @@ async def _returns(value: Any) -> Any:
         (lambda ctx: _returns(None), "returned NoneType"),
         (lambda ctx: _returns(ctx.complete([], reward="lots")), "invalid result"),
         (lambda ctx: _returns(RolloutResult("ERROR", [], "error")), "without a message"),
-        (lambda ctx: _returns(ctx.error("custom failure", [{"role": "user", "content": "x"}])), "custom failure"),
+        (
+            lambda ctx: _returns(ctx.error("custom failure", [{"role": "user", "content": "x"}])),
+            "custom failure",
+        ),
     ],
 )
 def test_invalid_or_error_results_report_one_error(serve, http, trainer, behaviour: Any, message_part: str):
@@ -97,7 +100,9 @@ def test_invalid_or_error_results_report_one_error(serve, http, trainer, behavio
         ([Reply(status=500), Reply(status=502), Reply(status=503)], 3),  # 1 + complete_rollout_retries
     ],
 )
-def test_failed_completed_delivery_is_not_re_reported_as_error(serve, http, trainer, replies, attempts, caplog):
+def test_failed_completed_delivery_is_not_re_reported_as_error(
+    serve, http, trainer, replies, attempts, caplog
+):
     trainer.queue_completed(*replies)
     server = serve(ScriptedAgent())
     with caplog.at_level(logging.ERROR, logger="osmosis_ai.rollout.server.executor"):
@@ -121,7 +126,7 @@ def test_chat_retries_5xx_408_429_and_timeouts_then_completes(serve, http, train
     done = trainer.wait_completed("retry")
     assert done["status"] == "COMPLETED"
     assert [r.status for r in trainer.chat_requests] == [503, 429, 408, 200]
-    gaps = [b.at - a.at for a, b in zip(trainer.chat_requests, trainer.chat_requests[1:])]
+    gaps = [b.at - a.at for a, b in zip(trainer.chat_requests, trainer.chat_requests[1:], strict=False)]
     assert gaps[0] >= 0.04  # backoff (base 0.1 s, jittered down to half) between 5xx attempts
 
 
@@ -225,7 +230,9 @@ def test_graceful_shutdown_drains_then_reports_error_for_the_rest(serve, http, t
     server = serve(
         ScriptedAgent(quick_or_hang), max_concurrent=2, shutdown_grace_seconds=0.5, on_shutdown=on_shutdown
     )
-    trainer.queue_chat(Reply(delay=0.2, body=completion(FINAL_MESSAGE, 1)))  # the quick rollout is still in its chat call at shutdown
+    trainer.queue_chat(
+        Reply(delay=0.2, body=completion(FINAL_MESSAGE, 1))
+    )  # the quick rollout is still in its chat call at shutdown
     _start(http, server.url, "quick", trainer)
     _start(http, server.url, "hang-running", trainer, metadata={"hang": True})
     _start(http, server.url, "hang-queued", trainer, metadata={"hang": True})

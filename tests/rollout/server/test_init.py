@@ -49,7 +49,9 @@ def test_health_reports_counts_and_capacity(serve, http, trainer: TrainerStandIn
     http.post(f"{server.url}/v1/rollout/init", json=init_body("r-h", trainer.url))
     trainer.wait_completed("r-h")
     deadline = time.monotonic() + 5
-    while (health := http.get(f"{server.url}/health").json())["active_rollouts"] and time.monotonic() < deadline:
+    while (health := http.get(f"{server.url}/health").json())[
+        "active_rollouts"
+    ] and time.monotonic() < deadline:
         time.sleep(0.01)
     assert health == {
         "status": "healthy",
@@ -85,7 +87,9 @@ def test_duplicate_init_is_answered_from_the_record_without_a_second_run(
     first = http.post(f"{server.url}/v1/rollout/init", json=init_body("dup-1", trainer.url))
     trainer.wait_completed("dup-1")
     _wait_idle(http, server.url)
-    again = http.post(f"{server.url}/v1/rollout/init", json=init_body(second.pop("rollout_id"), trainer.url, **second))
+    again = http.post(
+        f"{server.url}/v1/rollout/init", json=init_body(second.pop("rollout_id"), trainer.url, **second)
+    )
     assert again.status_code == 202
     assert again.json() == {**first.json(), "rollout_id": expected_rollout_id}
     time.sleep(0.1)
@@ -96,7 +100,9 @@ def test_duplicate_init_is_answered_from_the_record_without_a_second_run(
 def test_same_rollout_id_with_two_idempotency_keys_runs_twice(serve, http, trainer: TrainerStandIn):
     server = serve(ScriptedAgent())
     for key in ("k1", "k2"):
-        response = http.post(f"{server.url}/v1/rollout/init", json=init_body("twice", trainer.url, idempotency_key=key))
+        response = http.post(
+            f"{server.url}/v1/rollout/init", json=init_body("twice", trainer.url, idempotency_key=key)
+        )
         assert response.status_code == 202
     deadline = time.monotonic() + 5
     while len(trainer.completed_requests) < 2 and time.monotonic() < deadline:
