@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m examples.demo
+	$(BIN)/osmosis rollout run -m examples.calculator.agent:agent_loop -d examples/calculator/dataset.jsonl --model scripted
 
 lint: $(STAMP)
 	$(BIN)/ruff check osmosis_ai tests benchmarks examples

@@ -83,7 +83,8 @@ class RolloutLauncher:
                 status = response.status
         except (aiohttp.ClientConnectionError, TimeoutError) as exc:
             raise ServerUnreachable(
-                f"cannot reach the rollout server at {self.server_url}: {type(exc).__name__}: {exc or 'no answer'}"
+                f"cannot reach the rollout server at {self.server_url} (is it running?): "
+                f"{type(exc).__name__}: {exc or 'no answer'}"
             ) from exc
         except aiohttp.ClientError as exc:
             raise ServerUnreachable(f"init to {url} failed: {type(exc).__name__}: {exc}") from exc

@@ -91,7 +91,7 @@ def _ms(value: float | None) -> str:
 
 
 def render_summary(summary: RunSummary, sessions: Sequence[RolloutSession], console: Console) -> None:
-    """Print the run's summary table, then one line per append-only violation or refused call (first few)."""
+    """Print the run's summary table, then the first append-only violations (infrastructure failures are the caller's)."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -120,5 +120,3 @@ def render_summary(summary: RunSummary, sessions: Sequence[RolloutSession], cons
             shown += 1
     if shown > 5:
         console.print(f"... and {shown - 5} more append-only violation(s); see --output for all of them")
-    for failure in summary.infra_failures:
-        console.print(f"[red]failed[/red] {escape(failure)}", highlight=False)

@@ -1,0 +1,102 @@
+"""Agents served by the real ``create_app`` in-process, driven by the real TrainGate over loopback."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from examples.calculator.agent import agent_loop as calculator_agent
+from osmosis_ai.rollout import RolloutAgentLoop, RolloutContext, RolloutRequest, RolloutResult, create_app
+from osmosis_ai.traingate.bench import run_bench
+from osmosis_ai.traingate.gateway import TrainGate
+from osmosis_ai.traingate.local_server import serve_agent_loop_locally, serve_asgi
+from osmosis_ai.traingate.policy.scripted import ScriptedPolicy
+from osmosis_ai.traingate.report import summarize
+from osmosis_ai.traingate.runner import RunConfig, run_rollouts
+
+ROW = {"system_prompt": "calc", "user_prompt": "What is 20 / 8?", "ground_truth": "2.5"}
+
+
+async def test_calculator_with_scripted_policy_completes_with_token_data(calculator_rows: list[dict[str, Any]]) -> None:
+    async with serve_agent_loop_locally(calculator_agent) as url, TrainGate(ScriptedPolicy()) as gate:
+        sessions = await run_rollouts(gate, calculator_rows, RunConfig(url, n=2, concurrency=4, timeout=10))
+    assert len(sessions) == 2 * len(calculator_rows)
+    assert {s.status for s in sessions} == {"COMPLETED"}
+    assert [s.reward for s in sessions] == [1.0] * len(sessions)
+    for session in sessions:
+        record = json.loads(json.dumps(session.to_record()))
+        assert record["append_only_violations"] == [] and record["rejected_calls"] == []
+        assert record["finish_reason"] == "stop"
+        assert record["metrics"]["num_llm_calls"] == 2 and record["metrics"]["num_tool_calls"] == 1
+        first, second = record["turns"]
+        for turn in (first, second):
+            assert turn["token_ids"] and all(isinstance(t, int) for t in turn["token_ids"])
+            assert turn["logprobs"] == [0.0] * len(turn["token_ids"])
+            assert turn["usage"]["completion_tokens"] == len(turn["token_ids"])
+        # Token-in-token-out: the next prompt is the previous prompt + the generated ids + what the agent appended.
+        prefix = first["prompt_token_ids"] + first["token_ids"]
+        assert second["prompt_token_ids"][: len(prefix)] == prefix
+        assert record["final_messages"][-1]["content"].startswith("The answer is #### ")
+        assert record["final_messages"][:3] == [*session.messages, first["message"]]
+    assert summarize(sessions, 1.0).all_terminal
+
+
+class RewritingAgent(RolloutAgentLoop):
+    """Edits an earlier message between turns: the bug the append-only check exists for."""
+
+    name = "rewriter"
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+
+    def get_tools(self, request: RolloutRequest) -> list[dict[str, Any]]:  # type: ignore[override]
+        from examples.calculator.tools import TOOLS
+
+        return TOOLS
+
+    async def run(self, ctx: RolloutContext) -> RolloutResult:
+        messages = list(ctx.request.messages)
+        first = await ctx.chat(messages)
+        call = first.message["tool_calls"][0]
+        if self.how == "edit_user":
+            messages[1] = {**messages[1], "content": messages[1]["content"] + " Think step by step."}
+            messages.append(first.message)
+        else:  # rebuild the assistant message without its tool calls
+            messages.append({"role": "assistant", "content": first.message.get("content")})
+        messages.append({"role": "tool", "tool_call_id": call["id"], "content": "2.5"})
+        final = await ctx.chat(messages)
+        return ctx.complete([*messages, final.message], reward=1.0)
+
+
+@pytest.mark.parametrize(
+    ("how", "index", "detail"),
+    [("edit_user", 1, "'content' changed"), ("drop_tool_calls", 2, "'tool_calls' removed")],
+)
+async def test_history_rewriting_agent_is_caught(how: str, index: int, detail: str) -> None:
+    async with serve_agent_loop_locally(RewritingAgent(how)) as url, TrainGate(ScriptedPolicy()) as gate:
+        sessions = await run_rollouts(gate, [ROW], RunConfig(url, timeout=10))
+    session = sessions[0]
+    assert session.status == "COMPLETED"
+    assert [(v.turn, v.index, v.kind, v.detail) for v in session.violations] == [(1, index, "modified", detail)]
+    violation = session.to_record()["append_only_violations"][0]
+    assert violation["expected"] != violation["actual"]
+    assert summarize(sessions, 1.0).rollouts_with_violations == 1
+
+
+async def test_server_api_key_is_sent_on_init() -> None:
+    app = create_app(calculator_agent, api_key="server-secret")
+    async with serve_asgi(app) as url, TrainGate(ScriptedPolicy()) as gate:
+        good = await run_rollouts(gate, [ROW], RunConfig(url, server_api_key="server-secret", timeout=10))
+        bad = await run_rollouts(gate, [ROW], RunConfig(url, server_api_key="wrong", timeout=10, run_id="bad"))
+    assert good[0].status == "COMPLETED" and good[0].reward == 1.0
+    assert bad[0].status == "INIT_FAILED" and "HTTP 401" in (bad[0].error_message or "")
+
+
+async def test_bench_against_the_calculator() -> None:
+    async with serve_agent_loop_locally(calculator_agent) as url:
+        summary = await run_bench(url, rollouts=40, concurrency=8, tool_turns=2)
+    assert summary.statuses == {"COMPLETED": 40}
+    assert summary.violations == 0 and summary.mean_turns == 3
+    assert summary.rollouts_per_s > 0 and summary.latency_ms["p99"] is not None
