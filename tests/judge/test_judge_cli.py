@@ -1,0 +1,197 @@
+"""``osmosis preview`` and ``osmosis eval-rubric`` run as subprocesses, judging against the loopback server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.openai_server import OpenAIServer, Reply
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+
+
+def osmosis(
+    *args: str, cwd: Path, home: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.endswith(("_API_KEY", "_API_BASE")) and key not in {"OSMOSIS_CACHE_DIR", "XDG_CACHE_HOME"}
+    }
+    environment.update(HOME=str(home), **(env or {}))
+    return subprocess.run(
+        [sys.executable, "-m", "osmosis_ai", *args],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    path = tmp_path / "home"
+    path.mkdir()
+    return path
+
+
+def write_config(path: Path, api_base: str) -> Path:
+    path.write_text(
+        "version: 1\n"
+        "default_score_min: 0\n"
+        "default_score_max: 1\n"
+        "rubrics:\n"
+        "  - id: tone\n"
+        "    rubric: Is the reply polite?\n"
+        "    model_info:\n"
+        "      provider: openai\n"
+        "      model: local-judge\n"
+        f"      api_base: {api_base}\n"
+        "      timeout: 5\n"
+        "  - id: strict\n"
+        "    rubric: Is it correct?\n"
+        "    score_max: 10\n"
+        "    model_info: {provider: anthropic, model: claude-x}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def write_data(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def test_preview_shows_the_bundled_examples(tmp_path: Path, home: Path) -> None:
+    configs = osmosis("preview", "-p", str(EXAMPLES / "rubric_configs.yaml"), cwd=tmp_path, home=home)
+    assert configs.returncode == 0, configs.stderr
+    assert configs.stdout.startswith("Loaded 2 rubric config(s) from ")
+    assert "Rubric config #1 (rubrics[0])\nid: support_followup" in configs.stdout
+    assert "rubric: |\n" in configs.stdout  # multi-line rubric kept as a block
+    data = osmosis("preview", "--path", str(EXAMPLES / "sample_data.jsonl"), cwd=tmp_path, home=home)
+    assert data.returncode == 0, data.stderr
+    assert data.stdout.startswith("Loaded 2 JSONL record(s) from ")
+    assert '"conversation_id": "ticket-1042"' in data.stdout
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("notes.txt", "x", "accepted: .yaml, .yml, .jsonl"),
+        ("missing.yaml", None, "does not exist"),
+        ("bad.jsonl", '{"a": 1}\nnot json\n', "bad.jsonl:2: invalid JSON"),
+        ("bad.yaml", "rubrics: [\n", "Invalid YAML"),
+    ],
+)
+def test_preview_reports_bad_files_without_a_traceback(
+    tmp_path: Path, home: Path, name: str, content: str | None, message: str
+) -> None:
+    if content is not None:
+        (tmp_path / name).write_text(content, encoding="utf-8")
+    result = osmosis("preview", "-p", name, cwd=tmp_path, home=home)
+    assert result.returncode == 1
+    assert result.stderr.startswith("Error: ") and message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_eval_rubric_end_to_end(openai_server: OpenAIServer, tmp_path: Path, home: Path) -> None:
+    scores = iter([0.5, 1.0, 0.25])
+
+    def handler(_payload: Any) -> Reply:
+        return Reply(content=json.dumps({"score": next(scores, 0.0), "explanation": "line one\nline two"}))
+
+    openai_server.handler = handler
+    write_config(tmp_path / "rubric_configs.yaml", openai_server.url)
+    write_data(
+        tmp_path / "data.jsonl",
+        [
+            {
+                "conversation_id": "c1",
+                "rubric_id": "TONE",
+                "solution_str": "Thanks!",
+                "metadata": {"lang": "en"},
+            },
+            {"rubric_id": "strict", "solution_str": "other rubric"},
+            {"rubric_id": "tone", "solution_str": "Go away.", "id": 7},
+        ],
+    )
+    (tmp_path / "base.json").write_text(json.dumps({"average": 0.5, "variance": 0.1, "stdev": 0.3}))
+    report = tmp_path / "out" / "report.json"
+    result = osmosis(
+        "eval-rubric", "-r", "tone", "-d", "data.jsonl", "-n", "2", "-o", str(report), "-b", "base.json",
+        "--concurrency", "1", cwd=tmp_path, home=home,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert (
+        out.startswith("Rubric 'tone' (")
+        and "-> provider 'openai' model 'local-judge'" in out.splitlines()[0]
+    )
+    assert "Loaded 2 matching record(s) from data.jsonl" in out
+    assert "[c1]\n  Run 01 [SUCCESS]\n    score: 0.5000" in out
+    assert "    explanation: line one\n      line two" in out
+    assert "[record[2]]" in out and "  Summary:" in out
+    assert "Baseline comparison (source: base.json):" in out
+    assert f"Wrote evaluation results to {report}" in out
+
+    document = json.loads(report.read_text(encoding="utf-8"))
+    assert document["overall_statistics"]["total_runs"] == 4
+    assert document["overall_statistics"]["success_count"] == 4
+    assert document["overall_statistics"]["average"] == pytest.approx((0.5 + 1.0 + 0.25 + 0.0) / 4)
+    assert [record["id"] for record in document["records"]] == ["c1", "7"]
+    assert document["records"][0]["input_record"]["metadata"] == {"lang": "en"}
+    assert document["baseline_comparison"]["delta_statistics"]["average"] == pytest.approx(0.4375 - 0.5)
+    assert "output_identifier" not in document
+    assert len(openai_server.requests) == 4
+    quoted = openai_server.requests[0].json["messages"][1]["content"]
+    assert '"dataset_metadata"' in quoted and '"lang": "en"' in quoted
+    assert not (home / ".cache").exists()
+
+
+def test_eval_rubric_default_report_location_and_failures(
+    openai_server: OpenAIServer, tmp_path: Path, home: Path
+) -> None:
+    openai_server.default = Reply(status=400)
+    write_config(tmp_path / "rubric_configs.yaml", openai_server.url)
+    write_data(tmp_path / "data.jsonl", [{"rubric_id": "tone", "solution_str": "hi"}])
+    result = osmosis("eval-rubric", "-r", "tone", "-d", "data.jsonl", cwd=tmp_path, home=home)
+    assert result.returncode == 0, result.stderr
+    assert "Run 01 [ERROR]" in result.stdout and "scripted error 400" in result.stdout
+    (report,) = (home / ".cache" / "osmosis" / "rubric" / "tone").glob("rubric_eval_result_*.json")
+    document = json.loads(report.read_text(encoding="utf-8"))
+    assert document["overall_statistics"]["failure_count"] == 1
+    assert document["output_identifier"] == report.stem.rsplit("_", 1)[1]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-r", "strict"], "ANTHROPIC_API_KEY"),
+        (["-r", "nope"], "Available ids: strict, tone"),
+        (["-r", "tone", "-n", "0"], "at least 1"),
+        (["-r", "tone", "-b", "missing.json"], "does not exist"),
+        (["-r", "tone", "-d", "nowhere.jsonl"], "does not exist"),
+    ],
+)
+def test_eval_rubric_user_errors_fail_fast(
+    openai_server: OpenAIServer, tmp_path: Path, home: Path, args: list[str], message: str
+) -> None:
+    write_config(tmp_path / "rubric_configs.yaml", openai_server.url)
+    write_data(
+        tmp_path / "data.jsonl",
+        [{"rubric_id": "strict", "solution_str": "x"}, {"rubric_id": "tone", "solution_str": "y"}],
+    )
+    if "-d" not in args:
+        args = [*args, "-d", "data.jsonl"]
+    result = osmosis("eval-rubric", *args, cwd=tmp_path, home=home)
+    assert result.returncode == 1
+    assert result.stderr.startswith("Error: ") and message in result.stderr, result.stderr
+    assert openai_server.requests == []
