@@ -83,47 +83,37 @@ def load_credentials() -> Any | None:
 
 # -- public IP ---------------------------------------------------------------------------------------
 
-_ip_lock = threading.Lock()
-_public_ip: str | None = None
-
 
 def get_public_ip() -> str:
-    """The host's public IPv4, detected once per process (raises ``PublicIPDetectionError``)."""
-    global _public_ip
-    with _ip_lock:
-        if _public_ip is None:
-            from osmosis_ai.rollout.network import detect_public_ip
+    """The host's public IPv4 (detected once per process; raises ``PublicIPDetectionError``). Blocking."""
+    from osmosis_ai.rollout.network import detect_public_ip
 
-            _public_ip = detect_public_ip()
-        return _public_ip
+    return detect_public_ip()
 
 
 async def aget_public_ip() -> str:
-    """:func:`get_public_ip` from async code: runs in a daemon thread, so nothing ever waits for it on exit."""
-    if _public_ip is not None:
-        return _public_ip
+    """:func:`get_public_ip` from async code, in a daemon thread: neither the loop nor exit waits for it."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[str] = loop.create_future()
+
+    def settle(value: str | None, exc: BaseException | None) -> None:
+        if future.done():
+            return
+        if exc is not None:
+            future.set_exception(exc)
+        else:
+            future.set_result(value or "")
 
     def work() -> None:
         try:
             ip = get_public_ip()
         except BaseException as exc:
-            loop.call_soon_threadsafe(_settle, future, None, exc)
+            loop.call_soon_threadsafe(settle, None, exc)
         else:
-            loop.call_soon_threadsafe(_settle, future, ip, None)
+            loop.call_soon_threadsafe(settle, ip, None)
 
     threading.Thread(target=work, name="osmosis-public-ip", daemon=True).start()
     return await future
-
-
-def _settle(future: asyncio.Future[str], value: str | None, exc: BaseException | None) -> None:
-    if future.done():
-        return
-    if exc is not None:
-        future.set_exception(exc)
-    else:
-        future.set_result(value or "")
 
 
 def is_wildcard_host(host: str | None) -> bool:
@@ -225,9 +215,12 @@ def register_with_platform(
 def print_registration_result(
     result: RegistrationResult, host: str, port: int, agent_loop_name: str, api_key: str | None = None
 ) -> None:
-    """Console report of a registration (uses the cached public IP; never detects again, D20)."""
-    shown_host = _public_ip if is_wildcard_host(host) and _public_ip else host
-    address = f"http://{shown_host}:{port}"
+    """Console report of a registration (a wildcard ``host`` is never re-detected for display, D20)."""
+    address = (
+        f"http://{host}:{port}"
+        if not is_wildcard_host(host)
+        else f"this server's public address, port {port}"
+    )
     if result.success and result.is_healthy:
         active = (result.server_info or {}).get("active_rollouts", 0)
         print(f"[OK] Registered {agent_loop_name!r} with the Osmosis Platform at {address}")

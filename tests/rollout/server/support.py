@@ -36,13 +36,19 @@ def fast_settings(**server: Any) -> RolloutSettings:
     return RolloutSettings(client=client, server=RolloutServerSettings().model_copy(update=server))
 
 
+def bound_socket() -> socket.socket:
+    """A TCP socket bound to a free loopback port (hand it to ``RunningServer`` to learn the port early)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
 class RunningServer:
     """A uvicorn server in a background thread; ``url`` once started, ``stop()`` to shut it down."""
 
-    def __init__(self, app: Any) -> None:
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
+    def __init__(self, app: Any, sock: socket.socket | None = None) -> None:
+        self._sock = sock or bound_socket()
         self.port = self._sock.getsockname()[1]
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
         self.server = uvicorn.Server(config)

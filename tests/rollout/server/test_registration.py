@@ -1,0 +1,145 @@
+"""Platform registration against a stand-in Platform on loopback (``OSMOSIS_PLATFORM_URL`` points at it)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI, Request, Response
+
+from osmosis_ai.rollout.server.app import create_app
+from osmosis_ai.rollout.server.registration import (
+    PlatformCredentials,
+    aregister_with_platform,
+    load_credentials,
+)
+from tests.rollout.server.support import RunningServer, ScriptedAgent, bound_socket, fast_settings
+
+KEY = "osm_rollout_registration-key"
+
+
+class PlatformStandIn:
+    """Records register calls; health-checks the registering server like the real Platform."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.reply: tuple[int, Any] | None = None
+        app = FastAPI()
+
+        @app.post("/api/cli/rollout-server/register")
+        async def register(request: Request) -> Response:
+            body = await request.json()
+            self.calls.append({"headers": dict(request.headers), "json": body})
+            if self.reply is not None:
+                status, payload = self.reply
+                content = payload if isinstance(payload, bytes) else json.dumps(payload)
+                return Response(status_code=status, content=content)
+            async with httpx.AsyncClient(timeout=5) as client:
+                check = await client.get(
+                    f"http://{body['host']}:{body['port']}/platform/health",
+                    headers={"Authorization": f"Bearer {body.get('api_key', '')}"},
+                )
+            healthy = check.status_code == 200
+            return Response(
+                content=json.dumps(
+                    {
+                        "id": "srv-1",
+                        "status": "healthy" if healthy else "unhealthy",
+                        "health_check_result": {
+                            "server_info": check.json() if healthy else None,
+                            "error": None if healthy else f"health check answered {check.status_code}",
+                        },
+                    }
+                ),
+                media_type="application/json",
+            )
+
+        self.server = RunningServer(app)
+
+
+@pytest.fixture
+def platform(monkeypatch: pytest.MonkeyPatch) -> Iterator[PlatformStandIn]:
+    stand_in = PlatformStandIn()
+    stand_in.server.start()
+    monkeypatch.setenv("OSMOSIS_PLATFORM_URL", stand_in.server.url + "/")
+    yield stand_in
+    stand_in.server.stop()
+
+
+def test_server_registers_once_ready_and_the_platform_health_check_passes(platform, capsys):
+    sock = bound_socket()
+    port = sock.getsockname()[1]
+    app = create_app(
+        ScriptedAgent(),
+        settings=fast_settings(),
+        api_key=KEY,
+        credentials=PlatformCredentials("platform-token"),
+        server_host="127.0.0.1",
+        server_port=port,
+    )
+    server = RunningServer(app, sock).start()
+    try:
+        deadline = time.monotonic() + 5
+        while "[OK]" not in (out := capsys.readouterr().out) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        server.stop()
+    assert len(platform.calls) == 1
+    call = platform.calls[0]
+    assert call["json"] == {"host": "127.0.0.1", "port": port, "agent_loop_name": "scripted", "api_key": KEY}
+    assert call["headers"]["authorization"] == "Bearer platform-token"
+    assert call["headers"]["user-agent"].startswith("osmosis-cli/")
+    assert "[OK] Registered 'scripted'" in out
+    assert "srv-1" in out
+    assert "platform-token" not in out
+
+
+@pytest.mark.parametrize(
+    ("reply", "success", "status", "error_part"),
+    [
+        ((401, {"detail": "expired"}), False, "error", "osmosis login"),
+        ((500, {"detail": "down"}), False, "error", "HTTP 500"),
+        ((200, b"not json"), False, "error", "not JSON"),
+        (
+            (200, {"id": "s", "status": "unhealthy", "health_check_result": None}),
+            True,
+            "unhealthy",
+            "health-check",
+        ),
+        (
+            (200, {"id": "s", "status": "unhealthy", "health_check_result": {"error": "refused"}}),
+            True,
+            "unhealthy",
+            "refused",
+        ),
+        ((200, ["a list"]), False, "error", "unexpected body"),
+    ],
+)
+async def test_registration_outcomes(platform, reply, success, status, error_part):
+    platform.reply = reply
+    result = await aregister_with_platform("127.0.0.1", 9000, "agent", PlatformCredentials("t"), api_key=None)
+    assert (result.success, result.status) == (success, status)
+    assert error_part in (result.error or "")
+    assert "api_key" not in platform.calls[0]["json"]  # omitted when the server has no key
+
+
+async def test_unreachable_platform_is_a_failed_result(monkeypatch):
+    sock = bound_socket()
+    monkeypatch.setenv("OSMOSIS_PLATFORM_URL", f"http://127.0.0.1:{sock.getsockname()[1]}")
+    sock.close()
+    result = await aregister_with_platform("127.0.0.1", 9000, "agent", PlatformCredentials("t"))
+    assert not result.success
+    assert "cannot reach the Platform" in (result.error or "")
+
+
+def test_credentials_come_from_the_environment(monkeypatch):
+    monkeypatch.delenv("OSMOSIS_ACCESS_TOKEN", raising=False)
+    assert load_credentials() is None
+    monkeypatch.setenv("OSMOSIS_ACCESS_TOKEN", "tok-123")
+    credentials = load_credentials()
+    assert credentials.access_token == "tok-123"
+    assert "tok-123" not in repr(credentials)
