@@ -91,7 +91,9 @@ def _ms(value: float | None) -> str:
 
 
 def render_summary(summary: RunSummary, sessions: Sequence[RolloutSession], console: Console) -> None:
-    """Print the run's summary table, then the first append-only violations (infrastructure failures are the caller's)."""
+    """Print the run's summary table, then the first append-only violations and agent errors.
+
+    Infrastructure failures are left to the caller, which turns them into the command's error."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -120,3 +122,11 @@ def render_summary(summary: RunSummary, sessions: Sequence[RolloutSession], cons
             shown += 1
     if shown > 5:
         console.print(f"... and {shown - 5} more append-only violation(s); see --output for all of them")
+    errors = [s for s in sessions if s.status == "ERROR"]
+    for session in errors[:3]:
+        message = escape(session.error_message or "(no error message)")
+        console.print(f"[yellow]agent error[/yellow] {escape(session.rollout_id)}: {message}", highlight=False)
+    if len(errors) > 3:
+        console.print(f"... and {len(errors) - 3} more rollout(s) ended in ERROR; see --output")
+    if errors:
+        console.print("(agent tracebacks are logged with --verbose)")

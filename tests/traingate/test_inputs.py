@@ -126,3 +126,13 @@ def test_hf_tokenizer_from_tokenizer_json(tmp_path: Path) -> None:
     assert tok.encode("hi hi") == [1, 1]
     with pytest.raises(TrainGateError, match="tokenizer file not found"):
         load_tokenizer(str(tmp_path / "nope.json"))
+
+
+def test_importing_traingate_stays_light() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, osmosis_ai.traingate, osmosis_ai.cli.commands.rollout; "
+            "print(sorted({'aiohttp', 'litellm', 'pydantic', 'rich', 'uvicorn'} & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -86,6 +86,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR,
                         format="%(levelname)s %(name)s: %(message)s")
+    if not args.verbose:
+        # Agent failures are reported per rollout in the summary; their tracebacks only with --verbose.
+        logging.getLogger("osmosis_ai.rollout").setLevel(logging.CRITICAL)
     if args.rollout_command == "bench":
         return asyncio.run(_bench(args))
     return asyncio.run(_run(args))
