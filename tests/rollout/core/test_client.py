@@ -1,0 +1,445 @@
+"""OsmosisLLMClient against the real trainer stand-in over HTTP: bodies, headers, retries, errors, metrics."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import socket
+import time
+from collections.abc import AsyncIterator
+from datetime import datetime, timedelta, timezone
+from email.utils import format_datetime
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from osmosis_ai.rollout._transport import aclose_shared_transport
+from osmosis_ai.rollout.client import CompletionsResult, OsmosisLLMClient, _parse_retry_after
+from osmosis_ai.rollout.config import RolloutClientSettings
+from osmosis_ai.rollout.core.exceptions import (
+    OsmosisServerError,
+    OsmosisTimeoutError,
+    OsmosisTransportError,
+    OsmosisValidationError,
+    RolloutValueError,
+)
+from osmosis_ai.rollout.core.schemas import RolloutMetrics, RolloutStatus
+from tests.rollout.trainer import Reply, TrainerStandIn, completion
+
+USER = [{"role": "user", "content": "What is 1 + 2?"}]
+FAST = RolloutClientSettings(
+    retry_base_delay=0.1, retry_max_delay=1.0, max_retries=3, complete_rollout_retries=2
+)
+
+
+@pytest.fixture(autouse=True)
+async def _close_pool() -> AsyncIterator[None]:
+    yield
+    await aclose_shared_transport()
+
+
+def _client(trainer: TrainerStandIn, **kwargs: Any) -> OsmosisLLMClient:
+    kwargs.setdefault("settings", FAST)
+    return OsmosisLLMClient(trainer.url, "r-1", **kwargs)
+
+
+def _gaps(trainer: TrainerStandIn) -> list[float]:
+    times = [r.at for r in trainer.requests]
+    return [b - a for a, b in itertools.pairwise(times)]
+
+
+# -- request shape ------------------------------------------------------------------------------------
+
+
+async def test_chat_body_headers_and_result(trainer: TrainerStandIn) -> None:
+    client = OsmosisLLMClient(trainer.url + "//", "r-1", api_key="tg-secret", settings=FAST)
+    assert client.server_url == trainer.url
+    result = await client.chat_completions(USER, temperature=0.7, max_tokens=64)
+    (request,) = trainer.requests
+    assert request.path == "/v1/chat/completions"
+    assert list(request.json) == [
+        "model",
+        "messages",
+        "rollout_id",
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "logprobs",
+    ]
+    assert request.json == {
+        "model": "default",
+        "messages": USER,
+        "rollout_id": "r-1",
+        "temperature": 0.7,
+        "top_p": 1.0,
+        "max_tokens": 64,
+        "logprobs": True,
+    }
+    assert request.headers["content-type"] == "application/json"
+    assert request.headers["authorization"] == "Bearer tg-secret"
+    assert "x-api-key" not in request.headers
+    assert result.message == {"role": "assistant", "content": "The answer is #### 3"}
+    assert (result.content, result.finish_reason, result.has_tool_calls, result.tool_calls) == (
+        "The answer is #### 3",
+        "stop",
+        False,
+        [],
+    )
+    assert result.token_ids == list(range(8))
+    assert result.logprobs == [-0.5] * 8
+    assert result.usage == {"prompt_tokens": 10, "completion_tokens": 8, "total_tokens": 18}
+
+
+@pytest.mark.parametrize("api_key", [None, ""])
+async def test_no_authorization_header_without_api_key(trainer: TrainerStandIn, api_key: str | None) -> None:
+    await _client(trainer, api_key=api_key).chat_completions(USER)
+    assert "authorization" not in trainer.requests[0].headers
+
+
+@pytest.mark.parametrize(
+    ("stop", "sent"),
+    [(None, None), ("###", ["###"]), (["a", 3], ["a", "3"]), (("a",), None)],
+)
+async def test_stop_is_normalized_and_omitted_when_none(
+    trainer: TrainerStandIn, stop: Any, sent: Any
+) -> None:
+    await _client(trainer).chat_completions(USER, stop=stop)
+    body = trainer.requests[0].json
+    assert body.get("stop") == sent
+    assert ("stop" in body) == (sent is not None)
+    assert list(body)[-1] == "logprobs"
+
+
+async def test_unusual_argument_types_are_validated_like_the_schema(trainer: TrainerStandIn) -> None:
+    await _client(trainer).chat_completions(USER, temperature="0.5", max_tokens=10.0, logprobs=0)  # type: ignore[arg-type]
+    body = trainer.requests[0].json
+    assert (body["temperature"], body["max_tokens"], body["logprobs"]) == (0.5, 10, False)
+    with pytest.raises(ValidationError):
+        await _client(trainer).chat_completions(["not a message"])  # type: ignore[list-item]
+    assert len(trainer.requests) == 1
+
+
+async def test_non_json_messages_fail_before_sending(trainer: TrainerStandIn) -> None:
+    with pytest.raises(RolloutValueError, match="not valid JSON"):
+        await _client(trainer).chat_completions([{"role": "user", "content": object()}])
+    assert trainer.requests == []
+
+
+async def test_unknown_kwargs_are_dropped_with_one_warning_per_name(
+    trainer: TrainerStandIn, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="osmosis_ai.rollout.client")
+    client = _client(trainer)
+    await client.chat_completions(USER, model="policy-7", tools=[{"type": "function"}], seed_test_only=1)
+    await client.chat_completions(USER, tools=[], seed_test_only=2)
+    body = trainer.requests[0].json
+    assert body["model"] == "policy-7"
+    assert "tools" not in body and "seed_test_only" not in body
+    warnings = [r.getMessage() for r in caplog.records if "drops the keyword argument" in r.getMessage()]
+    assert len([w for w in warnings if "'tools'" in w]) <= 1
+    assert len([w for w in warnings if "'seed_test_only'" in w]) == 1
+    tools_warnings = [w for w in warnings if "'tools'" in w]
+    if tools_warnings:  # another test in this process may have warned about 'tools' first
+        assert "init response" in tools_warnings[0]
+
+
+async def test_idempotency_key_is_stable_across_retries_and_new_per_call(trainer: TrainerStandIn) -> None:
+    trainer.queue_chat(Reply(status=500))
+    client = _client(trainer)
+    await client.chat_completions(USER)
+    await client.chat_completions(USER)
+    keys = [r.headers["idempotency-key"] for r in trainer.requests]
+    assert keys[0] == keys[1] != keys[2]
+
+
+# -- retries and errors -------------------------------------------------------------------------------
+
+
+async def test_5xx_is_retried_with_jittered_exponential_backoff(trainer: TrainerStandIn) -> None:
+    trainer.queue_chat(Reply(status=500), Reply(status=502), Reply(status=503))
+    result = await _client(trainer).chat_completions(USER)
+    assert result.content == "The answer is #### 3"
+    assert [r.status for r in trainer.requests] == [500, 502, 503, 200]
+    gaps = _gaps(trainer)
+    for gap, full in zip(gaps, [0.1, 0.2, 0.4], strict=True):
+        assert full / 2 - 0.01 <= gap <= full + 0.25
+
+
+async def test_5xx_exhausting_retries_raises_server_error(trainer: TrainerStandIn) -> None:
+    trainer.queue_chat(*[Reply(status=503, body={"detail": "overloaded"})] * 3)
+    with pytest.raises(OsmosisServerError, match="overloaded") as exc:
+        await _client(trainer, max_retries=2).chat_completions(USER)
+    assert exc.value.status_code == 503
+    assert len(trainer.requests) == 3
+
+
+@pytest.mark.parametrize("status", [400, 401, 404, 422])
+async def test_other_4xx_fail_at_once(trainer: TrainerStandIn, status: int) -> None:
+    trainer.queue_chat(Reply(status=status, body={"detail": "bad request body"}))
+    with pytest.raises(OsmosisValidationError, match="bad request body") as exc:
+        await _client(trainer).chat_completions(USER)
+    assert exc.value.status_code == status
+    assert len(trainer.requests) == 1
+
+
+@pytest.mark.parametrize("status", [408, 429])
+async def test_408_and_429_are_retried_honouring_retry_after(trainer: TrainerStandIn, status: int) -> None:
+    trainer.queue_chat(Reply(status=status, headers={"Retry-After": "0.3"}))
+    await _client(trainer).chat_completions(USER)
+    assert [r.status for r in trainer.requests] == [status, 200]
+    assert 0.29 <= _gaps(trainer)[0] <= 0.6
+
+
+async def test_retry_after_is_capped_by_retry_max_delay(trainer: TrainerStandIn) -> None:
+    trainer.queue_chat(Reply(status=429, headers={"Retry-After": "120"}))
+    started = time.monotonic()
+    await _client(trainer).chat_completions(USER)
+    assert 0.95 <= time.monotonic() - started <= 2.0
+
+
+async def test_429_exhausted_raises_validation_error(trainer: TrainerStandIn) -> None:
+    trainer.queue_chat(*[Reply(status=429, headers={"Retry-After": "0"})] * 2)
+    with pytest.raises(OsmosisValidationError) as exc:
+        await _client(trainer, max_retries=1).chat_completions(USER)
+    assert exc.value.status_code == 429
+    assert len(trainer.requests) == 2
+
+
+@pytest.mark.parametrize("status", [301, 302, 307])
+async def test_redirects_are_not_followed(trainer: TrainerStandIn, status: int) -> None:
+    trainer.queue_chat(Reply(status=status, headers={"Location": "/elsewhere"}))
+    with pytest.raises(OsmosisValidationError, match=f"Unexpected status code {status}"):
+        await _client(trainer).chat_completions(USER)
+    assert len(trainer.requests) == 1
+
+
+async def test_any_2xx_with_a_completion_is_success(trainer: TrainerStandIn) -> None:
+    trainer.queue_chat(Reply(status=201, body=completion({"role": "assistant", "content": "ok"}, 1)))
+    assert (await _client(trainer).chat_completions(USER)).content == "ok"
+
+
+async def test_timeout_is_retried_then_raised(trainer: TrainerStandIn) -> None:
+    trainer.queue_chat(Reply(delay=3.0), Reply(delay=3.0))
+    started = time.monotonic()
+    with pytest.raises(OsmosisTimeoutError, match=r"within 0\.3s"):
+        await _client(trainer, timeout_seconds=0.3, max_retries=1).chat_completions(USER)
+    assert len(trainer.requests) == 2
+    assert time.monotonic() - started < 1.5
+
+
+async def test_refused_connection_is_retried_then_raised() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed when the block ends: nothing listens there
+    client = OsmosisLLMClient(f"http://127.0.0.1:{port}", "r-1", max_retries=1, settings=FAST)
+    started = time.monotonic()
+    with pytest.raises(OsmosisTransportError, match="Connect"):
+        await client.chat_completions(USER)
+    assert 0.05 <= time.monotonic() - started < 1.0
+
+
+@pytest.mark.parametrize(
+    ("body", "match"),
+    [
+        (b"<html>bad gateway</html>", "not JSON"),
+        ({"id": "x"}, "without choices"),
+        ({"choices": []}, "without choices"),
+        ({"choices": [{"message": "text"}]}, "without choices"),
+        ([1, 2], "without choices"),
+        (b"", "not JSON"),
+    ],
+)
+async def test_malformed_2xx_raises_server_error_without_retry(
+    trainer: TrainerStandIn, body: Any, match: str
+) -> None:
+    trainer.queue_chat(Reply(body=body))
+    client = _client(trainer)
+    with pytest.raises(OsmosisServerError, match=match) as exc:
+        await client.chat_completions(USER)
+    assert exc.value.status_code == 200
+    assert len(trainer.requests) == 1
+    assert client.get_metrics().num_llm_calls == 0
+
+
+async def test_null_fields_become_empty_values(trainer: TrainerStandIn) -> None:
+    message = {"role": "assistant", "content": None, "tool_calls": None}
+    trainer.queue_chat(
+        Reply(
+            body={
+                "choices": [{"message": message, "finish_reason": None}],
+                "usage": None,
+                "token_ids": None,
+                "logprobs": None,
+            }
+        )
+    )
+    client = _client(trainer)
+    result = await client.chat_completions(USER)
+    assert (result.token_ids, result.logprobs, result.usage, result.finish_reason) == ([], [], {}, "stop")
+    assert (result.tool_calls, result.has_tool_calls, result.content) == ([], False, None)
+    metrics = client.get_metrics()
+    assert (metrics.num_llm_calls, metrics.prompt_tokens, metrics.response_tokens) == (1, 0, 0)
+
+
+# -- metrics --------------------------------------------------------------------------------------------
+
+
+async def test_metrics_sum_successful_calls_only(trainer: TrainerStandIn) -> None:
+    trainer.queue_chat(Reply(status=500, delay=0.05))
+    client = _client(trainer)
+    started = time.perf_counter()
+    await client.chat_completions(USER)
+    await client.chat_completions(
+        [*USER, {"role": "assistant", "content": "x"}, {"role": "user", "content": "y"}]
+    )
+    wall_ms = (time.perf_counter() - started) * 1000
+    metrics = client.get_metrics()
+    assert metrics.num_llm_calls == 2
+    assert metrics.prompt_tokens == 10 + 30  # the stand-in counts 10 per message; prefixes are re-counted
+    assert metrics.response_tokens == 16
+    assert 0 < metrics.llm_latency_ms < wall_ms - 50  # the failed attempt and the backoff are excluded
+    assert (metrics.total_latency_ms, metrics.tool_latency_ms, metrics.num_tool_calls) == (0.0, 0.0, 0)
+
+
+# -- completion callback --------------------------------------------------------------------------------
+
+
+async def test_complete_rollout_body_leaves_out_nulls(trainer: TrainerStandIn) -> None:
+    client = _client(trainer, api_key="k")
+    await client.chat_completions(USER)
+    await client.complete_rollout("COMPLETED", [*USER], reward=1)
+    request = trainer.completed_requests[0]
+    assert request.headers["authorization"] == "Bearer k"
+    assert list(request.json) == [
+        "rollout_id",
+        "status",
+        "final_messages",
+        "finish_reason",
+        "reward",
+        "metrics",
+        "extra_fields",
+    ]
+    assert request.json["reward"] == 1.0
+    assert request.json["metrics"]["num_llm_calls"] == 1
+    assert request.json["metrics"]["prompt_tokens"] == 10
+    assert request.json["extra_fields"] == {}
+    assert trainer.completed["r-1"] == request.json
+
+
+async def test_complete_rollout_error_with_explicit_metrics(trainer: TrainerStandIn) -> None:
+    metrics = RolloutMetrics(total_latency_ms=5.0, num_tool_calls=2)
+    await _client(trainer).complete_rollout(
+        RolloutStatus.ERROR, [], finish_reason="error", error_message="tool crashed", metrics=metrics
+    )
+    body = trainer.completed_requests[0].json
+    assert body == {
+        "rollout_id": "r-1",
+        "status": "ERROR",
+        "final_messages": [],
+        "finish_reason": "error",
+        "error_message": "tool crashed",
+        "metrics": metrics.model_dump(),
+        "extra_fields": {},
+    }
+
+
+@pytest.mark.parametrize("status", [200, 202, 204])
+async def test_complete_rollout_accepts_any_2xx(trainer: TrainerStandIn, status: int) -> None:
+    trainer.queue_completed(Reply(status=status, body=b""))
+    await _client(trainer).complete_rollout("COMPLETED", [])
+    assert len(trainer.completed_requests) == 1
+
+
+async def test_complete_rollout_retries_with_its_own_count(trainer: TrainerStandIn) -> None:
+    trainer.queue_completed(Reply(status=500), Reply(status=500), Reply(status=500))
+    with pytest.raises(OsmosisServerError):
+        await _client(trainer, complete_rollout_retries=1).complete_rollout("COMPLETED", [])
+    assert len(trainer.completed_requests) == 2
+    trainer.queue_completed(Reply(status=503))
+    await _client(trainer).complete_rollout("COMPLETED", [])
+    assert [r.status for r in trainer.completed_requests][-2:] == [503, 200]
+
+
+async def test_complete_rollout_4xx_fails_at_once(trainer: TrainerStandIn) -> None:
+    trainer.queue_completed(Reply(status=409, body={"detail": "already completed"}))
+    with pytest.raises(OsmosisValidationError, match="already completed"):
+        await _client(trainer).complete_rollout("COMPLETED", [])
+    assert len(trainer.completed_requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"status": "DONE"}, "'DONE' is not a valid RolloutStatus"),
+        ({"status": "COMPLETED", "reward": "high"}, "reward must be a number"),
+        ({"status": "COMPLETED", "reward": float("nan")}, "not valid JSON"),
+        ({"status": "COMPLETED", "final_messages": [{"x": {1, 2}}]}, "not valid JSON"),
+    ],
+)
+async def test_invalid_completion_values_fail_before_sending(
+    trainer: TrainerStandIn, kwargs: dict[str, Any], match: str
+) -> None:
+    kwargs.setdefault("final_messages", [])
+    with pytest.raises(ValueError, match=match) as exc:
+        await _client(trainer).complete_rollout(**kwargs)
+    assert isinstance(exc.value, RolloutValueError)
+    assert trainer.requests == []
+
+
+# -- lifecycle and helpers --------------------------------------------------------------------------
+
+
+async def test_settings_and_overrides(trainer: TrainerStandIn) -> None:
+    client = OsmosisLLMClient(
+        trainer.url, "r", timeout_seconds=7, max_retries=0, complete_rollout_retries=0, settings=FAST
+    )
+    assert (client.timeout_seconds, client.max_retries, client.complete_rollout_retries) == (7, 0, 0)
+    defaults = OsmosisLLMClient(trainer.url, "r", settings=FAST)
+    assert (defaults.timeout_seconds, defaults.max_retries, defaults.complete_rollout_retries) == (
+        300.0,
+        3,
+        2,
+    )
+
+
+async def test_closing_a_client_keeps_the_shared_pool_usable(trainer: TrainerStandIn) -> None:
+    async with _client(trainer) as first:
+        await first.chat_completions(USER)
+    await first.close()
+    async with _client(trainer) as second:
+        await second.chat_completions(USER)
+    await first.chat_completions(USER)  # still works after close, as in 0.2
+    assert len(trainer.requests) == 3
+
+
+def test_completions_result_properties() -> None:
+    call = {"id": "c", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+    result = CompletionsResult({"role": "assistant", "tool_calls": [call]}, [], [], {}, "tool_calls")
+    assert result.has_tool_calls and result.tool_calls == [call] and result.content is None
+    with pytest.raises(AttributeError):
+        result.message = {}  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("3", 3.0), (" 0.25 ", 0.25), ("-4", 0.0), ("soon", None), ("nan", None), ("", None)],
+)
+def test_parse_retry_after(value: str, expected: float | None) -> None:
+    assert _parse_retry_after(value) == expected
+
+
+def test_parse_retry_after_http_date() -> None:
+    when = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=30), usegmt=True)
+    parsed = _parse_retry_after(when)
+    assert parsed is not None and 25 <= parsed <= 31
+    past = format_datetime(datetime.now(timezone.utc) - timedelta(seconds=30), usegmt=True)
+    assert _parse_retry_after(past) == 0.0
+
+
+def test_result_is_json_friendly() -> None:
+    result = CompletionsResult(
+        {"role": "assistant", "content": "x"}, [1], [-0.1], {"prompt_tokens": 1}, "stop"
+    )
+    assert json.loads(json.dumps(result.message)) == {"role": "assistant", "content": "x"}
