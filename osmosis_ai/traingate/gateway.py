@@ -20,7 +20,6 @@ import logging
 import secrets
 import socket
 import time
-import uuid
 from collections import deque
 from typing import Any
 
@@ -207,6 +206,10 @@ class TrainGate:
         except PolicyError as exc:
             session.errors.append(f"turn {turn}: {exc}")
             return _error(502, str(exc))
+        except Exception as exc:  # a bug in a policy must cost one answer, not the gateway
+            logger.exception("policy %s crashed on rollout %s", self.policy.name, session.rollout_id)
+            session.errors.append(f"turn {turn}: policy crashed: {type(exc).__name__}: {exc}")
+            return _error(500, f"the policy crashed: {type(exc).__name__}: {exc}")
         record = self._turn_record(turn, chat.messages, generation, params, time.perf_counter() - started)
         session.turns.append(record)
         session.expected = [*chat.messages, record.message]
@@ -235,7 +238,7 @@ class TrainGate:
 
     def _response_body(self, rollout_id: str, turn: int, record: TurnRecord) -> dict[str, Any]:
         response = CompletionsResponse(
-            id=f"chatcmpl-{uuid.uuid4().hex[:16]}",
+            id=f"chatcmpl-{rollout_id}-{turn}",
             created=int(time.time()),
             model=self.policy.name,
             choices=[CompletionsChoice(message=record.message, finish_reason=record.finish_reason)],

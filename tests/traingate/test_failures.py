@@ -87,3 +87,27 @@ async def test_unknown_rollout_and_bad_body_are_refused() -> None:
         async with http.post(f"{gate.url}/v1/rollout/completed", data=b"{not json") as response:
             assert response.status == 400
     assert [r.status for r in gate.unrouted] == [404]
+
+
+class CrashingPolicy(ScriptedPolicy):
+    async def generate(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]],
+                       params: dict[str, Any]) -> Any:
+        raise RuntimeError("boom")
+
+
+async def test_a_crashing_policy_costs_one_answer_not_the_gateway() -> None:
+    answers: list[tuple[int, Any]] = []
+
+    async def two_calls(init: dict[str, Any], callback: Callback) -> None:
+        chat = {"messages": init["messages"], "rollout_id": init["rollout_id"]}
+        answers.append(await callback("/v1/chat/completions", chat))
+        answers.append(await callback("/v1/chat/completions", chat))
+        await callback("/v1/rollout/completed", {"rollout_id": init["rollout_id"], "status": "ERROR",
+                                                 "error_message": "llm failed"})
+
+    async with StandInRolloutServer(script=two_calls) as server, TrainGate(CrashingPolicy()) as gate:
+        sessions = await run_rollouts(gate, [ROW], RunConfig(server.url, timeout=5))
+    assert [status for status, _ in answers] == [500, 500]
+    assert answers[0][1] == {"detail": "the policy crashed: RuntimeError: boom"}
+    assert sessions[0].status == "ERROR" and sessions[0].error_message == "llm failed"
+    assert sessions[0].errors == ["turn 0: policy crashed: RuntimeError: boom"] * 2
