@@ -7,6 +7,7 @@ valid value looks like; the CLI prints it as ``Error: ...`` without a traceback.
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -35,6 +36,22 @@ def _import_module(module_path: str) -> object:
         raise CLIError(f"importing module {module_path!r} failed with {type(exc).__name__}: {exc}") from exc
 
 
+def _candidates(module: object) -> str:
+    """What the user probably meant: the module's agent loops, else its public attributes."""
+    from osmosis_ai.rollout.core.base import RolloutAgentLoop
+
+    public = {name: value for name, value in vars(module).items() if not name.startswith("_")}
+    agents = sorted(
+        name
+        for name, value in public.items()
+        if isinstance(value, RolloutAgentLoop)
+        or (isinstance(value, type) and issubclass(value, RolloutAgentLoop) and not inspect.isabstract(value))
+    )
+    if agents:
+        return f"agent loops defined there: {', '.join(agents)}"
+    return f"its public attributes are: {', '.join(sorted(public)) or '(none)'}"
+
+
 def load_agent_loop(spec: str) -> RolloutAgentLoop:
     """Import ``spec`` (``module.path:attribute``) and return the agent loop instance it names.
 
@@ -47,11 +64,7 @@ def load_agent_loop(spec: str) -> RolloutAgentLoop:
         raise CLIError(f"invalid agent loop {spec!r}: expected 'module.path:attribute' ({_EXAMPLE})")
     module = _import_module(module_path)
     if not hasattr(module, attr_name):
-        public = sorted(name for name in vars(module) if not name.startswith("_"))
-        raise CLIError(
-            f"module {module_path!r} has no attribute {attr_name!r}; "
-            f"its public attributes are: {', '.join(public) or '(none)'}"
-        )
+        raise CLIError(f"module {module_path!r} has no attribute {attr_name!r}; {_candidates(module)}")
     target = getattr(module, attr_name)
     if isinstance(target, type):
         if not issubclass(target, RolloutAgentLoop):

@@ -1,0 +1,260 @@
+"""``osmosis serve`` and ``osmosis validate`` as subprocesses: option handling, errors, a served rollout."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.rollout.server.support import bound_socket, init_body
+from tests.rollout.trainer import TrainerStandIn
+
+REPO = Path(__file__).resolve().parents[3]
+CALCULATOR = "examples.calculator.agent:agent_loop"
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "OSMOSIS_ACCESS_TOKEN"}
+    env["PYTHONPATH"] = str(REPO)
+    env.update(extra)
+    return env
+
+
+def osmosis(*args: str, cwd: Path = REPO, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "osmosis_ai", *args],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+# -- validate --------------------------------------------------------------------------------------
+
+BAD_AGENTS = """
+from osmosis_ai.rollout import RolloutAgentLoop
+
+
+class Base(RolloutAgentLoop):
+    name = "base"
+
+    def get_tools(self, request):
+        return []
+
+    async def run(self, ctx):
+        return ctx.complete([])
+
+
+class NoneTools(Base):
+    def get_tools(self, request):
+        return None
+
+
+class Raising(Base):
+    def get_tools(self, request):
+        raise RuntimeError("no tools today")
+
+
+class TupleTools(Base):
+    def get_tools(self, request):
+        return ({"type": "function", "function": {"name": "a", "description": "d"}},)
+
+
+class BadDicts(Base):
+    def get_tools(self, request):
+        return [{"type": "function"}, {"type": "function", "function": {"name": "x"}}]
+
+
+class SyncRun(Base):
+    def run(self, ctx):
+        return None
+
+
+blank = Base()
+blank.name = "  "
+numbered = Base()
+numbered.name = 5
+not_an_agent = object()
+"""
+
+
+@pytest.fixture
+def bad_agents(tmp_path: Path) -> Path:
+    (tmp_path / "bad_agents.py").write_text(textwrap.dedent(BAD_AGENTS))
+    return tmp_path
+
+
+def test_validate_accepts_the_calculator():
+    result = osmosis("validate", "-m", CALCULATOR)
+    assert result.returncode == 0, result.stderr
+    assert "validated successfully (4 tools)" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("attribute", "codes"),
+    [
+        ("NoneTools", ["GET_TOOLS_RETURNS_NONE"]),
+        ("Raising", ["GET_TOOLS_EXCEPTION"]),
+        ("TupleTools", ["GET_TOOLS_INVALID_TYPE"]),
+        ("BadDicts", ["MISSING_FUNCTION", "INVALID_TOOL_SCHEMA", "MISSING_FUNCTION_DESCRIPTION"]),
+        ("SyncRun", ["RUN_NOT_ASYNC"]),
+        ("blank", ["EMPTY_NAME"]),
+        ("numbered", ["INVALID_NAME_TYPE"]),
+    ],
+)
+def test_validate_reports_codes_and_exits_1(bad_agents: Path, attribute: str, codes: list[str]):
+    result = osmosis("validate", "-v", "-m", f"bad_agents:{attribute}", cwd=bad_agents)
+    assert result.returncode == 1
+    for code in codes:
+        assert f"[{code}]" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("no_colon_here", "expected 'module.path:attribute'"),
+        ("surely_missing_module_xyz:agent", "cannot import module 'surely_missing_module_xyz'"),
+        ("examples.calculator.agent:nope", "agent loops defined there: CalculatorAgentLoop, agent_loop"),
+        ("bad_agents:not_an_agent", "not a RolloutAgentLoop"),
+        ("bad_agents:missing", "agent loops defined there: BadDicts, Base, NoneTools"),
+    ],
+)
+def test_agent_loading_errors_are_one_line(bad_agents: Path, spec: str, message: str):
+    result = osmosis("validate", "-m", spec, cwd=bad_agents)
+    assert result.returncode == 1
+    assert result.stderr.startswith("Error: ")
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# -- serve: refusals -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--local", "--api-key", "k"], "--api-key cannot be combined with --local"),
+        ([], "pass --skip-register"),  # no login available and no OSMOSIS_ACCESS_TOKEN
+        (["--skip-register", "--api-key", " "], "--api-key must not be empty"),
+    ],
+)
+def test_serve_refuses_bad_combinations(args: list[str], message: str):
+    result = osmosis("serve", "-m", CALCULATOR, "-p", "1", *args)
+    assert result.returncode == 1
+    assert result.stderr.startswith("Error: ")
+    assert message in result.stderr
+
+
+def test_serve_rejects_a_bad_port():
+    result = osmosis("serve", "-m", CALCULATOR, "-p", "70000")
+    assert result.returncode == 2
+    assert "invalid port" in result.stderr
+
+
+# -- serve: running --------------------------------------------------------------------------------
+
+
+class ServeProcess:
+    def __init__(self, *args: str, cwd: Path = REPO) -> None:
+        sock = bound_socket()
+        self.port = sock.getsockname()[1]
+        sock.close()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "osmosis_ai", "serve", "-p", str(self.port), *args],
+            cwd=cwd,
+            env=_env(COLUMNS="200"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def wait_ready(self, timeout: float = 20) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"serve exited early: {self.proc.communicate()}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=0.5).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError("serve did not become ready")
+
+    def stop(self) -> tuple[int, str, str]:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            out, err = self.proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, err = self.proc.communicate()
+        return self.proc.returncode, out, err
+
+
+@pytest.fixture
+def launch() -> Iterator[type[ServeProcess]]:
+    started: list[ServeProcess] = []
+
+    class Tracked(ServeProcess):
+        def __init__(self, *args: str, cwd: Path = REPO) -> None:
+            super().__init__(*args, cwd=cwd)
+            started.append(self)
+
+    yield Tracked
+    for process in started:
+        process.stop()
+
+
+def test_serve_local_runs_a_calculator_rollout(launch, trainer: TrainerStandIn):
+    trainer.tool_turns = 1
+    server = launch("--local", "-m", CALCULATOR)
+    server.wait_ready()
+    response = httpx.post(f"{server.url}/v1/rollout/init", json=init_body("cli-1", trainer.url), timeout=5)
+    assert response.status_code == 202
+    assert [t["function"]["name"] for t in response.json()["tools"]] == [
+        "add",
+        "subtract",
+        "multiply",
+        "divide",
+    ]
+    done = trainer.wait_completed("cli-1", timeout=10)
+    assert (done["status"], done["reward"]) == ("COMPLETED", 1.0)
+    assert httpx.get(f"{server.url}/platform/health", timeout=5).status_code == 404  # no key in local mode
+    code, out, err = server.stop()
+    assert code == 0, err
+    assert "disabled (local debug mode" in out
+    assert "127.0.0.1" in out  # --local binds loopback by default (D33)
+
+
+def test_serve_skip_register_prints_the_generated_key_and_enforces_it(launch, trainer: TrainerStandIn):
+    server = launch("--skip-register", "--no-validate", "-H", "127.0.0.1", "-m", CALCULATOR)
+    server.wait_ready()
+    body = init_body("cli-key", trainer.url)
+    assert httpx.post(f"{server.url}/v1/rollout/init", json=body, timeout=5).status_code == 401
+    _, out, err = server.stop()
+    keys = re.findall(r"osm_rollout_[A-Za-z0-9_-]{43}", out)
+    assert len(keys) == 1  # printed once, in the panel
+    assert keys[0] not in err  # never logged
+
+
+def test_serve_reload_works(launch, trainer: TrainerStandIn, tmp_path: Path):
+    (tmp_path / "my_agent.py").write_text("from examples.calculator.agent import agent_loop\n")
+    server = launch("--local", "--reload", "--no-validate", "-m", "my_agent:agent_loop", cwd=tmp_path)
+    server.wait_ready()
+    response = httpx.post(f"{server.url}/v1/rollout/init", json=init_body("reload-1", trainer.url), timeout=5)
+    assert response.status_code == 202
+    assert trainer.wait_completed("reload-1", timeout=10)["status"] == "COMPLETED"
