@@ -45,6 +45,7 @@ class RunSummary:
     rollouts_with_violations: int
     rejected_calls: int
     gateway_errors: int
+    reward_errors: int
     infra_failures: list[str] = field(default_factory=list)
 
     @property
@@ -72,6 +73,7 @@ def summarize(sessions: Sequence[RolloutSession], wall_s: float) -> RunSummary:
         rollouts_with_violations=sum(1 for s in sessions if s.violations),
         rejected_calls=sum(len(s.rejected) for s in sessions),
         gateway_errors=sum(len(s.errors) for s in sessions),
+        reward_errors=sum(1 for s in sessions if s.reward_error),
         infra_failures=[f"{count} x {message}" for message, count in infra.most_common(5)],
     )
 
@@ -113,6 +115,9 @@ def render_summary(summary: RunSummary, sessions: Sequence[RolloutSession], cons
     if summary.rejected_calls or summary.gateway_errors:
         table.add_row("refused calls / gateway errors", f"{summary.rejected_calls} / {summary.gateway_errors}",
                       style="yellow")
+    if summary.reward_errors:
+        first = next(s.reward_error for s in sessions if s.reward_error)
+        table.add_row("reward errors", f"{summary.reward_errors} (first: {escape(first or '')})", style="yellow")
     console.print(table)
     shown = 0
     for session in sessions:

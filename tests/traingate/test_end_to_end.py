@@ -100,3 +100,15 @@ async def test_bench_against_the_calculator() -> None:
     assert summary.statuses == {"COMPLETED": 40}
     assert summary.violations == 0 and summary.mean_turns == 3
     assert summary.rollouts_per_s > 0 and summary.latency_ms["p99"] is not None
+
+
+async def test_trainer_side_reward_errors_are_recorded_not_fatal() -> None:
+    def broken(solution_str: str, ground_truth: str, extra_info: dict[str, Any]) -> float:
+        raise KeyError("score")
+
+    async with serve_agent_loop_locally(calculator_agent) as url, TrainGate(ScriptedPolicy()) as gate:
+        sessions = await run_rollouts(gate, [ROW], RunConfig(url, timeout=10, reward_fn=broken))
+    session = sessions[0]
+    assert session.status == "COMPLETED" and session.reward is None and session.agent_reward == 1.0
+    assert session.reward_error == "KeyError: 'score'"
+    assert summarize(sessions, 1.0).reward_errors == 1

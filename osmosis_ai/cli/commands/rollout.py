@@ -16,6 +16,7 @@ import os
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 from osmosis_ai.errors import CLIError
@@ -142,6 +143,8 @@ async def _run(args: argparse.Namespace) -> int:
         policy = make_policy(args.model, base_url=args.base_url, api_key=args.api_key)
     except TrainGateError as exc:
         raise CLIError(str(exc)) from exc
+    if args.output and not Path(args.output).resolve().parent.is_dir():
+        raise CLIError(f"cannot write --output {args.output}: its directory does not exist")
     params = {k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens)) if v is not None}
     total = len(rows) * args.n
     show_progress = not args.quiet and (args.progress or sys.stdout.isatty())
@@ -159,7 +162,10 @@ async def _run(args: argparse.Namespace) -> int:
         await policy.aclose()
     summary = summarize(sessions, wall)
     if args.output:
-        write_records(sessions, args.output)
+        try:
+            write_records(sessions, args.output)
+        except OSError as exc:
+            raise CLIError(f"cannot write --output {args.output}: {exc}") from exc
     if not args.quiet:
         render_summary(summary, sessions, _console())
         if args.output:
