@@ -203,6 +203,14 @@ def _check_tools(agent_loop: Any, request: RolloutRequest, found: _Findings) -> 
             "GET_TOOLS_RETURNS_NONE", "get_tools() returned None; return a list (maybe empty)", "get_tools"
         )
         return 0
+    if inspect.iscoroutine(tools):
+        tools.close()  # never awaited: close it so Python does not warn about it
+        found.error(
+            "GET_TOOLS_INVALID_TYPE",
+            "get_tools() returned a coroutine; it must be a plain (not async) method returning a list",
+            "get_tools",
+        )
+        return 0
     if not isinstance(tools, list):
         found.error(
             "GET_TOOLS_INVALID_TYPE",
