@@ -259,6 +259,9 @@ class TrainGate:
         if isinstance(routed, web.Response):
             return routed
         session = routed
+        if session.finished and session.response is None:
+            session.errors.append(f"completion ({result.status.value}) arrived after the rollout ended ({session.status})")
+            return web.json_response({"ok": True, "late": True})
         if session.response is not None:
             session.duplicate_completions += 1
             if session.response.get("status") != result.status.value:

@@ -59,8 +59,12 @@ async def serve_asgi(app: Any, *, host: str = "127.0.0.1") -> AsyncIterator[str]
 
 @contextlib.asynccontextmanager
 async def serve_agent_loop_locally(agent_loop: Any) -> AsyncIterator[str]:
-    """Serve ``agent_loop`` through ``create_app(agent_loop, api_key=None)`` in this loop; yield its URL."""
+    """Serve ``agent_loop`` through ``create_app(agent_loop, api_key=None)`` in this loop; yield its URL.
+
+    No shutdown grace period: when the block exits the run is over, so rollouts still in flight (the
+    ones that timed out) are ended at once, with their ERROR callbacks, instead of being waited for.
+    """
     from osmosis_ai.rollout import create_app
 
-    async with serve_asgi(create_app(agent_loop, api_key=None)) as url:
+    async with serve_asgi(create_app(agent_loop, api_key=None, shutdown_grace_seconds=0)) as url:
         yield url

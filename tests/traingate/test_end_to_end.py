@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
@@ -112,3 +114,25 @@ async def test_trainer_side_reward_errors_are_recorded_not_fatal() -> None:
     assert session.status == "COMPLETED" and session.reward is None and session.agent_reward == 1.0
     assert session.reward_error == "KeyError: 'score'"
     assert summarize(sessions, 1.0).reward_errors == 1
+
+
+class HangingAgent(RolloutAgentLoop):
+    name = "hanging"
+
+    def get_tools(self, request: RolloutRequest) -> list[dict[str, Any]]:  # type: ignore[override]
+        return []
+
+    async def run(self, ctx: RolloutContext) -> RolloutResult:
+        await asyncio.sleep(3600)
+        raise AssertionError("unreachable")
+
+
+async def test_hanging_agent_times_out_and_the_local_server_stops_at_once() -> None:
+    started = time.monotonic()
+    async with TrainGate(ScriptedPolicy()) as gate:
+        async with serve_agent_loop_locally(HangingAgent()) as url:
+            sessions = await run_rollouts(gate, [ROW], RunConfig(url, timeout=0.3))
+        # The server ended the abandoned rollout while shutting down; the gateway heard it but kept TIMEOUT.
+        assert sessions[0].status == "TIMEOUT"
+        assert sessions[0].errors == ["completion (ERROR) arrived after the rollout ended (TIMEOUT)"]
+    assert time.monotonic() - started < 5

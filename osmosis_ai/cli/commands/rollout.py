@@ -150,7 +150,8 @@ async def _run(args: argparse.Namespace) -> int:
     show_progress = not args.quiet and (args.progress or sys.stdout.isatty())
     progress, advance = _progress(show_progress, total)
     try:
-        async with rollout_server(args) as (url, key), TrainGate(policy, tokenizer=tokenizer) as gate:
+        # The gateway outlives the rollout server, so late callbacks sent while it shuts down are still heard.
+        async with TrainGate(policy, tokenizer=tokenizer) as gate, rollout_server(args) as (url, key):
             config = RunConfig(server_url=url, server_api_key=key, n=args.n, concurrency=args.concurrency,
                                timeout=args.timeout, max_turns=args.max_turns, completion_params=params,
                                reward_fn=reward_fn)
