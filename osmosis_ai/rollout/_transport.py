@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
@@ -70,20 +70,36 @@ def _aiohttp_timeout(total: float, connect: float) -> aiohttp.ClientTimeout:
 
 
 class AiohttpTransport:
-    """A pooled aiohttp session, opened on first use inside the running event loop."""
+    """A pooled aiohttp session, opened on first use inside the running event loop.
 
-    def __init__(self, max_connections: int = 100) -> None:
+    With ``close_with_loop=True`` (the shared pools) the session is also closed when the loop shuts
+    down its async generators (``asyncio.run``, uvicorn, pytest-asyncio do), so code that never calls
+    ``aclose_shared_transport()`` does not leak an unclosed session.
+    """
+
+    def __init__(self, max_connections: int = 100, *, close_with_loop: bool = False) -> None:
         self.max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
+        self._close_with_loop = close_with_loop
+        self._closer: AsyncGenerator[None, None] | None = None
 
-    def _open(self) -> aiohttp.ClientSession:
+    async def _open(self) -> aiohttp.ClientSession:
         import aiohttp
 
         connector = aiohttp.TCPConnector(limit=self.max_connections, limit_per_host=0)
         self._session = aiohttp.ClientSession(
             connector=connector, headers={"User-Agent": USER_AGENT}, raise_for_status=False
         )
+        if self._close_with_loop and self._closer is None:
+            self._closer = self._close_at_loop_shutdown()
+            await self._closer.asend(None)  # parked: the loop's shutdown_asyncgens() resumes it
         return self._session
+
+    async def _close_at_loop_shutdown(self) -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            await self.aclose()
 
     async def post(
         self, url: str, body: bytes, headers: Mapping[str, str], timeout: float, connect_timeout: float
@@ -92,7 +108,7 @@ class AiohttpTransport:
 
         session = self._session
         if session is None or session.closed:
-            session = self._open()
+            session = await self._open()
         try:
             async with session.post(
                 url,
@@ -172,7 +188,7 @@ def get_shared_transport(max_connections: int = 100) -> Transport:
     with _lock:
         for stale in [k for k in _pools if k[0].is_closed()]:  # loops that ended without closing
             del _pools[stale]
-        return _pools.setdefault(key, AiohttpTransport(max_connections))
+        return _pools.setdefault(key, AiohttpTransport(max_connections, close_with_loop=True))
 
 
 async def aclose_shared_transport() -> None:

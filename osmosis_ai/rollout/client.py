@@ -115,9 +115,13 @@ def _is_number(value: Any) -> bool:
     return type(value) is float or type(value) is int
 
 
+# One encoder for the process: json.dumps() builds a new encoder per call when given options.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def _encode(payload: dict[str, Any], what: str) -> bytes:
     try:
-        return json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+        return _ENCODER.encode(payload).encode()
     except (TypeError, ValueError) as exc:
         raise RolloutValueError(f"cannot send {what}: the data is not valid JSON ({exc})") from exc
 

@@ -162,3 +162,16 @@ async def test_aiohttp_transport_returns_status_body_and_retry_after(trainer: Tr
         await transport.aclose()
     assert response == (429, b"slow down", "7")
     assert trainer.requests[0].headers["user-agent"].startswith("osmosis-ai/")
+
+
+def test_shared_pool_closes_itself_when_the_loop_shuts_down(trainer: TrainerStandIn) -> None:
+    pools: list[AiohttpTransport] = []
+
+    async def forgetful_user() -> None:  # never calls aclose_shared_transport()
+        await OsmosisLLMClient(trainer.url, "r").chat_completions(USER)
+        pools.extend(_pools_of_this_loop())
+        assert pools[0]._session is not None
+
+    asyncio.run(forgetful_user())
+    assert len(pools) == 1
+    assert pools[0]._session is None
