@@ -193,7 +193,7 @@ class TrainGate:
                 await asyncio.wait_for(session.initialized.wait(), timeout=INIT_WAIT_S)
             except asyncio.TimeoutError:
                 session.errors.append("chat call arrived but the init response never did; served without tools")
-        turn = len(session.turns)
+        turn = session.num_turns
         violation = check_append_only(session.expected, chat.messages, turn=turn)
         if violation is not None:
             session.violations.append(violation)
@@ -211,7 +211,7 @@ class TrainGate:
             session.errors.append(f"turn {turn}: policy crashed: {type(exc).__name__}: {exc}")
             return _error(500, f"the policy crashed: {type(exc).__name__}: {exc}")
         record = self._turn_record(turn, chat.messages, generation, params, time.perf_counter() - started)
-        session.turns.append(record)
+        session.add_turn(record)
         session.expected = [*chat.messages, record.message]
         return web.json_response(self._response_body(chat.rollout_id, turn, record))
 

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from osmosis_ai.traingate.session import INFRA_STATUSES, TERMINAL_STATUSES, RolloutSession
 
@@ -65,7 +65,7 @@ def summarize(sessions: Sequence[RolloutSession], wall_s: float) -> RunSummary:
         statuses=dict(Counter(s.status for s in sessions)),
         mean_reward=sum(rewards) / len(rewards) if rewards else None,
         rewarded=len(rewards),
-        mean_turns=sum(len(s.turns) for s in sessions) / len(sessions) if sessions else 0.0,
+        mean_turns=sum(s.num_turns for s in sessions) / len(sessions) if sessions else 0.0,
         latency_ms={f"p{int(q * 100)}": percentile(latencies, q) for q in (0.5, 0.9, 0.99)},
         wall_s=wall_s,
         rollouts_per_s=len(latencies) / wall_s if wall_s > 0 else 0.0,
@@ -78,14 +78,37 @@ def summarize(sessions: Sequence[RolloutSession], wall_s: float) -> RunSummary:
     )
 
 
+class RecordWriter:
+    """Writes one JSON line per rollout as soon as it ends, so a long run keeps what it has done."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.count = 0
+        self._handle: TextIO | None = None
+
+    def __enter__(self) -> RecordWriter:
+        self._handle = self.path.open("w", encoding="utf-8")
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+    def write(self, session: RolloutSession) -> None:
+        if self._handle is None:
+            raise RuntimeError("RecordWriter used outside 'with'")
+        self._handle.write(json.dumps(session.to_record(), ensure_ascii=False) + "\n")
+        self._handle.flush()
+        self.count += 1
+
+
 def write_records(sessions: Iterable[RolloutSession], path: str | Path) -> int:
     """Write one JSON line per rollout to ``path``; return how many were written."""
-    count = 0
-    with Path(path).open("w", encoding="utf-8") as handle:
+    with RecordWriter(path) as writer:
         for session in sessions:
-            handle.write(json.dumps(session.to_record(), ensure_ascii=False) + "\n")
-            count += 1
-    return count
+            writer.write(session)
+        return writer.count
 
 
 def _ms(value: float | None) -> str:

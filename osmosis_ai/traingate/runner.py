@@ -82,7 +82,7 @@ async def _run_one(gate: TrainGate, launcher: RolloutLauncher, config: RunConfig
         await asyncio.wait_for(session.done.wait(), timeout=max(remaining, 0.001))
     except asyncio.TimeoutError:
         session.finish("TIMEOUT", f"no /v1/rollout/completed callback within {config.timeout:g}s "
-                                  f"({len(session.turns)} chat turn(s) served)")
+                                  f"({session.num_turns} chat turn(s) served)")
         return
     await _score(session, row, config)
 

@@ -67,6 +67,7 @@ class RolloutSession:
     tools: list[Message] = field(default_factory=list)
     expected: list[Message] = field(default_factory=list)
     turns: list[TurnRecord] = field(default_factory=list)
+    num_turns: int = 0  # served chat turns; survives release_turns()
     violations: list[AppendOnlyViolation] = field(default_factory=list)
     rejected: list[RejectedCall] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -113,6 +114,14 @@ class RolloutSession:
         self.error_message = error_message
         self.finished_at = time.monotonic()
         self.done.set()
+
+    def add_turn(self, record: TurnRecord) -> None:
+        self.turns.append(record)
+        self.num_turns += 1
+
+    def release_turns(self) -> None:
+        """Drop the per-turn token data once it has been written out (it dominates a run's memory)."""
+        self.turns = []
 
     def to_record(self) -> dict[str, Any]:
         """The JSON record of this rollout (one line of ``--output``)."""

@@ -71,6 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--max-tokens", type=_positive_int, help="completion_params.max_tokens sent to the agent")
     run.add_argument("--reward", metavar="MODULE:FN",
                      help="compute the reward trainer-side with fn(solution_str, ground_truth, extra_info)")
+    run.add_argument("--gateway-host", default="127.0.0.1",
+                     help="address the TrainGate binds and advertises as server_url (default 127.0.0.1; "
+                          "give this machine's reachable IP when --url points at another host)")
     run.add_argument("-o", "--output", metavar="FILE.jsonl", help="write one JSON record per rollout")
     run.add_argument("--progress", action="store_true", help="show the progress bar even when not on a terminal")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary table")
@@ -126,16 +129,16 @@ def _console() -> Any:
     return Console(stderr=False)
 
 
-async def _run(args: argparse.Namespace) -> int:
+def _prepare(args: argparse.Namespace) -> tuple[list[dict[str, Any]], Any, Any, Any]:
+    """Load everything the run needs before any server starts: rows, reward, tokenizer, policy."""
     from osmosis_ai.traingate.dataset import load_dataset
     from osmosis_ai.traingate.errors import TrainGateError
-    from osmosis_ai.traingate.gateway import TrainGate
     from osmosis_ai.traingate.policy import make_policy
-    from osmosis_ai.traingate.report import render_summary, summarize, write_records
     from osmosis_ai.traingate.reward import load_reward
-    from osmosis_ai.traingate.runner import RunConfig, run_rollouts
     from osmosis_ai.traingate.tokenizer import load_tokenizer
 
+    if args.output and not Path(args.output).resolve().parent.is_dir():
+        raise CLIError(f"cannot write --output {args.output}: its directory does not exist")
     try:
         rows = load_dataset(args.dataset)
         reward_fn = load_reward(args.reward) if args.reward else None
@@ -143,34 +146,48 @@ async def _run(args: argparse.Namespace) -> int:
         policy = make_policy(args.model, base_url=args.base_url, api_key=args.api_key)
     except TrainGateError as exc:
         raise CLIError(str(exc)) from exc
-    if args.output and not Path(args.output).resolve().parent.is_dir():
-        raise CLIError(f"cannot write --output {args.output}: its directory does not exist")
+    return rows, reward_fn, tokenizer, policy
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from osmosis_ai.traingate.gateway import TrainGate
+    from osmosis_ai.traingate.report import RecordWriter, render_summary, summarize
+    from osmosis_ai.traingate.runner import RunConfig, run_rollouts
+
+    rows, reward_fn, tokenizer, policy = _prepare(args)
     params = {k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens)) if v is not None}
-    total = len(rows) * args.n
     show_progress = not args.quiet and (args.progress or sys.stdout.isatty())
-    progress, advance = _progress(show_progress, total)
-    try:
+    progress, advance = _progress(show_progress, len(rows) * args.n)
+    writer = RecordWriter(args.output) if args.output else None
+
+    def finished(session: Any) -> None:
+        if writer is not None:
+            writer.write(session)  # written as each rollout ends: an interrupted run keeps what it did
+        session.release_turns()
+        advance(session)
+
+    async with contextlib.AsyncExitStack() as stack:
+        stack.push_async_callback(policy.aclose)
+        if writer is not None:
+            try:
+                stack.enter_context(writer)
+            except OSError as exc:
+                raise CLIError(f"cannot write --output {args.output}: {exc}") from exc
         # The gateway outlives the rollout server, so late callbacks sent while it shuts down are still heard.
-        async with TrainGate(policy, tokenizer=tokenizer) as gate, rollout_server(args) as (url, key):
-            config = RunConfig(server_url=url, server_api_key=key, n=args.n, concurrency=args.concurrency,
-                               timeout=args.timeout, max_turns=args.max_turns, completion_params=params,
-                               reward_fn=reward_fn)
-            started = time.perf_counter()
-            with progress:
-                sessions = await run_rollouts(gate, rows, config, on_done=advance)
-            wall = time.perf_counter() - started
-    finally:
-        await policy.aclose()
+        gate = await stack.enter_async_context(TrainGate(policy, tokenizer=tokenizer, host=args.gateway_host))
+        url, key = await stack.enter_async_context(rollout_server(args))
+        config = RunConfig(server_url=url, server_api_key=key, n=args.n, concurrency=args.concurrency,
+                           timeout=args.timeout, max_turns=args.max_turns, completion_params=params,
+                           reward_fn=reward_fn)
+        started = time.perf_counter()
+        with progress:
+            sessions = await run_rollouts(gate, rows, config, on_done=finished)
+        wall = time.perf_counter() - started
     summary = summarize(sessions, wall)
-    if args.output:
-        try:
-            write_records(sessions, args.output)
-        except OSError as exc:
-            raise CLIError(f"cannot write --output {args.output}: {exc}") from exc
     if not args.quiet:
         render_summary(summary, sessions, _console())
-        if args.output:
-            print(f"wrote {len(sessions)} record(s) to {args.output}")
+        if writer is not None:
+            print(f"wrote {writer.count} record(s) to {args.output}")
     if not summary.all_terminal:
         lost = summary.rollouts - sum(summary.statuses.get(s, 0) for s in ("COMPLETED", "ERROR"))
         raise CLIError(f"{lost} of {summary.rollouts} rollout(s) did not finish: " + "; ".join(summary.infra_failures))
