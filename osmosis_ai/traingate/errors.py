@@ -20,7 +20,16 @@ class DatasetError(TrainGateError, ValueError):
 
 
 class PolicyError(TrainGateError):
-    """The policy backend failed to produce a completion (provider error, malformed answer)."""
+    """The policy backend failed to produce a completion (provider error, malformed answer).
+
+    ``retryable`` says whether asking again may help (rate limits, timeouts, 5xx) or not (bad key,
+    unknown model, context too long); the gateway answers 502 or 400 accordingly, so the agent's
+    client retries only what can succeed.
+    """
+
+    def __init__(self, message: str, *, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.retryable = retryable
 
 
 class LoadError(TrainGateError, ValueError):

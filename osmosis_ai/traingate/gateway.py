@@ -34,7 +34,7 @@ from osmosis_ai.rollout.core.schemas import (
     RolloutResponse,
 )
 from osmosis_ai.traingate.append_only import check_append_only
-from osmosis_ai.traingate.errors import PolicyError
+from osmosis_ai.traingate.errors import PolicyError, TrainGateError
 from osmosis_ai.traingate.policy.base import Generation, Message, Policy
 from osmosis_ai.traingate.session import RejectedCall, RolloutSession, TurnRecord
 from osmosis_ai.traingate.tokenizer import ByteTokenizer, Tokenizer, render_completion, render_prompt
@@ -103,7 +103,11 @@ class TrainGate:
         # socket says so; without it every keep-alive response waits ~40 ms for a delayed ACK.
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, 0))
+        try:
+            sock.bind((self.host, 0))
+        except OSError as exc:
+            sock.close()
+            raise TrainGateError(f"cannot listen on {self.host!r}: {exc} (check --gateway-host)") from exc
         self.port = sock.getsockname()[1]
         await web.SockSite(self._runner, sock, backlog=1024).start()
         logger.debug("TrainGate listening on %s", self.url)
@@ -205,7 +209,7 @@ class TrainGate:
             generation = await self.policy.generate(chat.messages, tools=session.tools, params=params)
         except PolicyError as exc:
             session.errors.append(f"turn {turn}: {exc}")
-            return _error(502, str(exc))
+            return _error(502 if exc.retryable else 400, str(exc))
         except Exception as exc:  # a bug in a policy must cost one answer, not the gateway
             logger.exception("policy %s crashed on rollout %s", self.policy.name, session.rollout_id)
             session.errors.append(f"turn {turn}: policy crashed: {type(exc).__name__}: {exc}")

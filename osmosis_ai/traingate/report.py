@@ -138,6 +138,9 @@ def render_summary(summary: RunSummary, sessions: Sequence[RolloutSession], cons
     if summary.rejected_calls or summary.gateway_errors:
         table.add_row("refused calls / gateway errors", f"{summary.rejected_calls} / {summary.gateway_errors}",
                       style="yellow")
+    first_error = next((e for s in sessions for e in s.errors), None)
+    if first_error:
+        table.add_row("first gateway error", escape(first_error), style="yellow")
     if summary.reward_errors:
         first = next(s.reward_error for s in sessions if s.reward_error)
         table.add_row("reward errors", f"{summary.reward_errors} (first: {escape(first or '')})", style="yellow")

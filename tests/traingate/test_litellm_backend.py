@@ -6,6 +6,8 @@ import json
 import time
 from typing import Any
 
+import pytest
+
 from examples.calculator.agent import agent_loop as calculator_agent
 from osmosis_ai.rollout import RolloutClientSettings, RolloutSettings, configure, reset_settings
 from osmosis_ai.traingate.gateway import TrainGate
@@ -70,8 +72,11 @@ async def test_litellm_policy_with_tools_sampling_and_token_fallback(openai_serv
         assert recorded.headers["authorization"] == "Bearer sk-local"
 
 
-async def test_backend_failure_is_reported_per_rollout(openai_server: OpenAIServer) -> None:
-    openai_server.default = Reply(status=400)
+@pytest.mark.parametrize(("backend_status", "gateway_status"), [(400, 400), (503, 502)])
+async def test_backend_failure_is_reported_per_rollout(
+    openai_server: OpenAIServer, backend_status: int, gateway_status: int
+) -> None:
+    openai_server.default = Reply(status=backend_status)
     policy = make_policy("test-model", base_url=openai_server.url)
     configure(RolloutSettings(client=RolloutClientSettings(max_retries=0)))  # the agent's client: no retry
     try:
@@ -80,5 +85,7 @@ async def test_backend_failure_is_reported_per_rollout(openai_server: OpenAIServ
     finally:
         reset_settings()
     session = sessions[0]
-    assert session.status == "ERROR"  # the agent's chat call got a 502 and the server reported the error
+    assert session.status == "ERROR"  # the agent's chat call failed and the server reported the error
     assert session.errors and "the policy backend 'test-model' failed" in session.errors[0]
+    # Non-retryable provider errors are a 4xx for the agent's client (no retry), transient ones a 5xx.
+    assert f"TrainGate answered {gateway_status} to POST" in (session.error_message or "")

@@ -109,7 +109,9 @@ class LiteLLMPolicy(Policy):
             )
         except Exception as exc:
             detail = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-            raise PolicyError(f"the policy backend {self.model!r} failed: {detail}") from exc
+            status = getattr(exc, "status_code", None)
+            retryable = not isinstance(status, int) or status in (408, 409, 429) or status >= 500
+            raise PolicyError(f"the policy backend {self.model!r} failed: {detail}", retryable=retryable) from exc
         choices = _field(response, "choices") or []
         if not choices:
             raise PolicyError(f"the policy backend {self.model!r} returned no choices")
