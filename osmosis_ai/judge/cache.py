@@ -66,9 +66,12 @@ class JudgmentCache:
         self.max_entries = max_entries
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None
+        self._pid = os.getpid()
         self._writes = 0
 
     def _connect(self) -> sqlite3.Connection:
+        if self._pid != os.getpid():  # a forked child must not share the parent's SQLite handle
+            self._connection, self._pid = None, os.getpid()
         if self._connection is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             connection = sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level=None)

@@ -68,6 +68,20 @@ def _score_bound(argument: float | None, model_info: Mapping[str, Any], key: str
         raise ScoreRangeError(f"{key} must be a number, got {value!r}") from None
 
 
+def _timeout(argument: float | None, configured: Any, provider: str, model: str) -> float:
+    """The explicit ``timeout``, else ``model_info['timeout']`` if set, else the model's default."""
+    value = argument if argument is not None else configured or None
+    if value is None:
+        return default_timeout(provider, model)
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise JudgeInputError(f"timeout must be a number of seconds, got {value!r}") from None
+    if not seconds > 0:
+        raise JudgeInputError(f"timeout must be positive, got {value!r}")
+    return seconds
+
+
 @dataclass(frozen=True)
 class _Plan:
     """A validated judgment: the request to send (``None`` for an empty output) and the range."""
@@ -114,12 +128,7 @@ def _plan(
         ground_truth=ground_truth,
         metadata=metadata,
     )
-    if timeout is not None:
-        seconds = float(timeout)
-    elif model_info.get("timeout"):
-        seconds = float(model_info["timeout"])
-    else:
-        seconds = default_timeout(provider, model)
+    seconds = _timeout(timeout, model_info.get("timeout"), provider, model)
     request = JudgeRequest(
         provider=provider,
         model=model,

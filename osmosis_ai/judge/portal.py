@@ -4,12 +4,14 @@
 Running each call under a fresh ``asyncio.run`` would rebuild LiteLLM's HTTP clients (they are
 cached per event loop) for every judgment; instead every synchronous call is handed to a single
 daemon thread that owns an event loop for the life of the process. It also works when the caller
-is itself inside a running event loop (the call blocks that loop, as 0.2 did).
+is itself inside a running event loop (the call blocks that loop, as 0.2 did), and in a child
+process forked after a call (the child starts its own loop thread).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -18,6 +20,16 @@ T = TypeVar("T")
 
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
+
+
+def _forget_loop_after_fork() -> None:
+    """A forked child has the parent's loop object but not its thread: start afresh on next use."""
+    global _lock, _loop
+    _lock = threading.Lock()
+    _loop = None
+
+
+os.register_at_fork(after_in_child=_forget_loop_after_fork)
 
 
 def _background_loop() -> asyncio.AbstractEventLoop:
