@@ -3,7 +3,7 @@
 osmosis-ai 0.2 opened a new httpx client, with fresh TCP/TLS, for every rollout. Here all clients of
 an event loop post through one aiohttp session whose connector holds at most ``max_connections``
 connections (keyed by ``(loop, max_connections)``, so differently-sized settings get their own pool).
-aiohttp was chosen by measurement: ``python -m benchmarks.http_clients`` showed it about 20x faster
+aiohttp was chosen by measurement: ``python -m benchmarks.http_clients`` showed it 11-20x faster
 than httpx for concurrent JSON POSTs on loopback.
 
 A transport only moves bytes: ``post(url, body, headers, timeout, connect_timeout)`` returns the

@@ -366,54 +366,56 @@ class OsmosisLLMClient:
         """POST with the retry policy of the module docstring; returns a 2xx answer and its duration."""
         settings = self.settings
         transport = self._transport or get_shared_transport(settings.max_connections)
-        attempts = retries + 1
-        error: OsmosisRolloutError | None = None
-        for attempt in range(attempts):
+        retries = max(retries, 0)
+        attempt = 0
+        while True:
             started = time.perf_counter()
+            retry_after: str | None = None
             try:
                 response = await transport.post(
                     url, body, headers, self.timeout_seconds, settings.connect_timeout_seconds
                 )
             except (OsmosisTimeoutError, OsmosisTransportError) as exc:
-                error, retry_after = exc, None
+                error: OsmosisRolloutError = exc
             else:
-                status = response.status
-                if 200 <= status < 300:
+                if 200 <= response.status < 300:
                     return response, time.perf_counter() - started
-                if status >= 500 or status in _RETRY_STATUSES:
-                    text = f"TrainGate answered {status} to POST {url}: {_error_text(response)}"
-                    error = (
-                        OsmosisServerError(text, status)
-                        if status >= 500
-                        else OsmosisValidationError(text, status)
-                    )
-                    retry_after = response.retry_after
-                elif 400 <= status < 500:
-                    logger.error(
-                        "Rollout %s: TrainGate rejected POST %s with %d", self.rollout_id, url, status
-                    )
-                    raise OsmosisValidationError(
-                        f"TrainGate answered {status} to POST {url}: {_error_text(response)}", status
-                    )
-                else:
-                    raise OsmosisValidationError(f"Unexpected status code {status}", status)
-            if attempt + 1 < attempts:
-                delay = self._retry_delay(attempt, retry_after)
-                logger.warning(
-                    "Rollout %s: attempt %d/%d of POST %s failed (%s); retrying in %.2fs",
+                error = self._retryable_error(url, response)
+                retry_after = response.retry_after
+            if attempt >= retries:
+                logger.error(
+                    "Rollout %s: POST %s failed after %d attempts: %s",
                     self.rollout_id,
-                    attempt + 1,
-                    attempts,
                     url,
+                    attempt + 1,
                     error,
-                    delay,
                 )
-                await asyncio.sleep(delay)
-        logger.error(
-            "Rollout %s: POST %s failed after %d attempts: %s", self.rollout_id, url, attempts, error
-        )
-        assert error is not None  # the loop ran at least once and every path that continues sets it
-        raise error
+                raise error
+            delay = self._retry_delay(attempt, retry_after)
+            logger.warning(
+                "Rollout %s: attempt %d/%d of POST %s failed (%s); retrying in %.2fs",
+                self.rollout_id,
+                attempt + 1,
+                retries + 1,
+                url,
+                error,
+                delay,
+            )
+            await asyncio.sleep(delay)
+            attempt += 1
+
+    def _retryable_error(self, url: str, response: TransportResponse) -> OsmosisRolloutError:
+        """The error to retry for a non-2xx answer; raises at once when the status is not retryable."""
+        status = response.status
+        text = f"TrainGate answered {status} to POST {url}: {_error_text(response)}"
+        if status >= 500:
+            return OsmosisServerError(text, status)
+        if status in _RETRY_STATUSES:
+            return OsmosisValidationError(text, status)
+        if 400 <= status < 500:
+            logger.error("Rollout %s: TrainGate rejected POST %s with %d", self.rollout_id, url, status)
+            raise OsmosisValidationError(text, status)
+        raise OsmosisValidationError(f"Unexpected status code {status}", status)
 
     def _retry_delay(self, attempt: int, retry_after: str | None) -> float:
         cap = self.settings.retry_max_delay
