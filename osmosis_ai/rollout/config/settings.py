@@ -33,7 +33,13 @@ def _config(prefix: str) -> SettingsConfigDict:
 
 
 class RolloutClientSettings(BaseSettings):
-    """How ``OsmosisLLMClient`` talks to TrainGate."""
+    """How ``OsmosisLLMClient`` talks to TrainGate.
+
+    ``max_connections`` bounds the process-wide pool shared by all rollouts of an event loop.
+    ``max_keepalive_connections`` is accepted for compatibility; the aiohttp pool keeps idle
+    connections up to ``max_connections``. ``connect_timeout_seconds`` (new; 0.2 hard-coded 10 s)
+    bounds TCP connection set-up within ``timeout_seconds``.
+    """
 
     model_config = _config("OSMOSIS_ROLLOUT_CLIENT_")
 
