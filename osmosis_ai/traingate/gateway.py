@@ -43,7 +43,8 @@ logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 INIT_WAIT_S = 60.0  # how long a chat call waits for its rollout's init response to be read
-MAX_UNROUTED = 1000  # calls for unknown rollouts kept for the report
+MAX_UNROUTED = 1000
+INLINE_TOKENIZE_CHARS = 32_768  # longer texts are tokenized in a worker thread  # calls for unknown rollouts kept for the report
 
 
 def bearer_token(header: str | None) -> str | None:
@@ -214,20 +215,28 @@ class TrainGate:
             logger.exception("policy %s crashed on rollout %s", self.policy.name, session.rollout_id)
             session.errors.append(f"turn {turn}: policy crashed: {type(exc).__name__}: {exc}")
             return _error(500, f"the policy crashed: {type(exc).__name__}: {exc}")
-        record = self._turn_record(turn, chat.messages, generation, params, time.perf_counter() - started)
+        record = await self._turn_record(turn, chat.messages, generation, params, time.perf_counter() - started)
         session.add_turn(record)
         session.expected = [*chat.messages, record.message]
         return web.json_response(self._response_body(chat.rollout_id, turn, record))
 
-    def _turn_record(
+    async def _encode(self, text: str) -> list[int]:
+        """Tokenize; long texts in a worker thread so a big prompt never stalls the other rollouts."""
+        if len(text) < INLINE_TOKENIZE_CHARS:
+            return self.tokenizer.encode(text)
+        return await asyncio.to_thread(self.tokenizer.encode, text)
+
+    async def _turn_record(
         self, turn: int, messages: list[Message], gen: Generation, params: dict[str, Any], seconds: float
     ) -> TurnRecord:
         """Fill in token data the policy did not report, from the tokenizer."""
         source = "backend" if gen.token_ids is not None else f"tokenizer:{self.tokenizer.name}"
-        token_ids = gen.token_ids if gen.token_ids is not None else self.tokenizer.encode(render_completion(gen.message))
+        token_ids = gen.token_ids
+        if token_ids is None:
+            token_ids = await self._encode(render_completion(gen.message))
         prompt_ids = gen.prompt_token_ids
         if prompt_ids is None:
-            prompt_ids = self.tokenizer.encode(render_prompt(messages))
+            prompt_ids = await self._encode(render_prompt(messages))
         logprobs = gen.logprobs
         if logprobs is None and self.policy.deterministic:
             logprobs = [0.0] * len(token_ids)

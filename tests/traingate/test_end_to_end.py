@@ -136,3 +136,16 @@ async def test_hanging_agent_times_out_and_the_local_server_stops_at_once() -> N
         assert sessions[0].status == "TIMEOUT"
         assert sessions[0].errors == ["completion (ERROR) arrived after the rollout ended (TIMEOUT)"]
     assert time.monotonic() - started < 5
+
+
+async def test_long_prompts_are_tokenized_off_the_loop_with_the_same_ids() -> None:
+    from osmosis_ai.traingate.tokenizer import render_prompt
+
+    row = {**ROW, "system_prompt": "You are a calculator. " * 2000}  # ~44 KB: tokenized in a worker thread
+    async with serve_agent_loop_locally(calculator_agent) as url, TrainGate(ScriptedPolicy()) as gate:
+        sessions = await run_rollouts(gate, [row], RunConfig(url, timeout=10))
+    session = sessions[0]
+    assert session.status == "COMPLETED" and session.reward == 1.0
+    first = session.turns[0]
+    assert first.prompt_token_ids == list(render_prompt(session.messages).encode("utf-8"))
+    assert len(first.prompt_token_ids) > 44_000
