@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from osmosis_ai.judge.errors import JudgeInputError
+from osmosis_ai.judge.errors import JudgeInputError, JudgeSettingError
 from osmosis_ai.judge.evaluate import CacheOption, aevaluate_rubric
 from osmosis_ai.judge.portal import run_sync
 from osmosis_ai.judge.progress import progress_bar, wants_progress
@@ -59,7 +59,7 @@ async def aevaluate_rubric_batch(
         rate_limiter: a limiter shared beyond this batch (overrides ``requests_per_minute``).
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise JudgeInputError(f"concurrency must be a positive integer, got {concurrency!r}")
+        raise JudgeSettingError(f"concurrency must be a positive integer, got {concurrency!r}")
     work = _checked(items)
     limiter = rate_limiter or (RateLimiter(requests_per_minute) if requests_per_minute else None)
     shared = {"cache": cache, "retry": retry, "rate_limiter": limiter}

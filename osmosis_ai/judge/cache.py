@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from osmosis_ai.judge.errors import JudgeSettingError
+
 logger = logging.getLogger(__name__)
 
 _SCHEMA = """
@@ -61,7 +63,7 @@ class JudgmentCache:
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, max_entries: int = 100_000) -> None:
         if max_entries < 1:
-            raise ValueError(f"max_entries must be at least 1, got {max_entries}")
+            raise JudgeSettingError(f"max_entries must be at least 1, got {max_entries}")
         self.path = Path(path).expanduser() if path is not None else default_cache_path()
         self.max_entries = max_entries
         self._lock = threading.Lock()

@@ -29,6 +29,7 @@ from typing import Any
 from osmosis_ai.errors import OsmosisError
 from osmosis_ai.judge.config import RubricConfig
 from osmosis_ai.judge.dataset import RubricRecord
+from osmosis_ai.judge.errors import JudgeSettingError
 from osmosis_ai.judge.evaluate import CacheOption, aevaluate_rubric
 from osmosis_ai.judge.keys import default_key_env
 from osmosis_ai.judge.progress import progress_bar, wants_progress
@@ -204,7 +205,7 @@ class RubricEvaluationEngine:
         rate_limiter: RateLimiter | None = None,
     ) -> None:
         if concurrency < 1:
-            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+            raise JudgeSettingError(f"concurrency must be at least 1, got {concurrency}")
         self.evaluate_fn = evaluate_fn or aevaluate_rubric
         self.concurrency = concurrency
         self.progress = progress

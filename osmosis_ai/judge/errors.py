@@ -6,6 +6,7 @@ re-export the provider and key errors.
 
 * JudgeInputError (TypeError)            an argument is missing or has the wrong type
 * ScoreRangeError (ValueError)           score_max is not above score_min
+* JudgeSettingError (ValueError)         concurrency, rate limit or cache size out of range
 * MissingAPIKeyError (RuntimeError)      a provider that needs an API key has none configured
 * ProviderRequestError (RuntimeError)    the call failed, or the reply held no usable verdict
   - ModelNotFoundError                   the provider does not know the model id
@@ -45,3 +46,7 @@ class JudgeInputError(OsmosisError, TypeError):
 
 class ScoreRangeError(OsmosisError, ValueError):
     """The score range is empty or inverted (a ``ValueError`` in 0.2)."""
+
+
+class JudgeSettingError(OsmosisError, ValueError):
+    """A judging setting (concurrency, rate limit, cache size, ...) is out of its valid range."""

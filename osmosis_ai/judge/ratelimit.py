@@ -12,13 +12,15 @@ import asyncio
 import threading
 import time
 
+from osmosis_ai.judge.errors import JudgeSettingError
+
 
 class RateLimiter:
     """Space requests so that at most ``requests_per_minute`` start in any minute."""
 
     def __init__(self, requests_per_minute: float) -> None:
         if not requests_per_minute > 0:
-            raise ValueError(f"requests_per_minute must be positive, got {requests_per_minute!r}")
+            raise JudgeSettingError(f"requests_per_minute must be positive, got {requests_per_minute!r}")
         self.interval = 60.0 / float(requests_per_minute)
         self._next = 0.0
         self._lock = threading.Lock()

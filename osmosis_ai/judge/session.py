@@ -149,6 +149,8 @@ def run_eval_rubric(options: EvalRubricOptions, emit: Callable[[str], Any] = pri
         raise CLIError(f"-n/--number must be at least 1, got {options.number}")
     if options.concurrency < 1:
         raise CLIError(f"--concurrency must be at least 1, got {options.concurrency}")
+    if options.requests_per_minute is not None and not options.requests_per_minute > 0:
+        raise CLIError(f"--requests-per-minute must be positive, got {options.requests_per_minute}")
     data_path = _existing_file(options.data_path, "Dataset")
     config_path = locate_config(options.config_path, data_path)
     config = _lookup(config_path, rubric_id)

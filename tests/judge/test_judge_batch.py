@@ -54,7 +54,7 @@ async def test_async_batch_with_details_and_errors(
 def test_batch_rejects_bad_arguments(model_info: dict[str, Any]) -> None:
     with pytest.raises(TypeError, match="items\\[1\\]"):
         evaluate_rubric_batch([{"rubric": "r", "solution_str": "x", "model_info": model_info}, "oops"])  # type: ignore[list-item]
-    with pytest.raises(TypeError, match="concurrency"):
+    with pytest.raises(ValueError, match="concurrency"):
         evaluate_rubric_batch([], concurrency=0)
     assert evaluate_rubric_batch([]) == []
 
