@@ -115,6 +115,31 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f} ms"
 
 
+def _last_content(messages: Sequence[dict[str, Any]], role: str) -> str:
+    content = next((m.get("content") for m in reversed(messages) if m.get("role") == role), None)
+    return " ".join(str(content or "").split())
+
+
+def render_rollouts(sessions: Sequence[RolloutSession], console: Console) -> None:
+    """Print one row per rollout: status, reward, turns, token counts and the final answer."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="Rollouts (tokens: generated / whole trajectory)", title_justify="left")
+    table.add_column("row", justify="right")
+    table.add_column("status", min_width=9)
+    table.add_column("reward", justify="right", min_width=6)
+    table.add_column("turns", justify="right", min_width=5)
+    table.add_column("tokens", justify="right", min_width=9)
+    table.add_column("final answer", overflow="ellipsis", no_wrap=True, max_width=26)
+    for session in sorted(sessions, key=lambda s: (s.row_index, s.sample_index)):
+        reward = "-" if session.reward is None else f"{session.reward:.3f}"
+        table.add_row(str(session.row_index), session.status, reward, str(session.num_turns),
+                      f"{session.completion_tokens}/{session.context_tokens}",
+                      escape(_last_content(session.final_messages, "assistant")))
+    console.print(table)
+
+
 def render_summary(summary: RunSummary, sessions: Sequence[RolloutSession], console: Console) -> None:
     """Print the run's summary table, then the first append-only violations and agent errors.
 

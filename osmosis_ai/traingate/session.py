@@ -68,6 +68,8 @@ class RolloutSession:
     expected: list[Message] = field(default_factory=list)
     turns: list[TurnRecord] = field(default_factory=list)
     num_turns: int = 0  # served chat turns; survives release_turns()
+    completion_tokens: int = 0  # token ids generated over all turns; survives release_turns()
+    context_tokens: int = 0  # prompt + completion ids of the latest turn: the trajectory a trainer sees
     violations: list[AppendOnlyViolation] = field(default_factory=list)
     rejected: list[RejectedCall] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -118,6 +120,8 @@ class RolloutSession:
     def add_turn(self, record: TurnRecord) -> None:
         self.turns.append(record)
         self.num_turns += 1
+        self.completion_tokens += len(record.token_ids)
+        self.context_tokens = len(record.prompt_token_ids) + len(record.token_ids)
 
     def release_turns(self) -> None:
         """Drop the per-turn token data once it has been written out (it dominates a run's memory)."""

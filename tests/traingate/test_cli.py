@@ -40,6 +40,12 @@ def test_run_calculator_writes_records(tmp_path: Path) -> None:
         assert record["append_only_violations"] == []
         assert all(t["token_ids"] and t["prompt_token_ids"] and t["logprobs"] for t in record["turns"])
         assert record["metrics"]["num_llm_calls"] == 2
+    # At most 20 rollouts: one table row per rollout with the counts of the token ids just checked.
+    first = next(r for r in records if (r["row_index"], r["sample_index"]) == (0, 0))
+    generated = sum(len(t["token_ids"]) for t in first["turns"])
+    trajectory = len(first["turns"][-1]["prompt_token_ids"]) + len(first["turns"][-1]["token_ids"])
+    assert f"{generated}/{trajectory}" in result.stdout
+    assert "Rollouts (tokens: generated / whole trajectory)" in result.stdout
 
 
 def test_bad_dataset_is_a_clear_error(tmp_path: Path) -> None:

@@ -3,7 +3,8 @@
 ``run`` sends every dataset row (``--n`` times) through the rollout server — the agent served
 in-process with ``-m module:attr``, or an existing server with ``--url`` — answers the agent's LLM
 calls with the chosen policy, checks the protocol, and prints a summary (``--output`` keeps one
-JSON record per rollout). ``bench`` measures rollouts/s with an instant canned policy.
+JSON record per rollout; runs of at most 20 rollouts also get a table with one row per rollout).
+``bench`` measures rollouts/s with an instant canned policy.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 from osmosis_ai.errors import CLIError
 
 SERVER_KEY_ENV = "OSMOSIS_SERVER_API_KEY"
+PER_ROLLOUT_TABLE_LIMIT = 20  # larger runs get the summary only; --output has every rollout
 
 
 def _add_target(parser: argparse.ArgumentParser) -> None:
@@ -151,7 +153,7 @@ def _prepare(args: argparse.Namespace) -> tuple[list[dict[str, Any]], Any, Any, 
 
 async def _run(args: argparse.Namespace) -> int:
     from osmosis_ai.traingate.gateway import TrainGate
-    from osmosis_ai.traingate.report import RecordWriter, render_summary, summarize
+    from osmosis_ai.traingate.report import RecordWriter, render_rollouts, render_summary, summarize
     from osmosis_ai.traingate.runner import RunConfig, run_rollouts
 
     rows, reward_fn, tokenizer, policy = _prepare(args)
@@ -185,6 +187,8 @@ async def _run(args: argparse.Namespace) -> int:
         wall = time.perf_counter() - started
     summary = summarize(sessions, wall)
     if not args.quiet:
+        if len(sessions) <= PER_ROLLOUT_TABLE_LIMIT:
+            render_rollouts(sessions, _console())
         render_summary(summary, sessions, _console())
         if writer is not None:
             print(f"wrote {writer.count} record(s) to {args.output}")
