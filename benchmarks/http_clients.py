@@ -1,6 +1,6 @@
 """aiohttp vs httpx as the rollout client's transport: requests/s of concurrent JSON POSTs.
 
-Run: ``.venv/bin/python -m benchmarks.http_clients [--requests N] [--loop uvloop|asyncio]``
+Run: ``.venv/bin/python -m benchmarks.http_clients [--requests N] [--rounds N] [--loop uvloop|asyncio]``
 
 A local aiohttp server (a separate process, so it does not share the client's core) answers every
 POST with a TrainGate-sized chat completion. Each client posts a chat-completions-sized JSON body and
@@ -146,6 +146,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=6000, help="requests per measurement")
     parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop")
+    parser.add_argument("--rounds", type=int, default=2, help="best of N per cell (the machine is shared)")
     args = parser.parse_args()
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -165,15 +166,16 @@ def main() -> None:
             args.loop = "asyncio (uvloop not installed)"
     try:
         print(
-            f"{args.requests} POSTs per cell, client loop: {args.loop}, server: aiohttp in a separate process"
+            f"{args.requests} POSTs per cell (best of {args.rounds}), client loop: {args.loop}, "
+            "server: aiohttp in a separate process"
         )
         print(
             f"{'concurrency':>11} {'aiohttp req/s':>14} {'httpx req/s':>12} {'ratio':>6} {'OsmosisLLMClient':>17}"
         )
         for concurrency in (50, 200):
-            a = run(bench_aiohttp(url, args.requests, concurrency))
-            h = run(bench_httpx(url, args.requests, concurrency))
-            o = run(bench_osmosis_client(url, args.requests, concurrency))
+            a = max(run(bench_aiohttp(url, args.requests, concurrency)) for _ in range(args.rounds))
+            h = max(run(bench_httpx(url, args.requests, concurrency)) for _ in range(args.rounds))
+            o = max(run(bench_osmosis_client(url, args.requests, concurrency)) for _ in range(args.rounds))
             print(f"{concurrency:>11} {a:>14.0f} {h:>12.0f} {a / h:>6.2f} {o:>17.0f}")
     finally:
         server.terminate()
