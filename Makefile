@@ -1,5 +1,7 @@
 # The two commands: `make demo` and `make test`. Both build .venv when it is missing
 # or when pyproject.toml changed, and are quick on a second run.
+# The editable install is a plain path entry (compat mode), not an import hook: the hook would
+# import pathlib and typing at every interpreter start and skew the start-up benchmark.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -10,7 +12,8 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[full,dev]'
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[full,dev]' \
+		--config-settings editable_mode=compat
 	@touch $(STAMP)
 
 demo: $(STAMP)

@@ -15,6 +15,7 @@ medians and ratios, because the machines this runs on are shared and noisy:
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -23,6 +24,8 @@ import timeit
 from pathlib import Path
 
 RUNS = 30
+# Measure what an installed package costs: with bytecode caches, as pip leaves them after installing.
+ENV = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
 BARE = [sys.executable, "-c", "pass"]
 IMPORT = [sys.executable, "-c", "from osmosis_ai import osmosis_reward"]
 RSS_PROBE = "import resource; {}; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
@@ -30,7 +33,7 @@ RSS_PROBE = "import resource; {}; print(resource.getrusage(resource.RUSAGE_SELF)
 
 def _wall(command: list[str]) -> float:
     start = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=ENV)
     return time.perf_counter() - start
 
 
@@ -47,7 +50,7 @@ def _paired_medians(a: list[str], b: list[str], runs: int = RUNS) -> tuple[float
 
 def _peak_rss_mib(statement: str) -> float:
     out = subprocess.run(
-        [sys.executable, "-c", RSS_PROBE.format(statement)], check=True, capture_output=True, text=True
+        [sys.executable, "-c", RSS_PROBE.format(statement)], check=True, capture_output=True, text=True, env=ENV
     ).stdout
     return int(out.strip()) / 1024
 

@@ -1,25 +1,35 @@
 """Argument parsing and dispatch for ``osmosis``.
 
-Sub-commands are listed in one table and imported only when invoked, so ``osmosis --help`` and
-``osmosis --version`` cost an interpreter start and argparse, nothing more. Each command module
-provides ``add_arguments(parser)`` and ``run(args) -> int``; library errors become ``Error: ...``
-on stderr with exit status 1, never a traceback.
+Sub-commands are listed in one table and imported only when invoked. ``osmosis``, ``osmosis
+--help`` and ``osmosis --version`` are answered from that table without importing argparse (which
+alone costs more than an interpreter start), so they stay close to a bare ``python -c pass``. Each
+command module provides ``add_arguments(parser)`` and ``run(args) -> int``; library errors become
+``Error: ...`` on stderr with exit status 1, never a traceback.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import sys
-from collections.abc import Sequence
-from typing import NamedTuple
 
 from osmosis_ai.consts import PACKAGE_VERSION, package_name
 
+TYPE_CHECKING = False  # typing and argparse are imported only where needed; type checkers treat this as True
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
 
-class Command(NamedTuple):
-    module: str
-    help: str
+DESCRIPTION = "Osmosis SDK: rewards, rubric judging and remote rollout for LLM RL training."
+VERSION = f"{package_name} {PACKAGE_VERSION}"
+
+
+class Command:
+    """A sub-command: the module that implements it and its one-line help."""
+
+    __slots__ = ("help", "module")
+
+    def __init__(self, module: str, help: str) -> None:
+        self.module = module
+        self.help = help
 
 
 COMMANDS: dict[str, Command] = {
@@ -31,13 +41,25 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+def top_level_help() -> str:
+    """The help of ``osmosis`` itself, in argparse's layout."""
+    commands = [(name, command.help) for name, command in COMMANDS.items()]
+    options = [("-h, --help", "show this help message and exit"), ("-V, --version", "show the version and exit")]
+    width = max(len(left) for left, _ in commands + options) + 2
+    lines = ["usage: osmosis [-h] [-V] COMMAND ...", "", DESCRIPTION, "", "commands:"]
+    lines += [f"  {left.ljust(width)}{text}" for left, text in commands]
+    lines += ["", "options:"] + [f"  {left.ljust(width)}{text}" for left, text in options]
+    lines += ["", "Run 'osmosis COMMAND --help' for the options of a command."]
+    return "\n".join(lines)
+
+
 def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     """The full parser; only the ``selected`` command's module is imported to add its options."""
-    parser = argparse.ArgumentParser(
-        prog="osmosis",
-        description="Osmosis SDK: rewards, rubric judging and remote rollout for LLM RL training.",
-    )
-    parser.add_argument("-V", "--version", action="version", version=f"{package_name} {PACKAGE_VERSION}")
+    import argparse
+    import importlib
+
+    parser = argparse.ArgumentParser(prog="osmosis", description=DESCRIPTION)
+    parser.add_argument("-V", "--version", action="version", version=VERSION)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, command in COMMANDS.items():
         sub = subparsers.add_parser(name, help=command.help, description=command.help)
@@ -64,11 +86,22 @@ def _load_dotenv() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``osmosis`` with ``argv`` (default: ``sys.argv[1:]``) and return the exit status."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if not arguments or arguments == ["-h"] or arguments == ["--help"]:
+        print(top_level_help())
+        return 0 if arguments else 1
+    if arguments == ["-V"] or arguments == ["--version"]:
+        print(VERSION)
+        return 0
+    return _dispatch(arguments)
+
+
+def _dispatch(arguments: list[str]) -> int:
+    import importlib
+
     from osmosis_ai.errors import OsmosisError
 
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    selected = _selected_command(arguments)
-    parser = build_parser(selected)
+    parser = build_parser(_selected_command(arguments))
     args = parser.parse_args(arguments)
     if args.command is None:
         parser.print_help()

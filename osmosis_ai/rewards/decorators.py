@@ -11,8 +11,6 @@ osmosis_ai import osmosis_reward`` must stay close to the cost of a bare interpr
 
 from __future__ import annotations
 
-import functools
-
 TYPE_CHECKING = False  # typing is not imported at run time; type checkers treat this name as True
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -82,6 +80,8 @@ def osmosis_rubric(func: F) -> F:
 
 def _decorate(func: F, contract: Contract) -> F:
     """The body both decorators share: check ``func`` once, then wrap it for the call-time checks."""
+    import functools
+
     from osmosis_ai.rewards.signature import read_shape
     from osmosis_ai.rewards.wrappers import argument_checked, async_wrapper, sync_wrapper
 

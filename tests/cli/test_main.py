@@ -48,3 +48,20 @@ def test_help_imports_no_command_module() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip().endswith("[]")
+
+
+def test_help_and_version_do_not_import_argparse() -> None:
+    code = (
+        "import sys\n"
+        "from osmosis_ai.cli import main\n"
+        "main(['--help']); main(['--version'])\n"
+        "print('argparse' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_a_command_help_goes_through_argparse() -> None:
+    result = osmosis("validate", "--help")
+    assert result.returncode == 0
+    assert "usage: osmosis validate" in result.stdout
