@@ -15,6 +15,8 @@ New keyword-only options (all default to 0.2 behaviour, except that the docs rou
   ``OSMOSIS_ROLLOUT_SERVER_SHUTDOWN_GRACE_SECONDS``), else 10 s.
 * ``docs_enabled``: expose ``/docs``, ``/redoc`` and ``/openapi.json`` (0.2 always did, unauthenticated).
 * ``max_request_bytes``: init bodies above this size get 413 (default 64 MiB).
+* ``get_tools_in_thread``: always call ``get_tools`` in a worker thread, even once it has proven
+  fast (by default a fast ``get_tools`` is called inline; see ``server/agent_tools.py``).
 """
 
 from __future__ import annotations
@@ -184,6 +186,7 @@ def create_app(
     shutdown_grace_seconds: float | None = None,
     docs_enabled: bool = False,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    get_tools_in_thread: bool = False,
 ) -> FastAPI:
     """Build the RolloutServer app for ``agent_loop``.
 
@@ -197,7 +200,8 @@ def create_app(
         api_key: the key TrainGate must present; ``None`` disables auth (``/platform/health`` -> 404).
         debug_dir: directory for per-rollout JSONL traces (used as is).
         on_startup, on_shutdown: zero-argument async callables run in the lifespan.
-        queue_limit, shutdown_grace_seconds, docs_enabled, max_request_bytes: see the module docstring.
+        queue_limit, shutdown_grace_seconds, docs_enabled, max_request_bytes, get_tools_in_thread: see the
+            module docstring.
     """
     try:
         from fastapi import FastAPI

@@ -13,8 +13,8 @@ per-rollout deadline, then POST exactly one terminal callback to TrainGate. The 
   metrics (D3); ``error_message`` is never empty;
 * the record is created only after the init response exists and always moves to ``completed``
   when the task ends (D4);
-* ``request_timeout_seconds`` bounds ``run`` and ``get_tools`` (D16, D21); ``get_tools`` runs in a
-  worker thread unless it is a coroutine function;
+* ``request_timeout_seconds`` bounds ``run`` and ``get_tools`` (D16, D21; see ``agent_tools`` for how
+  ``get_tools`` is kept off the event loop);
 * an optional queue limit rejects inits with 429 instead of queueing without bound (D26);
 * shutdown drains in-flight rollouts for a grace period, then ends the rest with ERROR (D28).
 """
@@ -22,21 +22,17 @@ per-rollout deadline, then POST exactly one terminal callback to TrainGate. The 
 from __future__ import annotations
 
 import asyncio
-import copy
-import inspect
 import json
 import logging
 import sys
 import time
-from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from osmosis_ai.rollout.server.agent_tools import GetToolsCaller, ToolsSerializer
 from osmosis_ai.rollout.server.state import AppState, RolloutRecord
 
 if TYPE_CHECKING:
-    from pydantic import TypeAdapter
-
     from osmosis_ai.rollout.config.settings import RolloutSettings
     from osmosis_ai.rollout.core.base import RolloutAgentLoop, RolloutContext
     from osmosis_ai.rollout.core.schemas import RolloutMetrics, RolloutRequest
@@ -104,32 +100,6 @@ def _error_text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-class ToolsSerializer:
-    """Serializes ``get_tools`` results into the init response's ``tools`` JSON, caching the last one.
-
-    The cache holds a deep copy of the last input, so an agent that mutates and returns the same
-    list object still gets a fresh serialization. Output keeps 0.2's shape (nulls included).
-    """
-
-    def __init__(self) -> None:
-        self._snapshot: Any = None
-        self._json: bytes | None = None
-        self._adapter: TypeAdapter[Any] | None = None
-
-    def __call__(self, tools: Any) -> bytes:
-        if self._json is not None and tools == self._snapshot:
-            return self._json
-        if self._adapter is None:
-            from pydantic import TypeAdapter
-
-            from osmosis_ai.rollout.core.schemas import OpenAIFunctionToolSchema
-
-            self._adapter = TypeAdapter(list[OpenAIFunctionToolSchema])
-        encoded = self._adapter.dump_json(self._adapter.validate_python(tools))
-        self._snapshot, self._json = copy.deepcopy(tools), encoded
-        return encoded
-
-
 def init_response_body(rollout_id: str, tools_json: bytes) -> bytes:
     """The 202 body ``{"rollout_id": ..., "tools": [...]}`` from pre-serialized tools."""
     return b'{"rollout_id":%s,"tools":%s}' % (json.dumps(rollout_id, ensure_ascii=False).encode(), tools_json)
@@ -146,6 +116,7 @@ class RolloutExecutor:
         settings: RolloutSettings,
         debug_dir: str | None = None,
         queue_limit: int | None = None,
+        get_tools_in_thread: bool = False,
     ) -> None:
         self.agent_loop = agent_loop
         self.state = state
@@ -156,7 +127,9 @@ class RolloutExecutor:
         self.accepting = True
         self._draining = False
         self._serialize_tools = ToolsSerializer()
-        self._async_get_tools = inspect.iscoroutinefunction(agent_loop.get_tools)
+        self._get_tools = GetToolsCaller(
+            agent_loop.get_tools, self.timeout, always_thread=get_tools_in_thread
+        )
 
     # -- init -----------------------------------------------------------------------------------------
 
@@ -216,19 +189,6 @@ class RolloutExecutor:
             )
         assert record.tools_json is not None
         return init_response_body(record.rollout_id, record.tools_json)
-
-    async def _get_tools(self, request: RolloutRequest) -> Any:
-        """Call the agent's ``get_tools`` without blocking the loop, bounded by the rollout deadline."""
-        get_tools: Any = self.agent_loop.get_tools
-        call: Awaitable[Any] = (
-            get_tools(request)
-            if self._async_get_tools
-            else asyncio.get_running_loop().run_in_executor(None, get_tools, request)
-        )
-        try:
-            return await asyncio.wait_for(call, self.timeout)
-        except asyncio.TimeoutError:
-            raise TimeoutError(f"get_tools did not return within {self.timeout:g} s") from None
 
     # -- background task ------------------------------------------------------------------------------
 

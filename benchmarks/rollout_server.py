@@ -1,0 +1,240 @@
+"""Rollout server throughput, latency and memory against the minimal yardstick server, in one run.
+
+    .venv/bin/python -m benchmarks.rollout_server [--rollouts 2000] [--rounds 2] [--inflight 5000]
+
+Starts ``osmosis serve --local`` with the calculator example and ``shared/bench/limit_server.py`` (the
+least a rollout server can do), drives both with ``shared/bench/trainer_sim.py`` using the same flags
+(concurrency 50 with one tool turn; concurrency 1), and prints the figures side by side with their
+ratios (best of ``--rounds``, since the machine is shared). Then it measures the server's resident
+memory idle and with ``--inflight`` rollouts held in flight (``trainer_sim --llm-delay``), from
+``/proc/<pid>/status``. Loopback only; every process is stopped at the end; bounded in time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+BENCH = REPO.parent / "shared" / "bench"
+AGENT = "examples.calculator.agent:agent_loop"
+GOALS = {"c50_ratio": 0.5, "c1_p50_ratio": 2.0, "idle_mib": 150.0, "inflight_kib": 20.0}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=2) as response:
+        return json.loads(response.read())
+
+
+def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        with (
+            contextlib.suppress(OSError, ValueError),
+            socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=0.5),
+        ):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"{url} did not come up")
+
+
+@contextlib.contextmanager
+def process(args: list[str], env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def trainer(target: str, *flags: str) -> dict[str, Any]:
+    args = [
+        sys.executable,
+        str(BENCH / "trainer_sim.py"),
+        "--target",
+        target,
+        "--port",
+        str(free_port()),
+        *flags,
+    ]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=180, check=False)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"trainer_sim failed: {out.stderr[-500:]}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def best(results: list[dict[str, Any]]) -> dict[str, Any]:
+    return max(results, key=lambda r: (r["completed"], r["rollouts_per_s"]))
+
+
+def measure_inflight(url: str, pid: int, count: int) -> tuple[int, int, int]:
+    """RSS before and while ``count`` rollouts wait on a slow trainer; returns (idle KiB, loaded KiB, seen)."""
+    idle = rss_kib(pid)
+    args = [
+        sys.executable, str(BENCH / "trainer_sim.py"), "--target", url, "--port", str(free_port()),
+        "--rollouts", str(count), "--concurrency", str(count), "--llm-delay", "10", "--timeout", "40",
+    ]  # fmt: skip
+    sim = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    peak, seen = idle, 0
+    try:
+        deadline = time.monotonic() + 25
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):  # the server may be too busy to answer in time
+                seen = int(get_json(f"{url}/health")["active_rollouts"])
+            peak = max(peak, rss_kib(pid))
+            if seen >= count:
+                time.sleep(0.5)  # let every rollout reach its first chat call
+                peak = max(peak, rss_kib(pid))
+                break
+            time.sleep(0.1)
+    finally:
+        sim.terminate()
+        sim.wait(timeout=15)
+    return idle, peak, seen
+
+
+def server_env(**extra: str) -> dict[str, str]:
+    # No grace period at shutdown: the stopped trainer cannot take the in-flight rollouts' reports.
+    return {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "OSMOSIS_ROLLOUT_SERVER_SHUTDOWN_GRACE_SECONDS": "0",
+        **extra,
+    }
+
+
+def serve_command(url: str) -> list[str]:
+    port = url.rsplit(":", 1)[1]
+    return [sys.executable, "-m", "osmosis_ai", "serve", "--local", "--no-validate", "-m", AGENT, "-p", port,
+            "--log-level", "critical"]  # fmt: skip
+
+
+def floor_command(url: str) -> list[str]:
+    return [sys.executable, str(BENCH / "limit_server.py"), url.rsplit(":", 1)[1]]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rollouts", type=int, default=2000, help="rollouts per concurrency-50 run")
+    parser.add_argument("--serial", type=int, default=300, help="rollouts per concurrency-1 run")
+    parser.add_argument("--rounds", type=int, default=2, help="runs per server and setting (best is kept)")
+    parser.add_argument(
+        "--inflight", type=int, default=5000, help="rollouts held in flight for the memory figure"
+    )
+    args = parser.parse_args()
+    if not (BENCH / "trainer_sim.py").exists():
+        print(f"shared/bench not found at {BENCH}", file=sys.stderr)
+        return 2
+
+    ours_url = f"http://127.0.0.1:{free_port()}"
+    floor_url = f"http://127.0.0.1:{free_port()}"
+    with (
+        process(serve_command(ours_url), server_env()) as ours,
+        process(floor_command(floor_url)) as floor_proc,
+    ):
+        wait_ready(ours_url, ours)
+        wait_ready(floor_url, floor_proc)
+        time.sleep(0.3)
+        idle_start = rss_kib(ours.pid)
+        runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for _ in range(args.rounds):
+            for name, url in (("ours", ours_url), ("floor", floor_url)):
+                c50 = ["--rollouts", str(args.rollouts), "--concurrency", "50", "--tool-turns", "1"]
+                runs.setdefault((name, "c50"), []).append(trainer(url, *c50))
+                c1 = ["--rollouts", str(args.serial), "--concurrency", "1", "--tool-turns", "1"]
+                runs.setdefault((name, "c1"), []).append(trainer(url, *c1))
+        idle, loaded, seen = measure_inflight(ours_url, ours.pid, args.inflight)
+    # The same burst with every rollout running at once (not the default: 100 run, the rest queue).
+    all_url = f"http://127.0.0.1:{free_port()}"
+    all_running = server_env(
+        OSMOSIS_ROLLOUT_SERVER_MAX_CONCURRENT_ROLLOUTS="10000", OSMOSIS_ROLLOUT_CLIENT_MAX_CONNECTIONS="1000"
+    )
+    with process(serve_command(all_url), all_running) as wide:
+        wait_ready(all_url, wide)
+        trainer(all_url, "--rollouts", str(args.rollouts), "--concurrency", "50")  # same warm-up as above
+        wide_idle, wide_loaded, wide_seen = measure_inflight(all_url, wide.pid, args.inflight)
+
+    ours50, floor50 = best(runs[("ours", "c50")]), best(runs[("floor", "c50")])
+    ours1 = min(runs[("ours", "c1")], key=lambda r: r["p50_ms"])
+    floor1 = min(runs[("floor", "c1")], key=lambda r: r["p50_ms"])
+    figures = {
+        "c50_rollouts_per_s": {"ours": ours50["rollouts_per_s"], "floor": floor50["rollouts_per_s"]},
+        "c50_ratio": round(ours50["rollouts_per_s"] / floor50["rollouts_per_s"], 2),
+        "c50_p99_ms": {"ours": ours50["p99_ms"], "floor": floor50["p99_ms"]},
+        "c1_p50_ms": {"ours": ours1["p50_ms"], "floor": floor1["p50_ms"]},
+        "c1_p50_ratio": round(ours1["p50_ms"] / floor1["p50_ms"], 2),
+        "statuses": {"c50": ours50["statuses"], "c1": ours1["statuses"]},
+        "idle_mib": round(idle_start / 1024, 1),
+        "idle_after_load_mib": round(idle / 1024, 1),
+        "inflight": seen,
+        "inflight_mib": round(loaded / 1024, 1),
+        "inflight_kib": round((loaded - idle) / max(seen, 1), 2),
+        "all_running_inflight_kib": round((wide_loaded - wide_idle) / max(wide_seen, 1), 2),
+    }
+    print(f"{'':28}{'osmosis serve':>15}{'limit_server':>15}{'ratio':>9}{'goal':>9}")
+    print(
+        f"{'c50 x1 tool, rollouts/s':28}{ours50['rollouts_per_s']:>15}{floor50['rollouts_per_s']:>15}"
+        f"{figures['c50_ratio']:>9}{'>= 0.5':>9}"
+    )
+    print(f"{'c50 x1 tool, p99 ms':28}{ours50['p99_ms']:>15}{floor50['p99_ms']:>15}")
+    print(
+        f"{'c1 x1 tool, p50 ms':28}{ours1['p50_ms']:>15}{floor1['p50_ms']:>15}"
+        f"{figures['c1_p50_ratio']:>9}{'<= 2.0':>9}"
+    )
+    print(
+        f"server RSS idle: {figures['idle_mib']} MiB (after load {figures['idle_after_load_mib']} MiB; goal <= 150)"
+    )
+    print(
+        f"server RSS with {seen} rollouts in flight (default limits): {figures['inflight_mib']} MiB, "
+        f"{figures['inflight_kib']} KiB per rollout (goal <= 20)"
+    )
+    print(
+        f"  (same burst with all {wide_seen} running at once, max_concurrent_rollouts=10000: "
+        f"{figures['all_running_inflight_kib']} KiB per rollout)"
+    )
+    print(json.dumps(figures))
+    ok = (
+        figures["c50_ratio"] >= GOALS["c50_ratio"]
+        and figures["c1_p50_ratio"] <= GOALS["c1_p50_ratio"]
+        and figures["idle_mib"] <= GOALS["idle_mib"]
+        and figures["inflight_kib"] <= GOALS["inflight_kib"]
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

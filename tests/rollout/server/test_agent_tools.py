@@ -1,0 +1,69 @@
+"""GetToolsCaller: off the loop until proven fast, then inline; back to the thread when it turns slow."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from osmosis_ai.rollout.server.agent_tools import PROBE_CALLS, GetToolsCaller, ToolsSerializer
+from tests.rollout.server.support import ADD_TOOL
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.delay = 0.0
+        self.threads: list[str] = []
+
+    def __call__(self, request: Any) -> list[dict[str, Any]]:
+        self.threads.append(threading.current_thread().name)
+        time.sleep(self.delay)
+        return [ADD_TOOL]
+
+
+async def test_fast_get_tools_moves_inline_and_a_slow_call_sends_it_back_for_good(caplog):
+    recorder = Recorder()
+    caller = GetToolsCaller(recorder, timeout=5)
+    main = threading.current_thread().name
+    for _ in range(PROBE_CALLS):
+        await caller(None)
+    assert main not in recorder.threads  # probes ran in worker threads
+    assert caller.inline
+    await caller(None)
+    assert recorder.threads[-1] == main
+    recorder.delay = 0.02
+    await caller(None)
+    assert not caller.inline
+    assert "running it in a worker thread from now on" in caplog.text
+    recorder.delay = 0.0
+    for _ in range(PROBE_CALLS + 2):
+        await caller(None)
+    assert not caller.inline
+    assert recorder.threads[-1] != main
+
+
+async def test_always_thread_and_async_get_tools():
+    recorder = Recorder()
+    pinned = GetToolsCaller(recorder, timeout=5, always_thread=True)
+    for _ in range(PROBE_CALLS + 1):
+        await pinned(None)
+    assert not pinned.inline
+
+    async def slow_async(request: Any) -> list[Any]:
+        import asyncio
+
+        await asyncio.sleep(1)
+        return []
+
+    with pytest.raises(TimeoutError, match=r"within 0\.05 s"):
+        await GetToolsCaller(slow_async, timeout=0.05)(None)
+
+
+def test_serializer_reuses_bytes_for_equal_lists_and_keeps_0_2_shape():
+    serialize = ToolsSerializer()
+    first = serialize([ADD_TOOL])
+    assert serialize([dict(ADD_TOOL)]) is first
+    assert b'"description":null,"enum":null' in first
+    assert b'"strict":false' in first
