@@ -100,6 +100,7 @@ class LifecycleManager:
         self.on_shutdown = on_shutdown
         self.shutdown_grace_seconds = shutdown_grace_seconds
         self._registration: asyncio.Task[Any] | None = None
+        self._drain: asyncio.Future[None] | None = None
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Any) -> AsyncIterator[None]:
@@ -109,7 +110,27 @@ class LifecycleManager:
         finally:
             await self._stop()
 
+    async def drain(self) -> None:
+        """Stop accepting rollouts, let in-flight ones finish for the grace period, end the rest with ERROR.
+
+        Idempotent: ``serve_agent_loop``'s server calls it while HTTP is still up (so late inits get
+        503 and ``/health`` says "draining"), the lifespan shutdown calls it again.
+        """
+        if self._drain is None:
+            self._drain = asyncio.ensure_future(self._drain_rollouts())
+        await asyncio.shield(self._drain)
+
+    async def _drain_rollouts(self) -> None:
+        finished, ended = await self.executor.drain(
+            self.shutdown_grace_seconds, SHUTDOWN_CALLBACK_TIMEOUT_SECONDS
+        )
+        if finished or ended:
+            logger.info(
+                "shutdown: %d rollouts finished during the grace period, %d ended with ERROR", finished, ended
+            )
+
     async def _start(self) -> None:
+        self._drain = None
         logger.info(
             "RolloutServer starting: agent loop %r, max_concurrent=%d",
             self.state.agent_loop_name,
@@ -140,13 +161,7 @@ class LifecycleManager:
             registration.cancel()  # pointless once we stop; it only awaits async I/O, so it ends now
             with contextlib.suppress(asyncio.CancelledError):
                 await registration
-        finished, ended = await self.executor.drain(
-            self.shutdown_grace_seconds, SHUTDOWN_CALLBACK_TIMEOUT_SECONDS
-        )
-        if finished or ended:
-            logger.info(
-                "shutdown: %d rollouts finished during the grace period, %d ended with ERROR", finished, ended
-            )
+        await self.drain()
         try:
             if self.on_shutdown is not None:
                 await self.on_shutdown()
@@ -255,4 +270,5 @@ def create_app(
     ]
     app.state.rollout_state = state
     app.state.rollout_executor = executor
+    app.state.rollout_lifecycle = lifecycle
     return app

@@ -55,9 +55,6 @@ class InitEndpoint:
             )
             await send_bytes(send, 401, UNAUTHORIZED_BODY)
             return
-        if not self._executor.accepting:
-            await self._reject(send, InitRejected(503, "the RolloutServer is shutting down"))
-            return
         try:
             body = await read_body(scope, receive, self._max_body_bytes)
         except BodyTooLarge:

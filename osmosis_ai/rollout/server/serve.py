@@ -194,9 +194,8 @@ def serve_agent_loop(
         _run_with_reload(agent_loop, app_kwargs, register_args, credentials, bind_host, port, options)
         return
 
-    import uvicorn
-
     from osmosis_ai.rollout.server.app import create_app
+    from osmosis_ai.rollout.server.runner import run_app
 
     app = create_app(
         agent_loop,
@@ -205,7 +204,7 @@ def serve_agent_loop(
         **register_args,
         **app_kwargs,
     )
-    uvicorn.run(app, host=bind_host, port=port, **options)
+    run_app(app, host=bind_host, port=port, **options)
 
 
 def _run_with_reload(

@@ -13,6 +13,7 @@ import uvicorn
 
 from osmosis_ai.rollout import RolloutAgentLoop, RolloutContext, RolloutRequest, RolloutResult
 from osmosis_ai.rollout.config.settings import RolloutClientSettings, RolloutServerSettings, RolloutSettings
+from osmosis_ai.rollout.server.runner import DrainingServer
 
 ADD_TOOL = {
     "type": "function",
@@ -51,7 +52,8 @@ class RunningServer:
         self._sock = sock or bound_socket()
         self.port = self._sock.getsockname()[1]
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-        self.server = uvicorn.Server(config)
+        has_lifecycle = hasattr(getattr(app, "state", None), "rollout_lifecycle")
+        self.server = DrainingServer(config, app) if has_lifecycle else uvicorn.Server(config)
         self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True)
 
     @property

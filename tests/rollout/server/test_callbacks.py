@@ -247,3 +247,22 @@ def test_graceful_shutdown_drains_then_reports_error_for_the_rest(serve, http, t
         assert done["error_message"] == SHUTDOWN_MESSAGE
     assert [m["role"] for m in trainer.completed["hang-running"]["final_messages"]] == ["user", "assistant"]
     assert events == ["on_shutdown with 3 completions"]  # on_shutdown runs after the drain (D28)
+
+
+def test_while_draining_init_gets_503_and_health_says_draining(serve, http, trainer):
+    import threading
+
+    server = serve(ScriptedAgent(hang), shutdown_grace_seconds=1.0)
+    _start(http, server.url, "drain-1", trainer)
+    _wait_for(lambda: len(trainer.chat_requests) == 1)
+    stopper = threading.Thread(target=server.stop)
+    stopper.start()
+    _wait_for(lambda: http.get(f"{server.url}/health").json()["status"] == "draining")
+    refused = http.post(f"{server.url}/v1/rollout/init", json=init_body("drain-2", trainer.url))
+    assert refused.status_code == 503
+    assert refused.headers["retry-after"] == "1"
+    duplicate = http.post(f"{server.url}/v1/rollout/init", json=init_body("drain-1", trainer.url))
+    assert duplicate.status_code == 202  # accepted rollouts are still answered
+    stopper.join(10)
+    assert trainer.completed["drain-1"]["error_message"] == SHUTDOWN_MESSAGE
+    assert "drain-2" not in trainer.completed

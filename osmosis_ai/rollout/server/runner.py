@@ -1,0 +1,38 @@
+"""Running a RolloutServer app under uvicorn with a graceful drain while HTTP is still up.
+
+``uvicorn.Server.shutdown`` closes the listening sockets first and only then runs the app's lifespan
+shutdown, so a drain done there is invisible to TrainGate. :class:`DrainingServer` drains first:
+inits are answered 503 with ``Retry-After`` and ``/health`` reports ``"draining"`` while in-flight
+rollouts get their grace period; then uvicorn's normal shutdown runs. A second Ctrl-C (uvicorn's
+force exit) cuts the drain short.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import uvicorn
+
+
+class DrainingServer(uvicorn.Server):
+    """A ``uvicorn.Server`` for an app from ``create_app`` (see the module docstring)."""
+
+    def __init__(self, config: uvicorn.Config, app: Any) -> None:
+        super().__init__(config)
+        self._lifecycle = app.state.rollout_lifecycle
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        drain = asyncio.ensure_future(self._lifecycle.drain())
+        while not drain.done() and not self.force_exit:
+            await asyncio.wait({drain}, timeout=0.1)
+        await super().shutdown(sockets)
+
+
+def run_app(app: Any, *, host: str, port: int, **options: Any) -> None:
+    """``uvicorn.run(app, ...)`` with :class:`DrainingServer`; exits with status 3 if start-up fails."""
+    server = DrainingServer(uvicorn.Config(app, host=host, port=port, **options), app)
+    server.run()
+    if not server.started:
+        raise SystemExit(3)  # uvicorn's STARTUP_FAILURE, as uvicorn.run does; the reason is already logged
