@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -107,6 +108,9 @@ def create_mock_trainer_app(
 ) -> FastAPI:
     """A FastAPI "Mock Trainer Server" implementing TrainGate's two callback endpoints (no auth check)."""
     from fastapi import FastAPI
+    from pydantic import ValidationError
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
 
     from osmosis_ai.rollout.core.schemas import (
         CompletionsChoice,
@@ -119,15 +123,23 @@ def create_mock_trainer_app(
     app = FastAPI(title="Mock Trainer Server")
     completed: dict[str, dict[str, Any]] = {}
 
-    @app.post("/v1/chat/completions")
-    async def chat_completions(request: CompletionsRequest) -> dict[str, Any]:
-        message = _mock_reply(request.messages, tool_call_generator)
+    async def parse(request: Request, model: Any) -> Any:
+        try:
+            return model.model_validate_json(await request.body())
+        except ValidationError as exc:
+            return JSONResponse({"detail": json.loads(exc.json(include_url=False))}, status_code=422)
+
+    async def chat_completions(request: Request) -> Any:
+        body = await parse(request, CompletionsRequest)
+        if isinstance(body, JSONResponse):
+            return body
+        message = _mock_reply(body.messages, tool_call_generator)
         token_ids = fake_token_ids(_text(message))
-        prompt_ids = fake_prompt_token_ids(request.messages)
+        prompt_ids = fake_prompt_token_ids(body.messages)
         response = CompletionsResponse(
-            id=request.rollout_id,
+            id=body.rollout_id,
             created=int(time.time()),
-            model=request.model,
+            model=body.model,
             choices=[CompletionsChoice(index=0, message=message, finish_reason="stop")],
             usage=CompletionUsage(
                 prompt_tokens=len(prompt_ids),
@@ -138,24 +150,28 @@ def create_mock_trainer_app(
             logprobs=[0.0] * len(token_ids),
             prompt_token_ids=prompt_ids,
         )
-        return response.model_dump(mode="json")
+        return JSONResponse(response.model_dump(mode="json"))
 
-    @app.post("/v1/rollout/completed")
-    async def rollout_completed(response: RolloutResponse) -> dict[str, str]:
-        payload = response.model_dump(mode="json", exclude_none=True)
-        completed[response.rollout_id] = payload
+    async def rollout_completed(request: Request) -> Any:
+        body = await parse(request, RolloutResponse)
+        if isinstance(body, JSONResponse):
+            return body
+        payload = body.model_dump(mode="json", exclude_none=True)
+        completed[body.rollout_id] = payload
         if tracker is not None:
             tracker.record(payload)
-        return {"status": "ok"}
+        return JSONResponse({"status": "ok"})
 
-    @app.get("/v1/rollout/completed/{rollout_id}")
-    async def get_completed(rollout_id: str) -> dict[str, Any]:
-        return completed.get(rollout_id, {})
+    async def get_completed(request: Request) -> Any:
+        return JSONResponse(completed.get(request.path_params["rollout_id"], {}))
 
-    @app.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "healthy", "service": "mock-trainer"}
+    async def health(request: Request) -> Any:
+        return JSONResponse({"status": "healthy", "service": "mock-trainer"})
 
+    app.add_route("/v1/chat/completions", chat_completions, methods=["POST"])
+    app.add_route("/v1/rollout/completed", rollout_completed, methods=["POST"])
+    app.add_route("/v1/rollout/completed/{rollout_id}", get_completed, methods=["GET"])
+    app.add_route("/health", health, methods=["GET"])
     return app
 
 
