@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.rollout.server.support import bound_socket, init_body
+from tests.rollout.server.support import PlatformStandIn, bound_socket, init_body
 from tests.rollout.trainer import TrainerStandIn
 
 REPO = Path(__file__).resolve().parents[3]
@@ -258,3 +258,43 @@ def test_serve_reload_works(launch, trainer: TrainerStandIn, tmp_path: Path):
     response = httpx.post(f"{server.url}/v1/rollout/init", json=init_body("reload-1", trainer.url), timeout=5)
     assert response.status_code == 202
     assert trainer.wait_completed("reload-1", timeout=10)["status"] == "COMPLETED"
+
+
+def test_serve_registers_with_the_platform_when_a_token_is_given(trainer: TrainerStandIn):
+    stand_in = PlatformStandIn()
+    stand_in.server.start()
+    try:
+        sock = bound_socket()
+        port = sock.getsockname()[1]
+        sock.close()
+        env = _env(OSMOSIS_ACCESS_TOKEN="tok-cli", OSMOSIS_PLATFORM_URL=stand_in.server.url, COLUMNS="200")
+        args = [
+            sys.executable,
+            "-m",
+            "osmosis_ai",
+            "serve",
+            "-H",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-m",
+            CALCULATOR,
+        ]
+        proc = subprocess.Popen(
+            args, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        deadline = time.monotonic() + 20
+        while not stand_in.calls and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=15)
+    finally:
+        stand_in.server.stop()
+    assert len(stand_in.calls) == 1, err
+    call = stand_in.calls[0]
+    assert call["headers"]["authorization"] == "Bearer tok-cli"
+    assert call["json"]["port"] == port
+    assert call["json"]["api_key"].startswith("osm_rollout_")
+    assert "[OK] Registered 'calculator'" in out
+    assert "tok-cli" not in out + err

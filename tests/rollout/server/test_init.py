@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.rollout.server.support import ADD_TOOL, ScriptedAgent, init_body
+from tests.rollout.server.support import ADD_TOOL, ScriptedAgent, fast_settings, init_body
 from tests.rollout.trainer import TrainerStandIn
 
 KEY = "osm_rollout_test-key"
@@ -310,3 +310,41 @@ def test_path_like_rollout_ids_are_accepted_as_opaque_ids(serve, http, trainer: 
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert len(written) == 5
     assert all(p.parent == tmp_path / "traces" for p in written)  # no id escapes the directory (D30)
+
+
+def test_finished_records_are_pruned_after_the_ttl_and_the_key_can_run_again(serve, http, trainer):
+    settings = fast_settings(cleanup_interval_seconds=0.05)
+    server = serve(ScriptedAgent(), record_ttl_seconds=0.2, settings=settings)
+    http.post(f"{server.url}/v1/rollout/init", json=init_body("ttl", trainer.url))
+    trainer.wait_completed("ttl")
+    _wait_idle(http, server.url)
+    assert http.get(f"{server.url}/health").json()["completed_rollouts"] == 1
+    deadline = time.monotonic() + 5
+    while http.get(f"{server.url}/health").json()["completed_rollouts"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert http.get(f"{server.url}/health").json()["completed_rollouts"] == 0
+    http.post(f"{server.url}/v1/rollout/init", json=init_body("ttl", trainer.url))
+    deadline = time.monotonic() + 5
+    while len(trainer.completed_requests) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(trainer.completed_requests) == 2
+
+
+def test_queue_limit_and_grace_come_from_the_environment(serve, http, monkeypatch):
+    monkeypatch.setenv("OSMOSIS_ROLLOUT_SERVER_MAX_QUEUED_ROLLOUTS", "0")
+    server = serve(ScriptedAgent())
+    assert http.get(f"{server.url}/health").json()["max_queued_rollouts"] == 0
+    monkeypatch.setenv("OSMOSIS_ROLLOUT_SERVER_MAX_QUEUED_ROLLOUTS", "many")
+    with pytest.raises(ValueError, match="OSMOSIS_ROLLOUT_SERVER_MAX_QUEUED_ROLLOUTS"):
+        serve(ScriptedAgent())
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"max_concurrent": 0}, {"max_concurrent": -1}, {"queue_limit": -1}, {"max_request_bytes": 0}],
+)
+def test_create_app_rejects_nonsense_limits(kwargs):
+    from osmosis_ai.rollout.server.app import create_app
+
+    with pytest.raises(ValueError):
+        create_app(ScriptedAgent(), **kwargs)

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
-from typing import Any
 
-import httpx
 import pytest
-from fastapi import FastAPI, Request, Response
 
 from osmosis_ai.rollout.server.app import create_app
 from osmosis_ai.rollout.server.registration import (
@@ -17,48 +13,15 @@ from osmosis_ai.rollout.server.registration import (
     aregister_with_platform,
     load_credentials,
 )
-from tests.rollout.server.support import RunningServer, ScriptedAgent, bound_socket, fast_settings
+from tests.rollout.server.support import (
+    PlatformStandIn,
+    RunningServer,
+    ScriptedAgent,
+    bound_socket,
+    fast_settings,
+)
 
 KEY = "osm_rollout_registration-key"
-
-
-class PlatformStandIn:
-    """Records register calls; health-checks the registering server like the real Platform."""
-
-    def __init__(self) -> None:
-        self.calls: list[dict[str, Any]] = []
-        self.reply: tuple[int, Any] | None = None
-        app = FastAPI()
-
-        @app.post("/api/cli/rollout-server/register")
-        async def register(request: Request) -> Response:
-            body = await request.json()
-            self.calls.append({"headers": dict(request.headers), "json": body})
-            if self.reply is not None:
-                status, payload = self.reply
-                content = payload if isinstance(payload, bytes) else json.dumps(payload)
-                return Response(status_code=status, content=content)
-            async with httpx.AsyncClient(timeout=5) as client:
-                check = await client.get(
-                    f"http://{body['host']}:{body['port']}/platform/health",
-                    headers={"Authorization": f"Bearer {body.get('api_key', '')}"},
-                )
-            healthy = check.status_code == 200
-            return Response(
-                content=json.dumps(
-                    {
-                        "id": "srv-1",
-                        "status": "healthy" if healthy else "unhealthy",
-                        "health_check_result": {
-                            "server_info": check.json() if healthy else None,
-                            "error": None if healthy else f"health check answered {check.status_code}",
-                        },
-                    }
-                ),
-                media_type="application/json",
-            )
-
-        self.server = RunningServer(app)
 
 
 @pytest.fixture
