@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 
 from osmosis_ai.errors import CLIError
 
@@ -68,6 +69,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--access-log", action="store_true", help="log every HTTP request")
 
 
+def _configure_logging(level: str) -> None:
+    """Show the SDK's own log lines (rollout failures, registration) at the uvicorn log level."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
+    package = logging.getLogger("osmosis_ai")
+    package.addHandler(handler)
+    package.setLevel(level.upper())
+    package.propagate = False
+
+
 def run(args: argparse.Namespace) -> int:
     if args.local and args.api_key is not None:
         raise CLIError("--api-key cannot be combined with --local: local debug mode disables authentication")
@@ -76,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     from osmosis_ai.rollout.cli_utils import load_agent_loop
     from osmosis_ai.rollout.server.serve import serve_agent_loop
 
+    _configure_logging(args.log_level)
     agent_loop = load_agent_loop(args.module)
     try:
         serve_agent_loop(
