@@ -80,8 +80,6 @@ def _configure_logging(level: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.local and args.api_key is not None:
-        raise CLIError("--api-key cannot be combined with --local: local debug mode disables authentication")
     if args.api_key is not None and not args.api_key.strip():
         raise CLIError("--api-key must not be empty")
     from osmosis_ai.rollout.cli_utils import load_agent_loop

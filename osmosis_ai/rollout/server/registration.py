@@ -33,6 +33,7 @@ DEFAULT_PLATFORM_URL = "https://platform.osmosis.ai"
 REGISTER_PATH = "/api/cli/rollout-server/register"
 REGISTER_TIMEOUT_SECONDS = 15.0
 ACCESS_TOKEN_ENV = "OSMOSIS_ACCESS_TOKEN"
+PUBLIC_HOST_ENV = "OSMOSIS_PUBLIC_HOST"
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "", "[::]"})
 
 
@@ -121,14 +122,24 @@ def is_wildcard_host(host: str | None) -> bool:
     return (host or "").strip() in WILDCARD_HOSTS
 
 
+def _public_host_override() -> str | None:
+    return os.environ.get(PUBLIC_HOST_ENV, "").strip() or None
+
+
 def get_report_host(host: str) -> str:
-    """The address to give the Platform: the public IP for wildcard binds, else ``host`` unchanged."""
-    return get_public_ip() if is_wildcard_host(host) else host
+    """The address to give the Platform for a server bound to ``host``.
+
+    Wildcard binds report ``OSMOSIS_PUBLIC_HOST`` when set (0.2's docs promised it; the code ignored
+    it), else the detected public IP; any other host is reported unchanged.
+    """
+    if not is_wildcard_host(host):
+        return host
+    return _public_host_override() or get_public_ip()
 
 
 async def _report_host(host: str) -> str:
     if is_wildcard_host(host):
-        return await aget_public_ip()
+        return _public_host_override() or await aget_public_ip()
     if host in ("127.0.0.1", "localhost", "::1"):
         logger.warning("registering loopback address %s: the Platform will not be able to reach it", host)
     return host
@@ -174,8 +185,13 @@ async def aregister_with_platform(
     body: dict[str, Any] = {"host": report_host, "port": port, "agent_loop_name": agent_loop_name}
     if api_key is not None:
         body["api_key"] = api_key
+    token = getattr(credentials, "access_token", None)
+    if not isinstance(token, str) or not token:
+        return RegistrationResult(
+            False, status="error", error="the Platform credentials carry no access token"
+        )
     headers = {
-        "Authorization": f"Bearer {credentials.access_token}",
+        "Authorization": f"Bearer {token}",
         "User-Agent": f"osmosis-cli/{PACKAGE_VERSION}",
     }
     url = platform_url() + REGISTER_PATH

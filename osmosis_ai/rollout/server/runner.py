@@ -10,6 +10,7 @@ force exit) cuts the drain short.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from typing import Any
 
@@ -33,9 +34,7 @@ class DrainingServer(uvicorn.Server):
 def run_app(app: Any, *, host: str, port: int, **options: Any) -> None:
     """``uvicorn.run(app, ...)`` with :class:`DrainingServer`; exits with status 3 if start-up fails."""
     server = DrainingServer(uvicorn.Config(app, host=host, port=port, **options), app)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the captured Ctrl-C after a clean shutdown
         server.run()
-    except KeyboardInterrupt:  # uvicorn re-raises the captured Ctrl-C after a clean shutdown
-        pass
     if not server.started:
         raise SystemExit(3)  # uvicorn's STARTUP_FAILURE, as uvicorn.run does; the reason is already logged

@@ -139,7 +139,7 @@ def serve_agent_loop(
     """
     _require_server_extra()
     from osmosis_ai.rollout.server.api_key import generate_api_key
-    from osmosis_ai.rollout.server.registration import get_public_ip, is_wildcard_host, load_credentials
+    from osmosis_ai.rollout.server.registration import get_report_host, is_wildcard_host, load_credentials
 
     if local_debug:
         if api_key is not None:
@@ -167,9 +167,9 @@ def serve_agent_loop(
     lines = [("Agent loop", name), ("Listening on", f"http://{bind_host}:{port}")]
     if is_wildcard_host(bind_host) and not local_debug:
         try:
-            lines.append(("Public IP", get_public_ip()))
+            lines.append(("Public address", get_report_host(bind_host)))
         except Exception:
-            lines.append(("Public IP", "could not detect (set --host to the address TrainGate should use)"))
+            lines.append(("Public address", "could not detect (set --host or OSMOSIS_PUBLIC_HOST)"))
     if key is None:
         lines.append(("API key", "disabled (local debug mode: no authentication)"))
     else:

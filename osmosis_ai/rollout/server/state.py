@@ -134,7 +134,7 @@ class AppState:
         """Move a finished rollout from ``active`` to the end of ``completed``."""
         if self.active.get(record.key) is record:
             del self.active[record.key]
-        record.task = None
+        record.task = record.ready = None  # keep only what a duplicate init needs
         record.completed_at = time.monotonic()
         self.completed.pop(record.key, None)
         self.completed[record.key] = record

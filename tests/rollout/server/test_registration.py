@@ -106,3 +106,18 @@ def test_credentials_come_from_the_environment(monkeypatch):
     credentials = load_credentials()
     assert credentials.access_token == "tok-123"
     assert "tok-123" not in repr(credentials)
+
+
+async def test_wildcard_binds_report_osmosis_public_host(platform, monkeypatch):
+    monkeypatch.setenv("OSMOSIS_PUBLIC_HOST", "rollouts.example.com")
+    platform.reply = (200, {"id": "s", "status": "healthy", "health_check_result": {"server_info": {}}})
+    result = await aregister_with_platform("0.0.0.0", 9000, "agent", PlatformCredentials("t"))
+    assert result.success
+    assert platform.calls[0]["json"]["host"] == "rollouts.example.com"
+
+
+async def test_credentials_without_a_token_fail_cleanly(platform):
+    result = await aregister_with_platform("127.0.0.1", 9000, "agent", object())
+    assert not result.success
+    assert "no access token" in (result.error or "")
+    assert platform.calls == []
