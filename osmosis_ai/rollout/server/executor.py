@@ -29,12 +29,14 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from osmosis_ai.rollout.client import OsmosisLLMClient
+from osmosis_ai.rollout.core.base import RolloutContext, RolloutResult
 from osmosis_ai.rollout.server.agent_tools import GetToolsCaller, ToolsSerializer
 from osmosis_ai.rollout.server.state import AppState, RolloutRecord
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.config.settings import RolloutSettings
-    from osmosis_ai.rollout.core.base import RolloutAgentLoop, RolloutContext
+    from osmosis_ai.rollout.core.base import RolloutAgentLoop
     from osmosis_ai.rollout.core.schemas import RolloutMetrics, RolloutRequest
 
 logger = logging.getLogger(__name__)
@@ -212,9 +214,6 @@ class RolloutExecutor:
             state.mark_completed(record)
 
     async def _execute(self, request: RolloutRequest, tools: Any) -> None:
-        from osmosis_ai.rollout.client import OsmosisLLMClient
-        from osmosis_ai.rollout.core.base import RolloutContext
-
         client = OsmosisLLMClient(
             request.server_url, request.rollout_id, api_key=request.api_key, settings=self.settings.client
         )
@@ -254,8 +253,6 @@ class RolloutExecutor:
         return _Outcome("ERROR", ctx.conversation, "error", message, ctx._build_metrics())
 
     def _from_result(self, ctx: RolloutContext, result: Any) -> _Outcome:
-        from osmosis_ai.rollout.core.base import RolloutResult
-
         if not isinstance(result, RolloutResult):
             return self._failure(ctx, f"run() returned {type(result).__name__}, expected a RolloutResult")
         status = result.status
@@ -284,8 +281,6 @@ class RolloutExecutor:
     ) -> None:
         """POST the one terminal callback. Delivery failures are logged, never re-reported (D2)."""
         if client is None:
-            from osmosis_ai.rollout.client import OsmosisLLMClient
-
             async with OsmosisLLMClient(
                 request.server_url, request.rollout_id, api_key=request.api_key, settings=self.settings.client
             ) as fresh:
