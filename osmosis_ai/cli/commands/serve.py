@@ -30,6 +30,16 @@ def _non_negative_int(value: str) -> int:
     return number
 
 
+def _non_negative_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {value!r}") from None
+    if not number >= 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative number of seconds, got {value!r}")
+    return number
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-m", "--module", required=True, help="agent loop as 'module.path:attribute' (instance or class)"
@@ -63,7 +73,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--queue-limit",
         type=_non_negative_int,
         default=None,
-        help="rollouts allowed to wait for a free slot; beyond it init answers 429 (default: unlimited)",
+        help="rollouts allowed to wait for a free slot; beyond it init answers 429 "
+        "(default: $OSMOSIS_ROLLOUT_SERVER_MAX_QUEUED_ROLLOUTS, else unlimited)",
+    )
+    parser.add_argument(
+        "--shutdown-grace",
+        type=_non_negative_float,
+        default=None,
+        metavar="SECONDS",
+        help="on shutdown, let running rollouts finish this long before ending them with ERROR "
+        "(default: $OSMOSIS_ROLLOUT_SERVER_SHUTDOWN_GRACE_SECONDS, else 10)",
     )
     parser.add_argument("--docs", action="store_true", help="serve /docs, /redoc and /openapi.json")
     parser.add_argument("--access-log", action="store_true", help="log every HTTP request")
@@ -100,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
             local_debug=args.local,
             debug_dir=args.log,
             queue_limit=args.queue_limit,
+            shutdown_grace_seconds=args.shutdown_grace,
             docs_enabled=args.docs,
             access_log=args.access_log,
         )

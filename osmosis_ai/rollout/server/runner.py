@@ -34,7 +34,9 @@ class DrainingServer(uvicorn.Server):
 def run_app(app: Any, *, host: str, port: int, **options: Any) -> None:
     """``uvicorn.run(app, ...)`` with :class:`DrainingServer`; exits with status 3 if start-up fails."""
     server = DrainingServer(uvicorn.Config(app, host=host, port=port, **options), app)
-    with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the captured Ctrl-C after a clean shutdown
+    with contextlib.suppress(
+        KeyboardInterrupt
+    ):  # uvicorn re-raises the captured Ctrl-C after a clean shutdown
         server.run()
     if not server.started:
         raise SystemExit(3)  # uvicorn's STARTUP_FAILURE, as uvicorn.run does; the reason is already logged

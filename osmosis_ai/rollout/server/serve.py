@@ -128,6 +128,7 @@ def serve_agent_loop(
     local_debug: bool = False,
     debug_dir: str | None = None,
     queue_limit: int | None = None,
+    shutdown_grace_seconds: float | None = None,
     docs_enabled: bool = False,
     access_log: bool = False,
     credentials: Any = None,
@@ -136,6 +137,9 @@ def serve_agent_loop(
 
     ``host`` defaults to ``0.0.0.0``, or ``127.0.0.1`` with ``local_debug``. Unless ``skip_register``
     or ``local_debug``, Platform ``credentials`` are required (default: :func:`load_credentials`).
+    ``queue_limit``, ``shutdown_grace_seconds`` and ``docs_enabled`` are passed to ``create_app``.
+    With ``reload``, each reloaded worker reads its settings from the environment (``settings`` is
+    not carried over).
     """
     _require_server_extra()
     from osmosis_ai.rollout.server.api_key import generate_api_key
@@ -187,6 +191,7 @@ def serve_agent_loop(
         "api_key": key,
         "debug_dir": session_dir,
         "queue_limit": queue_limit,
+        "shutdown_grace_seconds": shutdown_grace_seconds,
         "docs_enabled": docs_enabled,
     }
     register_args: dict[str, Any] = {} if skip_register else {"server_host": bind_host, "server_port": port}

@@ -221,8 +221,9 @@ def launch() -> Iterator[type[ServeProcess]]:
 
 def test_serve_local_runs_a_calculator_rollout(launch, trainer: TrainerStandIn):
     trainer.tool_turns = 1
-    server = launch("--local", "-m", CALCULATOR)
+    server = launch("--local", "-m", CALCULATOR, "--queue-limit", "3", "--shutdown-grace", "0")
     server.wait_ready()
+    assert httpx.get(f"{server.url}/health", timeout=5).json()["max_queued_rollouts"] == 3
     response = httpx.post(f"{server.url}/v1/rollout/init", json=init_body("cli-1", trainer.url), timeout=5)
     assert response.status_code == 202
     assert [t["function"]["name"] for t in response.json()["tools"]] == [
