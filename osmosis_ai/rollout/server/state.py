@@ -7,8 +7,10 @@ when that is empty, ``rollout_id`` — one namespace for both, as in osmosis-ai 
 
 Memory is bounded by design (0.2 defect D27): a finished record keeps only what a duplicate init needs
 — the original ``rollout_id`` and a reference to the serialized tool list, which is shared by every
-rollout that got the same tools — plus its completion time. ``completed`` is ordered by completion
-time, so pruning stops at the first record that is still fresh instead of scanning everything.
+rollout that got the same tools — plus its completion time (a few hundred bytes). ``completed`` is
+ordered by completion time, so pruning stops at the first record that is still fresh instead of
+scanning everything, and it never holds more than ``MAX_COMPLETED_RECORDS`` (the oldest go first, with
+a warning: duplicates of those would run again, as after the TTL).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
     from osmosis_ai.rollout.config.settings import RolloutServerSettings
 
 logger = logging.getLogger(__name__)
+
+MAX_COMPLETED_RECORDS = 1_000_000
 
 
 class RolloutRecord:
@@ -64,6 +68,7 @@ class AppState:
         cleanup_interval_seconds: float | None = None,
         settings: RolloutServerSettings | None = None,
         agent_loop_name: str = "default",
+        max_completed_records: int = MAX_COMPLETED_RECORDS,
     ) -> None:
         if settings is None:
             from osmosis_ai.rollout.config.settings import get_settings
@@ -80,6 +85,8 @@ class AppState:
         self.active: dict[str, RolloutRecord] = {}
         self.completed: dict[str, RolloutRecord] = {}
         self.running = 0  # rollouts holding a semaphore slot
+        self.max_completed_records = int(_positive_or_default(max_completed_records, MAX_COMPLETED_RECORDS))
+        self._evicted = 0
         self._cleanup_task: asyncio.Task[None] | None = None
 
     # -- counters -------------------------------------------------------------------------------------
@@ -136,8 +143,17 @@ class AppState:
             del self.active[record.key]
         record.task = record.ready = None  # keep only what a duplicate init needs
         record.completed_at = time.monotonic()
-        self.completed.pop(record.key, None)
-        self.completed[record.key] = record
+        completed = self.completed
+        completed.pop(record.key, None)
+        completed[record.key] = record
+        if len(completed) > self.max_completed_records:
+            del completed[next(iter(completed))]
+            if not self._evicted:
+                logger.warning(
+                    "more than %d finished rollouts within the record TTL; forgetting the oldest early",
+                    self.max_completed_records,
+                )
+            self._evicted += 1
 
     def prune(self, now: float | None = None) -> int:
         """Drop finished records older than the TTL; returns how many were dropped."""
