@@ -169,7 +169,7 @@ def serve_agent_loop(
     name = str(getattr(agent_loop, "name", type(agent_loop).__name__))
 
     lines = [("Agent loop", name), ("Listening on", f"http://{bind_host}:{port}")]
-    if is_wildcard_host(bind_host) and not local_debug:
+    if is_wildcard_host(bind_host) and not skip_register:  # detected once, reused by the registration
         try:
             lines.append(("Public address", get_report_host(bind_host)))
         except Exception:
