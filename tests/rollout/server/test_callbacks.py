@@ -228,7 +228,7 @@ def test_graceful_shutdown_drains_then_reports_error_for_the_rest(serve, http, t
         return ctx.complete([*ctx.request.messages, result.message])
 
     server = serve(
-        ScriptedAgent(quick_or_hang), max_concurrent=2, shutdown_grace_seconds=0.5, on_shutdown=on_shutdown
+        ScriptedAgent(quick_or_hang), max_concurrent=2, shutdown_grace_seconds=1.0, on_shutdown=on_shutdown
     )
     trainer.queue_chat(
         Reply(delay=0.2, body=completion(FINAL_MESSAGE, 1))
