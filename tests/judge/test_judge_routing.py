@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 from typing import Any
 
 import pytest
 
 from osmosis_ai import evaluate_rubric, evaluate_rubric_batch
+from osmosis_ai.judge import portal
 from osmosis_ai.judge.routing import default_timeout, litellm_model_id, sends_temperature
 from tests.support.openai_server import OpenAIServer
 
@@ -59,6 +61,17 @@ async def test_sync_api_works_inside_a_running_event_loop(
 def test_batch_progress_bar_can_be_forced(openai_server: OpenAIServer, model_info: dict[str, Any]) -> None:
     items = [{"rubric": "r", "solution_str": str(n), "model_info": model_info} for n in range(3)]
     assert evaluate_rubric_batch(items, progress=True) == [1.0, 1.0, 1.0]
+
+
+def test_background_loop_shuts_down_and_restarts(
+    openai_server: OpenAIServer, model_info: dict[str, Any]
+) -> None:
+    evaluate_rubric("r", "x", model_info)
+    threads = [t for t in threading.enumerate() if t.name == "osmosis-judge-loop"]
+    assert len(threads) == 1
+    portal.shutdown()  # what runs at interpreter exit
+    assert not threads[0].is_alive()
+    assert evaluate_rubric("r", "x", model_info) == 1.0  # a later call starts a new loop
 
 
 def _judge_in_child(model_info: dict[str, Any], results: Any) -> None:
