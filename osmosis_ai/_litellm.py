@@ -39,3 +39,15 @@ def import_litellm() -> ModuleType:
             litellm.suppress_debug_info = True
             _litellm = litellm
     return _litellm
+
+
+async def aimport_litellm() -> ModuleType:
+    """:func:`import_litellm` for async code: the first, slow import runs in a worker thread.
+
+    Importing LiteLLM takes seconds; doing it on the event loop would stall every other task.
+    """
+    if _litellm is not None:
+        return _litellm
+    import asyncio
+
+    return await asyncio.to_thread(import_litellm)

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from osmosis_ai._litellm import aimport_litellm
 from osmosis_ai.judge.cache import JudgmentCache, judgment_key, resolve_cache
 from osmosis_ai.judge.call import JudgeRequest, complete
 from osmosis_ai.judge.errors import JudgeInputError, ProviderRequestError, ScoreRangeError
@@ -264,6 +265,7 @@ async def aevaluate_rubric(
         ModelNotFoundError: the provider does not know the model.
         ProviderRequestError: the call failed or the judge gave no usable verdict.
     """
+    await aimport_litellm()  # the first import takes seconds: not on the event loop
     plan = _plan(
         rubric,
         solution_str,

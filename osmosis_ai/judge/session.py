@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from osmosis_ai._litellm import import_litellm
 from osmosis_ai.errors import CLIError
 from osmosis_ai.judge.config import RubricConfig, load_rubric_suite
 from osmosis_ai.judge.dataset import load_records
@@ -162,6 +163,7 @@ def run_eval_rubric(options: EvalRubricOptions, emit: Callable[[str], Any] = pri
     baseline = load_baseline(options.baseline_path.expanduser()) if options.baseline_path else None
     report_path, identifier = resolve_output(options.output_path, rubric_id, time.time())
 
+    import_litellm()  # seconds of import, paid before the clock of the first run starts
     limiter = RateLimiter(options.requests_per_minute) if options.requests_per_minute else None
     engine = RubricEvaluationEngine(
         concurrency=options.concurrency, progress=options.progress, cache=options.cache, rate_limiter=limiter
