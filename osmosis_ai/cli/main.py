@@ -87,6 +87,18 @@ def _load_dotenv() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``osmosis`` with ``argv`` (default: ``sys.argv[1:]``) and return the exit status."""
     arguments = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(arguments)
+    except BrokenPipeError:
+        # The reader went away (``osmosis preview ... | head``): stop quietly, as Unix tools do, and
+        # point stdout at /dev/null so the interpreter's final flush does not raise again.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE
+
+
+def _main(arguments: list[str]) -> int:
     if not arguments or arguments == ["-h"] or arguments == ["--help"]:
         print(top_level_help())
         return 0 if arguments else 1

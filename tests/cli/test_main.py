@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 from osmosis_ai.cli.main import COMMANDS
 from osmosis_ai.consts import PACKAGE_VERSION
@@ -65,3 +67,12 @@ def test_a_command_help_goes_through_argparse() -> None:
     result = osmosis("validate", "--help")
     assert result.returncode == 0
     assert "usage: osmosis validate" in result.stdout
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    records = tmp_path / "many.jsonl"  # far more output than a pipe buffers, so the writer sees the pipe close
+    records.write_text("".join(json.dumps({"solution_str": f"answer {i}" * 20}) + "\n" for i in range(5000)))
+    command = f"'{sys.executable}' -m osmosis_ai preview -p '{records}' | head -n 1"
+    result = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60)
+    assert result.stdout.startswith("Loaded 5000 JSONL record(s)")
+    assert "Traceback" not in result.stderr and "BrokenPipeError" not in result.stderr
