@@ -5,7 +5,8 @@
 Starts ``osmosis serve --local`` with the calculator example and ``shared/bench/limit_server.py`` (the
 least a rollout server can do), drives both with ``shared/bench/trainer_sim.py`` using the same flags
 (concurrency 50 with one tool turn; concurrency 1), and prints the figures side by side with their
-ratios (best of ``--rounds``, since the machine is shared). Then it measures the server's resident
+ratios (best of ``--rounds``, since the machine is shared), plus each server's CPU time per rollout
+(which other load on the machine does not skew). Then it measures the server's resident
 memory idle and with ``--inflight`` rollouts held in flight (``trainer_sim --llm-delay``), from
 ``/proc/<pid>/status``. Loopback only; every process is stopped at the end; bounded in time.
 """
@@ -35,6 +36,12 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process: a cost figure that other load on the machine does not skew."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_kib(pid: int) -> int:
@@ -171,10 +178,14 @@ def main() -> int:
         time.sleep(0.3)
         idle_start = rss_kib(ours.pid)
         runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        pids = {"ours": ours.pid, "floor": floor_proc.pid}
         for _ in range(args.rounds):
             for name, url in (("ours", ours_url), ("floor", floor_url)):
                 c50 = ["--rollouts", str(args.rollouts), "--concurrency", "50", "--tool-turns", "1"]
-                runs.setdefault((name, "c50"), []).append(trainer(url, *c50))
+                before = cpu_seconds(pids[name])
+                result = trainer(url, *c50)
+                result["cpu_us"] = round((cpu_seconds(pids[name]) - before) / args.rollouts * 1e6)
+                runs.setdefault((name, "c50"), []).append(result)
                 c1 = ["--rollouts", str(args.serial), "--concurrency", "1", "--tool-turns", "1"]
                 runs.setdefault((name, "c1"), []).append(trainer(url, *c1))
         idle, loaded, seen = measure_inflight(ours_url, ours.pid, args.inflight)
@@ -195,6 +206,10 @@ def main() -> int:
         "c50_rollouts_per_s": {"ours": ours50["rollouts_per_s"], "floor": floor50["rollouts_per_s"]},
         "c50_ratio": round(ours50["rollouts_per_s"] / floor50["rollouts_per_s"], 2),
         "c50_p99_ms": {"ours": ours50["p99_ms"], "floor": floor50["p99_ms"]},
+        "c50_cpu_us_per_rollout": {
+            "ours": min(r["cpu_us"] for r in runs[("ours", "c50")]),
+            "floor": min(r["cpu_us"] for r in runs[("floor", "c50")]),
+        },
         "c1_p50_ms": {"ours": ours1["p50_ms"], "floor": floor1["p50_ms"]},
         "c1_p50_ratio": round(ours1["p50_ms"] / floor1["p50_ms"], 2),
         "statuses": {"c50": ours50["statuses"], "c1": ours1["statuses"]},
@@ -211,6 +226,10 @@ def main() -> int:
         f"{figures['c50_ratio']:>9}{'>= 0.5':>9}"
     )
     print(f"{'c50 x1 tool, p99 ms':28}{ours50['p99_ms']:>15}{floor50['p99_ms']:>15}")
+    cpu = figures["c50_cpu_us_per_rollout"]
+    print(
+        f"{'c50 server CPU us/rollout':28}{cpu['ours']:>15}{cpu['floor']:>15}{cpu['ours'] / cpu['floor']:>9.2f}"
+    )
     print(
         f"{'c1 x1 tool, p50 ms':28}{ours1['p50_ms']:>15}{floor1['p50_ms']:>15}"
         f"{figures['c1_p50_ratio']:>9}{'<= 2.0':>9}"
