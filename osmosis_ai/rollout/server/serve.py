@@ -42,24 +42,26 @@ class ServeError(OsmosisError):
 
 def validate_and_report(agent_loop: RolloutAgentLoop, *, verbose: bool = False) -> ValidationResult:
     """Validate ``agent_loop`` and print the report (errors to stderr); returns the result."""
+    from osmosis_ai.rollout.console import console
     from osmosis_ai.rollout.validator import validate_agent_loop
 
     result = validate_agent_loop(agent_loop)
     name = result.agent_name or type(agent_loop).__name__
+    warnings = [f"  - {warning}" for warning in result.warnings] if verbose else []
     if result.valid:
-        print(f"Agent loop {name!r} validated successfully ({result.tool_count} tools).")
+        console.print(console.escape(f"Agent loop {name!r} validated successfully ({result.tool_count} tools)."),
+                      style="green")  # fmt: skip
         if result.warnings:
-            print(f"{len(result.warnings)} warning(s){':' if verbose else ' (use -v to list them)'}")
-    else:
-        print(f"Agent loop {name!r} failed validation with {len(result.errors)} error(s):", file=sys.stderr)
-        for error in result.errors:
-            print(f"  - {error}", file=sys.stderr)
-        if result.warnings and verbose:
-            print(f"{len(result.warnings)} warning(s):", file=sys.stderr)
-    if verbose:
-        stream = sys.stdout if result.valid else sys.stderr
-        for warning in result.warnings:
-            print(f"  - {warning}", file=stream)
+            console.print(f"{len(result.warnings)} warning(s){':' if verbose else ' (use -v to list them)'}")
+        for line in warnings:
+            console.print(console.escape(line), style="yellow")
+        return result
+    lines = [f"Agent loop {name!r} failed validation with {len(result.errors)} error(s):"]
+    lines += [f"  - {error}" for error in result.errors]
+    if warnings:
+        lines += [f"{len(result.warnings)} warning(s):", *warnings]
+    for line in lines:
+        console.print_error(line)
     return result
 
 
@@ -106,12 +108,9 @@ def _session_debug_dir(debug_dir: str | None) -> str | None:
 
 
 def _print_panel(lines: list[tuple[str, str]]) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.panel import Panel
+    from osmosis_ai.rollout.console import console
 
-    body = "\n".join(f"[bold]{label}:[/bold] {escape(value)}" for label, value in lines)
-    Console().print(Panel(body, title="RolloutServer", expand=False))
+    console.panel("RolloutServer", "\n".join(f"{label}: {value}" for label, value in lines))
 
 
 def serve_agent_loop(
