@@ -88,10 +88,12 @@ class ToolsSerializer:
     """Serializes ``get_tools`` results into the init response's ``tools`` JSON, caching the last one.
 
     The cache holds a deep copy of the last input, so an agent that mutates and returns the same
-    list object still gets a fresh serialization.
+    list object still gets a fresh serialization. ``exclude_none`` drops the ``null`` fields that 0.2
+    sent (``"description": null``, ``"enum": null``), for consumers that reject them (D6).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, exclude_none: bool = False) -> None:
+        self._exclude_none = exclude_none
         self._snapshot: Any = None
         self._json: bytes | None = None
         self._adapter: TypeAdapter[Any] | None = None
@@ -105,6 +107,8 @@ class ToolsSerializer:
             from osmosis_ai.rollout.core.schemas import OpenAIFunctionToolSchema
 
             self._adapter = TypeAdapter(list[OpenAIFunctionToolSchema])
-        encoded = self._adapter.dump_json(self._adapter.validate_python(tools))
+        encoded = self._adapter.dump_json(
+            self._adapter.validate_python(tools), exclude_none=self._exclude_none
+        )
         self._snapshot, self._json = copy.deepcopy(tools), encoded
         return encoded

@@ -119,6 +119,7 @@ class RolloutExecutor:
         debug_dir: str | None = None,
         queue_limit: int | None = None,
         get_tools_in_thread: bool = False,
+        tools_exclude_none: bool = False,
     ) -> None:
         self.agent_loop = agent_loop
         self.state = state
@@ -128,7 +129,7 @@ class RolloutExecutor:
         self.timeout = settings.server.request_timeout_seconds
         self.accepting = True
         self._draining = False
-        self._serialize_tools = ToolsSerializer()
+        self._serialize_tools = ToolsSerializer(exclude_none=tools_exclude_none)
         self._get_tools = GetToolsCaller(
             agent_loop.get_tools, self.timeout, always_thread=get_tools_in_thread
         )

@@ -348,3 +348,10 @@ def test_create_app_rejects_nonsense_limits(kwargs):
 
     with pytest.raises(ValueError):
         create_app(ScriptedAgent(), **kwargs)
+
+
+def test_tools_exclude_none_drops_the_nulls(serve, http, trainer: TrainerStandIn):
+    server = serve(ScriptedAgent(), tools_exclude_none=True)
+    tool = http.post(f"{server.url}/v1/rollout/init", json=init_body("nn", trainer.url)).json()["tools"][0]
+    assert tool["function"]["parameters"]["properties"]["a"] == {"type": "number"}
+    assert tool["function"]["strict"] is False
