@@ -15,6 +15,8 @@ New keyword-only options (all default to 0.2 behaviour, except that the docs rou
   ``OSMOSIS_ROLLOUT_SERVER_SHUTDOWN_GRACE_SECONDS``), else 10 s.
 * ``docs_enabled``: expose ``/docs``, ``/redoc`` and ``/openapi.json`` (0.2 always did, unauthenticated).
 * ``max_request_bytes``: init bodies above this size get 413 (default 64 MiB).
+* ``tools_exclude_none``: leave ``null`` fields out of the init response's tool schemas (0.2 sent
+  ``"description": null``, ``"enum": null``; strict OpenAI-style consumers reject them, D6).
 * ``get_tools_in_thread``: always call ``get_tools`` in a worker thread, even once it has proven
   fast (by default a fast ``get_tools`` is called inline; see ``server/agent_tools.py``).
 """
@@ -202,6 +204,7 @@ def create_app(
     docs_enabled: bool = False,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     get_tools_in_thread: bool = False,
+    tools_exclude_none: bool = False,
 ) -> FastAPI:
     """Build the RolloutServer app for ``agent_loop``.
 
@@ -215,8 +218,8 @@ def create_app(
         api_key: the key TrainGate must present; ``None`` disables auth (``/platform/health`` -> 404).
         debug_dir: directory for per-rollout JSONL traces (used as is).
         on_startup, on_shutdown: zero-argument async callables run in the lifespan.
-        queue_limit, shutdown_grace_seconds, docs_enabled, max_request_bytes, get_tools_in_thread: see the
-            module docstring.
+        queue_limit, shutdown_grace_seconds, docs_enabled, max_request_bytes, get_tools_in_thread,
+            tools_exclude_none: see the module docstring.
     """
     try:
         from fastapi import FastAPI
@@ -239,7 +242,13 @@ def create_app(
     name = _agent_name(agent_loop)
     state = AppState(max_concurrent, record_ttl_seconds, settings=settings.server, agent_loop_name=name)
     executor = RolloutExecutor(
-        agent_loop, state, settings=settings, debug_dir=debug_dir, queue_limit=queue_limit
+        agent_loop,
+        state,
+        settings=settings,
+        debug_dir=debug_dir,
+        queue_limit=queue_limit,
+        get_tools_in_thread=get_tools_in_thread,
+        tools_exclude_none=tools_exclude_none,
     )
     lifecycle = LifecycleManager(
         agent_loop,

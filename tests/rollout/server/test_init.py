@@ -355,3 +355,21 @@ def test_tools_exclude_none_drops_the_nulls(serve, http, trainer: TrainerStandIn
     tool = http.post(f"{server.url}/v1/rollout/init", json=init_body("nn", trainer.url)).json()["tools"][0]
     assert tool["function"]["parameters"]["properties"]["a"] == {"type": "number"}
     assert tool["function"]["strict"] is False
+
+
+@pytest.mark.parametrize("in_thread", [False, True])
+def test_get_tools_in_thread_option_reaches_the_server(serve, http, trainer: TrainerStandIn, in_thread: bool):
+    threads: list[str] = []
+
+    def tools(request: Any) -> list[dict[str, Any]]:
+        threads.append(threading.current_thread().name)
+        return [ADD_TOOL]
+
+    server = serve(ScriptedAgent(tools=tools), get_tools_in_thread=in_thread)
+    for i in range(20):
+        assert (
+            http.post(f"{server.url}/v1/rollout/init", json=init_body(f"t-{i}", trainer.url)).status_code
+            == 202
+        )
+    on_loop = threads[-1] == server._thread.name
+    assert on_loop is not in_thread
