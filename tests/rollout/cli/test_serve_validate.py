@@ -219,9 +219,12 @@ def launch() -> Iterator[type[ServeProcess]]:
         process.stop()
 
 
-def test_serve_local_runs_a_calculator_rollout(launch, trainer: TrainerStandIn):
+def test_serve_local_runs_a_calculator_rollout(launch, trainer: TrainerStandIn, tmp_path: Path):
     trainer.tool_turns = 1
-    server = launch("--local", "-m", CALCULATOR, "--queue-limit", "3", "--shutdown-grace", "0")
+    logs = tmp_path / "logs"
+    server = launch(
+        "--local", "-m", CALCULATOR, "--queue-limit", "3", "--shutdown-grace", "0", "--log", str(logs)
+    )
     server.wait_ready()
     assert httpx.get(f"{server.url}/health", timeout=5).json()["max_queued_rollouts"] == 3
     response = httpx.post(f"{server.url}/v1/rollout/init", json=init_body("cli-1", trainer.url), timeout=5)
@@ -239,6 +242,9 @@ def test_serve_local_runs_a_calculator_rollout(launch, trainer: TrainerStandIn):
     assert code == 0, err
     assert "disabled (local debug mode" in out
     assert "127.0.0.1" in out  # --local binds loopback by default (D33)
+    sessions = list(logs.iterdir())
+    assert len(sessions) == 1 and sessions[0].name.isdigit()  # DIR/<unix time>/
+    assert sessions[0].name in out  # the panel names the session directory
 
 
 def test_serve_skip_register_prints_the_generated_key_and_enforces_it(launch, trainer: TrainerStandIn):
