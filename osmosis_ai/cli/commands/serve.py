@@ -74,7 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_non_negative_int,
         default=None,
         help="rollouts allowed to wait for a free slot; beyond it init answers 429 "
-        "(default: $OSMOSIS_ROLLOUT_SERVER_MAX_QUEUED_ROLLOUTS, else unlimited)",
+        "(default: $OSMOSIS_ROLLOUT_SERVER_MAX_QUEUED_ROLLOUTS, unset = unlimited)",
     )
     parser.add_argument(
         "--shutdown-grace",
@@ -82,7 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="SECONDS",
         help="on shutdown, let running rollouts finish this long before ending them with ERROR "
-        "(default: $OSMOSIS_ROLLOUT_SERVER_SHUTDOWN_GRACE_SECONDS, else 10)",
+        "(default: $OSMOSIS_ROLLOUT_SERVER_SHUTDOWN_GRACE_SECONDS, or 10)",
     )
     parser.add_argument("--docs", action="store_true", help="serve /docs, /redoc and /openapi.json")
     parser.add_argument("--access-log", action="store_true", help="log every HTTP request")

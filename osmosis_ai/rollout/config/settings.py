@@ -54,7 +54,12 @@ class RolloutClientSettings(BaseSettings):
 
 
 class RolloutServerSettings(BaseSettings):
-    """How the RolloutServer runs rollouts and registers with the Platform."""
+    """How the RolloutServer runs rollouts, sheds load, shuts down and registers with the Platform.
+
+    ``max_queued_rollouts`` and ``shutdown_grace_seconds`` are new: with a queue limit, init answers
+    429 with ``Retry-After`` instead of queueing without bound; on shutdown, in-flight rollouts get
+    the grace period and then ERROR callbacks.
+    """
 
     model_config = _config("OSMOSIS_ROLLOUT_SERVER_")
 
@@ -65,6 +70,9 @@ class RolloutServerSettings(BaseSettings):
     registration_readiness_timeout_seconds: float = Field(default=10.0, ge=1.0, le=60.0)
     registration_readiness_poll_interval_seconds: float = Field(default=0.2, ge=0.05, le=5.0)
     registration_shutdown_timeout_seconds: float = Field(default=30.0, ge=1.0, le=300.0)
+    # New: back-pressure (None = queue without bound, as 0.2) and the drain on shutdown.
+    max_queued_rollouts: int | None = Field(default=None, ge=0)
+    shutdown_grace_seconds: float = Field(default=10.0, ge=0.0, le=3600.0)
 
 
 class RolloutSettings(BaseSettings):

@@ -12,7 +12,7 @@ New keyword-only options (all default to 0.2 behaviour, except that the docs rou
   ``OSMOSIS_ROLLOUT_SERVER_MAX_QUEUED_ROLLOUTS``), unset = unlimited.
 * ``shutdown_grace_seconds``: how long shutdown waits for in-flight rollouts before ending them with
   ERROR callbacks. Default: settings ``shutdown_grace_seconds`` (env
-  ``OSMOSIS_ROLLOUT_SERVER_SHUTDOWN_GRACE_SECONDS``), else 10 s.
+  ``OSMOSIS_ROLLOUT_SERVER_SHUTDOWN_GRACE_SECONDS``, default 10 s).
 * ``docs_enabled``: expose ``/docs``, ``/redoc`` and ``/openapi.json`` (0.2 always did, unauthenticated).
 * ``max_request_bytes``: init bodies above this size get 413 (default 64 MiB).
 * ``tools_exclude_none``: leave ``null`` fields out of the init response's tool schemas (0.2 sent
@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -38,32 +37,15 @@ from osmosis_ai.rollout.server.state import AppState
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from osmosis_ai.rollout.config.settings import RolloutServerSettings, RolloutSettings
+    from osmosis_ai.rollout.config.settings import RolloutSettings
     from osmosis_ai.rollout.core.base import RolloutAgentLoop
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
-DEFAULT_SHUTDOWN_GRACE_SECONDS = 10.0
 SHUTDOWN_CALLBACK_TIMEOUT_SECONDS = 5.0
-_ENV_PREFIX = "OSMOSIS_ROLLOUT_SERVER_"
 
 LifecycleHook = Callable[[], Awaitable[Any]]
-
-
-def _server_option(server: RolloutServerSettings, name: str, parse: Callable[[str], Any]) -> Any:
-    """A server setting that newer settings classes define, with the environment variable as fallback."""
-    if name in type(server).model_fields:
-        return getattr(server, name)
-    raw = os.environ.get(_ENV_PREFIX + name.upper())
-    if raw is None or not raw.strip():
-        return None
-    try:
-        return parse(raw.strip())
-    except ValueError:
-        raise ValueError(
-            f"environment variable {_ENV_PREFIX}{name.upper()}={raw!r} is not a valid number"
-        ) from None
 
 
 def _non_negative(value: Any, what: str) -> Any:
@@ -231,9 +213,9 @@ def create_app(
 
         settings = get_settings()
     if queue_limit is None:
-        queue_limit = _server_option(settings.server, "max_queued_rollouts", int)
+        queue_limit = settings.server.max_queued_rollouts
     if shutdown_grace_seconds is None:
-        shutdown_grace_seconds = _server_option(settings.server, "shutdown_grace_seconds", float)
+        shutdown_grace_seconds = settings.server.shutdown_grace_seconds
     _non_negative(queue_limit, "queue_limit")
     grace = _non_negative(shutdown_grace_seconds, "shutdown_grace_seconds")
     if max_request_bytes <= 0:
@@ -261,7 +243,7 @@ def create_app(
         api_key=api_key,
         on_startup=on_startup,
         on_shutdown=on_shutdown,
-        shutdown_grace_seconds=DEFAULT_SHUTDOWN_GRACE_SECONDS if grace is None else grace,
+        shutdown_grace_seconds=grace,
     )
     app = FastAPI(
         title=f"Osmosis RolloutServer ({name})",

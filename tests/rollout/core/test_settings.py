@@ -37,9 +37,12 @@ SERVER_DEFAULTS = {
     "registration_readiness_timeout_seconds": 10.0,
     "registration_readiness_poll_interval_seconds": 0.2,
     "registration_shutdown_timeout_seconds": 30.0,
+    "max_queued_rollouts": None,  # new: unlimited, as 0.2
+    "shutdown_grace_seconds": 10.0,  # new
 }
 # (class, field, lowest valid, highest valid, below, above)
 RANGES: list[tuple[type[Any], str, Any, Any, Any, Any]] = [
+    (RolloutServerSettings, "shutdown_grace_seconds", 0, 3600, -0.1, 3601),
     (RolloutClientSettings, "timeout_seconds", 1, 3600, 0.99, 3601),
     (RolloutClientSettings, "max_retries", 0, 10, -1, 11),
     (RolloutClientSettings, "complete_rollout_retries", 0, 10, -1, 11),
