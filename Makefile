@@ -21,6 +21,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check osmosis_ai tests benchmarks examples
+	$(BIN)/ruff format --check osmosis_ai tests benchmarks examples
 	$(BIN)/mypy
 
 test: $(STAMP) lint

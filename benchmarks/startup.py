@@ -50,7 +50,11 @@ def _paired_medians(a: list[str], b: list[str], runs: int = RUNS) -> tuple[float
 
 def _peak_rss_mib(statement: str) -> float:
     out = subprocess.run(
-        [sys.executable, "-c", RSS_PROBE.format(statement)], check=True, capture_output=True, text=True, env=ENV
+        [sys.executable, "-c", RSS_PROBE.format(statement)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=ENV,
     ).stdout
     return int(out.strip()) / 1024
 
@@ -83,11 +87,31 @@ def main() -> int:
     overhead = decorated_ns - plain_ns
 
     rows = [
-        ("from osmosis_ai import osmosis_reward", f"{import_s * 1e3:.1f} ms", f"{import_ratio:.2f}x bare", "<= 1.3x"),
+        (
+            "from osmosis_ai import osmosis_reward",
+            f"{import_s * 1e3:.1f} ms",
+            f"{import_ratio:.2f}x bare",
+            "<= 1.3x",
+        ),
         ("osmosis --help", f"{help_s * 1e3:.1f} ms", f"{help_ratio:.2f}x bare", "<= 2x"),
-        ("bare interpreter (python -c pass)", f"{statistics.mean([bare_s, bare2_s]) * 1e3:.1f} ms", "1.00x", ""),
-        ("peak RSS after the import", f"{rss_import:.1f} MiB", f"+{rss_import - rss_bare:.1f} MiB over bare", ""),
-        ("@osmosis_reward per-call overhead", f"{overhead:.0f} ns", f"{plain_ns:.0f} -> {decorated_ns:.0f} ns/call", "<= 300 ns"),
+        (
+            "bare interpreter (python -c pass)",
+            f"{statistics.mean([bare_s, bare2_s]) * 1e3:.1f} ms",
+            "1.00x",
+            "",
+        ),
+        (
+            "peak RSS after the import",
+            f"{rss_import:.1f} MiB",
+            f"+{rss_import - rss_bare:.1f} MiB over bare",
+            "",
+        ),
+        (
+            "@osmosis_reward per-call overhead",
+            f"{overhead:.0f} ns",
+            f"{plain_ns:.0f} -> {decorated_ns:.0f} ns/call",
+            "<= 300 ns",
+        ),
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     print(f"osmosis-ai start-up benchmark ({RUNS} paired runs, medians; Python {sys.version.split()[0]})")

@@ -40,7 +40,18 @@ NAMES_FROM_0_2 = {
     "register_agent_loop",
 }
 NEW_NAMES = {"aevaluate_rubric", "evaluate_rubric_batch"}
-HEAVY_MODULES = ("litellm", "fastapi", "starlette", "uvicorn", "pydantic", "pyarrow", "fastmcp", "httpx", "aiohttp", "rich")
+HEAVY_MODULES = (
+    "litellm",
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "pydantic",
+    "pyarrow",
+    "fastmcp",
+    "httpx",
+    "aiohttp",
+    "rich",
+)
 
 
 def _modules_after(statement: str) -> set[str]:
@@ -95,7 +106,9 @@ def test_a_missing_module_is_reported_with_the_attribute_name() -> None:
     assert dir_() == ["thing"]
 
 
-def test_a_missing_optional_dependency_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_optional_dependency_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from osmosis_ai._lazy import lazy_exports
 
     (tmp_path / "needs_fastapi.py").write_text(
@@ -103,5 +116,7 @@ def test_a_missing_optional_dependency_names_the_extra(tmp_path: Path, monkeypat
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     getattr_, _ = lazy_exports("pkg", {"create_app": "needs_fastapi"}, {})
-    with pytest.raises(ImportError, match=r"pkg\.create_app needs the package 'fastapi'.*osmosis-ai\[server\]"):
+    with pytest.raises(
+        ImportError, match=r"pkg\.create_app needs the package 'fastapi'.*osmosis-ai\[server\]"
+    ):
         getattr_("create_app")

@@ -33,18 +33,27 @@ class Command:
 
 
 COMMANDS: dict[str, Command] = {
-    "preview": Command("osmosis_ai.cli.commands.preview", "Show the rubric configs or dataset records in a file"),
-    "eval-rubric": Command("osmosis_ai.cli.commands.eval_rubric", "Score a JSONL dataset with a rubric judge"),
+    "preview": Command(
+        "osmosis_ai.cli.commands.preview", "Show the rubric configs or dataset records in a file"
+    ),
+    "eval-rubric": Command(
+        "osmosis_ai.cli.commands.eval_rubric", "Score a JSONL dataset with a rubric judge"
+    ),
     "serve": Command("osmosis_ai.cli.commands.serve", "Serve a RolloutAgentLoop over HTTP for training"),
     "validate": Command("osmosis_ai.cli.commands.validate", "Check a RolloutAgentLoop without serving it"),
-    "rollout": Command("osmosis_ai.cli.commands.rollout", "Run rollouts end to end against a local TrainGate"),
+    "rollout": Command(
+        "osmosis_ai.cli.commands.rollout", "Run rollouts end to end against a local TrainGate"
+    ),
 }
 
 
 def top_level_help() -> str:
     """The help of ``osmosis`` itself, in argparse's layout."""
     commands = [(name, command.help) for name, command in COMMANDS.items()]
-    options = [("-h, --help", "show this help message and exit"), ("-V, --version", "show the version and exit")]
+    options = [
+        ("-h, --help", "show this help message and exit"),
+        ("-V, --version", "show the version and exit"),
+    ]
     width = max(len(left) for left, _ in commands + options) + 2
     lines = ["usage: osmosis [-h] [-V] COMMAND ...", "", DESCRIPTION, "", "commands:"]
     lines += [f"  {left.ljust(width)}{text}" for left, text in commands]

@@ -40,7 +40,9 @@ def _read_csv(path: Path) -> list[Any]:
         rows = []
         for index, row in enumerate(reader):
             if None in row:
-                raise DatasetError(f"{path}: row {index} has more fields than the header ({reader.fieldnames})")
+                raise DatasetError(
+                    f"{path}: row {index} has more fields than the header ({reader.fieldnames})"
+                )
             rows.append(dict(row))
         return rows
 
@@ -62,11 +64,15 @@ def _read_parquet(path: Path) -> list[Any]:
 def normalize_row(raw: Any, index: int, path: Path) -> Row:
     """Check one raw row and return it with the required keys in lower case."""
     if not isinstance(raw, dict):
-        raise DatasetError(f"{path}: row {index} is a {type(raw).__name__}, expected an object with {list(REQUIRED_COLUMNS)}")
+        raise DatasetError(
+            f"{path}: row {index} is a {type(raw).__name__}, expected an object with {list(REQUIRED_COLUMNS)}"
+        )
     by_lower = {str(key).lower(): key for key in raw}
     missing = [column for column in REQUIRED_COLUMNS if column not in by_lower]
     if missing:
-        raise DatasetError(f"{path}: row {index} is missing column(s) {missing} (has {sorted(map(str, raw))})")
+        raise DatasetError(
+            f"{path}: row {index} is missing column(s) {missing} (has {sorted(map(str, raw))})"
+        )
     row: Row = {key: value for key, value in raw.items() if str(key).lower() not in REQUIRED_COLUMNS}
     for column in REQUIRED_COLUMNS:
         value = raw[by_lower[column]]
@@ -75,7 +81,7 @@ def normalize_row(raw: Any, index: int, path: Path) -> Row:
         if not isinstance(value, str):
             raise DatasetError(
                 f"{path}: row {index}, column {column!r} is a {type(value).__name__} ({value!r}); "
-                f"write it as a string, e.g. \"{value}\""
+                f'write it as a string, e.g. "{value}"'
             )
         if not value.strip():
             raise DatasetError(f"{path}: row {index}, column {column!r} is empty; give a non-empty string")
@@ -88,7 +94,9 @@ def load_dataset(path: str | Path) -> list[Row]:
     file = Path(path)
     suffix = file.suffix.lower()
     if suffix not in SUFFIXES:
-        raise DatasetError(f"{file}: unsupported dataset format {suffix or '(none)'!r}; use .jsonl, .csv or .parquet")
+        raise DatasetError(
+            f"{file}: unsupported dataset format {suffix or '(none)'!r}; use .jsonl, .csv or .parquet"
+        )
     if not file.is_file():
         raise DatasetError(f"{file}: dataset file not found")
     try:

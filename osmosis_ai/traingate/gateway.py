@@ -44,7 +44,9 @@ logger = logging.getLogger(__name__)
 MAX_BODY_BYTES = 64 * 1024 * 1024
 INIT_WAIT_S = 60.0  # how long a chat call waits for its rollout's init response to be read
 MAX_UNROUTED = 1000
-INLINE_TOKENIZE_CHARS = 32_768  # longer texts are tokenized in a worker thread  # calls for unknown rollouts kept for the report
+INLINE_TOKENIZE_CHARS = (
+    32_768  # longer texts are tokenized in a worker thread  # calls for unknown rollouts kept for the report
+)
 
 
 def bearer_token(header: str | None) -> str | None:
@@ -71,13 +73,19 @@ def _error(status: int, detail: str) -> web.Response:
 def _validation_detail(exc: ValidationError) -> str:
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first.get("loc", ()))
-    return f"invalid request body: {where}: {first.get('msg')}" if where else f"invalid request body: {first.get('msg')}"
+    return (
+        f"invalid request body: {where}: {first.get('msg')}"
+        if where
+        else f"invalid request body: {first.get('msg')}"
+    )
 
 
 class TrainGate:
     """A trainer-side gateway serving one run's rollouts. Use as ``async with TrainGate(policy) as gate``."""
 
-    def __init__(self, policy: Policy, *, tokenizer: Tokenizer | None = None, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, policy: Policy, *, tokenizer: Tokenizer | None = None, host: str = "127.0.0.1"
+    ) -> None:
         self.policy = policy
         self.tokenizer: Tokenizer = tokenizer or ByteTokenizer()
         self.host = host
@@ -128,8 +136,14 @@ class TrainGate:
     # -- sessions ----------------------------------------------------------------------------
 
     def open_session(
-        self, rollout_id: str, messages: list[Message], *, row_index: int = 0, sample_index: int = 0,
-        metadata: dict[str, Any] | None = None, tools: list[Message] | None = None,
+        self,
+        rollout_id: str,
+        messages: list[Message],
+        *,
+        row_index: int = 0,
+        sample_index: int = 0,
+        metadata: dict[str, Any] | None = None,
+        tools: list[Message] | None = None,
     ) -> RolloutSession:
         """Register a rollout before its init is sent, with a fresh per-rollout callback key.
 
@@ -159,7 +173,9 @@ class TrainGate:
             self.unrouted.append(RejectedCall(endpoint, 404, f"unknown rollout_id {rollout_id[:100]!r}"))
             return _error(404, f"unknown rollout_id {rollout_id!r}")
         if not _key_matches(bearer_token(request.headers.get("Authorization")), session.callback_key):
-            reason = "missing callback key" if not request.headers.get("Authorization") else "wrong callback key"
+            reason = (
+                "missing callback key" if not request.headers.get("Authorization") else "wrong callback key"
+            )
             session.rejected.append(RejectedCall(endpoint, 401, reason))
             logger.warning("rejected %s for rollout %s: %s", endpoint, rollout_id, reason)
             return _error(401, "Invalid or missing API key")
@@ -190,21 +206,32 @@ class TrainGate:
             return routed
         session = routed
         if session.finished:
-            session.rejected.append(RejectedCall("/v1/chat/completions", 409, "chat call after the rollout ended"))
+            session.rejected.append(
+                RejectedCall("/v1/chat/completions", 409, "chat call after the rollout ended")
+            )
             return _error(409, f"rollout {chat.rollout_id!r} has already ended ({session.status})")
         if not session.initialized.is_set():
             # The agent called back before the init response (with its tools) reached us: wait for it.
             try:
                 await asyncio.wait_for(session.initialized.wait(), timeout=INIT_WAIT_S)
             except asyncio.TimeoutError:
-                session.errors.append("chat call arrived but the init response never did; served without tools")
+                session.errors.append(
+                    "chat call arrived but the init response never did; served without tools"
+                )
         turn = session.num_turns
         violation = check_append_only(session.expected, chat.messages, turn=turn)
         if violation is not None:
             session.violations.append(violation)
-            logger.warning("append-only violation in rollout %s: %s", session.rollout_id, violation.describe())
-        params = {"temperature": chat.temperature, "top_p": chat.top_p, "max_tokens": chat.max_tokens,
-                  "stop": chat.stop, "logprobs": chat.logprobs}
+            logger.warning(
+                "append-only violation in rollout %s: %s", session.rollout_id, violation.describe()
+            )
+        params = {
+            "temperature": chat.temperature,
+            "top_p": chat.top_p,
+            "max_tokens": chat.max_tokens,
+            "stop": chat.stop,
+            "logprobs": chat.logprobs,
+        }
         started = time.perf_counter()
         try:
             generation = await self.policy.generate(chat.messages, tools=session.tools, params=params)
@@ -215,7 +242,9 @@ class TrainGate:
             logger.exception("policy %s crashed on rollout %s", self.policy.name, session.rollout_id)
             session.errors.append(f"turn {turn}: policy crashed: {type(exc).__name__}: {exc}")
             return _error(500, f"the policy crashed: {type(exc).__name__}: {exc}")
-        record = await self._turn_record(turn, chat.messages, generation, params, time.perf_counter() - started)
+        record = await self._turn_record(
+            turn, chat.messages, generation, params, time.perf_counter() - started
+        )
         session.add_turn(record)
         session.expected = [*chat.messages, record.message]
         return web.json_response(self._response_body(chat.rollout_id, turn, record))
@@ -240,12 +269,22 @@ class TrainGate:
         logprobs = gen.logprobs
         if logprobs is None and self.policy.deterministic:
             logprobs = [0.0] * len(token_ids)
-        usage = gen.usage or {"prompt_tokens": len(prompt_ids), "completion_tokens": len(token_ids),
-                              "total_tokens": len(prompt_ids) + len(token_ids)}
+        usage = gen.usage or {
+            "prompt_tokens": len(prompt_ids),
+            "completion_tokens": len(token_ids),
+            "total_tokens": len(prompt_ids) + len(token_ids),
+        }
         return TurnRecord(
-            index=turn, num_request_messages=len(messages), message=gen.message, finish_reason=gen.finish_reason,
-            token_ids=token_ids, logprobs=logprobs, prompt_token_ids=prompt_ids, usage=usage,
-            sampling={k: v for k, v in params.items() if v is not None}, token_source=source,
+            index=turn,
+            num_request_messages=len(messages),
+            message=gen.message,
+            finish_reason=gen.finish_reason,
+            token_ids=token_ids,
+            logprobs=logprobs,
+            prompt_token_ids=prompt_ids,
+            usage=usage,
+            sampling={k: v for k, v in params.items() if v is not None},
+            token_source=source,
             latency_ms=round(seconds * 1000, 3),
         )
 
@@ -273,7 +312,9 @@ class TrainGate:
             return routed
         session = routed
         if session.finished and session.response is None:
-            session.errors.append(f"completion ({result.status.value}) arrived after the rollout ended ({session.status})")
+            session.errors.append(
+                f"completion ({result.status.value}) arrived after the rollout ended ({session.status})"
+            )
             return web.json_response({"ok": True, "late": True})
         if session.response is not None:
             session.duplicate_completions += 1

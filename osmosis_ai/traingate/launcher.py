@@ -39,8 +39,15 @@ class ServerUnreachable(TrainGateError):
 class RolloutLauncher:
     """Sends init requests to one rollout server; use as an async context manager (one pool per run)."""
 
-    def __init__(self, server_url: str, *, api_key: str | None = None, connect_timeout: float = 10.0,
-                 request_timeout: float = 60.0, max_connections: int = 100) -> None:
+    def __init__(
+        self,
+        server_url: str,
+        *,
+        api_key: str | None = None,
+        connect_timeout: float = 10.0,
+        request_timeout: float = 60.0,
+        max_connections: int = 100,
+    ) -> None:
         self.server_url = server_url.rstrip("/")
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._timeout = aiohttp.ClientTimeout(total=request_timeout, connect=connect_timeout)
@@ -57,8 +64,15 @@ class RolloutLauncher:
             await self._http.close()
             self._http = None
 
-    def build_request(self, session: RolloutSession, gateway_url: str, *, completion_params: dict[str, Any],
-                      max_turns: int, max_tokens_total: int) -> RolloutRequest:
+    def build_request(
+        self,
+        session: RolloutSession,
+        gateway_url: str,
+        *,
+        completion_params: dict[str, Any],
+        max_turns: int,
+        max_tokens_total: int,
+    ) -> RolloutRequest:
         return RolloutRequest(
             rollout_id=session.rollout_id,
             server_url=gateway_url,

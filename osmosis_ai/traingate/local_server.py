@@ -39,8 +39,9 @@ async def serve_asgi(app: Any, *, host: str = "127.0.0.1") -> AsyncIterator[str]
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", backlog=1024,
-                            timeout_graceful_shutdown=5)
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="on", backlog=1024, timeout_graceful_shutdown=5
+    )
     server = _server_without_signals(uvicorn, config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:

@@ -134,9 +134,14 @@ def render_rollouts(sessions: Sequence[RolloutSession], console: Console) -> Non
     table.add_column("final answer", overflow="ellipsis", no_wrap=True, max_width=26)
     for session in sorted(sessions, key=lambda s: (s.row_index, s.sample_index)):
         reward = "-" if session.reward is None else f"{session.reward:.3f}"
-        table.add_row(str(session.row_index), session.status, reward, str(session.num_turns),
-                      f"{session.completion_tokens}/{session.context_tokens}",
-                      escape(_last_content(session.final_messages, "assistant")))
+        table.add_row(
+            str(session.row_index),
+            session.status,
+            reward,
+            str(session.num_turns),
+            f"{session.completion_tokens}/{session.context_tokens}",
+            escape(_last_content(session.final_messages, "assistant")),
+        )
     console.print(table)
 
 
@@ -161,27 +166,36 @@ def render_summary(summary: RunSummary, sessions: Sequence[RolloutSession], cons
     violations = f"{summary.violations} in {summary.rollouts_with_violations} rollout(s)"
     table.add_row("append-only violations", violations, style="red" if summary.violations else None)
     if summary.rejected_calls or summary.gateway_errors:
-        table.add_row("refused calls / gateway errors", f"{summary.rejected_calls} / {summary.gateway_errors}",
-                      style="yellow")
+        table.add_row(
+            "refused calls / gateway errors",
+            f"{summary.rejected_calls} / {summary.gateway_errors}",
+            style="yellow",
+        )
     first_error = next((e for s in sessions for e in s.errors), None)
     if first_error:
         table.add_row("first gateway error", escape(first_error), style="yellow")
     if summary.reward_errors:
         first = next(s.reward_error for s in sessions if s.reward_error)
-        table.add_row("reward errors", f"{summary.reward_errors} (first: {escape(first or '')})", style="yellow")
+        table.add_row(
+            "reward errors", f"{summary.reward_errors} (first: {escape(first or '')})", style="yellow"
+        )
     console.print(table)
     shown = 0
     for session in sessions:
         for violation in session.violations:
             if shown < 5:
-                console.print(f"[red]append-only[/red] {escape(session.rollout_id)}: {escape(violation.describe())}")
+                console.print(
+                    f"[red]append-only[/red] {escape(session.rollout_id)}: {escape(violation.describe())}"
+                )
             shown += 1
     if shown > 5:
         console.print(f"... and {shown - 5} more append-only violation(s); see --output for all of them")
     errors = [s for s in sessions if s.status == "ERROR"]
     for session in errors[:3]:
         message = escape(session.error_message or "(no error message)")
-        console.print(f"[yellow]agent error[/yellow] {escape(session.rollout_id)}: {message}", highlight=False)
+        console.print(
+            f"[yellow]agent error[/yellow] {escape(session.rollout_id)}: {message}", highlight=False
+        )
     if len(errors) > 3:
         console.print(f"... and {len(errors) - 3} more rollout(s) ended in ERROR; see --output")
     if errors:

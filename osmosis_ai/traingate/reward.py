@@ -53,7 +53,9 @@ def last_assistant_content(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
-async def compute_reward(fn: RewardFn, messages: list[dict[str, Any]], ground_truth: str, extra_info: dict[str, Any]) -> float:
+async def compute_reward(
+    fn: RewardFn, messages: list[dict[str, Any]], ground_truth: str, extra_info: dict[str, Any]
+) -> float:
     """Call ``fn(solution_str, ground_truth, extra_info)`` and check it returns a finite number."""
     solution = last_assistant_content(messages)
     if inspect.iscoroutinefunction(fn):

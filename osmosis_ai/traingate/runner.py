@@ -42,13 +42,21 @@ class RunConfig:
 
 def row_messages(row: dict[str, Any]) -> list[dict[str, Any]]:
     """The initial conversation of a dataset row."""
-    return [{"role": "system", "content": row["system_prompt"]}, {"role": "user", "content": row["user_prompt"]}]
+    return [
+        {"role": "system", "content": row["system_prompt"]},
+        {"role": "user", "content": row["user_prompt"]},
+    ]
 
 
 def row_metadata(row: dict[str, Any], row_index: int, sample_index: int) -> dict[str, Any]:
     """Request metadata: ground truth, position, and every extra column of the row."""
     extra = {k: v for k, v in row.items() if k not in ("system_prompt", "user_prompt")}
-    return {**extra, "ground_truth": row["ground_truth"], "row_index": row_index, "sample_index": sample_index}
+    return {
+        **extra,
+        "ground_truth": row["ground_truth"],
+        "row_index": row_index,
+        "sample_index": sample_index,
+    }
 
 
 async def _score(session: RolloutSession, row: dict[str, Any], config: RunConfig) -> None:
@@ -56,17 +64,29 @@ async def _score(session: RolloutSession, row: dict[str, Any], config: RunConfig
         session.reward = session.agent_reward
         return
     try:
-        session.reward = await compute_reward(config.reward_fn, session.final_messages, row["ground_truth"], dict(row))
+        session.reward = await compute_reward(
+            config.reward_fn, session.final_messages, row["ground_truth"], dict(row)
+        )
     except Exception as exc:  # user code: record and keep going
         session.reward_error = f"{type(exc).__name__}: {exc}"
         logger.warning("reward function failed on rollout %s: %s", session.rollout_id, session.reward_error)
 
 
-async def _run_one(gate: TrainGate, launcher: RolloutLauncher, config: RunConfig, session: RolloutSession,
-                   row: dict[str, Any]) -> None:
+async def _run_one(
+    gate: TrainGate,
+    launcher: RolloutLauncher,
+    config: RunConfig,
+    session: RolloutSession,
+    row: dict[str, Any],
+) -> None:
     session.started_at = time.monotonic()
-    request = launcher.build_request(session, gate.url, completion_params=config.completion_params,
-                                     max_turns=config.max_turns, max_tokens_total=config.max_tokens_total)
+    request = launcher.build_request(
+        session,
+        gate.url,
+        completion_params=config.completion_params,
+        max_turns=config.max_turns,
+        max_tokens_total=config.max_tokens_total,
+    )
     try:
         init = await launcher.init(request)
     except (InitRejected, ServerUnreachable) as exc:
@@ -81,8 +101,11 @@ async def _run_one(gate: TrainGate, launcher: RolloutLauncher, config: RunConfig
     try:
         await asyncio.wait_for(session.done.wait(), timeout=max(remaining, 0.001))
     except asyncio.TimeoutError:
-        session.finish("TIMEOUT", f"no /v1/rollout/completed callback within {config.timeout:g}s "
-                                  f"({session.num_turns} chat turn(s) served)")
+        session.finish(
+            "TIMEOUT",
+            f"no /v1/rollout/completed callback within {config.timeout:g}s "
+            f"({session.num_turns} chat turn(s) served)",
+        )
         return
     await _score(session, row, config)
 
@@ -97,14 +120,20 @@ async def run_rollouts(
     """Run ``config.n`` rollouts of every row against ``config.server_url``; return the sessions in order."""
     semaphore = asyncio.Semaphore(config.concurrency)
     sessions = [
-        gate.open_session(f"tg-{config.run_id}-r{row_index}-s{sample}", row_messages(row),
-                          row_index=row_index, sample_index=sample, metadata=row_metadata(row, row_index, sample))
+        gate.open_session(
+            f"tg-{config.run_id}-r{row_index}-s{sample}",
+            row_messages(row),
+            row_index=row_index,
+            sample_index=sample,
+            metadata=row_metadata(row, row_index, sample),
+        )
         for row_index, row in enumerate(rows)
         for sample in range(config.n)
     ]
 
-    async with RolloutLauncher(config.server_url, api_key=config.server_api_key,
-                               max_connections=max(config.concurrency, 1)) as launcher:
+    async with RolloutLauncher(
+        config.server_url, api_key=config.server_api_key, max_connections=max(config.concurrency, 1)
+    ) as launcher:
 
         async def guarded(session: RolloutSession) -> None:
             async with semaphore:

@@ -25,7 +25,13 @@ def render_message(message: Message) -> str:
     """A deterministic text rendering of one message: role header, content, tool calls as JSON."""
     role = str(message.get("role", ""))
     content = message.get("content")
-    text = content if isinstance(content, str) else "" if content is None else json.dumps(content, sort_keys=True)
+    text = (
+        content
+        if isinstance(content, str)
+        else ""
+        if content is None
+        else json.dumps(content, sort_keys=True)
+    )
     parts = [f"<|{role}|>\n{text}"]
     if message.get("tool_calls"):
         parts.append(json.dumps(message["tool_calls"], sort_keys=True, separators=(",", ":")))
@@ -73,7 +79,9 @@ class HFTokenizer:
             ) from exc
         file = Path(path)
         if not file.is_file():
-            raise TrainGateError(f"tokenizer file not found: {file} (give the path of a HuggingFace tokenizer.json)")
+            raise TrainGateError(
+                f"tokenizer file not found: {file} (give the path of a HuggingFace tokenizer.json)"
+            )
         try:
             self._tokenizer = _HFTokenizer.from_file(str(file))
         except Exception as exc:

@@ -12,7 +12,9 @@ from osmosis_ai.consts import PACKAGE_VERSION
 
 
 def osmosis(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "osmosis_ai", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "osmosis_ai", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_version_prints_the_package_version() -> None:
@@ -70,7 +72,9 @@ def test_a_command_help_goes_through_argparse() -> None:
 
 
 def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
-    records = tmp_path / "many.jsonl"  # far more output than a pipe buffers, so the writer sees the pipe close
+    records = (
+        tmp_path / "many.jsonl"
+    )  # far more output than a pipe buffers, so the writer sees the pipe close
     records.write_text("".join(json.dumps({"solution_str": f"answer {i}" * 20}) + "\n" for i in range(5000)))
     command = f"'{sys.executable}' -m osmosis_ai preview -p '{records}' | head -n 1"
     result = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60)

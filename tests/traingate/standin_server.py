@@ -30,8 +30,11 @@ ADD_TOOL = {
     "function": {
         "name": "add",
         "description": "Add two numbers",
-        "parameters": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
-                       "required": ["a", "b"]},
+        "parameters": {
+            "type": "object",
+            "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+            "required": ["a", "b"],
+        },
     },
 }
 
@@ -39,8 +42,14 @@ ADD_TOOL = {
 class StandInRolloutServer:
     """See the module docstring. ``async with StandInRolloutServer(mode=...) as server: server.url``."""
 
-    def __init__(self, mode: str = "script", *, script: Script | None = None, status: int = 500,
-                 body: str = "Internal Server Error") -> None:
+    def __init__(
+        self,
+        mode: str = "script",
+        *,
+        script: Script | None = None,
+        status: int = 500,
+        body: str = "Internal Server Error",
+    ) -> None:
         self.mode = mode
         self.script = script
         self.status = status
@@ -67,7 +76,9 @@ class StandInRolloutServer:
             assert self._http is not None
             token = init.get("api_key") if key is None else key
             headers = {"Authorization": f"Bearer {token}"} if token else {}
-            async with self._http.post(init["server_url"].rstrip("/") + path, json=payload, headers=headers) as r:
+            async with self._http.post(
+                init["server_url"].rstrip("/") + path, json=payload, headers=headers
+            ) as r:
                 return r.status, await r.json()
 
         return callback

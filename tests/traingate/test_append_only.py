@@ -10,8 +10,13 @@ from osmosis_ai.traingate.append_only import check_append_only
 
 SYSTEM = {"role": "system", "content": "calc"}
 USER = {"role": "user", "content": "What is 2 + 3?"}
-CALL = {"role": "assistant", "content": "", "tool_calls": [
-    {"id": "call_0", "type": "function", "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'}}]}
+CALL = {
+    "role": "assistant",
+    "content": "",
+    "tool_calls": [
+        {"id": "call_0", "type": "function", "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'}}
+    ],
+}
 EXPECTED = [SYSTEM, USER, CALL]
 
 
@@ -20,7 +25,10 @@ EXPECTED = [SYSTEM, USER, CALL]
     [
         ([SYSTEM, USER, CALL], None),
         ([SYSTEM, USER, CALL, {"role": "tool", "tool_call_id": "call_0", "content": "5"}], None),
-        ([SYSTEM, USER, {"tool_calls": CALL["tool_calls"], "content": "", "role": "assistant"}], None),  # key order
+        (
+            [SYSTEM, USER, {"tool_calls": CALL["tool_calls"], "content": "", "role": "assistant"}],
+            None,
+        ),  # key order
         ([SYSTEM, {"role": "user", "content": "What is 2+3?"}, CALL], (1, "modified", "'content' changed")),
         ([SYSTEM, USER, {"role": "assistant", "content": ""}], (2, "modified", "'tool_calls' removed")),
         ([SYSTEM, USER, {**CALL, "name": "x"}], (2, "modified", "'name' added")),
@@ -42,7 +50,10 @@ def test_check_append_only(actual: list[Any], violation: tuple[int, str, str] | 
 
 
 def test_a_changed_tool_call_argument_is_caught() -> None:
-    edited = {**CALL, "tool_calls": [{**CALL["tool_calls"][0], "function": {"name": "add", "arguments": "{}"}}]}
+    edited = {
+        **CALL,
+        "tool_calls": [{**CALL["tool_calls"][0], "function": {"name": "add", "arguments": "{}"}}],
+    }
     found = check_append_only(EXPECTED, [SYSTEM, USER, edited], turn=1)
     assert found is not None and found.detail == "'tool_calls' changed"
     assert found.to_dict()["actual"] == edited

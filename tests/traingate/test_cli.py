@@ -18,21 +18,42 @@ AGENT = "examples.calculator.agent:agent_loop"
 
 
 def osmosis(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "osmosis_ai", "rollout", *args], capture_output=True, text=True,
-                          cwd=ROOT, env=ENV, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "osmosis_ai", "rollout", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=ENV,
+        timeout=timeout,
+    )
 
 
 def test_run_calculator_writes_records(tmp_path: Path) -> None:
     out = tmp_path / "records.jsonl"
-    result = osmosis("run", "-m", AGENT, "-d", str(CALCULATOR_DATASET), "--model", "scripted", "--n", "2",
-                     "--reward", "tests.traingate.rewards:answer_length", "--output", str(out))
+    result = osmosis(
+        "run",
+        "-m",
+        AGENT,
+        "-d",
+        str(CALCULATOR_DATASET),
+        "--model",
+        "scripted",
+        "--n",
+        "2",
+        "--reward",
+        "tests.traingate.rewards:answer_length",
+        "--output",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr
     rows = len(CALCULATOR_DATASET.read_text().splitlines())
     assert f"{2 * rows} (COMPLETED {2 * rows})" in result.stdout
     assert "append-only violations" in result.stdout and "Traceback" not in result.stderr
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(records) == 2 * rows
-    assert {(r["row_index"], r["sample_index"]) for r in records} == {(i, s) for i in range(rows) for s in (0, 1)}
+    assert {(r["row_index"], r["sample_index"]) for r in records} == {
+        (i, s) for i in range(rows) for s in (0, 1)
+    }
     for record in records:
         assert record["status"] == "COMPLETED" and record["finish_reason"] == "stop"
         answer = record["final_messages"][-1]["content"]
@@ -50,7 +71,9 @@ def test_run_calculator_writes_records(tmp_path: Path) -> None:
 
 def test_bad_dataset_is_a_clear_error(tmp_path: Path) -> None:
     data = tmp_path / "bad.jsonl"
-    data.write_text(json.dumps({"system_prompt": "s", "user_prompt": "What is 1 + 1?", "ground_truth": 2}) + "\n")
+    data.write_text(
+        json.dumps({"system_prompt": "s", "user_prompt": "What is 1 + 1?", "ground_truth": 2}) + "\n"
+    )
     result = osmosis("run", "-m", AGENT, "-d", str(data), "--model", "scripted")
     assert result.returncode == 1
     assert result.stderr.strip() == (
@@ -60,27 +83,47 @@ def test_bad_dataset_is_a_clear_error(tmp_path: Path) -> None:
 
 async def _osmosis_async(*args: str) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "osmosis_ai", "rollout", *args, cwd=ROOT, env=ENV,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "osmosis_ai",
+        "rollout",
+        *args,
+        cwd=ROOT,
+        env=ENV,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
     return process.returncode or 0, stdout.decode(), stderr.decode()
 
 
 async def test_init_rejected_exits_non_zero_with_status_and_body() -> None:
     async with StandInRolloutServer(mode="reject", status=500, body="get_tools exploded") as server:
-        code, _stdout, stderr = await _osmosis_async("run", "--url", server.url, "-d", str(CALCULATOR_DATASET),
-                                                    "--model", "scripted", "--quiet")
+        code, _stdout, stderr = await _osmosis_async(
+            "run", "--url", server.url, "-d", str(CALCULATOR_DATASET), "--model", "scripted", "--quiet"
+        )
     assert code == 1
     assert "Traceback" not in stderr
     rows = len(CALCULATOR_DATASET.read_text().splitlines())
-    assert stderr.startswith(f"Error: {rows} of {rows} rollout(s) did not finish: {rows} x init rejected by "
-                             f"{server.url}/v1/rollout/init: HTTP 500: get_tools exploded")
+    assert stderr.startswith(
+        f"Error: {rows} of {rows} rollout(s) did not finish: {rows} x init rejected by "
+        f"{server.url}/v1/rollout/init: HTTP 500: get_tools exploded"
+    )
 
 
 async def test_silent_server_times_out_with_a_clear_error() -> None:
     async with StandInRolloutServer(mode="silent") as server:
-        code, stdout, stderr = await _osmosis_async("run", "--url", server.url, "-d", str(CALCULATOR_DATASET),
-                                                    "--model", "scripted", "--timeout", "0.5")
+        code, stdout, stderr = await _osmosis_async(
+            "run",
+            "--url",
+            server.url,
+            "-d",
+            str(CALCULATOR_DATASET),
+            "--model",
+            "scripted",
+            "--timeout",
+            "0.5",
+        )
     assert code == 1
     assert "no /v1/rollout/completed callback within 0.5s" in stderr
     assert "TIMEOUT" in stdout  # the summary table is still printed

@@ -21,7 +21,9 @@ from osmosis_ai.traingate.runner import RunConfig, run_rollouts
 ROW = {"system_prompt": "calc", "user_prompt": "What is 20 / 8?", "ground_truth": "2.5"}
 
 
-async def test_calculator_with_scripted_policy_completes_with_token_data(calculator_rows: list[dict[str, Any]]) -> None:
+async def test_calculator_with_scripted_policy_completes_with_token_data(
+    calculator_rows: list[dict[str, Any]],
+) -> None:
     async with serve_agent_loop_locally(calculator_agent) as url, TrainGate(ScriptedPolicy()) as gate:
         sessions = await run_rollouts(gate, calculator_rows, RunConfig(url, n=2, concurrency=4, timeout=10))
     assert len(sessions) == 2 * len(calculator_rows)
@@ -81,7 +83,9 @@ async def test_history_rewriting_agent_is_caught(how: str, index: int, detail: s
         sessions = await run_rollouts(gate, [ROW], RunConfig(url, timeout=10))
     session = sessions[0]
     assert session.status == "COMPLETED"
-    assert [(v.turn, v.index, v.kind, v.detail) for v in session.violations] == [(1, index, "modified", detail)]
+    assert [(v.turn, v.index, v.kind, v.detail) for v in session.violations] == [
+        (1, index, "modified", detail)
+    ]
     violation = session.to_record()["append_only_violations"][0]
     assert violation["expected"] != violation["actual"]
     assert summarize(sessions, 1.0).rollouts_with_violations == 1
@@ -91,7 +95,9 @@ async def test_server_api_key_is_sent_on_init() -> None:
     app = create_app(calculator_agent, api_key="server-secret")
     async with serve_asgi(app) as url, TrainGate(ScriptedPolicy()) as gate:
         good = await run_rollouts(gate, [ROW], RunConfig(url, server_api_key="server-secret", timeout=10))
-        bad = await run_rollouts(gate, [ROW], RunConfig(url, server_api_key="wrong", timeout=10, run_id="bad"))
+        bad = await run_rollouts(
+            gate, [ROW], RunConfig(url, server_api_key="wrong", timeout=10, run_id="bad")
+        )
     assert good[0].status == "COMPLETED" and good[0].reward == 1.0
     assert bad[0].status == "INIT_FAILED" and "HTTP 401" in (bad[0].error_message or "")
 

@@ -27,8 +27,10 @@ async def test_server_that_never_calls_back_times_out() -> None:
 
 
 async def test_init_answered_500_is_reported_with_status_and_body() -> None:
-    async with StandInRolloutServer(mode="reject", status=500, body="get_tools exploded") as server, \
-            TrainGate(ScriptedPolicy()) as gate:
+    async with (
+        StandInRolloutServer(mode="reject", status=500, body="get_tools exploded") as server,
+        TrainGate(ScriptedPolicy()) as gate,
+    ):
         sessions = await run_rollouts(gate, [ROW], RunConfig(server.url, timeout=5))
     assert sessions[0].status == "INIT_FAILED"
     assert "HTTP 500" in (sessions[0].error_message or "")
@@ -78,8 +80,9 @@ async def test_wrong_callback_key_is_rejected_and_recorded() -> None:
 
 async def test_unknown_rollout_and_bad_body_are_refused() -> None:
     async with TrainGate(ScriptedPolicy()) as gate, aiohttp.ClientSession() as http:
-        async with http.post(f"{gate.url}/v1/chat/completions",
-                             json={"rollout_id": "nope", "messages": []}) as response:
+        async with http.post(
+            f"{gate.url}/v1/chat/completions", json={"rollout_id": "nope", "messages": []}
+        ) as response:
             assert response.status == 404
         async with http.post(f"{gate.url}/v1/chat/completions", json={"messages": "x"}) as response:
             assert response.status == 422
@@ -90,8 +93,9 @@ async def test_unknown_rollout_and_bad_body_are_refused() -> None:
 
 
 class CrashingPolicy(ScriptedPolicy):
-    async def generate(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]],
-                       params: dict[str, Any]) -> Any:
+    async def generate(
+        self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]], params: dict[str, Any]
+    ) -> Any:
         raise RuntimeError("boom")
 
 
@@ -102,8 +106,10 @@ async def test_a_crashing_policy_costs_one_answer_not_the_gateway() -> None:
         chat = {"messages": init["messages"], "rollout_id": init["rollout_id"]}
         answers.append(await callback("/v1/chat/completions", chat))
         answers.append(await callback("/v1/chat/completions", chat))
-        await callback("/v1/rollout/completed", {"rollout_id": init["rollout_id"], "status": "ERROR",
-                                                 "error_message": "llm failed"})
+        await callback(
+            "/v1/rollout/completed",
+            {"rollout_id": init["rollout_id"], "status": "ERROR", "error_message": "llm failed"},
+        )
 
     async with StandInRolloutServer(script=two_calls) as server, TrainGate(CrashingPolicy()) as gate:
         sessions = await run_rollouts(gate, [ROW], RunConfig(server.url, timeout=5))

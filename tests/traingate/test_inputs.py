@@ -22,7 +22,10 @@ def _jsonl(tmp_path: Path, rows: list[object]) -> Path:
 
 
 def test_jsonl_rows_are_normalised(tmp_path: Path) -> None:
-    path = _jsonl(tmp_path, [{**GOOD, "difficulty": "easy"}, {"System_Prompt": "s", "USER_PROMPT": "u", "ground_truth": "1"}])
+    path = _jsonl(
+        tmp_path,
+        [{**GOOD, "difficulty": "easy"}, {"System_Prompt": "s", "USER_PROMPT": "u", "ground_truth": "1"}],
+    )
     rows = load_dataset(path)
     assert rows[0]["difficulty"] == "easy"
     assert rows[1] == {"system_prompt": "s", "user_prompt": "u", "ground_truth": "1"}
@@ -31,7 +34,10 @@ def test_jsonl_rows_are_normalised(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("rows", "message"),
     [
-        ([GOOD, {**GOOD, "ground_truth": 3}], "row 1, column 'ground_truth' is a int (3); write it as a string"),
+        (
+            [GOOD, {**GOOD, "ground_truth": 3}],
+            "row 1, column 'ground_truth' is a int (3); write it as a string",
+        ),
         ([{**GOOD, "user_prompt": "  "}], "row 0, column 'user_prompt' is empty"),
         ([{**GOOD, "system_prompt": None}], "row 0, column 'system_prompt' is null"),
         ([GOOD, GOOD, {"user_prompt": "u"}], "row 2 is missing column(s) ['system_prompt', 'ground_truth']"),
@@ -132,7 +138,9 @@ def test_importing_traingate_stays_light() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, osmosis_ai.traingate, osmosis_ai.cli.commands.rollout; "
-            "print(sorted({'aiohttp', 'litellm', 'pydantic', 'rich', 'uvicorn'} & set(sys.modules)))")
+    code = (
+        "import sys, osmosis_ai.traingate, osmosis_ai.cli.commands.rollout; "
+        "print(sorted({'aiohttp', 'litellm', 'pydantic', 'rich', 'uvicorn'} & set(sys.modules)))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -25,8 +25,15 @@ ROWS = [
 
 def _body(message: dict[str, Any], finish: str, **extra: Any) -> dict[str, Any]:
     choice = {"index": 0, "message": message, "finish_reason": finish, **extra.pop("choice", {})}
-    return {"id": "cmpl-1", "object": "chat.completion", "created": int(time.time()), "model": "m",
-            "choices": [choice], "usage": {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13}, **extra}
+    return {
+        "id": "cmpl-1",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": "m",
+        "choices": [choice],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13},
+        **extra,
+    }
 
 
 def provider(request: dict[str, Any]) -> Reply:
@@ -34,14 +41,29 @@ def provider(request: dict[str, Any]) -> Reply:
     messages = request["messages"]
     if messages[-1]["role"] == "tool":
         answer = {"role": "assistant", "content": f"The answer is #### {messages[-1]['content']}"}
-        return Reply(body=_body(answer, "stop", prompt_token_ids=[1, 2, 3],
-                                choice={"token_ids": [7, 8], "logprobs": {"content": [
-                                    {"token": "a", "logprob": -0.25, "top_logprobs": []},
-                                    {"token": "b", "logprob": -0.5, "top_logprobs": []}]}}))
+        return Reply(
+            body=_body(
+                answer,
+                "stop",
+                prompt_token_ids=[1, 2, 3],
+                choice={
+                    "token_ids": [7, 8],
+                    "logprobs": {
+                        "content": [
+                            {"token": "a", "logprob": -0.25, "top_logprobs": []},
+                            {"token": "b", "logprob": -0.5, "top_logprobs": []},
+                        ]
+                    },
+                },
+            )
+        )
     a, op, b = messages[-1]["content"].removeprefix("What is ").rstrip("?").split()
     name = {"+": "add", "*": "multiply"}[op]
-    call = {"id": "call_x", "type": "function",
-            "function": {"name": name, "arguments": json.dumps({"a": int(a), "b": int(b)})}}
+    call = {
+        "id": "call_x",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps({"a": int(a), "b": int(b)})},
+    }
     return Reply(body=_body({"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"))
 
 

@@ -28,14 +28,23 @@ PER_ROLLOUT_TABLE_LIMIT = 20  # larger runs get the summary only; --output has e
 
 def _add_target(parser: argparse.ArgumentParser) -> None:
     target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument("-m", "--module", metavar="MODULE:ATTR",
-                        help="agent loop to serve in-process, e.g. examples.calculator.agent:agent_loop")
+    target.add_argument(
+        "-m",
+        "--module",
+        metavar="MODULE:ATTR",
+        help="agent loop to serve in-process, e.g. examples.calculator.agent:agent_loop",
+    )
     target.add_argument("--url", help="base URL of a running rollout server, e.g. http://127.0.0.1:9000")
-    parser.add_argument("--server-api-key", metavar="KEY",
-                        help=f"Bearer key of the --url server (default: ${SERVER_KEY_ENV})")
+    parser.add_argument(
+        "--server-api-key", metavar="KEY", help=f"Bearer key of the --url server (default: ${SERVER_KEY_ENV})"
+    )
     parser.add_argument("--concurrency", type=_positive_int, default=8, help="rollouts in flight (default 8)")
-    parser.add_argument("--timeout", type=_positive_float, default=300.0,
-                        help="seconds each rollout may take before it counts as lost (default 300)")
+    parser.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=300.0,
+        help="seconds each rollout may take before it counts as lost (default 300)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="show library log messages")
 
 
@@ -55,33 +64,61 @@ def _positive_float(text: str) -> float:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="rollout_command", metavar="{run,bench}", required=True)
-    run = sub.add_parser("run", help="run a dataset through a rollout server with a local TrainGate",
-                         description="Run a dataset through a rollout server with a local TrainGate.")
+    run = sub.add_parser(
+        "run",
+        help="run a dataset through a rollout server with a local TrainGate",
+        description="Run a dataset through a rollout server with a local TrainGate.",
+    )
     _add_target(run)
-    run.add_argument("-d", "--dataset", required=True, help="dataset file (.jsonl, .csv, .parquet) with "
-                     "system_prompt, user_prompt, ground_truth")
-    run.add_argument("--model", required=True,
-                     help="policy: a LiteLLM model (e.g. openai/gpt-4o-mini), a model behind --base-url, "
-                          "or 'scripted' (offline calculator solver for demos)")
+    run.add_argument(
+        "-d",
+        "--dataset",
+        required=True,
+        help="dataset file (.jsonl, .csv, .parquet) with system_prompt, user_prompt, ground_truth",
+    )
+    run.add_argument(
+        "--model",
+        required=True,
+        help="policy: a LiteLLM model (e.g. openai/gpt-4o-mini), a model behind --base-url, "
+        "or 'scripted' (offline calculator solver for demos)",
+    )
     run.add_argument("--base-url", help="OpenAI-compatible base URL of the policy (vLLM, SGLang, Ollama)")
     run.add_argument("--api-key", help="API key of the policy backend (default: the provider's env variable)")
-    run.add_argument("--tokenizer", metavar="TOKENIZER_JSON",
-                     help="HuggingFace tokenizer.json for token ids the backend does not return (default: bytes)")
+    run.add_argument(
+        "--tokenizer",
+        metavar="TOKENIZER_JSON",
+        help="HuggingFace tokenizer.json for token ids the backend does not return (default: bytes)",
+    )
     run.add_argument("--n", type=_positive_int, default=1, help="rollouts per dataset row (default 1)")
-    run.add_argument("--max-turns", type=_positive_int, default=10, help="max_turns sent to the agent (default 10)")
+    run.add_argument(
+        "--max-turns", type=_positive_int, default=10, help="max_turns sent to the agent (default 10)"
+    )
     run.add_argument("--temperature", type=float, help="completion_params.temperature sent to the agent")
-    run.add_argument("--max-tokens", type=_positive_int, help="completion_params.max_tokens sent to the agent")
-    run.add_argument("--reward", metavar="MODULE:FN",
-                     help="compute the reward trainer-side with fn(solution_str, ground_truth, extra_info)")
-    run.add_argument("--gateway-host", default="127.0.0.1",
-                     help="address the TrainGate binds and advertises as server_url (default 127.0.0.1; "
-                          "give this machine's reachable IP when --url points at another host)")
+    run.add_argument(
+        "--max-tokens", type=_positive_int, help="completion_params.max_tokens sent to the agent"
+    )
+    run.add_argument(
+        "--reward",
+        metavar="MODULE:FN",
+        help="compute the reward trainer-side with fn(solution_str, ground_truth, extra_info)",
+    )
+    run.add_argument(
+        "--gateway-host",
+        default="127.0.0.1",
+        help="address the TrainGate binds and advertises as server_url (default 127.0.0.1; "
+        "give this machine's reachable IP when --url points at another host)",
+    )
     run.add_argument("-o", "--output", metavar="FILE.jsonl", help="write one JSON record per rollout")
-    run.add_argument("--progress", action="store_true", help="show the progress bar even when not on a terminal")
+    run.add_argument(
+        "--progress", action="store_true", help="show the progress bar even when not on a terminal"
+    )
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary table")
 
-    bench = sub.add_parser("bench", help="measure rollouts/s of a rollout server with an instant canned policy",
-                           description="Measure rollouts/s of a rollout server with an instant canned policy.")
+    bench = sub.add_parser(
+        "bench",
+        help="measure rollouts/s of a rollout server with an instant canned policy",
+        description="Measure rollouts/s of a rollout server with an instant canned policy.",
+    )
     _add_target(bench)
     bench.add_argument("--rollouts", type=_positive_int, default=200, help="rollouts to run (default 200)")
     bench.add_argument("--tool-turns", type=int, default=1, help="tool-calling turns per rollout (default 1)")
@@ -90,8 +127,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.ERROR, format="%(levelname)s %(name)s: %(message)s"
+    )
     if not args.verbose:
         # Agent failures are reported per rollout in the summary; their tracebacks only with --verbose.
         logging.getLogger("osmosis_ai.rollout").setLevel(logging.CRITICAL)
@@ -114,13 +152,21 @@ async def rollout_server(args: argparse.Namespace) -> AsyncIterator[tuple[str, s
         yield url, None
 
 
-def _progress(enabled: bool, total: int) -> tuple[contextlib.AbstractContextManager[Any], Callable[[Any], None]]:
+def _progress(
+    enabled: bool, total: int
+) -> tuple[contextlib.AbstractContextManager[Any], Callable[[Any], None]]:
     if not enabled:
         return contextlib.nullcontext(), lambda _session: None
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    progress = Progress(TextColumn("rollouts"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=_console(), transient=True)
+    progress = Progress(
+        TextColumn("rollouts"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=_console(),
+        transient=True,
+    )
     task = progress.add_task("rollouts", total=total)
     return progress, lambda _session: progress.advance(task)
 
@@ -157,7 +203,9 @@ async def _run(args: argparse.Namespace) -> int:
     from osmosis_ai.traingate.runner import RunConfig, run_rollouts
 
     rows, reward_fn, tokenizer, policy = _prepare(args)
-    params = {k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens)) if v is not None}
+    params = {
+        k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens)) if v is not None
+    }
     show_progress = not args.quiet and (args.progress or sys.stdout.isatty())
     progress, advance = _progress(show_progress, len(rows) * args.n)
     writer = RecordWriter(args.output) if args.output else None
@@ -178,9 +226,16 @@ async def _run(args: argparse.Namespace) -> int:
         # The gateway outlives the rollout server, so late callbacks sent while it shuts down are still heard.
         gate = await stack.enter_async_context(TrainGate(policy, tokenizer=tokenizer, host=args.gateway_host))
         url, key = await stack.enter_async_context(rollout_server(args))
-        config = RunConfig(server_url=url, server_api_key=key, n=args.n, concurrency=args.concurrency,
-                           timeout=args.timeout, max_turns=args.max_turns, completion_params=params,
-                           reward_fn=reward_fn)
+        config = RunConfig(
+            server_url=url,
+            server_api_key=key,
+            n=args.n,
+            concurrency=args.concurrency,
+            timeout=args.timeout,
+            max_turns=args.max_turns,
+            completion_params=params,
+            reward_fn=reward_fn,
+        )
         started = time.perf_counter()
         with progress:
             sessions = await run_rollouts(gate, rows, config, on_done=finished)
@@ -194,7 +249,9 @@ async def _run(args: argparse.Namespace) -> int:
             print(f"wrote {writer.count} record(s) to {args.output}")
     if not summary.all_terminal:
         lost = summary.rollouts - sum(summary.statuses.get(s, 0) for s in ("COMPLETED", "ERROR"))
-        raise CLIError(f"{lost} of {summary.rollouts} rollout(s) did not finish: " + "; ".join(summary.infra_failures))
+        raise CLIError(
+            f"{lost} of {summary.rollouts} rollout(s) did not finish: " + "; ".join(summary.infra_failures)
+        )
     return 0
 
 
@@ -204,12 +261,21 @@ async def _bench(args: argparse.Namespace) -> int:
     from osmosis_ai.traingate.bench import run_bench
 
     async with rollout_server(args) as (url, key):
-        summary = await run_bench(url, rollouts=args.rollouts, concurrency=args.concurrency,
-                                  tool_turns=args.tool_turns, timeout=args.timeout, server_api_key=key)
+        summary = await run_bench(
+            url,
+            rollouts=args.rollouts,
+            concurrency=args.concurrency,
+            tool_turns=args.tool_turns,
+            timeout=args.timeout,
+            server_api_key=key,
+        )
     lat = summary.latency_ms
     figures = {
-        "rollouts": summary.rollouts, "concurrency": args.concurrency, "tool_turns": args.tool_turns,
-        "statuses": summary.statuses, "wall_s": round(summary.wall_s, 3),
+        "rollouts": summary.rollouts,
+        "concurrency": args.concurrency,
+        "tool_turns": args.tool_turns,
+        "statuses": summary.statuses,
+        "wall_s": round(summary.wall_s, 3),
         "rollouts_per_s": round(summary.rollouts_per_s, 1),
         **{f"{name}_ms": None if value is None else round(value, 2) for name, value in lat.items()},
         "append_only_violations": summary.violations,
@@ -217,9 +283,11 @@ async def _bench(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(figures))
     else:
-        print(f"{summary.rollouts} rollouts, concurrency {args.concurrency}, {args.tool_turns} tool turn(s): "
-              f"{figures['rollouts_per_s']} rollouts/s; latency p50 {figures['p50_ms']} ms, "
-              f"p90 {figures['p90_ms']} ms, p99 {figures['p99_ms']} ms; statuses {summary.statuses}")
+        print(
+            f"{summary.rollouts} rollouts, concurrency {args.concurrency}, {args.tool_turns} tool turn(s): "
+            f"{figures['rollouts_per_s']} rollouts/s; latency p50 {figures['p50_ms']} ms, "
+            f"p90 {figures['p90_ms']} ms, p99 {figures['p99_ms']} ms; statuses {summary.statuses}"
+        )
     if not summary.all_terminal:
         raise CLIError("some rollouts did not finish: " + "; ".join(summary.infra_failures))
     return 0

@@ -36,7 +36,9 @@ class Policy(abc.ABC):
     deterministic: bool = False
 
     @abc.abstractmethod
-    async def generate(self, messages: list[Message], *, tools: list[Message], params: dict[str, Any]) -> Generation:
+    async def generate(
+        self, messages: list[Message], *, tools: list[Message], params: dict[str, Any]
+    ) -> Generation:
         """Answer ``messages`` given the rollout's ``tools`` and the request's sampling ``params``."""
 
     async def aclose(self) -> None:

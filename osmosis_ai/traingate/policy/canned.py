@@ -25,13 +25,19 @@ class CannedPolicy(Policy):
     def __init__(self, tool_turns: int = 1) -> None:
         self.tool_turns = tool_turns
 
-    async def generate(self, messages: list[Message], *, tools: list[Message], params: dict[str, Any]) -> Generation:
+    async def generate(
+        self, messages: list[Message], *, tools: list[Message], params: dict[str, Any]
+    ) -> Generation:
         turn = sum(1 for m in messages if m.get("role") == "assistant")
         prompt_ids = list(range(len(messages)))
         usage = {"prompt_tokens": len(prompt_ids), "completion_tokens": len(_TOKENS)}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         if turn < self.tool_turns:
-            call = {"id": f"call_{turn}", "type": "function", "function": {"name": "add", "arguments": _ARGUMENTS}}
+            call = {
+                "id": f"call_{turn}",
+                "type": "function",
+                "function": {"name": "add", "arguments": _ARGUMENTS},
+            }
             message: Message = {"role": "assistant", "content": "", "tool_calls": [call]}
             finish = "tool_calls"
         else:

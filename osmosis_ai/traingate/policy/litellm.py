@@ -101,17 +101,24 @@ class LiteLLMPolicy(Policy):
             kwargs["custom_llm_provider"] = self._provider
         return kwargs
 
-    async def generate(self, messages: list[Message], *, tools: list[Message], params: dict[str, Any]) -> Generation:
+    async def generate(
+        self, messages: list[Message], *, tools: list[Message], params: dict[str, Any]
+    ) -> Generation:
         litellm = import_litellm()
         try:
             response = await litellm.acompletion(
-                model=self.model, messages=messages, timeout=self.timeout, **self._request_kwargs(tools, params)
+                model=self.model,
+                messages=messages,
+                timeout=self.timeout,
+                **self._request_kwargs(tools, params),
             )
         except Exception as exc:
             detail = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
             status = getattr(exc, "status_code", None)
             retryable = not isinstance(status, int) or status in (408, 409, 429) or status >= 500
-            raise PolicyError(f"the policy backend {self.model!r} failed: {detail}", retryable=retryable) from exc
+            raise PolicyError(
+                f"the policy backend {self.model!r} failed: {detail}", retryable=retryable
+            ) from exc
         choices = _field(response, "choices") or []
         if not choices:
             raise PolicyError(f"the policy backend {self.model!r} returned no choices")

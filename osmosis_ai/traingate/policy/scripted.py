@@ -45,7 +45,9 @@ class ScriptedPolicy(Policy):
     name = "scripted"
     deterministic = True
 
-    async def generate(self, messages: list[Message], *, tools: list[Message], params: dict[str, Any]) -> Generation:
+    async def generate(
+        self, messages: list[Message], *, tools: list[Message], params: dict[str, Any]
+    ) -> Generation:
         if messages and messages[-1].get("role") == "tool":
             result = str(messages[-1].get("content", "")).strip()
             return Generation({"role": "assistant", "content": f"The answer is #### {result}"})
@@ -65,4 +67,6 @@ class ScriptedPolicy(Policy):
             "type": "function",
             "function": {"name": tool, "arguments": json.dumps({"a": a, "b": b})},
         }
-        return Generation({"role": "assistant", "content": "", "tool_calls": [call]}, finish_reason="tool_calls")
+        return Generation(
+            {"role": "assistant", "content": "", "tool_calls": [call]}, finish_reason="tool_calls"
+        )
