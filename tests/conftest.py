@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 
 import pytest
@@ -21,3 +22,10 @@ def openai_server(_openai_server_session: OpenAIServer) -> Iterator[OpenAIServer
     _openai_server_session.reset()
     yield _openai_server_session
     _openai_server_session.reset()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Collect garbage before the summary line: LiteLLM leaves its background logging task on event
+    loops that tests have closed, and asyncio reports such tasks ("Task was destroyed but it is
+    pending!") when they are collected — better before the summary than after it."""
+    gc.collect()
