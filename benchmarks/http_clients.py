@@ -19,6 +19,8 @@ import socket
 import time
 from collections.abc import Awaitable, Callable
 
+from osmosis_ai._sockets import bind_listener
+
 MESSAGES = [
     {"role": "system", "content": "You are a calculator. Answer as '#### <number>'."},
     {"role": "user", "content": "What is 12 + 7?"},
@@ -149,9 +151,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="best of N per cell (the machine is shared)")
     args = parser.parse_args()
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock = bind_listener()
     sock.listen(2048)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1/chat/completions"
     server = multiprocessing.get_context("fork").Process(target=_serve, args=(sock,), daemon=True)

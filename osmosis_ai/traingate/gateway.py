@@ -18,7 +18,6 @@ import asyncio
 import json
 import logging
 import secrets
-import socket
 import time
 from collections import deque
 from typing import Any
@@ -26,6 +25,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import ValidationError
 
+from osmosis_ai._sockets import bind_listener
 from osmosis_ai.rollout.core.schemas import (
     CompletionsChoice,
     CompletionsRequest,
@@ -108,14 +108,9 @@ class TrainGate:
         app.router.add_get("/health", self._health)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        # proto=IPPROTO_TCP matters: asyncio enables TCP_NODELAY on accepted sockets only when the listening
-        # socket says so; without it every keep-alive response waits ~40 ms for a delayed ACK.
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind((self.host, 0))
+            sock = bind_listener(self.host)
         except OSError as exc:
-            sock.close()
             raise TrainGateError(f"cannot listen on {self.host!r}: {exc} (check --gateway-host)") from exc
         self.port = sock.getsockname()[1]
         await web.SockSite(self._runner, sock, backlog=1024).start()

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+from osmosis_ai._sockets import bind_listener
 from osmosis_ai.traingate.errors import TrainGateError
 
 STARTUP_TIMEOUT_S = 15.0
@@ -33,11 +33,7 @@ async def serve_asgi(app: Any, *, host: str = "127.0.0.1") -> AsyncIterator[str]
     """Serve ``app`` under uvicorn until the block exits; yield its base URL."""
     import uvicorn
 
-    # proto=IPPROTO_TCP matters: asyncio enables TCP_NODELAY on accepted sockets only when the listening
-    # socket says so; without it every keep-alive response waits ~40 ms for a delayed ACK.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
+    sock = bind_listener(host)
     port = sock.getsockname()[1]
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="on", backlog=1024, timeout_graceful_shutdown=5

@@ -45,15 +45,15 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import json
-import socket
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
+from tests.support.threaded_server import ThreadedServer
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETED_PATH = "/v1/rollout/completed"
@@ -135,8 +135,7 @@ class TrainerStandIn:
             COMPLETED_PATH: collections.deque(),
         }
         self._cond = threading.Condition()
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._runner: ThreadedServer | None = None
 
     # -- scripting and inspection ------------------------------------------------------------
 
@@ -182,8 +181,14 @@ class TrainerStandIn:
     def _reply_for(self, path: str, payload: Any) -> Reply:
         with self._cond:
             queue = self._queues.get(path)
-            if queue:
-                return queue.popleft()
+            queued = queue.popleft() if queue else None
+        if queued is None:
+            return self._default_reply(path, payload)
+        if queued.body is None and queued.status < 300:
+            return dataclasses.replace(queued, body=self._default_reply(path, payload).body)
+        return queued
+
+    def _default_reply(self, path: str, payload: Any) -> Reply:
         if path == COMPLETED_PATH:
             return Reply(body={"status": "ok"})
         if path != CHAT_PATH:
@@ -251,36 +256,21 @@ class TrainerStandIn:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> TrainerStandIn:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
+        self._runner = ThreadedServer(
             self._app,
+            name="trainer-stand-in",
             interface="asgi3",
             lifespan="off",
-            log_level="warning",
-            access_log=False,
             timeout_graceful_shutdown=1,
             backlog=2048,
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, name="trainer-stand-in", daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the trainer stand-in did not start")
-            time.sleep(0.005)
+        ).start()
+        self.port = self._runner.port
         return self
 
     def stop(self) -> None:
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._thread.join(timeout=10)
-        self._server = self._thread = None
+        if self._runner is not None:
+            self._runner.stop(timeout=10)
+        self._runner = None
 
     def __enter__(self) -> TrainerStandIn:
         return self.start()

@@ -33,14 +33,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
-import socket
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
+from tests.support.threaded_server import ThreadedServer
 
 DEFAULT_CONTENT = '{"score": 1.0, "explanation": "default reply from the test server"}'
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
@@ -97,8 +96,7 @@ class OpenAIServer:
         self.requests: list[RecordedRequest] = []
         self._queue: collections.deque[Reply] = collections.deque()
         self._lock = threading.Lock()
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._runner: ThreadedServer | None = None
         self.port = 0
 
     # -- scripting ---------------------------------------------------------------------------
@@ -183,41 +181,23 @@ class OpenAIServer:
 
     def start(self) -> OpenAIServer:
         """Bind a free port on 127.0.0.1, start serving in a daemon thread, return ``self``."""
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # Inherited by accepted connections: without it, Nagle's algorithm plus delayed ACKs add
-        # ~40 ms to every keep-alive response written in two parts (headers, then body).
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
+        self._runner = ThreadedServer(
             self._app,
+            name="openai-test-server",
             interface="asgi3",
             lifespan="off",
-            log_level="warning",
-            access_log=False,
             loop="asyncio",
             timeout_graceful_shutdown=1,
             backlog=1024,
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, name="openai-test-server", daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the OpenAI test server did not start")
-            time.sleep(0.005)
+        ).start()
+        self.port = self._runner.port
         return self
 
     def stop(self) -> None:
         """Stop the server and wait for its thread."""
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._thread.join(timeout=10)
-        self._server = self._thread = None
+        if self._runner is not None:
+            self._runner.stop(timeout=10)
+        self._runner = None
 
     def __enter__(self) -> OpenAIServer:
         return self.start()

@@ -15,12 +15,13 @@ It runs in the test's event loop on a free loopback port (aiohttp) and answers
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
 from aiohttp import web
+
+from osmosis_ai._sockets import bind_listener
 
 Callback = Callable[..., Awaitable[tuple[int, Any]]]
 Script = Callable[[dict[str, Any], Callback], Awaitable[None]]
@@ -88,8 +89,7 @@ class StandInRolloutServer:
         app.router.add_post("/v1/rollout/init", self._init)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
+        sock = bind_listener()
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         await web.SockSite(self._runner, sock).start()
         self._http = aiohttp.ClientSession()

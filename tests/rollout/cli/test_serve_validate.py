@@ -15,7 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.rollout.server.support import PlatformStandIn, bound_socket, init_body
+from osmosis_ai._sockets import bind_listener
+from tests.rollout.server.support import PlatformStandIn, init_body
 from tests.rollout.trainer import TrainerStandIn
 
 REPO = Path(__file__).resolve().parents[3]
@@ -168,7 +169,7 @@ def test_serve_rejects_a_bad_port():
 
 class ServeProcess:
     def __init__(self, *args: str, cwd: Path = REPO) -> None:
-        sock = bound_socket()
+        sock = bind_listener()
         self.port = sock.getsockname()[1]
         sock.close()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -271,7 +272,7 @@ def test_serve_registers_with_the_platform_when_a_token_is_given(trainer: Traine
     stand_in = PlatformStandIn()
     stand_in.server.start()
     try:
-        sock = bound_socket()
+        sock = bind_listener()
         port = sock.getsockname()[1]
         sock.close()
         env = _env(OSMOSIS_ACCESS_TOKEN="tok-cli", OSMOSIS_PLATFORM_URL=stand_in.server.url, COLUMNS="200")

@@ -5,18 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import threading
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
-import uvicorn
 from fastapi import FastAPI, Request, Response
 
 from osmosis_ai.rollout import RolloutAgentLoop, RolloutContext, RolloutRequest, RolloutResult
 from osmosis_ai.rollout.config.settings import RolloutClientSettings, RolloutServerSettings, RolloutSettings
 from osmosis_ai.rollout.server.runner import DrainingServer
+from tests.support.threaded_server import ThreadedServer
 
 ADD_TOOL = {
     "type": "function",
@@ -40,42 +38,17 @@ def fast_settings(**server: Any) -> RolloutSettings:
     return RolloutSettings(client=client, server=RolloutServerSettings().model_copy(update=server))
 
 
-def bound_socket() -> socket.socket:
-    """A TCP socket bound to a free loopback port (hand it to ``RunningServer`` to learn the port early)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    return sock
-
-
-class RunningServer:
-    """A uvicorn server in a background thread; ``url`` once started, ``stop()`` to shut it down."""
+class RunningServer(ThreadedServer):
+    """A ``create_app`` app under ``DrainingServer`` (drain while HTTP is up, as ``osmosis serve``);
+    any other app under plain uvicorn."""
 
     def __init__(self, app: Any, sock: socket.socket | None = None) -> None:
-        self._sock = sock or bound_socket()
-        self.port = self._sock.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-        has_lifecycle = hasattr(getattr(app, "state", None), "rollout_lifecycle")
-        self.server = DrainingServer(config, app) if has_lifecycle else uvicorn.Server(config)
-        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> RunningServer:
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.005)
-        return self
-
-    def stop(self, timeout: float = 15.0) -> None:
-        self.server.should_exit = True
-        self._thread.join(timeout)
-        self._sock.close()
+        if hasattr(getattr(app, "state", None), "rollout_lifecycle"):
+            super().__init__(
+                app, sock=sock, lifespan="on", make_server=lambda config: DrainingServer(config, app)
+            )
+        else:
+            super().__init__(app, sock=sock, lifespan="on")
 
 
 Behaviour = Callable[[RolloutContext], Awaitable[RolloutResult | Any]]

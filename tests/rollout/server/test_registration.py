@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from osmosis_ai._sockets import bind_listener
 from osmosis_ai.rollout.server.app import create_app
 from osmosis_ai.rollout.server.registration import (
     PlatformCredentials,
@@ -17,7 +18,6 @@ from tests.rollout.server.support import (
     PlatformStandIn,
     RunningServer,
     ScriptedAgent,
-    bound_socket,
     fast_settings,
 )
 
@@ -34,7 +34,7 @@ def platform(monkeypatch: pytest.MonkeyPatch) -> Iterator[PlatformStandIn]:
 
 
 def test_server_registers_once_ready_and_the_platform_health_check_passes(platform, capsys):
-    sock = bound_socket()
+    sock = bind_listener()
     port = sock.getsockname()[1]
     app = create_app(
         ScriptedAgent(),
@@ -91,7 +91,7 @@ async def test_registration_outcomes(platform, reply, success, status, error_par
 
 
 async def test_unreachable_platform_is_a_failed_result(monkeypatch):
-    sock = bound_socket()
+    sock = bind_listener()
     monkeypatch.setenv("OSMOSIS_PLATFORM_URL", f"http://127.0.0.1:{sock.getsockname()[1]}")
     sock.close()
     result = await aregister_with_platform("127.0.0.1", 9000, "agent", PlatformCredentials("t"))
