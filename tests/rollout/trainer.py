@@ -43,7 +43,6 @@ API:
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import dataclasses
 import json
@@ -53,7 +52,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.support.threaded_server import ThreadedServer
+from tests.support.threaded_server import StandInServer, client_left_during, send_json_bytes
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETED_PATH = "/v1/rollout/completed"
@@ -121,11 +120,12 @@ def add_tool_call(turn: int) -> dict[str, Any]:
 FINAL_MESSAGE = {"role": "assistant", "content": "The answer is #### 3"}
 
 
-class TrainerStandIn:
+class TrainerStandIn(StandInServer):
     """The background server; see the module docstring."""
 
+    thread_name = "trainer-stand-in"
+
     def __init__(self) -> None:
-        self.port = 0
         self.tool_turns = 0
         self.chat_handler: Callable[[Any], Reply | dict[str, Any]] | None = None
         self.requests: list[Recorded] = []
@@ -135,7 +135,6 @@ class TrainerStandIn:
             COMPLETED_PATH: collections.deque(),
         }
         self._cond = threading.Condition()
-        self._runner: ThreadedServer | None = None
 
     # -- scripting and inspection ------------------------------------------------------------
 
@@ -229,12 +228,8 @@ class TrainerStandIn:
             if path == COMPLETED_PATH and 200 <= reply.status < 300 and isinstance(payload, dict):
                 self.completed.setdefault(str(payload.get("rollout_id")), payload)
             self._cond.notify_all()
-        if reply.delay > 0:
-            try:
-                await asyncio.wait_for(receive(), timeout=reply.delay)
-                return  # the client disconnected while we were waiting
-            except asyncio.TimeoutError:
-                pass
+        if reply.delay > 0 and await client_left_during(receive, reply.delay):
+            return
         await self._send(send, reply)
 
     @staticmethod
@@ -248,32 +243,4 @@ class TrainerStandIn:
             data = body.encode()
         else:
             data = b"" if body is None else json.dumps(body).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
-        headers += [(k.lower().encode(), v.encode()) for k, v in reply.headers.items()]
-        await send({"type": "http.response.start", "status": reply.status, "headers": headers})
-        await send({"type": "http.response.body", "body": data})
-
-    # -- lifecycle -----------------------------------------------------------------------------
-
-    def start(self) -> TrainerStandIn:
-        self._runner = ThreadedServer(
-            self._app,
-            name="trainer-stand-in",
-            interface="asgi3",
-            lifespan="off",
-            timeout_graceful_shutdown=1,
-            backlog=2048,
-        ).start()
-        self.port = self._runner.port
-        return self
-
-    def stop(self) -> None:
-        if self._runner is not None:
-            self._runner.stop(timeout=10)
-        self._runner = None
-
-    def __enter__(self) -> TrainerStandIn:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+        await send_json_bytes(send, reply.status, data, reply.headers)

@@ -30,7 +30,6 @@ Behaviour:
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import json
 import threading
@@ -39,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.support.threaded_server import ThreadedServer
+from tests.support.threaded_server import StandInServer, client_left_during, send_json_bytes
 
 DEFAULT_CONTENT = '{"score": 1.0, "explanation": "default reply from the test server"}'
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
@@ -87,8 +86,10 @@ def _error_body(status: int) -> dict[str, Any]:
     return {"error": {"message": f"scripted error {status}", "type": "test_error", "code": str(status)}}
 
 
-class OpenAIServer:
+class OpenAIServer(StandInServer):
     """A background uvicorn server answering chat completions with scripted replies."""
+
+    thread_name = "openai-test-server"
 
     def __init__(self, *, default: Reply | None = None) -> None:
         self.default = default or Reply()
@@ -96,8 +97,6 @@ class OpenAIServer:
         self.requests: list[RecordedRequest] = []
         self._queue: collections.deque[Reply] = collections.deque()
         self._lock = threading.Lock()
-        self._runner: ThreadedServer | None = None
-        self.port = 0
 
     # -- scripting ---------------------------------------------------------------------------
 
@@ -154,12 +153,8 @@ class OpenAIServer:
             await self._send(send, 404, {"error": {"message": f"no route {path}"}}, {})
             return
         reply = self._next_reply(payload)
-        if reply.delay > 0:
-            try:
-                await asyncio.wait_for(receive(), timeout=reply.delay)
-                return  # the client went away while we were "thinking"
-            except asyncio.TimeoutError:
-                pass
+        if reply.delay > 0 and await client_left_during(receive, reply.delay):
+            return
         if reply.body is not None:
             body = reply.body
         elif reply.status >= 400:
@@ -171,36 +166,4 @@ class OpenAIServer:
 
     @staticmethod
     async def _send(send: Any, status: int, body: dict[str, Any], headers: dict[str, str]) -> None:
-        data = json.dumps(body).encode()
-        raw_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
-        raw_headers += [(k.lower().encode(), v.encode()) for k, v in headers.items()]
-        await send({"type": "http.response.start", "status": status, "headers": raw_headers})
-        await send({"type": "http.response.body", "body": data})
-
-    # -- lifecycle -----------------------------------------------------------------------------
-
-    def start(self) -> OpenAIServer:
-        """Bind a free port on 127.0.0.1, start serving in a daemon thread, return ``self``."""
-        self._runner = ThreadedServer(
-            self._app,
-            name="openai-test-server",
-            interface="asgi3",
-            lifespan="off",
-            loop="asyncio",
-            timeout_graceful_shutdown=1,
-            backlog=1024,
-        ).start()
-        self.port = self._runner.port
-        return self
-
-    def stop(self) -> None:
-        """Stop the server and wait for its thread."""
-        if self._runner is not None:
-            self._runner.stop(timeout=10)
-        self._runner = None
-
-    def __enter__(self) -> OpenAIServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+        await send_json_bytes(send, status, json.dumps(body).encode(), headers)

@@ -11,6 +11,7 @@ builds the ``uvicorn.Server`` from the config (for a subclass such as ``Draining
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import uvicorn
+from typing_extensions import Self
 
 from osmosis_ai._sockets import bind_listener
 
@@ -67,3 +69,57 @@ class ThreadedServer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+class StandInServer:
+    """Base of the scriptable stand-ins (trainer, OpenAI-compatible server): an ASGI ``_app`` method
+    served by a :class:`ThreadedServer`, usable as a context manager."""
+
+    thread_name = "stand-in"
+    port: int = 0
+    _runner: ThreadedServer | None = None
+
+    async def _app(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        raise NotImplementedError
+
+    def start(self) -> Self:
+        """Bind a free port on 127.0.0.1, start serving in a daemon thread, return ``self``."""
+        self._runner = ThreadedServer(
+            self._app,
+            name=self.thread_name,
+            interface="asgi3",
+            lifespan="off",
+            timeout_graceful_shutdown=1,
+            backlog=2048,
+        ).start()
+        self.port = self._runner.port
+        return self
+
+    def stop(self) -> None:
+        """Stop the server and wait for its thread."""
+        if self._runner is not None:
+            self._runner.stop(timeout=10)
+        self._runner = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+async def client_left_during(receive: Any, delay: float) -> bool:
+    """Wait ``delay`` seconds before answering; True if the client disconnected meanwhile."""
+    try:
+        await asyncio.wait_for(receive(), timeout=delay)
+    except asyncio.TimeoutError:
+        return False
+    return True
+
+
+async def send_json_bytes(send: Any, status: int, data: bytes, headers: dict[str, str]) -> None:
+    """Answer with ``data`` as ``application/json`` plus ``headers``."""
+    raw_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    raw_headers += [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw_headers})
+    await send({"type": "http.response.body", "body": data})
