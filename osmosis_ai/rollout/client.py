@@ -111,6 +111,28 @@ def _warn_dropped_kwargs(kwargs: dict[str, Any]) -> None:
         )
 
 
+def _check_completion_fields(final_messages: Any, finish_reason: Any, error_message: Any) -> None:
+    """The ``RolloutResponse`` shape of the fields sent as they are (no pydantic on the hot path)."""
+    if type(final_messages) is not list or not all(isinstance(message, dict) for message in final_messages):
+        raise RolloutValueError(
+            f"final_messages must be a list of message dicts, got {final_messages!r:.200}"
+        )
+    for name, value in (("finish_reason", finish_reason), ("error_message", error_message)):
+        if value is not None and not isinstance(value, str):
+            raise RolloutValueError(f"{name} must be a string or None, got {value!r:.200}")
+
+
+def _metrics_dict(metrics: Any) -> dict[str, Any]:
+    if isinstance(metrics, RolloutMetrics):
+        return metrics.model_dump()
+    from pydantic import ValidationError
+
+    try:
+        return RolloutMetrics.model_validate(metrics).model_dump()
+    except ValidationError as exc:
+        raise RolloutValueError(f"metrics must be RolloutMetrics or a dict of its fields: {exc}") from exc
+
+
 def _is_number(value: Any) -> bool:
     return type(value) is float or type(value) is int
 
@@ -222,6 +244,8 @@ class OsmosisLLMClient:
         """
         model = kwargs.pop("model", "default") if kwargs else "default"
         if kwargs:
+            if "rollout_id" in kwargs:  # as in 0.2: the client is bound to its rollout
+                raise TypeError("chat_completions() got multiple values for argument 'rollout_id'")
             _warn_dropped_kwargs(kwargs)
         payload = self._chat_payload(
             messages, model, temperature, top_p, max_tokens, normalize_stop(stop), logprobs
@@ -324,9 +348,12 @@ class OsmosisLLMClient:
     ) -> None:
         """Report the rollout's outcome to TrainGate (``RolloutResponse`` JSON, nulls left out).
 
-        ``metrics`` defaults to this client's LLM counters. An invalid ``status``, a non-numeric
-        ``reward`` or non-JSON messages raise ``RolloutValueError`` before anything is sent.
+        ``metrics`` defaults to this client's LLM counters; a dict of its fields is accepted too.
+        Anything that does not fit ``RolloutResponse`` (an invalid ``status``, a non-numeric ``reward``,
+        ``final_messages`` that are not a list of dicts, a non-string ``finish_reason`` or
+        ``error_message``, non-JSON messages) raises ``RolloutValueError`` before anything is sent.
         """
+        _check_completion_fields(final_messages, finish_reason, error_message)
         payload: dict[str, Any] = {
             "rollout_id": self.rollout_id,
             "status": _status_value(status),
@@ -341,7 +368,7 @@ class OsmosisLLMClient:
                 payload["reward"] = float(reward)
             except (TypeError, ValueError) as exc:
                 raise RolloutValueError(f"reward must be a number or None, got {reward!r}") from exc
-        payload["metrics"] = (metrics if metrics is not None else self.get_metrics()).model_dump()
+        payload["metrics"] = _metrics_dict(metrics if metrics is not None else self.get_metrics())
         payload["extra_fields"] = {}
         body = _encode(payload, "the rollout completion")
         await self._exchange(

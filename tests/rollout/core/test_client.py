@@ -345,6 +345,17 @@ async def test_complete_rollout_error_with_explicit_metrics(trainer: TrainerStan
     }
 
 
+async def test_complete_rollout_accepts_metrics_as_a_dict(trainer: TrainerStandIn) -> None:
+    await _client(trainer).complete_rollout("COMPLETED", [], metrics={"num_tool_calls": 3})
+    assert trainer.completed_requests[0].json["metrics"] == RolloutMetrics(num_tool_calls=3).model_dump()
+
+
+async def test_a_rollout_id_keyword_is_a_type_error_as_in_0_2(trainer: TrainerStandIn) -> None:
+    with pytest.raises(TypeError, match="rollout_id"):
+        await _client(trainer).chat_completions(USER, rollout_id="other")
+    assert trainer.requests == []
+
+
 @pytest.mark.parametrize("status", [200, 202, 204])
 async def test_complete_rollout_accepts_any_2xx(trainer: TrainerStandIn, status: int) -> None:
     trainer.queue_completed(Reply(status=status, body=b""))
@@ -376,6 +387,11 @@ async def test_complete_rollout_4xx_fails_at_once(trainer: TrainerStandIn) -> No
         ({"status": "COMPLETED", "reward": "high"}, "reward must be a number"),
         ({"status": "COMPLETED", "reward": float("nan")}, "not valid JSON"),
         ({"status": "COMPLETED", "final_messages": [{"x": {1, 2}}]}, "not valid JSON"),
+        ({"status": "COMPLETED", "final_messages": None}, "final_messages must be a list of message dicts"),
+        ({"status": "COMPLETED", "final_messages": ["hi"]}, "final_messages must be a list of message dicts"),
+        ({"status": "COMPLETED", "finish_reason": 5}, "finish_reason must be a string or None"),
+        ({"status": "ERROR", "error_message": ["boom"]}, "error_message must be a string or None"),
+        ({"status": "COMPLETED", "metrics": {"num_llm_calls": "many"}}, "metrics must be RolloutMetrics"),
     ],
 )
 async def test_invalid_completion_values_fail_before_sending(
