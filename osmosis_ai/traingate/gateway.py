@@ -33,6 +33,7 @@ from osmosis_ai.rollout.core.schemas import (
     CompletionUsage,
     RolloutResponse,
 )
+from osmosis_ai.rollout.server.api_key import authorized
 from osmosis_ai.traingate.append_only import check_append_only
 from osmosis_ai.traingate.errors import PolicyError, TrainGateError
 from osmosis_ai.traingate.policy.base import Generation, Message, Policy
@@ -43,27 +44,8 @@ logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 INIT_WAIT_S = 60.0  # how long a chat call waits for its rollout's init response to be read
-MAX_UNROUTED = 1000
-INLINE_TOKENIZE_CHARS = (
-    32_768  # longer texts are tokenized in a worker thread  # calls for unknown rollouts kept for the report
-)
-
-
-def bearer_token(header: str | None) -> str | None:
-    """The token of an ``Authorization`` header: ``Bearer <t>`` or a bare token; ``None`` when absent."""
-    value = (header or "").strip()
-    if not value:
-        return None
-    parts = value.split()
-    if len(parts) == 2 and parts[0].lower() == "bearer":
-        return parts[1]
-    return value
-
-
-def _key_matches(presented: str | None, expected: str) -> bool:
-    if presented is None:
-        return False
-    return secrets.compare_digest(presented.encode("utf-8", "surrogateescape"), expected.encode("utf-8"))
+MAX_UNROUTED = 1000  # calls for unknown rollouts kept for the report
+INLINE_TOKENIZE_CHARS = 32_768  # longer texts are tokenized in a worker thread
 
 
 def _error(status: int, detail: str) -> web.Response:
@@ -167,7 +149,7 @@ class TrainGate:
         if session is None:
             self.unrouted.append(RejectedCall(endpoint, 404, f"unknown rollout_id {rollout_id[:100]!r}"))
             return _error(404, f"unknown rollout_id {rollout_id!r}")
-        if not _key_matches(bearer_token(request.headers.get("Authorization")), session.callback_key):
+        if not authorized(request.headers.get("Authorization"), session.callback_key):
             reason = (
                 "missing callback key" if not request.headers.get("Authorization") else "wrong callback key"
             )
