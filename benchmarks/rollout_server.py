@@ -1,6 +1,7 @@
 """Rollout server throughput, latency and memory against the minimal yardstick server, in one run.
 
     .venv/bin/python -m benchmarks.rollout_server [--rollouts 2000] [--rounds 2] [--inflight 5000]
+        [--max-concurrent 10000] [--max-connections 1000]
 
 Starts ``osmosis serve --local`` with the calculator example and ``shared/bench/limit_server.py`` (the
 least a rollout server can do), drives both with ``shared/bench/trainer_sim.py`` using the same flags
@@ -8,7 +9,9 @@ least a rollout server can do), drives both with ``shared/bench/trainer_sim.py``
 ratios (best of ``--rounds``, since the machine is shared), plus each server's CPU time per rollout
 (which other load on the machine does not skew). Then it measures the server's resident
 memory idle and with ``--inflight`` rollouts held in flight (``trainer_sim --llm-delay``), from
-``/proc/<pid>/status``. Loopback only; every process is stopped at the end; bounded in time.
+``/proc/<pid>/status``, first with the default limits (100 rollouts run, the rest queue), then in a
+second server with ``--max-concurrent`` rollouts allowed to run at once and a callback pool of
+``--max-connections``. Loopback only; every process is stopped at the end; bounded in time.
 """
 
 from __future__ import annotations
@@ -162,6 +165,18 @@ def main() -> int:
     parser.add_argument(
         "--inflight", type=int, default=5000, help="rollouts held in flight for the memory figure"
     )
+    parser.add_argument(
+        "--max-concurrent",
+        type=int,
+        default=10000,
+        help="max_concurrent_rollouts of the second, all-running memory phase",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=1000,
+        help="the client's max_connections (callback pool) in the all-running phase",
+    )
     args = parser.parse_args()
     if not (BENCH / "trainer_sim.py").exists():
         print(f"shared/bench not found at {BENCH}", file=sys.stderr)
@@ -192,7 +207,8 @@ def main() -> int:
     # The same burst with every rollout running at once (not the default: 100 run, the rest queue).
     all_url = f"http://127.0.0.1:{free_port()}"
     all_running = server_env(
-        OSMOSIS_ROLLOUT_SERVER_MAX_CONCURRENT_ROLLOUTS="10000", OSMOSIS_ROLLOUT_CLIENT_MAX_CONNECTIONS="1000"
+        OSMOSIS_ROLLOUT_SERVER_MAX_CONCURRENT_ROLLOUTS=str(args.max_concurrent),
+        OSMOSIS_ROLLOUT_CLIENT_MAX_CONNECTIONS=str(args.max_connections),
     )
     with process(serve_command(all_url), all_running) as wide:
         wait_ready(all_url, wide)
@@ -242,8 +258,8 @@ def main() -> int:
         f"{figures['inflight_kib']} KiB per rollout (goal <= 20)"
     )
     print(
-        f"  (same burst with all {wide_seen} running at once, max_concurrent_rollouts=10000: "
-        f"{figures['all_running_inflight_kib']} KiB per rollout)"
+        f"  (same burst with {wide_seen} in flight, max_concurrent_rollouts={args.max_concurrent}, "
+        f"max_connections={args.max_connections}: {figures['all_running_inflight_kib']} KiB per rollout)"
     )
     print(json.dumps(figures))
     ok = (

@@ -175,3 +175,70 @@ def test_shared_pool_closes_itself_when_the_loop_shuts_down(trainer: TrainerStan
     asyncio.run(forgetful_user())
     assert len(pools) == 1
     assert pools[0]._session is None
+
+
+async def test_callbacks_beyond_the_pool_wait_at_the_gate_and_their_timeout_starts_there(
+    trainer: TrainerStandIn,
+) -> None:
+    delay = 0.2
+    trainer.chat_handler = lambda payload: Reply(delay=delay, body=completion({"role": "assistant"}, 1))
+    settings = RolloutClientSettings(max_connections=2, max_retries=0)
+    # 10 calls, 2 at a time: the last pair waits ~0.8 s for a slot, longer than its 0.6 s timeout.
+    clients = [
+        OsmosisLLMClient(trainer.url, f"r{i}", timeout_seconds=0.6, settings=settings) for i in range(10)
+    ]
+    results = await asyncio.gather(*(client.chat_completions(USER) for client in clients))
+    assert len(results) == 10
+    arrivals = sorted(request.at for request in trainer.chat_requests)
+    assert len(arrivals) == 10
+    assert arrivals[1] - arrivals[0] < delay  # two slots: the first two are served side by side
+    # Each request is held `delay` by the trainer, so a third one inside that window would mean
+    # three at once; 10 ms of slack for the trainer's timer firing early.
+    assert all(later - first >= delay - 0.01 for first, later in zip(arrivals, arrivals[2:], strict=False))
+
+
+async def test_a_cancelled_callback_gives_its_slot_back(trainer: TrainerStandIn) -> None:
+    trainer.queue_chat(Reply(delay=5.0))  # the holder's; later requests get the default answer
+    transport = AiohttpTransport(max_connections=1)
+    url = trainer.url + "/v1/chat/completions"
+    try:
+        holder = asyncio.create_task(transport.post(url, b"{}", {}, 10.0, 1.0))
+        queued = asyncio.create_task(transport.post(url, b"{}", {}, 10.0, 1.0))
+        await asyncio.sleep(0.2)
+        assert len(trainer.requests) == 1  # the second waits at the gate, not on the wire
+        queued.cancel()
+        holder.cancel()
+        response = await asyncio.wait_for(transport.post(url, b"{}", {}, 10.0, 1.0), 3.0)
+    finally:
+        await transport.aclose()
+    assert response.status == 200
+    assert len(trainer.requests) == 2  # the cancelled waiter never reached the trainer
+
+
+def _unanswering_listener() -> tuple[socket.socket, list[socket.socket]]:
+    """A listener whose accept queue is full, so that a new TCP connection never completes."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    fillers = []
+    for _ in range(4):
+        filler = socket.socket()
+        filler.setblocking(False)
+        filler.connect_ex(listener.getsockname())
+        fillers.append(filler)
+    return listener, fillers
+
+
+async def test_connect_timeout_still_bounds_opening_a_connection() -> None:
+    listener, fillers = _unanswering_listener()
+    transport = AiohttpTransport(max_connections=1)
+    port = listener.getsockname()[1]
+    started = time.monotonic()
+    try:
+        with pytest.raises(OsmosisTimeoutError, match="no answer"):
+            await transport.post(f"http://127.0.0.1:{port}/", b"{}", {}, 30.0, 0.3)
+    finally:
+        await transport.aclose()
+        for sock in (listener, *fillers):
+            sock.close()
+    assert time.monotonic() - started < 5.0
