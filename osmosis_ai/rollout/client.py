@@ -247,10 +247,13 @@ class OsmosisLLMClient:
             if "rollout_id" in kwargs:  # as in 0.2: the client is bound to its rollout
                 raise TypeError("chat_completions() got multiple values for argument 'rollout_id'")
             _warn_dropped_kwargs(kwargs)
-        payload = self._chat_payload(
-            messages, model, temperature, top_p, max_tokens, normalize_stop(stop), logprobs
+        # Encoded at once and not kept: a call waiting for a pool slot holds only the bytes.
+        body = _encode(
+            self._chat_payload(
+                messages, model, temperature, top_p, max_tokens, normalize_stop(stop), logprobs
+            ),
+            "the chat messages",
         )
-        body = _encode(payload, "the chat messages")
         self._calls += 1
         headers = {**self._headers, "Idempotency-Key": f"{self._call_prefix}-{self._calls}"}
         response, elapsed = await self._exchange(self.server_url + CHAT_PATH, body, headers, self.max_retries)
