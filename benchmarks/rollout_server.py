@@ -1,7 +1,7 @@
 """Rollout server throughput, latency and memory against the minimal yardstick server, in one run.
 
     .venv/bin/python -m benchmarks.rollout_server [--rollouts 2000] [--rounds 2] [--inflight 5000]
-        [--max-concurrent 10000] [--max-connections 1000]
+        [--max-concurrent 10000] [--max-connections 100]
 
 Starts ``osmosis serve --local`` with the calculator example and ``shared/bench/limit_server.py`` (the
 least a rollout server can do), drives both with ``shared/bench/trainer_sim.py`` using the same flags
@@ -174,8 +174,8 @@ def main() -> int:
     parser.add_argument(
         "--max-connections",
         type=int,
-        default=1000,
-        help="the client's max_connections (callback pool) in the all-running phase",
+        default=100,
+        help="the client's max_connections (callback pool) in the all-running phase (default: the product default, 100)",
     )
     args = parser.parse_args()
     if not (BENCH / "trainer_sim.py").exists():
