@@ -151,7 +151,9 @@ class LifecycleManager:
                 await self.on_shutdown()
         finally:
             await self.state.stop_cleanup_task()
-            await self.state.cancel_all()
+            # Nothing should be left after the drain; whatever is reports ERROR within what is left
+            # of the same callback budget.
+            await self.state.cancel_all(timeout=self.executor.callback_time_left())
             await _close_shared_transport()
 
 

@@ -22,6 +22,7 @@ per-rollout deadline, then POST exactly one terminal callback to TrainGate. The 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import sys
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.rollout.client import OsmosisLLMClient
 from osmosis_ai.rollout.core.base import RolloutContext, RolloutResult
+from osmosis_ai.rollout.core.exceptions import OsmosisRolloutError, RolloutValueError
 from osmosis_ai.rollout.server.agent_tools import GetToolsCaller, ToolsSerializer
 from osmosis_ai.rollout.server.state import AppState, RolloutRecord
 
@@ -42,11 +44,13 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _TERMINAL_STATUSES = ("COMPLETED", "ERROR")
+_UNWIND_SHARE = 0.1  # of the shutdown callback budget
 SHUTDOWN_MESSAGE = "RolloutServer shut down before the rollout finished"
+DRAINING_MESSAGE = "the RolloutServer is shutting down; retry on another server"
 
 
-class InitRejected(Exception):
-    """The server cannot take a rollout now; the route answers ``status`` (429 or 503)."""
+class InitRefused(OsmosisRolloutError):
+    """The server cannot take a rollout now; the route answers ``status`` (429 or 503) with ``Retry-After``."""
 
     def __init__(self, status: int, message: str, retry_after: int = 1) -> None:
         super().__init__(message)
@@ -68,7 +72,14 @@ class _Outcome:
 
 
 class _Deadline:
-    """``async with _Deadline(seconds)`` cancels the body after ``seconds``; ``expired`` tells why it ended."""
+    """``async with _Deadline(seconds)`` cancels the body after ``seconds``; ``expired`` tells why it ended.
+
+    ``asyncio.timeout`` semantics on every supported Python (3.10 has no ``asyncio.timeout``): an expired
+    body that was cancelled raises ``TimeoutError``; on 3.11+ our cancel request is withdrawn
+    (``uncancel``), and a cancel someone else requested too (shutdown) propagates. A body that produced
+    its result although the deadline fired keeps it: a cancel still pending (requested after the body's
+    last suspension) is taken here, so it cannot end the caller at its next await instead.
+    """
 
     __slots__ = ("_handle", "_seconds", "_task", "expired")
 
@@ -88,13 +99,23 @@ class _Deadline:
         self._handle = asyncio.get_running_loop().call_later(self._seconds, self._fire)
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, *_: object) -> bool:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, _: object
+    ) -> bool:
         if self._handle is not None:
             self._handle.cancel()
-        if self.expired and exc_type is asyncio.CancelledError:
-            if sys.version_info >= (3, 11) and self._task is not None:
-                self._task.uncancel()
-            raise TimeoutError
+        if not self.expired:
+            return False
+        others = 0  # cancel requests besides ours (3.10 cannot tell)
+        if sys.version_info >= (3, 11) and self._task is not None:
+            others = self._task.uncancel()
+        if exc_type is asyncio.CancelledError:
+            if others:
+                return False
+            raise TimeoutError from exc
+        if exc_type is None:  # the result exists: deliver it, even if shutdown's cancel lands here too
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(0)
         return False
 
 
@@ -128,7 +149,8 @@ class RolloutExecutor:
         self.queue_limit = queue_limit
         self.timeout = settings.server.request_timeout_seconds
         self.accepting = True
-        self._draining = False
+        self._draining = False  # True once shutdown cancels rollouts: a cancelled rollout reports ERROR
+        self._callback_deadline: float | None = None
         self._serialize_tools = ToolsSerializer(exclude_none=tools_exclude_none)
         self._get_tools = GetToolsCaller(
             agent_loop.get_tools, self.timeout, always_thread=get_tools_in_thread
@@ -139,7 +161,7 @@ class RolloutExecutor:
     async def start(self, request: RolloutRequest) -> bytes:
         """Accept ``request`` (or answer a duplicate) and return the 202 body.
 
-        Raises :class:`InitRejected` when draining or full; any other exception means get_tools failed
+        Raises :class:`InitRefused` when draining or full; any other exception means get_tools failed
         or returned tools that are not valid tool schemas (the route answers 500).
         """
         state = self.state
@@ -148,10 +170,10 @@ class RolloutExecutor:
         if existing is not None:
             return await self._duplicate(existing, request)
         if not self.accepting:
-            raise InitRejected(503, "the RolloutServer is shutting down; retry on another server")
+            raise InitRefused(503, DRAINING_MESSAGE)
         limit = self.queue_limit
         if limit is not None and state.active_count >= state.max_concurrent + limit:
-            raise InitRejected(
+            raise InitRefused(
                 429,
                 f"the RolloutServer is at capacity ({state.running} running, {state.queued_count} queued, "
                 f"queue limit {limit}); retry later",
@@ -160,6 +182,8 @@ class RolloutExecutor:
         state.add(record)  # visible to duplicates while get_tools runs
         try:
             tools = await self._get_tools(request)
+            if not self.accepting:  # shutdown began while get_tools ran: nothing would report this rollout
+                raise InitRefused(503, DRAINING_MESSAGE)
             record.tools_json = self._serialize_tools(tools)
             body = init_response_body(request.rollout_id, record.tools_json)
         except BaseException as exc:
@@ -280,35 +304,49 @@ class RolloutExecutor:
         outcome: _Outcome,
         ctx: RolloutContext | None = None,
     ) -> None:
-        """POST the one terminal callback. Delivery failures are logged, never re-reported (D2)."""
+        """POST the one terminal callback of the rollout.
+
+        Delivery failures are logged, never re-reported (D2). A callback that cannot be built (nothing
+        was sent) is replaced by one ERROR: with the conversation and metrics when those can be sent,
+        else a bare one.
+        """
         if client is None:
             async with OsmosisLLMClient(
                 request.server_url, request.rollout_id, api_key=request.api_key, settings=self.settings.client
             ) as fresh:
                 await self._report(request, fresh, outcome, ctx)
             return
+        problem = await self._deliver(request, client, outcome)
+        if problem is None:
+            return
+        fallbacks = [self._failure(ctx, problem)] if ctx is not None else []
+        fallbacks.append(_Outcome("ERROR", [], "error", problem))
+        for fallback in fallbacks:
+            if await self._deliver(request, client, fallback) is None:
+                return
+
+    async def _deliver(self, request: RolloutRequest, client: Any, outcome: _Outcome) -> str | None:
+        """POST ``outcome``; ``None`` once sent (or its delivery failed), else why it could not be built."""
+        rollout_id = request.rollout_id
         try:
             await self._post(client, outcome)
-        except (ValueError, TypeError) as exc:
-            # Raised before anything was sent: the agent's result does not fit RolloutResponse
-            # (e.g. a reward that is not a number). Report that instead, once.
-            if outcome.status != "COMPLETED" or ctx is None:
-                logger.error("rollout %s: cannot build the terminal callback: %s", request.rollout_id, exc)
-                return
-            message = f"the agent loop returned an invalid result: {_error_text(exc)}"
-            await self._report(request, client, self._failure(ctx, message))
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
+        except RolloutValueError as exc:  # the fields do not fit RolloutResponse; raised before sending
+            logger.error("rollout %s: cannot build the %s callback: %s", rollout_id, outcome.status, exc)
+            return f"the agent loop returned an invalid result: {_error_text(exc)}"
+        except OsmosisRolloutError as exc:
             logger.error(
                 "rollout %s: delivering the %s callback to %s failed: %s",
-                request.rollout_id,
+                rollout_id,
                 outcome.status,
                 request.server_url,
                 _error_text(exc),
             )
+        except Exception as exc:  # a defect, not a delivery failure: the transport wraps its own errors
+            logger.exception("rollout %s: the %s callback could not be built", rollout_id, outcome.status)
+            return f"the RolloutServer could not build the {outcome.status} callback: {type(exc).__name__}"
         else:
-            logger.debug("rollout %s reported %s", request.rollout_id, outcome.status)
+            logger.debug("rollout %s reported %s", rollout_id, outcome.status)
+        return None
 
     @staticmethod
     async def _post(client: Any, outcome: _Outcome) -> None:
@@ -326,25 +364,43 @@ class RolloutExecutor:
     async def drain(self, grace_seconds: float, callback_timeout_seconds: float) -> tuple[int, int]:
         """Stop accepting, let rollouts finish for ``grace_seconds``, then end the rest with ERROR.
 
-        Returns (finished during the grace period, ended by shutdown).
+        From then on every cancelled rollout reports ERROR (``SHUTDOWN_MESSAGE``), and delivering those
+        callbacks gets ``callback_timeout_seconds`` in all (see :meth:`callback_time_left`); stragglers
+        are cancelled again and end without one (logged). Returns (finished during the grace period,
+        ended by shutdown).
         """
         self.accepting = False
-        tasks = [record.task for record in list(self.state.active.values()) if record.task is not None]
-        if not tasks:
-            return 0, 0
-        if grace_seconds > 0:
+        tasks = self._unfinished()
+        if tasks and grace_seconds > 0:
             await asyncio.wait(tasks, timeout=grace_seconds)
+        self._draining = True
+        self._callback_deadline = asyncio.get_running_loop().time() + callback_timeout_seconds
         remaining = [task for task in tasks if not task.done()]
-        if remaining:
-            logger.warning(
-                "shutting down with %d rollouts unfinished; sending them ERROR callbacks", len(remaining)
+        if not remaining:
+            return len(tasks), 0
+        logger.warning(
+            "shutting down with %d rollouts unfinished; sending them ERROR callbacks", len(remaining)
+        )
+        for task in remaining:
+            task.cancel()
+        unwind = callback_timeout_seconds * _UNWIND_SHARE  # kept for cancelled callbacks to unwind
+        _, stuck = await asyncio.wait(remaining, timeout=max(self.callback_time_left() - unwind, 0))
+        if stuck:
+            logger.error(
+                "%d rollouts did not deliver their ERROR callback within %g s; ending them without one",
+                len(stuck),
+                callback_timeout_seconds,
             )
-            self._draining = True
-            for task in remaining:
-                task.cancel()
-            _, stuck = await asyncio.wait(remaining, timeout=callback_timeout_seconds)
             for task in stuck:
                 task.cancel()
-            if stuck:
-                await asyncio.wait(stuck, timeout=1.0)
+            await asyncio.wait(stuck, timeout=self.callback_time_left())
         return len(tasks) - len(remaining), len(remaining)
+
+    def callback_time_left(self) -> float:
+        """Seconds left of the shutdown's ERROR-callback budget (0 before :meth:`drain` ends the grace period)."""
+        if self._callback_deadline is None:
+            return 0.0
+        return max(self._callback_deadline - asyncio.get_running_loop().time(), 0.0)
+
+    def _unfinished(self) -> list[asyncio.Task[None]]:
+        return [record.task for record in list(self.state.active.values()) if record.task is not None]

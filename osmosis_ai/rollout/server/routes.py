@@ -11,8 +11,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from osmosis_ai.rollout.server.api_key import authorized
-from osmosis_ai.rollout.server.executor import InitRejected
+from osmosis_ai.rollout.server.executor import InitRefused
 from osmosis_ai.rollout.server.responses import (
     BodyTooLarge,
     Receive,
@@ -44,7 +46,6 @@ class InitEndpoint:
         self._executor = executor
         self._api_key = api_key.encode() if api_key is not None else None
         self._max_body_bytes = max_body_bytes
-        self._model = RolloutRequest
         self._validate = RolloutRequest.model_validate_json
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -69,12 +70,12 @@ class InitEndpoint:
             return
         try:
             request = self._validate(body)
-        except ValueError:  # pydantic.ValidationError
-            await send_json(send, 422, {"detail": validation_errors(body, self._model)})
+        except ValidationError as exc:
+            await send_json(send, 422, {"detail": validation_errors(body, exc)})
             return
         try:
             payload = await self._executor.start(request)
-        except InitRejected as exc:
+        except InitRefused as exc:
             await self._reject(send, exc)
             return
         except Exception:
@@ -86,7 +87,7 @@ class InitEndpoint:
         await send_bytes(send, 202, payload)
 
     @staticmethod
-    async def _reject(send: Send, exc: InitRejected) -> None:
+    async def _reject(send: Send, exc: InitRefused) -> None:
         await send_json(
             send, exc.status, {"detail": exc.message}, [(b"retry-after", str(exc.retry_after).encode())]
         )

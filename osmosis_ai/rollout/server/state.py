@@ -20,7 +20,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.config.settings import RolloutServerSettings
@@ -193,13 +193,22 @@ class AppState:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def cancel_all(self) -> tuple[int, int]:
-        """Cancel every unfinished rollout task and wait for them; returns (cancelled, errored)."""
+    async def cancel_all(self, timeout: float | None = None) -> tuple[int, int]:
+        """Cancel every unfinished rollout task and wait for them, at most ``timeout`` seconds when given.
+
+        Returns (cancelled, errored) among the tasks that ended in time.
+        """
         tasks = [record.task for record in list(self.active.values()) if record.task is not None]
         for task in tasks:
             task.cancel()
-        results: list[Any] = list(await asyncio.gather(*tasks, return_exceptions=True)) if tasks else []
-        cancelled = sum(isinstance(r, asyncio.CancelledError) for r in results)
-        errored = sum(isinstance(r, Exception) for r in results)
+        done: set[asyncio.Task[None]] = set()
+        if tasks:
+            done, pending = await asyncio.wait(tasks, timeout=timeout)
+            if pending:
+                logger.warning(
+                    "%d rollout tasks did not end within %g s of being cancelled", len(pending), timeout
+                )
+        cancelled = sum(task.cancelled() for task in done)
+        errored = sum(not task.cancelled() and task.exception() is not None for task in done)
         self.active.clear()
         return cancelled, errored

@@ -4,6 +4,7 @@ graceful shutdown."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import time
@@ -266,3 +267,86 @@ def test_while_draining_init_gets_503_and_health_says_draining(serve, http, trai
     stopper.join(10)
     assert trainer.completed["drain-1"]["error_message"] == SHUTDOWN_MESSAGE
     assert "drain-2" not in trainer.completed
+
+
+def test_init_whose_get_tools_outlasts_the_start_of_shutdown_is_refused_not_orphaned(serve, http, trainer):
+    import threading
+
+    in_get_tools, release = threading.Event(), threading.Event()
+
+    def tools(request: Any) -> list[Any]:
+        if request.rollout_id == "late":
+            in_get_tools.set()
+            release.wait(5)
+        return []
+
+    server = serve(ScriptedAgent(hang, tools=tools), shutdown_grace_seconds=1.0)
+    _start(http, server.url, "running", trainer)
+    _wait_for(lambda: len(trainer.chat_requests) == 1)
+    answers: list[httpx.Response] = []
+
+    def post(rollout_id: str) -> None:  # the second one is a duplicate waiting for the first's get_tools
+        with httpx.Client(timeout=10) as client:
+            answers.append(client.post(f"{server.url}/v1/rollout/init", json=init_body("late", trainer.url)))
+
+    posters = [threading.Thread(target=post, args=("late",)) for _ in range(2)]
+    posters[0].start()
+    assert in_get_tools.wait(5)
+    posters[1].start()
+    stopper = threading.Thread(target=server.stop)
+    stopper.start()
+    _wait_for(lambda: http.get(f"{server.url}/health").json()["status"] == "draining")
+    release.set()  # get_tools returns after the drain took its snapshot of running rollouts
+    for thread in (*posters, stopper):
+        thread.join(10)
+    assert [(r.status_code, r.headers.get("retry-after")) for r in answers] == [(503, "1"), (503, "1")]
+    assert "shutting down" in answers[0].json()["detail"]
+    assert trainer.completed["running"]["error_message"] == SHUTDOWN_MESSAGE
+    assert [r.json["rollout_id"] for r in trainer.completed_requests] == ["running"]  # nothing for "late"
+
+
+def test_shutdown_error_callbacks_are_bounded_by_the_callback_budget(serve, http, trainer, monkeypatch):
+    from osmosis_ai.rollout.server import app as app_module
+
+    monkeypatch.setattr(app_module, "SHUTDOWN_CALLBACK_TIMEOUT_SECONDS", 0.5)
+    trainer.queue_completed(Reply(delay=30))  # TrainGate takes the ERROR callback but never answers
+    server = serve(ScriptedAgent(hang), shutdown_grace_seconds=0)
+    _start(http, server.url, "slow-ack", trainer)
+    _wait_for(lambda: len(trainer.chat_requests) == 1)
+    started = time.monotonic()
+    server.stop()
+    assert time.monotonic() - started < 1.5  # not client timeout (2 s) x attempts
+    assert [r.json["status"] for r in trainer.completed_requests] == ["ERROR"]
+
+
+def test_a_result_built_wrongly_by_a_defect_is_replaced_by_exactly_one_error(serve, http, trainer, caplog):
+    async def too_deep(ctx: RolloutContext) -> RolloutResult:
+        content: Any = "leaf"
+        for _ in range(100_000):  # json encoding overflows: RecursionError, not a RolloutValueError
+            content = [content]
+        return ctx.complete([{"role": "assistant", "content": content}], reward=1.0)
+
+    server = serve(ScriptedAgent(too_deep))
+    with caplog.at_level(logging.ERROR, logger="osmosis_ai.rollout.server.executor"):
+        _start(http, server.url, "defect", trainer)
+        done = trainer.wait_completed("defect")
+        _wait_for(lambda: http.get(f"{server.url}/health").json()["active_rollouts"] == 0)
+    assert done["status"] == "ERROR"
+    assert done["error_message"] == "the RolloutServer could not build the COMPLETED callback: RecursionError"
+    assert [m["role"] for m in done["final_messages"]] == ["user"]  # the conversation as last seen
+    assert len(trainer.completed_requests) == 1
+    assert "the COMPLETED callback could not be built" in caplog.text
+    assert "delivering" not in caplog.text
+
+
+def test_an_agent_that_outlives_its_deadline_with_a_result_gets_it_delivered(serve, http, trainer):
+    async def ignore_the_deadline(ctx: RolloutContext) -> RolloutResult:
+        with contextlib.suppress(asyncio.CancelledError):  # the agent swallows the cancel
+            await asyncio.sleep(5)
+        await ctx.chat(list(ctx.request.messages))
+        return ctx.complete([], reward=0.5)
+
+    server = serve(ScriptedAgent(ignore_the_deadline), settings=fast_settings(request_timeout_seconds=0.2))
+    _start(http, server.url, "late-result", trainer)
+    done = trainer.wait_completed("late-result")
+    assert (done["status"], done["reward"]) == ("COMPLETED", 0.5)

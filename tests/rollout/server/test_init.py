@@ -245,6 +245,9 @@ def test_wrong_method_and_unknown_path(serve, http):
 # -- bad input -----------------------------------------------------------------------------------------
 
 BIG_METADATA = {"blob": "x" * (1024 * 1024 + 10)}
+NESTED: Any = "leaf"
+for _ in range(900):  # deeper than pydantic's JSON parser goes (200), shallow enough for json.dumps
+    NESTED = [NESTED]
 
 
 def _bad_inputs(trainer_url: str) -> list[tuple[str, bytes, int, str]]:
@@ -268,6 +271,9 @@ def _bad_inputs(trainer_url: str) -> list[tuple[str, bytes, int, str]]:
         ("oversized metadata", body(metadata=BIG_METADATA), 422, "value_error"),
         ("huge message list", body(messages=[{"role": "user", "content": "x" * 100}] * 30000), 413, ""),
         ("invalid utf-8", b'{"rollout_id": "\xff\xfe"}', 422, ""),
+        ("deeply nested json", b"[" * 100_000, 422, "json_invalid"),  # was a 500 (RecursionError)
+        ("deeply nested metadata", body(metadata=NESTED), 422, "json_invalid"),
+        ("json string", b'"rollout"', 422, "model_attributes_type"),
     ]
 
 
@@ -281,6 +287,7 @@ def test_bad_inputs_get_precise_4xx_and_the_server_keeps_serving(serve, http, tr
         detail = response.json()["detail"]
         if status == 422:
             assert isinstance(detail, list) and detail, label
+            assert all(set(item) <= {"type", "loc", "msg", "input", "ctx"} for item in detail), label
             assert all(item["loc"][0] == "body" for item in detail), label
             if error_type:
                 assert error_type in {item["type"] for item in detail}, (label, detail)
