@@ -251,15 +251,20 @@ def print_registration_result(
         print("          The server keeps running; TrainGate can still reach it directly.")
 
 
+def _probe_host(host: str) -> str:
+    """Where this machine reaches a server bound to ``host``: loopback for wildcard binds, IPv6 in brackets."""
+    host = host.strip()
+    if is_wildcard_host(host):
+        return "[::1]" if ":" in host else "127.0.0.1"
+    if host == "localhost":
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
 async def _wait_until_ready(host: str, port: int, settings: RolloutServerSettings) -> bool:
     import httpx
 
-    probe_host = "127.0.0.1" if host in ("0.0.0.0", "", "localhost") else host
-    if probe_host in ("::", "[::]"):
-        probe_host = "[::1]"
-    elif ":" in probe_host and not probe_host.startswith("["):
-        probe_host = f"[{probe_host}]"
-    url = f"http://{probe_host}:{port}/health"
+    url = f"http://{_probe_host(host)}:{port}/health"
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.registration_readiness_timeout_seconds
     async with httpx.AsyncClient(timeout=1.0) as client:

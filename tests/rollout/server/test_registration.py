@@ -121,3 +121,24 @@ async def test_credentials_without_a_token_fail_cleanly(platform):
     assert not result.success
     assert "no access token" in (result.error or "")
     assert platform.calls == []
+
+
+@pytest.mark.parametrize(
+    ("bind", "probe"),
+    [
+        ("0.0.0.0", "127.0.0.1"),
+        ("", "127.0.0.1"),
+        (" 0.0.0.0 ", "127.0.0.1"),  # is_wildcard_host strips; the readiness probe used not to
+        ("::", "[::1]"),
+        ("[::]", "[::1]"),
+        ("localhost", "127.0.0.1"),
+        ("127.0.0.1", "127.0.0.1"),
+        ("::1", "[::1]"),
+        ("[::1]", "[::1]"),
+        ("10.1.2.3", "10.1.2.3"),
+    ],
+)
+def test_the_readiness_probe_uses_the_one_wildcard_definition(bind: str, probe: str):
+    from osmosis_ai.rollout.server.registration import _probe_host
+
+    assert _probe_host(bind) == probe
