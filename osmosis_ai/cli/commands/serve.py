@@ -50,7 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-validate", action="store_true", help="skip validating the agent loop first")
     parser.add_argument(
-        "--reload", action="store_true", help="restart when files in the working directory change"
+        "--reload",
+        action="store_true",
+        help="development mode: restart when files in the working directory change (plain uvicorn: "
+        "no 503 drain while shutting down, no GC tuning)",
     )
     parser.add_argument(
         "--log-level", choices=LOG_LEVELS, default="info", help="uvicorn log level (default: info)"

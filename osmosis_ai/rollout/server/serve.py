@@ -6,7 +6,12 @@ Differences from osmosis-ai 0.2, all on the safe side of the same flags:
   on every interface, D33); the public IP is detected only when it is needed (wildcard bind and
   registration), once.
 * ``reload=True`` works (0.2's uvicorn exited at start-up, D17): uvicorn gets an import string and
-  rebuilds the app from the agent's module in each reloaded worker.
+  rebuilds the app from the agent's module in each reloaded worker. The worker's settings (server key,
+  Platform token) travel in ``OSMOSIS_SERVE_RELOAD_CONFIG``, which the worker removes from its
+  environment as soon as it has read it, so the agent's subprocesses never see them. ``--reload`` is a
+  development mode: it runs plain ``uvicorn.run``, without :mod:`~osmosis_ai.rollout.server.runner`'s
+  drain-while-serving (shutdown still drains in the lifespan, but inits are no longer answered 503
+  meanwhile) and without its garbage-collector tuning.
 * uvicorn runs with uvloop and httptools when installed, the access log off unless asked for.
 * the generated API key is shown once in the start-up panel (TrainGate needs it) and never logged;
   console markup in user-provided strings is escaped (D34).
@@ -243,12 +248,14 @@ def _run_with_reload(
 
 
 def reloadable_app() -> Any:
-    """uvicorn factory for ``--reload`` workers: rebuild the app from ``OSMOSIS_SERVE_RELOAD_CONFIG``."""
+    """uvicorn factory for ``--reload`` workers: rebuild the app from ``OSMOSIS_SERVE_RELOAD_CONFIG`` (once)."""
     from osmosis_ai.rollout.cli_utils import load_agent_loop
     from osmosis_ai.rollout.server.app import create_app
     from osmosis_ai.rollout.server.registration import PlatformCredentials
 
-    raw = os.environ.get(RELOAD_CONFIG_ENV)
+    # Taken out at once: the agent and every process it starts must not inherit the server key and
+    # the Platform token. (The reloader process keeps it to start the next worker.)
+    raw = os.environ.pop(RELOAD_CONFIG_ENV, None)
     if not raw:
         raise ServeError(f"{RELOAD_CONFIG_ENV} is not set; start the server with 'osmosis serve --reload'")
     config = json.loads(raw)

@@ -259,13 +259,52 @@ def test_serve_skip_register_prints_the_generated_key_and_enforces_it(launch, tr
     assert keys[0] not in err  # never logged
 
 
-def test_serve_reload_works(launch, trainer: TrainerStandIn, tmp_path: Path):
-    (tmp_path / "my_agent.py").write_text("from examples.calculator.agent import agent_loop\n")
-    server = launch("--local", "--reload", "--no-validate", "-m", "my_agent:agent_loop", cwd=tmp_path)
+ENV_PROBE_AGENT = """
+import os
+import subprocess
+import sys
+
+from osmosis_ai.rollout import RolloutAgentLoop
+
+VARIABLE = "OSMOSIS_SERVE_RELOAD_CONFIG"
+CHILD = "import os; print(os.environ.get('OSMOSIS_SERVE_RELOAD_CONFIG', 'absent'))"
+
+
+class EnvProbe(RolloutAgentLoop):
+    name = "env_probe"
+
+    def get_tools(self, request):
+        child = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, check=True)
+        seen = f"{os.environ.get(VARIABLE, 'absent')}|{child.stdout.strip()}"
+        return [{"type": "function", "function": {"name": "probe", "description": seen, "parameters": {"type": "object", "properties": {}, "required": []}}}]
+
+    async def run(self, ctx):
+        return ctx.complete([], reward=1.0)
+
+
+agent_loop = EnvProbe()
+"""
+
+
+def test_serve_reload_works_and_keeps_its_secrets_from_the_agent(
+    launch, trainer: TrainerStandIn, tmp_path: Path
+):
+    (tmp_path / "probe_agent.py").write_text(ENV_PROBE_AGENT)
+    secret = "osm_rollout_reload-secret-key"
+    server = launch(
+        "--reload", "--skip-register", "--api-key", secret, "-H", "127.0.0.1", "--no-validate",
+        "-m", "probe_agent:agent_loop", cwd=tmp_path,
+    )  # fmt: skip
     server.wait_ready()
-    response = httpx.post(f"{server.url}/v1/rollout/init", json=init_body("reload-1", trainer.url), timeout=5)
-    assert response.status_code == 202
+    body = init_body("reload-1", trainer.url)
+    assert httpx.post(f"{server.url}/v1/rollout/init", json=body, timeout=5).status_code == 401
+    headers = {"Authorization": f"Bearer {secret}"}
+    response = httpx.post(f"{server.url}/v1/rollout/init", json=body, headers=headers, timeout=10)
+    assert response.status_code == 202  # the reloaded worker got the key through the environment...
+    assert response.json()["tools"][0]["function"]["description"] == "absent|absent"  # ...and dropped it
     assert trainer.wait_completed("reload-1", timeout=10)["status"] == "COMPLETED"
+    _, out, err = server.stop()
+    assert secret not in out + err
 
 
 def test_serve_registers_with_the_platform_when_a_token_is_given(trainer: TrainerStandIn):
