@@ -9,7 +9,9 @@ thousands of inits, several KiB of queued work per rollout). An inline call slow
 awaited on the loop under the deadline. ``always_thread=True`` disables the inline mode.
 
 :class:`ToolsSerializer` turns the returned list into the init response's ``tools`` JSON (0.2's
-shape, nulls included) and reuses the bytes while the agent keeps returning an equal list.
+shape, nulls included) and reuses the bytes while the agent keeps returning an equal list. Equal JSON
+is also handed out as one shared bytes object (interned, bounded), so the finished-rollout records
+that keep it for duplicate inits share it even when ``get_tools`` alternates between a few lists.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 PROBE_CALLS = 16
+MAX_INTERNED = 64  # distinct tool lists remembered for sharing
+MAX_INTERNED_BYTES = 4 * 1024 * 1024
 FAST_SECONDS = 0.002
 SLOW_SECONDS = 0.01
 
@@ -97,6 +101,8 @@ class ToolsSerializer:
         self._snapshot: Any = None
         self._json: bytes | None = None
         self._adapter: TypeAdapter[Any] | None = None
+        self._interned: dict[bytes, bytes] = {}  # insertion order = least recently used first
+        self._interned_bytes = 0
 
     def __call__(self, tools: Any) -> bytes:
         if self._json is not None and tools == self._snapshot:
@@ -110,5 +116,21 @@ class ToolsSerializer:
         encoded = self._adapter.dump_json(
             self._adapter.validate_python(tools), exclude_none=self._exclude_none
         )
+        encoded = self._intern(encoded)
         self._snapshot, self._json = copy.deepcopy(tools), encoded
+        return encoded
+
+    def _intern(self, encoded: bytes) -> bytes:
+        """The equal bytes object handed out before, if still remembered (most recent kept, bounded)."""
+        table = self._interned
+        known = table.pop(encoded, None)
+        if known is not None:
+            table[known] = known
+            return known
+        table[encoded] = encoded
+        self._interned_bytes += len(encoded)
+        while len(table) > MAX_INTERNED or self._interned_bytes > MAX_INTERNED_BYTES:
+            oldest = next(iter(table))
+            del table[oldest]
+            self._interned_bytes -= len(oldest)
         return encoded

@@ -380,3 +380,19 @@ def test_get_tools_in_thread_option_reaches_the_server(serve, http, trainer: Tra
         )
     on_loop = threads[-1] == server._thread.name
     assert on_loop is not in_thread
+
+
+def test_finished_records_share_the_tools_json_when_get_tools_alternates(
+    serve, http, trainer: TrainerStandIn
+):
+    variants = [[ADD_TOOL], [{**ADD_TOOL, "function": {**ADD_TOOL["function"], "name": "add2"}}]]
+    server = serve(ScriptedAgent(tools=lambda request: variants[int(request.rollout_id[-1]) % 2]))
+    for i in range(8):
+        response = http.post(f"{server.url}/v1/rollout/init", json=init_body(f"alt-{i}", trainer.url))
+        assert response.status_code == 202
+    for i in range(8):
+        trainer.wait_completed(f"alt-{i}")
+    _wait_idle(http, server.url)
+    records = server.server.config.app.state.rollout_state.completed.values()
+    assert len(records) == 8
+    assert len({id(record.tools_json) for record in records}) == 2  # one bytes object per distinct list
