@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from osmosis_ai.rollout.core.schemas import (
@@ -58,7 +58,8 @@ class RolloutServerSettings(BaseSettings):
 
     ``max_queued_rollouts`` and ``shutdown_grace_seconds`` are new: with a queue limit, init answers
     429 with ``Retry-After`` instead of queueing without bound; on shutdown, in-flight rollouts get
-    the grace period and then ERROR callbacks.
+    the grace period and then ERROR callbacks. ``request_timeout_seconds`` (defined but unused in 0.2)
+    is the per-rollout deadline for ``get_tools`` and ``run``; 0 (new) turns it off.
     """
 
     model_config = _config("OSMOSIS_ROLLOUT_SERVER_")
@@ -66,13 +67,21 @@ class RolloutServerSettings(BaseSettings):
     max_concurrent_rollouts: int = Field(default=100, ge=1, le=10000)
     record_ttl_seconds: float = Field(default=3600.0, ge=60.0, le=86400.0)
     cleanup_interval_seconds: float = Field(default=60.0, ge=10.0, le=3600.0)
-    request_timeout_seconds: float = Field(default=600.0, ge=10.0, le=3600.0)
+    # 0.2 defined it but never applied it; now the per-rollout deadline. 0 (new) means no deadline.
+    request_timeout_seconds: float = Field(default=600.0, ge=0.0, le=3600.0)
     registration_readiness_timeout_seconds: float = Field(default=10.0, ge=1.0, le=60.0)
     registration_readiness_poll_interval_seconds: float = Field(default=0.2, ge=0.05, le=5.0)
     registration_shutdown_timeout_seconds: float = Field(default=30.0, ge=1.0, le=300.0)
     # New: back-pressure (None = queue without bound, as 0.2) and the drain on shutdown.
     max_queued_rollouts: int | None = Field(default=None, ge=0)
     shutdown_grace_seconds: float = Field(default=10.0, ge=0.0, le=3600.0)
+
+    @field_validator("request_timeout_seconds")
+    @classmethod
+    def _no_deadline_or_at_least_ten_seconds(cls, value: float) -> float:
+        if 0 < value < 10:
+            raise ValueError("must be 0 (no deadline) or between 10 and 3600 seconds")
+        return value
 
 
 class RolloutSettings(BaseSettings):

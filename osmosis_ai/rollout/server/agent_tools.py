@@ -42,7 +42,11 @@ class GetToolsCaller:
     """Calls one agent's ``get_tools`` without letting it stall the event loop (see the module docstring)."""
 
     def __init__(
-        self, get_tools: Callable[[RolloutRequest], Any], timeout: float, *, always_thread: bool = False
+        self,
+        get_tools: Callable[[RolloutRequest], Any],
+        timeout: float | None,
+        *,
+        always_thread: bool = False,
     ):
         self._get_tools = get_tools
         self._timeout = timeout

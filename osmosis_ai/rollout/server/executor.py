@@ -83,8 +83,8 @@ class _Deadline:
 
     __slots__ = ("_handle", "_seconds", "_task", "expired")
 
-    def __init__(self, seconds: float) -> None:
-        self._seconds = seconds
+    def __init__(self, seconds: float | None) -> None:
+        self._seconds = seconds  # None: no deadline
         self._handle: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[Any] | None = None
         self.expired = False
@@ -96,7 +96,8 @@ class _Deadline:
 
     async def __aenter__(self) -> _Deadline:
         self._task = asyncio.current_task()
-        self._handle = asyncio.get_running_loop().call_later(self._seconds, self._fire)
+        if self._seconds is not None:
+            self._handle = asyncio.get_running_loop().call_later(self._seconds, self._fire)
         return self
 
     async def __aexit__(
@@ -147,7 +148,7 @@ class RolloutExecutor:
         self.settings = settings
         self.debug_dir = debug_dir
         self.queue_limit = queue_limit
-        self.timeout = settings.server.request_timeout_seconds
+        self.timeout = settings.server.request_timeout_seconds or None  # 0: no deadline
         self.accepting = True
         self._draining = False  # True once shutdown cancels rollouts: a cancelled rollout reports ERROR
         self._callback_deadline: float | None = None

@@ -54,6 +54,7 @@ RANGES: list[tuple[type[Any], str, Any, Any, Any, Any]] = [
     (RolloutServerSettings, "record_ttl_seconds", 60, 86400, 59, 86401),
     (RolloutServerSettings, "cleanup_interval_seconds", 10, 3600, 9, 3601),
     (RolloutServerSettings, "request_timeout_seconds", 10, 3600, 9, 3601),
+    (RolloutServerSettings, "request_timeout_seconds", 0, 3600, -1, 3601),  # 0: no deadline (new)
     (RolloutServerSettings, "registration_readiness_timeout_seconds", 1, 60, 0.5, 61),
     (RolloutServerSettings, "registration_readiness_poll_interval_seconds", 0.05, 5, 0.04, 6),
     (RolloutServerSettings, "registration_shutdown_timeout_seconds", 1, 300, 0.5, 301),

@@ -178,6 +178,16 @@ def test_deadline_ends_a_hung_agent_with_error(serve, http, trainer):
     _wait_for(lambda: http.get(f"{server.url}/health").json()["active_rollouts"] == 0)
 
 
+def test_a_zero_deadline_means_no_deadline(serve, http, trainer):
+    async def slow(ctx: RolloutContext) -> RolloutResult:
+        await asyncio.sleep(0.3)
+        return ctx.complete(list(ctx.request.messages))
+
+    server = serve(ScriptedAgent(slow), settings=fast_settings(request_timeout_seconds=0))
+    _start(http, server.url, "no-deadline", trainer)
+    assert trainer.wait_completed("no-deadline")["status"] == "COMPLETED"
+
+
 def test_hung_get_tools_is_bounded_by_the_deadline(serve, http, trainer):
     import threading
 

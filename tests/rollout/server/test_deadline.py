@@ -60,3 +60,9 @@ async def test_a_cancel_requested_by_someone_else_too_propagates():
 
     with pytest.raises(asyncio.CancelledError):
         await asyncio.create_task(body())
+
+
+async def test_no_deadline_schedules_no_timer():
+    async with _Deadline(None) as deadline:
+        await asyncio.sleep(0.01)
+    assert deadline._handle is None and not deadline.expired
