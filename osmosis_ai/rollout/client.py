@@ -43,7 +43,13 @@ from osmosis_ai.rollout.core.exceptions import (
     OsmosisValidationError,
     RolloutValueError,
 )
-from osmosis_ai.rollout.core.schemas import CompletionsRequest, MessageDict, RolloutMetrics, RolloutStatus
+from osmosis_ai.rollout.core.schemas import (
+    CompletionsRequest,
+    MessageDict,
+    RolloutMetrics,
+    RolloutStatus,
+    check_header_safe_key,
+)
 from osmosis_ai.rollout.utils import normalize_stop
 
 logger = logging.getLogger(__name__)
@@ -205,6 +211,10 @@ class OsmosisLLMClient:
             if complete_rollout_retries is not None
             else self.settings.complete_rollout_retries
         )
+        try:
+            check_header_safe_key(api_key)
+        except ValueError as exc:
+            raise RolloutValueError(str(exc)) from None
         self._transport = transport
         self._headers = {"Content-Type": "application/json"}
         if api_key:
@@ -297,16 +307,21 @@ class OsmosisLLMClient:
                 payload["stop"] = stop
             payload["logprobs"] = logprobs
             return payload
-        request = CompletionsRequest(
-            model=model,
-            messages=messages,
-            rollout_id=self.rollout_id,
-            temperature=temperature,
-            top_p=top_p,
-            max_tokens=max_tokens,
-            stop=stop,
-            logprobs=logprobs,
-        )
+        from pydantic import ValidationError
+
+        try:
+            request = CompletionsRequest(
+                model=model,
+                messages=messages,
+                rollout_id=self.rollout_id,
+                temperature=temperature,
+                top_p=top_p,
+                max_tokens=max_tokens,
+                stop=stop,
+                logprobs=logprobs,
+            )
+        except ValidationError as exc:
+            raise RolloutValueError(f"cannot send the chat request: {exc}") from exc
         return request.model_dump(mode="json", exclude_none=True)
 
     @staticmethod

@@ -274,6 +274,11 @@ class RolloutRequest(BaseModel):
             raise ValueError("server_url must have a valid host")
         return value
 
+    @field_validator("api_key")
+    @classmethod
+    def _api_key_fits_a_header(cls, value: str | None) -> str | None:
+        return check_header_safe_key(value)
+
     @field_validator("metadata")
     @classmethod
     def _metadata_within_limit(cls, value: dict[str, Any]) -> dict[str, Any]:
@@ -288,6 +293,19 @@ class RolloutRequest(BaseModel):
         if len(encoded) > limit:
             raise ValueError(f"metadata size exceeds maximum allowed size of {format_size_limit(limit)}")
         return value
+
+
+def check_header_safe_key(key: str | None) -> str | None:
+    """``key`` unchanged, or ``ValueError`` when it cannot travel in an ``Authorization`` header.
+
+    Such a key (control characters, line breaks) could never authenticate a callback; rejecting it
+    at init gives TrainGate a 422 instead of a rollout that fails on its first call back.
+    """
+    if key and not key.isprintable():
+        raise ValueError(
+            "api_key must not contain control characters (it is sent in an Authorization header)"
+        )
+    return key
 
 
 class InitResponse(BaseModel):

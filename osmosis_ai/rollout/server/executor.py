@@ -37,7 +37,7 @@ from osmosis_ai.rollout.server.agent_tools import GetToolsCaller, ToolsSerialize
 from osmosis_ai.rollout.server.state import AppState, RolloutRecord
 
 if TYPE_CHECKING:
-    from osmosis_ai.rollout.config.settings import RolloutSettings
+    from osmosis_ai.rollout.config.settings import RolloutClientSettings, RolloutSettings
     from osmosis_ai.rollout.core.base import RolloutAgentLoop
     from osmosis_ai.rollout.core.schemas import RolloutMetrics, RolloutRequest
 
@@ -120,6 +120,17 @@ class _Deadline:
         return False
 
 
+def _pool_for(client: RolloutClientSettings, max_concurrent: int) -> RolloutClientSettings:
+    """Client settings whose shared pool has a connection for every rollout allowed to run at once.
+
+    In 0.2 ``max_connections`` bounded each rollout's own pool; here one pool serves the whole process,
+    so a pool smaller than ``max_concurrent`` would queue rollouts' chat calls behind each other.
+    """
+    if client.max_connections >= max_concurrent:
+        return client
+    return client.model_copy(update={"max_connections": max_concurrent})
+
+
 def _error_text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
@@ -149,6 +160,7 @@ class RolloutExecutor:
         self.debug_dir = debug_dir
         self.queue_limit = queue_limit
         self.timeout = settings.server.request_timeout_seconds or None  # 0: no deadline
+        self.client_settings = _pool_for(settings.client, state.max_concurrent)
         self.accepting = True
         self._draining = False  # True once shutdown cancels rollouts: a cancelled rollout reports ERROR
         self._callback_deadline: float | None = None
@@ -241,7 +253,7 @@ class RolloutExecutor:
 
     async def _execute(self, request: RolloutRequest, tools: Any) -> None:
         client = OsmosisLLMClient(
-            request.server_url, request.rollout_id, api_key=request.api_key, settings=self.settings.client
+            request.server_url, request.rollout_id, api_key=request.api_key, settings=self.client_settings
         )
         async with client:
             ctx = RolloutContext(
@@ -313,7 +325,7 @@ class RolloutExecutor:
         """
         if client is None:
             async with OsmosisLLMClient(
-                request.server_url, request.rollout_id, api_key=request.api_key, settings=self.settings.client
+                request.server_url, request.rollout_id, api_key=request.api_key, settings=self.client_settings
             ) as fresh:
                 await self._report(request, fresh, outcome, ctx)
             return

@@ -116,8 +116,9 @@ async def test_unusual_argument_types_are_validated_like_the_schema(trainer: Tra
     await _client(trainer).chat_completions(USER, temperature="0.5", max_tokens=10.0, logprobs=0)  # type: ignore[arg-type]
     body = trainer.requests[0].json
     assert (body["temperature"], body["max_tokens"], body["logprobs"]) == (0.5, 10, False)
-    with pytest.raises(ValidationError):
+    with pytest.raises(RolloutValueError) as exc:  # a ValueError, as pydantic's error was in 0.2
         await _client(trainer).chat_completions(["not a message"])  # type: ignore[list-item]
+    assert isinstance(exc.value, ValueError) and isinstance(exc.value.__cause__, ValidationError)
     assert len(trainer.requests) == 1
 
 
@@ -348,6 +349,20 @@ async def test_complete_rollout_error_with_explicit_metrics(trainer: TrainerStan
 async def test_complete_rollout_accepts_metrics_as_a_dict(trainer: TrainerStandIn) -> None:
     await _client(trainer).complete_rollout("COMPLETED", [], metrics={"num_tool_calls": 3})
     assert trainer.completed_requests[0].json["metrics"] == RolloutMetrics(num_tool_calls=3).model_dump()
+
+
+@pytest.mark.parametrize("kwargs", [{"max_tokens": None}, {"temperature": "hot"}, {"logprobs": "maybe"}])
+async def test_unusable_sampling_arguments_are_osmosis_errors(
+    trainer: TrainerStandIn, kwargs: dict[str, Any]
+) -> None:
+    with pytest.raises(RolloutValueError, match="cannot send the chat request"):
+        await _client(trainer).chat_completions(USER, **kwargs)
+    assert trainer.requests == []
+
+
+def test_a_callback_key_that_cannot_be_a_header_is_refused_up_front(trainer: TrainerStandIn) -> None:
+    with pytest.raises(RolloutValueError, match="control characters"):
+        OsmosisLLMClient(trainer.url, "r", api_key="key\nX-Injected: 1", settings=FAST)
 
 
 async def test_a_rollout_id_keyword_is_a_type_error_as_in_0_2(trainer: TrainerStandIn) -> None:

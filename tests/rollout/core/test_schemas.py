@@ -74,6 +74,10 @@ def test_request_defaults_and_ignored_unknown_keys() -> None:
         ({"server_url": "localhost:8080"}, "Value error, server_url must use http or https scheme"),
         ({"messages": ["hello"]}, "Input should be a valid dictionary"),
         ({"completion_params": None}, "Input should be a valid dictionary"),
+        (
+            {"api_key": "k\ney"},
+            "Value error, api_key must not contain control characters (it is sent in an Authorization header)",
+        ),
     ],
 )
 def test_request_validation_texts(overrides: dict[str, Any], message: str) -> None:

@@ -360,3 +360,21 @@ def test_an_agent_that_outlives_its_deadline_with_a_result_gets_it_delivered(ser
     _start(http, server.url, "late-result", trainer)
     done = trainer.wait_completed("late-result")
     assert (done["status"], done["reward"]) == ("COMPLETED", 0.5)
+
+
+def test_the_shared_pool_has_a_connection_for_every_running_rollout(serve, http, trainer):
+    # 0.2's max_connections bounded each rollout's own pool; one process-wide pool of 2 must not make
+    # 4 running rollouts take turns at TrainGate.
+    settings = fast_settings(max_concurrent_rollouts=4)
+    settings = settings.model_copy(
+        update={"client": settings.client.model_copy(update={"max_connections": 2})}
+    )
+    trainer.queue_chat(*[Reply(delay=0.5) for _ in range(4)])
+    server = serve(ScriptedAgent(), settings=settings)
+    for i in range(4):
+        _start(http, server.url, f"pool-{i}", trainer)
+    for i in range(4):
+        assert trainer.wait_completed(f"pool-{i}")["status"] == "COMPLETED"
+    arrivals = sorted(r.at for r in trainer.chat_requests)
+    assert len(arrivals) == 4
+    assert arrivals[-1] - arrivals[0] < 0.4  # with a pool of 2 the last two would wait 0.5 s

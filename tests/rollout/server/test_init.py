@@ -274,6 +274,7 @@ def _bad_inputs(trainer_url: str) -> list[tuple[str, bytes, int, str]]:
         ("deeply nested json", b"[" * 100_000, 422, "json_invalid"),  # was a 500 (RecursionError)
         ("deeply nested metadata", body(metadata=NESTED), 422, "json_invalid"),
         ("json string", b'"rollout"', 422, "model_attributes_type"),
+        ("callback key with a line break", body(api_key="key\r\nX-Injected: 1"), 422, "value_error"),
     ]
 
 
