@@ -12,6 +12,7 @@ but every value does, including ``tool_calls`` and ``None`` fields.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -65,9 +66,22 @@ def _changed_keys(expected: Any, actual: Any) -> str:
 
 def check_append_only(expected: list[Message], actual: list[Any], *, turn: int) -> AppendOnlyViolation | None:
     """Return the first violation of ``actual`` extending ``expected`` unchanged, or ``None``."""
+    return check_extension(expected, [canonical(m) for m in expected], actual, turn=turn)[0]
+
+
+def check_extension(
+    expected: Sequence[Message], expected_keys: Sequence[str], actual: Sequence[Any], *, turn: int
+) -> tuple[AppendOnlyViolation | None, list[str]]:
+    """:func:`check_append_only` with the canonical JSON of ``expected`` given (cached by the caller).
+
+    Returns the violation (or ``None``) and the canonical JSON of every ``actual`` message, so the
+    caller can cache them for the next turn: each message is serialised once over a conversation.
+    """
+    actual_keys: list[str] = []
+    violation: AppendOnlyViolation | None = None
     for index, want in enumerate(expected):
         if index >= len(actual):
-            return AppendOnlyViolation(
+            violation = AppendOnlyViolation(
                 turn=turn,
                 index=index,
                 kind="truncated",
@@ -75,9 +89,12 @@ def check_append_only(expected: list[Message], actual: list[Any], *, turn: int) 
                 expected=want,
                 actual=None,
             )
+            break
         got = actual[index]
-        if canonical(want) != canonical(got):
-            return AppendOnlyViolation(
+        key = canonical(got)
+        actual_keys.append(key)
+        if key != expected_keys[index]:
+            violation = AppendOnlyViolation(
                 turn=turn,
                 index=index,
                 kind="modified",
@@ -85,4 +102,6 @@ def check_append_only(expected: list[Message], actual: list[Any], *, turn: int) 
                 expected=want,
                 actual=got if isinstance(got, dict) else {"value": got},
             )
-    return None
+            break
+    actual_keys.extend(canonical(m) for m in actual[len(actual_keys) :])
+    return violation, actual_keys

@@ -5,7 +5,8 @@ Rollout servers call it back on two endpoints (protocol §3.2):
 * ``POST /v1/chat/completions`` — routed by ``rollout_id`` to a :class:`RolloutSession`; the
   callback key is checked, the append-only contract is checked against the previous turn, the
   policy answers, and the reply carries ``token_ids``, ``logprobs`` and ``prompt_token_ids``
-  besides the OpenAI chat completion.
+  besides the OpenAI chat completion. A call repeating an ``Idempotency-Key`` (the agent's client
+  retrying one chat call) gets the first call's answer: nothing is generated or recorded twice.
 * ``POST /v1/rollout/completed`` — records the final response (the first terminal one wins).
 
 Refused calls (wrong key, unknown rollout, call after completion) are answered with a 4xx and
@@ -26,15 +27,9 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from osmosis_ai._sockets import bind_listener
-from osmosis_ai.rollout.core.schemas import (
-    CompletionsChoice,
-    CompletionsRequest,
-    CompletionsResponse,
-    CompletionUsage,
-    RolloutResponse,
-)
+from osmosis_ai.rollout.core.schemas import CompletionsRequest, RolloutResponse
 from osmosis_ai.rollout.server.api_key import authorized
-from osmosis_ai.traingate.append_only import check_append_only
+from osmosis_ai.traingate.append_only import canonical, check_extension
 from osmosis_ai.traingate.errors import PolicyError, TrainGateError
 from osmosis_ai.traingate.policy.base import Generation, Message, Policy
 from osmosis_ai.traingate.session import RejectedCall, RolloutSession, TurnRecord
@@ -46,6 +41,7 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 INIT_WAIT_S = 60.0  # how long a chat call waits for its rollout's init response to be read
 MAX_UNROUTED = 1000  # calls for unknown rollouts kept for the report
 INLINE_TOKENIZE_CHARS = 32_768  # longer texts are tokenized in a worker thread
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 
 def _error(status: int, detail: str) -> web.Response:
@@ -187,6 +183,29 @@ class TrainGate:
                 RejectedCall("/v1/chat/completions", 409, "chat call after the rollout ended")
             )
             return _error(409, f"rollout {chat.rollout_id!r} has already ended ({session.status})")
+        key = request.headers.get("Idempotency-Key")
+        if not key:
+            status, body = await self._answer(session, chat)
+            return web.json_response(body, status=status)
+        first = session.replies.get(key)
+        if first is not None:
+            # A retry of a call already answered or still generating: the first answer, nothing new recorded.
+            status, body = await asyncio.shield(first)
+            return web.json_response(body, status=status)
+        reply = session.remember_reply(key)
+        try:
+            status, body = await self._answer(session, chat)
+        except BaseException:  # cancelled or crashed: waiting retries are told to ask again
+            session.forget_reply(key)
+            reply.set_result((503, {"detail": "the first attempt of this call was abandoned; retry"}))
+            raise
+        if status != 200:
+            session.forget_reply(key)  # a failed attempt is not an answer: a retry generates again
+        reply.set_result((status, body))
+        return web.json_response(body, status=status)
+
+    async def _answer(self, session: RolloutSession, chat: CompletionsRequest) -> tuple[int, dict[str, Any]]:
+        """Check the request against the conversation so far, generate, record the turn: (status, body)."""
         if not session.initialized.is_set():
             # The agent called back before the init response (with its tools) reached us: wait for it.
             try:
@@ -196,7 +215,7 @@ class TrainGate:
                     "chat call arrived but the init response never did; served without tools"
                 )
         turn = session.num_turns
-        violation = check_append_only(session.expected, chat.messages, turn=turn)
+        violation, keys = check_extension(session.expected, session.expected_keys, chat.messages, turn=turn)
         if violation is not None:
             session.violations.append(violation)
             logger.warning(
@@ -214,17 +233,18 @@ class TrainGate:
             generation = await self.policy.generate(chat.messages, tools=session.tools, params=params)
         except PolicyError as exc:
             session.errors.append(f"turn {turn}: {exc}")
-            return _error(502 if exc.retryable else 400, str(exc))
+            return (502 if exc.retryable else 400), {"detail": str(exc)}
         except Exception as exc:  # a bug in a policy must cost one answer, not the gateway
             logger.exception("policy %s crashed on rollout %s", self.policy.name, session.rollout_id)
             session.errors.append(f"turn {turn}: policy crashed: {type(exc).__name__}: {exc}")
-            return _error(500, f"the policy crashed: {type(exc).__name__}: {exc}")
+            return 500, {"detail": f"the policy crashed: {type(exc).__name__}: {exc}"}
         record = await self._turn_record(
             turn, chat.messages, generation, params, time.perf_counter() - started
         )
         session.add_turn(record)
         session.expected = [*chat.messages, record.message]
-        return web.json_response(self._response_body(chat.rollout_id, turn, record))
+        session.expected_keys = [*keys, canonical(record.message)]
+        return 200, self._response_body(chat.rollout_id, turn, record)
 
     async def _encode(self, text: str) -> list[int]:
         """Tokenize; long texts in a worker thread so a big prompt never stalls the other rollouts."""
@@ -266,17 +286,19 @@ class TrainGate:
         )
 
     def _response_body(self, rollout_id: str, turn: int, record: TurnRecord) -> dict[str, Any]:
-        response = CompletionsResponse(
-            id=f"chatcmpl-{rollout_id}-{turn}",
-            created=int(time.time()),
-            model=self.policy.name,
-            choices=[CompletionsChoice(message=record.message, finish_reason=record.finish_reason)],
-            usage=CompletionUsage(**record.usage),
-            token_ids=record.token_ids,
-            logprobs=record.logprobs,
-            prompt_token_ids=record.prompt_token_ids,
-        )
-        return response.model_dump(mode="json")
+        """The ``CompletionsResponse`` JSON, built directly (a model would re-validate every token id)."""
+        usage = record.usage
+        return {
+            "id": f"chatcmpl-{rollout_id}-{turn}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.policy.name,
+            "choices": [{"index": 0, "message": record.message, "finish_reason": record.finish_reason}],
+            "usage": {key: int(usage.get(key) or 0) for key in USAGE_KEYS},
+            "token_ids": record.token_ids,
+            "logprobs": record.logprobs,
+            "prompt_token_ids": record.prompt_token_ids,
+        }
 
     async def _completed(self, request: web.Request) -> web.Response:
         payload = await self._read_json(request)
@@ -302,7 +324,9 @@ class TrainGate:
             return web.json_response({"ok": True, "duplicate": True})
         session.response = result.model_dump(mode="json")
         if result.final_messages:
-            violation = check_append_only(session.expected, result.final_messages, turn=-1)
+            violation, _ = check_extension(
+                session.expected, session.expected_keys, result.final_messages, turn=-1
+            )
             if violation is not None:
                 session.violations.append(violation)
         session.finish(result.status.value, result.error_message)

@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from osmosis_ai.traingate.append_only import AppendOnlyViolation
+from osmosis_ai.traingate.append_only import AppendOnlyViolation, canonical
 
 Message = dict[str, Any]
 
 # Statuses a session ends in. The first two come from the rollout server, the rest are infrastructure failures.
 TERMINAL_STATUSES = ("COMPLETED", "ERROR")
 INFRA_STATUSES = ("INIT_FAILED", "UNREACHABLE", "TIMEOUT")
+MAX_REMEMBERED_REPLIES = 8  # chat calls per rollout whose answer a retry can still get back
+
+# (HTTP status, JSON body) of one chat call, shared with its retries.
+Reply = tuple[int, dict[str, Any]]
 
 
 @dataclass
@@ -39,7 +43,11 @@ class TurnRecord:
     latency_ms: float
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The record as a shallow dict: token lists are shared, not copied (they are only serialised)."""
+        return {name: getattr(self, name) for name in _TURN_FIELDS}
+
+
+_TURN_FIELDS = tuple(f.name for f in fields(TurnRecord))
 
 
 @dataclass
@@ -66,6 +74,7 @@ class RolloutSession:
     metadata: dict[str, Any]
     tools: list[Message] = field(default_factory=list)
     expected: list[Message] = field(default_factory=list)
+    expected_keys: list[str] = field(default_factory=list)  # canonical JSON of each ``expected`` message
     turns: list[TurnRecord] = field(default_factory=list)
     num_turns: int = 0  # served chat turns; survives release_turns()
     completion_tokens: int = 0  # token ids generated over all turns; survives release_turns()
@@ -84,9 +93,12 @@ class RolloutSession:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     # Set once the init response (and so the tool list) is in: the agent may call back before that.
     initialized: asyncio.Event = field(default_factory=asyncio.Event)
+    # Idempotency-Key of a chat call -> its answer: a retried call gets the first answer back.
+    replies: dict[str, asyncio.Future[Reply]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.expected = list(self.messages)
+        self.expected_keys = [canonical(m) for m in self.expected]
 
     @property
     def finished(self) -> bool:
@@ -115,7 +127,20 @@ class RolloutSession:
         self.status = status
         self.error_message = error_message
         self.finished_at = time.monotonic()
+        self.replies.clear()
         self.done.set()
+
+    def remember_reply(self, key: str) -> asyncio.Future[Reply]:
+        """Register the chat call ``key`` as in progress; only the latest calls are remembered."""
+        while len(self.replies) >= MAX_REMEMBERED_REPLIES:
+            del self.replies[next(iter(self.replies))]
+        reply: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+        self.replies[key] = reply
+        return reply
+
+    def forget_reply(self, key: str) -> None:
+        """Drop ``key`` so its next retry is served afresh (its first attempt failed)."""
+        self.replies.pop(key, None)
 
     def add_turn(self, record: TurnRecord) -> None:
         self.turns.append(record)
