@@ -226,12 +226,50 @@ def build_json_report(results: list[RecordResult], context: ReportContext) -> di
     return report
 
 
+def check_report_location(path: Path) -> None:
+    """Fail before any paid judge call when a report could not be written to ``path``.
+
+    The report's directory must exist or be creatable, and be writable. This is proved by making
+    (and at once removing) a probe file in it, or a probe directory in its nearest existing
+    ancestor, because permission bits alone do not tell (root, read-only mounts, ``/proc``).
+    Nothing is left behind.
+    """
+    directory = path.parent
+    fix = "pass a writable location with -o/--output"
+    try:
+        existing = directory
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            raise CLIError(f"Cannot write report {path}: {existing} is not a directory; {fix}")
+        if existing == directory:
+            descriptor, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=directory)
+            os.close(descriptor)
+            os.unlink(probe)
+        else:
+            os.rmdir(tempfile.mkdtemp(prefix=".osmosis-probe-", dir=existing))
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise CLIError(f"Cannot write report {path}: {existing} is not writable ({reason}); {fix}") from exc
+
+
+def _current_umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it; put it straight back
+    os.umask(mask)
+    return mask
+
+
 def write_json_atomic(path: Path, document: Any) -> None:
-    """Write ``document`` as UTF-8 JSON to ``path`` via a temporary file and ``os.replace``."""
+    """Write ``document`` as UTF-8 JSON to ``path`` via a temporary file and ``os.replace``.
+
+    The file gets the permissions of a normally created file (``0o666`` less the umask), not the
+    private ``0o600`` of the temporary file. ``OSError`` propagates; nothing partial is left.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), 0o666 & ~_current_umask())
             json.dump(document, handle, ensure_ascii=False, indent=2, default=str)
             handle.write("\n")
         os.replace(temporary, path)

@@ -1,8 +1,10 @@
 """The ``eval-rubric`` flow: check everything cheap first, then judge, then report.
 
 Order: rubric id and ``-n``, dataset path, config file (explicit or discovered), rubric lookup, API
-key (before any paid call), dataset records, baseline, output path; then the judged runs, the
-JSON report and the text report.
+key (before any paid call), dataset records, baseline, output path (it must be writable: checked
+before any paid call); then the judged runs, the text report, and the JSON report file. A report
+file that cannot be written after all is an error naming the path, but the text report is
+already printed.
 
 Where the report goes: ``-o file.json`` writes that file; ``-o DIR`` writes
 ``DIR/rubric_eval_result_<unix time>.json``; without ``-o`` the report goes to
@@ -33,6 +35,7 @@ from osmosis_ai.judge.ratelimit import RateLimiter
 from osmosis_ai.judge.report import (
     ReportContext,
     build_json_report,
+    check_report_location,
     load_baseline,
     render_text_report,
     write_json_atomic,
@@ -162,6 +165,7 @@ def run_eval_rubric(options: EvalRubricOptions, emit: Callable[[str], Any] = pri
     records = load_records(data_path, rubric_id)
     baseline = load_baseline(options.baseline_path.expanduser()) if options.baseline_path else None
     report_path, identifier = resolve_output(options.output_path, rubric_id, time.time())
+    check_report_location(report_path)
 
     import_litellm()  # seconds of import, paid before the clock of the first run starts
     limiter = RateLimiter(options.requests_per_minute) if options.requests_per_minute else None
@@ -171,8 +175,11 @@ def run_eval_rubric(options: EvalRubricOptions, emit: Callable[[str], Any] = pri
     results = asyncio.run(engine.run(config, records, options.number))
 
     context = ReportContext(config, config_path, data_path, options.number, identifier, baseline)
-    write_json_atomic(report_path, build_json_report(results, context))
     for line in render_text_report(results, context):
         emit(line)
+    try:
+        write_json_atomic(report_path, build_json_report(results, context))
+    except OSError as exc:
+        raise CLIError(f"Cannot write report {report_path}: {exc.strerror or exc}") from exc
     emit(f"Wrote evaluation results to {report_path}")
     return report_path

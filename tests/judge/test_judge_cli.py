@@ -195,3 +195,52 @@ def test_eval_rubric_user_errors_fail_fast(
     assert result.returncode == 1
     assert result.stderr.startswith("Error: ") and message in result.stderr, result.stderr
     assert openai_server.requests == []
+
+
+@pytest.mark.parametrize("where", ["under-a-file", "proc"])
+def test_eval_rubric_unwritable_report_location_fails_before_any_call(
+    openai_server: OpenAIServer, tmp_path: Path, home: Path, where: str
+) -> None:
+    if where == "proc":
+        if not Path("/proc/self").is_dir():
+            pytest.skip("needs Linux /proc")
+        output, blocker = Path("/proc/report.json"), "/proc is not writable"
+    else:
+        (tmp_path / "afile").write_text("x", encoding="utf-8")
+        output, blocker = tmp_path / "afile" / "report.json", f"{tmp_path / 'afile'} is not a directory"
+    write_config(tmp_path / "rubric_configs.yaml", openai_server.url)
+    write_data(tmp_path / "data.jsonl", [{"rubric_id": "tone", "solution_str": "hi"}])
+    result = osmosis(
+        "eval-rubric", "-r", "tone", "-d", "data.jsonl", "-o", str(output), cwd=tmp_path, home=home
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"Error: Cannot write report {output}: {blocker}"), result.stderr
+    assert "-o/--output" in result.stderr and "Traceback" not in result.stderr
+    assert openai_server.requests == []
+
+
+def test_eval_rubric_report_write_failure_keeps_the_text_report(
+    openai_server: OpenAIServer, tmp_path: Path, home: Path
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def handler(_payload: Any) -> Reply:  # the folder becomes a file while the judge works
+        if out.is_dir():
+            out.rmdir()
+            out.write_text("in the way", encoding="utf-8")
+        return Reply(content=json.dumps({"score": 0.5, "explanation": "kept"}))
+
+    openai_server.handler = handler
+    write_config(tmp_path / "rubric_configs.yaml", openai_server.url)
+    write_data(tmp_path / "data.jsonl", [{"rubric_id": "tone", "solution_str": "hi"}])
+    report = out / "report.json"
+    result = osmosis(
+        "eval-rubric", "-r", "tone", "-d", "data.jsonl", "-o", str(report), cwd=tmp_path, home=home
+    )
+    assert result.returncode == 1
+    assert "Run 01 [SUCCESS]\n    score: 0.5000\n    preview: hi\n    explanation: kept" in result.stdout
+    assert "Wrote evaluation results" not in result.stdout
+    assert result.stderr.startswith(f"Error: Cannot write report {report}: "), result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(openai_server.requests) == 1

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,7 @@ from osmosis_ai.errors import CLIError
 from osmosis_ai.judge.config import load_rubric_suite
 from osmosis_ai.judge.dataset import load_records
 from osmosis_ai.judge.engine import RubricEvaluationEngine
-from osmosis_ai.judge.report import load_baseline
+from osmosis_ai.judge.report import load_baseline, write_json_atomic
 from osmosis_ai.judge.session import migrate_legacy_reports, resolve_output
 
 MODEL = "model_info: {provider: openai, model: m}"
@@ -157,3 +159,14 @@ def test_output_paths_and_legacy_migration(tmp_path: Path) -> None:
     (tmp_path / "eval_result" / "a").mkdir(parents=True)
     migrate_legacy_reports(tmp_path)
     assert (tmp_path / "rubric" / "a").is_dir() and not (tmp_path / "eval_result").exists()
+
+
+def test_report_file_gets_normal_permissions(tmp_path: Path) -> None:
+    previous = os.umask(0o027)
+    try:
+        write_json_atomic(tmp_path / "r.json", {"a": 1})
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "r.json").stat().st_mode) == 0o640
+    assert json.loads((tmp_path / "r.json").read_text(encoding="utf-8")) == {"a": 1}
+    assert [path.name for path in tmp_path.iterdir()] == ["r.json"]
