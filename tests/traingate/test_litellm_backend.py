@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -111,3 +114,36 @@ async def test_backend_failure_is_reported_per_rollout(
     assert session.errors and "the policy backend 'test-model' failed" in session.errors[0]
     # Non-retryable provider errors are a 4xx for the agent's client (no retry), transient ones a 5xx.
     assert f"TrainGate answered {gateway_status} to POST" in (session.error_message or "")
+    # One backend request per attempt of the agent's client: LiteLLM and the OpenAI SDK do not retry too.
+    assert len([r for r in openai_server.requests if r.path.endswith("/chat/completions")]) == 1
+
+
+SPY_IMPORT = """
+import asyncio, sys, threading
+
+on_main_thread = []
+
+
+class Spy:
+    def find_spec(self, name, path=None, target=None):
+        if name == "litellm":
+            on_main_thread.append(threading.current_thread() is threading.main_thread())
+        return None
+
+
+sys.meta_path.insert(0, Spy())
+from osmosis_ai.traingate.policy import make_policy
+
+policy = make_policy("openai/gpt-4o-mini")
+generation = asyncio.run(policy.generate([{"role": "user", "content": "hi"}], tools=[], params={}))
+print(on_main_thread, bool(generation.message["content"]))
+"""
+
+
+def test_first_generate_imports_litellm_off_the_event_loop(openai_server: OpenAIServer) -> None:
+    env = {**os.environ, "OPENAI_API_BASE": openai_server.url, "OPENAI_API_KEY": "sk-local"}
+    done = subprocess.run(
+        [sys.executable, "-c", SPY_IMPORT], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[False] True"  # imported once, in a worker thread

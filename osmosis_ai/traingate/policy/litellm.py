@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from osmosis_ai._litellm import import_litellm
+from osmosis_ai._litellm import aimport_litellm, import_litellm
 from osmosis_ai.traingate.errors import PolicyError
 from osmosis_ai.traingate.policy.base import Generation, Message, Policy
 
@@ -89,6 +89,10 @@ class LiteLLMPolicy(Policy):
 
     def _request_kwargs(self, tools: list[Message], params: dict[str, Any]) -> dict[str, Any]:
         kwargs: dict[str, Any] = {k: params[k] for k in _SAMPLING_KEYS if params.get(k) is not None}
+        # One backend request per attempt: the agent's client already retries the gateway's 502, and
+        # LiteLLM's / the OpenAI SDK's own retries would multiply with it.
+        kwargs["max_retries"] = 0
+        kwargs["num_retries"] = 0
         if tools:
             kwargs["tools"] = tools
         if self.base_url:
@@ -104,7 +108,7 @@ class LiteLLMPolicy(Policy):
     async def generate(
         self, messages: list[Message], *, tools: list[Message], params: dict[str, Any]
     ) -> Generation:
-        litellm = import_litellm()
+        litellm = await aimport_litellm()  # the first import takes seconds: not on the event loop
         try:
             response = await litellm.acompletion(
                 model=self.model,
