@@ -9,12 +9,13 @@ and ``model_info`` (or the document default).
 
 In *strict* mode (``eval-rubric``) an invalid entry is an error; in lenient mode (``preview``) it
 is skipped but still listed. Errors that make the whole file meaningless (bad YAML, bad version,
-non-numeric default scores, ``extra_info``, duplicate ids) are errors in both modes.
+non-numeric or non-finite default scores, ``default_extra_info``, duplicate ids) are errors in both modes.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,8 +70,14 @@ class RubricSuite:
         return sorted(config.rubric_id for config in self.configs)
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _check_bound(value: Any, what: str) -> None:
+    """``CLIError`` unless ``value`` is null or a finite number (YAML ``.nan``/``.inf`` would make every score NaN)."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CLIError(f"{what} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise CLIError(f"{what} must be a finite number, got {value!r}")
 
 
 def _read_documents(path: Path) -> list[Any]:
@@ -107,8 +114,7 @@ def _document_defaults(document: dict[str, Any], where: str) -> dict[str, Any]:
     defaults: dict[str, Any] = {}
     for bound in ("score_min", "score_max"):
         value = document.get(f"default_{bound}")
-        if value is not None and not _is_number(value):
-            raise CLIError(f"{where}: 'default_{bound}' must be a number, got {value!r}")
+        _check_bound(value, f"{where}: 'default_{bound}'")
         defaults[bound] = value
     model_info = document.get("default_model_info")
     defaults["model_info"] = model_info if isinstance(model_info, dict) else None
@@ -147,8 +153,7 @@ def _entry_config(entry: dict[str, Any], defaults: dict[str, Any], source_label:
     bounds = {}
     for bound in ("score_min", "score_max"):
         value = entry.get(bound)
-        if value is not None and not _is_number(value):
-            raise CLIError(f"{source_label}: '{bound}' must be a number, got {value!r}")
+        _check_bound(value, f"{source_label}: '{bound}'")
         value = defaults[bound] if value is None else value
         bounds[bound] = None if value is None else float(value)
     texts = {}

@@ -10,6 +10,7 @@ Errors name the file and the 1-based line.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +71,8 @@ def _bound(value: Any, key: str, where: str) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise CLIError(f"{where}: '{key}' must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise CLIError(f"{where}: '{key}' must be a finite number, got {value!r}")
     return float(value)
 
 

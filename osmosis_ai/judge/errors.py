@@ -5,7 +5,7 @@ raised in the same situation; ``osmosis_ai.rubric_types`` and ``osmosis_ai.rubri
 re-export the provider and key errors.
 
 * JudgeInputError (TypeError)            an argument is missing or has the wrong type
-* ScoreRangeError (ValueError)           score_max is not above score_min
+* ScoreRangeError (ValueError)           a bound is not a finite number, or score_max is not above score_min
 * JudgeSettingError (ValueError)         concurrency, rate limit or cache size out of range
 * MissingAPIKeyError (RuntimeError)      a provider that needs an API key has none configured
 * ProviderRequestError (RuntimeError)    the call failed, or the reply held no usable verdict
@@ -45,7 +45,7 @@ class JudgeInputError(OsmosisError, TypeError):
 
 
 class ScoreRangeError(OsmosisError, ValueError):
-    """The score range is empty or inverted (a ``ValueError`` in 0.2)."""
+    """The score range is empty, inverted or not finite (a ``ValueError`` in 0.2)."""
 
 
 class JudgeSettingError(OsmosisError, ValueError):

@@ -17,6 +17,7 @@ Differences from 0.2, all additive:
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -64,9 +65,12 @@ def _score_bound(argument: float | None, model_info: Mapping[str, Any], key: str
     value = argument if argument is not None else model_info.get(key)
     value = default if value is None else value
     try:
-        return float(value)
+        bound = float(value)
     except (TypeError, ValueError):
         raise ScoreRangeError(f"{key} must be a number, got {value!r}") from None
+    if not math.isfinite(bound):
+        raise ScoreRangeError(f"{key} must be a finite number, got {value!r}")
+    return bound
 
 
 def _timeout(argument: float | None, configured: Any, provider: str, model: str) -> float:
@@ -261,7 +265,7 @@ async def aevaluate_rubric(
     Raises:
         JudgeInputError: (a ``TypeError``) a required argument is missing or not a string.
         MissingAPIKeyError: the provider needs an API key and none is configured.
-        ScoreRangeError: (a ``ValueError``) the score range is empty or not numeric.
+        ScoreRangeError: (a ``ValueError``) the score range is empty, not numeric or not finite.
         ModelNotFoundError: the provider does not know the model.
         ProviderRequestError: the call failed or the judge gave no usable verdict.
     """

@@ -53,6 +53,11 @@ def test_entries_are_discovered_anywhere_with_defaults(tmp_path: Path) -> None:
         ("version: '1'\n", "must be an integer"),
         ("version: 1\n---\nversion: 0\n", "unsupported"),
         ("default_score_min: low\n", "must be a number"),
+        ("default_score_max: .inf\n", "'default_score_max' must be a finite number, got inf"),
+        (
+            f"rubrics:\n  - {{id: a, rubric: A, score_min: .nan, {MODEL}}}\n",
+            "'score_min' must be a finite number",
+        ),
         ("default_extra_info: {}\n", "default_extra_info"),
         (
             f"rubrics:\n  - {{id: a, rubric: A, {MODEL}}}\n  - {{id: a, rubric: B, {MODEL}}}\n",
@@ -84,6 +89,9 @@ def test_dataset_validation_names_the_line(tmp_path: Path) -> None:
         load_records(path, "a")
     path.write_text('{"rubric_id": "A", "solution_str": "x", "score_min": "0"}\n')
     with pytest.raises(CLIError, match=r"d\.jsonl:1: 'score_min' must be a number"):
+        load_records(path, "a")
+    path.write_text('{"rubric_id": "A", "solution_str": "x", "score_max": Infinity}\n')
+    with pytest.raises(CLIError, match=r"d\.jsonl:1: 'score_max' must be a finite number"):
         load_records(path, "a")
     path.write_text('{"rubric_id": "A", "solution_str": "x"}\n{"rubric_id": 3, "solution_str": "y"}\n')
     assert [record.line_number for record in load_records(path, "a")] == [1]

@@ -17,6 +17,7 @@ from osmosis_ai import (
 )
 from osmosis_ai.errors import OsmosisError
 from osmosis_ai.judge.cache import JudgmentCache
+from osmosis_ai.judge.errors import ScoreRangeError
 from osmosis_ai.judge.evaluate import EMPTY_OUTPUT_EXPLANATION
 from osmosis_ai.judge.retry import RetryPolicy
 from tests.support.openai_server import OpenAIServer, Reply
@@ -196,6 +197,9 @@ def test_validation_order_checks_judge_then_key_before_inputs(
         ("r", None, {}, TypeError),
         ("r", "x", {"score_min": 1, "score_max": 1}, ValueError),
         ("r", "x", {"score_min": 5, "score_max": 2}, ValueError),
+        ("r", "x", {"score_min": float("nan")}, ScoreRangeError),
+        ("r", "x", {"score_max": float("inf")}, ScoreRangeError),
+        ("r", "x", {"score_min": 0.0, "score_max": float("nan")}, ScoreRangeError),
     ],
 )
 def test_bad_inputs_raise_before_any_call(
