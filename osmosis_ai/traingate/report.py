@@ -6,10 +6,12 @@ is the console report of ``osmosis rollout run``, drawn with rich on the console
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -78,37 +80,55 @@ def summarize(sessions: Sequence[RolloutSession], wall_s: float) -> RunSummary:
     )
 
 
+def encode_record(record: dict[str, Any]) -> str:
+    """One JSON line for a rollout record, its ``turns`` last.
+
+    The turns carry nearly all the bytes (token ids); encoding them one by one lets a writer thread
+    hand the GIL back to the event loop between turns instead of holding it for the whole record.
+    """
+    head = json.dumps({k: v for k, v in record.items() if k != "turns"}, ensure_ascii=False)
+    turns = ", ".join(json.dumps(turn, ensure_ascii=False) for turn in record.get("turns", ()))
+    return f'{head[:-1]}, "turns": [{turns}]}}'
+
+
 class RecordWriter:
-    """Writes one JSON line per rollout as soon as it ends, so a long run keeps what it has done."""
+    """Writes one JSON line per rollout as soon as it ends, so a long run keeps what it has done.
+
+    Lines are encoded and written by one writer thread, in the order :meth:`write` was called, so a
+    big record (megabytes of token ids) never stalls the event loop the rollouts share.
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.count = 0
         self._handle: TextIO | None = None
+        self._thread: ThreadPoolExecutor | None = None
 
     def __enter__(self) -> RecordWriter:
         self._handle = self.path.open("w", encoding="utf-8")
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="osmosis-records")
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        if self._thread is not None:
+            self._thread.shutdown(wait=True)  # lines already handed over are still written
+            self._thread = None
         if self._handle is not None:
             self._handle.close()
             self._handle = None
 
-    def write(self, session: RolloutSession) -> None:
-        if self._handle is None:
+    async def write(self, session: RolloutSession) -> None:
+        """Write ``session``'s record; returns once the line is flushed to the file."""
+        if self._handle is None or self._thread is None:
             raise RuntimeError("RecordWriter used outside 'with'")
-        self._handle.write(json.dumps(session.to_record(), ensure_ascii=False) + "\n")
-        self._handle.flush()
+        record = session.to_record()  # a shallow snapshot, taken on the loop that mutates sessions
+        await asyncio.get_running_loop().run_in_executor(self._thread, _write_line, self._handle, record)
         self.count += 1
 
 
-def write_records(sessions: Iterable[RolloutSession], path: str | Path) -> int:
-    """Write one JSON line per rollout to ``path``; return how many were written."""
-    with RecordWriter(path) as writer:
-        for session in sessions:
-            writer.write(session)
-        return writer.count
+def _write_line(handle: TextIO, record: dict[str, Any]) -> None:
+    handle.write(encode_record(record) + "\n")
+    handle.flush()
 
 
 def _ms(value: float | None) -> str:

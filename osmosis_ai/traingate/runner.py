@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,9 +115,14 @@ async def run_rollouts(
     rows: Sequence[dict[str, Any]],
     config: RunConfig,
     *,
-    on_done: Callable[[RolloutSession], None] | None = None,
+    on_done: Callable[[RolloutSession], Awaitable[None] | None] | None = None,
 ) -> list[RolloutSession]:
-    """Run ``config.n`` rollouts of every row against ``config.server_url``; return the sessions in order."""
+    """Run ``config.n`` rollouts of every row against ``config.server_url``; return the sessions in order.
+
+    ``on_done(session)`` is called as each rollout ends and awaited if it returns an awaitable; the
+    rollout's concurrency slot is held meanwhile, so a slow consumer (a record writer) slows the run
+    instead of piling up finished rollouts in memory.
+    """
     semaphore = asyncio.Semaphore(config.concurrency)
     sessions = [
         gate.open_session(
@@ -138,8 +143,10 @@ async def run_rollouts(
         async def guarded(session: RolloutSession) -> None:
             async with semaphore:
                 await _run_one(gate, launcher, config, session, rows[session.row_index])
-            if on_done is not None:
-                on_done(session)
+                if on_done is not None:
+                    result = on_done(session)
+                    if result is not None:
+                        await result
 
         await asyncio.gather(*(guarded(s) for s in sessions))
     return sessions

@@ -210,9 +210,10 @@ async def _run(args: argparse.Namespace) -> int:
     progress, advance = _progress(show_progress, len(rows) * args.n)
     writer = RecordWriter(args.output) if args.output else None
 
-    def finished(session: Any) -> None:
+    async def finished(session: Any) -> None:
         if writer is not None:
-            writer.write(session)  # written as each rollout ends: an interrupted run keeps what it did
+            # Written as each rollout ends (an interrupted run keeps what it did), by a writer thread.
+            await writer.write(session)
         session.release_turns()
         advance(session)
 
