@@ -7,7 +7,8 @@ library, safe across processes) holding at most ``max_entries`` rows: the oldest
 SQLite calls block, so the async accessors run them in a worker thread.
 
 Only successful verdicts are stored; errors are never cached, so fixing a key and re-running
-retries exactly what failed.
+retries exactly what failed. A store that cannot be opened, read or written (bad directory, not a
+database, disk full) never fails a judgment: the judge runs without it and one warning names it.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ class JudgmentCache:
         self._connection: sqlite3.Connection | None = None
         self._pid = os.getpid()
         self._writes = 0
+        self._warned = False
 
     def _connect(self) -> sqlite3.Connection:
         if self._pid != os.getpid():  # a forked child must not share the parent's SQLite handle
@@ -77,10 +79,22 @@ class JudgmentCache:
         if self._connection is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             connection = sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level=None)
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.executescript(_SCHEMA)
+            try:
+                connection.execute("PRAGMA journal_mode=WAL")
+                connection.executescript(_SCHEMA)
+            except BaseException:  # not a database, read-only, ...: do not leak the handle
+                connection.close()
+                raise
             self._connection = connection
         return self._connection
+
+    def warn_unavailable(self, error: BaseException) -> None:
+        """Log that this store failed and judging goes on without it: a warning once, then debug lines."""
+        if self._warned:
+            logger.debug("judgment cache %s failed again: %s", self.path, error)
+            return
+        self._warned = True
+        logger.warning("judgment cache %s is unavailable (%s); judging without it", self.path, error)
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored verdict for ``key``, or ``None``."""

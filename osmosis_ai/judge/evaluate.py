@@ -12,13 +12,15 @@ Differences from 0.2, all additive:
 * transient provider failures are retried with back-off, and a reply without a usable verdict is
   answered once with a corrective message before giving up;
 * a score outside the range is clamped and the result says so (``clamped``, ``original_score``);
-* ``cache=`` stores verdicts on disk, ``rate_limiter=`` spaces requests, ``retry=`` tunes retries.
+* ``cache=`` stores verdicts on disk (a failing cache is skipped with one warning, never fatal),
+  ``rate_limiter=`` spaces requests, ``retry=`` tunes retries.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -209,6 +211,27 @@ def _empty_output_result(plan: _Plan) -> RewardRubricRunResult:
     }
 
 
+async def _cached_verdict(cache: JudgmentCache | None, key: str) -> dict[str, Any] | None:
+    """The stored verdict, or ``None``; a failing cache is logged and skipped, never fatal."""
+    if cache is None:
+        return None
+    try:
+        return await cache.aget(key)
+    except (OSError, sqlite3.Error) as exc:
+        cache.warn_unavailable(exc)
+        return None
+
+
+async def _store_verdict(cache: JudgmentCache | None, key: str, value: dict[str, Any]) -> None:
+    """Keep a fresh verdict; the judgment stands even when the cache cannot store it."""
+    if cache is None:
+        return
+    try:
+        await cache.aput(key, value)
+    except (OSError, sqlite3.Error) as exc:
+        cache.warn_unavailable(exc)
+
+
 async def _judge(
     plan: _Plan,
     request: JudgeRequest,
@@ -217,10 +240,9 @@ async def _judge(
     limiter: RateLimiter | None,
 ) -> RewardRubricRunResult:
     key = _cache_key(plan, request) if cache is not None else ""
-    if cache is not None:
-        stored = await cache.aget(key)
-        if stored is not None:
-            return {**stored, "cached": True, "attempts": 0}  # type: ignore[typeddict-item]
+    stored = await _cached_verdict(cache, key)
+    if stored is not None:
+        return {**stored, "cached": True, "attempts": 0}  # type: ignore[typeddict-item]
     verdict, raw, attempts = await _ask(request, retry, limiter)
     score = clamp(verdict.score, plan.score_min, plan.score_max)
     result: RewardRubricRunResult = {
@@ -230,8 +252,7 @@ async def _judge(
         "clamped": score != verdict.score,
         "original_score": verdict.score,
     }
-    if cache is not None:
-        await cache.aput(key, dict(result))
+    await _store_verdict(cache, key, dict(result))
     return {**result, "cached": False, "attempts": attempts}
 
 

@@ -250,3 +250,28 @@ def test_cache_is_bounded(tmp_path: Path) -> None:
     cache.put("last", {"score": 1})
     assert cache.get("last") == {"score": 1}
     cache.close()
+
+
+@pytest.mark.parametrize("broken", ["directory-is-a-file", "not-a-database"])
+def test_a_failing_cache_is_skipped_with_one_warning(
+    openai_server: OpenAIServer,
+    model_info: dict[str, Any],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    broken: str,
+) -> None:
+    if broken == "directory-is-a-file":
+        (tmp_path / "file").write_text("x")
+        path = tmp_path / "file" / "j.sqlite3"  # the directory cannot be created
+    else:
+        path = tmp_path / "j.sqlite3"
+        path.write_bytes(b"this is not an SQLite database" * 100)
+    cache = JudgmentCache(path)
+    openai_server.queue(verdict(0.3), verdict(0.4))
+    with caplog.at_level("DEBUG", logger="osmosis_ai.judge"):
+        first = evaluate_rubric("r", "x", model_info, cache=cache, return_details=True)
+        assert evaluate_rubric("r", "x", model_info, cache=cache) == 0.4
+    assert isinstance(first, dict) and (first["score"], first["cached"]) == (0.3, False)
+    assert len(openai_server.requests) == 2
+    warnings = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
+    assert len(warnings) == 1 and str(path) in warnings[0] and "judging without it" in warnings[0]
