@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.traingate.conftest import CALCULATOR_DATASET
 from tests.traingate.standin_server import StandInRolloutServer
 
@@ -135,3 +137,12 @@ def test_bench_prints_figures() -> None:
     figures = json.loads(result.stdout)
     assert figures["statuses"] == {"COMPLETED": 30} and figures["rollouts_per_s"] > 0
     assert figures["append_only_violations"] == 0
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_non_finite_temperature_is_refused_by_argparse(value: str) -> None:
+    result = osmosis(
+        "run", "-m", AGENT, "-d", str(CALCULATOR_DATASET), "--model", "scripted", f"--temperature={value}"
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"argument --temperature: must be a finite number, got '{value}'" in result.stderr

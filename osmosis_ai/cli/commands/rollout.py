@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import sys
 import time
@@ -49,14 +50,28 @@ def _add_target(parser: argparse.ArgumentParser) -> None:
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
 
 
+def _finite_float(text: str) -> float:
+    """A float argument; ``nan`` and ``inf`` (which ``float()`` accepts) are refused."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
 def _positive_float(text: str) -> float:
-    value = float(text)
+    value = _finite_float(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be positive, got {text}")
     return value
@@ -93,7 +108,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--max-turns", type=_positive_int, default=10, help="max_turns sent to the agent (default 10)"
     )
-    run.add_argument("--temperature", type=float, help="completion_params.temperature sent to the agent")
+    run.add_argument(
+        "--temperature", type=_finite_float, help="completion_params.temperature sent to the agent"
+    )
     run.add_argument(
         "--max-tokens", type=_positive_int, help="completion_params.max_tokens sent to the agent"
     )
