@@ -1,4 +1,4 @@
-"""Loading a ``RolloutAgentLoop`` from a ``module.path:attribute`` string, for ``osmosis serve``/``validate``.
+"""Loading a ``RolloutAgentLoop`` (or any attribute) from a ``module.path:attribute`` string, for the CLI.
 
 Every failure is a :class:`~osmosis_ai.errors.CLIError` whose message says what was wrong and what a
 valid value looks like; the CLI prints it as ``Error: ...`` without a traceback.
@@ -10,14 +10,15 @@ import importlib
 import inspect
 import os
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.errors import CLIError
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.core.base import RolloutAgentLoop
 
-__all__ = ["CLIError", "load_agent_loop"]
+__all__ = ["CLIError", "load_agent_loop", "load_attribute"]
 
 _EXAMPLE = "e.g. 'my_agent:agent_loop' or 'package.module:MyAgentLoop'"
 
@@ -36,6 +37,11 @@ def _import_module(module_path: str) -> object:
         raise CLIError(f"importing module {module_path!r} failed with {type(exc).__name__}: {exc}") from exc
 
 
+def _public_attributes(module: object) -> str:
+    public = sorted(name for name in vars(module) if not name.startswith("_"))
+    return f"its public attributes are: {', '.join(public) or '(none)'}"
+
+
 def _candidates(module: object) -> str:
     """What the user probably meant: the module's agent loops, else its public attributes."""
     from osmosis_ai.rollout.core.base import RolloutAgentLoop
@@ -49,7 +55,27 @@ def _candidates(module: object) -> str:
     )
     if agents:
         return f"agent loops defined there: {', '.join(agents)}"
-    return f"its public attributes are: {', '.join(sorted(public)) or '(none)'}"
+    return _public_attributes(module)
+
+
+def load_attribute(
+    spec: str,
+    *,
+    what: str = "reference",
+    example: str = "e.g. 'my_module:name'",
+    suggest: Callable[[object], str] = _public_attributes,
+) -> Any:
+    """Import ``spec`` (``module.path:attribute``, the working directory first on ``sys.path``) and
+    return the attribute. ``what``/``example`` word the error for a malformed spec; ``suggest(module)``
+    names what the user may have meant when the attribute is missing.
+    """
+    module_path, sep, attr_name = spec.rpartition(":")
+    if not sep or not module_path or not attr_name:
+        raise CLIError(f"invalid {what} {spec!r}: expected 'module.path:attribute' ({example})")
+    module = _import_module(module_path)
+    if not hasattr(module, attr_name):
+        raise CLIError(f"module {module_path!r} has no attribute {attr_name!r}; {suggest(module)}")
+    return getattr(module, attr_name)
 
 
 def load_agent_loop(spec: str) -> RolloutAgentLoop:
@@ -59,13 +85,7 @@ def load_agent_loop(spec: str) -> RolloutAgentLoop:
     """
     from osmosis_ai.rollout.core.base import RolloutAgentLoop
 
-    module_path, sep, attr_name = spec.rpartition(":")
-    if not sep or not module_path or not attr_name:
-        raise CLIError(f"invalid agent loop {spec!r}: expected 'module.path:attribute' ({_EXAMPLE})")
-    module = _import_module(module_path)
-    if not hasattr(module, attr_name):
-        raise CLIError(f"module {module_path!r} has no attribute {attr_name!r}; {_candidates(module)}")
-    target = getattr(module, attr_name)
+    target = load_attribute(spec, what="agent loop", example=_EXAMPLE, suggest=_candidates)
     if isinstance(target, type):
         if not issubclass(target, RolloutAgentLoop):
             raise CLIError(f"{spec!r} is a class but not a RolloutAgentLoop subclass")

@@ -8,38 +8,25 @@ stalls the gateway; coroutine functions are awaited.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import inspect
 import math
-import os
-import sys
 from collections.abc import Callable
 from typing import Any
 
+from osmosis_ai.errors import CLIError
 from osmosis_ai.traingate.errors import LoadError
 
 RewardFn = Callable[..., Any]
 
 
-def load_object(spec: str, what: str) -> Any:
-    """Import ``module.path:attr`` (the working directory first on ``sys.path``) and return the attribute."""
-    module_path, sep, attr = spec.rpartition(":")
-    if not sep or not module_path or not attr:
-        raise LoadError(f"invalid {what} {spec!r}: expected 'module.path:name', e.g. 'my_rewards:score'")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_path)
-    except Exception as exc:
-        raise LoadError(f"cannot import {what} module {module_path!r}: {type(exc).__name__}: {exc}") from exc
-    if not hasattr(module, attr):
-        raise LoadError(f"module {module_path!r} has no attribute {attr!r} (the {what} {spec!r})")
-    return getattr(module, attr)
-
-
 def load_reward(spec: str) -> RewardFn:
-    """Load a reward function; it must be callable."""
-    fn = load_object(spec, "reward function")
+    """Load a reward function (``module.path:fn``, the working directory first on ``sys.path``)."""
+    from osmosis_ai.rollout.cli_utils import load_attribute
+
+    try:
+        fn = load_attribute(spec, what="reward function", example="e.g. 'my_rewards:score'")
+    except CLIError as exc:
+        raise LoadError(str(exc)) from exc
     if not callable(fn):
         raise LoadError(f"reward function {spec!r} is a {type(fn).__name__}, not a callable")
     return fn

@@ -146,3 +146,26 @@ def test_non_finite_temperature_is_refused_by_argparse(value: str) -> None:
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert f"argument --temperature: must be a finite number, got '{value}'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            "score",
+            "invalid reward function 'score': expected 'module.path:attribute' (e.g. 'my_rewards:score')",
+        ),
+        (
+            "tests.traingate.rewards:nope",
+            "module 'tests.traingate.rewards' has no attribute 'nope'; its public attributes are: "
+            "annotations, answer_length",
+        ),
+        ("surely_missing_module_xyz:score", "cannot import module 'surely_missing_module_xyz'"),
+    ],
+)
+def test_bad_reward_reference_is_a_clear_error(spec: str, message: str) -> None:
+    result = osmosis(
+        "run", "-m", AGENT, "-d", str(CALCULATOR_DATASET), "--model", "scripted", "--reward", spec
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"Error: {message}")
