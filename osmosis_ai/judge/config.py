@@ -5,7 +5,8 @@ A file holds one or more YAML documents. Document-level keys set defaults (``ver
 ``default_original_input``, ``default_ground_truth``). Any mapping with a string ``rubric`` key,
 however deeply nested, is an entry; its label is the nearest enclosing key plus ``[i]`` per list
 level (``rubrics[0]``), or ``document[<n>]`` for a bare document. Entries need ``id``, ``rubric``
-and ``model_info`` (or the document default).
+and ``model_info`` (or the document default). A node reached again through a YAML alias is
+walked (and listed) once, under its first label; a recursive alias is an error.
 
 In *strict* mode (``eval-rubric``) an invalid entry is an error; in lenient mode (``preview``) it
 is skipped but still listed. Errors that make the whole file meaningless (bad YAML, bad version,
@@ -89,6 +90,8 @@ def _read_documents(path: Path) -> list[Any]:
         return list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:
         raise CLIError(f"Invalid YAML in rubric config {path}: {exc}") from exc
+    except RecursionError:  # the YAML parser recurses per nesting level
+        raise CLIError(f"Rubric config {path} is nested too deeply to read") from None
 
 
 def _document_version(document: dict[str, Any], where: str) -> int | None:
@@ -124,17 +127,42 @@ def _document_defaults(document: dict[str, Any], where: str) -> dict[str, Any]:
     return defaults
 
 
-def _walk(node: Any, label: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Yield ``(label, entry)`` for every mapping with a string ``rubric`` under ``node``."""
+def _children(node: dict[str, Any] | list[Any], label: str) -> list[tuple[Any, str]]:
     if isinstance(node, dict):
-        if isinstance(node.get("rubric"), str):
-            yield label, node
-            return
-        for key, child in node.items():
-            yield from _walk(child, str(key))
-    elif isinstance(node, list):
-        for index, child in enumerate(node):
-            yield from _walk(child, f"{label}[{index}]")
+        return [(child, str(key)) for key, child in node.items()]
+    return [(child, f"{label}[{index}]") for index, child in enumerate(node)]
+
+
+def _walk(root: Any, label: str, where: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yield ``(label, entry)`` for every mapping with a string ``rubric`` under ``root``, in order.
+
+    YAML aliases make the document a graph: a node reached again through an alias is not walked
+    again (so "billion laughs" fan-out stays linear), and a node that contains itself is a
+    ``CLIError``. The walk keeps its own stack, so deep nesting cannot exhaust Python's.
+    """
+    seen: set[int] = set()
+    open_nodes: set[int] = set()  # the ancestors of the node being looked at
+    stack: list[tuple[Any, str, bool]] = [(root, label, False)]
+    while stack:
+        node, name, leaving = stack.pop()
+        if leaving:
+            open_nodes.discard(id(node))
+            continue
+        if not isinstance(node, (dict, list)):
+            continue
+        if id(node) in open_nodes:
+            raise CLIError(
+                f"{where}: '{name}' refers back to a node that contains it (a recursive YAML alias); remove the recursion"
+            )
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, dict) and isinstance(node.get("rubric"), str):
+            yield name, node
+            continue
+        open_nodes.add(id(node))
+        stack.append((node, name, True))
+        stack.extend((child, child_label, False) for child, child_label in reversed(_children(node, name)))
 
 
 def _entry_config(entry: dict[str, Any], defaults: dict[str, Any], source_label: str) -> RubricConfig:
@@ -191,7 +219,7 @@ def load_rubric_suite(path: Path, *, strict: bool) -> RubricSuite:
                     f"{path}: documents declare different versions ({suite.version} and {version})"
                 )
             suite.version = suite.version if version is None else version
-        for label, entry in _walk(document, f"document[{index}]"):
+        for label, entry in _walk(document, f"document[{index}]", where):
             suite.entries.append(RubricEntry(label, entry))
             source_label = f"{path}:{label}"
             try:

@@ -89,6 +89,11 @@ def test_preview_shows_the_bundled_examples(tmp_path: Path, home: Path) -> None:
         ("missing.yaml", None, "does not exist"),
         ("bad.jsonl", '{"a": 1}\nnot json\n', "bad.jsonl:2: invalid JSON"),
         ("bad.yaml", "rubrics: [\n", "Invalid YAML"),
+        (
+            "loop.yaml",
+            "a: &x [*x]\n",
+            "'a[0]' refers back to a node that contains it (a recursive YAML alias)",
+        ),
     ],
 )
 def test_preview_reports_bad_files_without_a_traceback(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -178,3 +179,28 @@ def test_report_file_gets_normal_permissions(tmp_path: Path) -> None:
     assert stat.S_IMODE((tmp_path / "r.json").stat().st_mode) == 0o640
     assert json.loads((tmp_path / "r.json").read_text(encoding="utf-8")) == {"a": 1}
     assert [path.name for path in tmp_path.iterdir()] == ["r.json"]
+
+
+@pytest.mark.parametrize("strict", [True, False])
+@pytest.mark.parametrize("text", ["a: &x [*x]\n", "a: &x {b: [1, *x]}\n"])
+def test_recursive_yaml_aliases_are_an_error(tmp_path: Path, text: str, strict: bool) -> None:
+    with pytest.raises(CLIError, match=r"\(document 1\): '.+' refers back to a node that contains it"):
+        suite_from(tmp_path, f"rubrics:\n  - {{id: ok, rubric: A, {MODEL}}}\n{text}", strict=strict)
+
+
+@pytest.mark.timeout(10)
+def test_alias_fan_out_is_walked_once_per_node(tmp_path: Path) -> None:
+    # 2**60 paths through the aliases, 61 distinct nodes: each node is walked once
+    levels = ["l0: &l0 [plain, {no_rubric: here}]"]
+    levels += [f"l{level}: &l{level} [*l{level - 1}, *l{level - 1}]" for level in range(1, 61)]
+    entry = f"base: &e {{id: a, rubric: A, {MODEL}}}\nrubrics: [*e, {{group: [*e]}}]\n"
+    started = time.perf_counter()
+    suite = suite_from(tmp_path, "\n".join(levels) + "\n" + entry, strict=False)
+    assert time.perf_counter() - started < 2
+    assert [entry.label for entry in suite.entries] == ["base"]  # aliases of an entry list it once
+    assert suite.available_ids() == ["a"]
+
+
+def test_too_deeply_nested_config_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(CLIError, match="nested too deeply"):
+        suite_from(tmp_path, "a: " + "[" * 5000 + "]" * 5000 + "\n", strict=False)
