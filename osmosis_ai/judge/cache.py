@@ -14,6 +14,7 @@ database, disk full) never fails a judgment: the judge runs without it and one w
 from __future__ import annotations
 
 import asyncio
+import collections
 import hashlib
 import json
 import logging
@@ -162,13 +163,22 @@ def resolve_cache(cache: JudgmentCache | str | os.PathLike[str] | bool | None) -
     return _shared_cache(str(Path(cache).expanduser()))
 
 
-_shared: dict[str | None, JudgmentCache] = {}
+SHARED_CACHE_LIMIT = 8
+_shared: collections.OrderedDict[str | None, JudgmentCache] = collections.OrderedDict()
 _shared_lock = threading.Lock()
 
 
 def _shared_cache(path: str | None) -> JudgmentCache:
-    """One cache object per file, so repeated calls reuse a single connection."""
+    """One cache object per file, so repeated calls reuse a single connection.
+
+    At most ``SHARED_CACHE_LIMIT`` are kept, least recently used first out; an evicted cache is
+    closed (three file descriptors each with WAL) and reopens by itself if someone still holds it.
+    """
     with _shared_lock:
-        if path not in _shared:
-            _shared[path] = JudgmentCache(path)
-        return _shared[path]
+        cache = _shared.get(path)
+        if cache is None:
+            cache = _shared[path] = JudgmentCache(path)
+            while len(_shared) > SHARED_CACHE_LIMIT:
+                _shared.popitem(last=False)[1].close()
+        _shared.move_to_end(path)
+        return cache

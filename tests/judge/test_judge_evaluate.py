@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from osmosis_ai import (
     evaluate_rubric,
 )
 from osmosis_ai.errors import OsmosisError
-from osmosis_ai.judge.cache import JudgmentCache
+from osmosis_ai.judge.cache import SHARED_CACHE_LIMIT, JudgmentCache, resolve_cache
 from osmosis_ai.judge.errors import ScoreRangeError
 from osmosis_ai.judge.evaluate import EMPTY_OUTPUT_EXPLANATION
 from osmosis_ai.judge.retry import RetryPolicy
@@ -275,3 +276,17 @@ def test_a_failing_cache_is_skipped_with_one_warning(
     assert len(openai_server.requests) == 2
     warnings = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
     assert len(warnings) == 1 and str(path) in warnings[0] and "judging without it" in warnings[0]
+
+
+def test_shared_caches_opened_by_path_are_bounded(tmp_path: Path) -> None:
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("counts open file descriptors through Linux /proc")
+    before = len(os.listdir("/proc/self/fd"))
+    for index in range(40):
+        last = resolve_cache(tmp_path / f"c{index}.sqlite3")
+        assert last is not None
+        last.put("k", {"score": index})
+    assert len(os.listdir("/proc/self/fd")) - before <= 3 * SHARED_CACHE_LIMIT  # db, -wal, -shm each
+    assert resolve_cache(str(tmp_path / "c39.sqlite3")) is last  # recent ones are still shared
+    reopened = resolve_cache(tmp_path / "c0.sqlite3")  # an evicted one reopens with its data
+    assert reopened is not None and reopened.get("k") == {"score": 0}
