@@ -8,9 +8,10 @@ level (``rubrics[0]``), or ``document[<n>]`` for a bare document. Entries need `
 and ``model_info`` (or the document default). A node reached again through a YAML alias is
 walked (and listed) once, under its first label; a recursive alias is an error.
 
-In *strict* mode (``eval-rubric``) an invalid entry is an error; in lenient mode (``preview``) it
-is skipped but still listed. Errors that make the whole file meaningless (bad YAML, bad version,
-non-numeric or non-finite default scores, ``default_extra_info``, duplicate ids) are errors in both modes.
+In *strict* mode (``eval-rubric``) an invalid entry (no ``id``/``rubric``/``model_info``, a bad
+score bound, an ``extra_info`` key) is an error; in lenient mode (``preview``) it is skipped but
+still listed. Errors that make the whole file meaningless (bad YAML, bad version, non-numeric or
+non-finite default scores, ``default_extra_info``, duplicate ids) are errors in both modes.
 """
 
 from __future__ import annotations
@@ -225,7 +226,7 @@ def load_rubric_suite(path: Path, *, strict: bool) -> RubricSuite:
             try:
                 config = _entry_config(entry, defaults, source_label)
             except CLIError:
-                if strict or "extra_info" in entry:
+                if strict:
                     raise
                 continue
             if config.rubric_id in seen_ids:

@@ -82,6 +82,16 @@ def test_preview_shows_the_bundled_examples(tmp_path: Path, home: Path) -> None:
     assert '"conversation_id": "ticket-1042"' in data.stdout
 
 
+def test_preview_lists_an_entry_with_extra_info(tmp_path: Path, home: Path) -> None:
+    (tmp_path / "c.yaml").write_text(
+        "rubrics:\n  - {id: a, rubric: A}\n  - {id: b, rubric: B, extra_info: {x: 1}}\n", encoding="utf-8"
+    )
+    result = osmosis("preview", "-p", "c.yaml", cwd=tmp_path, home=home)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Loaded 2 rubric config(s) from c.yaml")
+    assert "Rubric config #2 (rubrics[1])\nid: b\nrubric: B\nextra_info:\n  x: 1" in result.stdout
+
+
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [

@@ -77,10 +77,20 @@ def test_strict_config_errors(tmp_path: Path, text: str, message: str) -> None:
 
 def test_lenient_mode_skips_but_lists_invalid_entries(tmp_path: Path) -> None:
     suite = suite_from(
-        tmp_path, f"rubrics:\n  - {{rubric: no id}}\n  - {{id: ok, rubric: A, {MODEL}}}\n", strict=False
+        tmp_path,
+        f"rubrics:\n  - {{rubric: no id}}\n  - {{id: ok, rubric: A, {MODEL}}}\n"
+        f"  - {{id: xi, rubric: B, extra_info: {{x: 1}}, {MODEL}}}\n",
+        strict=False,
     )
-    assert [entry.label for entry in suite.entries] == ["rubrics[0]", "rubrics[1]"]
+    assert [entry.label for entry in suite.entries] == ["rubrics[0]", "rubrics[1]", "rubrics[2]"]
+    assert suite.entries[2].raw["extra_info"] == {"x": 1}
     assert suite.available_ids() == ["ok"]
+    with pytest.raises(CLIError, match="'default_extra_info' is not supported"):
+        suite_from(
+            tmp_path,
+            f"default_extra_info: {{}}\nrubrics:\n  - {{id: ok, rubric: A, {MODEL}}}\n",
+            strict=False,
+        )
 
 
 def test_dataset_validation_names_the_line(tmp_path: Path) -> None:
