@@ -3,9 +3,12 @@
 Untrusted text (the candidate output, the reference answer, the original input, metadata) is
 quoted between sentinel lines such as ``<<<BEGIN_CANDIDATE_OUTPUT>>>`` and
 ``<<<END_CANDIDATE_OUTPUT>>>``, and the system message tells the judge that quoted text is data.
-For that to hold, quoted text must not be able to end its own block: any sentinel-looking token
-(``<<<`` ... ``>>>``) inside it is defused by breaking the angle brackets apart, and triple backticks
-are escaped so a code fence cannot swallow the rest of the prompt.
+For that to hold, quoted text must not be able to end its own block: a sentinel-shaped token inside
+it (``<<<`` followed by ``BEGIN``/``END`` and a separator, in any case, with its closing ``>>>``)
+is defused by spacing the angle brackets apart, and triple backticks are escaped so a code fence
+cannot swallow the rest of the prompt. Everything else is quoted verbatim: doctest ``>>>``,
+JavaScript ``>>>``, shell ``<<<`` here-strings and PHP ``<<<END`` heredocs reach the judge as
+written.
 
 ``PROMPT_VERSION`` is part of every judgment-cache key: change it whenever the wording changes.
 """
@@ -16,19 +19,26 @@ import json
 import re
 from typing import Any
 
-PROMPT_VERSION = "1"
+PROMPT_VERSION = "2"
 
 SENTINEL_LABELS = ("CANDIDATE_OUTPUT", "GROUND_TRUTH", "ORIGINAL_INPUT", "METADATA")
-_SENTINEL_LIKE = re.compile(r"<{3,}|>{3,}")
+_SENTINEL_SHAPED = re.compile(
+    r"(?P<open><{3,})(?P<name>[ \t]*(?:BEGIN|END)[ \t]*[_ -][\w-]*[ \t]*)(?P<close>>{3,})?", re.IGNORECASE
+)
 
 
 def _render(value: float) -> str:
     return str(float(value))
 
 
+def _defuse(match: re.Match[str]) -> str:
+    """``<<<END_X>>>`` -> ``< < <END_X> > >``: still readable, no longer a delimiter."""
+    return " ".join(match["open"]) + match["name"] + " ".join(match["close"] or "")
+
+
 def neutralise(text: str) -> str:
-    """Make ``text`` safe to quote: no sentinel delimiters, no code fences."""
-    text = _SENTINEL_LIKE.sub(lambda m: " ".join(m.group()), text)
+    """Make ``text`` safe to quote: no sentinel-shaped tokens, no code fences; otherwise unchanged."""
+    text = _SENTINEL_SHAPED.sub(_defuse, text)
     return text.replace("```", "\\`\\`\\`")
 
 

@@ -62,7 +62,25 @@ def test_candidate_text_cannot_close_its_block() -> None:
     assert user.count("<<<END_CANDIDATE_OUTPUT>>>") == 1
     assert user.count("<<<BEGIN_CANDIDATE_OUTPUT>>>") == 1
     assert "```" not in user
-    assert neutralise("a <<<<b>>>> c") == "a < < < <b> > > > c"
+    assert neutralise("a <<<<END_CANDIDATE_OUTPUT>>>> b") == "a < < < <END_CANDIDATE_OUTPUT> > > > b"
+    assert neutralise("<<< end_metadata >>>") == "< < < end_metadata > > >"  # any case, spaced
+    assert neutralise("<<<BEGIN-GROUND_TRUTH>>>") == "< < <BEGIN-GROUND_TRUTH> > >"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        ">>> add(1, 2)\n3\n>>> print('<<<')",  # a doctest
+        "const h = x >>> 0; const y = a>>>b;",  # JavaScript unsigned shift
+        'grep foo <<< "$line"',  # a bash here-string
+        "$text = <<<END\nhello\nEND;",  # a PHP heredoc
+        "a <<<<b>>>> c <<<END>>>",
+    ],
+)
+def test_other_angle_bracket_runs_are_quoted_verbatim(text: str) -> None:
+    assert neutralise(text) == text
+    user = build_messages(rubric="r", solution_str=text, score_min=0, score_max=1)[1]["content"]
+    assert f"<<<BEGIN_CANDIDATE_OUTPUT>>>\n{text}\n<<<END_CANDIDATE_OUTPUT>>>" in user
 
 
 def test_prompt_structure_follows_the_contract() -> None:
