@@ -1,7 +1,7 @@
 """Rollout server throughput, latency and memory against the minimal yardstick server, in one run.
 
     .venv/bin/python -m benchmarks.rollout_server [--rollouts 2000] [--rounds 2] [--inflight 5000]
-        [--max-concurrent 10000] [--max-connections 100]
+        [--max-concurrent 10000]
 
 Starts ``osmosis serve --local`` with the calculator example and ``shared/bench/limit_server.py`` (the
 least a rollout server can do), drives both with ``shared/bench/trainer_sim.py`` using the same flags
@@ -10,8 +10,8 @@ ratios (best of ``--rounds``, since the machine is shared), plus each server's C
 (which other load on the machine does not skew). Then it measures the server's resident
 memory idle and with ``--inflight`` rollouts held in flight (``trainer_sim --llm-delay``), from
 ``/proc/<pid>/status``, first with the default limits (100 rollouts run, the rest queue), then in a
-second server with ``--max-concurrent`` rollouts allowed to run at once and a callback pool of
-``--max-connections``. Loopback only; every process is stopped at the end; bounded in time.
+second server with ``--max-concurrent`` rollouts allowed to run at once (the callback pool then has a
+connection for each). Loopback only; every process is stopped at the end; bounded in time.
 """
 
 from __future__ import annotations
@@ -171,12 +171,6 @@ def main() -> int:
         default=10000,
         help="max_concurrent_rollouts of the second, all-running memory phase",
     )
-    parser.add_argument(
-        "--max-connections",
-        type=int,
-        default=100,
-        help="the client's max_connections (callback pool) in the all-running phase (default: the product default, 100)",
-    )
     args = parser.parse_args()
     if not (BENCH / "trainer_sim.py").exists():
         print(f"shared/bench not found at {BENCH}", file=sys.stderr)
@@ -208,7 +202,6 @@ def main() -> int:
     all_url = f"http://127.0.0.1:{free_port()}"
     all_running = server_env(
         OSMOSIS_ROLLOUT_SERVER_MAX_CONCURRENT_ROLLOUTS=str(args.max_concurrent),
-        OSMOSIS_ROLLOUT_CLIENT_MAX_CONNECTIONS=str(args.max_connections),
     )
     with process(serve_command(all_url), all_running) as wide:
         wait_ready(all_url, wide)
@@ -258,8 +251,8 @@ def main() -> int:
         f"{figures['inflight_kib']} KiB per rollout (goal <= 20)"
     )
     print(
-        f"  (same burst with {wide_seen} in flight, max_concurrent_rollouts={args.max_concurrent}, "
-        f"max_connections={args.max_connections}: {figures['all_running_inflight_kib']} KiB per rollout)"
+        f"  (same burst with {wide_seen} in flight, max_concurrent_rollouts={args.max_concurrent}, so every "
+        f"rollout holds its own connection to TrainGate: {figures['all_running_inflight_kib']} KiB per rollout)"
     )
     print(json.dumps(figures))
     ok = (
