@@ -8,12 +8,12 @@ unknown model, bad request) fails at once. ``sleep`` is injectable so tests can 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import random
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from osmosis_ai._retry_after import parse_retry_after
 
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429}) | frozenset(range(500, 600))
 
@@ -72,14 +72,4 @@ def retry_after_seconds(exc: BaseException) -> float | None:
         except ValueError:
             pass
     value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
+    return parse_retry_after(str(value)) if value else None

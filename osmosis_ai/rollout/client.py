@@ -30,9 +30,9 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any
 
+from osmosis_ai._retry_after import parse_retry_after
 from osmosis_ai.rollout._transport import Transport, TransportResponse, get_shared_transport
 from osmosis_ai.rollout.config.settings import RolloutClientSettings, get_settings
 from osmosis_ai.rollout.core.exceptions import (
@@ -465,24 +465,8 @@ class OsmosisLLMClient:
     def _retry_delay(self, attempt: int, retry_after: str | None) -> float:
         cap = self.settings.retry_max_delay
         if retry_after is not None:
-            seconds = _parse_retry_after(retry_after)
+            seconds = parse_retry_after(retry_after)
             if seconds is not None:
                 return min(seconds, cap)
         delay = min(self.settings.retry_base_delay * (2**attempt), cap)
         return random.uniform(delay / 2, delay)
-
-
-def _parse_retry_after(value: str) -> float | None:
-    """Seconds from a ``Retry-After`` value (delta-seconds, also fractional, or an HTTP date)."""
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        seconds = when.timestamp() - time.time()
-    if seconds != seconds:  # NaN
-        return None
-    return max(seconds, 0.0)

@@ -8,15 +8,13 @@ import logging
 import socket
 import time
 from collections.abc import AsyncIterator
-from datetime import datetime, timedelta, timezone
-from email.utils import format_datetime
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from osmosis_ai.rollout._transport import aclose_shared_transport
-from osmosis_ai.rollout.client import CompletionsResult, OsmosisLLMClient, _parse_retry_after
+from osmosis_ai.rollout.client import CompletionsResult, OsmosisLLMClient
 from osmosis_ai.rollout.config import RolloutClientSettings
 from osmosis_ai.rollout.core.exceptions import (
     OsmosisServerError,
@@ -451,22 +449,6 @@ def test_completions_result_properties() -> None:
     assert result.has_tool_calls and result.tool_calls == [call] and result.content is None
     with pytest.raises(AttributeError):
         result.message = {}  # type: ignore[misc]
-
-
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [("3", 3.0), (" 0.25 ", 0.25), ("-4", 0.0), ("soon", None), ("nan", None), ("", None)],
-)
-def test_parse_retry_after(value: str, expected: float | None) -> None:
-    assert _parse_retry_after(value) == expected
-
-
-def test_parse_retry_after_http_date() -> None:
-    when = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=30), usegmt=True)
-    parsed = _parse_retry_after(when)
-    assert parsed is not None and 25 <= parsed <= 31
-    past = format_datetime(datetime.now(timezone.utc) - timedelta(seconds=30), usegmt=True)
-    assert _parse_retry_after(past) == 0.0
 
 
 def test_result_is_json_friendly() -> None:
