@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import math
 import os
 import sys
 import time
@@ -21,6 +20,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+from osmosis_ai.cli.arguments import finite_number, whole_number
 from osmosis_ai.errors import CLIError
 
 SERVER_KEY_ENV = "OSMOSIS_SERVER_API_KEY"
@@ -39,42 +39,16 @@ def _add_target(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--server-api-key", metavar="KEY", help=f"Bearer key of the --url server (default: ${SERVER_KEY_ENV})"
     )
-    parser.add_argument("--concurrency", type=_positive_int, default=8, help="rollouts in flight (default 8)")
+    parser.add_argument(
+        "--concurrency", type=whole_number(1), default=8, help="rollouts in flight (default 8)"
+    )
     parser.add_argument(
         "--timeout",
-        type=_positive_float,
+        type=finite_number(0, exclusive=True),
         default=300.0,
         help="seconds each rollout may take before it counts as lost (default 300)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="show library log messages")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _finite_float(text: str) -> float:
-    """A float argument; ``nan`` and ``inf`` (which ``float()`` accepts) are refused."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = _finite_float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -104,15 +78,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TOKENIZER_JSON",
         help="HuggingFace tokenizer.json for token ids the backend does not return (default: bytes)",
     )
-    run.add_argument("--n", type=_positive_int, default=1, help="rollouts per dataset row (default 1)")
+    run.add_argument("--n", type=whole_number(1), default=1, help="rollouts per dataset row (default 1)")
     run.add_argument(
-        "--max-turns", type=_positive_int, default=10, help="max_turns sent to the agent (default 10)"
+        "--max-turns", type=whole_number(1), default=10, help="max_turns sent to the agent (default 10)"
     )
     run.add_argument(
-        "--temperature", type=_finite_float, help="completion_params.temperature sent to the agent"
+        "--temperature", type=finite_number(), help="completion_params.temperature sent to the agent"
     )
     run.add_argument(
-        "--max-tokens", type=_positive_int, help="completion_params.max_tokens sent to the agent"
+        "--max-tokens", type=whole_number(1), help="completion_params.max_tokens sent to the agent"
     )
     run.add_argument(
         "--reward",
@@ -137,7 +111,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         description="Measure rollouts/s of a rollout server with an instant canned policy.",
     )
     _add_target(bench)
-    bench.add_argument("--rollouts", type=_positive_int, default=200, help="rollouts to run (default 200)")
+    bench.add_argument("--rollouts", type=whole_number(1), default=200, help="rollouts to run (default 200)")
     bench.add_argument("--tool-turns", type=int, default=1, help="tool-calling turns per rollout (default 1)")
     bench.add_argument("--json", action="store_true", help="print the figures as one JSON line")
     bench.set_defaults(timeout=120.0)

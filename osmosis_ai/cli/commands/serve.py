@@ -5,46 +5,23 @@ from __future__ import annotations
 import argparse
 import logging
 
+from osmosis_ai.cli.arguments import finite_number, whole_number
 from osmosis_ai.errors import CLIError
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
-
-
-def _port(value: str) -> int:
-    try:
-        port = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid port {value!r}: expected an integer 1-65535") from None
-    if not 0 < port < 65536:
-        raise argparse.ArgumentTypeError(f"invalid port {port}: expected 1-65535")
-    return port
-
-
-def _non_negative_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value!r}") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {number}")
-    return number
-
-
-def _non_negative_float(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {value!r}") from None
-    if not number >= 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative number of seconds, got {value!r}")
-    return number
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-m", "--module", required=True, help="agent loop as 'module.path:attribute' (instance or class)"
     )
-    parser.add_argument("-p", "--port", type=_port, default=9000, help="port to bind (default: 9000)")
+    parser.add_argument(
+        "-p",
+        "--port",
+        type=whole_number(1, 65535, name="port"),
+        default=9000,
+        help="port to bind (default: 9000)",
+    )
     parser.add_argument(
         "-H", "--host", default=None, help="address to bind (default: 0.0.0.0; 127.0.0.1 with --local)"
     )
@@ -74,14 +51,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--queue-limit",
-        type=_non_negative_int,
+        type=whole_number(0),
         default=None,
         help="rollouts allowed to wait for a free slot; beyond it init answers 429 "
         "(default: $OSMOSIS_ROLLOUT_SERVER_MAX_QUEUED_ROLLOUTS, unset = unlimited)",
     )
     parser.add_argument(
         "--shutdown-grace",
-        type=_non_negative_float,
+        type=finite_number(0),
         default=None,
         metavar="SECONDS",
         help="on shutdown, let running rollouts finish this long before ending them with ERROR "

@@ -1,0 +1,43 @@
+"""Numeric argument types shared by the commands: a bad value is argparse's usage error (exit 2)
+with a message that says what was expected, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+
+def whole_number(minimum: int, maximum: int | None = None, *, name: str = "value") -> Callable[[str], int]:
+    """An ``int`` argument within ``[minimum, maximum]`` (no upper bound when ``maximum`` is None)."""
+    expected = f"{minimum}-{maximum}" if maximum is not None else f"{minimum} or more"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid {name} {text!r}: expected a whole number") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"invalid {name} {value}: expected {expected}")
+        return value
+
+    return parse
+
+
+def finite_number(minimum: float | None = None, *, exclusive: bool = False) -> Callable[[str], float]:
+    """A finite ``float`` argument (``nan`` and ``inf``, which ``float()`` accepts, are refused), at least
+    ``minimum`` (greater than it when ``exclusive``)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+        if minimum is not None and (value <= minimum if exclusive else value < minimum):
+            bound = "greater than" if exclusive else "at least"
+            raise argparse.ArgumentTypeError(f"must be {bound} {minimum:g}, got {text!r}")
+        return value
+
+    return parse
