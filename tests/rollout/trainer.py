@@ -52,7 +52,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.support.threaded_server import StandInServer, client_left_during, send_json_bytes
+from tests.support.threaded_server import StandInServer, client_left_during, read_body, send_json_bytes
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETED_PATH = "/v1/rollout/completed"
@@ -207,15 +207,9 @@ class TrainerStandIn(StandInServer):
         if scope["type"] != "http":
             return
         arrived = time.monotonic()
-        chunks = []
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        raw = b"".join(chunks)
+        raw = await read_body(receive)
+        if raw is None:
+            return
         try:
             payload: Any = json.loads(raw)
         except ValueError:

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.support.threaded_server import StandInServer, client_left_during, send_json_bytes
+from tests.support.threaded_server import StandInServer, client_left_during, read_body, send_json_bytes
 
 DEFAULT_CONTENT = '{"score": 1.0, "explanation": "default reply from the test server"}'
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
@@ -132,15 +132,9 @@ class OpenAIServer(StandInServer):
     async def _app(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        chunks = []
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        raw = b"".join(chunks)
+        raw = await read_body(receive)
+        if raw is None:
+            return
         try:
             payload: Any = json.loads(raw) if raw else None
         except ValueError:

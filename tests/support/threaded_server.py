@@ -108,6 +108,18 @@ class StandInServer:
         self.stop()
 
 
+async def read_body(receive: Any) -> bytes | None:
+    """The whole request body, or ``None`` when the client disconnected before sending it."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
 async def client_left_during(receive: Any, delay: float) -> bool:
     """Wait ``delay`` seconds before answering; True if the client disconnected meanwhile."""
     try:

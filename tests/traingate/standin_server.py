@@ -22,22 +22,10 @@ import aiohttp
 from aiohttp import web
 
 from osmosis_ai._sockets import bind_listener
+from tests.rollout.server.support import ADD_TOOL
 
 Callback = Callable[..., Awaitable[tuple[int, Any]]]
 Script = Callable[[dict[str, Any], Callback], Awaitable[None]]
-
-ADD_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "add",
-        "description": "Add two numbers",
-        "parameters": {
-            "type": "object",
-            "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
-            "required": ["a", "b"],
-        },
-    },
-}
 
 
 class StandInRolloutServer:
