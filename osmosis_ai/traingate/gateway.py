@@ -21,7 +21,7 @@ import logging
 import secrets
 import time
 from collections import deque
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 from pydantic import ValidationError
@@ -36,6 +36,8 @@ from osmosis_ai.traingate.session import RejectedCall, RolloutSession, TurnRecor
 from osmosis_ai.traingate.tokenizer import ByteTokenizer, Tokenizer, render_completion, render_prompt
 
 logger = logging.getLogger(__name__)
+
+BodyT = TypeVar("BodyT", CompletionsRequest, RolloutResponse)
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 INIT_WAIT_S = 60.0  # how long a chat call waits for its rollout's init response to be read
@@ -168,16 +170,22 @@ class TrainGate:
                 text=json.dumps({"detail": f"body is not JSON: {exc}"}), content_type="application/json"
             ) from exc
 
-    async def _chat(self, request: web.Request) -> web.Response:
-        payload = await self._read_json(request)
+    async def _receive(
+        self, request: web.Request, model: type[BodyT], endpoint: str
+    ) -> tuple[BodyT, RolloutSession] | web.Response:
+        """The call's validated body and its session, or the refusal to send (422, or from ``_route``)."""
         try:
-            chat = CompletionsRequest.model_validate(payload)
+            body = model.model_validate(await self._read_json(request))
         except ValidationError as exc:
             return _error(422, _validation_detail(exc))
-        routed = self._route(request, chat.rollout_id, "/v1/chat/completions")
-        if isinstance(routed, web.Response):
-            return routed
-        session = routed
+        routed = self._route(request, body.rollout_id, endpoint)
+        return routed if isinstance(routed, web.Response) else (body, routed)
+
+    async def _chat(self, request: web.Request) -> web.Response:
+        received = await self._receive(request, CompletionsRequest, "/v1/chat/completions")
+        if isinstance(received, web.Response):
+            return received
+        chat, session = received
         if session.finished:
             session.rejected.append(
                 RejectedCall("/v1/chat/completions", 409, "chat call after the rollout ended")
@@ -301,15 +309,10 @@ class TrainGate:
         }
 
     async def _completed(self, request: web.Request) -> web.Response:
-        payload = await self._read_json(request)
-        try:
-            result = RolloutResponse.model_validate(payload)
-        except ValidationError as exc:
-            return _error(422, _validation_detail(exc))
-        routed = self._route(request, result.rollout_id, "/v1/rollout/completed")
-        if isinstance(routed, web.Response):
-            return routed
-        session = routed
+        received = await self._receive(request, RolloutResponse, "/v1/rollout/completed")
+        if isinstance(received, web.Response):
+            return received
+        result, session = received
         if session.finished and session.response is None:
             session.errors.append(
                 f"completion ({result.status.value}) arrived after the rollout ended ({session.status})"
