@@ -13,6 +13,7 @@ from osmosis_ai.rollout.server.registration import (
     PlatformCredentials,
     aregister_with_platform,
     load_credentials,
+    register_with_platform,
 )
 from tests.rollout.server.support import (
     PlatformStandIn,
@@ -88,6 +89,13 @@ async def test_registration_outcomes(platform, reply, success, status, error_par
     assert (result.success, result.status) == (success, status)
     assert error_part in (result.error or "")
     assert "api_key" not in platform.calls[0]["json"]  # omitted when the server has no key
+
+
+def test_the_synchronous_form_registers_too(platform):
+    platform.reply = (200, {"id": "srv-9", "status": "healthy", "health_check_result": {"server_info": {}}})
+    result = register_with_platform("127.0.0.1", 9000, "agent", PlatformCredentials("t"), api_key="k")
+    assert (result.success, result.server_id, result.is_healthy) == (True, "srv-9", True)
+    assert platform.calls[0]["json"]["api_key"] == "k"
 
 
 async def test_unreachable_platform_is_a_failed_result(monkeypatch):
