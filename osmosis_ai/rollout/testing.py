@@ -62,7 +62,7 @@ class RolloutCompletionTracker:
 
     event: threading.Event = field(default_factory=threading.Event)
     responses: list[dict[str, Any]] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def record(self, response: dict[str, Any]) -> None:
         with self._lock:
