@@ -48,10 +48,10 @@ class PublicIPDetectionError(OsmosisRolloutError):
     """No public IPv4 address could be detected; pass an explicit host instead."""
 
 
-def validate_ipv4(value: str) -> bool:
-    """Whether ``value`` is a dotted-quad IPv4 address."""
+def validate_ipv4(ip: str) -> bool:
+    """Whether ``ip`` is a dotted-quad IPv4 address."""
     try:
-        ipaddress.IPv4Address(value)
+        ipaddress.IPv4Address(ip)
     except (ipaddress.AddressValueError, ValueError, TypeError):
         return False
     return True

@@ -18,15 +18,15 @@ class AgentLoopRegistry:
         self._loops: dict[str, RolloutAgentLoop] = {}
         self._lock = threading.Lock()
 
-    def register(self, agent_loop: RolloutAgentLoop) -> None:
-        """Add ``agent_loop`` under its ``name``; ``RolloutValueError`` (a ``ValueError``) if the name is taken."""
+    def register(self, loop: RolloutAgentLoop) -> None:
+        """Add ``loop`` under its ``name``; ``RolloutValueError`` (a ``ValueError``) if the name is taken."""
         with self._lock:
-            if agent_loop.name in self._loops:
+            if loop.name in self._loops:
                 raise RolloutValueError(
-                    f"An agent loop named {agent_loop.name!r} is already registered; "
+                    f"An agent loop named {loop.name!r} is already registered; "
                     "unregister it first or choose another name"
                 )
-            self._loops[agent_loop.name] = agent_loop
+            self._loops[loop.name] = loop
 
     def unregister(self, name: str) -> bool:
         """Remove ``name``; returns whether it was registered."""
@@ -52,9 +52,9 @@ class AgentLoopRegistry:
 _registry = AgentLoopRegistry()
 
 
-def register_agent_loop(agent_loop: RolloutAgentLoop) -> None:
-    """Register ``agent_loop`` in the default registry (``ValueError`` on a duplicate name)."""
-    _registry.register(agent_loop)
+def register_agent_loop(loop: RolloutAgentLoop) -> None:
+    """Register ``loop`` in the default registry (``ValueError`` on a duplicate name)."""
+    _registry.register(loop)
 
 
 def unregister_agent_loop(name: str) -> bool:

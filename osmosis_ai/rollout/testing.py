@@ -2,11 +2,11 @@
 
 * ``create_mock_trainer_app()`` — a FastAPI app that answers ``/v1/chat/completions`` (with a tool call
   for arithmetic questions, then a final answer) and records ``/v1/rollout/completed``.
-* ``patch_httpx_for_mock_trainer(test_client, monkeypatch)`` — routes every callback of
-  ``OsmosisLLMClient`` to that app for the duration of a test. The name is kept from osmosis-ai 0.2;
-  it no longer patches httpx: it installs an async in-process transport through the client's
-  transport seam, so nothing blocks the event loop, the client's headers (``Authorization``) reach the
-  app, and only the exact callback paths are routed (0.2 matched substrings, D24).
+* ``patch_httpx_for_mock_trainer(client, monkeypatch)`` — routes every callback of
+  ``OsmosisLLMClient`` to that app for the duration of a test. Despite its name it patches no httpx
+  class: it installs an async in-process transport through the client's transport seam, so nothing
+  blocks the event loop, the client's headers (``Authorization``) reach the app, and only the exact
+  callback paths are routed.
 * ``RolloutCompletionTracker`` — waits for completion callbacks; safe to use across threads.
 """
 
@@ -62,11 +62,11 @@ class RolloutCompletionTracker:
 
     event: threading.Event = field(default_factory=threading.Event)
     responses: list[dict[str, Any]] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
-    def record(self, payload: dict[str, Any]) -> None:
+    def record(self, response: dict[str, Any]) -> None:
         with self._lock:
-            self.responses.append(payload)
+            self.responses.append(response)
         self.event.set()
 
     def clear(self) -> None:
@@ -106,8 +106,13 @@ def create_mock_trainer_app(
     tracker: RolloutCompletionTracker | None = None,
     tool_call_generator: ToolCallGenerator | None = None,
 ) -> FastAPI:
-    """A FastAPI "Mock Trainer Server" implementing TrainGate's two callback endpoints (no auth check)."""
-    from fastapi import FastAPI
+    """A FastAPI "Mock Trainer Server" implementing TrainGate's two callback endpoints (no auth check).
+
+    Raises ``ImportError`` with the install command when FastAPI (the ``server`` extra) is missing.
+    """
+    from osmosis_ai.rollout._compat import require_optional
+
+    fastapi = require_optional("fastapi", feature_name="create_mock_trainer_app()", install_extra="server")
     from pydantic import ValidationError
     from starlette.requests import Request
     from starlette.responses import JSONResponse
@@ -120,7 +125,7 @@ def create_mock_trainer_app(
         RolloutResponse,
     )
 
-    app = FastAPI(title="Mock Trainer Server")
+    app = fastapi.FastAPI(title="Mock Trainer Server")
     completed: dict[str, dict[str, Any]] = {}
 
     async def parse(request: Request, model: Any) -> Any:
@@ -211,12 +216,12 @@ class _MockTrainerTransport:
             await self._fallback.aclose()
 
 
-def patch_httpx_for_mock_trainer(test_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Route ``OsmosisLLMClient`` callbacks to ``test_client``'s app (a FastAPI TestClient or an ASGI app).
+def patch_httpx_for_mock_trainer(client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Route ``OsmosisLLMClient`` callbacks to ``client``'s app (a FastAPI TestClient or an ASGI app).
 
     Undone automatically when the test ends (``monkeypatch``).
     """
     from osmosis_ai.rollout import _transport
 
-    app = getattr(test_client, "app", test_client)
+    app = getattr(client, "app", client)
     monkeypatch.setattr(_transport, "_override", _MockTrainerTransport(app, _transport._override))

@@ -21,18 +21,18 @@ def create_tool_error_result(tool_call_id: str, error_message: str) -> MessageDi
     return create_tool_result(tool_call_id, f"Error: {error_message}")
 
 
-def serialize_tool_result(value: Any) -> str:
+def serialize_tool_result(result: Any) -> str:
     """Tool output as message text: strings unchanged, numbers via ``str``, booleans and the rest as JSON.
 
     Raises ``TypeError`` for values JSON cannot represent.
     """
-    if isinstance(value, bool):
-        return json.dumps(value)
-    if isinstance(value, (int, float)):
-        return str(value)
-    if isinstance(value, str):
-        return value
-    return json.dumps(value)
+    if isinstance(result, bool):
+        return json.dumps(result)
+    if isinstance(result, (int, float)):
+        return str(result)
+    if isinstance(result, str):
+        return result
+    return json.dumps(result)
 
 
 def parse_tool_arguments(arguments: Any) -> dict[str, Any]:

@@ -7,9 +7,9 @@ from typing import Any
 from osmosis_ai.rollout.core.schemas import MessageDict
 
 
-def parse_tool_calls(message: MessageDict) -> list[dict[str, Any]]:
+def parse_tool_calls(assistant_message: MessageDict) -> list[dict[str, Any]]:
     """The message's ``tool_calls`` list, or ``[]`` when missing, null or not a list."""
-    tool_calls = message.get("tool_calls")
+    tool_calls = assistant_message.get("tool_calls")
     return tool_calls if isinstance(tool_calls, list) else []
 
 

@@ -19,6 +19,7 @@ builds the final ``RolloutResult`` with metrics (``ctx.complete`` / ``ctx.error`
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from abc import ABC, abstractmethod
@@ -37,6 +38,8 @@ from osmosis_ai.rollout.core.tracing import TraceWrite, safe_trace_filename, wri
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.client import CompletionsResult
+
+logger = logging.getLogger(__name__)
 
 _EPOCH_2001 = 978307200.0  # a start time beyond this is wall-clock time, not a monotonic reading
 

@@ -61,7 +61,8 @@ class AgentLoopDefinitionError(OsmosisRolloutError, TypeError):
 
 class RolloutValueError(OsmosisRolloutError, ValueError):
     """A value the SDK cannot use: a status other than COMPLETED/ERROR, a non-numeric reward, data that is
-    not JSON, an agent-loop name already registered. A ``ValueError``, as in 0.2."""
+    not JSON, an agent-loop name already registered. Also a ``ValueError``, so callers that catch the
+    builtin keep working."""
 
 
 class ToolExecutionError(OsmosisRolloutError):

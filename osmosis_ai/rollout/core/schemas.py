@@ -173,19 +173,20 @@ class OpenAIFunctionCallSchema(BaseModel):
 
     @staticmethod
     def from_openai_function_parsed_schema(
-        parsed: OpenAIFunctionParsedSchema,
+        parsed_schema: OpenAIFunctionParsedSchema,
     ) -> tuple[OpenAIFunctionCallSchema, bool]:
-        """Decode ``parsed.arguments``; returns the call and whether decoding failed.
+        """Decode ``parsed_schema.arguments``; returns the call and whether decoding failed.
 
         Undecodable JSON or a non-object value gives ``arguments={}`` and ``True``.
         """
+        name = parsed_schema.name
         try:
-            arguments = json.loads(parsed.arguments)
+            arguments = json.loads(parsed_schema.arguments)
         except (json.JSONDecodeError, TypeError):
-            return OpenAIFunctionCallSchema(name=parsed.name, arguments={}), True
+            return OpenAIFunctionCallSchema(name=name, arguments={}), True
         if not isinstance(arguments, dict):
-            return OpenAIFunctionCallSchema(name=parsed.name, arguments={}), True
-        return OpenAIFunctionCallSchema(name=parsed.name, arguments=arguments), False
+            return OpenAIFunctionCallSchema(name=name, arguments={}), True
+        return OpenAIFunctionCallSchema(name=name, arguments=arguments), False
 
 
 class OpenAIFunctionToolCall(BaseModel):

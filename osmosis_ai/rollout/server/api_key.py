@@ -40,11 +40,11 @@ def extract_bearer_token(header: str | bytes | None) -> bytes | None:
     return value
 
 
-def validate_api_key(provided: str | bytes | None, expected: str | bytes | None) -> bool:
-    """True when ``provided`` equals ``expected``, compared in constant time; ``None`` never matches."""
-    if provided is None or expected is None:
+def validate_api_key(provided_key: str | bytes | None, expected_key: str | bytes | None) -> bool:
+    """True when ``provided_key`` equals ``expected_key``, compared in constant time; ``None`` never matches."""
+    if provided_key is None or expected_key is None:
         return False
-    return hmac.compare_digest(_as_bytes(provided), _as_bytes(expected))
+    return hmac.compare_digest(_as_bytes(provided_key), _as_bytes(expected_key))
 
 
 def authorized(header: str | bytes | None, expected: str | bytes | None) -> bool:

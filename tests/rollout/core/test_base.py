@@ -269,3 +269,12 @@ def test_rewritten_names_are_distinct() -> None:
     names = {safe_trace_filename(rid) for rid in ["a/b", "a_b/", "a:b", "a b", "x" * 129, "x" * 130]}
     assert len(names) == 6
     assert "a_b.jsonl" not in names  # "a/b" must not collide with the plain id "a_b"
+
+
+def test_module_logger_is_public() -> None:
+    import logging
+
+    from osmosis_ai.rollout.core import base
+
+    assert isinstance(base.logger, logging.Logger)
+    assert base.logger.name == "osmosis_ai.rollout.core.base"
