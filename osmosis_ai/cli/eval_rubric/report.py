@@ -194,7 +194,7 @@ def _run_json(run: EvaluationRun) -> dict[str, Any]:
 
 
 def build_json_report(results: list[RecordResult], context: ReportContext) -> dict[str, Any]:
-    """The JSON report document (same layout as osmosis-ai 0.2)."""
+    """The JSON report document; scripts read these files, so the layout is kept stable."""
     overall = overall_statistics(results)
     report: dict[str, Any] = {
         "generated_at": datetime.now(timezone.utc).isoformat(),

@@ -8,9 +8,9 @@ already printed.
 
 Where the report goes: ``-o file.json`` writes that file; ``-o DIR`` writes
 ``DIR/rubric_eval_result_<unix time>.json``; without ``-o`` the report goes to
-``~/.cache/osmosis/rubric/<rubric id>/rubric_eval_result_<unix time>.json`` as in osmosis-ai 0.2
-(scripts read it from there). Unlike 0.2, directories are created only when the report is written,
-after the runs, and the file is written atomically.
+``~/.cache/osmosis/rubric/<rubric id>/rubric_eval_result_<unix time>.json``, where scripts look for
+it. Directories are created only when the report is written, after the runs, and the file is
+written atomically, so a failed or cancelled run leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def cache_root() -> Path:
 
 
 def migrate_legacy_reports(root: Path) -> None:
-    """Move reports from the pre-0.2.x folder ``eval_result`` to ``rubric`` once."""
+    """Move reports from the folder older releases used, ``eval_result``, to ``rubric`` once."""
     old, new = root / "eval_result", root / "rubric"
     if not old.exists():
         return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import signal
 import subprocess
@@ -14,6 +15,10 @@ import httpx
 import pytest
 
 from osmosis_ai._sockets import bind_listener
+from osmosis_ai.cli.commands import serve as serve_command
+from osmosis_ai.cli.commands.serve import print_registration_result
+from osmosis_ai.cli.commands.validate import validate_and_report
+from osmosis_ai.rollout.server.registration import RegistrationResult
 from tests.cli.commands.support import CALCULATOR, REPO, osmosis, subprocess_env
 from tests.rollout.server.support import PlatformStandIn, init_body
 from tests.rollout.trainer import TrainerStandIn
@@ -261,3 +266,39 @@ def test_serve_validates_and_serves_an_agent_with_an_async_get_tools(
     code, out, err = server.stop()
     assert code == 0, err
     assert "'async_tools' validated successfully (1 tools)" in out
+
+
+@pytest.mark.parametrize(
+    ("result", "lines"),
+    [
+        (
+            RegistrationResult(True, "srv-1", "healthy", server_info={"active_rollouts": 2}),
+            ["[OK] Registered 'calc' with the Osmosis Platform at http://10.0.0.5:9000",
+             "     server id: srv-1, status: healthy, active rollouts: 2"],
+        ),
+        (
+            RegistrationResult(True, "srv-1", "unhealthy", error="connection refused"),
+            ["[WARNING] Registered 'calc', but the Platform's health check failed: connection refused",
+             "          Make sure the Platform can reach http://10.0.0.5:9000 (firewall, public address)."],
+        ),
+        (
+            RegistrationResult(False, status="error", error="HTTP 500"),
+            ["[WARNING] Registration with the Osmosis Platform failed: HTTP 500",
+             "          The server keeps running; TrainGate can still reach it directly."],
+        ),
+    ],
+)  # fmt: skip
+def test_the_registration_report(capsys, result: RegistrationResult, lines: list[str]):
+    print_registration_result(result, "10.0.0.5", 9000, "calc")
+    assert capsys.readouterr().out.splitlines() == lines
+
+
+def test_the_compatibility_paths_reach_the_command(capsys):
+    from osmosis_ai.rollout.server import registration, serve
+    from osmosis_ai.rollout.server import serve_agent_loop as from_package
+
+    assert serve.serve_agent_loop is from_package is serve_command.serve_agent_loop
+    assert serve.validate_and_report is validate_and_report
+    registration.print_registration_result(RegistrationResult(False, error="x"), "h", 1, "calc")
+    assert capsys.readouterr().out.startswith("[WARNING] Registration with the Osmosis Platform failed: x")
+    assert isinstance(serve.logger, logging.Logger) and serve.logger.name == "osmosis_ai.rollout.server.serve"

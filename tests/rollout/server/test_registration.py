@@ -154,3 +154,13 @@ def test_the_readiness_probe_uses_the_one_wildcard_definition(bind: str, probe: 
     from osmosis_ai.rollout.server.registration import _probe_host
 
     assert _probe_host(bind) == probe
+
+
+def test_without_a_callback_the_outcome_is_logged(caplog):
+    from osmosis_ai.rollout.server.registration import log_registration_result
+
+    with caplog.at_level("INFO", logger="osmosis_ai.rollout.server.registration"):
+        log_registration_result(RegistrationResult(True, "srv-2", "healthy"))
+        log_registration_result(RegistrationResult(False, status="error", error="the Platform is down"))
+    assert "server id srv-2, healthy" in caplog.text
+    assert "registration with the Osmosis Platform failed: the Platform is down" in caplog.text
