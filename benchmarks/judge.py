@@ -85,7 +85,7 @@ def throughput(judgments: int, concurrency: int) -> dict[str, Any]:
         looped = [evaluate_rubric(**item) for item in items]
         loop_seconds = time.perf_counter() - started
         started = time.perf_counter()
-        batched = evaluate_rubric_batch(items, concurrency=concurrency, progress=False)
+        batched = evaluate_rubric_batch(items, concurrency=concurrency)
         batch_seconds = time.perf_counter() - started
     return {"loop": loop_seconds, "batch": batch_seconds, "same": looped == batched}
 

@@ -23,13 +23,15 @@ VERSION = f"{package_name} {PACKAGE_VERSION}"
 
 
 class Command:
-    """A sub-command: the module that implements it and its one-line help."""
+    """A sub-command: the module that implements it, its one-line help, and the builtin exception
+    types it reports as ``Error: ...`` besides the SDK's own (``OsmosisError``)."""
 
-    __slots__ = ("help", "module")
+    __slots__ = ("help", "module", "reported")
 
-    def __init__(self, module: str, help: str) -> None:
+    def __init__(self, module: str, help: str, reported: tuple[type[Exception], ...] = ()) -> None:
         self.module = module
         self.help = help
+        self.reported = reported
 
 
 COMMANDS: dict[str, Command] = {
@@ -39,7 +41,13 @@ COMMANDS: dict[str, Command] = {
     "eval-rubric": Command(
         "osmosis_ai.cli.commands.eval_rubric", "Score a JSONL dataset with a rubric judge"
     ),
-    "serve": Command("osmosis_ai.cli.commands.serve", "Serve a RolloutAgentLoop over HTTP for training"),
+    # A missing server extra (ImportError) and out-of-range settings from the environment
+    # (pydantic's ValidationError is a ValueError) are the user's to fix, not tracebacks.
+    "serve": Command(
+        "osmosis_ai.cli.commands.serve",
+        "Serve a RolloutAgentLoop over HTTP for training",
+        reported=(ImportError, ValueError),
+    ),
     "validate": Command("osmosis_ai.cli.commands.validate", "Check a RolloutAgentLoop without serving it"),
     "rollout": Command(
         "osmosis_ai.cli.commands.rollout", "Run rollouts end to end against a local TrainGate"
@@ -128,10 +136,15 @@ def _dispatch(arguments: list[str]) -> int:
         parser.print_help()
         return 1
     _load_dotenv()
+    command = COMMANDS[args.command]
+    reported: tuple[type[Exception], ...] = (OsmosisError, *command.reported)
     try:
-        status: int = importlib.import_module(COMMANDS[args.command].module).run(args)
-    except OsmosisError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
+        status: int = importlib.import_module(command.module).run(args)
+    except reported as exc:
+        # The one place where a failure becomes the user's ``Error: ...`` line.
+        from osmosis_ai.cli.output import error
+
+        error(exc)
         return 1
     except KeyboardInterrupt:
         print("Interrupted.", file=sys.stderr)

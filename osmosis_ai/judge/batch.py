@@ -8,13 +8,12 @@ arguments. A fixed pool of ``concurrency`` workers takes the next item as soon a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from osmosis_ai.judge.errors import JudgeInputError, JudgeSettingError
 from osmosis_ai.judge.evaluate import CacheOption, aevaluate_rubric
 from osmosis_ai.judge.portal import run_sync
-from osmosis_ai.judge.progress import progress_bar, wants_progress
 from osmosis_ai.judge.ratelimit import RateLimiter
 from osmosis_ai.judge.retry import RetryPolicy
 from osmosis_ai.judge.types import RewardRubricRunResult
@@ -40,7 +39,7 @@ async def aevaluate_rubric_batch(
     *,
     concurrency: int = 8,
     return_exceptions: bool = False,
-    progress: bool | None = None,
+    on_progress: Callable[[int, int], object] | None = None,
     cache: CacheOption = None,
     retry: RetryPolicy | None = None,
     requests_per_minute: float | None = None,
@@ -53,7 +52,7 @@ async def aevaluate_rubric_batch(
         concurrency: judgments in flight at once.
         return_exceptions: put a failed item's exception in its slot instead of raising it; by
             default the first failure cancels the rest and is raised.
-        progress: draw a progress bar on stderr; default: only when stderr is a terminal.
+        on_progress: called with ``(done, total)`` after each judgment, e.g. to move a progress bar.
         cache, retry: defaults for items that do not set their own.
         requests_per_minute: space all requests of the batch to stay under this rate.
         rate_limiter: a limiter shared beyond this batch (overrides ``requests_per_minute``).
@@ -65,27 +64,29 @@ async def aevaluate_rubric_batch(
     shared = {"cache": cache, "retry": retry, "rate_limiter": limiter}
     results: list[BatchResult | None] = [None] * len(work)
     pending = iter(range(len(work)))
+    done = 0
 
-    with progress_bar(len(work), "Judging", enabled=wants_progress(progress, len(work))) as advance:
+    async def worker() -> None:
+        nonlocal done
+        for index in pending:
+            arguments = {**shared, **work[index]}
+            try:
+                results[index] = await aevaluate_rubric(**arguments)
+            except Exception as exc:
+                if not return_exceptions:
+                    raise
+                results[index] = exc
+            done += 1
+            if on_progress is not None:
+                on_progress(done, len(work))
 
-        async def worker() -> None:
-            for index in pending:
-                arguments = {**shared, **work[index]}
-                try:
-                    results[index] = await aevaluate_rubric(**arguments)
-                except Exception as exc:
-                    if not return_exceptions:
-                        raise
-                    results[index] = exc
-                advance()
-
-        workers = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, len(work)))]
-        try:
-            await asyncio.gather(*workers)
-        finally:
-            for task in workers:
-                task.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
+    workers = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, len(work)))]
+    try:
+        await asyncio.gather(*workers)
+    finally:
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
     return results  # type: ignore[return-value]  # every slot was filled or an error was raised
 
 
@@ -94,7 +95,7 @@ def evaluate_rubric_batch(
     *,
     concurrency: int = 8,
     return_exceptions: bool = False,
-    progress: bool | None = None,
+    on_progress: Callable[[int, int], object] | None = None,
     cache: CacheOption = None,
     retry: RetryPolicy | None = None,
     requests_per_minute: float | None = None,
@@ -106,7 +107,7 @@ def evaluate_rubric_batch(
             items,
             concurrency=concurrency,
             return_exceptions=return_exceptions,
-            progress=progress,
+            on_progress=on_progress,
             cache=cache,
             retry=retry,
             requests_per_minute=requests_per_minute,

@@ -1,10 +1,10 @@
 """Static checks of an agent loop before serving it: name, tools, run method.
 
-``validate_agent_loop`` calls ``get_tools`` once with a probe request and inspects (never calls)
-``run``. Every problem is collected, errors and warnings alike; ``ValidationResult`` is truthy when
-the agent is valid. Dict tools are also coerced through ``OpenAIFunctionToolSchema`` exactly as the
-server's init response does, so a tool that validation accepts cannot make init fail (0.2 let e.g. a
-tool without ``description`` through with a warning and then answered init with 500).
+``validate_agent_loop`` calls ``get_tools`` once with a probe request (awaiting it, as the server
+does, when it is declared ``async def``) and inspects (never calls) ``run``. Every problem is
+collected, errors and warnings alike; ``ValidationResult`` is truthy when the agent is valid. Dict
+tools are also coerced through ``OpenAIFunctionToolSchema`` exactly as the server's init response
+does, so a tool that validation accepts cannot make init fail.
 
 Codes: MISSING_NAME, INVALID_NAME_TYPE, EMPTY_NAME, GET_TOOLS_EXCEPTION, GET_TOOLS_RETURNS_NONE,
 GET_TOOLS_INVALID_TYPE, INVALID_TOOL_TYPE, MISSING_TOOL_TYPE, UNKNOWN_TOOL_TYPE (warning),
@@ -15,7 +15,10 @@ INVALID_TOOL_SCHEMA, MISSING_RUN_METHOD, RUN_NOT_CALLABLE, RUN_NOT_ASYNC.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,9 +190,26 @@ def _check_tool(tool: Any, index: int, found: _Findings) -> None:
         _check_schema_coercion(tool, where, found)
 
 
+def _run_coroutine(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """Run ``coroutine`` to completion from synchronous code, even when this thread runs an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="osmosis-validate") as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+def _call_get_tools(agent_loop: Any, request: RolloutRequest) -> Any:
+    get_tools = agent_loop.get_tools
+    if inspect.iscoroutinefunction(get_tools):
+        return _run_coroutine(get_tools(request))
+    return get_tools(request)
+
+
 def _check_tools(agent_loop: Any, request: RolloutRequest, found: _Findings) -> int:
     try:
-        tools = agent_loop.get_tools(request)
+        tools = _call_get_tools(agent_loop, request)
     except Exception as exc:
         found.error(
             "GET_TOOLS_EXCEPTION",
@@ -207,7 +227,8 @@ def _check_tools(agent_loop: Any, request: RolloutRequest, found: _Findings) -> 
         tools.close()  # never awaited: close it so Python does not warn about it
         found.error(
             "GET_TOOLS_INVALID_TYPE",
-            "get_tools() returned a coroutine; it must be a plain (not async) method returning a list",
+            "get_tools() returned a coroutine without being declared 'async def'; the server would not "
+            "await it: declare it 'async def get_tools(self, request)' or return a list",
             "get_tools",
         )
         return 0

@@ -1,7 +1,7 @@
-"""Summaries of a run: status counts, rewards, turns, latency percentiles, protocol violations.
+"""Summaries of a run (status counts, rewards, turns, latency percentiles, protocol violations) and
+the per-rollout record file.
 
-:func:`summarize` is pure data (used by tests and ``--output`` consumers); :func:`render_summary`
-is the console report of ``osmosis rollout run``, drawn with rich on the console it is given.
+:func:`summarize` is pure data; ``osmosis rollout run`` draws it (``osmosis_ai.cli.commands.rollout``).
 """
 
 from __future__ import annotations
@@ -14,12 +14,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from osmosis_ai.traingate.session import INFRA_STATUSES, TERMINAL_STATUSES, RolloutSession
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 
 def percentile(values: Sequence[float], fraction: float) -> float | None:
@@ -129,94 +126,3 @@ class RecordWriter:
 def _write_line(handle: TextIO, record: dict[str, Any]) -> None:
     handle.write(encode_record(record) + "\n")
     handle.flush()
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f} ms"
-
-
-def _last_content(messages: Sequence[dict[str, Any]], role: str) -> str:
-    content = next((m.get("content") for m in reversed(messages) if m.get("role") == role), None)
-    return " ".join(str(content or "").split())
-
-
-def render_rollouts(sessions: Sequence[RolloutSession], console: Console) -> None:
-    """Print one row per rollout: status, reward, turns, token counts and the final answer."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    table = Table(title="Rollouts (tokens: generated / whole trajectory)", title_justify="left")
-    table.add_column("row", justify="right")
-    table.add_column("status", min_width=9)
-    table.add_column("reward", justify="right", min_width=6)
-    table.add_column("turns", justify="right", min_width=5)
-    table.add_column("tokens", justify="right", min_width=9)
-    table.add_column("final answer", overflow="ellipsis", no_wrap=True, max_width=26)
-    for session in sorted(sessions, key=lambda s: (s.row_index, s.sample_index)):
-        reward = "-" if session.reward is None else f"{session.reward:.3f}"
-        table.add_row(
-            str(session.row_index),
-            session.status,
-            reward,
-            str(session.num_turns),
-            f"{session.completion_tokens}/{session.context_tokens}",
-            escape(_last_content(session.final_messages, "assistant")),
-        )
-    console.print(table)
-
-
-def render_summary(summary: RunSummary, sessions: Sequence[RolloutSession], console: Console) -> None:
-    """Print the run's summary table, then the first append-only violations and agent errors.
-
-    Infrastructure failures are left to the caller, which turns them into the command's error."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    table = Table(title="Rollout run", show_header=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column()
-    statuses = ", ".join(f"{name} {count}" for name, count in sorted(summary.statuses.items()))
-    table.add_row("rollouts", f"{summary.rollouts} ({statuses})")
-    reward = "-" if summary.mean_reward is None else f"{summary.mean_reward:.3f} over {summary.rewarded}"
-    table.add_row("mean reward", reward)
-    table.add_row("mean turns", f"{summary.mean_turns:.2f}")
-    lat = summary.latency_ms
-    table.add_row("latency p50 / p90 / p99", f"{_ms(lat['p50'])} / {_ms(lat['p90'])} / {_ms(lat['p99'])}")
-    table.add_row("throughput", f"{summary.rollouts_per_s:.1f} rollouts/s ({summary.wall_s:.2f} s wall)")
-    violations = f"{summary.violations} in {summary.rollouts_with_violations} rollout(s)"
-    table.add_row("append-only violations", violations, style="red" if summary.violations else None)
-    if summary.rejected_calls or summary.gateway_errors:
-        table.add_row(
-            "refused calls / gateway errors",
-            f"{summary.rejected_calls} / {summary.gateway_errors}",
-            style="yellow",
-        )
-    first_error = next((e for s in sessions for e in s.errors), None)
-    if first_error:
-        table.add_row("first gateway error", escape(first_error), style="yellow")
-    if summary.reward_errors:
-        first = next(s.reward_error for s in sessions if s.reward_error)
-        table.add_row(
-            "reward errors", f"{summary.reward_errors} (first: {escape(first or '')})", style="yellow"
-        )
-    console.print(table)
-    shown = 0
-    for session in sessions:
-        for violation in session.violations:
-            if shown < 5:
-                console.print(
-                    f"[red]append-only[/red] {escape(session.rollout_id)}: {escape(violation.describe())}"
-                )
-            shown += 1
-    if shown > 5:
-        console.print(f"... and {shown - 5} more append-only violation(s); see --output for all of them")
-    errors = [s for s in sessions if s.status == "ERROR"]
-    for session in errors[:3]:
-        message = escape(session.error_message or "(no error message)")
-        console.print(
-            f"[yellow]agent error[/yellow] {escape(session.rollout_id)}: {message}", highlight=False
-        )
-    if len(errors) > 3:
-        console.print(f"... and {len(errors) - 3} more rollout(s) ended in ERROR; see --output")
-    if errors:
-        console.print("(agent tracebacks are logged with --verbose)")

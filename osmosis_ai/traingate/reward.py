@@ -1,8 +1,9 @@
-"""Trainer-side rewards: a ``MODULE:FN`` with the classic ``(solution_str, ground_truth, extra_info)`` signature.
+"""Trainer-side rewards: a function with the classic ``(solution_str, ground_truth, extra_info)`` signature.
 
-The reward is computed on the content of the last assistant message (the convention of 0.2's
-``osmosis eval`` simple mode). Synchronous functions run in a worker thread so a slow reward never
-stalls the gateway; coroutine functions are awaited.
+The reward is computed on the content of the last assistant message, the convention of
+``osmosis eval``'s simple mode. Synchronous functions run in a worker thread so a slow reward never
+stalls the gateway; coroutine functions are awaited. (``osmosis rollout run --reward MODULE:FN``
+loads the function: :func:`osmosis_ai.cli.loading.load_reward`.)
 """
 
 from __future__ import annotations
@@ -13,23 +14,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from osmosis_ai.errors import CLIError
-from osmosis_ai.traingate.errors import LoadError
-
 RewardFn = Callable[..., Any]
-
-
-def load_reward(spec: str) -> RewardFn:
-    """Load a reward function (``module.path:fn``, the working directory first on ``sys.path``)."""
-    from osmosis_ai.rollout.cli_utils import load_attribute
-
-    try:
-        fn = load_attribute(spec, what="reward function", example="e.g. 'my_rewards:score'")
-    except CLIError as exc:
-        raise LoadError(str(exc)) from exc
-    if not callable(fn):
-        raise LoadError(f"reward function {spec!r} is a {type(fn).__name__}, not a callable")
-    return fn
 
 
 def last_assistant_content(messages: list[dict[str, Any]]) -> str:

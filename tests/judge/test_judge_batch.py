@@ -31,9 +31,11 @@ def test_batch_returns_results_in_input_order(
 ) -> None:
     _echo_score(openai_server)
     items = [{"rubric": "r", "solution_str": str(n), "model_info": model_info} for n in range(20)]
-    results = evaluate_rubric_batch(items, concurrency=4, progress=False)
+    progress: list[tuple[int, int]] = []
+    results = evaluate_rubric_batch(items, concurrency=4, on_progress=lambda *step: progress.append(step))
     assert results == [n / 100 for n in range(20)]
     assert len(openai_server.requests) == 20
+    assert progress == [(done, 20) for done in range(1, 21)]
 
 
 async def test_async_batch_with_details_and_errors(
@@ -44,11 +46,11 @@ async def test_async_batch_with_details_and_errors(
         {"rubric": "r", "solution_str": "a", "model_info": model_info, "return_details": True},
         {"rubric": "r", "solution_str": "b", "model_info": model_info},
     ]
-    results = await aevaluate_rubric_batch(items, concurrency=1, return_exceptions=True, progress=False)
+    results = await aevaluate_rubric_batch(items, concurrency=1, return_exceptions=True)
     assert isinstance(results[0], dict) and results[0]["explanation"] == "a"
     assert isinstance(results[1], ProviderRequestError)
     with pytest.raises(ProviderRequestError):
-        await aevaluate_rubric_batch(items[1:], progress=False)
+        await aevaluate_rubric_batch(items[1:])
 
 
 def test_batch_rejects_bad_arguments(model_info: dict[str, Any]) -> None:
@@ -65,7 +67,7 @@ def test_concurrency_bounds_requests_in_flight(
     openai_server.default = Reply(delay=0.1)
     items = [{"rubric": "r", "solution_str": str(n), "model_info": model_info} for n in range(8)]
     started = time.perf_counter()
-    evaluate_rubric_batch(items, concurrency=4, progress=False)
+    evaluate_rubric_batch(items, concurrency=4)
     elapsed = time.perf_counter() - started
     assert 0.2 <= elapsed < 0.6  # two windows of four, not eight in a row nor all at once
 
@@ -73,7 +75,7 @@ def test_concurrency_bounds_requests_in_flight(
 def test_rate_limit_spaces_requests(openai_server: OpenAIServer, model_info: dict[str, Any]) -> None:
     items = [{"rubric": "r", "solution_str": str(n), "model_info": model_info} for n in range(4)]
     started = time.perf_counter()
-    evaluate_rubric_batch(items, concurrency=4, requests_per_minute=1200, progress=False)  # one per 50 ms
+    evaluate_rubric_batch(items, concurrency=4, requests_per_minute=1200)  # one per 50 ms
     assert time.perf_counter() - started >= 0.15
 
 

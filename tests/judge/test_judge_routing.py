@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from osmosis_ai import evaluate_rubric, evaluate_rubric_batch
+from osmosis_ai import evaluate_rubric
 from osmosis_ai.judge import portal
 from osmosis_ai.judge.routing import default_timeout, litellm_model_id, sends_temperature
 from tests.support.openai_server import OpenAIServer
@@ -56,11 +56,6 @@ async def test_sync_api_works_inside_a_running_event_loop(
 ) -> None:
     openai_server.queue('{"score": 0.3, "explanation": "x"}')
     assert evaluate_rubric("r", "x", model_info) == 0.3
-
-
-def test_batch_progress_bar_can_be_forced(openai_server: OpenAIServer, model_info: dict[str, Any]) -> None:
-    items = [{"rubric": "r", "solution_str": str(n), "model_info": model_info} for n in range(3)]
-    assert evaluate_rubric_batch(items, progress=True) == [1.0, 1.0, 1.0]
 
 
 def test_background_loop_shuts_down_and_restarts(

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from osmosis_ai.judge.session import EvalRubricOptions, run_eval_rubric
+from osmosis_ai.cli import output
+from osmosis_ai.cli.eval_rubric.session import EvalRubricOptions, run_eval_rubric
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,6 +57,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         run_eval_rubric(options)
     except KeyboardInterrupt:
-        print("Evaluation cancelled; no report was written.", file=sys.stderr)
+        output.console.print_error("Evaluation cancelled; no report was written.")
         return 1
     return 0

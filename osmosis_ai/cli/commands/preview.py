@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from osmosis_ai.judge.preview import render_preview
+from osmosis_ai.cli.eval_rubric.preview import render_preview
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

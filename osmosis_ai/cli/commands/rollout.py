@@ -16,12 +16,19 @@ import logging
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from osmosis_ai.cli import output
 from osmosis_ai.cli.arguments import finite_number, whole_number
 from osmosis_ai.errors import CLIError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from osmosis_ai.traingate.report import RunSummary
+    from osmosis_ai.traingate.session import RolloutSession
 
 SERVER_KEY_ENV = "OSMOSIS_SERVER_API_KEY"
 PER_ROLLOUT_TABLE_LIMIT = 20  # larger runs get the summary only; --output has every rollout
@@ -135,7 +142,7 @@ async def rollout_server(args: argparse.Namespace) -> AsyncIterator[tuple[str, s
     if args.url:
         yield args.url, args.server_api_key or os.environ.get(SERVER_KEY_ENV) or None
         return
-    from osmosis_ai.rollout.cli_utils import load_agent_loop
+    from osmosis_ai.cli.loading import load_agent_loop
     from osmosis_ai.traingate.local_server import serve_agent_loop_locally
 
     agent_loop = load_agent_loop(args.module)
@@ -143,54 +150,25 @@ async def rollout_server(args: argparse.Namespace) -> AsyncIterator[tuple[str, s
         yield url, None
 
 
-def _progress(
-    enabled: bool, total: int
-) -> tuple[contextlib.AbstractContextManager[Any], Callable[[Any], None]]:
-    if not enabled:
-        return contextlib.nullcontext(), lambda _session: None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    progress = Progress(
-        TextColumn("rollouts"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=_console(),
-        transient=True,
-    )
-    task = progress.add_task("rollouts", total=total)
-    return progress, lambda _session: progress.advance(task)
-
-
-def _console() -> Any:
-    from rich.console import Console
-
-    return Console(stderr=False)
-
-
 def _prepare(args: argparse.Namespace) -> tuple[list[dict[str, Any]], Any, Any, Any]:
     """Load everything the run needs before any server starts: rows, reward, tokenizer, policy."""
+    from osmosis_ai.cli.loading import load_reward
     from osmosis_ai.traingate.dataset import load_dataset
-    from osmosis_ai.traingate.errors import TrainGateError
     from osmosis_ai.traingate.policy import make_policy
-    from osmosis_ai.traingate.reward import load_reward
     from osmosis_ai.traingate.tokenizer import load_tokenizer
 
     if args.output and not Path(args.output).resolve().parent.is_dir():
         raise CLIError(f"cannot write --output {args.output}: its directory does not exist")
-    try:
-        rows = load_dataset(args.dataset)
-        reward_fn = load_reward(args.reward) if args.reward else None
-        tokenizer = load_tokenizer(args.tokenizer)
-        policy = make_policy(args.model, base_url=args.base_url, api_key=args.api_key)
-    except TrainGateError as exc:
-        raise CLIError(str(exc)) from exc
+    rows = load_dataset(args.dataset)
+    reward_fn = load_reward(args.reward) if args.reward else None
+    tokenizer = load_tokenizer(args.tokenizer)
+    policy = make_policy(args.model, base_url=args.base_url, api_key=args.api_key)
     return rows, reward_fn, tokenizer, policy
 
 
 async def _run(args: argparse.Namespace) -> int:
     from osmosis_ai.traingate.gateway import TrainGate
-    from osmosis_ai.traingate.report import RecordWriter, render_rollouts, render_summary, summarize
+    from osmosis_ai.traingate.report import RecordWriter, summarize
     from osmosis_ai.traingate.runner import RunConfig, run_rollouts
 
     rows, reward_fn, tokenizer, policy = _prepare(args)
@@ -198,15 +176,8 @@ async def _run(args: argparse.Namespace) -> int:
         k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens)) if v is not None
     }
     show_progress = not args.quiet and (args.progress or sys.stdout.isatty())
-    progress, advance = _progress(show_progress, len(rows) * args.n)
+    progress = output.progress_bar(len(rows) * args.n, "rollouts", enabled=show_progress, stderr=False)
     writer = RecordWriter(args.output) if args.output else None
-
-    async def finished(session: Any) -> None:
-        if writer is not None:
-            # Written as each rollout ends (an interrupted run keeps what it did), by a writer thread.
-            await writer.write(session)
-        session.release_turns()
-        advance(session)
 
     async with contextlib.AsyncExitStack() as stack:
         stack.push_async_callback(policy.aclose)
@@ -229,14 +200,23 @@ async def _run(args: argparse.Namespace) -> int:
             reward_fn=reward_fn,
         )
         started = time.perf_counter()
-        with progress:
+        with progress as advance:
+
+            async def finished(session: Any) -> None:
+                if writer is not None:
+                    # Written as each rollout ends (an interrupted run keeps what it did), by a writer thread.
+                    await writer.write(session)
+                session.release_turns()
+                advance()
+
             sessions = await run_rollouts(gate, rows, config, on_done=finished)
         wall = time.perf_counter() - started
     summary = summarize(sessions, wall)
     if not args.quiet:
+        console = output.rich_console()
         if len(sessions) <= PER_ROLLOUT_TABLE_LIMIT:
-            render_rollouts(sessions, _console())
-        render_summary(summary, sessions, _console())
+            render_rollouts(sessions, console)
+        render_summary(summary, sessions, console)
         if writer is not None:
             print(f"wrote {writer.count} record(s) to {args.output}")
     if not summary.all_terminal:
@@ -283,3 +263,97 @@ async def _bench(args: argparse.Namespace) -> int:
     if not summary.all_terminal:
         raise CLIError("some rollouts did not finish: " + "; ".join(summary.infra_failures))
     return 0
+
+
+# -- the console report ------------------------------------------------------------------------------
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} ms"
+
+
+def _last_content(messages: Sequence[dict[str, Any]], role: str) -> str:
+    content = next((m.get("content") for m in reversed(messages) if m.get("role") == role), None)
+    return " ".join(str(content or "").split())
+
+
+def render_rollouts(sessions: Sequence[RolloutSession], console: Console) -> None:
+    """Print one row per rollout: status, reward, turns, token counts and the final answer."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="Rollouts (tokens: generated / whole trajectory)", title_justify="left")
+    table.add_column("row", justify="right")
+    table.add_column("status", min_width=9)
+    table.add_column("reward", justify="right", min_width=6)
+    table.add_column("turns", justify="right", min_width=5)
+    table.add_column("tokens", justify="right", min_width=9)
+    table.add_column("final answer", overflow="ellipsis", no_wrap=True, max_width=26)
+    for session in sorted(sessions, key=lambda s: (s.row_index, s.sample_index)):
+        reward = "-" if session.reward is None else f"{session.reward:.3f}"
+        table.add_row(
+            str(session.row_index),
+            session.status,
+            reward,
+            str(session.num_turns),
+            f"{session.completion_tokens}/{session.context_tokens}",
+            escape(_last_content(session.final_messages, "assistant")),
+        )
+    console.print(table)
+
+
+def render_summary(summary: RunSummary, sessions: Sequence[RolloutSession], console: Console) -> None:
+    """Print the run's summary table, then the first append-only violations and agent errors.
+
+    Infrastructure failures are left to the caller, which turns them into the command's error."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="Rollout run", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    statuses = ", ".join(f"{name} {count}" for name, count in sorted(summary.statuses.items()))
+    table.add_row("rollouts", f"{summary.rollouts} ({statuses})")
+    reward = "-" if summary.mean_reward is None else f"{summary.mean_reward:.3f} over {summary.rewarded}"
+    table.add_row("mean reward", reward)
+    table.add_row("mean turns", f"{summary.mean_turns:.2f}")
+    lat = summary.latency_ms
+    table.add_row("latency p50 / p90 / p99", f"{_ms(lat['p50'])} / {_ms(lat['p90'])} / {_ms(lat['p99'])}")
+    table.add_row("throughput", f"{summary.rollouts_per_s:.1f} rollouts/s ({summary.wall_s:.2f} s wall)")
+    violations = f"{summary.violations} in {summary.rollouts_with_violations} rollout(s)"
+    table.add_row("append-only violations", violations, style="red" if summary.violations else None)
+    if summary.rejected_calls or summary.gateway_errors:
+        table.add_row(
+            "refused calls / gateway errors",
+            f"{summary.rejected_calls} / {summary.gateway_errors}",
+            style="yellow",
+        )
+    first_error = next((e for s in sessions for e in s.errors), None)
+    if first_error:
+        table.add_row("first gateway error", escape(first_error), style="yellow")
+    if summary.reward_errors:
+        first = next(s.reward_error for s in sessions if s.reward_error)
+        table.add_row(
+            "reward errors", f"{summary.reward_errors} (first: {escape(first or '')})", style="yellow"
+        )
+    console.print(table)
+    shown = 0
+    for session in sessions:
+        for violation in session.violations:
+            if shown < 5:
+                console.print(
+                    f"[red]append-only[/red] {escape(session.rollout_id)}: {escape(violation.describe())}"
+                )
+            shown += 1
+    if shown > 5:
+        console.print(f"... and {shown - 5} more append-only violation(s); see --output for all of them")
+    errors = [s for s in sessions if s.status == "ERROR"]
+    for session in errors[:3]:
+        message = escape(session.error_message or "(no error message)")
+        console.print(
+            f"[yellow]agent error[/yellow] {escape(session.rollout_id)}: {message}", highlight=False
+        )
+    if len(errors) > 3:
+        console.print(f"... and {len(errors) - 3} more rollout(s) ended in ERROR; see --output")
+    if errors:
+        console.print("(agent tracebacks are logged with --verbose)")

@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
+
+from osmosis_ai.cli.output import console
+
+if TYPE_CHECKING:
+    from osmosis_ai.rollout.core.base import RolloutAgentLoop
+    from osmosis_ai.rollout.validator import ValidationResult
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -13,8 +20,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from osmosis_ai.rollout.cli_utils import load_agent_loop
-    from osmosis_ai.rollout.server.serve import validate_and_report
+    from osmosis_ai.cli.loading import load_agent_loop
 
     result = validate_and_report(load_agent_loop(args.module), verbose=args.verbose)
     return 0 if result.valid else 1
+
+
+def validate_and_report(agent_loop: RolloutAgentLoop, *, verbose: bool = False) -> ValidationResult:
+    """Validate ``agent_loop`` and print the report (errors to stderr); returns the result."""
+    from osmosis_ai.rollout.validator import validate_agent_loop
+
+    result = validate_agent_loop(agent_loop)
+    name = result.agent_name or type(agent_loop).__name__
+    warnings = [f"  - {warning}" for warning in result.warnings] if verbose else []
+    if result.valid:
+        console.print(console.escape(f"Agent loop {name!r} validated successfully ({result.tool_count} tools)."),
+                      style="green")  # fmt: skip
+        if result.warnings:
+            console.print(f"{len(result.warnings)} warning(s){':' if verbose else ' (use -v to list them)'}")
+        for line in warnings:
+            console.print(console.escape(line), style="yellow")
+        return result
+    lines = [f"Agent loop {name!r} failed validation with {len(result.errors)} error(s):"]
+    lines += [f"  - {error}" for error in result.errors]
+    if warnings:
+        lines += [f"{len(result.warnings)} warning(s):", *warnings]
+    for line in lines:
+        console.print_error(line)
+    return result

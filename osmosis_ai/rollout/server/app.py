@@ -71,6 +71,7 @@ class LifecycleManager:
         on_startup: LifecycleHook | None,
         on_shutdown: LifecycleHook | None,
         shutdown_grace_seconds: float,
+        on_registration: Callable[[Any], object] | None = None,
     ) -> None:
         self.agent_loop = agent_loop
         self.state = state
@@ -83,6 +84,7 @@ class LifecycleManager:
         self.on_startup = on_startup
         self.on_shutdown = on_shutdown
         self.shutdown_grace_seconds = shutdown_grace_seconds
+        self.on_registration = on_registration
         self._registration: asyncio.Task[Any] | None = None
         self._drain: asyncio.Future[None] | None = None
 
@@ -136,6 +138,7 @@ class LifecycleManager:
                     credentials=self.credentials,
                     api_key=self.api_key,
                     settings=self.state.settings,
+                    on_result=self.on_registration,
                 )
             )
 
@@ -189,6 +192,7 @@ def create_app(
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     get_tools_in_thread: bool = False,
     tools_exclude_none: bool = False,
+    on_registration: Callable[[Any], object] | None = None,
 ) -> FastAPI:
     """Build the RolloutServer app for ``agent_loop``.
 
@@ -198,7 +202,8 @@ def create_app(
         record_ttl_seconds: how long finished rollouts are remembered for duplicate inits.
         settings: rollout settings (default: ``get_settings()``); client settings apply to callbacks.
         credentials: Platform credentials (an object with ``access_token``); with ``server_host`` and
-            ``server_port`` the server registers itself with the Platform once it is up.
+            ``server_port`` the server registers itself with the Platform once it is up, and hands the
+            ``RegistrationResult`` to ``on_registration`` (default: it is logged).
         api_key: the key TrainGate must present; ``None`` disables auth (``/platform/health`` -> 404).
         debug_dir: directory for per-rollout JSONL traces (used as is).
         on_startup, on_shutdown: zero-argument async callables run in the lifespan.
@@ -246,6 +251,7 @@ def create_app(
         on_startup=on_startup,
         on_shutdown=on_shutdown,
         shutdown_grace_seconds=grace,
+        on_registration=on_registration,
     )
     app = FastAPI(
         title=f"Osmosis RolloutServer ({name})",

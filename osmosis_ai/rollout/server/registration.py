@@ -19,6 +19,7 @@ import importlib
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -231,24 +232,10 @@ def register_with_platform(
 def print_registration_result(
     result: RegistrationResult, host: str, port: int, agent_loop_name: str, api_key: str | None = None
 ) -> None:
-    """Console report of a registration (a wildcard ``host`` is never re-detected for display, D20)."""
-    address = (
-        f"http://{host}:{port}"
-        if not is_wildcard_host(host)
-        else f"this server's public address, port {port}"
-    )
-    if result.success and result.is_healthy:
-        active = (result.server_info or {}).get("active_rollouts", 0)
-        print(f"[OK] Registered {agent_loop_name!r} with the Osmosis Platform at {address}")
-        print(f"     server id: {result.server_id}, status: healthy, active rollouts: {active}")
-    elif result.success:
-        print(
-            f"[WARNING] Registered {agent_loop_name!r}, but the Platform's health check failed: {result.error}"
-        )
-        print(f"          Make sure the Platform can reach {address} (firewall, public address).")
-    else:
-        print(f"[WARNING] Registration with the Osmosis Platform failed: {result.error}")
-        print("          The server keeps running; TrainGate can still reach it directly.")
+    """Print the console report of a registration; the report is drawn by ``osmosis serve``."""
+    from osmosis_ai.cli.commands.serve import print_registration_result as render
+
+    render(result, host, port, agent_loop_name, api_key)
 
 
 def _probe_host(host: str) -> str:
@@ -278,6 +265,16 @@ async def _wait_until_ready(host: str, port: int, settings: RolloutServerSetting
     return False
 
 
+def log_registration_result(result: RegistrationResult) -> None:
+    """Log the outcome of a registration (what happens when nobody asked to be told)."""
+    if result.success and result.is_healthy:
+        logger.info("registered with the Osmosis Platform: server id %s, healthy", result.server_id)
+    elif result.success:
+        logger.warning("registered with the Osmosis Platform, but its health check failed: %s", result.error)
+    else:
+        logger.warning("registration with the Osmosis Platform failed: %s", result.error)
+
+
 async def register_when_ready(
     *,
     host: str,
@@ -286,10 +283,12 @@ async def register_when_ready(
     credentials: Any,
     api_key: str | None,
     settings: RolloutServerSettings,
+    on_result: Callable[[RegistrationResult], object] | None = None,
 ) -> RegistrationResult:
-    """Wait for the server's own ``/health``, register once, print the outcome (lifespan task)."""
+    """Wait for the server's own ``/health``, register once, and hand the outcome to ``on_result``
+    (default: :func:`log_registration_result`). The lifespan runs this as a task."""
     if not await _wait_until_ready(host, port, settings):
         logger.warning("the server did not answer /health in time; registering anyway")
     result = await aregister_with_platform(host, port, agent_loop_name, credentials, api_key)
-    print_registration_result(result, host, port, agent_loop_name, api_key)
+    (on_result or log_registration_result)(result)
     return result

@@ -55,7 +55,11 @@ def _raise(request: RolloutRequest) -> Any:
 
 
 async def _async_tools(request: RolloutRequest) -> Any:
-    return []
+    return [GOOD_TOOL]
+
+
+def _coroutine_from_a_plain_function(request: RolloutRequest) -> Any:
+    return _async_tools(request)
 
 
 def _sync_run(ctx: RolloutContext) -> Any:
@@ -72,7 +76,13 @@ CASES: list[tuple[str, Any, list[tuple[str, str | None]], list[str]]] = [
     ("get_tools raises", Duck(get_tools=_raise), [("GET_TOOLS_EXCEPTION", "get_tools")], []),
     ("get_tools None", Duck(get_tools=lambda request: None), [("GET_TOOLS_RETURNS_NONE", "get_tools")], []),
     ("get_tools tuple", Duck(tools=(GOOD_TOOL,)), [("GET_TOOLS_INVALID_TYPE", "get_tools")], []),
-    ("get_tools coroutine", Duck(get_tools=_async_tools), [("GET_TOOLS_INVALID_TYPE", "get_tools")], []),
+    ("async get_tools", Duck(get_tools=_async_tools), [], []),
+    (
+        "plain get_tools returning a coroutine",
+        Duck(get_tools=_coroutine_from_a_plain_function),
+        [("GET_TOOLS_INVALID_TYPE", "get_tools")],
+        [],
+    ),
     ("tool not dict", Duck(tools=["add"]), [("INVALID_TOOL_TYPE", "tools[0]")], []),
     (
         "no tool type",
@@ -236,3 +246,24 @@ def test_error_text_and_raise_if_invalid() -> None:
     assert lines[2].startswith("  - [RUN_NOT_ASYNC] run: ")
     assert exc.value.errors == result.errors
     assert AgentLoopValidationError("x").errors == []
+
+
+async def test_async_get_tools_is_awaited_even_from_a_running_event_loop() -> None:
+    async def tools_with_a_bad_one(request: RolloutRequest) -> Any:
+        return [GOOD_TOOL, {"type": "function"}]
+
+    result = validate_agent_loop(Duck(get_tools=tools_with_a_bad_one))
+    assert [(e.code, e.field) for e in result.errors] == [("MISSING_FUNCTION", "tools[1]")]
+    assert result.tool_count == 2
+
+
+def test_an_async_get_tools_that_raises_is_reported() -> None:
+    async def broken(request: RolloutRequest) -> Any:
+        raise RuntimeError("no tools today")
+
+    result = validate_agent_loop(Duck(get_tools=broken))
+    assert [e.code for e in result.errors] == ["GET_TOOLS_EXCEPTION"]
+    assert result.errors[0].details == {
+        "exception_type": "RuntimeError",
+        "exception_message": "no tools today",
+    }

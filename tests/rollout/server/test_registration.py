@@ -11,6 +11,7 @@ from osmosis_ai._sockets import bind_listener
 from osmosis_ai.rollout.server.app import create_app
 from osmosis_ai.rollout.server.registration import (
     PlatformCredentials,
+    RegistrationResult,
     aregister_with_platform,
     load_credentials,
     register_with_platform,
@@ -34,9 +35,10 @@ def platform(monkeypatch: pytest.MonkeyPatch) -> Iterator[PlatformStandIn]:
     stand_in.server.stop()
 
 
-def test_server_registers_once_ready_and_the_platform_health_check_passes(platform, capsys):
+def test_server_registers_once_ready_and_hands_the_result_over(platform, capsys):
     sock = bind_listener()
     port = sock.getsockname()[1]
+    results: list[RegistrationResult] = []
     app = create_app(
         ScriptedAgent(),
         settings=fast_settings(),
@@ -44,11 +46,12 @@ def test_server_registers_once_ready_and_the_platform_health_check_passes(platfo
         credentials=PlatformCredentials("platform-token"),
         server_host="127.0.0.1",
         server_port=port,
+        on_registration=results.append,
     )
     server = RunningServer(app, sock).start()
     try:
         deadline = time.monotonic() + 5
-        while "[OK]" not in (out := capsys.readouterr().out) and time.monotonic() < deadline:
+        while not results and time.monotonic() < deadline:
             time.sleep(0.02)
     finally:
         server.stop()
@@ -57,9 +60,10 @@ def test_server_registers_once_ready_and_the_platform_health_check_passes(platfo
     assert call["json"] == {"host": "127.0.0.1", "port": port, "agent_loop_name": "scripted", "api_key": KEY}
     assert call["headers"]["authorization"] == "Bearer platform-token"
     assert call["headers"]["user-agent"].startswith("osmosis-cli/")
-    assert "[OK] Registered 'scripted'" in out
-    assert "srv-1" in out
-    assert "platform-token" not in out
+    (result,) = results
+    assert (result.success, result.is_healthy, result.server_id) == (True, True, "srv-1")
+    captured = capsys.readouterr()
+    assert captured.out == captured.err == ""  # the library prints nothing; `osmosis serve` renders it
 
 
 @pytest.mark.parametrize(
@@ -150,3 +154,13 @@ def test_the_readiness_probe_uses_the_one_wildcard_definition(bind: str, probe: 
     from osmosis_ai.rollout.server.registration import _probe_host
 
     assert _probe_host(bind) == probe
+
+
+def test_without_a_callback_the_outcome_is_logged(caplog):
+    from osmosis_ai.rollout.server.registration import log_registration_result
+
+    with caplog.at_level("INFO", logger="osmosis_ai.rollout.server.registration"):
+        log_registration_result(RegistrationResult(True, "srv-2", "healthy"))
+        log_registration_result(RegistrationResult(False, status="error", error="the Platform is down"))
+    assert "server id srv-2, healthy" in caplog.text
+    assert "registration with the Osmosis Platform failed: the Platform is down" in caplog.text

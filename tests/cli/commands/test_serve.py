@@ -1,13 +1,12 @@
-"""``osmosis serve`` and ``osmosis validate`` as subprocesses: option handling, errors, a served rollout."""
+"""``osmosis serve`` as a subprocess: option handling, errors, a served rollout, registration."""
 
 from __future__ import annotations
 
-import os
+import logging
 import re
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,129 +15,13 @@ import httpx
 import pytest
 
 from osmosis_ai._sockets import bind_listener
+from osmosis_ai.cli.commands import serve as serve_command
+from osmosis_ai.cli.commands.serve import print_registration_result
+from osmosis_ai.cli.commands.validate import validate_and_report
+from osmosis_ai.rollout.server.registration import RegistrationResult
+from tests.cli.commands.support import CALCULATOR, REPO, osmosis, subprocess_env
 from tests.rollout.server.support import PlatformStandIn, init_body
 from tests.rollout.trainer import TrainerStandIn
-
-REPO = Path(__file__).resolve().parents[3]
-CALCULATOR = "examples.calculator.agent:agent_loop"
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "OSMOSIS_ACCESS_TOKEN"}
-    env["PYTHONPATH"] = str(REPO)
-    env.update(extra)
-    return env
-
-
-def osmosis(*args: str, cwd: Path = REPO, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "osmosis_ai", *args],
-        cwd=cwd,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-# -- validate --------------------------------------------------------------------------------------
-
-BAD_AGENTS = """
-from osmosis_ai.rollout import RolloutAgentLoop
-
-
-class Base(RolloutAgentLoop):
-    name = "base"
-
-    def get_tools(self, request):
-        return []
-
-    async def run(self, ctx):
-        return ctx.complete([])
-
-
-class NoneTools(Base):
-    def get_tools(self, request):
-        return None
-
-
-class Raising(Base):
-    def get_tools(self, request):
-        raise RuntimeError("no tools today")
-
-
-class TupleTools(Base):
-    def get_tools(self, request):
-        return ({"type": "function", "function": {"name": "a", "description": "d"}},)
-
-
-class BadDicts(Base):
-    def get_tools(self, request):
-        return [{"type": "function"}, {"type": "function", "function": {"name": "x"}}]
-
-
-class SyncRun(Base):
-    def run(self, ctx):
-        return None
-
-
-blank = Base()
-blank.name = "  "
-numbered = Base()
-numbered.name = 5
-not_an_agent = object()
-"""
-
-
-@pytest.fixture
-def bad_agents(tmp_path: Path) -> Path:
-    (tmp_path / "bad_agents.py").write_text(textwrap.dedent(BAD_AGENTS))
-    return tmp_path
-
-
-def test_validate_accepts_the_calculator():
-    result = osmosis("validate", "-m", CALCULATOR)
-    assert result.returncode == 0, result.stderr
-    assert "validated successfully (4 tools)" in result.stdout
-
-
-@pytest.mark.parametrize(
-    ("attribute", "codes"),
-    [
-        ("NoneTools", ["GET_TOOLS_RETURNS_NONE"]),
-        ("Raising", ["GET_TOOLS_EXCEPTION"]),
-        ("TupleTools", ["GET_TOOLS_INVALID_TYPE"]),
-        ("BadDicts", ["MISSING_FUNCTION", "INVALID_TOOL_SCHEMA", "MISSING_FUNCTION_DESCRIPTION"]),
-        ("SyncRun", ["RUN_NOT_ASYNC"]),
-        ("blank", ["EMPTY_NAME"]),
-        ("numbered", ["INVALID_NAME_TYPE"]),
-    ],
-)
-def test_validate_reports_codes_and_exits_1(bad_agents: Path, attribute: str, codes: list[str]):
-    result = osmosis("validate", "-v", "-m", f"bad_agents:{attribute}", cwd=bad_agents)
-    assert result.returncode == 1
-    for code in codes:
-        assert f"[{code}]" in result.stderr, result.stderr
-    assert "Traceback" not in result.stderr
-
-
-@pytest.mark.parametrize(
-    ("spec", "message"),
-    [
-        ("no_colon_here", "expected 'module.path:attribute'"),
-        ("surely_missing_module_xyz:agent", "cannot import module 'surely_missing_module_xyz'"),
-        ("examples.calculator.agent:nope", "agent loops defined there: CalculatorAgentLoop, agent_loop"),
-        ("bad_agents:not_an_agent", "not a RolloutAgentLoop"),
-        ("bad_agents:missing", "agent loops defined there: BadDicts, Base, NoneTools"),
-    ],
-)
-def test_agent_loading_errors_are_one_line(bad_agents: Path, spec: str, message: str):
-    result = osmosis("validate", "-m", spec, cwd=bad_agents)
-    assert result.returncode == 1
-    assert result.stderr.startswith("Error: ")
-    assert message in result.stderr
-    assert "Traceback" not in result.stderr
-
 
 # -- serve: refusals -------------------------------------------------------------------------------
 
@@ -176,7 +59,7 @@ class ServeProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "osmosis_ai", "serve", "-p", str(self.port), *args],
             cwd=cwd,
-            env=_env(COLUMNS="200"),
+            env=subprocess_env(COLUMNS="200"),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -314,7 +197,9 @@ def test_serve_registers_with_the_platform_when_a_token_is_given(trainer: Traine
         sock = bind_listener()
         port = sock.getsockname()[1]
         sock.close()
-        env = _env(OSMOSIS_ACCESS_TOKEN="tok-cli", OSMOSIS_PLATFORM_URL=stand_in.server.url, COLUMNS="200")
+        env = subprocess_env(
+            OSMOSIS_ACCESS_TOKEN="tok-cli", OSMOSIS_PLATFORM_URL=stand_in.server.url, COLUMNS="200"
+        )
         args = [
             sys.executable,
             "-m",
@@ -345,3 +230,75 @@ def test_serve_registers_with_the_platform_when_a_token_is_given(trainer: Traine
     assert call["json"]["api_key"].startswith("osm_rollout_")
     assert "[OK] Registered 'calculator'" in out
     assert "tok-cli" not in out + err
+
+
+ASYNC_TOOLS_AGENT = """
+from osmosis_ai.rollout import RolloutAgentLoop
+
+ECHO = {"type": "function", "function": {"name": "echo", "description": "Echo the text.",
+        "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}}
+
+
+class AsyncTools(RolloutAgentLoop):
+    name = "async_tools"
+
+    async def get_tools(self, request):
+        return [ECHO]
+
+    async def run(self, ctx):
+        return ctx.complete(list(ctx.request.messages), reward=1.0)
+
+
+agent_loop = AsyncTools()
+"""
+
+
+def test_serve_validates_and_serves_an_agent_with_an_async_get_tools(
+    launch, trainer: TrainerStandIn, tmp_path: Path
+):
+    (tmp_path / "async_agent.py").write_text(ASYNC_TOOLS_AGENT)
+    server = launch("--local", "-m", "async_agent:agent_loop", cwd=tmp_path)  # validation on (the default)
+    server.wait_ready()
+    response = httpx.post(f"{server.url}/v1/rollout/init", json=init_body("async-1", trainer.url), timeout=5)
+    assert response.status_code == 202
+    assert [tool["function"]["name"] for tool in response.json()["tools"]] == ["echo"]
+    assert trainer.wait_completed("async-1", timeout=10)["status"] == "COMPLETED"
+    code, out, err = server.stop()
+    assert code == 0, err
+    assert "'async_tools' validated successfully (1 tools)" in out
+
+
+@pytest.mark.parametrize(
+    ("result", "lines"),
+    [
+        (
+            RegistrationResult(True, "srv-1", "healthy", server_info={"active_rollouts": 2}),
+            ["[OK] Registered 'calc' with the Osmosis Platform at http://10.0.0.5:9000",
+             "     server id: srv-1, status: healthy, active rollouts: 2"],
+        ),
+        (
+            RegistrationResult(True, "srv-1", "unhealthy", error="connection refused"),
+            ["[WARNING] Registered 'calc', but the Platform's health check failed: connection refused",
+             "          Make sure the Platform can reach http://10.0.0.5:9000 (firewall, public address)."],
+        ),
+        (
+            RegistrationResult(False, status="error", error="HTTP 500"),
+            ["[WARNING] Registration with the Osmosis Platform failed: HTTP 500",
+             "          The server keeps running; TrainGate can still reach it directly."],
+        ),
+    ],
+)  # fmt: skip
+def test_the_registration_report(capsys, result: RegistrationResult, lines: list[str]):
+    print_registration_result(result, "10.0.0.5", 9000, "calc")
+    assert capsys.readouterr().out.splitlines() == lines
+
+
+def test_the_compatibility_paths_reach_the_command(capsys):
+    from osmosis_ai.rollout.server import registration, serve
+    from osmosis_ai.rollout.server import serve_agent_loop as from_package
+
+    assert serve.serve_agent_loop is from_package is serve_command.serve_agent_loop
+    assert serve.validate_and_report is validate_and_report
+    registration.print_registration_result(RegistrationResult(False, error="x"), "h", 1, "calc")
+    assert capsys.readouterr().out.startswith("[WARNING] Registration with the Osmosis Platform failed: x")
+    assert isinstance(serve.logger, logging.Logger) and serve.logger.name == "osmosis_ai.rollout.server.serve"

@@ -15,9 +15,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from osmosis_ai.cli.eval_rubric.config import RubricConfig
+from osmosis_ai.cli.eval_rubric.engine import EvaluationRun, RecordResult, compute_statistics
 from osmosis_ai.errors import CLIError
-from osmosis_ai.judge.config import RubricConfig
-from osmosis_ai.judge.engine import EvaluationRun, RecordResult, compute_statistics
 
 COMPARED_KEYS = ("average", "variance", "stdev", "min", "max", "success_count", "failure_count", "total_runs")
 _COUNT_KEYS = frozenset({"success_count", "failure_count", "total_runs"})
@@ -66,9 +66,11 @@ def load_baseline(path: Path) -> Baseline:
     values: dict[str, float] = {}
     for key, value in source.items():
         try:
-            values[key] = float(value)
+            number = float(value)
         except (TypeError, ValueError):
             continue
+        # Run counts stay whole numbers, so the report's baseline and delta counts read 4, not 4.0.
+        values[key] = int(number) if key in _COUNT_KEYS and number.is_integer() else number
     if not values:
         raise CLIError(f"Baseline {path} contains no numeric statistics")
     return Baseline(path, values)
@@ -76,11 +78,12 @@ def load_baseline(path: Path) -> Baseline:
 
 def baseline_delta(current: Mapping[str, Any], baseline: Baseline) -> dict[str, float]:
     """``current - baseline`` for every numeric statistic present in both."""
-    delta = {}
+    delta: dict[str, float] = {}
     for key, base in baseline.statistics.items():
         value = current.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            delta[key] = float(value) - base
+            both_counts = isinstance(value, int) and isinstance(base, int)
+            delta[key] = value - base if both_counts else float(value) - base
     return delta
 
 
@@ -191,7 +194,7 @@ def _run_json(run: EvaluationRun) -> dict[str, Any]:
 
 
 def build_json_report(results: list[RecordResult], context: ReportContext) -> dict[str, Any]:
-    """The JSON report document (same layout as osmosis-ai 0.2)."""
+    """The JSON report document; scripts read these files, so the layout is kept stable."""
     overall = overall_statistics(results)
     report: dict[str, Any] = {
         "generated_at": datetime.now(timezone.utc).isoformat(),

@@ -8,9 +8,9 @@ already printed.
 
 Where the report goes: ``-o file.json`` writes that file; ``-o DIR`` writes
 ``DIR/rubric_eval_result_<unix time>.json``; without ``-o`` the report goes to
-``~/.cache/osmosis/rubric/<rubric id>/rubric_eval_result_<unix time>.json`` as in osmosis-ai 0.2
-(scripts read it from there). Unlike 0.2, directories are created only when the report is written,
-after the runs, and the file is written atomically.
+``~/.cache/osmosis/rubric/<rubric id>/rubric_eval_result_<unix time>.json``, where scripts look for
+it. Directories are created only when the report is written, after the runs, and the file is
+written atomically, so a failed or cancelled run leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -25,14 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_ai._litellm import import_litellm
-from osmosis_ai.errors import CLIError
-from osmosis_ai.judge.config import RubricConfig, load_rubric_suite
-from osmosis_ai.judge.dataset import load_records
-from osmosis_ai.judge.engine import RubricEvaluationEngine
-from osmosis_ai.judge.errors import JudgeInputError, MissingAPIKeyError
-from osmosis_ai.judge.keys import ensure_api_key_available
-from osmosis_ai.judge.ratelimit import RateLimiter
-from osmosis_ai.judge.report import (
+from osmosis_ai.cli.eval_rubric.config import RubricConfig, load_rubric_suite
+from osmosis_ai.cli.eval_rubric.dataset import load_records
+from osmosis_ai.cli.eval_rubric.engine import RubricEvaluationEngine
+from osmosis_ai.cli.eval_rubric.report import (
     ReportContext,
     build_json_report,
     check_report_location,
@@ -40,6 +36,9 @@ from osmosis_ai.judge.report import (
     render_text_report,
     write_json_atomic,
 )
+from osmosis_ai.errors import CLIError
+from osmosis_ai.judge.keys import ensure_api_key_available
+from osmosis_ai.judge.ratelimit import RateLimiter
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +67,7 @@ def cache_root() -> Path:
 
 
 def migrate_legacy_reports(root: Path) -> None:
-    """Move reports from the pre-0.2.x folder ``eval_result`` to ``rubric`` once."""
+    """Move reports from the folder older releases used, ``eval_result``, to ``rubric`` once."""
     old, new = root / "eval_result", root / "rubric"
     if not old.exists():
         return
@@ -158,10 +157,7 @@ def run_eval_rubric(options: EvalRubricOptions, emit: Callable[[str], Any] = pri
     data_path = _existing_file(options.data_path, "Dataset")
     config_path = locate_config(options.config_path, data_path)
     config = _lookup(config_path, rubric_id)
-    try:
-        ensure_api_key_available(config.model_info)
-    except (MissingAPIKeyError, JudgeInputError) as exc:
-        raise CLIError(str(exc)) from exc
+    ensure_api_key_available(config.model_info)
     records = load_records(data_path, rubric_id)
     baseline = load_baseline(options.baseline_path.expanduser()) if options.baseline_path else None
     report_path, identifier = resolve_output(options.output_path, rubric_id, time.time())

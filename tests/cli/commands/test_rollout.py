@@ -14,7 +14,7 @@ import pytest
 from tests.traingate.conftest import CALCULATOR_DATASET
 from tests.traingate.standin_server import StandInRolloutServer
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120"}
 AGENT = "examples.calculator.agent:agent_loop"
 

@@ -1,7 +1,7 @@
 """Scoring dataset records with a rubric config, ``number`` times each, concurrently.
 
-The engine turns a :class:`~osmosis_ai.judge.config.RubricConfig` and a
-:class:`~osmosis_ai.judge.dataset.RubricRecord` into judge arguments (record values override the
+The engine turns a :class:`~osmosis_ai.cli.eval_rubric.config.RubricConfig` and a
+:class:`~osmosis_ai.cli.eval_rubric.dataset.RubricRecord` into judge arguments (record values override the
 config's), runs every ``(record, run)`` pair through a sliding window of ``concurrency`` workers,
 and records each outcome as an :class:`EvaluationRun`. A failed run is recorded, never raised, so
 one bad record does not lose the others.
@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from osmosis_ai.cli.eval_rubric.config import RubricConfig
+from osmosis_ai.cli.eval_rubric.dataset import RubricRecord
+from osmosis_ai.cli.output import progress_bar, wants_progress
 from osmosis_ai.errors import OsmosisError
-from osmosis_ai.judge.config import RubricConfig
-from osmosis_ai.judge.dataset import RubricRecord
 from osmosis_ai.judge.errors import JudgeSettingError
 from osmosis_ai.judge.evaluate import CacheOption, aevaluate_rubric
 from osmosis_ai.judge.keys import default_key_env
-from osmosis_ai.judge.progress import progress_bar, wants_progress
 from osmosis_ai.judge.ratelimit import RateLimiter
 from osmosis_ai.judge.retry import RetryPolicy
 

@@ -1,4 +1,4 @@
-"""``osmosis preview`` and ``osmosis eval-rubric`` run as subprocesses, judging against the loopback server."""
+"""``osmosis eval-rubric`` as a subprocess, judging against the loopback OpenAI-compatible server."""
 
 from __future__ import annotations
 
@@ -12,9 +12,6 @@ from typing import Any
 import pytest
 
 from tests.support.openai_server import OpenAIServer, Reply
-
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
 
 
 def osmosis(
@@ -70,53 +67,6 @@ def write_data(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
-def test_preview_shows_the_bundled_examples(tmp_path: Path, home: Path) -> None:
-    configs = osmosis("preview", "-p", str(EXAMPLES / "rubric_configs.yaml"), cwd=tmp_path, home=home)
-    assert configs.returncode == 0, configs.stderr
-    assert configs.stdout.startswith("Loaded 2 rubric config(s) from ")
-    assert "Rubric config #1 (rubrics[0])\nid: support_followup" in configs.stdout
-    assert "rubric: |\n" in configs.stdout  # multi-line rubric kept as a block
-    data = osmosis("preview", "--path", str(EXAMPLES / "sample_data.jsonl"), cwd=tmp_path, home=home)
-    assert data.returncode == 0, data.stderr
-    assert data.stdout.startswith("Loaded 2 JSONL record(s) from ")
-    assert '"conversation_id": "ticket-1042"' in data.stdout
-
-
-def test_preview_lists_an_entry_with_extra_info(tmp_path: Path, home: Path) -> None:
-    (tmp_path / "c.yaml").write_text(
-        "rubrics:\n  - {id: a, rubric: A}\n  - {id: b, rubric: B, extra_info: {x: 1}}\n", encoding="utf-8"
-    )
-    result = osmosis("preview", "-p", "c.yaml", cwd=tmp_path, home=home)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("Loaded 2 rubric config(s) from c.yaml")
-    assert "Rubric config #2 (rubrics[1])\nid: b\nrubric: B\nextra_info:\n  x: 1" in result.stdout
-
-
-@pytest.mark.parametrize(
-    ("name", "content", "message"),
-    [
-        ("notes.txt", "x", "accepted: .yaml, .yml, .jsonl"),
-        ("missing.yaml", None, "does not exist"),
-        ("bad.jsonl", '{"a": 1}\nnot json\n', "bad.jsonl:2: invalid JSON"),
-        ("bad.yaml", "rubrics: [\n", "Invalid YAML"),
-        (
-            "loop.yaml",
-            "a: &x [*x]\n",
-            "'a[0]' refers back to a node that contains it (a recursive YAML alias)",
-        ),
-    ],
-)
-def test_preview_reports_bad_files_without_a_traceback(
-    tmp_path: Path, home: Path, name: str, content: str | None, message: str
-) -> None:
-    if content is not None:
-        (tmp_path / name).write_text(content, encoding="utf-8")
-    result = osmosis("preview", "-p", name, cwd=tmp_path, home=home)
-    assert result.returncode == 1
-    assert result.stderr.startswith("Error: ") and message in result.stderr
-    assert "Traceback" not in result.stderr
-
-
 def test_eval_rubric_end_to_end(openai_server: OpenAIServer, tmp_path: Path, home: Path) -> None:
     scores = iter([0.5, 1.0, 0.25])
 
@@ -138,7 +88,9 @@ def test_eval_rubric_end_to_end(openai_server: OpenAIServer, tmp_path: Path, hom
             {"rubric_id": "tone", "solution_str": "Go away.", "id": 7},
         ],
     )
-    (tmp_path / "base.json").write_text(json.dumps({"average": 0.5, "variance": 0.1, "stdev": 0.3}))
+    (tmp_path / "base.json").write_text(
+        json.dumps({"average": 0.5, "variance": 0.1, "stdev": 0.3, "total_runs": 3, "failure_count": 1})
+    )
     report = tmp_path / "out" / "report.json"
     result = osmosis(
         "eval-rubric", "-r", "tone", "-d", "data.jsonl", "-n", "2", "-o", str(report), "-b", "base.json",
@@ -163,7 +115,16 @@ def test_eval_rubric_end_to_end(openai_server: OpenAIServer, tmp_path: Path, hom
     assert document["overall_statistics"]["average"] == pytest.approx((0.5 + 1.0 + 0.25 + 0.0) / 4)
     assert [record["id"] for record in document["records"]] == ["c1", "7"]
     assert document["records"][0]["input_record"]["metadata"] == {"lang": "en"}
-    assert document["baseline_comparison"]["delta_statistics"]["average"] == pytest.approx(0.4375 - 0.5)
+    comparison = document["baseline_comparison"]
+    assert comparison["delta_statistics"]["average"] == pytest.approx(0.4375 - 0.5)
+    assert comparison["baseline_statistics"]["total_runs"] == 3
+    assert (
+        comparison["delta_statistics"]["total_runs"],
+        comparison["delta_statistics"]["failure_count"],
+    ) == (1, -1)
+    counts = [comparison[part][key] for part in ("baseline_statistics", "delta_statistics")
+              for key in ("total_runs", "failure_count")]  # fmt: skip
+    assert all(type(count) is int for count in counts)  # 3, not 3.0
     assert "output_identifier" not in document
     assert len(openai_server.requests) == 4
     quoted = openai_server.requests[0].json["messages"][1]["content"]

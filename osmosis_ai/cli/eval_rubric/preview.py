@@ -8,9 +8,9 @@ from typing import Any
 
 import yaml
 
+from osmosis_ai.cli.eval_rubric.config import load_rubric_suite
+from osmosis_ai.cli.eval_rubric.dataset import load_json_objects
 from osmosis_ai.errors import CLIError
-from osmosis_ai.judge.config import load_rubric_suite
-from osmosis_ai.judge.dataset import load_json_objects
 
 CONFIG_SUFFIXES = (".yaml", ".yml")
 DATASET_SUFFIXES = (".jsonl",)

@@ -1,0 +1,214 @@
+"""Everything the ``osmosis`` commands show: the console, progress bars and the ``Error: ...`` line.
+
+:class:`Console` writes through rich when it is installed and the target is a terminal, and plain
+text (ANSI colours on a terminal) otherwise. Styles are rich style strings ("bold red", "green");
+the plain fallback understands their basic words. Text passed to ``panel``/``table`` is escaped, so
+user-provided strings never act as markup. ``osmosis_ai.rollout.console`` re-exports this module's
+public names.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from importlib.util import find_spec
+from typing import IO, Any
+
+RICH_AVAILABLE = find_spec("rich") is not None
+
+_ANSI = {
+    "bold": "1", "dim": "2", "italic": "3", "underline": "4", "red": "31", "green": "32", "yellow": "33",
+    "blue": "34", "magenta": "35", "cyan": "36", "white": "37",
+}  # fmt: skip
+
+
+class Console:
+    """Writes to ``file`` (default stdout), through rich when it is installed and ``file`` is a terminal."""
+
+    def __init__(
+        self, *, file: IO[str] | None = None, force_terminal: bool | None = None, no_color: bool = False
+    ):
+        self._file = file
+        self._force_terminal = force_terminal
+        self.no_color = no_color or "NO_COLOR" in os.environ
+
+    @property
+    def file(self) -> IO[str]:
+        # Looked up at each write, so a console made at import time follows later redirections.
+        return self._file if self._file is not None else sys.stdout
+
+    @property
+    def is_tty(self) -> bool:
+        if self._force_terminal is not None:
+            return self._force_terminal
+        isatty = getattr(self.file, "isatty", None)
+        return bool(isatty and isatty())
+
+    @property
+    def use_rich(self) -> bool:
+        return RICH_AVAILABLE and self.is_tty and not self.no_color
+
+    def _rich(self) -> Any:
+        from rich.console import Console as RichConsole
+
+        return RichConsole(file=self.file, force_terminal=self._force_terminal, no_color=self.no_color)
+
+    @staticmethod
+    def escape(text: str) -> str:
+        """``text`` with rich markup neutralised (unchanged when rich is missing)."""
+        if not RICH_AVAILABLE:
+            return text
+        from rich.markup import escape
+
+        return escape(text)
+
+    def format_styled(self, text: str, style: str | None) -> str:
+        """``text`` wrapped in ANSI codes for ``style`` on a colour terminal, else unchanged."""
+        if not style or self.no_color or not self.is_tty:
+            return text
+        codes = [_ANSI[word] for word in style.split() if word in _ANSI]
+        return f"\033[{';'.join(codes)}m{text}\033[0m" if codes else text
+
+    def print(
+        self,
+        *args: Any,
+        style: str | None = None,
+        end: str = "\n",
+        sep: str = " ",
+        file: IO[str] | None = None,
+        flush: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        """Like the builtin ``print`` (``sep``, ``end``, ``file``, ``flush``), plus a rich ``style``.
+
+        Other keywords are rich's (``markup``, ``highlight``, ``justify``, ...); plain output has no
+        use for them and ignores them.
+        """
+        if file is not None and file is not self.file:
+            other = Console(file=file, force_terminal=self._force_terminal, no_color=self.no_color)
+            other.print(*args, style=style, end=end, sep=sep, flush=flush, **kwargs)
+            return
+        if self.use_rich:
+            self._rich().print(*args, style=style, end=end, sep=sep, **kwargs)
+        else:
+            text = sep.join(str(arg) for arg in args)
+            print(self.format_styled(text, style), end=end, file=self.file)
+        if flush:
+            self.file.flush()
+
+    def print_error(self, message: str) -> None:
+        """``message`` (shown literally) on stderr, bold red where colours are available."""
+        stderr = Console(file=sys.stderr, force_terminal=self._force_terminal, no_color=self.no_color)
+        stderr.print(stderr.escape(message) if stderr.use_rich else message, style="bold red")
+
+    def separator(self, title: str = "", width: int = 60) -> None:
+        line = f" {title} ".center(width, "─") if title else "─" * width
+        self.print(line, style="dim")
+
+    def panel(
+        self, title: str, content: str, *, style: str = "blue", padding: tuple[int, int] = (0, 1)
+    ) -> None:
+        """``content`` in a titled box (escaped: shown literally)."""
+        if self.use_rich:
+            from rich.panel import Panel
+
+            box = Panel(self.escape(content), title=self.escape(title), border_style=style, padding=padding,
+                        expand=False)  # fmt: skip
+            self._rich().print(box)
+            return
+        lines = content.splitlines() or [""]
+        pad = " " * padding[1]
+        width = max(len(title) + 2, *(len(line) for line in lines)) + 2 * padding[1]
+        self.print(f"┌{f' {title} '.center(width, '─')}┐", style=style)
+        for line in lines:
+            self.print(f"│{pad}{line.ljust(width - 2 * padding[1])}{pad}│")
+        self.print(f"└{'─' * width}┘", style=style)
+
+    def table(
+        self, rows: Sequence[Sequence[Any]], *, title: str | None = None, headers: Sequence[str] | None = None
+    ) -> None:
+        """Rows of cells as aligned columns (escaped: shown literally)."""
+        cells = [[str(cell) for cell in row] for row in rows]
+        if self.use_rich:
+            from rich.table import Table
+
+            table = Table(title=self.escape(title) if title else None, show_header=headers is not None)
+            for header in headers or [""] * max((len(r) for r in cells), default=0):
+                table.add_column(self.escape(header))
+            for row in cells:
+                table.add_row(*(self.escape(cell) for cell in row))
+            self._rich().print(table)
+            return
+        everything = ([list(headers)] if headers else []) + cells
+        widths = [
+            max(len(row[i]) for row in everything if i < len(row)) for i in range(max(map(len, everything)))
+        ]
+        if title:
+            self.print(title, style="bold")
+        for index, row in enumerate(everything):
+            self.print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+            if headers and index == 0:
+                self.print("  ".join("-" * w for w in widths))
+
+    def input(self, prompt: str = "", style: str | None = None) -> str:
+        return input(self.format_styled(prompt, style))
+
+    def run_rich(self, render_fn: Callable[[Any], None]) -> bool:
+        """Call ``render_fn(rich_console)`` when rich output is in use; returns whether it ran."""
+        if not self.use_rich:
+            return False
+        render_fn(self._rich())
+        return True
+
+
+console = Console()
+
+
+def error(message: object) -> None:
+    """The one ``Error: <message>`` line a failed command prints, on stderr."""
+    console.print_error(f"Error: {message}")
+
+
+def rich_console(*, stderr: bool = False) -> Any:
+    """A rich console on stdout (or stderr), for the reports drawn as rich tables."""
+    from rich.console import Console as RichConsole
+
+    return RichConsole(stderr=stderr)
+
+
+def wants_progress(requested: bool | None, total: int, stream: IO[str] | None = None) -> bool:
+    """``requested`` if given, else: ``stream`` (default stderr) is a terminal and there is more than one step."""
+    if requested is not None:
+        return requested
+    return total > 1 and (stream or sys.stderr).isatty()
+
+
+@contextmanager
+def progress_bar(
+    total: int, description: str, *, enabled: bool, stderr: bool = True
+) -> Iterator[Callable[[], None]]:
+    """Yield an ``advance()`` callable; with ``enabled`` it moves a transient rich progress bar."""
+    if not enabled:
+        yield lambda: None
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=rich_console(stderr=stderr), transient=True) as progress:
+        task = progress.add_task(description, total=total)
+        yield lambda: progress.advance(task)
