@@ -28,11 +28,11 @@ FIXTURE = Path(__file__).parent / "data" / "signatures_0_2.json"
 # 0.2 modules that this package does not provide yet. Each prefix names the issue that builds it;
 # that issue's work removes its line here.
 NOT_BUILT = {
-    "osmosis_ai.auth": "auth commands and credentials (login/logout/whoami issue)",
-    "osmosis_ai.rollout.mcp": "MCP tools loading (MCP issue)",
-    "osmosis_ai.rollout.eval": "osmosis test / osmosis eval (test/eval issue)",
-    "osmosis_ai.cli_commands": "CLI test/eval/login commands (test/eval and auth issues)",
-    "osmosis_ai.cli_services": "CLI test/eval/login commands (test/eval and auth issues)",
+    "osmosis_ai.auth": "issue 9: platform login and credentials",
+    "osmosis_ai.rollout.mcp": "issue 11: MCP tools",
+    "osmosis_ai.rollout.eval": "issue 10: osmosis test / osmosis eval",
+    "osmosis_ai.cli_commands": "issues 9 and 10: test, eval and login commands",
+    "osmosis_ai.cli_services": "issues 9 and 10: test, eval and login commands",
 }
 
 # Known differences that another branch fixes; the lead deletes each line after merging it.
@@ -40,7 +40,6 @@ _APP_STATE = (
     "server/state.py: AppState bookkeeping keyed by rollout id (restore or list in docs/compatibility.md)"
 )
 EXPECTED_FIX = {
-    "osmosis_ai.rollout.cli_utils:load_agent_loop": "apps slice",
     "osmosis_ai.rollout.server.state:AppState.clear_init_record": _APP_STATE,
     "osmosis_ai.rollout.server.state:AppState.get_or_create_init_future": _APP_STATE,
     "osmosis_ai.rollout.server.state:AppState.is_duplicate": _APP_STATE,
