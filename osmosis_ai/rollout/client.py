@@ -4,7 +4,7 @@ Two calls per rollout kind: ``chat_completions`` (``POST {server_url}/v1/chat/co
 rollout) and ``complete_rollout`` (``POST {server_url}/v1/rollout/completed``, once). Both go through
 ``_exchange``, the single place that talks HTTP, with one status policy:
 
-* any 2xx is success (0.2 accepted only 200);
+* any 2xx is success;
 * the retryable statuses of :mod:`osmosis_ai._http` (408, 425, 429, 5xx), timeouts and connection
   failures are retried, up to ``max_retries`` (chat) or ``complete_rollout_retries`` (completed) extra
   attempts, with that module's :class:`~osmosis_ai._http.RetryPolicy`: an exponential back-off
@@ -259,7 +259,7 @@ class OsmosisLLMClient:
         """
         model = kwargs.pop("model", "default") if kwargs else "default"
         if kwargs:
-            if "rollout_id" in kwargs:  # as in 0.2: the client is bound to its rollout
+            if "rollout_id" in kwargs:  # the client is bound to its rollout
                 raise TypeError("chat_completions() got multiple values for argument 'rollout_id'")
             _warn_dropped_kwargs(kwargs)
         # Encoded at once and not kept: a call waiting for a pool slot holds only the bytes.

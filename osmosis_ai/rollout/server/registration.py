@@ -102,7 +102,7 @@ async def aget_public_ip() -> str:
 
 
 def is_wildcard_host(host: str | None) -> bool:
-    """``0.0.0.0``, ``::`` and the empty host listen everywhere (0.2 only knew ``0.0.0.0``, D19)."""
+    """``0.0.0.0``, ``::`` and the empty host listen everywhere."""
     return (host or "").strip() in WILDCARD_HOSTS
 
 
@@ -113,8 +113,8 @@ def _public_host_override() -> str | None:
 def get_report_host(host: str) -> str:
     """The address to give the Platform for a server bound to ``host``.
 
-    Wildcard binds report ``OSMOSIS_PUBLIC_HOST`` when set (0.2's docs promised it; the code ignored
-    it), else the detected public IP; any other host is reported unchanged.
+    Wildcard binds report ``OSMOSIS_PUBLIC_HOST`` when set, else the detected public IP; any other
+    host is reported unchanged.
     """
     if not is_wildcard_host(host):
         return host
@@ -140,7 +140,7 @@ def _parse_response(data: Any) -> RegistrationResult:
     status = str(data.get("status") or "unknown")
     server_id = data.get("id")
     health = data.get("health_check_result")
-    health = health if isinstance(health, dict) else {}  # 0.2 crashed on null here (D19)
+    health = health if isinstance(health, dict) else {}  # the Platform may send null
     server_id = str(server_id) if server_id is not None else None
     if status == "healthy":
         info = health.get("server_info")
