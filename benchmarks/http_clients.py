@@ -5,7 +5,7 @@ Run: ``.venv/bin/python -m benchmarks.http_clients [--requests N] [--rounds N] [
 A local aiohttp server (a separate process, so it does not share the client's core) answers every
 POST with a TrainGate-sized chat completion. Each client posts a chat-completions-sized JSON body and
 parses the JSON reply, at concurrency 50 and 200, through one shared pool sized to the concurrency,
-the way ``osmosis_ai.rollout._transport`` uses it. One table, both libraries, same run; the last
+the way ``osmosis_ai._http`` pools them. One table, both libraries, same run; the last
 column is ``OsmosisLLMClient.chat_completions`` itself (aiohttp underneath), to show its own overhead.
 """
 
@@ -123,7 +123,7 @@ async def bench_httpx(url: str, total: int, concurrency: int) -> float:
 
 async def bench_osmosis_client(url: str, total: int, concurrency: int) -> float:
     """The full client path: body building, encoding, retry policy and parsing over the shared pool."""
-    from osmosis_ai.rollout._transport import aclose_shared_transport
+    from osmosis_ai._http import aclose_shared_transport
     from osmosis_ai.rollout.client import OsmosisLLMClient
     from osmosis_ai.rollout.config import RolloutClientSettings
 

@@ -4,11 +4,12 @@ Two calls per rollout kind: ``chat_completions`` (``POST {server_url}/v1/chat/co
 rollout) and ``complete_rollout`` (``POST {server_url}/v1/rollout/completed``, once). Both go through
 ``_exchange``, the single place that talks HTTP, with one status policy:
 
-* any 2xx is success (0.2 accepted only 200);
-* 408, 429 and 5xx, timeouts and connection failures are retried, up to ``max_retries`` (chat) or
-  ``complete_rollout_retries`` (completed) extra attempts; the wait is the ``Retry-After`` header when
-  the answer carries one (capped by ``retry_max_delay``), else an exponential backoff
-  ``min(retry_base_delay * 2**k, retry_max_delay)`` with jitter (a uniform draw from its upper half);
+* any 2xx is success;
+* the retryable statuses of :mod:`osmosis_ai._http` (408, 425, 429, 5xx), timeouts and connection
+  failures are retried, up to ``max_retries`` (chat) or ``complete_rollout_retries`` (completed) extra
+  attempts, with that module's :class:`~osmosis_ai._http.RetryPolicy`: an exponential back-off
+  ``min(retry_base_delay * 2**k, retry_max_delay)`` with jitter, or the answer's ``Retry-After`` when
+  that is longer (capped by ``retry_max_delay``);
 * any other 4xx raises ``OsmosisValidationError`` at once; 1xx/3xx raise it as an unexpected status;
 * a 2xx chat answer that is not a usable completion (not JSON, no ``choices[0].message``) raises
   ``OsmosisServerError`` without retrying, because TrainGate may already have recorded the generation.
@@ -17,23 +18,28 @@ Each logical chat call carries an ``Idempotency-Key`` header that stays the same
 so TrainGate can recognise a retried generation. The request body is exactly the ``CompletionsRequest``
 shape; keyword arguments it has no field for are dropped, with one warning per argument name.
 
-Construction is cheap (no I/O): connections come from the process-wide pool in ``_transport``.
+Construction is cheap (no I/O): connections come from the event loop's shared pool in ``_http``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import random
 import secrets
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from osmosis_ai._retry_after import parse_retry_after
-from osmosis_ai.rollout._transport import Transport, TransportResponse, get_shared_transport
+from osmosis_ai._http import (
+    NoAnswer,
+    RetryPolicy,
+    Transport,
+    get_shared_transport,
+    is_retryable_status,
+    parse_retry_after,
+)
+from osmosis_ai._http import Response as TransportResponse
 from osmosis_ai.rollout.config.settings import RolloutClientSettings, get_settings
 from osmosis_ai.rollout.core.exceptions import (
     OsmosisRolloutError,
@@ -56,7 +62,6 @@ logger = logging.getLogger(__name__)
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETED_PATH = "/v1/rollout/completed"
-_RETRY_STATUSES = frozenset({408, 429})
 _ERROR_TEXT_LIMIT = 1000
 _TOOL_KWARGS = frozenset({"tools", "tool_choice", "functions", "function_call", "parallel_tool_calls"})
 _MAX_WARNED_KWARGS = 256
@@ -254,7 +259,7 @@ class OsmosisLLMClient:
         """
         model = kwargs.pop("model", "default") if kwargs else "default"
         if kwargs:
-            if "rollout_id" in kwargs:  # as in 0.2: the client is bound to its rollout
+            if "rollout_id" in kwargs:  # the client is bound to its rollout
                 raise TypeError("chat_completions() got multiple values for argument 'rollout_id'")
             _warn_dropped_kwargs(kwargs)
         # Encoded at once and not kept: a call waiting for a pool slot holds only the bytes.
@@ -411,62 +416,55 @@ class OsmosisLLMClient:
         """POST with the retry policy of the module docstring; returns a 2xx answer and its duration."""
         settings = self.settings
         transport = self._transport or get_shared_transport(settings.max_connections)
-        retries = max(retries, 0)
+        policy = RetryPolicy(
+            max_attempts=max(retries, 0) + 1,
+            base_delay=settings.retry_base_delay,
+            max_delay=settings.retry_max_delay,
+            max_retry_after=settings.retry_max_delay,
+        )
         attempt = 0
         while True:
+            attempt += 1
             started = time.perf_counter()
-            retry_after: str | None = None
+            retry_after: float | None = None
             try:
                 response = await transport.post(
                     url, body, headers, self.timeout_seconds, settings.connect_timeout_seconds
                 )
-            except (OsmosisTimeoutError, OsmosisTransportError) as exc:
-                error: OsmosisRolloutError = exc
+            except NoAnswer as exc:
+                error: OsmosisRolloutError = (
+                    OsmosisTimeoutError(str(exc)) if exc.timed_out else OsmosisTransportError(str(exc))
+                )
+                error.__cause__ = exc
             else:
                 if 200 <= response.status < 300:
                     return response, time.perf_counter() - started
                 error = self._retryable_error(url, response)
-                retry_after = response.retry_after
-            if attempt >= retries:
+                retry_after = parse_retry_after(response.retry_after)
+            if not policy.should_retry(attempt):
                 logger.error(
-                    "Rollout %s: POST %s failed after %d attempts: %s",
-                    self.rollout_id,
-                    url,
-                    attempt + 1,
-                    error,
+                    "Rollout %s: POST %s failed after %d attempts: %s", self.rollout_id, url, attempt, error
                 )
                 raise error
-            delay = self._retry_delay(attempt, retry_after)
+            delay = policy.delay(attempt, retry_after)
             logger.warning(
                 "Rollout %s: attempt %d/%d of POST %s failed (%s); retrying in %.2fs",
                 self.rollout_id,
-                attempt + 1,
-                retries + 1,
+                attempt,
+                policy.max_attempts,
                 url,
                 error,
                 delay,
             )
-            await asyncio.sleep(delay)
-            attempt += 1
+            await policy.sleep(delay)
 
     def _retryable_error(self, url: str, response: TransportResponse) -> OsmosisRolloutError:
         """The error to retry for a non-2xx answer; raises at once when the status is not retryable."""
         status = response.status
         text = f"TrainGate answered {status} to POST {url}: {_error_text(response)}"
-        if status >= 500:
-            return OsmosisServerError(text, status)
-        if status in _RETRY_STATUSES:
-            return OsmosisValidationError(text, status)
+        if is_retryable_status(status):
+            return OsmosisServerError(text, status) if status >= 500 else OsmosisValidationError(text, status)
         if 400 <= status < 500:
             logger.error("Rollout %s: TrainGate rejected POST %s with %d", self.rollout_id, url, status)
             raise OsmosisValidationError(text, status)
         raise OsmosisValidationError(f"Unexpected status code {status}", status)
-
-    def _retry_delay(self, attempt: int, retry_after: str | None) -> float:
-        cap = self.settings.retry_max_delay
-        if retry_after is not None:
-            seconds = parse_retry_after(retry_after)
-            if seconds is not None:
-                return min(seconds, cap)
-        delay = min(self.settings.retry_base_delay * (2**attempt), cap)
-        return random.uniform(delay / 2, delay)

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     import pytest
     from fastapi import FastAPI
 
-    from osmosis_ai.rollout._transport import Transport, TransportResponse
+    from osmosis_ai._http import Response as TransportResponse
+    from osmosis_ai._http import Transport
 
 __all__ = [
     "RolloutCompletionTracker",
@@ -193,15 +194,15 @@ class _MockTrainerTransport:
 
     def _fallback_transport(self) -> Transport:
         if self._fallback is None:
-            from osmosis_ai.rollout._transport import AiohttpTransport
+            from osmosis_ai._http import Pool
 
-            self._fallback = AiohttpTransport()
+            self._fallback = Pool()
         return self._fallback
 
     async def post(
         self, url: str, body: bytes, headers: Mapping[str, str], timeout: float, connect_timeout: float
     ) -> TransportResponse:
-        from osmosis_ai.rollout._transport import TransportResponse
+        from osmosis_ai._http import Response as TransportResponse
 
         path = urlsplit(url).path
         target = next((p for p in CALLBACK_PATHS if path.endswith(p)), None)
@@ -221,7 +222,7 @@ def patch_httpx_for_mock_trainer(client: Any, monkeypatch: pytest.MonkeyPatch) -
 
     Undone automatically when the test ends (``monkeypatch``).
     """
-    from osmosis_ai.rollout import _transport
+    from osmosis_ai import _http
 
     app = getattr(client, "app", client)
-    monkeypatch.setattr(_transport, "_override", _MockTrainerTransport(app, _transport._override))
+    monkeypatch.setattr(_http, "_override", _MockTrainerTransport(app, _http._override))

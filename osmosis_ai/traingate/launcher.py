@@ -1,8 +1,11 @@
-"""Starting rollouts: ``POST /v1/rollout/init`` to a rollout server through one shared HTTP client.
+"""Starting rollouts: ``POST /v1/rollout/init`` to a rollout server through the SDK's shared HTTP pool.
 
 Outcomes the caller must tell apart are typed: :class:`InitRejected` (the server answered, but not
 with 200/202 — status and body kept for the report) and :class:`ServerUnreachable` (no answer at
-all). Both are infrastructure failures, not agent errors.
+all). Both are infrastructure failures, not agent errors. A retryable answer (a full queue's 429, a
+draining server's 503...) or no answer is asked again under the seam's
+:class:`~osmosis_ai._http.RetryPolicy`, honouring ``Retry-After``; that is safe because the init
+carries the rollout id as its idempotency key.
 """
 
 from __future__ import annotations
@@ -11,8 +14,14 @@ import json
 import logging
 from typing import Any
 
-import aiohttp
-
+from osmosis_ai._http import (
+    NoAnswer,
+    Response,
+    RetryPolicy,
+    is_retryable_status,
+    parse_retry_after,
+    shared_pool,
+)
 from osmosis_ai.rollout.core.schemas import InitResponse, RolloutRequest
 from osmosis_ai.traingate.errors import TrainGateError
 from osmosis_ai.traingate.session import RolloutSession
@@ -36,8 +45,15 @@ class ServerUnreachable(TrainGateError):
     """The rollout server could not be reached at all."""
 
 
+DEFAULT_RETRY = RetryPolicy(max_attempts=3, base_delay=0.5, max_delay=5.0, max_retry_after=30.0)
+
+
 class RolloutLauncher:
-    """Sends init requests to one rollout server; use as an async context manager (one pool per run)."""
+    """Sends init requests to one rollout server (an async context manager, kept for its callers).
+
+    Connections come from the event loop's shared pool of ``max_connections``; ``retry`` says how
+    often a retryable answer or a missing answer is asked again.
+    """
 
     def __init__(
         self,
@@ -47,22 +63,22 @@ class RolloutLauncher:
         connect_timeout: float = 10.0,
         request_timeout: float = 60.0,
         max_connections: int = 100,
+        retry: RetryPolicy = DEFAULT_RETRY,
     ) -> None:
         self.server_url = server_url.rstrip("/")
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._timeout = aiohttp.ClientTimeout(total=request_timeout, connect=connect_timeout)
+        self._headers = {"Content-Type": "application/json"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._connect_timeout = connect_timeout
+        self._request_timeout = request_timeout
         self._max_connections = max_connections
-        self._http: aiohttp.ClientSession | None = None
+        self.retry = retry
 
     async def __aenter__(self) -> RolloutLauncher:
-        connector = aiohttp.TCPConnector(limit=self._max_connections)
-        self._http = aiohttp.ClientSession(connector=connector, timeout=self._timeout, headers=self._headers)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        if self._http is not None:
-            await self._http.close()
-            self._http = None
+        """Nothing to release: the shared pool closes with its event loop."""
 
     def build_request(
         self,
@@ -87,24 +103,43 @@ class RolloutLauncher:
 
     async def init(self, request: RolloutRequest) -> InitResponse:
         """POST the init; return the server's InitResponse or raise InitRejected/ServerUnreachable."""
-        if self._http is None:
-            raise RuntimeError("RolloutLauncher used outside 'async with'")
         url = f"{self.server_url}/v1/rollout/init"
-        body = request.model_dump(mode="json", exclude_none=True)
-        try:
-            async with self._http.post(url, json=body) as response:
-                text = await response.text()
-                status = response.status
-        except (aiohttp.ClientConnectionError, TimeoutError) as exc:
-            raise ServerUnreachable(
-                f"cannot reach the rollout server at {self.server_url} (is it running?): "
-                f"{type(exc).__name__}: {exc or 'no answer'}"
-            ) from exc
-        except aiohttp.ClientError as exc:
-            raise ServerUnreachable(f"init to {url} failed: {type(exc).__name__}: {exc}") from exc
-        if status not in (200, 202):
-            raise InitRejected(url, status, text)
+        body = request.model_dump_json(exclude_none=True).encode()
+        response = await self._post(url, body)
+        text = response.body.decode("utf-8", "replace")
+        if response.status not in (200, 202):
+            raise InitRejected(url, response.status, text)
         try:
             return InitResponse.model_validate(json.loads(text))
         except ValueError as exc:
-            raise InitRejected(url, status, f"unreadable init response ({exc}): {text}") from exc
+            raise InitRejected(url, response.status, f"unreadable init response ({exc}): {text}") from exc
+
+    async def _post(self, url: str, body: bytes) -> Response:
+        pool = shared_pool(self._max_connections)
+        attempt = 0
+        while True:
+            attempt += 1
+            retry_after = None
+            try:
+                response = await pool.request(
+                    "POST",
+                    url,
+                    body=body,
+                    headers=self._headers,
+                    timeout=self._request_timeout,
+                    connect_timeout=self._connect_timeout,
+                )
+            except NoAnswer as exc:
+                if not self.retry.should_retry(attempt):
+                    raise ServerUnreachable(
+                        f"cannot reach the rollout server at {self.server_url} (is it running?): {exc}"
+                    ) from exc
+                reason = str(exc)
+            else:
+                if not is_retryable_status(response.status) or not self.retry.should_retry(attempt):
+                    return response
+                retry_after = parse_retry_after(response.retry_after)
+                reason = f"HTTP {response.status}"
+            delay = self.retry.delay(attempt, retry_after)
+            logger.info("init %s attempt %d failed (%s); retrying in %.2fs", url, attempt, reason, delay)
+            await self.retry.sleep(delay)

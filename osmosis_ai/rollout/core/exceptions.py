@@ -3,7 +3,7 @@
 * OsmosisRolloutError (osmosis_ai.errors.OsmosisError)
   + OsmosisTransportError          the request never got an HTTP answer (connection refused/reset); retried
   + OsmosisServerError             5xx, or a 2xx body that is not a usable answer; ``.status_code``
-  + OsmosisValidationError         4xx or an unexpected status; not retried (408/429 are, first); ``.status_code``
+  + OsmosisValidationError         4xx or an unexpected status; not retried (408/425/429 are, first); ``.status_code``
   + OsmosisTimeoutError            no answer within the timeout; retried
   + AgentLoopNotFoundError         registry lookup failed; ``.name``, ``.available``
   + AgentLoopDefinitionError (TypeError)   a concrete agent loop class lacks a proper ``name``

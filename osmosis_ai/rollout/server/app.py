@@ -162,7 +162,7 @@ class LifecycleManager:
 
 async def _close_shared_transport() -> None:
     try:
-        from osmosis_ai.rollout._transport import aclose_shared_transport
+        from osmosis_ai._http import aclose_shared_transport
     except ImportError:  # pragma: no cover - the client module is part of the package
         return
     await aclose_shared_transport()

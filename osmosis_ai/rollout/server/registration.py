@@ -3,8 +3,9 @@
 Once the server answers its own ``/health``, it POSTs ``{host, port, agent_loop_name, api_key}`` to
 ``{OSMOSIS_PLATFORM_URL}/api/cli/rollout-server/register`` with the user's Platform access token; the
 Platform then health-checks ``/platform/health`` with the server key. Everything here is async and
-cancellable, so shutdown never waits for it (0.2 defect D28). The public IP (needed when binding a
-wildcard address) is detected at most once per process, in a daemon thread (D14, D20).
+cancellable, so shutdown never waits for it. The public IP (needed when binding a wildcard address)
+is detected at most once per process. Requests go through the SDK's shared HTTP pool
+(:mod:`osmosis_ai._http`).
 
 Credentials: any object with an ``access_token`` attribute (``osmosis_ai.auth``'s
 ``WorkspaceCredentials`` once login is available, or :class:`PlatformCredentials`).
@@ -16,13 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import logging
 import os
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from osmosis_ai import _http
 from osmosis_ai.consts import PACKAGE_VERSION
 
 if TYPE_CHECKING:
@@ -94,32 +96,14 @@ def get_public_ip() -> str:
 
 
 async def aget_public_ip() -> str:
-    """:func:`get_public_ip` from async code, in a daemon thread: neither the loop nor exit waits for it."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[str] = loop.create_future()
+    """:func:`get_public_ip` from async code, on the running loop (cancellable; the loop never blocks)."""
+    from osmosis_ai.rollout.network import adetect_public_ip
 
-    def settle(value: str | None, exc: BaseException | None) -> None:
-        if future.done():
-            return
-        if exc is not None:
-            future.set_exception(exc)
-        else:
-            future.set_result(value or "")
-
-    def work() -> None:
-        try:
-            ip = get_public_ip()
-        except BaseException as exc:
-            loop.call_soon_threadsafe(settle, None, exc)
-        else:
-            loop.call_soon_threadsafe(settle, ip, None)
-
-    threading.Thread(target=work, name="osmosis-public-ip", daemon=True).start()
-    return await future
+    return await adetect_public_ip()
 
 
 def is_wildcard_host(host: str | None) -> bool:
-    """``0.0.0.0``, ``::`` and the empty host listen everywhere (0.2 only knew ``0.0.0.0``, D19)."""
+    """``0.0.0.0``, ``::`` and the empty host listen everywhere."""
     return (host or "").strip() in WILDCARD_HOSTS
 
 
@@ -130,8 +114,8 @@ def _public_host_override() -> str | None:
 def get_report_host(host: str) -> str:
     """The address to give the Platform for a server bound to ``host``.
 
-    Wildcard binds report ``OSMOSIS_PUBLIC_HOST`` when set (0.2's docs promised it; the code ignored
-    it), else the detected public IP; any other host is reported unchanged.
+    Wildcard binds report ``OSMOSIS_PUBLIC_HOST`` when set, else the detected public IP; any other
+    host is reported unchanged.
     """
     if not is_wildcard_host(host):
         return host
@@ -157,7 +141,7 @@ def _parse_response(data: Any) -> RegistrationResult:
     status = str(data.get("status") or "unknown")
     server_id = data.get("id")
     health = data.get("health_check_result")
-    health = health if isinstance(health, dict) else {}  # 0.2 crashed on null here (D19)
+    health = health if isinstance(health, dict) else {}  # the Platform may send null
     server_id = str(server_id) if server_id is not None else None
     if status == "healthy":
         info = health.get("server_info")
@@ -173,8 +157,6 @@ async def aregister_with_platform(
     host: str, port: int, agent_loop_name: str, credentials: Any, api_key: str | None = None
 ) -> RegistrationResult:
     """POST the registration record; every failure becomes ``success=False`` with a readable error."""
-    import httpx
-
     try:
         report_host = await _report_host(host)
     except Exception as exc:
@@ -193,28 +175,29 @@ async def aregister_with_platform(
         )
     headers = {
         "Authorization": f"Bearer {token}",
+        "Content-Type": "application/json",
         "User-Agent": f"osmosis-cli/{PACKAGE_VERSION}",
     }
     url = platform_url() + REGISTER_PATH
     try:
-        async with httpx.AsyncClient(timeout=REGISTER_TIMEOUT_SECONDS) as client:
-            response = await client.post(url, json=body, headers=headers)
-    except httpx.HTTPError as exc:
-        return RegistrationResult(False, status="error", error=f"cannot reach the Platform at {url}: {exc!r}")
-    if response.status_code == 401:
+        response = await _http.shared_pool().request(
+            "POST", url, body=json.dumps(body).encode(), headers=headers, timeout=REGISTER_TIMEOUT_SECONDS
+        )
+    except _http.NoAnswer as exc:
+        return RegistrationResult(False, status="error", error=f"cannot reach the Platform at {url}: {exc}")
+    if response.status == 401:
         return RegistrationResult(
             False,
             status="error",
             error="your Platform session expired or is invalid; run 'osmosis login' again",
         )
-    if not response.is_success:
+    text = response.body.decode("utf-8", "replace")
+    if not 200 <= response.status < 300:
         return RegistrationResult(
-            False,
-            status="error",
-            error=f"the Platform answered HTTP {response.status_code}: {response.text[:200]}",
+            False, status="error", error=f"the Platform answered HTTP {response.status}: {text[:200]}"
         )
     try:
-        data = response.json()
+        data = json.loads(text)
     except ValueError:
         return RegistrationResult(
             False, status="error", error="the Platform answered with a body that is not JSON"
@@ -225,8 +208,8 @@ async def aregister_with_platform(
 def register_with_platform(
     host: str, port: int, agent_loop_name: str, credentials: Any, api_key: str | None = None
 ) -> RegistrationResult:
-    """Synchronous form of :func:`aregister_with_platform` (for scripts; not from a running loop)."""
-    return asyncio.run(aregister_with_platform(host, port, agent_loop_name, credentials, api_key))
+    """Synchronous form of :func:`aregister_with_platform` (blocks; callable from any thread)."""
+    return _http.run_sync(lambda: aregister_with_platform(host, port, agent_loop_name, credentials, api_key))
 
 
 def print_registration_result(
@@ -249,19 +232,17 @@ def _probe_host(host: str) -> str:
 
 
 async def _wait_until_ready(host: str, port: int, settings: RolloutServerSettings) -> bool:
-    import httpx
-
     url = f"http://{_probe_host(host)}:{port}/health"
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.registration_readiness_timeout_seconds
-    async with httpx.AsyncClient(timeout=1.0) as client:
-        while loop.time() < deadline:
-            try:
-                if (await client.get(url)).status_code == 200:
-                    return True
-            except httpx.HTTPError as exc:
-                logger.debug("readiness probe %s: %r", url, exc)
-            await asyncio.sleep(settings.registration_readiness_poll_interval_seconds)
+    pool = _http.shared_pool()
+    while loop.time() < deadline:
+        try:
+            if (await pool.request("GET", url, timeout=1.0)).status == 200:
+                return True
+        except _http.NoAnswer as exc:
+            logger.debug("readiness probe %s: %s", url, exc)
+        await asyncio.sleep(settings.registration_readiness_poll_interval_seconds)
     return False
 
 

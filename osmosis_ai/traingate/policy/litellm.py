@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from osmosis_ai._http import is_retryable_status
 from osmosis_ai._litellm import aimport_litellm, import_litellm
 from osmosis_ai.traingate.errors import PolicyError
 from osmosis_ai.traingate.policy.base import Generation, Message, Policy
@@ -119,7 +120,7 @@ class LiteLLMPolicy(Policy):
         except Exception as exc:
             detail = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
             status = getattr(exc, "status_code", None)
-            retryable = not isinstance(status, int) or status in (408, 409, 429) or status >= 500
+            retryable = not isinstance(status, int) or is_retryable_status(status)
             raise PolicyError(
                 f"the policy backend {self.model!r} failed: {detail}", retryable=retryable
             ) from exc

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from osmosis_ai.rollout._transport import aclose_shared_transport
+from osmosis_ai._http import aclose_shared_transport
 from osmosis_ai.rollout.client import CompletionsResult, OsmosisLLMClient
 from osmosis_ai.rollout.config import RolloutClientSettings
 from osmosis_ai.rollout.core.exceptions import (

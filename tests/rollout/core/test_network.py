@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -14,7 +15,9 @@ from osmosis_ai.rollout import network
 from osmosis_ai.rollout.core.exceptions import OsmosisRolloutError
 from osmosis_ai.rollout.network import (
     PublicIPDetectionError,
+    adetect_public_ip,
     detect_from_cloud_metadata,
+    detect_from_external_services,
     detect_public_ip,
     is_private_ip,
     is_valid_hostname_or_ip,
@@ -204,3 +207,35 @@ def test_failure_is_bounded_in_time_and_explained(
     assert time.monotonic() - started < 0.9
     assert isinstance(exc.value, OsmosisRolloutError)
     assert network._cached_ip is None
+
+
+def _dead_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed when the block ends: nothing listens there
+    for name in ("NO_PROXY", "no_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+
+
+def test_metadata_services_are_asked_without_the_environment_proxy(
+    services: FakeServices, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _dead_proxy(monkeypatch)
+    services.routes[GCP_IP] = Route(body="203.0.113.7")
+    assert detect_from_cloud_metadata() == "203.0.113.7"
+
+
+def test_echo_services_are_asked_through_the_environment_proxy(
+    services: FakeServices, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _dead_proxy(monkeypatch)
+    services.routes["/echo1"] = Route(body="198.51.100.4")
+    assert detect_from_external_services() is None  # the proxy does not answer
+    assert not any(path == "/echo1" for _, path, _ in services.seen)
+
+
+async def test_detection_from_async_code_runs_on_the_callers_loop(services: FakeServices) -> None:
+    services.routes[GCP_IP] = Route(body="203.0.113.7")
+    assert await adetect_public_ip() == "203.0.113.7"
+    assert detect_public_ip() == "203.0.113.7"  # the same cache

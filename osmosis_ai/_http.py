@@ -1,0 +1,358 @@
+"""The one seam for the SDK's own outgoing HTTP: a shared client, one retry policy, one status table.
+
+* :func:`shared_pool` — the aiohttp session of the running event loop, holding at most
+  ``max_connections`` connections (one pool per ``(loop, max_connections)``). Every SDK-own call goes
+  through it: the rollout client's callbacks to TrainGate, TrainGate's inits to a rollout server,
+  Platform registration, public-IP detection. Requests beyond the bound wait in aiohttp's connector
+  queue. ``timeout`` bounds the wait for the server's answer (aiohttp's ``sock_read``), not the time
+  spent queued for a connection, so a burst larger than the pool is not failed (and retried, making
+  it worse) for waiting its turn; ``connect_timeout`` bounds opening a connection. The pool closes
+  itself when its loop shuts down its async generators (``asyncio.run``, uvicorn and pytest-asyncio
+  do), or explicitly with :func:`aclose_shared_transport`.
+* :data:`RETRYABLE_STATUSES` — the answers worth asking again: 408, 425, 429 and every 5xx.
+  No answer at all (refused, reset, timed out) is retryable too: :class:`NoAnswer`.
+* :func:`parse_retry_after` / :func:`retry_after_from` — the server's ``Retry-After`` hint.
+* :class:`RetryPolicy` — attempts, exponential back-off with jitter, and how the hint counts.
+* :func:`run_sync` — an async request from synchronous code, on a private loop in a worker thread.
+
+Requests are sent as given: no redirects followed (unless asked), no proxy from the environment
+(unless passed), JSON encoded by the caller. Errors: an HTTP answer of any status is returned as a
+:class:`Response`; only the absence of an answer raises :class:`NoAnswer`, which callers translate
+into their own domain's error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import threading
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
+
+from osmosis_ai.consts import PACKAGE_VERSION
+
+if TYPE_CHECKING:
+    import aiohttp
+
+USER_AGENT = f"osmosis-ai/{PACKAGE_VERSION}"
+DEFAULT_MAX_CONNECTIONS = 100
+
+T = TypeVar("T")
+
+# -- which answers are worth asking again -------------------------------------------------------------
+
+RETRYABLE_STATUSES = frozenset({408, 425, 429}) | frozenset(range(500, 600))
+"""Request timeout, too early, too many requests, and every server error.
+
+Not 409: TrainGate answers it for a rollout that is already complete, which asking again cannot change.
+"""
+
+
+def is_retryable_status(status: int) -> bool:
+    """Whether an HTTP answer with ``status`` is worth asking again (see :data:`RETRYABLE_STATUSES`)."""
+    return status in RETRYABLE_STATUSES
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` value: delta-seconds (fractions tolerated) or an HTTP date.
+
+    ``None`` when absent or unusable (not a number or date, negative, NaN, infinite); a date in the
+    past means "now" (``0.0``).
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        from email.utils import parsedate_to_datetime
+
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:  # RFC 9110 dates are GMT; a zone-less one means the same
+            from datetime import timezone
+
+            when = when.replace(tzinfo=timezone.utc)
+        return max(when.timestamp() - time.time(), 0.0)
+    if not math.isfinite(seconds) or seconds < 0:
+        return None
+    return seconds
+
+
+def retry_after_from(headers: Any) -> float | None:
+    """The hint in a header mapping: ``retry-after-ms`` (OpenAI-style) first, then ``Retry-After``.
+
+    ``headers`` may be any mapping with ``get`` (case-insensitive ones such as aiohttp's or httpx's,
+    or a plain dict with lower-case keys, as LiteLLM passes them); ``None`` when there is no usable hint.
+    """
+    if not headers:
+        return None
+    milliseconds = parse_retry_after(_header(headers, "retry-after-ms"))
+    if milliseconds is not None:
+        return milliseconds / 1000
+    return parse_retry_after(_header(headers, "retry-after"))
+
+
+def _header(headers: Any, name: str) -> str | None:
+    value = headers.get(name)
+    if value is None and isinstance(headers, dict):
+        value = next((v for k, v in headers.items() if isinstance(k, str) and k.lower() == name), None)
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently to ask again.
+
+    Attributes:
+        max_attempts: requests allowed in all (1 = no retry).
+        base_delay: the back-off after the first failed attempt, in seconds; it doubles per attempt.
+        max_delay: cap on the back-off.
+        max_retry_after: cap on how long a server's ``Retry-After`` can make us wait.
+        jitter: draw each back-off uniformly from its upper half, so clients that failed together do
+            not come back together.
+        sleep: the coroutine used to wait (tests pass one that records instead of waiting).
+    """
+
+    max_attempts: int = 4
+    base_delay: float = 0.5
+    max_delay: float = 20.0
+    max_retry_after: float = 60.0
+    jitter: bool = True
+    sleep: Callable[[float], Awaitable[Any]] = field(default=asyncio.sleep, repr=False, compare=False)
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based).
+
+        The back-off, or the server's ``Retry-After`` (capped by ``max_retry_after``) when that is
+        longer: never sooner than the server asked, never sooner than our own back-off.
+        """
+        ceiling = min(self.max_delay, self.base_delay * 2 ** max(attempt - 1, 0))
+        wait = random.uniform(ceiling / 2, ceiling) if self.jitter else ceiling
+        if retry_after is not None:
+            wait = max(wait, min(retry_after, self.max_retry_after))
+        return wait
+
+    def should_retry(self, attempt: int) -> bool:
+        """Whether another request is allowed after failed attempt number ``attempt`` (1-based)."""
+        return attempt < self.max_attempts
+
+
+# -- the shared client --------------------------------------------------------------------------------
+
+
+class Response(NamedTuple):
+    """An HTTP answer: status, raw body and the ``Retry-After`` header (``None`` if absent)."""
+
+    status: int
+    body: bytes
+    retry_after: str | None
+
+
+class NoAnswer(Exception):
+    """The request got no HTTP answer: connection refused or reset, DNS failure, or a timeout.
+
+    Internal to the SDK: every caller turns it into its own domain's error. ``timed_out`` tells a
+    timeout from the other failures; the message names the underlying exception.
+    """
+
+    def __init__(self, message: str, *, timed_out: bool) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
+class Transport(Protocol):
+    """What the rollout client needs to send a callback (the seam tests replace)."""
+
+    async def post(
+        self, url: str, body: bytes, headers: Mapping[str, str], timeout: float, connect_timeout: float
+    ) -> Response:
+        """POST ``body``; raise :class:`NoAnswer` when nothing answers."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+@lru_cache(maxsize=64)
+def _client_timeout(answer: float, connect: float) -> aiohttp.ClientTimeout:
+    import aiohttp
+
+    return aiohttp.ClientTimeout(total=None, sock_connect=min(connect, answer), sock_read=answer)
+
+
+class Pool:
+    """A bounded aiohttp session, opened on first use inside the running event loop.
+
+    With ``close_with_loop=True`` (the shared pools) the session is also closed when the loop shuts
+    down its async generators, so code that never calls :func:`aclose_shared_transport` does not leak
+    an unclosed session.
+    """
+
+    def __init__(
+        self, max_connections: int = DEFAULT_MAX_CONNECTIONS, *, close_with_loop: bool = False
+    ) -> None:
+        self.max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+        self._close_with_loop = close_with_loop
+        self._closer: AsyncGenerator[None, None] | None = None
+
+    @property
+    def closed(self) -> bool:
+        """Whether no session is open (never used, or closed; the next request opens a new one)."""
+        return self._session is None or self._session.closed
+
+    async def _open(self) -> aiohttp.ClientSession:
+        import aiohttp
+
+        connector = aiohttp.TCPConnector(limit=self.max_connections, limit_per_host=0)
+        self._session = aiohttp.ClientSession(
+            connector=connector, headers={"User-Agent": USER_AGENT}, raise_for_status=False
+        )
+        if self._close_with_loop and self._closer is None:
+            self._closer = self._close_at_loop_shutdown()
+            await self._closer.asend(None)  # parked: the loop's shutdown_asyncgens() resumes it
+        return self._session
+
+    async def _close_at_loop_shutdown(self) -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            await self.aclose()
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        body: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float,
+        connect_timeout: float | None = None,
+        follow_redirects: bool = False,
+        proxy: str | None = None,
+    ) -> Response:
+        """Send one request and read the whole answer; raise :class:`NoAnswer` when there is none.
+
+        ``timeout`` bounds waiting for the answer once the request is on a connection;
+        ``connect_timeout`` (default ``timeout``) bounds opening that connection.
+        """
+        import aiohttp
+
+        session = self._session
+        if session is None or session.closed:
+            session = await self._open()
+        try:
+            async with session.request(
+                method,
+                url,
+                data=body,
+                headers=headers,
+                timeout=_client_timeout(timeout, timeout if connect_timeout is None else connect_timeout),
+                allow_redirects=follow_redirects,
+                proxy=proxy,
+            ) as response:
+                data = await response.read()
+                return Response(response.status, data, response.headers.get("Retry-After"))
+        except asyncio.TimeoutError as exc:
+            raise NoAnswer(
+                f"no answer from {url} within {timeout:g}s ({_describe(exc)})", timed_out=True
+            ) from exc
+        except (aiohttp.ClientError, OSError, ValueError) as exc:
+            raise NoAnswer(_describe(exc), timed_out=False) from exc
+
+    async def post(
+        self, url: str, body: bytes, headers: Mapping[str, str], timeout: float, connect_timeout: float
+    ) -> Response:
+        """POST ``body`` (the :class:`Transport` form of :meth:`request`)."""
+        return await self.request(
+            "POST", url, body=body, headers=headers, timeout=timeout, connect_timeout=connect_timeout
+        )
+
+    async def aclose(self) -> None:
+        """Close the session; idempotent. A later request opens a new one."""
+        session, self._session = self._session, None
+        if session is not None and not session.closed:
+            await session.close()
+
+
+_lock = threading.Lock()
+_pools: dict[tuple[asyncio.AbstractEventLoop, int], Pool] = {}
+_override: Transport | None = None
+
+
+def shared_pool(max_connections: int = DEFAULT_MAX_CONNECTIONS) -> Pool:
+    """The running event loop's pool of ``max_connections`` connections (created on first use)."""
+    key = (asyncio.get_running_loop(), max_connections)
+    pool = _pools.get(key)
+    if pool is not None:
+        return pool
+    with _lock:
+        for stale in [k for k in _pools if k[0].is_closed()]:  # loops that ended without closing
+            del _pools[stale]
+        return _pools.setdefault(key, Pool(max_connections, close_with_loop=True))
+
+
+def set_transport(transport: Transport | None) -> Transport | None:
+    """Route every rollout callback without its own transport through ``transport``; returns the previous.
+
+    ``None`` restores the shared pools. Only the rollout client's callbacks consult it.
+    """
+    global _override
+    with _lock:
+        previous, _override = _override, transport
+    return previous
+
+
+def get_shared_transport(max_connections: int = DEFAULT_MAX_CONNECTIONS) -> Transport:
+    """The transport for rollout callbacks: the override if one is set, else the loop's shared pool."""
+    override = _override
+    return override if override is not None else shared_pool(max_connections)
+
+
+async def aclose_shared_transport() -> None:
+    """Close the shared pools of the running event loop. Idempotent; the override is left alone."""
+    loop = asyncio.get_running_loop()
+    with _lock:
+        mine = [_pools.pop(key) for key in [k for k in _pools if k[0] is loop]]
+    for pool in mine:
+        await pool.aclose()
+
+
+# -- from synchronous code ----------------------------------------------------------------------------
+
+
+def run_sync(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run the coroutine ``make()`` on a private event loop in a worker thread and return its result.
+
+    Works whether or not the calling thread runs an event loop (it is blocked meanwhile); the pools
+    the coroutine used close with the private loop.
+    """
+    outcome: list[Any] = []
+
+    def work() -> None:
+        try:
+            outcome.append((True, asyncio.run(make())))
+        except BaseException as exc:
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=work, name="osmosis-http-sync", daemon=True)
+    thread.start()
+    thread.join()
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    result: T = value
+    return result
