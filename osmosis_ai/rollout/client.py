@@ -32,9 +32,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from osmosis_ai._retry_after import parse_retry_after
 from osmosis_ai.rollout._transport import Transport, TransportResponse, get_shared_transport
 from osmosis_ai.rollout.config.settings import RolloutClientSettings, get_settings
+from osmosis_ai.rollout.core import wire
 from osmosis_ai.rollout.core.exceptions import (
     OsmosisRolloutError,
     OsmosisServerError,
@@ -44,7 +47,6 @@ from osmosis_ai.rollout.core.exceptions import (
     RolloutValueError,
 )
 from osmosis_ai.rollout.core.schemas import (
-    CompletionsRequest,
     MessageDict,
     RolloutMetrics,
     RolloutStatus,
@@ -131,25 +133,15 @@ def _check_completion_fields(final_messages: Any, finish_reason: Any, error_mess
 def _metrics_dict(metrics: Any) -> dict[str, Any]:
     if isinstance(metrics, RolloutMetrics):
         return metrics.model_dump()
-    from pydantic import ValidationError
-
     try:
         return RolloutMetrics.model_validate(metrics).model_dump()
     except ValidationError as exc:
         raise RolloutValueError(f"metrics must be RolloutMetrics or a dict of its fields: {exc}") from exc
 
 
-def _is_number(value: Any) -> bool:
-    return type(value) is float or type(value) is int
-
-
-# One encoder for the process: json.dumps() builds a new encoder per call when given options.
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
 def _encode(payload: dict[str, Any], what: str) -> bytes:
     try:
-        return _ENCODER.encode(payload).encode()
+        return wire.dumps(payload)
     except (TypeError, ValueError) as exc:
         raise RolloutValueError(f"cannot send {what}: the data is not valid JSON ({exc})") from exc
 
@@ -285,35 +277,11 @@ class OsmosisLLMClient:
         stop: list[str] | None,
         logprobs: Any,
     ) -> dict[str, Any]:
-        """The ``CompletionsRequest`` JSON (``exclude_none``); pydantic only validates unusual input."""
-        if (
-            type(model) is str
-            and _is_number(temperature)
-            and _is_number(top_p)
-            and type(max_tokens) is int
-            and type(logprobs) is bool
-            and type(messages) is list
-            and all(type(message) is dict for message in messages)
-        ):
-            payload: dict[str, Any] = {
-                "model": model,
-                "messages": messages,
-                "rollout_id": self.rollout_id,
-                "temperature": float(temperature),
-                "top_p": float(top_p),
-                "max_tokens": max_tokens,
-            }
-            if stop is not None:
-                payload["stop"] = stop
-            payload["logprobs"] = logprobs
-            return payload
-        from pydantic import ValidationError
-
         try:
-            request = CompletionsRequest(
-                model=model,
-                messages=messages,
+            return wire.completions_request(
                 rollout_id=self.rollout_id,
+                messages=messages,
+                model=model,
                 temperature=temperature,
                 top_p=top_p,
                 max_tokens=max_tokens,
@@ -322,7 +290,6 @@ class OsmosisLLMClient:
             )
         except ValidationError as exc:
             raise RolloutValueError(f"cannot send the chat request: {exc}") from exc
-        return request.model_dump(mode="json", exclude_none=True)
 
     @staticmethod
     def _parse_completion(response: TransportResponse) -> CompletionsResult:
@@ -372,22 +339,20 @@ class OsmosisLLMClient:
         ``error_message``, non-JSON messages) raises ``RolloutValueError`` before anything is sent.
         """
         _check_completion_fields(final_messages, finish_reason, error_message)
-        payload: dict[str, Any] = {
-            "rollout_id": self.rollout_id,
-            "status": _status_value(status),
-            "final_messages": final_messages,
-        }
-        if finish_reason is not None:
-            payload["finish_reason"] = finish_reason
-        if error_message is not None:
-            payload["error_message"] = error_message
         if reward is not None:
             try:
-                payload["reward"] = float(reward)
+                reward = float(reward)
             except (TypeError, ValueError) as exc:
                 raise RolloutValueError(f"reward must be a number or None, got {reward!r}") from exc
-        payload["metrics"] = _metrics_dict(metrics if metrics is not None else self.get_metrics())
-        payload["extra_fields"] = {}
+        payload = wire.rollout_response(
+            rollout_id=self.rollout_id,
+            status=_status_value(status),
+            final_messages=final_messages,
+            finish_reason=finish_reason,
+            error_message=error_message,
+            reward=reward,
+            metrics=_metrics_dict(metrics if metrics is not None else self.get_metrics()),
+        )
         body = _encode(payload, "the rollout completion")
         await self._exchange(
             self.server_url + COMPLETED_PATH, body, self._headers, self.complete_rollout_retries

@@ -334,7 +334,7 @@ class RolloutResponse(BaseModel):
 class CompletionsRequest(BaseModel):
     """Body of ``POST {server_url}/v1/chat/completions``; sent with ``exclude_none``.
 
-    ``OsmosisLLMClient`` builds the same JSON without constructing this model on its hot path.
+    ``OsmosisLLMClient`` builds the same JSON with ``wire.completions_request``.
     """
 
     model: str = "default"
