@@ -246,7 +246,7 @@ def test_wrong_method_and_unknown_path(serve, http):
 
 BIG_METADATA = {"blob": "x" * (1024 * 1024 + 10)}
 NESTED: Any = "leaf"
-for _ in range(900):  # deeper than pydantic's JSON parser goes (200), shallow enough for json.dumps
+for _ in range(900):  # deep, yet shallow enough for json.dumps
     NESTED = [NESTED]
 
 
@@ -270,9 +270,9 @@ def _bad_inputs(trainer_url: str) -> list[tuple[str, bytes, int, str]]:
         ("ftp server_url", body(server_url="ftp://x"), 422, "value_error"),
         ("oversized metadata", body(metadata=BIG_METADATA), 422, "value_error"),
         ("huge message list", body(messages=[{"role": "user", "content": "x" * 100}] * 30000), 413, ""),
-        ("invalid utf-8", b'{"rollout_id": "\xff\xfe"}', 422, ""),
-        ("deeply nested json", b"[" * 100_000, 422, "json_invalid"),  # was a 500 (RecursionError)
-        ("deeply nested metadata", body(metadata=NESTED), 422, "json_invalid"),
+        ("invalid utf-8", b'{"rollout_id": "\xff\xfe"}', 400, ""),  # FastAPI's "error parsing the body"
+        ("deeply nested json", b"[" * 100_000, 400, ""),
+        ("metadata not an object", body(metadata=NESTED), 422, "dict_type"),
         ("json string", b'"rollout"', 422, "model_attributes_type"),
         ("callback key with a line break", body(api_key="key\r\nX-Injected: 1"), 422, "value_error"),
     ]
@@ -292,8 +292,10 @@ def test_bad_inputs_get_precise_4xx_and_the_server_keeps_serving(serve, http, tr
             assert all(item["loc"][0] == "body" for item in detail), label
             if error_type:
                 assert error_type in {item["type"] for item in detail}, (label, detail)
-        else:
+        elif status == 413:
             assert "2097152 bytes" in detail
+        else:
+            assert detail == "There was an error parsing the body"
         assert http.get(f"{server.url}/health").status_code == 200, label
     assert http.get(f"{server.url}/health").json()["active_rollouts"] == 0
 
@@ -383,17 +385,10 @@ def test_get_tools_in_thread_option_reaches_the_server(serve, http, trainer: Tra
     assert on_loop is not in_thread
 
 
-def test_finished_records_share_the_tools_json_when_get_tools_alternates(
-    serve, http, trainer: TrainerStandIn
-):
-    variants = [[ADD_TOOL], [{**ADD_TOOL, "function": {**ADD_TOOL["function"], "name": "add2"}}]]
-    server = serve(ScriptedAgent(tools=lambda request: variants[int(request.rollout_id[-1]) % 2]))
-    for i in range(8):
-        response = http.post(f"{server.url}/v1/rollout/init", json=init_body(f"alt-{i}", trainer.url))
-        assert response.status_code == 202
-    for i in range(8):
-        trainer.wait_completed(f"alt-{i}")
-    _wait_idle(http, server.url)
-    records = server.server.config.app.state.rollout_state.completed.values()
-    assert len(records) == 8
-    assert len({id(record.tools_json) for record in records}) == 2  # one bytes object per distinct list
+def test_a_body_without_content_type_is_read_as_json(serve, http, trainer: TrainerStandIn):
+    server = serve(ScriptedAgent())
+    content = json.dumps(init_body("no-content-type", trainer.url)).encode()
+    response = http.post(f"{server.url}/v1/rollout/init", content=content)
+    assert response.request.headers.get("content-type") is None
+    assert response.status_code == 202, response.text
+    trainer.wait_completed("no-content-type")
