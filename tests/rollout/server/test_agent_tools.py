@@ -67,25 +67,3 @@ def test_serializer_reuses_bytes_for_equal_lists_and_keeps_0_2_shape():
     assert serialize([dict(ADD_TOOL)]) is first
     assert b'"description":null,"enum":null' in first
     assert b'"strict":false' in first
-
-
-def test_equal_tool_json_is_one_shared_object_and_the_intern_table_is_bounded():
-    from osmosis_ai.rollout.server import agent_tools
-
-    serialize = ToolsSerializer()
-    other = [{**ADD_TOOL, "function": {**ADD_TOOL["function"], "name": "other"}}]
-    first = serialize([ADD_TOOL])
-    assert serialize(other) is not first
-    assert serialize([ADD_TOOL]) is first  # the single-entry cache missed; the intern table did not
-    for i in range(agent_tools.MAX_INTERNED + 5):
-        serialize([{**ADD_TOOL, "function": {**ADD_TOOL["function"], "name": f"t{i}"}}])
-    assert len(serialize._interned) == agent_tools.MAX_INTERNED
-    assert serialize._interned_bytes == sum(map(len, serialize._interned))
-    huge = [
-        {
-            **ADD_TOOL,
-            "function": {**ADD_TOOL["function"], "description": "x" * agent_tools.MAX_INTERNED_BYTES},
-        }
-    ]
-    serialize(huge)
-    assert serialize._interned_bytes <= agent_tools.MAX_INTERNED_BYTES
