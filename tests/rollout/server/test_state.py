@@ -54,3 +54,19 @@ def test_counters_and_snapshots():
     )
     assert state.rollout_tasks == {}
     assert state.is_duplicate("k") and not state.is_duplicate("other")
+
+
+def test_rollout_tasks_and_completed_rollouts_are_live_read_only_views():
+    state = AppState()
+    record = RolloutRecord("k", "k")
+    state.add(record)
+    tasks, completed = state.rollout_tasks, state.completed_rollouts
+    assert dict(tasks) == {} and "k" not in tasks  # accepted, its task not started yet
+    state.mark_completed(record)
+    assert completed["k"] == record.completed_at and len(completed) == 1 and list(completed) == ["k"]
+    for view in (tasks, completed):
+        with pytest.raises(TypeError):
+            view["x"] = 1  # type: ignore[index]
+        with pytest.raises(TypeError):
+            del view["k"]  # type: ignore[attr-defined]
+    assert "k" in state.completed_rollouts
