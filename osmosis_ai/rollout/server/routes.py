@@ -90,12 +90,17 @@ class InitRoute(APIRoute):
                 return JSONResponse(UNAUTHORIZED, 401)
             headers = request.headers
             declared = headers.get("content-length")
-            if declared is not None and declared.isdigit() and int(declared) > limit:
-                raise _too_large(limit)
-            scope = request.scope
+            if declared is not None and declared.isdigit():
+                if int(declared) > limit:
+                    raise _too_large(limit)
+                # The HTTP server delivers no more than the declared length: no need to count.
+            else:
+                request = Request(request.scope, _bounded(request.receive, limit))
             if "content-type" not in headers:  # the protocol has one body type: read it as JSON
+                scope = request.scope
                 scope = {**scope, "headers": [*scope["headers"], (b"content-type", b"application/json")]}
-            return await handler(Request(scope, _bounded(request.receive, limit)))
+                request = Request(scope, request.receive)
+            return await handler(request)
 
         return guarded
 

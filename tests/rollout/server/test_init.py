@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -392,3 +393,24 @@ def test_a_body_without_content_type_is_read_as_json(serve, http, trainer: Train
     assert response.request.headers.get("content-type") is None
     assert response.status_code == 202, response.text
     trainer.wait_completed("no-content-type")
+
+
+def test_a_chunked_body_over_the_limit_is_refused_while_it_streams(serve, http, trainer: TrainerStandIn):
+    server = serve(ScriptedAgent(), max_request_bytes=64 * 1024)
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"rollout_id": "chunked", "metadata": {"blob": "'
+        for _ in range(64):
+            yield b"x" * 4096
+        yield b'"}}'
+
+    response = http.post(
+        f"{server.url}/v1/rollout/init", content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert response.request.headers.get("transfer-encoding") == "chunked"
+    assert response.status_code == 413
+    assert "65536 bytes" in response.json()["detail"]
+    small = json.dumps(init_body("chunked-ok", trainer.url)).encode()
+    response = http.post(f"{server.url}/v1/rollout/init", content=iter([small[:10], small[10:]]))
+    assert response.status_code == 202, response.text
+    trainer.wait_completed("chunked-ok")
