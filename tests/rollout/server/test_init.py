@@ -414,3 +414,31 @@ def test_a_chunked_body_over_the_limit_is_refused_while_it_streams(serve, http, 
     response = http.post(f"{server.url}/v1/rollout/init", content=iter([small[:10], small[10:]]))
     assert response.status_code == 202, response.text
     trainer.wait_completed("chunked-ok")
+
+
+@pytest.mark.parametrize(
+    ("content_type", "status"),
+    [
+        ("application/json", 202),  # validated in one step by the route
+        ("application/json; charset=utf-8", 202),
+        ("application/vnd.osmosis+json", 202),  # FastAPI's own body handling, same answer
+        ("text/plain", 422),  # FastAPI does not read it as JSON
+    ],
+)
+def test_init_answers_alike_whichever_path_reads_the_body(
+    serve, http, trainer: TrainerStandIn, content_type: str, status: int
+):
+    server = serve(ScriptedAgent())
+    rollout_id = f"ct-{content_type}"
+    content = json.dumps(init_body(rollout_id, trainer.url)).encode()
+    response = http.post(
+        f"{server.url}/v1/rollout/init", content=content, headers={"content-type": content_type}
+    )
+    assert response.status_code == status, response.text
+    if status == 202:
+        assert response.headers["content-type"] == "application/json"
+        assert response.json()["rollout_id"] == rollout_id
+        assert response.json()["tools"][0]["function"]["name"] == ADD_TOOL["function"]["name"]
+        trainer.wait_completed(rollout_id)
+    else:
+        assert response.json()["detail"][0]["type"] == "model_attributes_type"
