@@ -77,7 +77,10 @@ def _wait_idle(http: httpx.Client, url: str) -> None:
     [
         ({"rollout_id": "dup-1"}, "dup-1"),  # same rollout_id, no key
         ({"rollout_id": "dup-1", "idempotency_key": ""}, "dup-1"),  # empty key falls back to rollout_id
-        ({"rollout_id": "dup-other", "idempotency_key": "dup-1"}, "dup-1"),  # D7 kept: original id answered
+        (
+            {"rollout_id": "dup-other", "idempotency_key": "dup-1"},
+            "dup-1",
+        ),  # the key decides: the original id is answered
     ],
 )
 def test_duplicate_init_is_answered_from_the_record_without_a_second_run(
@@ -138,7 +141,7 @@ def test_concurrent_duplicates_wait_for_a_slow_get_tools_and_share_its_answer(se
     "tools",
     [
         RuntimeError("boom"),
-        [{"type": "function", "function": {"name": "no_description"}}],  # D5: cannot be coerced
+        [{"type": "function", "function": {"name": "no_description"}}],  # not a valid tool schema
     ],
 )
 def test_get_tools_failure_is_500_and_leaves_no_record(serve, http, trainer: TrainerStandIn, tools: Any):
@@ -147,7 +150,7 @@ def test_get_tools_failure_is_500_and_leaves_no_record(serve, http, trainer: Tra
     response = http.post(f"{server.url}/v1/rollout/init", json=init_body("bad-tools", trainer.url))
     assert response.status_code == 500
     assert response.text == "Internal Server Error"
-    assert http.get(f"{server.url}/health").json()["active_rollouts"] == 0  # D4: nothing leaked
+    assert http.get(f"{server.url}/health").json()["active_rollouts"] == 0  # nothing leaked
     agent.tools = [ADD_TOOL]  # the same key may be retried once the agent is fixed
     retry = http.post(f"{server.url}/v1/rollout/init", json=init_body("bad-tools", trainer.url))
     assert retry.status_code == 202
@@ -179,7 +182,7 @@ def test_tool_serialization_follows_changes_of_a_mutated_list(serve, http, train
         ("Bearer", 401),
         ("", 401),
         (None, 401),
-        ("Bearer cl\u00e9-\u00fc", 401),  # non-ASCII: 401, not 500 (D32)
+        ("Bearer cl\u00e9-\u00fc", 401),  # non-ASCII: a wrong key, not a crash
     ],
 )
 def test_init_auth_header_variants(serve, trainer: TrainerStandIn, authorization: str | None, status: int):
@@ -199,7 +202,7 @@ def test_init_auth_header_variants(serve, trainer: TrainerStandIn, authorization
 def test_auth_is_checked_before_the_body(serve, http):
     server = serve(ScriptedAgent(), api_key=KEY)
     response = http.post(f"{server.url}/v1/rollout/init", content=b"{not json")
-    assert response.status_code == 401  # 0.2 answered 422 here (D31); we reveal nothing
+    assert response.status_code == 401  # auth before the body: an unauthenticated caller learns nothing
     authed = http.post(
         f"{server.url}/v1/rollout/init", content=b"{not json", headers={"Authorization": f"Bearer {KEY}"}
     )
@@ -320,7 +323,7 @@ def test_path_like_rollout_ids_are_accepted_as_opaque_ids(serve, http, trainer: 
         assert trainer.wait_completed(rollout_id)["status"] == "COMPLETED"
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert len(written) == 5
-    assert all(p.parent == tmp_path / "traces" for p in written)  # no id escapes the directory (D30)
+    assert all(p.parent == tmp_path / "traces" for p in written)  # no id escapes the directory
 
 
 def test_finished_records_are_pruned_after_the_ttl_and_the_key_can_run_again(serve, http, trainer):
