@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import random
 import secrets
 import threading
@@ -32,12 +33,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from osmosis_ai._retry_after import parse_retry_after
 from osmosis_ai.rollout._transport import Transport, TransportResponse, get_shared_transport
 from osmosis_ai.rollout.config.settings import RolloutClientSettings, get_settings
-from osmosis_ai.rollout.core import wire
 from osmosis_ai.rollout.core.exceptions import (
     OsmosisRolloutError,
     OsmosisServerError,
@@ -47,8 +47,10 @@ from osmosis_ai.rollout.core.exceptions import (
     RolloutValueError,
 )
 from osmosis_ai.rollout.core.schemas import (
+    CompletionsRequest,
     MessageDict,
     RolloutMetrics,
+    RolloutResponse,
     RolloutStatus,
     check_header_safe_key,
 )
@@ -120,7 +122,7 @@ def _warn_dropped_kwargs(kwargs: dict[str, Any]) -> None:
 
 
 def _check_completion_fields(final_messages: Any, finish_reason: Any, error_message: Any) -> None:
-    """The ``RolloutResponse`` shape of the fields sent as they are (no pydantic on the hot path)."""
+    """The ``RolloutResponse`` shape of the fields, checked first for clearer messages than the model's."""
     if type(final_messages) is not list or not all(isinstance(message, dict) for message in final_messages):
         raise RolloutValueError(
             f"final_messages must be a list of message dicts, got {final_messages!r:.200}"
@@ -130,19 +132,20 @@ def _check_completion_fields(final_messages: Any, finish_reason: Any, error_mess
             raise RolloutValueError(f"{name} must be a string or None, got {value!r:.200}")
 
 
-def _metrics_dict(metrics: Any) -> dict[str, Any]:
+def _metrics(metrics: Any) -> RolloutMetrics:
     if isinstance(metrics, RolloutMetrics):
-        return metrics.model_dump()
+        return metrics
     try:
-        return RolloutMetrics.model_validate(metrics).model_dump()
+        return RolloutMetrics.model_validate(metrics)
     except ValidationError as exc:
         raise RolloutValueError(f"metrics must be RolloutMetrics or a dict of its fields: {exc}") from exc
 
 
-def _encode(payload: dict[str, Any], what: str) -> bytes:
+def _encode(body: BaseModel, what: str) -> bytes:
+    """The model's JSON without nulls: pydantic's serializer, faster than building a dict and ``json.dumps``."""
     try:
-        return wire.dumps(payload)
-    except (TypeError, ValueError) as exc:
+        return body.model_dump_json(exclude_none=True).encode()
+    except ValueError as exc:  # PydanticSerializationError: a value JSON cannot carry
         raise RolloutValueError(f"cannot send {what}: the data is not valid JSON ({exc})") from exc
 
 
@@ -157,11 +160,11 @@ def _as_count(value: Any) -> int:
     return value if type(value) is int else 0
 
 
-def _status_value(status: Any) -> str:
+def _status(status: Any) -> RolloutStatus:
     if isinstance(status, RolloutStatus):
-        return status.value
+        return status
     try:
-        return RolloutStatus(status).value
+        return RolloutStatus(status)
     except ValueError as exc:
         raise RolloutValueError(
             f"{status!r} is not a valid RolloutStatus; use 'COMPLETED' or 'ERROR'"
@@ -250,11 +253,8 @@ class OsmosisLLMClient:
                 raise TypeError("chat_completions() got multiple values for argument 'rollout_id'")
             _warn_dropped_kwargs(kwargs)
         # Encoded at once and not kept: a call waiting for a pool slot holds only the bytes.
-        body = _encode(
-            self._chat_payload(
-                messages, model, temperature, top_p, max_tokens, normalize_stop(stop), logprobs
-            ),
-            "the chat messages",
+        body = self._chat_body(
+            messages, model, temperature, top_p, max_tokens, normalize_stop(stop), logprobs
         )
         self._calls += 1
         headers = {**self._headers, "Idempotency-Key": f"{self._call_prefix}-{self._calls}"}
@@ -267,7 +267,7 @@ class OsmosisLLMClient:
             self._response_tokens += _as_count(result.usage.get("completion_tokens"))
         return result
 
-    def _chat_payload(
+    def _chat_body(
         self,
         messages: Any,
         model: Any,
@@ -276,12 +276,12 @@ class OsmosisLLMClient:
         max_tokens: Any,
         stop: list[str] | None,
         logprobs: Any,
-    ) -> dict[str, Any]:
+    ) -> bytes:
         try:
-            return wire.completions_request(
-                rollout_id=self.rollout_id,
-                messages=messages,
+            request = CompletionsRequest(
                 model=model,
+                messages=messages,
+                rollout_id=self.rollout_id,
                 temperature=temperature,
                 top_p=top_p,
                 max_tokens=max_tokens,
@@ -290,6 +290,7 @@ class OsmosisLLMClient:
             )
         except ValidationError as exc:
             raise RolloutValueError(f"cannot send the chat request: {exc}") from exc
+        return _encode(request, "the chat messages")
 
     @staticmethod
     def _parse_completion(response: TransportResponse) -> CompletionsResult:
@@ -344,16 +345,21 @@ class OsmosisLLMClient:
                 reward = float(reward)
             except (TypeError, ValueError) as exc:
                 raise RolloutValueError(f"reward must be a number or None, got {reward!r}") from exc
-        payload = wire.rollout_response(
-            rollout_id=self.rollout_id,
-            status=_status_value(status),
-            final_messages=final_messages,
-            finish_reason=finish_reason,
-            error_message=error_message,
-            reward=reward,
-            metrics=_metrics_dict(metrics if metrics is not None else self.get_metrics()),
-        )
-        body = _encode(payload, "the rollout completion")
+            if not math.isfinite(reward):
+                raise RolloutValueError(f"reward must be a finite number or None, got {reward!r}")
+        try:
+            response = RolloutResponse(
+                rollout_id=self.rollout_id,
+                status=_status(status),
+                final_messages=final_messages,
+                finish_reason=finish_reason,
+                error_message=error_message,
+                reward=reward,
+                metrics=_metrics(metrics if metrics is not None else self.get_metrics()),
+            )
+        except ValidationError as exc:
+            raise RolloutValueError(f"cannot send the rollout completion: {exc}") from exc
+        body = _encode(response, "the rollout completion")
         await self._exchange(
             self.server_url + COMPLETED_PATH, body, self._headers, self.complete_rollout_retries
         )

@@ -2,8 +2,9 @@
 
 Field names, defaults, declaration order and the validation texts that show up in 422 bodies are part
 of the wire contract with TrainGate and must not change. Unknown input keys are ignored (pydantic's
-default), so TrainGate may add fields without breaking older servers. The bodies sent on hot paths
-are built by ``wire.py`` without model instances; its tests tie them to these models.
+default), so TrainGate may add fields without breaking older servers. The SDK builds every body it
+sends with these models' own serializer, the one encoding of the wire format (it is also faster than
+a hand-built dict passed to ``json.dumps``).
 
 The metadata size limit is process-wide: ``get_max_metadata_size_bytes()`` /
 ``set_max_metadata_size_bytes()``. Until it is set explicitly it comes from the environment variable
@@ -335,7 +336,7 @@ class RolloutResponse(BaseModel):
 class CompletionsRequest(BaseModel):
     """Body of ``POST {server_url}/v1/chat/completions``; sent with ``exclude_none``.
 
-    ``OsmosisLLMClient`` builds the same JSON with ``wire.completions_request``.
+    ``OsmosisLLMClient`` sends ``model_dump_json(exclude_none=True)``.
     """
 
     model: str = "default"

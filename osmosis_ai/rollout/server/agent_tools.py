@@ -1,4 +1,4 @@
-"""Asking the agent for its tools at init: calling ``get_tools`` safely, serializing the answer.
+"""Asking the agent for its tools at init: calling ``get_tools`` safely, validating the answer once.
 
 ``get_tools`` is user code and may block. :class:`GetToolsCaller` runs a synchronous one in a worker
 thread, bounded by the rollout deadline, until it has proven fast: after ``PROBE_CALLS`` consecutive
@@ -7,9 +7,9 @@ calls under ``FAST_SECONDS`` it is called inline, which saves the thread hop on 
 slower than ``SLOW_SECONDS`` sends it back to the thread for good, with a warning. ``async def
 get_tools`` is awaited on the loop under the deadline. ``always_thread=True`` disables the inline mode.
 
-:class:`ToolsSerializer` turns the returned list into the init response's ``tools`` JSON and keeps the
-bytes of the last list: agents usually return an equal list every time, and the finished-rollout
-records that keep the JSON for duplicate inits then share one bytes object.
+:class:`ToolsCache` validates the returned list into tool models and keeps the last one: agents
+usually return an equal list every time, so an init validates nothing, and the finished-rollout
+records that keep the tools for duplicate inits share one list.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from osmosis_ai.rollout.core import wire
+from pydantic import TypeAdapter
+
+from osmosis_ai.rollout.core.schemas import OpenAIFunctionToolSchema
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.core.schemas import RolloutRequest
@@ -32,6 +34,8 @@ logger = logging.getLogger(__name__)
 PROBE_CALLS = 16
 FAST_SECONDS = 0.002
 SLOW_SECONDS = 0.01
+
+_TOOLS = TypeAdapter(list[OpenAIFunctionToolSchema])
 
 
 class GetToolsCaller:
@@ -88,22 +92,21 @@ class GetToolsCaller:
             raise TimeoutError(f"get_tools did not return within {self._timeout:g} s") from None
 
 
-class ToolsSerializer:
-    """Serializes ``get_tools`` results into the init response's ``tools`` JSON, reusing the last one.
+class ToolsCache:
+    """Validates ``get_tools`` results into ``list[OpenAIFunctionToolSchema]``, reusing the last list.
 
     The cache holds a deep copy of the last input, so an agent that mutates and returns the same
-    list object still gets a fresh serialization. ``exclude_none`` drops the ``null`` fields
-    (``"description": null``, ``"enum": null``) for consumers that reject them.
+    list object still gets a fresh validation. Raises ``pydantic.ValidationError`` for an item that
+    is not a tool schema.
     """
 
-    def __init__(self, *, exclude_none: bool = False) -> None:
-        self._exclude_none = exclude_none
+    def __init__(self) -> None:
         self._snapshot: Any = None
-        self._json: bytes | None = None
+        self._tools: list[OpenAIFunctionToolSchema] | None = None
 
-    def __call__(self, tools: Any) -> bytes:
-        if self._json is not None and tools == self._snapshot:
-            return self._json
-        encoded = wire.tools_json(tools, exclude_none=self._exclude_none)
-        self._snapshot, self._json = copy.deepcopy(tools), encoded
-        return encoded
+    def __call__(self, tools: Any) -> list[OpenAIFunctionToolSchema]:
+        if self._tools is not None and tools == self._snapshot:
+            return self._tools
+        validated = _TOOLS.validate_python(tools)
+        self._snapshot, self._tools = copy.deepcopy(tools), validated
+        return validated

@@ -1,8 +1,8 @@
 """Accepting rollouts and running them: the init path, the background task, the one terminal callback.
 
 Init (:meth:`RolloutExecutor.start`) deduplicates by key, asks the agent for its tools, and returns
-the 202 body as bytes. The tool list is serialized once and reused while the agent keeps returning an
-equal list, so a typical init costs one request validation and one small byte concatenation.
+the 202 body as bytes. The tool list is validated once and reused while the agent keeps returning an
+equal list.
 
 Each accepted rollout runs in one task: wait for a concurrency slot, run ``agent.run(ctx)`` under the
 per-rollout deadline, then POST exactly one terminal callback to TrainGate. The rules:
@@ -30,16 +30,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.rollout.client import OsmosisLLMClient
-from osmosis_ai.rollout.core import wire
 from osmosis_ai.rollout.core.base import RolloutContext, RolloutResult
 from osmosis_ai.rollout.core.exceptions import OsmosisRolloutError, RolloutValueError
-from osmosis_ai.rollout.server.agent_tools import GetToolsCaller, ToolsSerializer
+from osmosis_ai.rollout.core.schemas import InitResponse
+from osmosis_ai.rollout.server.agent_tools import GetToolsCaller, ToolsCache
 from osmosis_ai.rollout.server.state import AppState, RolloutRecord
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.config.settings import RolloutClientSettings, RolloutSettings
     from osmosis_ai.rollout.core.base import RolloutAgentLoop
-    from osmosis_ai.rollout.core.schemas import RolloutMetrics, RolloutRequest
+    from osmosis_ai.rollout.core.schemas import OpenAIFunctionToolSchema, RolloutMetrics, RolloutRequest
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +159,8 @@ class RolloutExecutor:
         self.accepting = True
         self._draining = False  # True once shutdown cancels rollouts: a cancelled rollout reports ERROR
         self._callback_deadline: float | None = None
-        self._serialize_tools = ToolsSerializer(exclude_none=tools_exclude_none)
+        self.tools_exclude_none = tools_exclude_none
+        self._validate_tools = ToolsCache()
         self._get_tools = GetToolsCaller(
             agent_loop.get_tools, self.timeout, always_thread=get_tools_in_thread
         )
@@ -192,8 +193,8 @@ class RolloutExecutor:
             tools = await self._get_tools(request)
             if not self.accepting:  # shutdown began while get_tools ran: nothing would report this rollout
                 raise _InitRefused(503, DRAINING_MESSAGE)
-            record.tools_json = self._serialize_tools(tools)
-            body = wire.init_response(request.rollout_id, record.tools_json)
+            record.tools = self._validate_tools(tools)
+            body = self._init_body(request.rollout_id, record.tools)
         except BaseException as exc:
             state.discard(record)
             if record.ready is not None:
@@ -211,7 +212,7 @@ class RolloutExecutor:
     async def _duplicate(self, record: RolloutRecord, request: RolloutRequest) -> bytes:
         # The cached answer carries the ORIGINAL rollout_id even when the duplicate names another
         # one, and bodies are not compared: the key alone identifies the rollout (protocol compatibility).
-        if record.tools_json is None:
+        if record.tools is None:
             if record.ready is None:
                 record.ready = asyncio.get_running_loop().create_future()
             await asyncio.shield(record.ready)
@@ -222,8 +223,12 @@ class RolloutExecutor:
                 request.rollout_id,
                 record.rollout_id,
             )
-        assert record.tools_json is not None
-        return wire.init_response(record.rollout_id, record.tools_json)
+        assert record.tools is not None
+        return self._init_body(record.rollout_id, record.tools)
+
+    def _init_body(self, rollout_id: str, tools: list[OpenAIFunctionToolSchema]) -> bytes:
+        response = InitResponse(rollout_id=rollout_id, tools=tools)
+        return response.model_dump_json(exclude_none=self.tools_exclude_none).encode()
 
     # -- background task ------------------------------------------------------------------------------
 

@@ -155,7 +155,8 @@ def add_routes(
             )
         except Exception:
             logger.exception(
-                "init of rollout %r failed in get_tools or tool serialization", request.rollout_id
+                "init of rollout %r failed: get_tools raised or returned invalid tool schemas",
+                request.rollout_id,
             )
             return PlainTextResponse("Internal Server Error", 500)
         return Response(body, 202, media_type="application/json")

@@ -6,7 +6,7 @@ in ``active`` from acceptance until its task ends, then moves to ``completed`` w
 ``record_ttl`` seconds so retried inits are answered without starting the rollout again.
 
 Memory is bounded by design: a finished record keeps only what a duplicate init needs — the original
-``rollout_id`` and a reference to the serialized tool list, which agents returning an equal list
+``rollout_id`` and a reference to the validated tool list, which agents returning an equal list
 share — plus its completion time. ``completed`` is ordered by completion time, so pruning stops at
 the first record that is still fresh instead of scanning everything, and it never holds more than
 ``MAX_COMPLETED_RECORDS`` (the oldest go first, with a warning: duplicates of those would run again,
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.config.settings import RolloutServerSettings
+    from osmosis_ai.rollout.core.schemas import OpenAIFunctionToolSchema
 
 logger = logging.getLogger(__name__)
 
@@ -35,12 +36,12 @@ V = TypeVar("V")
 class RolloutRecord:
     """One accepted rollout. ``task`` is ``None`` once the rollout has finished (or before it starts)."""
 
-    __slots__ = ("completed_at", "key", "ready", "rollout_id", "task", "tools_json")
+    __slots__ = ("completed_at", "key", "ready", "rollout_id", "task", "tools")
 
     def __init__(self, key: str, rollout_id: str) -> None:
         self.key = key
         self.rollout_id = rollout_id
-        self.tools_json: bytes | None = None  # set once get_tools has answered
+        self.tools: list[OpenAIFunctionToolSchema] | None = None  # set once get_tools has answered
         self.task: asyncio.Task[None] | None = None
         self.completed_at = 0.0
         # Created only when a duplicate init arrives while get_tools is still running.

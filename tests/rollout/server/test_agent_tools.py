@@ -7,8 +7,9 @@ import time
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
-from osmosis_ai.rollout.server.agent_tools import PROBE_CALLS, GetToolsCaller, ToolsSerializer
+from osmosis_ai.rollout.server.agent_tools import PROBE_CALLS, GetToolsCaller, ToolsCache
 from tests.rollout.server.support import ADD_TOOL
 
 
@@ -61,9 +62,13 @@ async def test_always_thread_and_async_get_tools():
         await GetToolsCaller(slow_async, timeout=0.05)(None)
 
 
-def test_serializer_reuses_bytes_for_equal_lists_and_keeps_0_2_shape():
-    serialize = ToolsSerializer()
-    first = serialize([ADD_TOOL])
-    assert serialize([dict(ADD_TOOL)]) is first
-    assert b'"description":null,"enum":null' in first
-    assert b'"strict":false' in first
+def test_tools_cache_reuses_the_list_while_the_agent_returns_an_equal_one():
+    validate = ToolsCache()
+    tools = [ADD_TOOL]
+    first = validate(tools)
+    assert first[0].function.name == ADD_TOOL["function"]["name"]
+    assert validate([dict(ADD_TOOL)]) is first
+    tools.append({**ADD_TOOL, "function": {**ADD_TOOL["function"], "name": "other"}})
+    assert [tool.function.name for tool in validate(tools)] == [ADD_TOOL["function"]["name"], "other"]
+    with pytest.raises(ValidationError):
+        validate([{"type": "function", "function": {"name": "no_description"}}])

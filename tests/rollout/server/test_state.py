@@ -9,7 +9,7 @@ from osmosis_ai.rollout.server.state import AppState, RolloutRecord
 
 def _finish(state: AppState, key: str) -> RolloutRecord:
     record = RolloutRecord(key, f"id-{key}")
-    record.tools_json = b"[]"
+    record.tools = []
     state.add(record)
     state.mark_completed(record)
     return record
@@ -32,7 +32,7 @@ def test_finished_records_are_capped_and_keep_only_what_duplicates_need(caplog):
     assert list(state.completed) == ["c", "d", "e"]
     assert caplog.text.count("forgetting the oldest early") == 1
     record = state.completed["e"]
-    assert (record.task, record.ready, record.rollout_id, record.tools_json) == (None, None, "id-e", b"[]")
+    assert (record.task, record.ready, record.rollout_id, record.tools) == (None, None, "id-e", [])
 
 
 @pytest.mark.parametrize(
