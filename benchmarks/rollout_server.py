@@ -1,7 +1,7 @@
 """Rollout server throughput, latency and memory against the minimal yardstick server, in one run.
 
     .venv/bin/python -m benchmarks.rollout_server [--rollouts 2000] [--rounds 2] [--inflight 5000]
-        [--max-concurrent 10000]
+        [--max-concurrent 10000] [--trick-rounds 3]
 
 Starts ``osmosis serve --local`` with the calculator example and ``shared/bench/limit_server.py`` (the
 least a rollout server can do), drives both with ``shared/bench/trainer_sim.py`` using the same flags
@@ -11,7 +11,12 @@ ratios (best of ``--rounds``, since the machine is shared), plus each server's C
 memory idle and with ``--inflight`` rollouts held in flight (``trainer_sim --llm-delay``), from
 ``/proc/<pid>/status``, first with the default limits (100 rollouts run, the rest queue), then in a
 second server with ``--max-concurrent`` rollouts allowed to run at once (the callback pool then has a
-connection for each). Loopback only; every process is stopped at the end; bounded in time.
+connection for each). Last, the tricks the server keeps for speed, each against its plain
+version in servers started side by side (``--trick-rounds`` interleaved concurrency-50 runs, best
+kept): validating a valid init body in one step instead of through FastAPI's body handling,
+calling a proven-fast ``get_tools`` inline instead of in a worker thread, and ``tune_gc()`` instead
+of the default garbage collector settings. Loopback only; every process is stopped at the
+end; bounded in time.
 """
 
 from __future__ import annotations
@@ -33,6 +38,32 @@ REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO.parent / "shared" / "bench"
 AGENT = "examples.calculator.agent:agent_loop"
 GOALS = {"c50_ratio": 0.5, "c1_p50_ratio": 2.0, "idle_mib": 150.0, "inflight_kib": 20.0}
+
+
+# A server for one trick comparison: argv = port, variant. "default" is create_app's defaults;
+# every other variant changes one thing.
+VARIANT_SERVER = """
+import sys
+
+import uvicorn
+
+from examples.calculator.agent import agent_loop
+from osmosis_ai.rollout.server.app import create_app
+from osmosis_ai.rollout.server.routes import InitRoute
+from osmosis_ai.rollout.server.runner import tune_gc
+
+port, variant = int(sys.argv[1]), sys.argv[2]
+InitRoute.fast_path = variant != "fastapi_body"
+app = create_app(agent_loop, get_tools_in_thread=variant == "thread")
+if variant == "tune_gc":
+    tune_gc()
+uvicorn.run(app, host="127.0.0.1", port=port, log_level="critical", access_log=False)
+"""
+TRICKS = {  # trick: (variant with it, variant without it)
+    "init fast path (vs FastAPI's body handling)": ("default", "fastapi_body"),
+    "get_tools inline once fast (vs always in a thread)": ("default", "thread"),
+    "tune_gc() (vs the default GC)": ("tune_gc", "default"),
+}
 
 
 def free_port() -> int:
@@ -155,6 +186,43 @@ def floor_command(url: str) -> list[str]:
     return [sys.executable, str(BENCH / "limit_server.py"), url.rsplit(":", 1)[1]]
 
 
+def c50_run(url: str, pid: int, rollouts: int) -> dict[str, Any]:
+    before = cpu_seconds(pid)
+    result = trainer(url, "--rollouts", str(rollouts), "--concurrency", "50", "--tool-turns", "1")
+    result["cpu_us"] = round((cpu_seconds(pid) - before) / rollouts * 1e6)
+    return result
+
+
+def measure_tricks(rounds: int, rollouts: int) -> dict[str, dict[str, Any]]:
+    """Per trick: best rollouts/s and least server CPU per rollout, with and without it."""
+    variants = sorted({variant for pair in TRICKS.values() for variant in pair})
+    runs: dict[str, list[dict[str, Any]]] = {variant: [] for variant in variants}
+    with contextlib.ExitStack() as stack:
+        servers = {}
+        for variant in variants:
+            url = f"http://127.0.0.1:{free_port()}"
+            command = [sys.executable, "-c", VARIANT_SERVER, url.rsplit(":", 1)[1], variant]
+            servers[variant] = (url, stack.enter_context(process(command, server_env())))
+        for url, proc in servers.values():
+            wait_ready(url, proc)
+            trainer(url, "--rollouts", "300", "--concurrency", "50")  # warm-up, past get_tools' probe
+        for _ in range(rounds):
+            for variant, (url, proc) in servers.items():
+                runs[variant].append(c50_run(url, proc.pid, rollouts))
+    figures = {}
+    for trick, (with_it, without_it) in TRICKS.items():
+        on, off = best(runs[with_it]), best(runs[without_it])
+        cpu_on = min(r["cpu_us"] for r in runs[with_it])
+        cpu_off = min(r["cpu_us"] for r in runs[without_it])
+        figures[trick] = {
+            "rollouts_per_s": {"with": on["rollouts_per_s"], "without": off["rollouts_per_s"]},
+            "cpu_us_per_rollout": {"with": cpu_on, "without": cpu_off},
+            "cpu_saved_pct": round((cpu_off - cpu_on) / cpu_off * 100, 1),
+            "throughput_gain_pct": round((on["rollouts_per_s"] / off["rollouts_per_s"] - 1) * 100, 1),
+        }
+    return figures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -170,6 +238,9 @@ def main() -> int:
         type=int,
         default=10000,
         help="max_concurrent_rollouts of the second, all-running memory phase",
+    )
+    parser.add_argument(
+        "--trick-rounds", type=int, default=3, help="runs per variant in the tricks phase (0 skips it)"
     )
     args = parser.parse_args()
     if not (BENCH / "trainer_sim.py").exists():
@@ -190,11 +261,7 @@ def main() -> int:
         pids = {"ours": ours.pid, "floor": floor_proc.pid}
         for _ in range(args.rounds):
             for name, url in (("ours", ours_url), ("floor", floor_url)):
-                c50 = ["--rollouts", str(args.rollouts), "--concurrency", "50", "--tool-turns", "1"]
-                before = cpu_seconds(pids[name])
-                result = trainer(url, *c50)
-                result["cpu_us"] = round((cpu_seconds(pids[name]) - before) / args.rollouts * 1e6)
-                runs.setdefault((name, "c50"), []).append(result)
+                runs.setdefault((name, "c50"), []).append(c50_run(url, pids[name], args.rollouts))
                 c1 = ["--rollouts", str(args.serial), "--concurrency", "1", "--tool-turns", "1"]
                 runs.setdefault((name, "c1"), []).append(trainer(url, *c1))
         idle, loaded, seen = measure_inflight(ours_url, ours.pid, args.inflight)
@@ -254,6 +321,17 @@ def main() -> int:
         f"  (same burst with {wide_seen} in flight, max_concurrent_rollouts={args.max_concurrent}, so every "
         f"rollout holds its own connection to TrainGate: {figures['all_running_inflight_kib']} KiB per rollout)"
     )
+    if args.trick_rounds > 0:
+        tricks = measure_tricks(args.trick_rounds, args.rollouts)
+        figures["tricks"] = tricks
+        print("tricks, c50 x1 tool, each against its plain version (best of the interleaved runs):")
+        for trick, figure in tricks.items():
+            cpu, rate = figure["cpu_us_per_rollout"], figure["rollouts_per_s"]
+            print(
+                f"  {trick}: server CPU {cpu['with']} vs {cpu['without']} us/rollout "
+                f"({figure['cpu_saved_pct']}% saved), {rate['with']} vs {rate['without']} rollouts/s "
+                f"({figure['throughput_gain_pct']:+}%)"
+            )
     print(json.dumps(figures))
     ok = (
         figures["c50_ratio"] >= GOALS["c50_ratio"]

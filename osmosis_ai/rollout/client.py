@@ -25,11 +25,14 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import secrets
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from pydantic import BaseModel, ValidationError
 
 from osmosis_ai._http import (
     NoAnswer,
@@ -53,6 +56,7 @@ from osmosis_ai.rollout.core.schemas import (
     CompletionsRequest,
     MessageDict,
     RolloutMetrics,
+    RolloutResponse,
     RolloutStatus,
     check_header_safe_key,
 )
@@ -123,7 +127,7 @@ def _warn_dropped_kwargs(kwargs: dict[str, Any]) -> None:
 
 
 def _check_completion_fields(final_messages: Any, finish_reason: Any, error_message: Any) -> None:
-    """The ``RolloutResponse`` shape of the fields sent as they are (no pydantic on the hot path)."""
+    """The ``RolloutResponse`` shape of the fields, checked first for clearer messages than the model's."""
     if type(final_messages) is not list or not all(isinstance(message, dict) for message in final_messages):
         raise RolloutValueError(
             f"final_messages must be a list of message dicts, got {final_messages!r:.200}"
@@ -133,29 +137,20 @@ def _check_completion_fields(final_messages: Any, finish_reason: Any, error_mess
             raise RolloutValueError(f"{name} must be a string or None, got {value!r:.200}")
 
 
-def _metrics_dict(metrics: Any) -> dict[str, Any]:
+def _metrics(metrics: Any) -> RolloutMetrics:
     if isinstance(metrics, RolloutMetrics):
-        return metrics.model_dump()
-    from pydantic import ValidationError
-
+        return metrics
     try:
-        return RolloutMetrics.model_validate(metrics).model_dump()
+        return RolloutMetrics.model_validate(metrics)
     except ValidationError as exc:
         raise RolloutValueError(f"metrics must be RolloutMetrics or a dict of its fields: {exc}") from exc
 
 
-def _is_number(value: Any) -> bool:
-    return type(value) is float or type(value) is int
-
-
-# One encoder for the process: json.dumps() builds a new encoder per call when given options.
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def _encode(payload: dict[str, Any], what: str) -> bytes:
+def _encode(body: BaseModel, what: str) -> bytes:
+    """The model's JSON without nulls: pydantic's serializer, faster than building a dict and ``json.dumps``."""
     try:
-        return _ENCODER.encode(payload).encode()
-    except (TypeError, ValueError) as exc:
+        return body.model_dump_json(exclude_none=True).encode()
+    except ValueError as exc:  # PydanticSerializationError: a value JSON cannot carry
         raise RolloutValueError(f"cannot send {what}: the data is not valid JSON ({exc})") from exc
 
 
@@ -170,11 +165,11 @@ def _as_count(value: Any) -> int:
     return value if type(value) is int else 0
 
 
-def _status_value(status: Any) -> str:
+def _status(status: Any) -> RolloutStatus:
     if isinstance(status, RolloutStatus):
-        return status.value
+        return status
     try:
-        return RolloutStatus(status).value
+        return RolloutStatus(status)
     except ValueError as exc:
         raise RolloutValueError(
             f"{status!r} is not a valid RolloutStatus; use 'COMPLETED' or 'ERROR'"
@@ -263,11 +258,8 @@ class OsmosisLLMClient:
                 raise TypeError("chat_completions() got multiple values for argument 'rollout_id'")
             _warn_dropped_kwargs(kwargs)
         # Encoded at once and not kept: a call waiting for a pool slot holds only the bytes.
-        body = _encode(
-            self._chat_payload(
-                messages, model, temperature, top_p, max_tokens, normalize_stop(stop), logprobs
-            ),
-            "the chat messages",
+        body = self._chat_body(
+            messages, model, temperature, top_p, max_tokens, normalize_stop(stop), logprobs
         )
         self._calls += 1
         headers = {**self._headers, "Idempotency-Key": f"{self._call_prefix}-{self._calls}"}
@@ -280,7 +272,7 @@ class OsmosisLLMClient:
             self._response_tokens += _as_count(result.usage.get("completion_tokens"))
         return result
 
-    def _chat_payload(
+    def _chat_body(
         self,
         messages: Any,
         model: Any,
@@ -289,31 +281,7 @@ class OsmosisLLMClient:
         max_tokens: Any,
         stop: list[str] | None,
         logprobs: Any,
-    ) -> dict[str, Any]:
-        """The ``CompletionsRequest`` JSON (``exclude_none``); pydantic only validates unusual input."""
-        if (
-            type(model) is str
-            and _is_number(temperature)
-            and _is_number(top_p)
-            and type(max_tokens) is int
-            and type(logprobs) is bool
-            and type(messages) is list
-            and all(type(message) is dict for message in messages)
-        ):
-            payload: dict[str, Any] = {
-                "model": model,
-                "messages": messages,
-                "rollout_id": self.rollout_id,
-                "temperature": float(temperature),
-                "top_p": float(top_p),
-                "max_tokens": max_tokens,
-            }
-            if stop is not None:
-                payload["stop"] = stop
-            payload["logprobs"] = logprobs
-            return payload
-        from pydantic import ValidationError
-
+    ) -> bytes:
         try:
             request = CompletionsRequest(
                 model=model,
@@ -327,7 +295,7 @@ class OsmosisLLMClient:
             )
         except ValidationError as exc:
             raise RolloutValueError(f"cannot send the chat request: {exc}") from exc
-        return request.model_dump(mode="json", exclude_none=True)
+        return _encode(request, "the chat messages")
 
     @staticmethod
     def _parse_completion(response: TransportResponse) -> CompletionsResult:
@@ -377,23 +345,26 @@ class OsmosisLLMClient:
         ``error_message``, non-JSON messages) raises ``RolloutValueError`` before anything is sent.
         """
         _check_completion_fields(final_messages, finish_reason, error_message)
-        payload: dict[str, Any] = {
-            "rollout_id": self.rollout_id,
-            "status": _status_value(status),
-            "final_messages": final_messages,
-        }
-        if finish_reason is not None:
-            payload["finish_reason"] = finish_reason
-        if error_message is not None:
-            payload["error_message"] = error_message
         if reward is not None:
             try:
-                payload["reward"] = float(reward)
+                reward = float(reward)
             except (TypeError, ValueError) as exc:
                 raise RolloutValueError(f"reward must be a number or None, got {reward!r}") from exc
-        payload["metrics"] = _metrics_dict(metrics if metrics is not None else self.get_metrics())
-        payload["extra_fields"] = {}
-        body = _encode(payload, "the rollout completion")
+            if not math.isfinite(reward):
+                raise RolloutValueError(f"reward must be a finite number or None, got {reward!r}")
+        try:
+            response = RolloutResponse(
+                rollout_id=self.rollout_id,
+                status=_status(status),
+                final_messages=final_messages,
+                finish_reason=finish_reason,
+                error_message=error_message,
+                reward=reward,
+                metrics=_metrics(metrics if metrics is not None else self.get_metrics()),
+            )
+        except ValidationError as exc:
+            raise RolloutValueError(f"cannot send the rollout completion: {exc}") from exc
+        body = _encode(response, "the rollout completion")
         await self._exchange(
             self.server_url + COMPLETED_PATH, body, self._headers, self.complete_rollout_retries
         )

@@ -27,7 +27,13 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from osmosis_ai._sockets import bind_listener
-from osmosis_ai.rollout.core.schemas import CompletionsRequest, RolloutResponse
+from osmosis_ai.rollout.core.schemas import (
+    CompletionsChoice,
+    CompletionsRequest,
+    CompletionsResponse,
+    CompletionUsage,
+    RolloutResponse,
+)
 from osmosis_ai.rollout.server.api_key import authorized
 from osmosis_ai.traingate.append_only import canonical, check_extension
 from osmosis_ai.traingate.errors import PolicyError, TrainGateError
@@ -294,19 +300,19 @@ class TrainGate:
         )
 
     def _response_body(self, rollout_id: str, turn: int, record: TurnRecord) -> dict[str, Any]:
-        """The ``CompletionsResponse`` JSON, built directly (a model would re-validate every token id)."""
+        """The ``CompletionsResponse`` JSON of the turn."""
         usage = record.usage
-        return {
-            "id": f"chatcmpl-{rollout_id}-{turn}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": self.policy.name,
-            "choices": [{"index": 0, "message": record.message, "finish_reason": record.finish_reason}],
-            "usage": {key: int(usage.get(key) or 0) for key in USAGE_KEYS},
-            "token_ids": record.token_ids,
-            "logprobs": record.logprobs,
-            "prompt_token_ids": record.prompt_token_ids,
-        }
+        response = CompletionsResponse(
+            id=f"chatcmpl-{rollout_id}-{turn}",
+            created=int(time.time()),
+            model=self.policy.name,
+            choices=[CompletionsChoice(message=record.message, finish_reason=record.finish_reason)],
+            usage=CompletionUsage(**{key: int(usage.get(key) or 0) for key in USAGE_KEYS}),
+            token_ids=record.token_ids,
+            logprobs=record.logprobs,
+            prompt_token_ids=record.prompt_token_ids,
+        )
+        return response.model_dump(mode="json")
 
     async def _completed(self, request: web.Request) -> web.Response:
         received = await self._receive(request, RolloutResponse, "/v1/rollout/completed")

@@ -41,8 +41,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_EPOCH_2001 = 978307200.0  # a start time beyond this is wall-clock time, not a monotonic reading
-
 
 def _has_abstract_methods(cls: type) -> bool:
     """Whether ``cls`` still has abstract methods.
@@ -115,8 +113,7 @@ class RolloutResult:
 class RolloutContext:
     """Everything ``run`` needs for one rollout: the request, its tools and the LLM client.
 
-    The server also passes ``_start_time`` (``time.monotonic()`` at task start; a ``time.time()``
-    value, as 0.2 used, is recognised too) and ``_debug_dir``.
+    The server also passes ``_start_time`` (``time.time()`` at task start) and ``_debug_dir``.
     """
 
     request: RolloutRequest
@@ -199,8 +196,7 @@ class RolloutContext:
         llm = self.llm.get_metrics()
         total = 0.0
         if self._start_time > 0:
-            now = time.time() if self._start_time > _EPOCH_2001 else time.monotonic()
-            total = (now - self._start_time) * 1000.0
+            total = (time.time() - self._start_time) * 1000.0
         return RolloutMetrics(
             total_latency_ms=total,
             llm_latency_ms=llm.llm_latency_ms,

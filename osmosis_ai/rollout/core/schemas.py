@@ -2,7 +2,9 @@
 
 Field names, defaults, declaration order and the validation texts that show up in 422 bodies are part
 of the wire contract with TrainGate and must not change. Unknown input keys are ignored (pydantic's
-default), as in osmosis-ai 0.2.
+default), so TrainGate may add fields without breaking older servers. The SDK builds every body it
+sends with these models' own serializer, the one encoding of the wire format (it is also faster than
+a hand-built dict passed to ``json.dumps``).
 
 The metadata size limit is process-wide: ``get_max_metadata_size_bytes()`` /
 ``set_max_metadata_size_bytes()``. Until it is set explicitly it comes from the environment variable
@@ -101,7 +103,7 @@ def _reset_metadata_limit() -> None:
 
 
 def format_size_limit(limit: int) -> str:
-    """``1MB`` for whole mebibytes (the 0.2 text); otherwise a exact byte count plus the fraction of a MB."""
+    """``1MB`` for whole mebibytes (the protocol's wording); otherwise an exact byte count plus the fraction of a MB."""
     if limit % _MIB == 0:
         return f"{limit // _MIB}MB"
     return f"{limit} bytes ({limit / _MIB:.3g}MB)"
@@ -117,7 +119,7 @@ def _check_rollout_id(value: str) -> str:
 
 
 class OpenAIFunctionPropertySchema(BaseModel):
-    """One parameter of a function tool. Other JSON-Schema keywords are dropped (0.2 behaviour)."""
+    """One parameter of a function tool. Other JSON-Schema keywords are dropped (the protocol's tool shape)."""
 
     type: str
     description: str | None = None
@@ -335,7 +337,7 @@ class RolloutResponse(BaseModel):
 class CompletionsRequest(BaseModel):
     """Body of ``POST {server_url}/v1/chat/completions``; sent with ``exclude_none``.
 
-    ``OsmosisLLMClient`` builds the same JSON without constructing this model on its hot path.
+    ``OsmosisLLMClient`` sends ``model_dump_json(exclude_none=True)``.
     """
 
     model: str = "default"

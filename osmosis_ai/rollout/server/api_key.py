@@ -2,7 +2,7 @@
 
 The key (``osm_rollout_`` + 43 URL-safe characters) is what TrainGate and the Platform's health
 checker present to the RolloutServer. It lives in memory only. Comparisons work on bytes, so a
-token with non-ASCII characters is simply a wrong key (401), never a crash (0.2 answered 500).
+token with non-ASCII characters is simply a wrong key (401), never a crash.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ def extract_bearer_token(header: str | bytes | None) -> bytes | None:
     """The token carried by an ``Authorization`` header value, as bytes (``None`` when empty).
 
     ``Bearer <token>`` (any case) yields ``<token>``; any other non-empty value is taken whole as a
-    raw token, as in 0.2 (so ``Authorization: <key>`` works and ``Basic <key>`` does not match).
+    raw token, as the protocol defines (so ``Authorization: <key>`` works and ``Basic <key>`` does
+    not match).
     """
     if header is None:
         return None

@@ -5,7 +5,7 @@ server has no key). The lifespan starts the record janitor, runs ``on_startup``,
 Platform when asked to, and on shutdown drains rollouts (grace period, then ERROR callbacks), runs
 ``on_shutdown`` and closes the process's shared HTTP pool.
 
-New keyword-only options (all default to 0.2 behaviour, except that the docs routes are off):
+Keyword-only options:
 
 * ``queue_limit``: rollouts allowed to wait for a concurrency slot; beyond it init answers 429 with
   ``Retry-After``. Default: settings ``max_queued_rollouts`` (env
@@ -13,10 +13,12 @@ New keyword-only options (all default to 0.2 behaviour, except that the docs rou
 * ``shutdown_grace_seconds``: how long shutdown waits for in-flight rollouts before ending them with
   ERROR callbacks. Default: settings ``shutdown_grace_seconds`` (env
   ``OSMOSIS_ROLLOUT_SERVER_SHUTDOWN_GRACE_SECONDS``, default 10 s).
-* ``docs_enabled``: expose ``/docs``, ``/redoc`` and ``/openapi.json`` (0.2 always did, unauthenticated).
+* ``docs_enabled``: expose ``/docs``, ``/redoc`` and ``/openapi.json`` (off by default: they are
+  unauthenticated and describe the server to anyone who can reach it).
 * ``max_request_bytes``: init bodies above this size get 413 (default 64 MiB).
-* ``tools_exclude_none``: leave ``null`` fields out of the init response's tool schemas (0.2 sent
-  ``"description": null``, ``"enum": null``; strict OpenAI-style consumers reject them, D6).
+* ``tools_exclude_none``: leave ``null`` fields out of the init response's tool schemas
+  (``"description": null``, ``"enum": null`` are sent by default; strict OpenAI-style consumers
+  reject them).
 * ``get_tools_in_thread``: always call ``get_tools`` in a worker thread, even once it has proven
   fast (by default a fast ``get_tools`` is called inline; see ``server/agent_tools.py``).
 """
@@ -31,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 
 from osmosis_ai._lazy import install_hint
 from osmosis_ai.rollout.server.executor import RolloutExecutor
-from osmosis_ai.rollout.server.routes import HealthEndpoint, InitEndpoint
 from osmosis_ai.rollout.server.state import AppState
 
 if TYPE_CHECKING:
@@ -212,7 +213,8 @@ def create_app(
     """
     try:
         from fastapi import FastAPI
-        from starlette.routing import Route
+
+        from osmosis_ai.rollout.server.routes import add_routes
     except ImportError as exc:
         raise ImportError(f"create_app needs FastAPI; {install_hint(exc.name)}") from exc
     if settings is None:
@@ -261,12 +263,7 @@ def create_app(
         redoc_url="/redoc" if docs_enabled else None,
         openapi_url="/openapi.json" if docs_enabled else None,
     )
-    # Raw routes first: the router tries them in order, and init is the hot path.
-    app.router.routes[:0] = [
-        Route("/v1/rollout/init", InitEndpoint(executor, api_key, max_request_bytes), methods=["POST"]),
-        Route("/health", HealthEndpoint(state, executor, api_key, platform=False), methods=["GET"]),
-        Route("/platform/health", HealthEndpoint(state, executor, api_key, platform=True), methods=["GET"]),
-    ]
+    add_routes(app, state, executor, api_key=api_key, max_body_bytes=max_request_bytes)
     app.state.rollout_state = state
     app.state.rollout_executor = executor
     app.state.rollout_lifecycle = lifecycle

@@ -1,29 +1,28 @@
-"""Accepting rollouts and running them: the init fast path, the background task, the one terminal callback.
+"""Accepting rollouts and running them: the init path, the background task, the one terminal callback.
 
 Init (:meth:`RolloutExecutor.start`) deduplicates by key, asks the agent for its tools, and returns
-the 202 body as bytes. The tool list is serialized once and reused while the agent keeps returning an
-equal list, so a typical init costs one request validation and one small byte concatenation.
+the 202 body as bytes. The tool list is validated once and reused while the agent keeps returning an
+equal list.
 
 Each accepted rollout runs in one task: wait for a concurrency slot, run ``agent.run(ctx)`` under the
-per-rollout deadline, then POST exactly one terminal callback to TrainGate. The rules that fix the
-0.2 defects:
+per-rollout deadline, then POST exactly one terminal callback to TrainGate. The rules:
 
-* a COMPLETED result whose delivery fails is logged, never re-reported as ERROR (D2);
+* a COMPLETED result whose delivery fails is logged, never re-reported as ERROR: TrainGate may have
+  recorded it, and a second, contradicting terminal callback would be worse than a missing one;
 * on agent errors, timeouts and shutdown, ERROR carries the conversation as last seen and full
-  metrics (D3); ``error_message`` is never empty;
+  metrics, so partial work reaches the trainer; ``error_message`` is never empty;
 * the record is created only after the init response exists and always moves to ``completed``
-  when the task ends (D4);
-* ``request_timeout_seconds`` bounds ``run`` and ``get_tools`` (D16, D21; see ``agent_tools`` for how
-  ``get_tools`` is kept off the event loop);
-* an optional queue limit rejects inits with 429 instead of queueing without bound (D26);
-* shutdown drains in-flight rollouts for a grace period, then ends the rest with ERROR (D28).
+  when the task ends, so a failed init can be retried and no record leaks;
+* ``request_timeout_seconds`` bounds ``run`` and ``get_tools``, so a hung agent cannot hold a
+  concurrency slot forever;
+* an optional queue limit rejects inits with 429 instead of queueing without bound;
+* shutdown drains in-flight rollouts for a grace period, then ends the rest with ERROR.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import sys
 import time
@@ -33,13 +32,14 @@ from typing import TYPE_CHECKING, Any
 from osmosis_ai.rollout.client import OsmosisLLMClient
 from osmosis_ai.rollout.core.base import RolloutContext, RolloutResult
 from osmosis_ai.rollout.core.exceptions import OsmosisRolloutError, RolloutValueError
-from osmosis_ai.rollout.server.agent_tools import GetToolsCaller, ToolsSerializer
+from osmosis_ai.rollout.core.schemas import InitResponse
+from osmosis_ai.rollout.server.agent_tools import GetToolsCaller, ToolsCache
 from osmosis_ai.rollout.server.state import AppState, RolloutRecord
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.config.settings import RolloutClientSettings, RolloutSettings
     from osmosis_ai.rollout.core.base import RolloutAgentLoop
-    from osmosis_ai.rollout.core.schemas import RolloutMetrics, RolloutRequest
+    from osmosis_ai.rollout.core.schemas import OpenAIFunctionToolSchema, RolloutMetrics, RolloutRequest
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ SHUTDOWN_MESSAGE = "RolloutServer shut down before the rollout finished"
 DRAINING_MESSAGE = "the RolloutServer is shutting down; retry on another server"
 
 
-class InitRefused(OsmosisRolloutError):
+class _InitRefused(Exception):
     """The server cannot take a rollout now; the route answers ``status`` (429 or 503) with ``Retry-After``."""
 
     def __init__(self, status: int, message: str, retry_after: int = 1) -> None:
@@ -123,8 +123,8 @@ class _Deadline:
 def _pool_for(client: RolloutClientSettings, max_concurrent: int) -> RolloutClientSettings:
     """Client settings whose shared pool has a connection for every rollout allowed to run at once.
 
-    In 0.2 ``max_connections`` bounded each rollout's own pool; here one pool serves the whole process,
-    so a pool smaller than ``max_concurrent`` would queue rollouts' chat calls behind each other.
+    One pool serves the whole process, so a pool smaller than ``max_concurrent`` would queue
+    rollouts' chat calls behind each other.
     """
     if client.max_connections >= max_concurrent:
         return client
@@ -133,11 +133,6 @@ def _pool_for(client: RolloutClientSettings, max_concurrent: int) -> RolloutClie
 
 def _error_text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
-
-
-def init_response_body(rollout_id: str, tools_json: bytes) -> bytes:
-    """The 202 body ``{"rollout_id": ..., "tools": [...]}`` from pre-serialized tools."""
-    return b'{"rollout_id":%s,"tools":%s}' % (json.dumps(rollout_id, ensure_ascii=False).encode(), tools_json)
 
 
 class RolloutExecutor:
@@ -164,7 +159,8 @@ class RolloutExecutor:
         self.accepting = True
         self._draining = False  # True once shutdown cancels rollouts: a cancelled rollout reports ERROR
         self._callback_deadline: float | None = None
-        self._serialize_tools = ToolsSerializer(exclude_none=tools_exclude_none)
+        self.tools_exclude_none = tools_exclude_none
+        self._validate_tools = ToolsCache()
         self._get_tools = GetToolsCaller(
             agent_loop.get_tools, self.timeout, always_thread=get_tools_in_thread
         )
@@ -174,7 +170,7 @@ class RolloutExecutor:
     async def start(self, request: RolloutRequest) -> bytes:
         """Accept ``request`` (or answer a duplicate) and return the 202 body.
 
-        Raises :class:`InitRefused` when draining or full; any other exception means get_tools failed
+        Raises :class:`_InitRefused` when draining or full; any other exception means get_tools failed
         or returned tools that are not valid tool schemas (the route answers 500).
         """
         state = self.state
@@ -183,10 +179,10 @@ class RolloutExecutor:
         if existing is not None:
             return await self._duplicate(existing, request)
         if not self.accepting:
-            raise InitRefused(503, DRAINING_MESSAGE)
+            raise _InitRefused(503, DRAINING_MESSAGE)
         limit = self.queue_limit
         if limit is not None and state.active_count >= state.max_concurrent + limit:
-            raise InitRefused(
+            raise _InitRefused(
                 429,
                 f"the RolloutServer is at capacity ({state.running} running, {state.queued_count} queued, "
                 f"queue limit {limit}); retry later",
@@ -196,9 +192,9 @@ class RolloutExecutor:
         try:
             tools = await self._get_tools(request)
             if not self.accepting:  # shutdown began while get_tools ran: nothing would report this rollout
-                raise InitRefused(503, DRAINING_MESSAGE)
-            record.tools_json = self._serialize_tools(tools)
-            body = init_response_body(request.rollout_id, record.tools_json)
+                raise _InitRefused(503, DRAINING_MESSAGE)
+            record.tools = self._validate_tools(tools)
+            body = self._init_body(request.rollout_id, record.tools)
         except BaseException as exc:
             state.discard(record)
             if record.ready is not None:
@@ -214,9 +210,9 @@ class RolloutExecutor:
         return body
 
     async def _duplicate(self, record: RolloutRecord, request: RolloutRequest) -> bytes:
-        # 0.2 semantics (kept for compatibility, defect D7): the cached answer carries the ORIGINAL
-        # rollout_id even when the duplicate names another one; bodies are not compared.
-        if record.tools_json is None:
+        # The cached answer carries the ORIGINAL rollout_id even when the duplicate names another
+        # one, and bodies are not compared: the key alone identifies the rollout (protocol compatibility).
+        if record.tools is None:
             if record.ready is None:
                 record.ready = asyncio.get_running_loop().create_future()
             await asyncio.shield(record.ready)
@@ -227,8 +223,12 @@ class RolloutExecutor:
                 request.rollout_id,
                 record.rollout_id,
             )
-        assert record.tools_json is not None
-        return init_response_body(record.rollout_id, record.tools_json)
+        assert record.tools is not None
+        return self._init_body(record.rollout_id, record.tools)
+
+    def _init_body(self, rollout_id: str, tools: list[OpenAIFunctionToolSchema]) -> bytes:
+        response = InitResponse(rollout_id=rollout_id, tools=tools)
+        return response.model_dump_json(exclude_none=self.tools_exclude_none).encode()
 
     # -- background task ------------------------------------------------------------------------------
 
@@ -260,7 +260,7 @@ class RolloutExecutor:
                 request=request,
                 tools=tools,
                 llm=client,
-                _start_time=time.monotonic(),
+                _start_time=time.time(),
                 _debug_dir=self.debug_dir,
             )
             outcome = await self._outcome(ctx)
@@ -319,7 +319,7 @@ class RolloutExecutor:
     ) -> None:
         """POST the one terminal callback of the rollout.
 
-        Delivery failures are logged, never re-reported (D2). A callback that cannot be built (nothing
+        Delivery failures are logged, never re-reported (see the module docstring). A callback that cannot be built (nothing
         was sent) is replaced by one ERROR: with the conversation and metrics when those can be sent,
         else a bare one.
         """

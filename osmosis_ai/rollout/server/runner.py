@@ -6,11 +6,8 @@ inits are answered 503 with ``Retry-After`` and ``/health`` reports ``"draining"
 rollouts get their grace period; then uvicorn's normal shutdown runs. A second Ctrl-C (uvicorn's
 force exit) cuts the drain short.
 
-:func:`run_app` owns the process, so it also tunes the garbage collector for a request server:
-start-up objects are frozen out of collections and the young-generation threshold is raised. Almost
-every per-request object dies by reference counting; with the default threshold (700) the collector
-still ran ~75 times per 1,000 rollouts in the calculator benchmark, three of them full collections of
-30-40 ms (p99 spikes), about 100 µs of CPU per rollout (~15% of the server's); tuned, ~10 ms in total.
+:func:`tune_gc` is for an application that owns its process (the ``osmosis serve`` command) to call
+before serving; the library never calls it.
 """
 
 from __future__ import annotations
@@ -42,15 +39,20 @@ GC_THRESHOLDS = (10_000, 50, 50)
 
 
 def tune_gc() -> None:
-    """Freeze what exists now (modules, the app) and collect the young generation less often."""
+    """Tune the garbage collector of this process for a request server.
+
+    Objects that exist now (modules, the app) are frozen out of collections, and the young generation
+    is collected less often: nearly every per-request object dies by reference counting, so the
+    default threshold runs collections, full ones included, that find almost nothing. The
+    ``tune_gc`` line of ``benchmarks/rollout_server.py`` measures what this buys.
+    """
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
 
 
 def run_app(app: Any, *, host: str, port: int, **options: Any) -> None:
-    """``uvicorn.run(app, ...)`` with :class:`DrainingServer` and :func:`tune_gc`; exit status 3 if start-up fails."""
-    tune_gc()
+    """``uvicorn.run(app, ...)`` with :class:`DrainingServer`; exit status 3 if start-up fails."""
     server = DrainingServer(uvicorn.Config(app, host=host, port=port, **options), app)
     with contextlib.suppress(
         KeyboardInterrupt

@@ -1,19 +1,16 @@
 """Per-app bookkeeping of rollouts: who is running, who is queued, who finished recently.
 
 Every accepted init creates one :class:`RolloutRecord` under its dedup key (``idempotency_key`` or,
-when that is empty, ``rollout_id`` — one namespace for both, as in osmosis-ai 0.2). A record lives in
-``active`` from acceptance until its task ends, then moves to ``completed`` where it is kept for
+when that is empty, ``rollout_id`` — one namespace for both, as the protocol defines). A record lives
+in ``active`` from acceptance until its task ends, then moves to ``completed`` where it is kept for
 ``record_ttl`` seconds so retried inits are answered without starting the rollout again.
 
-Memory is bounded by design (0.2 defect D27): a finished record keeps only what a duplicate init needs
-— the original ``rollout_id`` and a reference to the serialized tool list — plus its completion time.
-Equal tool lists are one shared bytes object (``ToolsSerializer`` interns them), so a record costs
-about 230 bytes with a 36-character id (measured with tracemalloc over 100,000 records, CPython 3.11),
-~230 MB at ``MAX_COMPLETED_RECORDS``; only an agent whose tools differ for every rollout adds its
-tools JSON per record on top (a 2 KB list: ~2 GB at the cap, so lower the record TTL). ``completed`` is
-ordered by completion time, so pruning stops at the first record that is still fresh instead of
-scanning everything, and it never holds more than ``MAX_COMPLETED_RECORDS`` (the oldest go first, with
-a warning: duplicates of those would run again, as after the TTL).
+Memory is bounded by design: a finished record keeps only what a duplicate init needs — the original
+``rollout_id`` and a reference to the validated tool list, which agents returning an equal list
+share — plus its completion time. ``completed`` is ordered by completion time, so pruning stops at
+the first record that is still fresh instead of scanning everything, and it never holds more than
+``MAX_COMPLETED_RECORDS`` (the oldest go first, with a warning: duplicates of those would run again,
+as after the TTL).
 """
 
 from __future__ import annotations
@@ -22,34 +19,75 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.config.settings import RolloutServerSettings
+    from osmosis_ai.rollout.core.schemas import OpenAIFunctionToolSchema
 
 logger = logging.getLogger(__name__)
 
 MAX_COMPLETED_RECORDS = 1_000_000
 
+V = TypeVar("V")
+
 
 class RolloutRecord:
     """One accepted rollout. ``task`` is ``None`` once the rollout has finished (or before it starts)."""
 
-    __slots__ = ("completed_at", "key", "ready", "rollout_id", "task", "tools_json")
+    __slots__ = ("completed_at", "key", "ready", "rollout_id", "task", "tools")
 
     def __init__(self, key: str, rollout_id: str) -> None:
         self.key = key
         self.rollout_id = rollout_id
-        self.tools_json: bytes | None = None  # set once get_tools has answered
+        self.tools: list[OpenAIFunctionToolSchema] | None = None  # set once get_tools has answered
         self.task: asyncio.Task[None] | None = None
         self.completed_at = 0.0
         # Created only when a duplicate init arrives while get_tools is still running.
         self.ready: asyncio.Future[None] | None = None
 
 
+class RecordView(Mapping[str, V], Generic[V]):
+    """A live, read-only ``{dedup key: value}`` view of a record table (writes raise ``TypeError``).
+
+    Records whose value is ``None`` (a rollout whose task has not started) are left out.
+    """
+
+    __slots__ = ("_records", "_value")
+
+    def __init__(self, records: dict[str, RolloutRecord], value: Callable[[RolloutRecord], V | None]) -> None:
+        self._records = records
+        self._value = value
+
+    def __getitem__(self, key: str) -> V:
+        value = self._value(self._records[key])
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        value = self._value
+        return iter([key for key, record in self._records.items() if value(record) is not None])
+
+    def __len__(self) -> int:
+        value = self._value
+        return sum(value(record) is not None for record in self._records.values())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({dict(self)!r})"
+
+
+def _task(record: RolloutRecord) -> asyncio.Task[None] | None:
+    return record.task
+
+
+def _completed_at(record: RolloutRecord) -> float:
+    return record.completed_at
+
+
 def _positive_or_default(value: float | None, default: float) -> float:
-    # 0.2 treated 0 as "unset" (D18); an explicit non-positive value is a programming error now.
+    # A non-positive limit is a programming error, not a way to say "unset": that is None.
     if value is None:
         return default
     if value <= 0:
@@ -60,8 +98,7 @@ def _positive_or_default(value: float | None, default: float) -> float:
 class AppState:
     """Rollout records, the concurrency semaphore and the periodic cleanup task of one app.
 
-    Constructor and attributes keep the 0.2 names (``max_concurrent``, ``record_ttl``, ``semaphore``,
-    ``rollout_tasks``, ``completed_rollouts``, ``active_count``, ``completed_count``).
+    ``rollout_tasks`` and ``completed_rollouts`` are live read-only views of the records.
     """
 
     def __init__(
@@ -91,6 +128,8 @@ class AppState:
         self.max_completed_records = int(_positive_or_default(max_completed_records, MAX_COMPLETED_RECORDS))
         self._evicted = 0
         self._cleanup_task: asyncio.Task[None] | None = None
+        self._tasks_view = RecordView(self.active, _task)
+        self._completed_view = RecordView(self.completed, _completed_at)
 
     # -- counters -------------------------------------------------------------------------------------
 
@@ -100,7 +139,7 @@ class AppState:
 
     @property
     def active_count(self) -> int:
-        """Accepted rollouts not finished yet, queued ones included (the 0.2 ``/health`` figure)."""
+        """Accepted rollouts not finished yet, queued ones included (``/health``'s ``active_rollouts``)."""
         return len(self.active)
 
     @property
@@ -115,13 +154,13 @@ class AppState:
 
     @property
     def rollout_tasks(self) -> Mapping[str, asyncio.Task[None]]:
-        """Snapshot ``{dedup key: task}`` of the unfinished rollouts."""
-        return {key: record.task for key, record in self.active.items() if record.task is not None}
+        """``{dedup key: task}`` of the unfinished rollouts (a live, read-only view)."""
+        return self._tasks_view
 
     @property
     def completed_rollouts(self) -> Mapping[str, float]:
-        """Snapshot ``{dedup key: monotonic completion time}`` of the remembered finished rollouts."""
-        return {key: record.completed_at for key, record in self.completed.items()}
+        """``{dedup key: monotonic completion time}`` of the remembered finished rollouts (live, read-only)."""
+        return self._completed_view
 
     # -- records --------------------------------------------------------------------------------------
 

@@ -165,7 +165,7 @@ async def test_failed_chat_keeps_the_previous_conversation() -> None:
 
 
 def test_complete_and_error_take_metrics_now() -> None:
-    ctx = _context(_start_time=time.monotonic() - 0.25)
+    ctx = _context(_start_time=time.time() - 0.25)
     ctx.record_tool_call(2.5)
     ctx.record_tool_call()
     done = ctx.complete([{"role": "user"}], finish_reason="max_turns", reward=0.5)
@@ -193,7 +193,7 @@ def test_complete_and_error_take_metrics_now() -> None:
     assert failed.error_message == "boom"
 
 
-def test_total_latency_accepts_wall_clock_start_and_zero() -> None:
+def test_total_latency_counts_from_a_wall_clock_start_and_zero_means_unset() -> None:
     wall = _context(_start_time=time.time() - 1.0).complete([])
     assert wall.metrics is not None and 1000 <= wall.metrics.total_latency_ms < 5000
     unset = _context().complete([])

@@ -398,8 +398,8 @@ async def test_complete_rollout_4xx_fails_at_once(trainer: TrainerStandIn) -> No
     [
         ({"status": "DONE"}, "'DONE' is not a valid RolloutStatus"),
         ({"status": "COMPLETED", "reward": "high"}, "reward must be a number"),
-        ({"status": "COMPLETED", "reward": float("nan")}, "not valid JSON"),
-        ({"status": "COMPLETED", "final_messages": [{"x": {1, 2}}]}, "not valid JSON"),
+        ({"status": "COMPLETED", "reward": float("nan")}, "reward must be a finite number"),
+        ({"status": "COMPLETED", "final_messages": [{"x": object()}]}, "not valid JSON"),
         ({"status": "COMPLETED", "final_messages": None}, "final_messages must be a list of message dicts"),
         ({"status": "COMPLETED", "final_messages": ["hi"]}, "final_messages must be a list of message dicts"),
         ({"status": "COMPLETED", "finish_reason": 5}, "finish_reason must be a string or None"),

@@ -7,8 +7,9 @@ import time
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
-from osmosis_ai.rollout.server.agent_tools import PROBE_CALLS, GetToolsCaller, ToolsSerializer
+from osmosis_ai.rollout.server.agent_tools import PROBE_CALLS, GetToolsCaller, ToolsCache
 from tests.rollout.server.support import ADD_TOOL
 
 
@@ -61,31 +62,13 @@ async def test_always_thread_and_async_get_tools():
         await GetToolsCaller(slow_async, timeout=0.05)(None)
 
 
-def test_serializer_reuses_bytes_for_equal_lists_and_keeps_0_2_shape():
-    serialize = ToolsSerializer()
-    first = serialize([ADD_TOOL])
-    assert serialize([dict(ADD_TOOL)]) is first
-    assert b'"description":null,"enum":null' in first
-    assert b'"strict":false' in first
-
-
-def test_equal_tool_json_is_one_shared_object_and_the_intern_table_is_bounded():
-    from osmosis_ai.rollout.server import agent_tools
-
-    serialize = ToolsSerializer()
-    other = [{**ADD_TOOL, "function": {**ADD_TOOL["function"], "name": "other"}}]
-    first = serialize([ADD_TOOL])
-    assert serialize(other) is not first
-    assert serialize([ADD_TOOL]) is first  # the single-entry cache missed; the intern table did not
-    for i in range(agent_tools.MAX_INTERNED + 5):
-        serialize([{**ADD_TOOL, "function": {**ADD_TOOL["function"], "name": f"t{i}"}}])
-    assert len(serialize._interned) == agent_tools.MAX_INTERNED
-    assert serialize._interned_bytes == sum(map(len, serialize._interned))
-    huge = [
-        {
-            **ADD_TOOL,
-            "function": {**ADD_TOOL["function"], "description": "x" * agent_tools.MAX_INTERNED_BYTES},
-        }
-    ]
-    serialize(huge)
-    assert serialize._interned_bytes <= agent_tools.MAX_INTERNED_BYTES
+def test_tools_cache_reuses_the_list_while_the_agent_returns_an_equal_one():
+    validate = ToolsCache()
+    tools = [ADD_TOOL]
+    first = validate(tools)
+    assert first[0].function.name == ADD_TOOL["function"]["name"]
+    assert validate([dict(ADD_TOOL)]) is first
+    tools.append({**ADD_TOOL, "function": {**ADD_TOOL["function"], "name": "other"}})
+    assert [tool.function.name for tool in validate(tools)] == [ADD_TOOL["function"]["name"], "other"]
+    with pytest.raises(ValidationError):
+        validate([{"type": "function", "function": {"name": "no_description"}}])

@@ -330,19 +330,20 @@ def test_shutdown_error_callbacks_are_bounded_by_the_callback_budget(serve, http
 
 
 def test_a_result_built_wrongly_by_a_defect_is_replaced_by_exactly_one_error(serve, http, trainer, caplog):
-    async def too_deep(ctx: RolloutContext) -> RolloutResult:
-        content: Any = "leaf"
-        for _ in range(100_000):  # json encoding overflows: RecursionError, not a RolloutValueError
-            content = [content]
-        return ctx.complete([{"role": "assistant", "content": content}], reward=1.0)
+    class BrokenReward:
+        def __float__(self) -> float:  # not the TypeError/ValueError of a bad value: a bug
+            raise RuntimeError("broken")
 
-    server = serve(ScriptedAgent(too_deep))
+    async def broken(ctx: RolloutContext) -> RolloutResult:
+        return ctx.complete([{"role": "assistant", "content": "4"}], reward=BrokenReward())  # type: ignore[arg-type]
+
+    server = serve(ScriptedAgent(broken))
     with caplog.at_level(logging.ERROR, logger="osmosis_ai.rollout.server.executor"):
         _start(http, server.url, "defect", trainer)
         done = trainer.wait_completed("defect")
         _wait_for(lambda: http.get(f"{server.url}/health").json()["active_rollouts"] == 0)
     assert done["status"] == "ERROR"
-    assert done["error_message"] == "the RolloutServer could not build the COMPLETED callback: RecursionError"
+    assert done["error_message"] == "the RolloutServer could not build the COMPLETED callback: RuntimeError"
     assert [m["role"] for m in done["final_messages"]] == ["user"]  # the conversation as last seen
     assert len(trainer.completed_requests) == 1
     assert "the COMPLETED callback could not be built" in caplog.text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -76,7 +77,10 @@ def _wait_idle(http: httpx.Client, url: str) -> None:
     [
         ({"rollout_id": "dup-1"}, "dup-1"),  # same rollout_id, no key
         ({"rollout_id": "dup-1", "idempotency_key": ""}, "dup-1"),  # empty key falls back to rollout_id
-        ({"rollout_id": "dup-other", "idempotency_key": "dup-1"}, "dup-1"),  # D7 kept: original id answered
+        (
+            {"rollout_id": "dup-other", "idempotency_key": "dup-1"},
+            "dup-1",
+        ),  # the key decides: the original id is answered
     ],
 )
 def test_duplicate_init_is_answered_from_the_record_without_a_second_run(
@@ -137,7 +141,7 @@ def test_concurrent_duplicates_wait_for_a_slow_get_tools_and_share_its_answer(se
     "tools",
     [
         RuntimeError("boom"),
-        [{"type": "function", "function": {"name": "no_description"}}],  # D5: cannot be coerced
+        [{"type": "function", "function": {"name": "no_description"}}],  # not a valid tool schema
     ],
 )
 def test_get_tools_failure_is_500_and_leaves_no_record(serve, http, trainer: TrainerStandIn, tools: Any):
@@ -146,7 +150,7 @@ def test_get_tools_failure_is_500_and_leaves_no_record(serve, http, trainer: Tra
     response = http.post(f"{server.url}/v1/rollout/init", json=init_body("bad-tools", trainer.url))
     assert response.status_code == 500
     assert response.text == "Internal Server Error"
-    assert http.get(f"{server.url}/health").json()["active_rollouts"] == 0  # D4: nothing leaked
+    assert http.get(f"{server.url}/health").json()["active_rollouts"] == 0  # nothing leaked
     agent.tools = [ADD_TOOL]  # the same key may be retried once the agent is fixed
     retry = http.post(f"{server.url}/v1/rollout/init", json=init_body("bad-tools", trainer.url))
     assert retry.status_code == 202
@@ -178,7 +182,7 @@ def test_tool_serialization_follows_changes_of_a_mutated_list(serve, http, train
         ("Bearer", 401),
         ("", 401),
         (None, 401),
-        ("Bearer cl\u00e9-\u00fc", 401),  # non-ASCII: 401, not 500 (D32)
+        ("Bearer cl\u00e9-\u00fc", 401),  # non-ASCII: a wrong key, not a crash
     ],
 )
 def test_init_auth_header_variants(serve, trainer: TrainerStandIn, authorization: str | None, status: int):
@@ -198,7 +202,7 @@ def test_init_auth_header_variants(serve, trainer: TrainerStandIn, authorization
 def test_auth_is_checked_before_the_body(serve, http):
     server = serve(ScriptedAgent(), api_key=KEY)
     response = http.post(f"{server.url}/v1/rollout/init", content=b"{not json")
-    assert response.status_code == 401  # 0.2 answered 422 here (D31); we reveal nothing
+    assert response.status_code == 401  # auth before the body: an unauthenticated caller learns nothing
     authed = http.post(
         f"{server.url}/v1/rollout/init", content=b"{not json", headers={"Authorization": f"Bearer {KEY}"}
     )
@@ -246,7 +250,7 @@ def test_wrong_method_and_unknown_path(serve, http):
 
 BIG_METADATA = {"blob": "x" * (1024 * 1024 + 10)}
 NESTED: Any = "leaf"
-for _ in range(900):  # deeper than pydantic's JSON parser goes (200), shallow enough for json.dumps
+for _ in range(900):  # deep, yet shallow enough for json.dumps
     NESTED = [NESTED]
 
 
@@ -270,9 +274,9 @@ def _bad_inputs(trainer_url: str) -> list[tuple[str, bytes, int, str]]:
         ("ftp server_url", body(server_url="ftp://x"), 422, "value_error"),
         ("oversized metadata", body(metadata=BIG_METADATA), 422, "value_error"),
         ("huge message list", body(messages=[{"role": "user", "content": "x" * 100}] * 30000), 413, ""),
-        ("invalid utf-8", b'{"rollout_id": "\xff\xfe"}', 422, ""),
-        ("deeply nested json", b"[" * 100_000, 422, "json_invalid"),  # was a 500 (RecursionError)
-        ("deeply nested metadata", body(metadata=NESTED), 422, "json_invalid"),
+        ("invalid utf-8", b'{"rollout_id": "\xff\xfe"}', 400, ""),  # FastAPI's "error parsing the body"
+        ("deeply nested json", b"[" * 100_000, 400, ""),
+        ("metadata not an object", body(metadata=NESTED), 422, "dict_type"),
         ("json string", b'"rollout"', 422, "model_attributes_type"),
         ("callback key with a line break", body(api_key="key\r\nX-Injected: 1"), 422, "value_error"),
     ]
@@ -292,8 +296,10 @@ def test_bad_inputs_get_precise_4xx_and_the_server_keeps_serving(serve, http, tr
             assert all(item["loc"][0] == "body" for item in detail), label
             if error_type:
                 assert error_type in {item["type"] for item in detail}, (label, detail)
-        else:
+        elif status == 413:
             assert "2097152 bytes" in detail
+        else:
+            assert detail == "There was an error parsing the body"
         assert http.get(f"{server.url}/health").status_code == 200, label
     assert http.get(f"{server.url}/health").json()["active_rollouts"] == 0
 
@@ -317,7 +323,7 @@ def test_path_like_rollout_ids_are_accepted_as_opaque_ids(serve, http, trainer: 
         assert trainer.wait_completed(rollout_id)["status"] == "COMPLETED"
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert len(written) == 5
-    assert all(p.parent == tmp_path / "traces" for p in written)  # no id escapes the directory (D30)
+    assert all(p.parent == tmp_path / "traces" for p in written)  # no id escapes the directory
 
 
 def test_finished_records_are_pruned_after_the_ttl_and_the_key_can_run_again(serve, http, trainer):
@@ -383,17 +389,59 @@ def test_get_tools_in_thread_option_reaches_the_server(serve, http, trainer: Tra
     assert on_loop is not in_thread
 
 
-def test_finished_records_share_the_tools_json_when_get_tools_alternates(
-    serve, http, trainer: TrainerStandIn
+def test_a_body_without_content_type_is_read_as_json(serve, http, trainer: TrainerStandIn):
+    server = serve(ScriptedAgent())
+    content = json.dumps(init_body("no-content-type", trainer.url)).encode()
+    response = http.post(f"{server.url}/v1/rollout/init", content=content)
+    assert response.request.headers.get("content-type") is None
+    assert response.status_code == 202, response.text
+    trainer.wait_completed("no-content-type")
+
+
+def test_a_chunked_body_over_the_limit_is_refused_while_it_streams(serve, http, trainer: TrainerStandIn):
+    server = serve(ScriptedAgent(), max_request_bytes=64 * 1024)
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"rollout_id": "chunked", "metadata": {"blob": "'
+        for _ in range(64):
+            yield b"x" * 4096
+        yield b'"}}'
+
+    response = http.post(
+        f"{server.url}/v1/rollout/init", content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert response.request.headers.get("transfer-encoding") == "chunked"
+    assert response.status_code == 413
+    assert "65536 bytes" in response.json()["detail"]
+    small = json.dumps(init_body("chunked-ok", trainer.url)).encode()
+    response = http.post(f"{server.url}/v1/rollout/init", content=iter([small[:10], small[10:]]))
+    assert response.status_code == 202, response.text
+    trainer.wait_completed("chunked-ok")
+
+
+@pytest.mark.parametrize(
+    ("content_type", "status"),
+    [
+        ("application/json", 202),  # validated in one step by the route
+        ("application/json; charset=utf-8", 202),
+        ("application/vnd.osmosis+json", 202),  # FastAPI's own body handling, same answer
+        ("text/plain", 422),  # FastAPI does not read it as JSON
+    ],
+)
+def test_init_answers_alike_whichever_path_reads_the_body(
+    serve, http, trainer: TrainerStandIn, content_type: str, status: int
 ):
-    variants = [[ADD_TOOL], [{**ADD_TOOL, "function": {**ADD_TOOL["function"], "name": "add2"}}]]
-    server = serve(ScriptedAgent(tools=lambda request: variants[int(request.rollout_id[-1]) % 2]))
-    for i in range(8):
-        response = http.post(f"{server.url}/v1/rollout/init", json=init_body(f"alt-{i}", trainer.url))
-        assert response.status_code == 202
-    for i in range(8):
-        trainer.wait_completed(f"alt-{i}")
-    _wait_idle(http, server.url)
-    records = server.server.config.app.state.rollout_state.completed.values()
-    assert len(records) == 8
-    assert len({id(record.tools_json) for record in records}) == 2  # one bytes object per distinct list
+    server = serve(ScriptedAgent())
+    rollout_id = f"ct-{content_type}"
+    content = json.dumps(init_body(rollout_id, trainer.url)).encode()
+    response = http.post(
+        f"{server.url}/v1/rollout/init", content=content, headers={"content-type": content_type}
+    )
+    assert response.status_code == status, response.text
+    if status == 202:
+        assert response.headers["content-type"] == "application/json"
+        assert response.json()["rollout_id"] == rollout_id
+        assert response.json()["tools"][0]["function"]["name"] == ADD_TOOL["function"]["name"]
+        trainer.wait_completed(rollout_id)
+    else:
+        assert response.json()["detail"][0]["type"] == "model_attributes_type"

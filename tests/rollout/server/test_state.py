@@ -9,7 +9,7 @@ from osmosis_ai.rollout.server.state import AppState, RolloutRecord
 
 def _finish(state: AppState, key: str) -> RolloutRecord:
     record = RolloutRecord(key, f"id-{key}")
-    record.tools_json = b"[]"
+    record.tools = []
     state.add(record)
     state.mark_completed(record)
     return record
@@ -32,7 +32,7 @@ def test_finished_records_are_capped_and_keep_only_what_duplicates_need(caplog):
     assert list(state.completed) == ["c", "d", "e"]
     assert caplog.text.count("forgetting the oldest early") == 1
     record = state.completed["e"]
-    assert (record.task, record.ready, record.rollout_id, record.tools_json) == (None, None, "id-e", b"[]")
+    assert (record.task, record.ready, record.rollout_id, record.tools) == (None, None, "id-e", [])
 
 
 @pytest.mark.parametrize(
@@ -54,3 +54,19 @@ def test_counters_and_snapshots():
     )
     assert state.rollout_tasks == {}
     assert state.is_duplicate("k") and not state.is_duplicate("other")
+
+
+def test_rollout_tasks_and_completed_rollouts_are_live_read_only_views():
+    state = AppState()
+    record = RolloutRecord("k", "k")
+    state.add(record)
+    tasks, completed = state.rollout_tasks, state.completed_rollouts
+    assert dict(tasks) == {} and "k" not in tasks  # accepted, its task not started yet
+    state.mark_completed(record)
+    assert completed["k"] == record.completed_at and len(completed) == 1 and list(completed) == ["k"]
+    for view in (tasks, completed):
+        with pytest.raises(TypeError):
+            view["x"] = 1  # type: ignore[index]
+        with pytest.raises(TypeError):
+            del view["k"]  # type: ignore[attr-defined]
+    assert "k" in state.completed_rollouts
