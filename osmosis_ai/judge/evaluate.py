@@ -28,9 +28,9 @@ from typing import Any
 from osmosis_ai._litellm import aimport_litellm
 from osmosis_ai.judge.cache import JudgmentCache, judgment_key, resolve_cache
 from osmosis_ai.judge.call import JudgeRequest, complete
-from osmosis_ai.judge.errors import JudgeInputError, ProviderRequestError, ScoreRangeError
+from osmosis_ai.judge.errors import JudgeInputError, ProviderRequestError, ScoreRangeError, VerdictError
 from osmosis_ai.judge.keys import resolve_api_key
-from osmosis_ai.judge.parsing import Verdict, VerdictError, clamp, parse_verdict
+from osmosis_ai.judge.parsing import Verdict, clamp, parse_verdict
 from osmosis_ai.judge.portal import run_sync
 from osmosis_ai.judge.prompt import PROMPT_VERSION, build_messages
 from osmosis_ai.judge.ratelimit import RateLimiter
