@@ -11,7 +11,9 @@ osmosis_ai import osmosis_reward`` must stay close to the cost of a bare interpr
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing is not imported at run time; type checkers treat this name as True
+TYPE_CHECKING = (
+    False  # keeps typing off the start-up path (see benchmarks/startup.py); checkers read it as True
+)
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, TypeVar
