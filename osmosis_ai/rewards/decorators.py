@@ -42,7 +42,7 @@ def osmosis_reward(func: F) -> F:
     other types raise :class:`~osmosis_ai.errors.RewardReturnError` naming the function.
 
     Any other signature (for instance ``(messages, ground_truth, **kwargs)``) is *free-form*: no
-    parameter or return value is checked and the result is passed through unchanged, as in 0.2.
+    parameter or return value is checked and the result is passed through unchanged.
 
     In both modes a ``data_source=`` keyword is dropped when the function accepts neither a
     ``data_source`` parameter nor ``**kwargs``. ``async def`` functions, async callable objects
