@@ -2,9 +2,9 @@
 
 Run: ``.venv/bin/python -m benchmarks.judge [--judgments 64] [--concurrency 32] [--calls 200]``
 
-The judge is ``tests.support.openai_server.OpenAIServer`` running in a child process (so its CPU
-is not counted against the client), answering each request with a score derived from the
-candidate text, once with 100 ms of simulated latency and once with none.
+The judge is ``benchmarks/openai_stub.py`` running in a child process (so its CPU is not counted
+against the client), answering each request with a score derived from the candidate text, once
+with 100 ms of simulated latency and once with none.
 
 1. Throughput: the same judgments through a plain loop of ``evaluate_rubric`` and through
    ``evaluate_rubric_batch(concurrency=32)`` (goal: >= 10x faster, identical scores).
@@ -17,50 +17,14 @@ candidate text, once with 100 ms of simulated latency and once with none.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
-import multiprocessing
 import time
 from typing import Any
 
+from benchmarks.openai_stub import StubProcess
 from osmosis_ai.judge.portal import run_sync
-from tests.support.openai_server import OpenAIServer, Reply
 
 RUBRIC = "Score 1 when the reply answers the question correctly and politely, 0 otherwise."
 MODEL = "gpt-4o-mini"
-
-
-def _scored_reply(payload: Any, delay: float) -> Reply:
-    """A deterministic verdict: the score is a hash of the candidate text, so mix-ups would show."""
-    text = payload["messages"][-1]["content"]
-    score = int(hashlib.sha256(text.encode()).hexdigest()[:4], 16) / 0xFFFF
-    return Reply(content=json.dumps({"score": round(score, 4), "explanation": "benchmark"}), delay=delay)
-
-
-def _serve(delay: float, ports: Any, stop: Any) -> None:
-    server = OpenAIServer()
-    server.handler = lambda payload: _scored_reply(payload, delay)
-    with server:
-        ports.put(server.port)
-        stop.wait()
-
-
-class _ServerProcess:
-    """An :class:`OpenAIServer` in a child process, for as long as the ``with`` block lasts."""
-
-    def __init__(self, delay: float) -> None:
-        context = multiprocessing.get_context("spawn")
-        self._ports = context.Queue()
-        self._stop = context.Event()
-        self._process = context.Process(target=_serve, args=(delay, self._ports, self._stop), daemon=True)
-
-    def __enter__(self) -> str:
-        self._process.start()
-        return f"http://127.0.0.1:{self._ports.get(timeout=30)}/v1"
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._process.join(timeout=10)
 
 
 def _items(count: int, api_base: str) -> list[dict[str, Any]]:
@@ -78,7 +42,7 @@ def _items(count: int, api_base: str) -> list[dict[str, Any]]:
 def throughput(judgments: int, concurrency: int) -> dict[str, Any]:
     from osmosis_ai import evaluate_rubric, evaluate_rubric_batch
 
-    with _ServerProcess(delay=0.1) as api_base:
+    with StubProcess(delay=0.1) as api_base:
         items = _items(judgments, api_base)
         evaluate_rubric(**items[0])  # warm-up: imports, client pool
         started = time.perf_counter()
@@ -132,7 +96,7 @@ async def _cpu_per_call(calls: int, rounds: int, api_base: str) -> tuple[float, 
 
 
 def overhead(calls: int) -> tuple[float, float]:
-    with _ServerProcess(delay=0.0) as api_base:
+    with StubProcess(delay=0.0) as api_base:
         return run_sync(_cpu_per_call(calls, rounds=5, api_base=api_base))
 
 

@@ -3,12 +3,12 @@
     .venv/bin/python -m benchmarks.rollout_server [--rollouts 2000] [--rounds 2] [--inflight 5000]
         [--max-concurrent 10000] [--trick-rounds 3]
 
-Starts ``osmosis serve --local`` with the calculator example and ``shared/bench/limit_server.py`` (the
-least a rollout server can do), drives both with ``shared/bench/trainer_sim.py`` using the same flags
+Starts ``osmosis serve --local`` with the calculator example and ``benchmarks/minimal_server.py`` (the
+least a rollout server can do), drives both with ``benchmarks/trainer_driver.py`` using the same flags
 (concurrency 50 with one tool turn; concurrency 1), and prints the figures side by side with their
 ratios (best of ``--rounds``, since the machine is shared), plus each server's CPU time per rollout
 (which other load on the machine does not skew). Then it measures the server's resident
-memory idle and with ``--inflight`` rollouts held in flight (``trainer_sim --llm-delay``), from
+memory idle and with ``--inflight`` rollouts held in flight (the driver's ``--llm-delay``), from
 ``/proc/<pid>/status``, first with the default limits (100 rollouts run, the rest queue), then in a
 second server with ``--max-concurrent`` rollouts allowed to run at once (the callback pool then has a
 connection for each). Last, the tricks the server keeps for speed, each against its plain
@@ -35,7 +35,11 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-BENCH = REPO.parent / "shared" / "bench"
+# The project's own yardsticks; OSMOSIS_BENCH_SHARED=1 cross-checks with ../shared/bench's when present.
+SHARED = REPO.parent / "shared" / "bench"
+USE_SHARED = os.environ.get("OSMOSIS_BENCH_SHARED") == "1" and (SHARED / "trainer_sim.py").exists()
+TRAINER = SHARED / "trainer_sim.py" if USE_SHARED else REPO / "benchmarks" / "trainer_driver.py"
+FLOOR = SHARED / "limit_server.py" if USE_SHARED else REPO / "benchmarks" / "minimal_server.py"
 AGENT = "examples.calculator.agent:agent_loop"
 GOALS = {"c50_ratio": 0.5, "c1_p50_ratio": 2.0, "idle_mib": 150.0, "inflight_kib": 20.0}
 
@@ -121,7 +125,7 @@ def process(args: list[str], env: dict[str, str] | None = None) -> Iterator[subp
 def trainer(target: str, *flags: str) -> dict[str, Any]:
     args = [
         sys.executable,
-        str(BENCH / "trainer_sim.py"),
+        str(TRAINER),
         "--target",
         target,
         "--port",
@@ -131,7 +135,7 @@ def trainer(target: str, *flags: str) -> dict[str, Any]:
     out = subprocess.run(args, capture_output=True, text=True, timeout=180, check=False)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if not lines:
-        raise RuntimeError(f"trainer_sim failed: {out.stderr[-500:]}")
+        raise RuntimeError(f"{TRAINER.name} failed: {out.stderr[-500:]}")
     result: dict[str, Any] = json.loads(lines[-1])
     return result
 
@@ -144,7 +148,7 @@ def measure_inflight(url: str, pid: int, count: int) -> tuple[int, int, int]:
     """RSS before and while ``count`` rollouts wait on a slow trainer; returns (idle KiB, loaded KiB, seen)."""
     idle = rss_kib(pid)
     args = [
-        sys.executable, str(BENCH / "trainer_sim.py"), "--target", url, "--port", str(free_port()),
+        sys.executable, str(TRAINER), "--target", url, "--port", str(free_port()),
         "--rollouts", str(count), "--concurrency", str(count), "--llm-delay", "10", "--timeout", "40",
     ]  # fmt: skip
     sim = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -183,7 +187,7 @@ def serve_command(url: str) -> list[str]:
 
 
 def floor_command(url: str) -> list[str]:
-    return [sys.executable, str(BENCH / "limit_server.py"), url.rsplit(":", 1)[1]]
+    return [sys.executable, str(FLOOR), url.rsplit(":", 1)[1]]
 
 
 def c50_run(url: str, pid: int, rollouts: int) -> dict[str, Any]:
@@ -243,10 +247,6 @@ def main() -> int:
         "--trick-rounds", type=int, default=3, help="runs per variant in the tricks phase (0 skips it)"
     )
     args = parser.parse_args()
-    if not (BENCH / "trainer_sim.py").exists():
-        print(f"shared/bench not found at {BENCH}", file=sys.stderr)
-        return 2
-
     ours_url = f"http://127.0.0.1:{free_port()}"
     floor_url = f"http://127.0.0.1:{free_port()}"
     with (
@@ -296,7 +296,7 @@ def main() -> int:
         "inflight_kib": round((loaded - idle) / max(seen, 1), 2),
         "all_running_inflight_kib": round((wide_loaded - wide_idle) / max(wide_seen, 1), 2),
     }
-    print(f"{'':28}{'osmosis serve':>15}{'limit_server':>15}{'ratio':>9}{'goal':>9}")
+    print(f"{'':28}{'osmosis serve':>15}{FLOOR.stem:>15}{'ratio':>9}{'goal':>9}")
     print(
         f"{'c50 x1 tool, rollouts/s':28}{ours50['rollouts_per_s']:>15}{floor50['rollouts_per_s']:>15}"
         f"{figures['c50_ratio']:>9}{'>= 0.5':>9}"

@@ -47,7 +47,9 @@ __all__ = ["__version__", *_EXPORTS]
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
-TYPE_CHECKING = False  # typing costs milliseconds at import; type checkers treat this name as True
+TYPE_CHECKING = (
+    False  # keeps typing off the start-up path (see benchmarks/startup.py); checkers read it as True
+)
 
 if TYPE_CHECKING:
     from osmosis_ai.rewards import osmosis_reward, osmosis_rubric

@@ -8,9 +8,11 @@ attribute and the extra to install, instead of a bare ``ModuleNotFoundError`` fr
 
 from __future__ import annotations
 
-import sys
+import importlib
 
-TYPE_CHECKING = False  # avoid importing typing at run time: this module is on the import path of the root
+TYPE_CHECKING = (
+    False  # keeps typing off the start-up path (see benchmarks/startup.py); checkers read it as True
+)
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
@@ -47,9 +49,7 @@ def lazy_exports(
         if module_name is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         try:
-            # __import__ + sys.modules rather than importlib.import_module: importing importlib
-            # would cost this light root a few hundred microseconds on every interpreter start.
-            __import__(module_name)
+            module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
             if exc.name and (exc.name == module_name or module_name.startswith(exc.name + ".")):
                 raise ImportError(
@@ -59,7 +59,7 @@ def lazy_exports(
                 f"{package}.{name} needs the package {exc.name!r}, which is not installed; "
                 f"{install_hint(exc.name)}"
             ) from exc
-        value = getattr(sys.modules[module_name], name)
+        value = getattr(module, name)
         namespace[name] = value
         return value
 

@@ -1,4 +1,6 @@
-"""LiteLLM's exception classes and completion functions under osmosis-ai 0.2's private import path.
+"""LiteLLM's exception classes and completion functions, at an import path existing code uses.
+
+Kept as a compatibility path (docs/compatibility.md); new code imports LiteLLM itself.
 
 Names are resolved on first access (PEP 562), so importing this module does not import LiteLLM.
 """

@@ -1,18 +1,52 @@
 """The error model of the Osmosis SDK.
 
 Every error the SDK raises on purpose derives from :class:`OsmosisError`, so ``except OsmosisError``
-catches them all. Where osmosis-ai 0.2 raised a builtin type (``TypeError`` for a bad reward
-signature, ``RuntimeError`` for a missing API key), the new class also derives from that builtin,
-so code written against 0.2 keeps catching what it caught before.
+catches them all. Where the same situation raised a builtin exception in the 0.2 API (``TypeError``
+for a bad reward signature, ``RuntimeError`` for a missing API key), the class also derives from
+that builtin, so existing ``except TypeError:`` code keeps working (docs/compatibility.md).
 
-* OsmosisError
-  + RewardContractError (TypeError)        a reward/rubric function breaks its contract
-    - RewardSignatureError                 ... at decoration time: wrong parameters or annotations
-    - RewardArgumentError                  ... at call time: wrong argument values (rubrics only)
-    - RewardReturnError (ValueError)       ... at call time: not a finite real number
-  + CLIError                               a command cannot proceed; the message says why and what to do
-  + rubric judging (osmosis_ai.rubric_types): MissingAPIKeyError, ProviderRequestError, ModelNotFoundError
-  + remote rollout (osmosis_ai.rollout): OsmosisRolloutError and its transport/server/validation/timeout kinds
+The whole tree, with builtin bases in parentheses and the defining module on the right. Private
+helper bases (``_Name``) are left out. ``tests/test_errors.py`` checks this drawing against the
+classes that exist, both ways, so a new error class means a new line here::
+
+    OsmosisError                                    osmosis_ai.errors
+    ├── RewardContractError (TypeError)             osmosis_ai.errors
+    │   ├── RewardSignatureError                    osmosis_ai.errors
+    │   ├── RewardArgumentError                     osmosis_ai.errors
+    │   └── RewardReturnError (ValueError)          osmosis_ai.errors
+    ├── CLIError                                    osmosis_ai.errors
+    ├── JudgeInputError (TypeError)                 osmosis_ai.judge.errors
+    ├── ScoreRangeError (ValueError)                osmosis_ai.judge.errors
+    ├── JudgeSettingError (ValueError)              osmosis_ai.judge.errors
+    ├── VerdictError (ValueError)                   osmosis_ai.judge.errors
+    ├── MissingAPIKeyError (RuntimeError)           osmosis_ai.judge.errors
+    ├── ProviderRequestError (RuntimeError)         osmosis_ai.judge.errors
+    │   └── ModelNotFoundError                      osmosis_ai.judge.errors
+    ├── OsmosisRolloutError                         osmosis_ai.rollout.core.exceptions
+    │   ├── OsmosisTransportError                   osmosis_ai.rollout.core.exceptions
+    │   ├── OsmosisServerError                      osmosis_ai.rollout.core.exceptions
+    │   ├── OsmosisValidationError                  osmosis_ai.rollout.core.exceptions
+    │   ├── OsmosisTimeoutError                     osmosis_ai.rollout.core.exceptions
+    │   ├── AgentLoopNotFoundError                  osmosis_ai.rollout.core.exceptions
+    │   ├── AgentLoopDefinitionError (TypeError)    osmosis_ai.rollout.core.exceptions
+    │   ├── RolloutValueError (ValueError)          osmosis_ai.rollout.core.exceptions
+    │   ├── ToolExecutionError                      osmosis_ai.rollout.core.exceptions
+    │   │   └── ToolArgumentError                   osmosis_ai.rollout.core.exceptions
+    │   ├── AgentLoopValidationError                osmosis_ai.rollout.validator
+    │   └── PublicIPDetectionError                  osmosis_ai.rollout.network
+    ├── ServeError                                  osmosis_ai.rollout.server.serve
+    └── TrainGateError                              osmosis_ai.traingate.errors
+        ├── DatasetError (ValueError)               osmosis_ai.traingate.errors
+        ├── PolicyError                             osmosis_ai.traingate.errors
+        ├── LoadError (ValueError)                  osmosis_ai.traingate.errors
+        ├── InitRejected                            osmosis_ai.traingate.launcher
+        └── ServerUnreachable                       osmosis_ai.traingate.launcher
+
+What each one means is in its class docstring. In short: the ``Reward*`` errors are a reward
+function breaking its contract; the judge errors are bad arguments, an unusable reply or a failed
+provider call; the rollout errors are the agent-side SDK (calls to TrainGate, agent-loop
+definition, tools); ``ServeError`` is a server that cannot start; the TrainGate errors are the local
+trainer's. ``CLIError`` is the command line's own: library code never raises it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Rubric evaluation at its osmosis-ai 0.2 import path; the implementation lives in ``osmosis_ai.judge``.
+"""Rubric evaluation at its compatibility import path; the implementation lives in ``osmosis_ai.judge``.
 
 Importing this module does not import LiteLLM; the first judgment does.
 """

@@ -1,4 +1,4 @@
-"""Rubric judging types and errors at their osmosis-ai 0.2 import path (defined in ``osmosis_ai.judge``)."""
+"""Rubric judging types and errors at their compatibility import path (defined in ``osmosis_ai.judge``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Import path of osmosis-ai 0.2 (``from osmosis_ai.utils import osmosis_reward``), kept working.
+"""Compatibility path: ``from osmosis_ai.utils import osmosis_reward`` (docs/compatibility.md).
 
-New code should import from ``osmosis_ai`` or ``osmosis_ai.rewards``.
+New code imports from ``osmosis_ai`` or ``osmosis_ai.rewards``.
 """
 
 from __future__ import annotations

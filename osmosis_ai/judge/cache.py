@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai.judge.errors import JudgeSettingError
+from osmosis_ai.judge.errors import JudgeInputError, JudgeSettingError
 
 logger = logging.getLogger(__name__)
 
@@ -153,13 +153,20 @@ class JudgmentCache:
 
 
 def resolve_cache(cache: JudgmentCache | str | os.PathLike[str] | bool | None) -> JudgmentCache | None:
-    """Accept ``None``/``False`` (no cache), ``True`` (the shared default file), a path, or a cache."""
+    """Accept ``None``/``False`` (no cache), ``True`` (the shared default file), a path, or a cache.
+
+    Anything else raises :class:`JudgeInputError` (a ``TypeError``).
+    """
     if cache is None or cache is False:
         return None
     if isinstance(cache, JudgmentCache):
         return cache
     if cache is True:
         return _shared_cache(None)
+    if not isinstance(cache, (str, os.PathLike)):
+        raise JudgeInputError(
+            f"cache must be True, False, None, a path or a JudgmentCache, got {type(cache).__name__}"
+        )
     return _shared_cache(str(Path(cache).expanduser()))
 
 

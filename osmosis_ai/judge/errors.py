@@ -1,15 +1,9 @@
 """Errors raised while judging with a rubric.
 
-They derive from :class:`osmosis_ai.errors.OsmosisError` and from the builtin osmosis-ai 0.2
-raised in the same situation; ``osmosis_ai.rubric_types`` and ``osmosis_ai.rubric_eval``
-re-export the provider and key errors.
-
-* JudgeInputError (TypeError)            an argument is missing or has the wrong type
-* ScoreRangeError (ValueError)           a bound is not a finite number, or score_max is not above score_min
-* JudgeSettingError (ValueError)         concurrency, rate limit or cache size out of range
-* MissingAPIKeyError (RuntimeError)      a provider that needs an API key has none configured
-* ProviderRequestError (RuntimeError)    the call failed, or the reply held no usable verdict
-  - ModelNotFoundError                   the provider does not know the model id
+Each derives from :class:`osmosis_ai.errors.OsmosisError` and from the builtin that callers of the
+0.2 API catch for the same situation (see docs/compatibility.md); ``osmosis_ai.rubric_types`` and
+``osmosis_ai.rubric_eval`` re-export the provider and key errors. Their place in the whole tree is
+drawn in :mod:`osmosis_ai.errors`.
 """
 
 from __future__ import annotations
@@ -41,12 +35,20 @@ class ModelNotFoundError(ProviderRequestError):
 
 
 class JudgeInputError(OsmosisError, TypeError):
-    """An argument of ``evaluate_rubric`` is missing or of the wrong type (a ``TypeError`` in 0.2)."""
+    """An argument of ``evaluate_rubric`` is missing or of the wrong type (also a ``TypeError``)."""
 
 
 class ScoreRangeError(OsmosisError, ValueError):
-    """The score range is empty, inverted or not finite (a ``ValueError`` in 0.2)."""
+    """The score range is empty, inverted or not finite (also a ``ValueError``)."""
 
 
 class JudgeSettingError(OsmosisError, ValueError):
     """A judging setting (concurrency, rate limit, cache size, ...) is out of its valid range."""
+
+
+class VerdictError(OsmosisError, ValueError):
+    """The judge's reply holds no usable ``{"score": ..., "explanation": ...}`` object.
+
+    Raised while reading a reply. The judging loop answers it with a corrective request, and reports
+    a :class:`ProviderRequestError` once those run out, so ``evaluate_rubric`` callers never see it.
+    """

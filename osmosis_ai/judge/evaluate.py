@@ -1,19 +1,19 @@
 """Scoring one output against a rubric with an LLM judge: ``aevaluate_rubric`` and ``evaluate_rubric``.
 
-The steps, in osmosis-ai 0.2's observable order: validate ``provider`` and ``model``, resolve the API
-key, validate ``rubric`` and ``solution_str``, resolve the score range, system prompt, original
-input and timeout; then build the prompt, call the judge, parse and clamp its verdict.
+The arguments are checked in a fixed order — ``provider`` and ``model``, the API key, ``rubric`` and
+``solution_str``, the score range, then the system prompt, original input and timeout — so a call
+with several problems always reports the same one first. Then the prompt is built, the judge
+called, and its verdict parsed and clamped. Along the way:
 
-Differences from 0.2, all additive:
-
-* an empty (blank) ``solution_str`` is scored ``score_min`` without calling the judge: models do
-  produce empty outputs during RL, and a crash there stops training (0.2 raised ``TypeError``;
-  non-strings still raise it);
+* a blank ``solution_str`` scores ``score_min`` without calling the judge: models do produce empty
+  outputs during RL, and an exception there would stop a training run (non-strings still raise);
 * transient provider failures are retried with back-off, and a reply without a usable verdict is
   answered once with a corrective message before giving up;
 * a score outside the range is clamped and the result says so (``clamped``, ``original_score``);
 * ``cache=`` stores verdicts on disk (a failing cache is skipped with one warning, never fatal),
   ``rate_limiter=`` spaces requests, ``retry=`` tunes retries.
+
+Where this differs from the 0.2 API is listed in docs/compatibility.md.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from typing import Any
 from osmosis_ai._litellm import aimport_litellm
 from osmosis_ai.judge.cache import JudgmentCache, judgment_key, resolve_cache
 from osmosis_ai.judge.call import JudgeRequest, complete
-from osmosis_ai.judge.errors import JudgeInputError, ProviderRequestError, ScoreRangeError
+from osmosis_ai.judge.errors import JudgeInputError, ProviderRequestError, ScoreRangeError, VerdictError
 from osmosis_ai.judge.keys import resolve_api_key
-from osmosis_ai.judge.parsing import Verdict, VerdictError, clamp, parse_verdict
+from osmosis_ai.judge.parsing import Verdict, clamp, parse_verdict
 from osmosis_ai.judge.portal import run_sync
 from osmosis_ai.judge.prompt import PROMPT_VERSION, build_messages
 from osmosis_ai.judge.ratelimit import RateLimiter
@@ -284,7 +284,8 @@ async def aevaluate_rubric(
         rate_limiter: a :class:`~osmosis_ai.judge.ratelimit.RateLimiter` shared with other calls.
 
     Raises:
-        JudgeInputError: (a ``TypeError``) a required argument is missing or not a string.
+        JudgeInputError: (a ``TypeError``) a required argument is missing or not a string, or
+            ``cache`` is not one of the accepted kinds.
         MissingAPIKeyError: the provider needs an API key and none is configured.
         ScoreRangeError: (a ``ValueError``) the score range is empty, not numeric or not finite.
         ModelNotFoundError: the provider does not know the model.
@@ -306,8 +307,9 @@ async def aevaluate_rubric(
         result = _empty_output_result(plan)
     else:
         request = plan.request
+        judgment_cache = resolve_cache(cache)  # outside the try: a bad ``cache`` is not a provider error
         try:
-            result = await _judge(plan, request, resolve_cache(cache), retry or _DEFAULT_RETRY, rate_limiter)
+            result = await _judge(plan, request, judgment_cache, retry or _DEFAULT_RETRY, rate_limiter)
         except ProviderRequestError:
             raise
         except Exception as exc:

@@ -15,16 +15,14 @@ import re
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from osmosis_ai.errors import OsmosisError
+from osmosis_ai.judge.errors import VerdictError
 
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _FENCE_START = re.compile(r"^```(?:json)?\s*", re.IGNORECASE)
 _FENCE_END = re.compile(r"\s*```$")
 _MAX_OBJECT_STARTS = 256  # bounds the scan of long prose replies
 
-
-class VerdictError(OsmosisError, ValueError):
-    """The judge's reply holds no usable ``{"score": ..., "explanation": ...}`` object."""
+__all__ = ["Verdict", "VerdictError", "clamp", "parse_verdict"]
 
 
 class Verdict(NamedTuple):

@@ -1,11 +1,11 @@
 """Run the async judge from synchronous code on one long-lived background event loop.
 
-``evaluate_rubric`` is synchronous (as in osmosis-ai 0.2) but shares the async implementation.
+``evaluate_rubric`` is synchronous (its public signature) but shares the async implementation.
 Running each call under a fresh ``asyncio.run`` would rebuild LiteLLM's HTTP clients (they are
 cached per event loop) for every judgment; instead every synchronous call is handed to a single
 daemon thread that owns an event loop for the life of the process. It also works when the caller
-is itself inside a running event loop (the call blocks that loop, as 0.2 did), and in a child
-process forked after a call (the child starts its own loop thread).
+is itself inside a running event loop (the call blocks that loop, as any synchronous call does),
+and in a child process forked after a call (the child starts its own loop thread).
 
 At interpreter exit the loop is wound down (pending tasks cancelled, thread joined) before daemon
 threads are frozen: a daemon thread frozen in the middle of an import would otherwise deadlock

@@ -80,7 +80,7 @@ def build_user_prompt(
     ground_truth: str | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> str:
-    """The rubric, the range and the quoted inputs, in the order osmosis-ai 0.2 used."""
+    """The rubric, the range and the quoted inputs, in the order existing rubrics were tuned against."""
     lines = ["Rubric:", rubric.strip(), "", f"Score range: {_render(score_min)} to {_render(score_max)}."]
     original = quote_block("ORIGINAL_INPUT", original_input)
     if original:

@@ -35,7 +35,7 @@ class _RunDetails(TypedDict, total=False):
 class RewardRubricRunResult(_RunDetails):
     """A verdict: the (clamped) ``score``, the judge's ``explanation`` and the ``raw`` provider reply.
 
-    Beyond osmosis-ai 0.2's three keys, ``clamped`` says whether the judge's score fell outside the
+    Beyond those three keys, ``clamped`` says whether the judge's score fell outside the
     range (``original_score`` keeps what it said), ``cached`` whether it came from the judgment
     cache, and ``attempts`` how many provider calls it took.
     """

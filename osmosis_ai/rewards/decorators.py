@@ -11,7 +11,9 @@ osmosis_ai import osmosis_reward`` must stay close to the cost of a bare interpr
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing is not imported at run time; type checkers treat this name as True
+TYPE_CHECKING = (
+    False  # keeps typing off the start-up path (see benchmarks/startup.py); checkers read it as True
+)
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, TypeVar
@@ -40,7 +42,7 @@ def osmosis_reward(func: F) -> F:
     other types raise :class:`~osmosis_ai.errors.RewardReturnError` naming the function.
 
     Any other signature (for instance ``(messages, ground_truth, **kwargs)``) is *free-form*: no
-    parameter or return value is checked and the result is passed through unchanged, as in 0.2.
+    parameter or return value is checked and the result is passed through unchanged.
 
     In both modes a ``data_source=`` keyword is dropped when the function accepts neither a
     ``data_source`` parameter nor ``**kwargs``. ``async def`` functions, async callable objects

@@ -131,8 +131,8 @@ def _strip_partials(func: Any) -> Any:
 def _check_classic(
     func: Callable[..., Any], name: str, params: list[inspect.Parameter], contract: Contract
 ) -> None:
-    """Apply ``contract.rules`` to the first parameters, in 0.2's order: count, then per parameter
-    name, annotation, default."""
+    """Apply ``contract.rules`` to the first parameters: count, then per parameter name, annotation,
+    default. The first breach is reported, so the order decides which message a user sees."""
     accepted = contract.accepted.format(name=name)
     if len(params) < len(contract.rules):
         missing = ", ".join(repr(rule.name) for rule in contract.rules[len(params) :])
@@ -209,7 +209,8 @@ def _resolve(annotation: Any, namespace: dict[str, Any]) -> Any:
 
     Each annotation is resolved on its own (through a stand-in object holding just that one) so a
     broken annotation elsewhere in the signature does not matter, and so that Python 3.10 does not
-    turn ``x: str = None`` into ``Optional[str]``, which 0.2 never did.
+    turn ``x: str = None`` into ``Optional[str]`` (which would make the same function pass or fail
+    depending on the Python version).
     """
     if annotation is inspect.Parameter.empty:
         return annotation
@@ -266,8 +267,8 @@ def _is_optional_str_like(annotation: Any) -> bool:
 
 
 def _is_optional_dict(annotation: Any) -> bool:
-    """``dict``, ``Optional[dict]`` or ``dict | None``; 0.2 rejects ``typing.Dict``, ``dict[str, Any]``
-    and ``Mapping`` and so do we."""
+    """``dict``, ``Optional[dict]`` or ``dict | None``; ``typing.Dict``, ``dict[str, Any]`` and
+    ``Mapping`` are rejected, so a function accepted here is accepted by every release."""
     members = _non_none_members(annotation)
     return annotation is dict if members is None else members == (dict,)
 

@@ -120,7 +120,7 @@ def argument_checked(
 
 
 def _argument_problem(arguments: dict[str, Any]) -> str:
-    """What is wrong with the bound rubric arguments, in 0.2's order, or ``""``."""
+    """What is wrong with the bound rubric arguments (the first problem, in a fixed order), or ``""``."""
     if "solution_str" not in arguments:
         return "argument 'solution_str' is missing"
     solution = arguments["solution_str"]

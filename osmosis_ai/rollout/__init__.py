@@ -6,6 +6,8 @@ nor FastAPI, uvicorn or an HTTP client; each is imported when a name that needs 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from osmosis_ai._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
@@ -135,8 +137,6 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
-
-TYPE_CHECKING = False  # typing costs milliseconds at import; type checkers treat this name as True
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.client import (

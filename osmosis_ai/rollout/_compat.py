@@ -1,4 +1,4 @@
-"""Optional-dependency helpers (0.2's ``_compat`` API), without importing anything heavy up front.
+"""Optional-dependency helpers kept for compatibility, without importing anything heavy up front.
 
 The availability flags come from ``importlib.util.find_spec`` (no import); the module attributes
 ``pydantic_settings``, ``fastapi`` and ``uvicorn`` import the package on first access (``None`` when

@@ -1,9 +1,7 @@
-"""Errors of the local TrainGate.
+"""Errors of the local TrainGate, rooted at :class:`TrainGateError`.
 
-* TrainGateError (OsmosisError)      the local trainer cannot do what was asked
-  + DatasetError (ValueError)        a dataset file is unreadable or a row breaks the format (file, row, column)
-  + PolicyError                      the policy backend failed to produce a completion
-  + LoadError (ValueError)           a ``MODULE:ATTR`` reference cannot be imported or is not usable
+:class:`DatasetError` and :class:`LoadError` are bad input, so they are ``ValueError``s too. The
+whole tree is drawn in :mod:`osmosis_ai.errors`.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from osmosis_ai import (
 )
 from osmosis_ai.errors import OsmosisError
 from osmosis_ai.judge.cache import SHARED_CACHE_LIMIT, JudgmentCache, resolve_cache
-from osmosis_ai.judge.errors import ScoreRangeError
+from osmosis_ai.judge.errors import JudgeInputError, ScoreRangeError
 from osmosis_ai.judge.evaluate import EMPTY_OUTPUT_EXPLANATION
 from osmosis_ai.judge.retry import RetryPolicy
 from tests.support.openai_server import OpenAIServer, Reply
@@ -215,6 +215,16 @@ def test_bad_inputs_raise_before_any_call(
 ) -> None:
     with pytest.raises(error):
         evaluate_rubric(rubric, solution, model_info, **bounds)
+    assert openai_server.requests == []
+
+
+@pytest.mark.parametrize("cache", [123, 1.5, object()])
+def test_a_bad_cache_argument_is_an_input_error_not_a_provider_error(
+    openai_server: OpenAIServer, model_info: dict[str, Any], cache: Any
+) -> None:
+    with pytest.raises(JudgeInputError, match="cache must be"):
+        evaluate_rubric("r", "x", model_info, cache=cache)
+    assert issubclass(JudgeInputError, TypeError)
     assert openai_server.requests == []
 
 

@@ -1,6 +1,6 @@
 """Settings of the rollout client and server, read from environment variables and ``.env``.
 
-Names, defaults, ranges and prefixes are those of osmosis-ai 0.2:
+Names, defaults, ranges and prefixes are a public contract (deployments set them), kept stable:
 
 * ``RolloutClientSettings``: ``OSMOSIS_ROLLOUT_CLIENT_<FIELD>`` (timeouts, retries, connection pool)
 * ``RolloutServerSettings``: ``OSMOSIS_ROLLOUT_SERVER_<FIELD>`` (concurrency, record TTL, registration)
@@ -37,8 +37,8 @@ class RolloutClientSettings(BaseSettings):
 
     ``max_connections`` bounds the process-wide pool shared by all rollouts of an event loop.
     ``max_keepalive_connections`` is accepted for compatibility; the aiohttp pool keeps idle
-    connections up to ``max_connections``. ``connect_timeout_seconds`` (new; 0.2 hard-coded 10 s)
-    bounds TCP connection set-up within ``timeout_seconds``.
+    connections up to ``max_connections``. ``connect_timeout_seconds`` bounds TCP connection set-up
+    within ``timeout_seconds``.
     """
 
     model_config = _config("OSMOSIS_ROLLOUT_CLIENT_")
@@ -56,10 +56,11 @@ class RolloutClientSettings(BaseSettings):
 class RolloutServerSettings(BaseSettings):
     """How the RolloutServer runs rollouts, sheds load, shuts down and registers with the Platform.
 
-    ``max_queued_rollouts`` and ``shutdown_grace_seconds`` are new: with a queue limit, init answers
-    429 with ``Retry-After`` instead of queueing without bound; on shutdown, in-flight rollouts get
-    the grace period and then ERROR callbacks. ``request_timeout_seconds`` (defined but unused in 0.2)
-    is the per-rollout deadline for ``get_tools`` and ``run``; 0 (new) turns it off.
+    ``max_queued_rollouts``: with a limit, init answers 429 with ``Retry-After`` once that many
+    rollouts wait for a slot, instead of queueing without bound (``None``, the default).
+    ``shutdown_grace_seconds``: on shutdown, in-flight rollouts get this long, then ERROR callbacks.
+    ``request_timeout_seconds``: the per-rollout deadline for ``get_tools`` and ``run``; 0 turns it
+    off. See docs/design.md for why each exists and docs/compatibility.md for the defaults.
     """
 
     model_config = _config("OSMOSIS_ROLLOUT_SERVER_")
@@ -67,12 +68,10 @@ class RolloutServerSettings(BaseSettings):
     max_concurrent_rollouts: int = Field(default=100, ge=1, le=10000)
     record_ttl_seconds: float = Field(default=3600.0, ge=60.0, le=86400.0)
     cleanup_interval_seconds: float = Field(default=60.0, ge=10.0, le=3600.0)
-    # 0.2 defined it but never applied it; now the per-rollout deadline. 0 (new) means no deadline.
     request_timeout_seconds: float = Field(default=600.0, ge=0.0, le=3600.0)
     registration_readiness_timeout_seconds: float = Field(default=10.0, ge=1.0, le=60.0)
     registration_readiness_poll_interval_seconds: float = Field(default=0.2, ge=0.05, le=5.0)
     registration_shutdown_timeout_seconds: float = Field(default=30.0, ge=1.0, le=300.0)
-    # New: back-pressure (None = queue without bound, as 0.2) and the drain on shutdown.
     max_queued_rollouts: int | None = Field(default=None, ge=0)
     shutdown_grace_seconds: float = Field(default=10.0, ge=0.0, le=3600.0)
 

@@ -5,6 +5,8 @@ Names resolve lazily (PEP 562): importing this package loads neither FastAPI nor
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from osmosis_ai._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
@@ -22,8 +24,6 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
-
-TYPE_CHECKING = False  # typing costs milliseconds at import; type checkers treat this name as True
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.server.api_key import generate_api_key, validate_api_key
