@@ -11,7 +11,7 @@ from osmosis_ai.traingate.gateway import TrainGate
 from osmosis_ai.traingate.policy.scripted import ScriptedPolicy
 from osmosis_ai.traingate.report import summarize
 from osmosis_ai.traingate.runner import RunConfig, run_rollouts
-from tests.traingate.standin_server import Callback, StandInRolloutServer
+from tests.support.rollout_server import Callback, StandInRolloutServer
 
 ROW = {"system_prompt": "calc", "user_prompt": "What is 2 + 3?", "ground_truth": "5"}
 

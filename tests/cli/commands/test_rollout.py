@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.traingate.conftest import CALCULATOR_DATASET
-from tests.traingate.standin_server import StandInRolloutServer
+from tests.support.cli import CALCULATOR_DATASET
+from tests.support.rollout_server import StandInRolloutServer
 
 ROOT = Path(__file__).resolve().parents[3]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120"}

@@ -19,9 +19,9 @@ from osmosis_ai.cli.commands import serve as serve_command
 from osmosis_ai.cli.commands.serve import print_registration_result
 from osmosis_ai.cli.commands.validate import validate_and_report
 from osmosis_ai.rollout.server.registration import RegistrationResult
-from tests.cli.commands.support import CALCULATOR, REPO, osmosis, subprocess_env
-from tests.rollout.server.support import PlatformStandIn, init_body
-from tests.rollout.trainer import TrainerStandIn
+from tests.support.cli import CALCULATOR, REPO, osmosis, subprocess_env
+from tests.support.server import PlatformStandIn, init_body
+from tests.support.trainer import TrainerStandIn
 
 # -- serve: refusals -------------------------------------------------------------------------------
 

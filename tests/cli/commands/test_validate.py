@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.commands.support import CALCULATOR, osmosis
+from tests.support.cli import CALCULATOR, osmosis
 
 BAD_AGENTS = """
 from osmosis_ai.rollout import RolloutAgentLoop

@@ -16,7 +16,7 @@ from osmosis_ai.rollout.server.registration import (
     load_credentials,
     register_with_platform,
 )
-from tests.rollout.server.support import (
+from tests.support.server import (
     PlatformStandIn,
     RunningServer,
     ScriptedAgent,

@@ -16,8 +16,8 @@ import pytest
 from examples.calculator.agent import agent_loop as calculator
 from osmosis_ai.rollout import RolloutContext, RolloutResult
 from osmosis_ai.rollout.server.executor import SHUTDOWN_MESSAGE
-from tests.rollout.server.support import ScriptedAgent, chat_then_fail, fast_settings, hang, init_body
-from tests.rollout.trainer import FINAL_MESSAGE, Reply, TrainerStandIn, completion
+from tests.support.server import ScriptedAgent, chat_then_fail, fast_settings, hang, init_body
+from tests.support.trainer import FINAL_MESSAGE, Reply, TrainerStandIn, completion
 
 
 def _start(http: httpx.Client, url: str, rollout_id: str, trainer: TrainerStandIn, **extra: Any) -> None:

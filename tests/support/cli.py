@@ -7,8 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 CALCULATOR = "examples.calculator.agent:agent_loop"
+CALCULATOR_DATASET = REPO / "examples" / "calculator" / "dataset.jsonl"
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:

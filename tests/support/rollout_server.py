@@ -22,7 +22,7 @@ import aiohttp
 from aiohttp import web
 
 from osmosis_ai._sockets import bind_listener
-from tests.rollout.server.support import ADD_TOOL
+from tests.support.server import ADD_TOOL
 
 Callback = Callable[..., Awaitable[tuple[int, Any]]]
 Script = Callable[[dict[str, Any], Callback], Awaitable[None]]

@@ -8,7 +8,7 @@ endpoints a RolloutServer calls back::
 
 Use it through the ``trainer`` fixture (``tests/rollout/conftest.py``)::
 
-    from tests.rollout.trainer import Reply
+    from tests.support.trainer import Reply
 
     async def test_x(trainer):
         trainer.queue_chat(Reply(status=503), Reply(status=429, headers={"Retry-After": "0.2"}))

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.rollout.server.support import ADD_TOOL, ScriptedAgent, fast_settings, init_body
-from tests.rollout.trainer import TrainerStandIn
+from tests.support.server import ADD_TOOL, ScriptedAgent, fast_settings, init_body
+from tests.support.trainer import TrainerStandIn
 
 KEY = "osm_rollout_test-key"
 EXPECTED_TOOL = {

@@ -24,7 +24,7 @@ from osmosis_ai.rollout.core.exceptions import (
     RolloutValueError,
 )
 from osmosis_ai.rollout.core.schemas import RolloutMetrics, RolloutStatus
-from tests.rollout.trainer import Reply, TrainerStandIn, completion
+from tests.support.trainer import Reply, TrainerStandIn, completion
 
 USER = [{"role": "user", "content": "What is 1 + 2?"}]
 FAST = RolloutClientSettings(
