@@ -91,9 +91,12 @@ def test_is_private_ip(ip: str, private: bool) -> None:
 
 @dataclass
 class Route:
+    """``gate``: the answer waits until the test sets it (a probe that is slower than the whole test)."""
+
     status: int = 200
     body: str = ""
     delay: float = 0.0
+    gate: threading.Event | None = None
 
 
 @dataclass
@@ -102,6 +105,7 @@ class FakeServices:
 
     routes: dict[str, Route] = field(default_factory=dict)
     seen: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
+    answered: list[str] = field(default_factory=list)
     url: str = ""
 
     def handler(self) -> type[BaseHTTPRequestHandler]:
@@ -114,6 +118,8 @@ class FakeServices:
                     (self.command, self.path, {k.lower(): v for k, v in self.headers.items()})
                 )
                 route = services.routes.get(path, Route(status=404))
+                if route.gate is not None:
+                    route.gate.wait(60)
                 time.sleep(route.delay)
                 data = route.body.encode()
                 try:
@@ -123,6 +129,7 @@ class FakeServices:
                     self.wfile.write(data)
                 except OSError:
                     pass  # the probe gave up waiting
+                services.answered.append(path)
 
             do_GET = do_PUT = _answer
 
@@ -146,16 +153,19 @@ def services(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeServices]:
     monkeypatch.setattr(network, "EXTERNAL_REQUEST_TIMEOUT", 1.0)
     monkeypatch.setattr(network, "_cached_ip", None)
     yield fake
+    for route in fake.routes.values():
+        if route.gate is not None:
+            route.gate.set()
     server.shutdown()
     server.server_close()
 
 
 def test_first_cloud_answer_wins_without_waiting_for_slow_probes(services: FakeServices) -> None:
-    services.routes[AWS_TOKEN] = Route(body="token", delay=0.9)
+    services.routes[AWS_TOKEN] = Route(body="token", gate=threading.Event())  # answers after the test
     services.routes[GCP_IP] = Route(body="203.0.113.7")
-    started = time.monotonic()
     assert detect_public_ip() == "203.0.113.7"
-    assert time.monotonic() - started < 0.5
+    assert AWS_TOKEN in [s[1] for s in services.seen]  # the AWS probe ran, and is still unanswered
+    assert AWS_TOKEN not in services.answered
     gcp = next(s for s in services.seen if s[1].startswith(GCP_IP))
     assert gcp[2]["metadata-flavor"] == "Google"
 
@@ -194,19 +204,27 @@ def test_result_is_cached_until_refresh(services: FakeServices) -> None:
     assert detect_public_ip(refresh=True) == "203.0.113.8"
 
 
-def test_failure_is_bounded_in_time_and_explained(
+def test_failure_is_bounded_by_the_wall_timeouts_and_explained(
     services: FakeServices, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    services.routes[GCP_IP] = Route(body="203.0.113.7")
+    assert detect_public_ip() == "203.0.113.7"  # a good answer in the cache
+    # The probes answer only after the test: with per-request timeouts longer than the test's own
+    # timeout, only the wall timeouts can end the detection.
+    monkeypatch.setattr(network, "CLOUD_REQUEST_TIMEOUT", 600.0)
+    monkeypatch.setattr(network, "EXTERNAL_REQUEST_TIMEOUT", 600.0)
     monkeypatch.setattr(network, "CLOUD_WALL_TIMEOUT", 0.3)
     monkeypatch.setattr(network, "EXTERNAL_WALL_TIMEOUT", 0.3)
-    services.routes[GCP_IP] = Route(body="203.0.113.7", delay=0.9)  # too late
-    services.routes["/echo1"] = Route(body="198.51.100.4", delay=0.9)
-    started = time.monotonic()
+    services.routes[GCP_IP] = Route(body="203.0.113.8", gate=threading.Event())
+    services.routes["/echo1"] = Route(body="198.51.100.4", gate=threading.Event())
     with pytest.raises(PublicIPDetectionError, match="explicitly") as exc:
-        detect_public_ip()
-    assert time.monotonic() - started < 0.9
+        detect_public_ip(refresh=True)
     assert isinstance(exc.value, OsmosisRolloutError)
-    assert network._cached_ip is None
+    assert [p for p in services.answered if p in (GCP_IP, "/echo1")] == [GCP_IP]  # only the priming one
+    # The failure neither cached anything nor dropped the good answer: no new request is made.
+    asked = len(services.seen)
+    assert detect_public_ip() == "203.0.113.7"
+    assert len(services.seen) == asked
 
 
 def _dead_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
