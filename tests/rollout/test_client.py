@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import socket
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -25,6 +24,7 @@ from osmosis_ai.rollout.core.exceptions import (
     RolloutValueError,
 )
 from osmosis_ai.rollout.core.schemas import RolloutMetrics, RolloutStatus
+from tests.support.sockets import free_port
 from tests.support.trainer import FINAL_MESSAGE, Reply, TrainerStandIn, completion
 
 USER = [{"role": "user", "content": "What is 1 + 2?"}]
@@ -237,10 +237,7 @@ async def test_timeout_is_retried_then_raised(trainer: TrainerStandIn) -> None:
 
 
 async def test_refused_connection_is_retried_then_raised(caplog: pytest.LogCaptureFixture) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed when the block ends: nothing listens there
-    client = OsmosisLLMClient(f"http://127.0.0.1:{port}", "r-1", max_retries=1, settings=FAST)
+    client = OsmosisLLMClient(f"http://127.0.0.1:{free_port()}", "r-1", max_retries=1, settings=FAST)
     with (
         caplog.at_level(logging.WARNING, logger="osmosis_ai.rollout.client"),
         pytest.raises(OsmosisTransportError, match="Connect"),

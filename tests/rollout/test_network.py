@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from osmosis_ai.rollout.network import (
     is_valid_hostname_or_ip,
     validate_ipv4,
 )
+from tests.support.sockets import free_port
 
 AWS_TOKEN = "/latest/api/token"
 AWS_IP = "/latest/meta-data/public-ipv4"
@@ -228,9 +228,7 @@ def test_failure_is_bounded_by_the_wall_timeouts_and_explained(
 
 
 def _dead_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed when the block ends: nothing listens there
+    port = free_port()  # nothing listens there
     for name in ("NO_PROXY", "no_proxy", "http_proxy"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")

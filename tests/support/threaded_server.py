@@ -21,7 +21,7 @@ from typing import Any
 import uvicorn
 from typing_extensions import Self
 
-from osmosis_ai._sockets import bind_listener
+from tests.support.sockets import listener
 
 STARTUP_TIMEOUT_SECONDS = 10.0
 
@@ -38,7 +38,7 @@ class ThreadedServer:
         make_server: Callable[[uvicorn.Config], uvicorn.Server] = uvicorn.Server,
         **config: Any,
     ) -> None:
-        self._sock = sock or bind_listener()
+        self._sock = sock or listener()
         self.port: int = self._sock.getsockname()[1]
         options = {"log_level": "warning", "access_log": False, **config}
         self.server = make_server(uvicorn.Config(app, **options))
@@ -49,6 +49,11 @@ class ThreadedServer:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        """Whether the server's thread is still serving (or still shutting down)."""
+        return self._thread.is_alive()
 
     def start(self) -> ThreadedServer:
         self._thread.start()

@@ -24,7 +24,8 @@ API:
   default answer of that endpoint. ``Reply(status=200, body=None, headers={}, delay=0.0)``: ``body``
   ``None`` means the default body for the endpoint (a normal completion, or ``{"status": "ok"}``; for
   ``status >= 300`` a small error object); a dict/list is sent as JSON; ``str``/``bytes`` are sent raw
-  (malformed bodies). ``delay`` seconds are waited first, ending early if the client disconnects.
+  (malformed bodies). ``delay`` seconds are waited first, ending early if the client disconnects;
+  with ``gate`` (a ``threading.Event``) the answer waits until the test sets it (at most a minute).
 * The default chat answer follows ``tool_turns`` (default 0): while the request holds fewer than
   ``tool_turns`` assistant messages, the reply calls tool ``add`` with ``{"a": 1, "b": 2}``; then it
   answers ``"The answer is #### 3"``. Set ``chat_handler`` (``payload -> Reply | dict``; a dict is the
@@ -33,6 +34,7 @@ API:
 * ``requests`` (all, in arrival order), ``chat_requests``, ``completed_requests``: ``Recorded(path,
   headers (lower-case keys), json (None if not JSON), body (bytes), status (what was answered), at
   (time.monotonic() on arrival))``.
+* ``peak_in_flight``: the most requests the stand-in held at the same time (arrived, not yet answered).
 * ``completed``: ``{rollout_id: payload}`` of successfully acknowledged completions (the FIRST terminal
   report wins; later ones are still recorded in ``completed_requests``).
 * ``wait_completed(rollout_id, timeout=5.0) -> payload`` blocks (in a thread-safe way) until that
@@ -43,6 +45,7 @@ API:
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import dataclasses
 import json
@@ -66,6 +69,7 @@ class Reply:
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    gate: threading.Event | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,8 @@ class TrainerStandIn(StandInServer):
         self.chat_handler: Callable[[Any], Reply | dict[str, Any]] | None = None
         self.requests: list[Recorded] = []
         self.completed: dict[str, Any] = {}
+        self.peak_in_flight = 0
+        self._in_flight = 0
         self._queues: dict[str, collections.deque[Reply]] = {
             CHAT_PATH: collections.deque(),
             COMPLETED_PATH: collections.deque(),
@@ -172,6 +178,7 @@ class TrainerStandIn(StandInServer):
                 queue.clear()
             self.requests.clear()
             self.completed.clear()
+            self.peak_in_flight = 0
         self.tool_turns = 0
         self.chat_handler = None
 
@@ -221,10 +228,18 @@ class TrainerStandIn(StandInServer):
             self.requests.append(Recorded(path, headers, payload, raw, reply.status, arrived))
             if path == COMPLETED_PATH and 200 <= reply.status < 300 and isinstance(payload, dict):
                 self.completed.setdefault(str(payload.get("rollout_id")), payload)
+            self._in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
             self._cond.notify_all()
-        if reply.delay > 0 and await client_left_during(receive, reply.delay):
-            return
-        await self._send(send, reply)
+        try:
+            if reply.gate is not None:
+                await asyncio.to_thread(reply.gate.wait, 60)
+            if reply.delay > 0 and await client_left_during(receive, reply.delay):
+                return
+            await self._send(send, reply)
+        finally:
+            with self._cond:
+                self._in_flight -= 1
 
     @staticmethod
     async def _send(send: Any, reply: Reply) -> None:

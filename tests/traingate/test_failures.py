@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 import aiohttp
@@ -12,6 +11,7 @@ from osmosis_ai.traingate.policy.scripted import ScriptedPolicy
 from osmosis_ai.traingate.report import summarize
 from osmosis_ai.traingate.runner import RunConfig, run_rollouts
 from tests.support.rollout_server import Callback, StandInRolloutServer
+from tests.support.sockets import free_port
 
 ROW = {"system_prompt": "calc", "user_prompt": "What is 2 + 3?", "ground_truth": "5"}
 
@@ -39,10 +39,7 @@ async def test_init_answered_500_is_reported_with_status_and_body() -> None:
 
 
 async def test_unreachable_server_is_reported() -> None:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()  # nothing listens on this port now
+    port = free_port()  # nothing listens there
     async with TrainGate(ScriptedPolicy()) as gate:
         sessions = await run_rollouts(gate, [ROW], RunConfig(f"http://127.0.0.1:{port}", timeout=5))
     assert sessions[0].status == "UNREACHABLE"

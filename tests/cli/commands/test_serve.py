@@ -14,13 +14,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from osmosis_ai._sockets import bind_listener
 from osmosis_ai.cli.commands import serve as serve_command
 from osmosis_ai.cli.commands.serve import print_registration_result
 from osmosis_ai.cli.commands.validate import validate_and_report
 from osmosis_ai.rollout.server.registration import RegistrationResult
 from tests.support.cli import CALCULATOR, REPO, osmosis, subprocess_env
 from tests.support.server import PlatformStandIn, init_body
+from tests.support.sockets import free_port
 from tests.support.trainer import TrainerStandIn
 
 # -- serve: refusals -------------------------------------------------------------------------------
@@ -52,9 +52,7 @@ def test_serve_rejects_a_bad_port():
 
 class ServeProcess:
     def __init__(self, *args: str, cwd: Path = REPO) -> None:
-        sock = bind_listener()
-        self.port = sock.getsockname()[1]
-        sock.close()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "osmosis_ai", "serve", "-p", str(self.port), *args],
@@ -194,9 +192,7 @@ def test_serve_registers_with_the_platform_when_a_token_is_given(trainer: Traine
     stand_in = PlatformStandIn()
     stand_in.server.start()
     try:
-        sock = bind_listener()
-        port = sock.getsockname()[1]
-        sock.close()
+        port = free_port()
         env = subprocess_env(
             OSMOSIS_ACCESS_TOKEN="tok-cli", OSMOSIS_PLATFORM_URL=stand_in.server.url, COLUMNS="200"
         )

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
+import re
+import threading
 import time
 from typing import Any
 
@@ -17,6 +18,7 @@ from examples.calculator.agent import agent_loop as calculator
 from osmosis_ai.rollout import RolloutContext, RolloutResult
 from osmosis_ai.rollout.server.executor import SHUTDOWN_MESSAGE
 from tests.support.server import ScriptedAgent, chat_then_fail, fast_settings, hang, init_body
+from tests.support.sockets import free_port
 from tests.support.trainer import FINAL_MESSAGE, Reply, TrainerStandIn, completion
 
 
@@ -114,7 +116,8 @@ def test_failed_completed_delivery_is_not_re_reported_as_error(
     assert "delivering the COMPLETED callback" in caplog.text
 
 
-def test_chat_retries_5xx_408_429_and_timeouts_then_completes(serve, http, trainer):
+def test_chat_retries_5xx_408_429_and_timeouts_then_completes(serve, http, trainer, caplog):
+    caplog.set_level(logging.WARNING, logger="osmosis_ai.rollout.client")
     trainer.queue_chat(
         Reply(status=503),
         Reply(status=429, headers={"Retry-After": "0"}),
@@ -127,8 +130,8 @@ def test_chat_retries_5xx_408_429_and_timeouts_then_completes(serve, http, train
     done = trainer.wait_completed("retry")
     assert done["status"] == "COMPLETED"
     assert [r.status for r in trainer.chat_requests] == [503, 429, 408, 200]
-    gaps = [b.at - a.at for a, b in zip(trainer.chat_requests, trainer.chat_requests[1:], strict=False)]
-    assert gaps[0] >= 0.04  # backoff (base 0.1 s, jittered down to half) between 5xx attempts
+    waits = [float(w) for w in re.findall(r"retrying in (\d+\.\d+)s", caplog.text)]
+    assert len(waits) == 3 and 0.05 <= waits[0] <= 0.1  # back-off: base 0.1 s, jittered down to half
 
 
 def test_chat_timeout_is_retried(serve, http, trainer):
@@ -152,9 +155,7 @@ def test_chat_4xx_fails_the_rollout_without_retry(serve, http, trainer):
 
 
 def test_refused_connection_is_retried_and_the_server_recovers(serve, http, trainer, caplog):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        dead_url = f"http://127.0.0.1:{sock.getsockname()[1]}"  # nothing listens once closed
+    dead_url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     server = serve(ScriptedAgent())
     with caplog.at_level(logging.WARNING):
         response = http.post(f"{server.url}/v1/rollout/init", json=init_body("refused", dead_url))
@@ -168,10 +169,8 @@ def test_refused_connection_is_retried_and_the_server_recovers(serve, http, trai
 
 def test_deadline_ends_a_hung_agent_with_error(serve, http, trainer):
     server = serve(ScriptedAgent(hang), settings=fast_settings(request_timeout_seconds=0.3))
-    started = time.monotonic()
     _start(http, server.url, "hung", trainer)
-    done = trainer.wait_completed("hung")
-    assert time.monotonic() - started < 3
+    done = trainer.wait_completed("hung")  # the agent itself would wait an hour
     assert done["status"] == "ERROR"
     assert "deadline of 0.3 s" in done["error_message"]
     assert [m["role"] for m in done["final_messages"]] == ["user", "assistant"]
@@ -248,9 +247,8 @@ def test_graceful_shutdown_drains_then_reports_error_for_the_rest(serve, http, t
     _start(http, server.url, "hang-running", trainer, metadata={"hang": True})
     _start(http, server.url, "hang-queued", trainer, metadata={"hang": True})
     _wait_for(lambda: len(trainer.chat_requests) >= 2)
-    started = time.monotonic()
     server.stop()
-    assert time.monotonic() - started < 5
+    assert not server.running  # the hung agents (an hour each) did not hold the shutdown up
     assert trainer.completed["quick"]["status"] == "COMPLETED"  # finished within the grace period
     for rollout_id in ("hang-running", "hang-queued"):
         done = trainer.completed[rollout_id]
@@ -323,9 +321,10 @@ def test_shutdown_error_callbacks_are_bounded_by_the_callback_budget(serve, http
     server = serve(ScriptedAgent(hang), shutdown_grace_seconds=0)
     _start(http, server.url, "slow-ack", trainer)
     _wait_for(lambda: len(trainer.chat_requests) == 1)
-    started = time.monotonic()
     server.stop()
-    assert time.monotonic() - started < 1.5  # not client timeout (2 s) x attempts
+    assert not server.running
+    # Within the client's own timeout (2 s) and retries a second attempt would follow; the shutdown
+    # budget (0.5 s) ends the first one instead.
     assert [r.json["status"] for r in trainer.completed_requests] == ["ERROR"]
 
 
@@ -370,12 +369,15 @@ def test_the_shared_pool_has_a_connection_for_every_running_rollout(serve, http,
     settings = settings.model_copy(
         update={"client": settings.client.model_copy(update={"max_connections": 2})}
     )
-    trainer.queue_chat(*[Reply(delay=0.5) for _ in range(4)])
+    gate = threading.Event()  # TrainGate answers no chat until all four are in
+    trainer.queue_chat(*[Reply(gate=gate) for _ in range(4)])
     server = serve(ScriptedAgent(), settings=settings)
-    for i in range(4):
-        _start(http, server.url, f"pool-{i}", trainer)
+    try:
+        for i in range(4):
+            _start(http, server.url, f"pool-{i}", trainer)
+        _wait_for(lambda: len(trainer.chat_requests) == 4)  # a pool of 2 would hold two back
+        assert trainer.peak_in_flight == 4
+    finally:
+        gate.set()
     for i in range(4):
         assert trainer.wait_completed(f"pool-{i}")["status"] == "COMPLETED"
-    arrivals = sorted(r.at for r in trainer.chat_requests)
-    assert len(arrivals) == 4
-    assert arrivals[-1] - arrivals[0] < 0.4  # with a pool of 2 the last two would wait 0.5 s
