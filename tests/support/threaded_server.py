@@ -134,6 +134,40 @@ async def client_left_during(receive: Any, delay: float) -> bool:
     return True
 
 
+async def client_left_while_held(receive: Any, delay: float, gate: threading.Event | None) -> bool:
+    """Hold an answer until ``gate`` is set (at most a minute), then ``delay`` seconds; True if the
+    client disconnected meanwhile."""
+    if gate is not None:
+        await asyncio.to_thread(gate.wait, 60)
+    return delay > 0 and await client_left_during(receive, delay)
+
+
+class InFlight:
+    """How many requests a stand-in holds at once (arrived, not yet answered): ``now`` and ``peak``.
+
+    Use it as a context manager around the handling of one request.
+    """
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.peak = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> InFlight:
+        with self._lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        with self._lock:
+            self.now -= 1
+
+    def reset(self) -> None:
+        with self._lock:
+            self.peak = self.now
+
+
 async def send_json_bytes(send: Any, status: int, data: bytes, headers: dict[str, str]) -> None:
     """Answer with ``data`` as ``application/json`` plus ``headers``."""
     raw_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]

@@ -34,7 +34,7 @@ API:
 * ``requests`` (all, in arrival order), ``chat_requests``, ``completed_requests``: ``Recorded(path,
   headers (lower-case keys), json (None if not JSON), body (bytes), status (what was answered), at
   (time.monotonic() on arrival))``.
-* ``peak_in_flight``: the most requests the stand-in held at the same time (arrived, not yet answered).
+* ``in_flight``: requests held right now (``in_flight.now``) and the most at once (``in_flight.peak``).
 * ``completed``: ``{rollout_id: payload}`` of successfully acknowledged completions (the FIRST terminal
   report wins; later ones are still recorded in ``completed_requests``).
 * ``wait_completed(rollout_id, timeout=5.0) -> payload`` blocks (in a thread-safe way) until that
@@ -45,7 +45,6 @@ API:
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import dataclasses
 import json
@@ -55,7 +54,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.support.threaded_server import StandInServer, client_left_during, read_body, send_json_bytes
+from tests.support.threaded_server import (
+    InFlight,
+    StandInServer,
+    client_left_while_held,
+    read_body,
+    send_json_bytes,
+)
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETED_PATH = "/v1/rollout/completed"
@@ -134,8 +139,7 @@ class TrainerStandIn(StandInServer):
         self.chat_handler: Callable[[Any], Reply | dict[str, Any]] | None = None
         self.requests: list[Recorded] = []
         self.completed: dict[str, Any] = {}
-        self.peak_in_flight = 0
-        self._in_flight = 0
+        self.in_flight = InFlight()
         self._queues: dict[str, collections.deque[Reply]] = {
             CHAT_PATH: collections.deque(),
             COMPLETED_PATH: collections.deque(),
@@ -178,7 +182,7 @@ class TrainerStandIn(StandInServer):
                 queue.clear()
             self.requests.clear()
             self.completed.clear()
-            self.peak_in_flight = 0
+        self.in_flight.reset()
         self.tool_turns = 0
         self.chat_handler = None
 
@@ -228,18 +232,11 @@ class TrainerStandIn(StandInServer):
             self.requests.append(Recorded(path, headers, payload, raw, reply.status, arrived))
             if path == COMPLETED_PATH and 200 <= reply.status < 300 and isinstance(payload, dict):
                 self.completed.setdefault(str(payload.get("rollout_id")), payload)
-            self._in_flight += 1
-            self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
             self._cond.notify_all()
-        try:
-            if reply.gate is not None:
-                await asyncio.to_thread(reply.gate.wait, 60)
-            if reply.delay > 0 and await client_left_during(receive, reply.delay):
+        with self.in_flight:
+            if await client_left_while_held(receive, reply.delay, reply.gate):
                 return
             await self._send(send, reply)
-        finally:
-            with self._cond:
-                self._in_flight -= 1
 
     @staticmethod
     async def _send(send: Any, reply: Reply) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from typing import Any
 
 import pytest
@@ -134,14 +133,13 @@ class HangingAgent(RolloutAgentLoop):
 
 
 async def test_hanging_agent_times_out_and_the_local_server_stops_at_once() -> None:
-    started = time.monotonic()
+    # The agent sleeps an hour: the test finishing at all shows the local server did not wait for it.
     async with TrainGate(ScriptedPolicy()) as gate:
         async with serve_agent_loop_locally(HangingAgent()) as url:
             sessions = await run_rollouts(gate, [ROW], RunConfig(url, timeout=0.3))
         # The server ended the abandoned rollout while shutting down; the gateway heard it but kept TIMEOUT.
         assert sessions[0].status == "TIMEOUT"
         assert sessions[0].errors == ["completion (ERROR) arrived after the rollout ended (TIMEOUT)"]
-    assert time.monotonic() - started < 5
 
 
 async def test_long_prompts_are_tokenized_off_the_loop_with_the_same_ids() -> None:

@@ -7,7 +7,7 @@ import re
 import signal
 import subprocess
 import sys
-import time
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +22,7 @@ from tests.support.cli import CALCULATOR, REPO, osmosis, subprocess_env
 from tests.support.server import PlatformStandIn, init_body
 from tests.support.sockets import free_port
 from tests.support.trainer import TrainerStandIn
+from tests.support.waiting import wait_until
 
 # -- serve: refusals -------------------------------------------------------------------------------
 
@@ -64,17 +65,15 @@ class ServeProcess:
         )
 
     def wait_ready(self, timeout: float = 20) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def ready() -> bool:
             if self.proc.poll() is not None:
                 raise AssertionError(f"serve exited early: {self.proc.communicate()}")
             try:
-                if httpx.get(f"{self.url}/health", timeout=0.5).status_code == 200:
-                    return
+                return httpx.get(f"{self.url}/health", timeout=0.5).status_code == 200
             except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError("serve did not become ready")
+                return False
+
+        wait_until(ready, timeout, what="serve ready")
 
     def stop(self) -> tuple[int, str, str]:
         if self.proc.poll() is None:
@@ -194,7 +193,10 @@ def test_serve_registers_with_the_platform_when_a_token_is_given(trainer: Traine
     try:
         port = free_port()
         env = subprocess_env(
-            OSMOSIS_ACCESS_TOKEN="tok-cli", OSMOSIS_PLATFORM_URL=stand_in.server.url, COLUMNS="200"
+            OSMOSIS_ACCESS_TOKEN="tok-cli",
+            OSMOSIS_PLATFORM_URL=stand_in.server.url,
+            COLUMNS="200",
+            PYTHONUNBUFFERED="1",  # the result line is read while serve runs
         )
         args = [
             sys.executable,
@@ -211,12 +213,20 @@ def test_serve_registers_with_the_platform_when_a_token_is_given(trainer: Traine
         proc = subprocess.Popen(
             args, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
-        deadline = time.monotonic() + 20
-        while not stand_in.calls and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.05)
-        time.sleep(0.2)
+        assert proc.stdout is not None and proc.stderr is not None
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+        reader.start()
+        wait_until(
+            lambda: proc.poll() is not None or any("Registered" in line for line in lines),
+            timeout=30,
+            what="the registration result on stdout",
+        )
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=15)
+        err = proc.stderr.read()
+        proc.wait(timeout=15)
+        reader.join(timeout=5)
+        out = "".join(lines)
     finally:
         stand_in.server.stop()
     assert len(stand_in.calls) == 1, err

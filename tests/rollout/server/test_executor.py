@@ -8,7 +8,6 @@ import contextlib
 import logging
 import re
 import threading
-import time
 from typing import Any
 
 import httpx
@@ -20,19 +19,12 @@ from osmosis_ai.rollout.server.executor import SHUTDOWN_MESSAGE
 from tests.support.server import ScriptedAgent, chat_then_fail, fast_settings, hang, init_body
 from tests.support.sockets import free_port
 from tests.support.trainer import FINAL_MESSAGE, Reply, TrainerStandIn, completion
+from tests.support.waiting import wait_until
 
 
 def _start(http: httpx.Client, url: str, rollout_id: str, trainer: TrainerStandIn, **extra: Any) -> None:
     response = http.post(f"{url}/v1/rollout/init", json=init_body(rollout_id, trainer.url, **extra))
     assert response.status_code == 202, response.text
-
-
-def _wait_for(predicate: Any, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.01)
 
 
 def test_calculator_rollout_reports_completed_with_reward_and_metrics(serve, http, trainer: TrainerStandIn):
@@ -65,7 +57,9 @@ def test_agent_exception_reports_error_with_partial_conversation_and_metrics(ser
     metrics = done["metrics"]
     assert (metrics["num_llm_calls"], metrics["num_tool_calls"], metrics["tool_latency_ms"]) == (1, 1, 2.0)
     assert metrics["total_latency_ms"] > 0
-    time.sleep(0.1)
+    wait_until(
+        lambda: http.get(f"{server.url}/health").json()["active_rollouts"] == 0
+    )  # nothing more to send
     assert len(trainer.completed_requests) == 1
 
 
@@ -92,7 +86,9 @@ def test_invalid_or_error_results_report_one_error(serve, http, trainer, behavio
     done = trainer.wait_completed("odd")
     assert done["status"] == "ERROR"
     assert message_part in done["error_message"]
-    time.sleep(0.05)
+    wait_until(
+        lambda: http.get(f"{server.url}/health").json()["active_rollouts"] == 0
+    )  # nothing more to send
     assert len(trainer.completed_requests) == 1
 
 
@@ -110,7 +106,7 @@ def test_failed_completed_delivery_is_not_re_reported_as_error(
     server = serve(ScriptedAgent())
     with caplog.at_level(logging.ERROR, logger="osmosis_ai.rollout.server.executor"):
         _start(http, server.url, "d2", trainer)
-        _wait_for(lambda: http.get(f"{server.url}/health").json()["active_rollouts"] == 0)
+        wait_until(lambda: http.get(f"{server.url}/health").json()["active_rollouts"] == 0)
     statuses = [r.json["status"] for r in trainer.completed_requests]
     assert statuses == ["COMPLETED"] * attempts
     assert "delivering the COMPLETED callback" in caplog.text
@@ -160,7 +156,7 @@ def test_refused_connection_is_retried_and_the_server_recovers(serve, http, trai
     with caplog.at_level(logging.WARNING):
         response = http.post(f"{server.url}/v1/rollout/init", json=init_body("refused", dead_url))
         assert response.status_code == 202
-        _wait_for(lambda: http.get(f"{server.url}/health").json()["active_rollouts"] == 0)
+        wait_until(lambda: http.get(f"{server.url}/health").json()["active_rollouts"] == 0)
     assert caplog.text.count("retrying in") >= 3  # chat: 1 + max_retries(3) attempts
     assert "delivering the ERROR callback" in caplog.text
     _start(http, server.url, "after-refused", trainer)
@@ -174,7 +170,7 @@ def test_deadline_ends_a_hung_agent_with_error(serve, http, trainer):
     assert done["status"] == "ERROR"
     assert "deadline of 0.3 s" in done["error_message"]
     assert [m["role"] for m in done["final_messages"]] == ["user", "assistant"]
-    _wait_for(lambda: http.get(f"{server.url}/health").json()["active_rollouts"] == 0)
+    wait_until(lambda: http.get(f"{server.url}/health").json()["active_rollouts"] == 0)
 
 
 def test_a_zero_deadline_means_no_deadline(serve, http, trainer):
@@ -246,7 +242,7 @@ def test_graceful_shutdown_drains_then_reports_error_for_the_rest(serve, http, t
     _start(http, server.url, "quick", trainer)
     _start(http, server.url, "hang-running", trainer, metadata={"hang": True})
     _start(http, server.url, "hang-queued", trainer, metadata={"hang": True})
-    _wait_for(lambda: len(trainer.chat_requests) >= 2)
+    wait_until(lambda: len(trainer.chat_requests) >= 2)
     server.stop()
     assert not server.running  # the hung agents (an hour each) did not hold the shutdown up
     assert trainer.completed["quick"]["status"] == "COMPLETED"  # finished within the grace period
@@ -263,10 +259,10 @@ def test_while_draining_init_gets_503_and_health_says_draining(serve, http, trai
 
     server = serve(ScriptedAgent(hang), shutdown_grace_seconds=1.0)
     _start(http, server.url, "drain-1", trainer)
-    _wait_for(lambda: len(trainer.chat_requests) == 1)
+    wait_until(lambda: len(trainer.chat_requests) == 1)
     stopper = threading.Thread(target=server.stop)
     stopper.start()
-    _wait_for(lambda: http.get(f"{server.url}/health").json()["status"] == "draining")
+    wait_until(lambda: http.get(f"{server.url}/health").json()["status"] == "draining")
     refused = http.post(f"{server.url}/v1/rollout/init", json=init_body("drain-2", trainer.url))
     assert refused.status_code == 503
     assert refused.headers["retry-after"] == "1"
@@ -290,7 +286,7 @@ def test_init_whose_get_tools_outlasts_the_start_of_shutdown_is_refused_not_orph
 
     server = serve(ScriptedAgent(hang, tools=tools), shutdown_grace_seconds=1.0)
     _start(http, server.url, "running", trainer)
-    _wait_for(lambda: len(trainer.chat_requests) == 1)
+    wait_until(lambda: len(trainer.chat_requests) == 1)
     answers: list[httpx.Response] = []
 
     def post(rollout_id: str) -> None:  # the second one is a duplicate waiting for the first's get_tools
@@ -303,7 +299,7 @@ def test_init_whose_get_tools_outlasts_the_start_of_shutdown_is_refused_not_orph
     posters[1].start()
     stopper = threading.Thread(target=server.stop)
     stopper.start()
-    _wait_for(lambda: http.get(f"{server.url}/health").json()["status"] == "draining")
+    wait_until(lambda: http.get(f"{server.url}/health").json()["status"] == "draining")
     release.set()  # get_tools returns after the drain took its snapshot of running rollouts
     for thread in (*posters, stopper):
         thread.join(10)
@@ -320,7 +316,7 @@ def test_shutdown_error_callbacks_are_bounded_by_the_callback_budget(serve, http
     trainer.queue_completed(Reply(delay=30))  # TrainGate takes the ERROR callback but never answers
     server = serve(ScriptedAgent(hang), shutdown_grace_seconds=0)
     _start(http, server.url, "slow-ack", trainer)
-    _wait_for(lambda: len(trainer.chat_requests) == 1)
+    wait_until(lambda: len(trainer.chat_requests) == 1)
     server.stop()
     assert not server.running
     # Within the client's own timeout (2 s) and retries a second attempt would follow; the shutdown
@@ -340,7 +336,7 @@ def test_a_result_built_wrongly_by_a_defect_is_replaced_by_exactly_one_error(ser
     with caplog.at_level(logging.ERROR, logger="osmosis_ai.rollout.server.executor"):
         _start(http, server.url, "defect", trainer)
         done = trainer.wait_completed("defect")
-        _wait_for(lambda: http.get(f"{server.url}/health").json()["active_rollouts"] == 0)
+        wait_until(lambda: http.get(f"{server.url}/health").json()["active_rollouts"] == 0)
     assert done["status"] == "ERROR"
     assert done["error_message"] == "the RolloutServer could not build the COMPLETED callback: RuntimeError"
     assert [m["role"] for m in done["final_messages"]] == ["user"]  # the conversation as last seen
@@ -375,8 +371,8 @@ def test_the_shared_pool_has_a_connection_for_every_running_rollout(serve, http,
     try:
         for i in range(4):
             _start(http, server.url, f"pool-{i}", trainer)
-        _wait_for(lambda: len(trainer.chat_requests) == 4)  # a pool of 2 would hold two back
-        assert trainer.peak_in_flight == 4
+        wait_until(lambda: len(trainer.chat_requests) == 4)  # a pool of 2 would hold two back
+        assert trainer.in_flight.peak == 4
     finally:
         gate.set()
     for i in range(4):
