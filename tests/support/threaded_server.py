@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +21,7 @@ import uvicorn
 from typing_extensions import Self
 
 from tests.support.sockets import listener
+from tests.support.waiting import wait_until
 
 STARTUP_TIMEOUT_SECONDS = 10.0
 
@@ -57,11 +57,13 @@ class ThreadedServer:
 
     def start(self) -> ThreadedServer:
         self._thread.start()
-        deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
-        while not self.server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
+
+        def started() -> bool:
+            if not self._thread.is_alive():
                 raise RuntimeError(f"{self._thread.name} did not start")
-            time.sleep(0.005)
+            return bool(self.server.started)
+
+        wait_until(started, STARTUP_TIMEOUT_SECONDS, what=f"{self._thread.name} started")
         return self
 
     def stop(self, timeout: float = 15.0) -> None:

@@ -32,8 +32,7 @@ API:
   assistant message) to take full control. Every completion carries ``usage`` (prompt tokens = 10 per
   request message, 8 completion tokens), ``token_ids`` and ``logprobs``.
 * ``requests`` (all, in arrival order), ``chat_requests``, ``completed_requests``: ``Recorded(path,
-  headers (lower-case keys), json (None if not JSON), body (bytes), status (what was answered), at
-  (time.monotonic() on arrival))``.
+  headers (lower-case keys), json (None if not JSON), body (bytes), status (what was answered))``.
 * ``in_flight``: requests held right now (``in_flight.now``) and the most at once (``in_flight.peak``).
 * ``completed``: ``{rollout_id: payload}`` of successfully acknowledged completions (the FIRST terminal
   report wins; later ones are still recorded in ``completed_requests``).
@@ -86,7 +85,6 @@ class Recorded:
     json: Any
     body: bytes
     status: int
-    at: float
 
 
 def completion(message: dict[str, Any], n_messages: int, rollout_id: str = "r") -> dict[str, Any]:
@@ -217,7 +215,6 @@ class TrainerStandIn(StandInServer):
     async def _app(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        arrived = time.monotonic()
         raw = await read_body(receive)
         if raw is None:
             return
@@ -229,7 +226,7 @@ class TrainerStandIn(StandInServer):
         reply = self._reply_for(path, payload) if scope["method"] == "POST" else Reply(status=405)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         with self._cond:
-            self.requests.append(Recorded(path, headers, payload, raw, reply.status, arrived))
+            self.requests.append(Recorded(path, headers, payload, raw, reply.status))
             if path == COMPLETED_PATH and 200 <= reply.status < 300 and isinstance(payload, dict):
                 self.completed.setdefault(str(payload.get("rollout_id")), payload)
             self._cond.notify_all()
