@@ -184,8 +184,6 @@ def test_a_zero_deadline_means_no_deadline(serve, http, trainer):
 
 
 def test_hung_get_tools_is_bounded_by_the_deadline(serve, http, trainer):
-    import threading
-
     release = threading.Event()
 
     def stuck(request: Any) -> list[Any]:
@@ -255,8 +253,6 @@ def test_graceful_shutdown_drains_then_reports_error_for_the_rest(serve, http, t
 
 
 def test_while_draining_init_gets_503_and_health_says_draining(serve, http, trainer):
-    import threading
-
     server = serve(ScriptedAgent(hang), shutdown_grace_seconds=1.0)
     _start(http, server.url, "drain-1", trainer)
     wait_until(lambda: len(trainer.chat_requests) == 1)
@@ -274,8 +270,6 @@ def test_while_draining_init_gets_503_and_health_says_draining(serve, http, trai
 
 
 def test_init_whose_get_tools_outlasts_the_start_of_shutdown_is_refused_not_orphaned(serve, http, trainer):
-    import threading
-
     in_get_tools, release = threading.Event(), threading.Event()
 
     def tools(request: Any) -> list[Any]:
