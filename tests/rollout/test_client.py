@@ -6,13 +6,11 @@ import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
-from osmosis_ai._http import aclose_shared_transport
 from osmosis_ai.rollout import client as client_module
 from osmosis_ai.rollout.client import CompletionsResult, OsmosisLLMClient
 from osmosis_ai.rollout.config import RolloutClientSettings
@@ -31,12 +29,6 @@ USER = [{"role": "user", "content": "What is 1 + 2?"}]
 FAST = RolloutClientSettings(
     retry_base_delay=0.1, retry_max_delay=1.0, max_retries=3, complete_rollout_retries=2
 )
-
-
-@pytest.fixture(autouse=True)
-async def _close_pool() -> AsyncIterator[None]:
-    yield
-    await aclose_shared_transport()
 
 
 def _client(trainer: TrainerStandIn, **kwargs: Any) -> OsmosisLLMClient:

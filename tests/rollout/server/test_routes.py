@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -360,10 +361,15 @@ def test_tools_exclude_none_drops_the_nulls(serve, http, trainer: TrainerStandIn
 
 @pytest.mark.parametrize("in_thread", [False, True])
 def test_get_tools_in_thread_option_reaches_the_server(serve, http, trainer: TrainerStandIn, in_thread: bool):
-    threads: list[str] = []
+    on_loop: list[bool] = []  # whether each call ran on the server's event loop
 
     def tools(request: Any) -> list[dict[str, Any]]:
-        threads.append(threading.current_thread().name)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            on_loop.append(False)
+        else:
+            on_loop.append(True)
         return [ADD_TOOL]
 
     server = serve(ScriptedAgent(tools=tools), get_tools_in_thread=in_thread)
@@ -372,8 +378,7 @@ def test_get_tools_in_thread_option_reaches_the_server(serve, http, trainer: Tra
             http.post(f"{server.url}/v1/rollout/init", json=init_body(f"t-{i}", trainer.url)).status_code
             == 202
         )
-    on_loop = threads[-1] == server._thread.name
-    assert on_loop is not in_thread
+    assert on_loop[-1] is not in_thread
 
 
 def test_a_body_without_content_type_is_read_as_json(serve, http, trainer: TrainerStandIn):
