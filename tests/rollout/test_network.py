@@ -151,7 +151,7 @@ def services(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeServices]:
     monkeypatch.setattr(network, "EXTERNAL_IP_SERVICES", (f"{fake.url}/echo1", f"{fake.url}/echo2"))
     monkeypatch.setattr(network, "CLOUD_REQUEST_TIMEOUT", 1.0)
     monkeypatch.setattr(network, "EXTERNAL_REQUEST_TIMEOUT", 1.0)
-    monkeypatch.setattr(network, "_cached_ip", None)
+    # The process-wide cache may hold another test's answer: each test's first detection refreshes it.
     yield fake
     for route in fake.routes.values():
         if route.gate is not None:
@@ -163,7 +163,7 @@ def services(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeServices]:
 def test_first_cloud_answer_wins_without_waiting_for_slow_probes(services: FakeServices) -> None:
     services.routes[AWS_TOKEN] = Route(body="token", gate=threading.Event())  # answers after the test
     services.routes[GCP_IP] = Route(body="203.0.113.7")
-    assert detect_public_ip() == "203.0.113.7"
+    assert detect_public_ip(refresh=True) == "203.0.113.7"
     assert AWS_TOKEN in [s[1] for s in services.seen]  # the AWS probe ran, and is still unanswered
     assert AWS_TOKEN not in services.answered
     gcp = next(s for s in services.seen if s[1].startswith(GCP_IP))
@@ -191,12 +191,12 @@ def test_azure_query_and_header(services: FakeServices) -> None:
 def test_falls_back_to_echo_services_and_ignores_garbage(services: FakeServices) -> None:
     services.routes["/echo1"] = Route(body="<html>not an ip</html>")
     services.routes["/echo2"] = Route(body=" 198.51.100.4\n", delay=0.1)
-    assert detect_public_ip() == "198.51.100.4"
+    assert detect_public_ip(refresh=True) == "198.51.100.4"
 
 
 def test_result_is_cached_until_refresh(services: FakeServices) -> None:
     services.routes[GCP_IP] = Route(body="203.0.113.7")
-    assert detect_public_ip() == "203.0.113.7"
+    assert detect_public_ip(refresh=True) == "203.0.113.7"
     count = len(services.seen)
     assert detect_public_ip() == "203.0.113.7"
     assert len(services.seen) == count
@@ -208,7 +208,7 @@ def test_failure_is_bounded_by_the_wall_timeouts_and_explained(
     services: FakeServices, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     services.routes[GCP_IP] = Route(body="203.0.113.7")
-    assert detect_public_ip() == "203.0.113.7"  # a good answer in the cache
+    assert detect_public_ip(refresh=True) == "203.0.113.7"  # a good answer in the cache
     # The probes answer only after the test: with per-request timeouts longer than the test's own
     # timeout, only the wall timeouts can end the detection.
     monkeypatch.setattr(network, "CLOUD_REQUEST_TIMEOUT", 600.0)
@@ -253,5 +253,5 @@ def test_echo_services_are_asked_through_the_environment_proxy(
 
 async def test_detection_from_async_code_runs_on_the_callers_loop(services: FakeServices) -> None:
     services.routes[GCP_IP] = Route(body="203.0.113.7")
-    assert await adetect_public_ip() == "203.0.113.7"
+    assert await adetect_public_ip(refresh=True) == "203.0.113.7"
     assert detect_public_ip() == "203.0.113.7"  # the same cache
