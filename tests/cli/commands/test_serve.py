@@ -18,7 +18,7 @@ from osmosis_ai.cli.commands import serve as serve_command
 from osmosis_ai.cli.commands.serve import print_registration_result
 from osmosis_ai.cli.commands.validate import validate_and_report
 from osmosis_ai.rollout.server.registration import RegistrationResult
-from tests.support.cli import CALCULATOR, REPO, osmosis, subprocess_env
+from tests.support.cli import ASYNC_TOOLS_AGENT, CALCULATOR, REPO, osmosis, subprocess_env
 from tests.support.server import PlatformStandIn, init_body
 from tests.support.sockets import free_port
 from tests.support.trainer import TrainerStandIn
@@ -236,27 +236,6 @@ def test_serve_registers_with_the_platform_when_a_token_is_given(trainer: Traine
     assert call["json"]["api_key"].startswith("osm_rollout_")
     assert "[OK] Registered 'calculator'" in out
     assert "tok-cli" not in out + err
-
-
-ASYNC_TOOLS_AGENT = """
-from osmosis_ai.rollout import RolloutAgentLoop
-
-ECHO = {"type": "function", "function": {"name": "echo", "description": "Echo the text.",
-        "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}}
-
-
-class AsyncTools(RolloutAgentLoop):
-    name = "async_tools"
-
-    async def get_tools(self, request):
-        return [ECHO]
-
-    async def run(self, ctx):
-        return ctx.complete(list(ctx.request.messages), reward=1.0)
-
-
-agent_loop = AsyncTools()
-"""
 
 
 def test_serve_validates_and_serves_an_agent_with_an_async_get_tools(
