@@ -38,7 +38,6 @@ classes that exist, both ways, so a new error class means a new line here::
     └── TrainGateError                              osmosis_ai.traingate.errors
         ├── DatasetError (ValueError)               osmosis_ai.traingate.errors
         ├── PolicyError                             osmosis_ai.traingate.errors
-        ├── LoadError (ValueError)                  osmosis_ai.traingate.errors
         ├── InitRejected                            osmosis_ai.traingate.launcher
         └── ServerUnreachable                       osmosis_ai.traingate.launcher
 

@@ -1,7 +1,7 @@
 """Errors of the local TrainGate, rooted at :class:`TrainGateError`.
 
-:class:`DatasetError` and :class:`LoadError` are bad input, so they are ``ValueError``s too. The
-whole tree is drawn in :mod:`osmosis_ai.errors`.
+:class:`DatasetError` is bad input, so it is a ``ValueError`` too. The whole tree is drawn in
+:mod:`osmosis_ai.errors`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,3 @@ class PolicyError(TrainGateError):
         super().__init__(message)
         self.retryable = retryable
 
-
-class LoadError(TrainGateError, ValueError):
-    """A ``MODULE:ATTR`` reference (agent loop, reward function) cannot be loaded."""
