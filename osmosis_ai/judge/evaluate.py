@@ -13,7 +13,7 @@ called, and its verdict parsed and clamped. Along the way:
 * ``cache=`` stores verdicts on disk (a failing cache is skipped with one warning, never fatal),
   ``rate_limiter=`` spaces requests, ``retry=`` tunes retries.
 
-Where this differs from the 0.2 API is listed in docs/compatibility.md.
+Deliberate differences from earlier releases are listed in docs/compatibility.md.
 """
 
 from __future__ import annotations

@@ -28,4 +28,3 @@ class PolicyError(TrainGateError):
     def __init__(self, message: str, *, retryable: bool = True) -> None:
         super().__init__(message)
         self.retryable = retryable
-
