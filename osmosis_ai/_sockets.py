@@ -10,7 +10,7 @@ def bind_listener(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
 
     It is created with ``IPPROTO_TCP`` on purpose: asyncio enables ``TCP_NODELAY`` on accepted
     connections only when the listening socket says it is TCP, and without it every keep-alive
-    response written in two parts waits ~40 ms for the peer's delayed ACK.
+    response written in two parts waits for the peer's delayed ACK.
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)

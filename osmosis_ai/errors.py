@@ -1,9 +1,10 @@
 """The error model of the Osmosis SDK.
 
 Every error the SDK raises on purpose derives from :class:`OsmosisError`, so ``except OsmosisError``
-catches them all. Where the same situation raised a builtin exception in the 0.2 API (``TypeError``
-for a bad reward signature, ``RuntimeError`` for a missing API key), the class also derives from
-that builtin, so existing ``except TypeError:`` code keeps working (docs/compatibility.md).
+catches them all. Where callers of the public API already catch a builtin exception for the same
+situation (``TypeError`` for a bad reward signature, ``RuntimeError`` for a missing API key), the
+class also derives from that builtin, so their ``except TypeError:`` keeps working
+(docs/compatibility.md).
 
 The whole tree, with builtin bases in parentheses and the defining module on the right. Private
 helper bases (``_Name``) are left out. ``tests/test_errors.py`` checks this drawing against the
@@ -38,7 +39,6 @@ classes that exist, both ways, so a new error class means a new line here::
     └── TrainGateError                              osmosis_ai.traingate.errors
         ├── DatasetError (ValueError)               osmosis_ai.traingate.errors
         ├── PolicyError                             osmosis_ai.traingate.errors
-        ├── LoadError (ValueError)                  osmosis_ai.traingate.errors
         ├── InitRejected                            osmosis_ai.traingate.launcher
         └── ServerUnreachable                       osmosis_ai.traingate.launcher
 

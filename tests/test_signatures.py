@@ -35,18 +35,6 @@ NOT_BUILT = {
     "osmosis_ai.cli_services": "issues 9 and 10: test, eval and login commands",
 }
 
-# Known differences that another branch fixes; the lead deletes each line after merging it.
-_APP_STATE = (
-    "server/state.py: AppState bookkeeping keyed by rollout id (restore or list in docs/compatibility.md)"
-)
-EXPECTED_FIX = {
-    "osmosis_ai.rollout.server.state:AppState.clear_init_record": _APP_STATE,
-    "osmosis_ai.rollout.server.state:AppState.get_or_create_init_future": _APP_STATE,
-    "osmosis_ai.rollout.server.state:AppState.is_duplicate": _APP_STATE,
-    "osmosis_ai.rollout.server.state:AppState.mark_completed": _APP_STATE,
-    "osmosis_ai.rollout.server.state:AppState.mark_started": _APP_STATE,
-}
-
 ENTRIES: dict[str, list[str]] = json.loads(FIXTURE.read_text(encoding="utf-8"))
 
 
@@ -144,8 +132,6 @@ def _cases() -> list[Any]:
         reason = _not_built(key)
         if reason is not None:
             marks.append(pytest.mark.skip(reason=f"not built yet: {reason}"))
-        elif key in EXPECTED_FIX:
-            marks.append(pytest.mark.xfail(reason=EXPECTED_FIX[key], strict=True))
         cases.append(pytest.param(key, params, id=key, marks=marks))
     return cases
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from osmosis_ai.judge.errors import JudgeInputError, JudgeSettingError
 from osmosis_ai.judge.evaluate import CacheOption, aevaluate_rubric
-from osmosis_ai.judge.portal import run_sync
+from osmosis_ai.judge.portal import synchronous
 from osmosis_ai.judge.ratelimit import RateLimiter
 from osmosis_ai.judge.retry import RetryPolicy
 from osmosis_ai.judge.types import RewardRubricRunResult
@@ -90,27 +90,8 @@ async def aevaluate_rubric_batch(
     return results  # type: ignore[return-value]  # every slot was filled or an error was raised
 
 
-def evaluate_rubric_batch(
-    items: Sequence[Mapping[str, Any]],
-    *,
-    concurrency: int = 8,
-    return_exceptions: bool = False,
-    on_progress: Callable[[int, int], object] | None = None,
-    cache: CacheOption = None,
-    retry: RetryPolicy | None = None,
-    requests_per_minute: float | None = None,
-    rate_limiter: RateLimiter | None = None,
-) -> list[BatchResult]:
-    """Synchronous :func:`aevaluate_rubric_batch`: judge ``items`` concurrently, results in input order."""
-    return run_sync(
-        aevaluate_rubric_batch(
-            items,
-            concurrency=concurrency,
-            return_exceptions=return_exceptions,
-            on_progress=on_progress,
-            cache=cache,
-            retry=retry,
-            requests_per_minute=requests_per_minute,
-            rate_limiter=rate_limiter,
-        )
-    )
+evaluate_rubric_batch = synchronous(
+    aevaluate_rubric_batch,
+    "evaluate_rubric_batch",
+    "Synchronous :func:`aevaluate_rubric_batch`: judge ``items`` concurrently, results in input order.",
+)

@@ -1,7 +1,7 @@
 """Errors raised while judging with a rubric.
 
-Each derives from :class:`osmosis_ai.errors.OsmosisError` and from the builtin that callers of the
-0.2 API catch for the same situation (see docs/compatibility.md); ``osmosis_ai.rubric_types`` and
+Each derives from :class:`osmosis_ai.errors.OsmosisError` and from the builtin that existing callers
+catch for the same situation (see docs/compatibility.md); ``osmosis_ai.rubric_types`` and
 ``osmosis_ai.rubric_eval`` re-export the provider and key errors. Their place in the whole tree is
 drawn in :mod:`osmosis_ai.errors`.
 """

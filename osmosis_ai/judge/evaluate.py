@@ -13,7 +13,7 @@ called, and its verdict parsed and clamped. Along the way:
 * ``cache=`` stores verdicts on disk (a failing cache is skipped with one warning, never fatal),
   ``rate_limiter=`` spaces requests, ``retry=`` tunes retries.
 
-Where this differs from the 0.2 API is listed in docs/compatibility.md.
+Deliberate differences from earlier releases are listed in docs/compatibility.md.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from osmosis_ai.judge.call import JudgeRequest, complete
 from osmosis_ai.judge.errors import JudgeInputError, ProviderRequestError, ScoreRangeError, VerdictError
 from osmosis_ai.judge.keys import resolve_api_key
 from osmosis_ai.judge.parsing import Verdict, clamp, parse_verdict
-from osmosis_ai.judge.portal import run_sync
+from osmosis_ai.judge.portal import synchronous
 from osmosis_ai.judge.prompt import PROMPT_VERSION, build_messages
 from osmosis_ai.judge.ratelimit import RateLimiter
 from osmosis_ai.judge.retry import RetryPolicy
@@ -318,37 +318,8 @@ async def aevaluate_rubric(
     return result if return_details else result["score"]
 
 
-def evaluate_rubric(
-    rubric: str,
-    solution_str: str,
-    model_info: ModelInfo | Mapping[str, Any],
-    *,
-    ground_truth: str | None = None,
-    original_input: str | None = None,
-    metadata: dict[str, Any] | None = None,
-    score_min: float | None = None,
-    score_max: float | None = None,
-    timeout: float | None = None,
-    return_details: bool = False,
-    cache: CacheOption = None,
-    retry: RetryPolicy | None = None,
-    rate_limiter: RateLimiter | None = None,
-) -> float | RewardRubricRunResult:
-    """Synchronous :func:`aevaluate_rubric` (same arguments, result and errors); blocks until judged."""
-    return run_sync(
-        aevaluate_rubric(
-            rubric,
-            solution_str,
-            model_info,
-            ground_truth=ground_truth,
-            original_input=original_input,
-            metadata=metadata,
-            score_min=score_min,
-            score_max=score_max,
-            timeout=timeout,
-            return_details=return_details,
-            cache=cache,
-            retry=retry,
-            rate_limiter=rate_limiter,
-        )
-    )
+evaluate_rubric = synchronous(
+    aevaluate_rubric,
+    "evaluate_rubric",
+    "Synchronous :func:`aevaluate_rubric` (same arguments, result and errors); blocks until judged.",
+)

@@ -17,12 +17,14 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import functools
 import os
 import threading
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 _SHUTDOWN_SECONDS = 5.0
 
@@ -87,3 +89,20 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     except BaseException:
         future.cancel()  # e.g. KeyboardInterrupt while waiting: stop the work too
         raise
+
+
+def synchronous(function: Callable[P, Coroutine[Any, Any, T]], name: str, doc: str) -> Callable[P, T]:
+    """The blocking twin of the coroutine function ``function``, called ``name``.
+
+    It takes exactly ``function``'s parameters (``inspect.signature`` and type checkers see them) and
+    runs each call on the background loop with :func:`run_sync`, so the pair cannot drift apart.
+    """
+
+    @functools.wraps(function)
+    def call(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run_sync(function(*args, **kwargs))
+
+    call.__name__ = name
+    call.__qualname__ = name
+    call.__doc__ = doc
+    return call

@@ -1,7 +1,7 @@
 """Errors of the local TrainGate, rooted at :class:`TrainGateError`.
 
-:class:`DatasetError` and :class:`LoadError` are bad input, so they are ``ValueError``s too. The
-whole tree is drawn in :mod:`osmosis_ai.errors`.
+:class:`DatasetError` is bad input, so it is a ``ValueError`` too. The whole tree is drawn in
+:mod:`osmosis_ai.errors`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,3 @@ class PolicyError(TrainGateError):
     def __init__(self, message: str, *, retryable: bool = True) -> None:
         super().__init__(message)
         self.retryable = retryable
-
-
-class LoadError(TrainGateError, ValueError):
-    """A ``MODULE:ATTR`` reference (agent loop, reward function) cannot be loaded."""

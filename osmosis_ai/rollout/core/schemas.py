@@ -77,12 +77,12 @@ def get_max_metadata_size_bytes() -> int:
 
 
 def set_max_metadata_size_bytes(size_bytes: int) -> None:
-    """Set the process-wide metadata limit. ``RolloutValueError`` (a ``ValueError``) unless it is positive."""
+    """Set the process-wide metadata limit in bytes. ``RolloutValueError`` (a ``ValueError``) unless a positive int."""
     global _max_metadata_size_bytes
-    if isinstance(size_bytes, bool) or not isinstance(size_bytes, int) or size_bytes <= 0:
-        raise RolloutValueError(
-            f"max metadata size must be a positive integer number of bytes, got {size_bytes!r}"
-        )
+    if isinstance(size_bytes, bool) or not isinstance(size_bytes, int):
+        raise RolloutValueError(f"max metadata size must be an integer number of bytes, got {size_bytes!r}")
+    if size_bytes <= 0:
+        raise RolloutValueError(f"max metadata size must be positive, got {size_bytes} bytes")
     with _metadata_lock:
         _max_metadata_size_bytes = size_bytes
 

@@ -249,7 +249,7 @@ class RolloutExecutor:
                 state.running -= 1
                 state.semaphore.release()
         finally:
-            state.mark_completed(record)
+            state.finish(record)
 
     async def _execute(self, request: RolloutRequest, tools: Any) -> None:
         client = OsmosisLLMClient(

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.config.settings import RolloutServerSettings
-    from osmosis_ai.rollout.core.schemas import OpenAIFunctionToolSchema
+    from osmosis_ai.rollout.core.schemas import InitResponse, OpenAIFunctionToolSchema
 
 logger = logging.getLogger(__name__)
 
@@ -127,6 +127,7 @@ class AppState:
         self.running = 0  # rollouts holding a semaphore slot
         self.max_completed_records = int(_positive_or_default(max_completed_records, MAX_COMPLETED_RECORDS))
         self._evicted = 0
+        self._init_futures: dict[str, asyncio.Future[InitResponse]] = {}
         self._cleanup_task: asyncio.Task[None] | None = None
         self._tasks_view = RecordView(self.active, _task)
         self._completed_view = RecordView(self.completed, _completed_at)
@@ -168,9 +169,6 @@ class AppState:
         """The record under ``key``, running or recently finished."""
         return self.active.get(key) or self.completed.get(key)
 
-    def is_duplicate(self, key: str) -> bool:
-        return key in self.active or key in self.completed
-
     def add(self, record: RolloutRecord) -> None:
         self.active[record.key] = record
 
@@ -179,7 +177,7 @@ class AppState:
         if self.active.get(record.key) is record:
             del self.active[record.key]
 
-    def mark_completed(self, record: RolloutRecord) -> None:
+    def finish(self, record: RolloutRecord) -> None:
         """Move a finished rollout from ``active`` to the end of ``completed``."""
         if self.active.get(record.key) is record:
             del self.active[record.key]
@@ -189,13 +187,59 @@ class AppState:
         completed.pop(record.key, None)
         completed[record.key] = record
         if len(completed) > self.max_completed_records:
-            del completed[next(iter(completed))]
+            self._forget(next(iter(completed)))
             if not self._evicted:
                 logger.warning(
                     "more than %d finished rollouts within the record TTL; forgetting the oldest early",
                     self.max_completed_records,
                 )
             self._evicted += 1
+
+    def _forget(self, key: str) -> None:
+        del self.completed[key]
+        if self._init_futures:
+            self._init_futures.pop(key, None)
+
+    # -- key-based bookkeeping --------------------------------------------------------------------------
+    # The public protocol names rollouts by dedup key; these methods let code that drives an AppState
+    # by key (its own executor, tests) keep doing so. The server itself works on records.
+
+    def is_duplicate(self, rollout_id: str) -> bool:
+        """Whether ``rollout_id`` (a dedup key) is running, recently finished or being initialised."""
+        return rollout_id in self.active or rollout_id in self.completed or rollout_id in self._init_futures
+
+    def mark_started(self, rollout_id: str, task: asyncio.Task[None]) -> None:
+        """Record ``task`` as the running rollout under the dedup key ``rollout_id``."""
+        record = self.active.get(rollout_id)
+        if record is None:
+            record = RolloutRecord(rollout_id, rollout_id)
+            self.add(record)
+        record.task = task
+
+    def mark_completed(self, rollout_id: str) -> None:
+        """Move the rollout under the dedup key ``rollout_id`` to the finished records, stamped now."""
+        record = self.active.get(rollout_id)
+        if record is None:
+            record = self.completed.get(rollout_id) or RolloutRecord(rollout_id, rollout_id)
+        self.finish(record)
+
+    def get_or_create_init_future(self, rollout_id: str) -> tuple[asyncio.Future[InitResponse], bool]:
+        """The future that carries the init answer for the dedup key ``rollout_id``, and whether it is new.
+
+        The caller that gets ``True`` runs the init and resolves the future (or calls
+        :meth:`clear_init_record` when it fails); the others await it. Futures are forgotten with the
+        finished record they belong to.
+        """
+        future = self._init_futures.get(rollout_id)
+        if future is not None:
+            return future, False
+        future = asyncio.get_running_loop().create_future()
+        self._init_futures[rollout_id] = future
+        return future, True
+
+    def clear_init_record(self, rollout_id: str) -> None:
+        """Forget the init future under ``rollout_id`` after a failed init, so the key may be retried."""
+        self._init_futures.pop(rollout_id, None)
 
     def prune(self, now: float | None = None) -> int:
         """Drop finished records older than the TTL; returns how many were dropped."""
@@ -206,7 +250,7 @@ class AppState:
             key = next(iter(completed))
             if completed[key].completed_at >= deadline:
                 break
-            del completed[key]
+            self._forget(key)
             dropped += 1
         return dropped
 

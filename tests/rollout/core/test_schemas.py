@@ -135,11 +135,21 @@ def test_empty_metadata_is_never_measured() -> None:
     assert RolloutRequest.model_validate(_request(metadata={})).metadata == {}
 
 
-@pytest.mark.parametrize("bad", [0, -5, 1.5, True, "10"])
-def test_set_limit_rejects_non_positive_integers(bad: Any) -> None:
-    with pytest.raises(ValueError, match="positive integer") as exc:
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (0, "must be positive, got 0 bytes"),
+        (-5, "must be positive, got -5 bytes"),
+        (1.5, "must be an integer number of bytes, got 1.5"),
+        (True, "must be an integer number of bytes, got True"),
+        ("10", "must be an integer number of bytes, got '10'"),
+    ],
+)
+def test_set_limit_rejects_non_positive_integers(bad: Any, message: str) -> None:
+    with pytest.raises(ValueError) as exc:
         set_max_metadata_size_bytes(bad)
     assert isinstance(exc.value, RolloutValueError)
+    assert str(exc.value) == f"max metadata size {message}"
 
 
 def test_limit_comes_from_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
