@@ -47,7 +47,7 @@ async def test_client_callbacks_reach_the_mock_trainer_with_their_headers(monkey
     assert first.token_ids == fake_token_ids("I'll help you with that calculation.")
     after_tool = [*question, first.message, {"role": "tool", "tool_call_id": "call_mock_add", "content": "8"}]
     assert (await client.chat_completions(after_tool)).content == "The calculation is complete."
-    address = [{"role": "user", "content": "What is your address?"}]  # "add" inside a word (D24)
+    address = [{"role": "user", "content": "What is your address?"}]  # "add" inside a word is no tool call
     assert (await client.chat_completions(address)).content == "OK."
     await client.complete_rollout("COMPLETED", after_tool, reward=1.0)
     assert tracker.wait(1.0)

@@ -122,7 +122,7 @@ def test_serve_local_runs_a_calculator_rollout(launch, trainer: TrainerStandIn, 
     code, out, err = server.stop()
     assert code == 0, err
     assert "disabled (local debug mode" in out
-    assert "127.0.0.1" in out  # --local binds loopback by default (D33)
+    assert "127.0.0.1" in out  # --local binds loopback by default
     sessions = list(logs.iterdir())
     assert len(sessions) == 1 and sessions[0].name.isdigit()  # DIR/<unix time>/
     assert sessions[0].name in out  # the panel names the session directory

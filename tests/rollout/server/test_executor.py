@@ -53,7 +53,7 @@ def test_agent_exception_reports_error_with_partial_conversation_and_metrics(ser
     assert done["status"] == "ERROR"
     assert done["error_message"] == "KeyError"  # str(KeyError()) is empty: never send an empty message
     assert done["finish_reason"] == "error"
-    assert [m["role"] for m in done["final_messages"]] == ["user", "assistant"]  # D3: kept
+    assert [m["role"] for m in done["final_messages"]] == ["user", "assistant"]  # the partial conversation is kept
     metrics = done["metrics"]
     assert (metrics["num_llm_calls"], metrics["num_tool_calls"], metrics["tool_latency_ms"]) == (1, 1, 2.0)
     assert metrics["total_latency_ms"] > 0
@@ -95,7 +95,7 @@ def test_invalid_or_error_results_report_one_error(serve, http, trainer, behavio
 @pytest.mark.parametrize(
     ("replies", "attempts"),
     [
-        ([Reply(status=400)], 1),  # rejected: not retried, and never followed by an ERROR report (D2)
+        ([Reply(status=400)], 1),  # rejected: not retried, and never followed by an ERROR report
         ([Reply(status=500), Reply(status=502), Reply(status=503)], 3),  # 1 + complete_rollout_retries
     ],
 )
@@ -249,7 +249,7 @@ def test_graceful_shutdown_drains_then_reports_error_for_the_rest(serve, http, t
         assert done["status"] == "ERROR"
         assert done["error_message"] == SHUTDOWN_MESSAGE
     assert [m["role"] for m in trainer.completed["hang-running"]["final_messages"]] == ["user", "assistant"]
-    assert events == ["on_shutdown with 3 completions"]  # on_shutdown runs after the drain (D28)
+    assert events == ["on_shutdown with 3 completions"]  # on_shutdown runs after the drain
 
 
 def test_while_draining_init_gets_503_and_health_says_draining(serve, http, trainer):
@@ -353,8 +353,8 @@ def test_an_agent_that_outlives_its_deadline_with_a_result_gets_it_delivered(ser
 
 
 def test_the_shared_pool_has_a_connection_for_every_running_rollout(serve, http, trainer):
-    # 0.2's max_connections bounded each rollout's own pool; one process-wide pool of 2 must not make
-    # 4 running rollouts take turns at TrainGate.
+    # max_connections=2 sizes the one process-wide pool; the server must still let its 4 running
+    # rollouts talk to TrainGate at once rather than take turns.
     settings = fast_settings(max_concurrent_rollouts=4)
     settings = settings.model_copy(
         update={"client": settings.client.model_copy(update={"max_connections": 2})}
