@@ -53,7 +53,10 @@ def test_agent_exception_reports_error_with_partial_conversation_and_metrics(ser
     assert done["status"] == "ERROR"
     assert done["error_message"] == "KeyError"  # str(KeyError()) is empty: never send an empty message
     assert done["finish_reason"] == "error"
-    assert [m["role"] for m in done["final_messages"]] == ["user", "assistant"]  # the partial conversation is kept
+    assert [m["role"] for m in done["final_messages"]] == [
+        "user",
+        "assistant",
+    ]  # the partial conversation is kept
     metrics = done["metrics"]
     assert (metrics["num_llm_calls"], metrics["num_tool_calls"], metrics["tool_latency_ms"]) == (1, 1, 2.0)
     assert metrics["total_latency_ms"] > 0
