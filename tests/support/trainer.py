@@ -6,7 +6,7 @@ endpoints a RolloutServer calls back::
     POST /v1/chat/completions     -> a chat completion (script it, or let the default policy answer)
     POST /v1/rollout/completed    -> 200 {"status": "ok"}; the payload is kept per rollout_id
 
-Use it through the ``trainer`` fixture (``tests/rollout/conftest.py``)::
+Use it through the ``trainer`` fixture (``tests/conftest.py``)::
 
     from tests.support.trainer import Reply
 

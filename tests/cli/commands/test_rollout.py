@@ -41,7 +41,7 @@ def test_run_calculator_writes_records(tmp_path: Path) -> None:
         "--n",
         "2",
         "--reward",
-        "tests.traingate.rewards:answer_length",
+        "tests.support.rewards:answer_length",
         "--output",
         str(out),
     )
@@ -154,8 +154,8 @@ def test_non_finite_temperature_is_refused_by_argparse(value: str) -> None:
             "invalid reward function 'score': expected 'module.path:attribute' (e.g. 'my_rewards:score')",
         ),
         (
-            "tests.traingate.rewards:nope",
-            "module 'tests.traingate.rewards' has no attribute 'nope'; its public attributes are: "
+            "tests.support.rewards:nope",
+            "module 'tests.support.rewards' has no attribute 'nope'; its public attributes are: "
             "annotations, answer_length",
         ),
         ("surely_missing_module_xyz:score", "cannot import module 'surely_missing_module_xyz'"),
