@@ -1,4 +1,6 @@
-"""Shared fixtures: a scriptable OpenAI-compatible server on loopback (``tests/support/openai_server.py``)."""
+"""Shared fixtures: the loopback stand-ins of ``tests/support/`` — a scriptable OpenAI-compatible server
+(``openai_server``) and a scriptable TrainGate (``trainer``), each started once per session and reset
+for every test."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.openai_server import OpenAIServer
+from tests.support.trainer import TrainerStandIn
 
 
 @pytest.fixture(scope="session")
@@ -22,6 +25,20 @@ def openai_server(_openai_server_session: OpenAIServer) -> Iterator[OpenAIServer
     _openai_server_session.reset()
     yield _openai_server_session
     _openai_server_session.reset()
+
+
+@pytest.fixture(scope="session")
+def _trainer_session() -> Iterator[TrainerStandIn]:
+    with TrainerStandIn() as trainer:
+        yield trainer
+
+
+@pytest.fixture
+def trainer(_trainer_session: TrainerStandIn) -> Iterator[TrainerStandIn]:
+    """The session's TrainGate stand-in on 127.0.0.1, with empty queues and records for this test."""
+    _trainer_session.reset()
+    yield _trainer_session
+    _trainer_session.reset()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -33,7 +33,7 @@ from osmosis_ai.rollout.client import OsmosisLLMClient
 from osmosis_ai.rollout.config import RolloutClientSettings
 from osmosis_ai.rollout.core.schemas import RolloutRequest
 from osmosis_ai.traingate.launcher import InitRejected, RolloutLauncher, ServerUnreachable
-from tests.support.threaded_server import StandInServer, read_body, send_json_bytes
+from tests.support.threaded_server import InFlight, StandInServer, read_body, send_json_bytes
 
 INIT_OK = json.dumps({"rollout_id": "r", "tools": []}).encode()
 CHAT_OK = json.dumps(
@@ -58,8 +58,7 @@ class ScriptedServer(StandInServer):
         self.default = Answer()
         self.queue: list[Answer] = []
         self.requests: list[dict[str, Any]] = []
-        self.in_flight = 0
-        self.peak_in_flight = 0
+        self.in_flight = InFlight()
         self._lock = threading.Lock()
 
     @property
@@ -80,15 +79,10 @@ class ScriptedServer(StandInServer):
             self.requests.append(
                 {"method": scope["method"], "path": scope["path"], "headers": headers, "body": body}
             )
-            self.in_flight += 1
-            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
-        try:
+        with self.in_flight:
             if answer.delay:
                 await asyncio.sleep(answer.delay)
             await send_json_bytes(send, answer.status, answer.body, answer.headers)
-        finally:
-            with self._lock:
-                self.in_flight -= 1
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +94,7 @@ def _server() -> Iterator[ScriptedServer]:
 @pytest.fixture
 def server(_server: ScriptedServer) -> Iterator[ScriptedServer]:
     _server.default, _server.queue, _server.requests = Answer(), [], []
-    _server.peak_in_flight = 0
+    _server.in_flight.reset()
     yield _server
 
 
@@ -310,7 +304,7 @@ async def test_the_pool_bounds_concurrent_connections(server: ScriptedServer) ->
     pool = shared_pool(2)
     answers = await asyncio.gather(*(pool.request("GET", f"{server.url}/{i}", timeout=5.0) for i in range(6)))
     assert [a.status for a in answers] == [200] * 6
-    assert server.peak_in_flight == 2
+    assert server.in_flight.peak == 2
 
 
 async def test_the_timeout_does_not_count_the_wait_for_a_connection(server: ScriptedServer) -> None:
@@ -323,7 +317,7 @@ async def test_the_timeout_does_not_count_the_wait_for_a_connection(server: Scri
     finally:
         await pool.aclose()
     assert [a.status for a in answers] == [200] * 3
-    assert server.peak_in_flight == 1
+    assert server.in_flight.peak == 1
 
 
 async def test_a_cancelled_request_gives_its_connection_back(server: ScriptedServer) -> None:

@@ -7,39 +7,35 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from tests.support.sockets import free_port
+from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 BENCHMARKS = REPO / "benchmarks"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+    def listening() -> bool:
         assert process.poll() is None, "the minimal server exited"
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
         except OSError:
-            time.sleep(0.05)
-    raise AssertionError("the minimal server did not start listening")
+            return False
+        return True
+
+    wait_until(listening, timeout=20, what="the minimal server listening")
 
 
 def test_trainer_driver_runs_rollouts_through_the_minimal_server() -> None:
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     server = subprocess.Popen([sys.executable, str(BENCHMARKS / "minimal_server.py"), str(port)], env=env)
     try:
         _wait_listening(port, server)
         command = [sys.executable, str(BENCHMARKS / "trainer_driver.py"), "--target", f"http://127.0.0.1:{port}",
-                   "--port", str(_free_port()), "--rollouts", "20", "--concurrency", "5", "--tool-turns", "2",
+                   "--port", str(free_port()), "--rollouts", "20", "--concurrency", "5", "--tool-turns", "2",
                    "--timeout", "60"]  # fmt: skip
         driver = subprocess.run(
             command,

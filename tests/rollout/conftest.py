@@ -1,23 +1,35 @@
-"""Shared rollout fixtures: ``trainer``, a scriptable TrainGate stand-in (see ``tests/rollout/trainer.py``)."""
+"""Rollout fixtures: ``serve`` starts ``create_app(...)`` under uvicorn on 127.0.0.1 and stops it after the test."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
+import httpx
 import pytest
 
-from tests.rollout.trainer import TrainerStandIn
-
-
-@pytest.fixture(scope="session")
-def _trainer_session() -> Iterator[TrainerStandIn]:
-    with TrainerStandIn() as trainer:
-        yield trainer
+from osmosis_ai.rollout.server.app import create_app
+from tests.support.server import RunningServer, fast_settings
 
 
 @pytest.fixture
-def trainer(_trainer_session: TrainerStandIn) -> Iterator[TrainerStandIn]:
-    """The session's TrainGate stand-in on 127.0.0.1, with empty queues and records for this test."""
-    _trainer_session.reset()
-    yield _trainer_session
-    _trainer_session.reset()
+def serve() -> Iterator[Callable[..., RunningServer]]:
+    """``serve(agent, **create_app_kwargs) -> RunningServer`` (fast client settings unless given)."""
+    running: list[RunningServer] = []
+
+    def start(agent: Any, **kwargs: Any) -> RunningServer:
+        kwargs.setdefault("settings", fast_settings())
+        server = RunningServer(create_app(agent, **kwargs)).start()
+        running.append(server)
+        return server
+
+    yield start
+    for server in running:
+        server.stop()
+
+
+@pytest.fixture
+def http() -> Iterator[httpx.Client]:
+    """A plain synchronous HTTP client for driving the server under test."""
+    with httpx.Client(timeout=10.0) as client:
+        yield client

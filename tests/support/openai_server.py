@@ -22,7 +22,9 @@ Behaviour:
   assistant message text of an OpenAI ``chat.completion`` object; ``body`` (a dict) replaces the
   whole JSON response instead (errors, logprobs, tool calls, anything); ``status`` >= 400 without
   ``body`` sends an OpenAI-style error object; ``delay`` seconds are waited before answering and
-  the wait ends early if the client disconnects (a client timeout does not leave work behind).
+  the wait ends early if the client disconnects (a client timeout does not leave work behind);
+  ``gate`` (a ``threading.Event``) holds the answer until the test sets it (at most a minute).
+* ``in_flight``: requests held right now (``in_flight.now``) and the most at once (``in_flight.peak``).
 * ``requests`` records every request (``path``, lower-cased ``headers``, parsed ``json``), also for
   unknown paths (answered 404). ``reset()`` clears queue, records, handler and default.
 * Thread-safe: tests may queue from any thread while requests are in flight.
@@ -38,7 +40,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.support.threaded_server import StandInServer, client_left_during, read_body, send_json_bytes
+from tests.support.threaded_server import (
+    InFlight,
+    StandInServer,
+    client_left_while_held,
+    read_body,
+    send_json_bytes,
+)
 
 DEFAULT_CONTENT = '{"score": 1.0, "explanation": "default reply from the test server"}'
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
@@ -53,6 +61,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     body: dict[str, Any] | None = None
+    gate: threading.Event | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +104,7 @@ class OpenAIServer(StandInServer):
         self.default = default or Reply()
         self.handler: Callable[[Any], Reply | str] | None = None
         self.requests: list[RecordedRequest] = []
+        self.in_flight = InFlight()
         self._queue: collections.deque[Reply] = collections.deque()
         self._lock = threading.Lock()
 
@@ -115,6 +125,7 @@ class OpenAIServer(StandInServer):
         with self._lock:
             self._queue.clear()
             self.requests.clear()
+        self.in_flight.reset()
         self.handler = None
         self.default = Reply()
 
@@ -147,16 +158,17 @@ class OpenAIServer(StandInServer):
             await self._send(send, 404, {"error": {"message": f"no route {path}"}}, {})
             return
         reply = self._next_reply(payload)
-        if reply.delay > 0 and await client_left_during(receive, reply.delay):
-            return
-        if reply.body is not None:
-            body = reply.body
-        elif reply.status >= 400:
-            body = _error_body(reply.status)
-        else:
-            model = payload.get("model", "test-model") if isinstance(payload, dict) else "test-model"
-            body = completion_body(reply.content, model)
-        await self._send(send, reply.status, body, reply.headers)
+        with self.in_flight:
+            if await client_left_while_held(receive, reply.delay, reply.gate):
+                return
+            if reply.body is not None:
+                body = reply.body
+            elif reply.status >= 400:
+                body = _error_body(reply.status)
+            else:
+                model = payload.get("model", "test-model") if isinstance(payload, dict) else "test-model"
+                body = completion_body(reply.content, model)
+            await self._send(send, reply.status, body, reply.headers)
 
     @staticmethod
     async def _send(send: Any, status: int, body: dict[str, Any], headers: dict[str, str]) -> None:

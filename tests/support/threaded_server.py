@@ -14,14 +14,14 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 import uvicorn
 from typing_extensions import Self
 
-from osmosis_ai._sockets import bind_listener
+from tests.support.sockets import listener
+from tests.support.waiting import wait_until
 
 STARTUP_TIMEOUT_SECONDS = 10.0
 
@@ -38,7 +38,7 @@ class ThreadedServer:
         make_server: Callable[[uvicorn.Config], uvicorn.Server] = uvicorn.Server,
         **config: Any,
     ) -> None:
-        self._sock = sock or bind_listener()
+        self._sock = sock or listener()
         self.port: int = self._sock.getsockname()[1]
         options = {"log_level": "warning", "access_log": False, **config}
         self.server = make_server(uvicorn.Config(app, **options))
@@ -50,13 +50,20 @@ class ThreadedServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def running(self) -> bool:
+        """Whether the server's thread is still serving (or still shutting down)."""
+        return self._thread.is_alive()
+
     def start(self) -> ThreadedServer:
         self._thread.start()
-        deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
-        while not self.server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
+
+        def started() -> bool:
+            if not self._thread.is_alive():
                 raise RuntimeError(f"{self._thread.name} did not start")
-            time.sleep(0.005)
+            return bool(self.server.started)
+
+        wait_until(started, STARTUP_TIMEOUT_SECONDS, what=f"{self._thread.name} started")
         return self
 
     def stop(self, timeout: float = 15.0) -> None:
@@ -127,6 +134,40 @@ async def client_left_during(receive: Any, delay: float) -> bool:
     except asyncio.TimeoutError:
         return False
     return True
+
+
+async def client_left_while_held(receive: Any, delay: float, gate: threading.Event | None) -> bool:
+    """Hold an answer until ``gate`` is set (at most a minute), then ``delay`` seconds; True if the
+    client disconnected meanwhile."""
+    if gate is not None:
+        await asyncio.to_thread(gate.wait, 60)
+    return delay > 0 and await client_left_during(receive, delay)
+
+
+class InFlight:
+    """How many requests a stand-in holds at once (arrived, not yet answered): ``now`` and ``peak``.
+
+    Use it as a context manager around the handling of one request.
+    """
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.peak = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> InFlight:
+        with self._lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        with self._lock:
+            self.now -= 1
+
+    def reset(self) -> None:
+        with self._lock:
+            self.peak = self.now
 
 
 async def send_json_bytes(send: Any, status: int, data: bytes, headers: dict[str, str]) -> None:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from osmosis_ai.traingate.dataset import load_dataset
-
-CALCULATOR_DATASET = Path(__file__).resolve().parents[2] / "examples" / "calculator" / "dataset.jsonl"
+from tests.support.cli import CALCULATOR_DATASET
 
 
 @pytest.fixture

@@ -1,5 +1,15 @@
-"""The ``trainer`` fixture of the rollout tests (a TrainGate stand-in), for the serve command's tests."""
+"""Fixtures for the command tests."""
 
-from tests.rollout.conftest import _trainer_session, trainer
+from __future__ import annotations
 
-__all__ = ["_trainer_session", "trainer"]
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """An empty home directory for an isolated user (``osmosis(..., home=home)``)."""
+    path = tmp_path / "home"
+    path.mkdir()
+    return path

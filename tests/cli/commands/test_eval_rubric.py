@@ -3,41 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.cli import osmosis
 from tests.support.openai_server import OpenAIServer, Reply
-
-
-def osmosis(
-    *args: str, cwd: Path, home: Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    environment = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.endswith(("_API_KEY", "_API_BASE")) and key not in {"OSMOSIS_CACHE_DIR", "XDG_CACHE_HOME"}
-    }
-    environment.update(HOME=str(home), **(env or {}))
-    return subprocess.run(
-        [sys.executable, "-m", "osmosis_ai", *args],
-        cwd=cwd,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    path = tmp_path / "home"
-    path.mkdir()
-    return path
 
 
 def write_config(path: Path, api_base: str) -> Path:

@@ -2,41 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-EXAMPLES = ROOT / "examples"
+from tests.support.cli import REPO, osmosis
 
-
-def osmosis(
-    *args: str, cwd: Path, home: Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    environment = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.endswith(("_API_KEY", "_API_BASE")) and key not in {"OSMOSIS_CACHE_DIR", "XDG_CACHE_HOME"}
-    }
-    environment.update(HOME=str(home), **(env or {}))
-    return subprocess.run(
-        [sys.executable, "-m", "osmosis_ai", *args],
-        cwd=cwd,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    path = tmp_path / "home"
-    path.mkdir()
-    return path
+EXAMPLES = REPO / "examples"
 
 
 def test_preview_shows_the_bundled_examples(tmp_path: Path, home: Path) -> None:

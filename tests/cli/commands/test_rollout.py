@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.traingate.conftest import CALCULATOR_DATASET
-from tests.traingate.standin_server import StandInRolloutServer
+from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, REPO, subprocess_env
+from tests.support.rollout_server import StandInRolloutServer
 
-ROOT = Path(__file__).resolve().parents[3]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120"}
-AGENT = "examples.calculator.agent:agent_loop"
+ENV = subprocess_env(COLUMNS="120")
+AGENT = CALCULATOR
 
 
 def osmosis(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -24,7 +22,7 @@ def osmosis(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]
         [sys.executable, "-m", "osmosis_ai", "rollout", *args],
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=REPO,
         env=ENV,
         timeout=timeout,
     )
@@ -43,7 +41,7 @@ def test_run_calculator_writes_records(tmp_path: Path) -> None:
         "--n",
         "2",
         "--reward",
-        "tests.traingate.rewards:answer_length",
+        "tests.support.rewards:answer_length",
         "--output",
         str(out),
     )
@@ -90,7 +88,7 @@ async def _osmosis_async(*args: str) -> tuple[int, str, str]:
         "osmosis_ai",
         "rollout",
         *args,
-        cwd=ROOT,
+        cwd=REPO,
         env=ENV,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -156,8 +154,8 @@ def test_non_finite_temperature_is_refused_by_argparse(value: str) -> None:
             "invalid reward function 'score': expected 'module.path:attribute' (e.g. 'my_rewards:score')",
         ),
         (
-            "tests.traingate.rewards:nope",
-            "module 'tests.traingate.rewards' has no attribute 'nope'; its public attributes are: "
+            "tests.support.rewards:nope",
+            "module 'tests.support.rewards' has no attribute 'nope'; its public attributes are: "
             "annotations, answer_length",
         ),
         ("surely_missing_module_xyz:score", "cannot import module 'surely_missing_module_xyz'"),

@@ -7,21 +7,22 @@ import re
 import signal
 import subprocess
 import sys
-import time
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from osmosis_ai._sockets import bind_listener
 from osmosis_ai.cli.commands import serve as serve_command
 from osmosis_ai.cli.commands.serve import print_registration_result
 from osmosis_ai.cli.commands.validate import validate_and_report
 from osmosis_ai.rollout.server.registration import RegistrationResult
-from tests.cli.commands.support import CALCULATOR, REPO, osmosis, subprocess_env
-from tests.rollout.server.support import PlatformStandIn, init_body
-from tests.rollout.trainer import TrainerStandIn
+from tests.support.cli import ASYNC_TOOLS_AGENT, CALCULATOR, REPO, osmosis, subprocess_env
+from tests.support.server import PlatformStandIn, init_body
+from tests.support.sockets import free_port
+from tests.support.trainer import TrainerStandIn
+from tests.support.waiting import wait_until
 
 # -- serve: refusals -------------------------------------------------------------------------------
 
@@ -52,9 +53,7 @@ def test_serve_rejects_a_bad_port():
 
 class ServeProcess:
     def __init__(self, *args: str, cwd: Path = REPO) -> None:
-        sock = bind_listener()
-        self.port = sock.getsockname()[1]
-        sock.close()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "osmosis_ai", "serve", "-p", str(self.port), *args],
@@ -66,17 +65,15 @@ class ServeProcess:
         )
 
     def wait_ready(self, timeout: float = 20) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def ready() -> bool:
             if self.proc.poll() is not None:
                 raise AssertionError(f"serve exited early: {self.proc.communicate()}")
             try:
-                if httpx.get(f"{self.url}/health", timeout=0.5).status_code == 200:
-                    return
+                return httpx.get(f"{self.url}/health", timeout=0.5).status_code == 200
             except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError("serve did not become ready")
+                return False
+
+        wait_until(ready, timeout, what="serve ready")
 
     def stop(self) -> tuple[int, str, str]:
         if self.proc.poll() is None:
@@ -125,7 +122,7 @@ def test_serve_local_runs_a_calculator_rollout(launch, trainer: TrainerStandIn, 
     code, out, err = server.stop()
     assert code == 0, err
     assert "disabled (local debug mode" in out
-    assert "127.0.0.1" in out  # --local binds loopback by default (D33)
+    assert "127.0.0.1" in out  # --local binds loopback by default
     sessions = list(logs.iterdir())
     assert len(sessions) == 1 and sessions[0].name.isdigit()  # DIR/<unix time>/
     assert sessions[0].name in out  # the panel names the session directory
@@ -194,11 +191,12 @@ def test_serve_registers_with_the_platform_when_a_token_is_given(trainer: Traine
     stand_in = PlatformStandIn()
     stand_in.server.start()
     try:
-        sock = bind_listener()
-        port = sock.getsockname()[1]
-        sock.close()
+        port = free_port()
         env = subprocess_env(
-            OSMOSIS_ACCESS_TOKEN="tok-cli", OSMOSIS_PLATFORM_URL=stand_in.server.url, COLUMNS="200"
+            OSMOSIS_ACCESS_TOKEN="tok-cli",
+            OSMOSIS_PLATFORM_URL=stand_in.server.url,
+            COLUMNS="200",
+            PYTHONUNBUFFERED="1",  # the result line is read while serve runs
         )
         args = [
             sys.executable,
@@ -215,12 +213,20 @@ def test_serve_registers_with_the_platform_when_a_token_is_given(trainer: Traine
         proc = subprocess.Popen(
             args, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
-        deadline = time.monotonic() + 20
-        while not stand_in.calls and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.05)
-        time.sleep(0.2)
+        assert proc.stdout is not None and proc.stderr is not None
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+        reader.start()
+        wait_until(
+            lambda: proc.poll() is not None or any("Registered" in line for line in lines),
+            timeout=30,
+            what="the registration result on stdout",
+        )
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=15)
+        err = proc.stderr.read()
+        proc.wait(timeout=15)
+        reader.join(timeout=5)
+        out = "".join(lines)
     finally:
         stand_in.server.stop()
     assert len(stand_in.calls) == 1, err
@@ -230,27 +236,6 @@ def test_serve_registers_with_the_platform_when_a_token_is_given(trainer: Traine
     assert call["json"]["api_key"].startswith("osm_rollout_")
     assert "[OK] Registered 'calculator'" in out
     assert "tok-cli" not in out + err
-
-
-ASYNC_TOOLS_AGENT = """
-from osmosis_ai.rollout import RolloutAgentLoop
-
-ECHO = {"type": "function", "function": {"name": "echo", "description": "Echo the text.",
-        "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}}
-
-
-class AsyncTools(RolloutAgentLoop):
-    name = "async_tools"
-
-    async def get_tools(self, request):
-        return [ECHO]
-
-    async def run(self, ctx):
-        return ctx.complete(list(ctx.request.messages), reward=1.0)
-
-
-agent_loop = AsyncTools()
-"""
 
 
 def test_serve_validates_and_serves_an_agent_with_an_async_get_tools(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.commands.support import CALCULATOR, osmosis
+from tests.support.cli import ASYNC_TOOLS_AGENT, CALCULATOR, osmosis
 
 BAD_AGENTS = """
 from osmosis_ai.rollout import RolloutAgentLoop
@@ -104,32 +104,6 @@ def test_agent_loading_errors_are_one_line(bad_agents: Path, spec: str, message:
     assert result.stderr.startswith("Error: ")
     assert message in result.stderr
     assert "Traceback" not in result.stderr
-
-
-ASYNC_TOOLS_AGENT = """
-from osmosis_ai.rollout import RolloutAgentLoop
-
-ECHO = {"type": "function", "function": {"name": "echo", "description": "Echo the text.",
-        "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}}
-
-
-class AsyncTools(RolloutAgentLoop):
-    name = "async_tools"
-
-    async def get_tools(self, request):
-        return [ECHO]
-
-    async def run(self, ctx):
-        return ctx.complete(list(ctx.request.messages), reward=1.0)
-
-
-class SyncReturnsCoroutine(AsyncTools):
-    def get_tools(self, request):
-        return AsyncTools.get_tools(self, request)
-
-
-agent_loop = AsyncTools()
-"""
 
 
 def test_validate_accepts_an_async_get_tools(tmp_path: Path):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from osmosis_ai.errors import CLIError
-from tests.cli.eval_rubric.support import MODEL, suite_from
+from tests.support.eval_rubric import MODEL, suite_from
 
 
 def test_entries_are_discovered_anywhere_with_defaults(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from osmosis_ai.cli.eval_rubric.dataset import load_records
 from osmosis_ai.cli.eval_rubric.engine import RubricEvaluationEngine
-from tests.cli.eval_rubric.support import MODEL, suite_from
+from tests.support.eval_rubric import MODEL, suite_from
 
 
 async def test_custom_rubric_functions_get_the_key_variable_not_the_key(tmp_path: Path) -> None:

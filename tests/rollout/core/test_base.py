@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import time
+import types
 from abc import abstractmethod
 from pathlib import Path
 from typing import Any
@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from osmosis_ai.rollout.client import CompletionsResult
+from osmosis_ai.rollout.core import base as base_module
 from osmosis_ai.rollout.core.base import RolloutAgentLoop, RolloutContext, RolloutResult
 from osmosis_ai.rollout.core.exceptions import AgentLoopDefinitionError
 from osmosis_ai.rollout.core.llm_client import LLMClientProtocol
@@ -164,8 +165,16 @@ async def test_failed_chat_keeps_the_previous_conversation() -> None:
     assert ctx.conversation == [{"role": "user", "content": "hi"}]
 
 
-def test_complete_and_error_take_metrics_now() -> None:
-    ctx = _context(_start_time=time.time() - 0.25)
+@pytest.fixture
+def wall_clock(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
+    """The wall clock the context reads, standing at ``now`` until a test moves it."""
+    clock = types.SimpleNamespace(now=2_000_000.0)
+    monkeypatch.setattr(base_module, "time", types.SimpleNamespace(time=lambda: clock.now))
+    return clock
+
+
+def test_complete_and_error_take_metrics_now(wall_clock: types.SimpleNamespace) -> None:
+    ctx = _context(_start_time=wall_clock.now - 0.25)
     ctx.record_tool_call(2.5)
     ctx.record_tool_call()
     done = ctx.complete([{"role": "user"}], finish_reason="max_turns", reward=0.5)
@@ -176,7 +185,7 @@ def test_complete_and_error_take_metrics_now() -> None:
         None,
     )
     assert done.metrics is not None
-    assert done.metrics.total_latency_ms >= 250
+    assert done.metrics.total_latency_ms == pytest.approx(250.0)
     assert (done.metrics.tool_latency_ms, done.metrics.num_tool_calls) == (2.5, 2)
     assert (done.metrics.llm_latency_ms, done.metrics.prompt_tokens, done.metrics.response_tokens) == (
         12.5,
@@ -193,9 +202,13 @@ def test_complete_and_error_take_metrics_now() -> None:
     assert failed.error_message == "boom"
 
 
-def test_total_latency_counts_from_a_wall_clock_start_and_zero_means_unset() -> None:
-    wall = _context(_start_time=time.time() - 1.0).complete([])
-    assert wall.metrics is not None and 1000 <= wall.metrics.total_latency_ms < 5000
+def test_total_latency_counts_from_a_wall_clock_start_and_zero_means_unset(
+    wall_clock: types.SimpleNamespace,
+) -> None:
+    ctx = _context(_start_time=wall_clock.now)
+    wall_clock.now += 1.0
+    wall = ctx.complete([])
+    assert wall.metrics is not None and wall.metrics.total_latency_ms == pytest.approx(1000.0)
     unset = _context().complete([])
     assert unset.metrics is not None and unset.metrics.total_latency_ms == 0.0
 

@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from osmosis_ai.rollout.server.agent_tools import PROBE_CALLS, GetToolsCaller, ToolsCache
-from tests.rollout.server.support import ADD_TOOL
+from tests.support.server import ADD_TOOL
 
 
 class Recorder:

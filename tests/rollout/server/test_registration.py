@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
+import threading
 from collections.abc import Iterator
 
 import pytest
 
-from osmosis_ai._sockets import bind_listener
 from osmosis_ai.rollout.server.app import create_app
 from osmosis_ai.rollout.server.registration import (
     PlatformCredentials,
@@ -16,12 +15,13 @@ from osmosis_ai.rollout.server.registration import (
     load_credentials,
     register_with_platform,
 )
-from tests.rollout.server.support import (
+from tests.support.server import (
     PlatformStandIn,
     RunningServer,
     ScriptedAgent,
     fast_settings,
 )
+from tests.support.sockets import free_port, listener
 
 KEY = "osm_rollout_registration-key"
 
@@ -35,32 +35,42 @@ def platform(monkeypatch: pytest.MonkeyPatch) -> Iterator[PlatformStandIn]:
     stand_in.server.stop()
 
 
-def test_server_registers_once_ready_and_hands_the_result_over(platform, capsys):
-    sock = bind_listener()
+def _serve_and_register(bind_host: str) -> tuple[int, RegistrationResult]:
+    """Serve on 127.0.0.1 while telling the app it is bound to ``bind_host``; the registration outcome."""
+    sock = listener()
     port = sock.getsockname()[1]
     results: list[RegistrationResult] = []
+    registered = threading.Event()
+
+    def on_registration(result: RegistrationResult) -> None:
+        results.append(result)
+        registered.set()
+
     app = create_app(
         ScriptedAgent(),
         settings=fast_settings(),
         api_key=KEY,
         credentials=PlatformCredentials("platform-token"),
-        server_host="127.0.0.1",
+        server_host=bind_host,
         server_port=port,
-        on_registration=results.append,
+        on_registration=on_registration,
     )
     server = RunningServer(app, sock).start()
     try:
-        deadline = time.monotonic() + 5
-        while not results and time.monotonic() < deadline:
-            time.sleep(0.02)
+        assert registered.wait(30)
     finally:
         server.stop()
+    (result,) = results
+    return port, result
+
+
+def test_server_registers_once_ready_and_hands_the_result_over(platform, capsys):
+    port, result = _serve_and_register("127.0.0.1")
     assert len(platform.calls) == 1
     call = platform.calls[0]
     assert call["json"] == {"host": "127.0.0.1", "port": port, "agent_loop_name": "scripted", "api_key": KEY}
     assert call["headers"]["authorization"] == "Bearer platform-token"
     assert call["headers"]["user-agent"].startswith("osmosis-cli/")
-    (result,) = results
     assert (result.success, result.is_healthy, result.server_id) == (True, True, "srv-1")
     captured = capsys.readouterr()
     assert captured.out == captured.err == ""  # the library prints nothing; `osmosis serve` renders it
@@ -103,9 +113,7 @@ def test_the_synchronous_form_registers_too(platform):
 
 
 async def test_unreachable_platform_is_a_failed_result(monkeypatch):
-    sock = bind_listener()
-    monkeypatch.setenv("OSMOSIS_PLATFORM_URL", f"http://127.0.0.1:{sock.getsockname()[1]}")
-    sock.close()
+    monkeypatch.setenv("OSMOSIS_PLATFORM_URL", f"http://127.0.0.1:{free_port()}")
     result = await aregister_with_platform("127.0.0.1", 9000, "agent", PlatformCredentials("t"))
     assert not result.success
     assert "cannot reach the Platform" in (result.error or "")
@@ -135,25 +143,16 @@ async def test_credentials_without_a_token_fail_cleanly(platform):
     assert platform.calls == []
 
 
-@pytest.mark.parametrize(
-    ("bind", "probe"),
-    [
-        ("0.0.0.0", "127.0.0.1"),
-        ("", "127.0.0.1"),
-        (" 0.0.0.0 ", "127.0.0.1"),  # is_wildcard_host strips; the readiness probe used not to
-        ("::", "[::1]"),
-        ("[::]", "[::1]"),
-        ("localhost", "127.0.0.1"),
-        ("127.0.0.1", "127.0.0.1"),
-        ("::1", "[::1]"),
-        ("[::1]", "[::1]"),
-        ("10.1.2.3", "10.1.2.3"),
-    ],
-)
-def test_the_readiness_probe_uses_the_one_wildcard_definition(bind: str, probe: str):
-    from osmosis_ai.rollout.server.registration import _probe_host
-
-    assert _probe_host(bind) == probe
+@pytest.mark.parametrize("bind", ["0.0.0.0", " 0.0.0.0 ", "", "localhost", "127.0.0.1"])
+def test_the_readiness_probe_finds_a_server_bound_to_a_wildcard_or_loopback_host(
+    platform, monkeypatch: pytest.MonkeyPatch, bind: str
+):
+    monkeypatch.setenv("OSMOSIS_PUBLIC_HOST", "203.0.113.9")  # what a wildcard bind reports
+    platform.reply = (200, {"id": "srv-3", "status": "healthy"})  # no health check back at 203.0.113.9
+    port, result = _serve_and_register(bind)
+    assert result.success, result.error  # registration waits for /health to answer first
+    (call,) = platform.calls
+    assert (call["json"]["port"], result.server_id) == (port, "srv-3")
 
 
 def test_without_a_callback_the_outcome_is_logged(caplog):

@@ -1,8 +1,7 @@
-"""The package surface: every 6.1 name resolves, imports stay light, optional-dependency helpers."""
+"""The ``osmosis_ai.rollout`` package surface: every exported name resolves, imports stay light."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 
@@ -10,13 +9,6 @@ import pytest
 
 import osmosis_ai.rollout as rollout
 from osmosis_ai.errors import OsmosisError
-from osmosis_ai.rollout import _compat
-
-CORE_NAMES = [
-    name
-    for name, module in rollout._EXPORTS.items()
-    if not module.startswith("osmosis_ai.rollout.server")  # the server half has its own tests
-]
 
 
 def test_all_is_sorted_and_complete() -> None:
@@ -25,8 +17,8 @@ def test_all_is_sorted_and_complete() -> None:
     assert set(rollout.__all__) <= set(dir(rollout))
 
 
-@pytest.mark.parametrize("name", CORE_NAMES)
-def test_core_names_resolve(name: str) -> None:
+@pytest.mark.parametrize("name", rollout.__all__)
+def test_every_exported_name_resolves(name: str) -> None:
     assert getattr(rollout, name) is not None
 
 
@@ -55,20 +47,3 @@ def test_importing_the_package_and_agent_api_stays_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == ["[]", "[]"]
-
-
-def test_compat_helpers() -> None:
-    module, ok = _compat.import_optional("json")
-    assert ok and module is not None and module.dumps({}) == "{}"
-    assert _compat.import_optional("osmosis_missing_module_xyz") == (None, False)
-    with pytest.raises(
-        ImportError, match=r"required for tracing; install it with: pip install 'osmosis-ai\[mcp\]'"
-    ):
-        _compat.require_optional("osmosis_missing_module_xyz", feature_name="tracing", install_extra="mcp")
-    with pytest.raises(ImportError, match="pip install"):
-        _compat.require_optional("osmosis_missing_module_xyz")
-    assert _compat.FASTAPI_AVAILABLE is (importlib.util.find_spec("fastapi") is not None)
-    assert _compat.PYDANTIC_SETTINGS_AVAILABLE is True
-    assert _compat.uvicorn is not None and _compat.uvicorn.__name__ == "uvicorn"
-    with pytest.raises(AttributeError):
-        _compat.not_a_module  # noqa: B018

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
-import time
+import threading
+import types
 from typing import Any
 
 import pytest
 
 from osmosis_ai import ProviderRequestError, evaluate_rubric_batch
+from osmosis_ai.judge import ratelimit
 from osmosis_ai.judge.batch import aevaluate_rubric_batch
 from osmosis_ai.judge.ratelimit import RateLimiter
 from tests.support.openai_server import OpenAIServer, Reply
+from tests.support.waiting import wait_until
 
 
 def _echo_score(server: OpenAIServer) -> None:
@@ -64,19 +67,47 @@ def test_batch_rejects_bad_arguments(model_info: dict[str, Any]) -> None:
 def test_concurrency_bounds_requests_in_flight(
     openai_server: OpenAIServer, model_info: dict[str, Any]
 ) -> None:
-    openai_server.default = Reply(delay=0.1)
+    gate = threading.Event()  # the "provider" answers nothing until four requests are in flight
+    openai_server.default = Reply(gate=gate)
     items = [{"rubric": "r", "solution_str": str(n), "model_info": model_info} for n in range(8)]
-    started = time.perf_counter()
-    evaluate_rubric_batch(items, concurrency=4)
-    elapsed = time.perf_counter() - started
-    assert 0.2 <= elapsed < 0.6  # two windows of four, not eight in a row nor all at once
+
+    def open_when_four_wait() -> None:
+        try:
+            wait_until(lambda: openai_server.in_flight.now == 4, timeout=30, what="four requests in flight")
+        finally:
+            gate.set()
+
+    opener = threading.Thread(target=open_when_four_wait, daemon=True)
+    opener.start()
+    results = evaluate_rubric_batch(items, concurrency=4)
+    opener.join(5)
+    assert len(results) == len(openai_server.requests) == 8
+    assert openai_server.in_flight.peak == 4  # four at once, never more
 
 
-def test_rate_limit_spaces_requests(openai_server: OpenAIServer, model_info: dict[str, Any]) -> None:
+class RecordingLimiter(RateLimiter):
+    """A limiter that also records the wait it hands out for each request."""
+
+    def __init__(self, requests_per_minute: float) -> None:
+        super().__init__(requests_per_minute)
+        self.waits: list[float] = []
+
+    def reserve(self) -> float:
+        wait = super().reserve()
+        self.waits.append(wait)
+        return wait
+
+
+def test_rate_limit_spaces_requests(
+    openai_server: OpenAIServer, model_info: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A clock that stands still: each slot is then exactly one interval after the previous one.
+    monkeypatch.setattr(ratelimit, "time", types.SimpleNamespace(monotonic=lambda: 1000.0))
+    limiter = RecordingLimiter(1200)  # one request per 50 ms
     items = [{"rubric": "r", "solution_str": str(n), "model_info": model_info} for n in range(4)]
-    started = time.perf_counter()
-    evaluate_rubric_batch(items, concurrency=4, requests_per_minute=1200)  # one per 50 ms
-    assert time.perf_counter() - started >= 0.15
+    evaluate_rubric_batch(items, concurrency=4, rate_limiter=limiter)
+    assert len(openai_server.requests) == 4
+    assert sorted(limiter.waits) == pytest.approx([0.0, 0.05, 0.1, 0.15])
 
 
 def test_rate_limiter_reserves_evenly_spaced_slots() -> None:

@@ -7,7 +7,7 @@ import pickle
 import pytest
 
 import osmosis_ai
-from osmosis_ai import _litellm_compat, rubric_eval, rubric_types
+from osmosis_ai import rubric_eval, rubric_types
 from osmosis_ai.errors import OsmosisError
 
 
@@ -51,10 +51,3 @@ def test_provider_request_error_message_and_pickling() -> None:
     assert "no additional detail" in rubric_types.ModelNotFoundError("p", "m", " ").detail
     copy = pickle.loads(pickle.dumps(error))
     assert (type(copy), copy.provider, copy.model, str(copy)) == (type(error), "openai", "gpt-x", str(error))
-
-
-def test_litellm_compat_resolves_lazily() -> None:
-    assert _litellm_compat.NotFoundError.__name__ == "NotFoundError"
-    assert callable(_litellm_compat.acompletion)
-    with pytest.raises(AttributeError):
-        _litellm_compat.not_a_name  # noqa: B018

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -94,29 +93,3 @@ def test_import_loads_only_the_standard_library(statement: str) -> None:
 def test_rollout_package_import_stays_free_of_the_server_stack() -> None:
     loaded = {name.partition(".")[0] for name in _modules_after("import osmosis_ai.rollout")}
     assert not loaded & {"fastapi", "starlette", "uvicorn", "litellm", "aiohttp", "httpx"}
-
-
-def test_a_missing_module_is_reported_with_the_attribute_name() -> None:
-    from osmosis_ai._lazy import lazy_exports
-
-    namespace: dict[str, object] = {}
-    getattr_, dir_ = lazy_exports("pkg", {"thing": "osmosis_ai.no_such_module"}, namespace)
-    with pytest.raises(ImportError, match=r"pkg\.thing is not available"):
-        getattr_("thing")
-    assert dir_() == ["thing"]
-
-
-def test_a_missing_optional_dependency_names_the_extra(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from osmosis_ai._lazy import lazy_exports
-
-    (tmp_path / "needs_fastapi.py").write_text(
-        "raise ModuleNotFoundError(\"No module named 'fastapi'\", name='fastapi')\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    getattr_, _ = lazy_exports("pkg", {"create_app": "needs_fastapi"}, {})
-    with pytest.raises(
-        ImportError, match=r"pkg\.create_app needs the package 'fastapi'.*osmosis-ai\[server\]"
-    ):
-        getattr_("create_app")

@@ -28,9 +28,13 @@ class Other(Echo):
 
 @pytest.fixture(autouse=True)
 def _empty_default_registry() -> Iterator[None]:
-    registry._registry.clear()
+    def empty() -> None:
+        for name in registry.list_agent_loops():
+            registry.unregister_agent_loop(name)
+
+    empty()
     yield
-    registry._registry.clear()
+    empty()
 
 
 def test_registry_methods() -> None:

@@ -21,8 +21,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from osmosis_ai._sockets import bind_listener
-from tests.rollout.server.support import ADD_TOOL
+from tests.support.server import ADD_TOOL
+from tests.support.sockets import listener
 
 Callback = Callable[..., Awaitable[tuple[int, Any]]]
 Script = Callable[[dict[str, Any], Callback], Awaitable[None]]
@@ -77,7 +77,7 @@ class StandInRolloutServer:
         app.router.add_post("/v1/rollout/init", self._init)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        sock = bind_listener()
+        sock = listener()
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         await web.SockSite(self._runner, sock).start()
         self._http = aiohttp.ClientSession()

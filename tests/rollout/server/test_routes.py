@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -11,8 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.rollout.server.support import ADD_TOOL, ScriptedAgent, fast_settings, init_body
-from tests.rollout.trainer import TrainerStandIn
+from tests.support.server import ADD_TOOL, ScriptedAgent, fast_settings, init_body
+from tests.support.trainer import TrainerStandIn
+from tests.support.waiting import wait_until
 
 KEY = "osm_rollout_test-key"
 EXPECTED_TOOL = {
@@ -49,12 +51,8 @@ def test_health_reports_counts_and_capacity(serve, http, trainer: TrainerStandIn
     server = serve(ScriptedAgent(), max_concurrent=7, queue_limit=3)
     http.post(f"{server.url}/v1/rollout/init", json=init_body("r-h", trainer.url))
     trainer.wait_completed("r-h")
-    deadline = time.monotonic() + 5
-    while (health := http.get(f"{server.url}/health").json())[
-        "active_rollouts"
-    ] and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert health == {
+    _wait_idle(http, server.url)
+    assert http.get(f"{server.url}/health").json() == {
         "status": "healthy",
         "agent_loop": "scripted",
         "active_rollouts": 0,
@@ -67,9 +65,8 @@ def test_health_reports_counts_and_capacity(serve, http, trainer: TrainerStandIn
 
 
 def _wait_idle(http: httpx.Client, url: str) -> None:
-    deadline = time.monotonic() + 5
-    while http.get(f"{url}/health").json()["active_rollouts"] and time.monotonic() < deadline:
-        time.sleep(0.01)
+    """Until no rollout is running or queued: nothing more will be sent to TrainGate."""
+    wait_until(lambda: http.get(f"{url}/health").json()["active_rollouts"] == 0, what="idle server")
 
 
 @pytest.mark.parametrize(
@@ -96,7 +93,7 @@ def test_duplicate_init_is_answered_from_the_record_without_a_second_run(
     )
     assert again.status_code == 202
     assert again.json() == {**first.json(), "rollout_id": expected_rollout_id}
-    time.sleep(0.1)
+    _wait_idle(http, server.url)
     assert len(trainer.completed_requests) == 1
     assert agent.get_tools_calls == 1
 
@@ -108,10 +105,7 @@ def test_same_rollout_id_with_two_idempotency_keys_runs_twice(serve, http, train
             f"{server.url}/v1/rollout/init", json=init_body("twice", trainer.url, idempotency_key=key)
         )
         assert response.status_code == 202
-    deadline = time.monotonic() + 5
-    while len(trainer.completed_requests) < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert len(trainer.completed_requests) == 2
+    wait_until(lambda: len(trainer.completed_requests) == 2, what="two completions")
 
 
 def test_concurrent_duplicates_wait_for_a_slow_get_tools_and_share_its_answer(serve, trainer: TrainerStandIn):
@@ -333,15 +327,9 @@ def test_finished_records_are_pruned_after_the_ttl_and_the_key_can_run_again(ser
     trainer.wait_completed("ttl")
     _wait_idle(http, server.url)
     assert http.get(f"{server.url}/health").json()["completed_rollouts"] == 1
-    deadline = time.monotonic() + 5
-    while http.get(f"{server.url}/health").json()["completed_rollouts"] and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert http.get(f"{server.url}/health").json()["completed_rollouts"] == 0
+    wait_until(lambda: http.get(f"{server.url}/health").json()["completed_rollouts"] == 0, what="TTL pruning")
     http.post(f"{server.url}/v1/rollout/init", json=init_body("ttl", trainer.url))
-    deadline = time.monotonic() + 5
-    while len(trainer.completed_requests) < 2 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert len(trainer.completed_requests) == 2
+    wait_until(lambda: len(trainer.completed_requests) == 2, what="a second run")
 
 
 def test_queue_limit_and_grace_come_from_the_environment(serve, http, monkeypatch):
@@ -373,10 +361,15 @@ def test_tools_exclude_none_drops_the_nulls(serve, http, trainer: TrainerStandIn
 
 @pytest.mark.parametrize("in_thread", [False, True])
 def test_get_tools_in_thread_option_reaches_the_server(serve, http, trainer: TrainerStandIn, in_thread: bool):
-    threads: list[str] = []
+    on_loop: list[bool] = []  # whether each call ran on the server's event loop
 
     def tools(request: Any) -> list[dict[str, Any]]:
-        threads.append(threading.current_thread().name)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            on_loop.append(False)
+        else:
+            on_loop.append(True)
         return [ADD_TOOL]
 
     server = serve(ScriptedAgent(tools=tools), get_tools_in_thread=in_thread)
@@ -385,8 +378,7 @@ def test_get_tools_in_thread_option_reaches_the_server(serve, http, trainer: Tra
             http.post(f"{server.url}/v1/rollout/init", json=init_body(f"t-{i}", trainer.url)).status_code
             == 202
         )
-    on_loop = threads[-1] == server._thread.name
-    assert on_loop is not in_thread
+    assert on_loop[-1] is not in_thread
 
 
 def test_a_body_without_content_type_is_read_as_json(serve, http, trainer: TrainerStandIn):

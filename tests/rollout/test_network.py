@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from osmosis_ai.rollout.network import (
     is_valid_hostname_or_ip,
     validate_ipv4,
 )
+from tests.support.sockets import free_port
 
 AWS_TOKEN = "/latest/api/token"
 AWS_IP = "/latest/meta-data/public-ipv4"
@@ -91,9 +91,12 @@ def test_is_private_ip(ip: str, private: bool) -> None:
 
 @dataclass
 class Route:
+    """``gate``: the answer waits until the test sets it (a probe that is slower than the whole test)."""
+
     status: int = 200
     body: str = ""
     delay: float = 0.0
+    gate: threading.Event | None = None
 
 
 @dataclass
@@ -102,6 +105,7 @@ class FakeServices:
 
     routes: dict[str, Route] = field(default_factory=dict)
     seen: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
+    answered: list[str] = field(default_factory=list)
     url: str = ""
 
     def handler(self) -> type[BaseHTTPRequestHandler]:
@@ -114,6 +118,8 @@ class FakeServices:
                     (self.command, self.path, {k.lower(): v for k, v in self.headers.items()})
                 )
                 route = services.routes.get(path, Route(status=404))
+                if route.gate is not None:
+                    route.gate.wait(60)
                 time.sleep(route.delay)
                 data = route.body.encode()
                 try:
@@ -123,6 +129,7 @@ class FakeServices:
                     self.wfile.write(data)
                 except OSError:
                     pass  # the probe gave up waiting
+                services.answered.append(path)
 
             do_GET = do_PUT = _answer
 
@@ -144,18 +151,21 @@ def services(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeServices]:
     monkeypatch.setattr(network, "EXTERNAL_IP_SERVICES", (f"{fake.url}/echo1", f"{fake.url}/echo2"))
     monkeypatch.setattr(network, "CLOUD_REQUEST_TIMEOUT", 1.0)
     monkeypatch.setattr(network, "EXTERNAL_REQUEST_TIMEOUT", 1.0)
-    monkeypatch.setattr(network, "_cached_ip", None)
+    # The process-wide cache may hold another test's answer: each test's first detection refreshes it.
     yield fake
+    for route in fake.routes.values():
+        if route.gate is not None:
+            route.gate.set()
     server.shutdown()
     server.server_close()
 
 
 def test_first_cloud_answer_wins_without_waiting_for_slow_probes(services: FakeServices) -> None:
-    services.routes[AWS_TOKEN] = Route(body="token", delay=0.9)
+    services.routes[AWS_TOKEN] = Route(body="token", gate=threading.Event())  # answers after the test
     services.routes[GCP_IP] = Route(body="203.0.113.7")
-    started = time.monotonic()
-    assert detect_public_ip() == "203.0.113.7"
-    assert time.monotonic() - started < 0.5
+    assert detect_public_ip(refresh=True) == "203.0.113.7"
+    assert AWS_TOKEN in [s[1] for s in services.seen]  # the AWS probe ran, and is still unanswered
+    assert AWS_TOKEN not in services.answered
     gcp = next(s for s in services.seen if s[1].startswith(GCP_IP))
     assert gcp[2]["metadata-flavor"] == "Google"
 
@@ -181,12 +191,12 @@ def test_azure_query_and_header(services: FakeServices) -> None:
 def test_falls_back_to_echo_services_and_ignores_garbage(services: FakeServices) -> None:
     services.routes["/echo1"] = Route(body="<html>not an ip</html>")
     services.routes["/echo2"] = Route(body=" 198.51.100.4\n", delay=0.1)
-    assert detect_public_ip() == "198.51.100.4"
+    assert detect_public_ip(refresh=True) == "198.51.100.4"
 
 
 def test_result_is_cached_until_refresh(services: FakeServices) -> None:
     services.routes[GCP_IP] = Route(body="203.0.113.7")
-    assert detect_public_ip() == "203.0.113.7"
+    assert detect_public_ip(refresh=True) == "203.0.113.7"
     count = len(services.seen)
     assert detect_public_ip() == "203.0.113.7"
     assert len(services.seen) == count
@@ -194,25 +204,31 @@ def test_result_is_cached_until_refresh(services: FakeServices) -> None:
     assert detect_public_ip(refresh=True) == "203.0.113.8"
 
 
-def test_failure_is_bounded_in_time_and_explained(
+def test_failure_is_bounded_by_the_wall_timeouts_and_explained(
     services: FakeServices, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    services.routes[GCP_IP] = Route(body="203.0.113.7")
+    assert detect_public_ip(refresh=True) == "203.0.113.7"  # a good answer in the cache
+    # The probes answer only after the test: with per-request timeouts longer than the test's own
+    # timeout, only the wall timeouts can end the detection.
+    monkeypatch.setattr(network, "CLOUD_REQUEST_TIMEOUT", 600.0)
+    monkeypatch.setattr(network, "EXTERNAL_REQUEST_TIMEOUT", 600.0)
     monkeypatch.setattr(network, "CLOUD_WALL_TIMEOUT", 0.3)
     monkeypatch.setattr(network, "EXTERNAL_WALL_TIMEOUT", 0.3)
-    services.routes[GCP_IP] = Route(body="203.0.113.7", delay=0.9)  # too late
-    services.routes["/echo1"] = Route(body="198.51.100.4", delay=0.9)
-    started = time.monotonic()
+    services.routes[GCP_IP] = Route(body="203.0.113.8", gate=threading.Event())
+    services.routes["/echo1"] = Route(body="198.51.100.4", gate=threading.Event())
     with pytest.raises(PublicIPDetectionError, match="explicitly") as exc:
-        detect_public_ip()
-    assert time.monotonic() - started < 0.9
+        detect_public_ip(refresh=True)
     assert isinstance(exc.value, OsmosisRolloutError)
-    assert network._cached_ip is None
+    assert [p for p in services.answered if p in (GCP_IP, "/echo1")] == [GCP_IP]  # only the priming one
+    # The failure neither cached anything nor dropped the good answer: no new request is made.
+    asked = len(services.seen)
+    assert detect_public_ip() == "203.0.113.7"
+    assert len(services.seen) == asked
 
 
 def _dead_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed when the block ends: nothing listens there
+    port = free_port()  # nothing listens there
     for name in ("NO_PROXY", "no_proxy", "http_proxy"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
@@ -237,5 +253,5 @@ def test_echo_services_are_asked_through_the_environment_proxy(
 
 async def test_detection_from_async_code_runs_on_the_callers_loop(services: FakeServices) -> None:
     services.routes[GCP_IP] = Route(body="203.0.113.7")
-    assert await adetect_public_ip() == "203.0.113.7"
+    assert await adetect_public_ip(refresh=True) == "203.0.113.7"
     assert detect_public_ip() == "203.0.113.7"  # the same cache

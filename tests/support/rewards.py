@@ -1,4 +1,4 @@
-"""Reward functions loaded by the CLI tests through ``--reward tests.traingate.rewards:<name>``."""
+"""Reward functions loaded by the CLI tests through ``--reward tests.support.rewards:<name>``."""
 
 from __future__ import annotations
 

@@ -6,9 +6,9 @@ endpoints a RolloutServer calls back::
     POST /v1/chat/completions     -> a chat completion (script it, or let the default policy answer)
     POST /v1/rollout/completed    -> 200 {"status": "ok"}; the payload is kept per rollout_id
 
-Use it through the ``trainer`` fixture (``tests/rollout/conftest.py``)::
+Use it through the ``trainer`` fixture (``tests/conftest.py``)::
 
-    from tests.rollout.trainer import Reply
+    from tests.support.trainer import Reply
 
     async def test_x(trainer):
         trainer.queue_chat(Reply(status=503), Reply(status=429, headers={"Retry-After": "0.2"}))
@@ -24,15 +24,16 @@ API:
   default answer of that endpoint. ``Reply(status=200, body=None, headers={}, delay=0.0)``: ``body``
   ``None`` means the default body for the endpoint (a normal completion, or ``{"status": "ok"}``; for
   ``status >= 300`` a small error object); a dict/list is sent as JSON; ``str``/``bytes`` are sent raw
-  (malformed bodies). ``delay`` seconds are waited first, ending early if the client disconnects.
+  (malformed bodies). ``delay`` seconds are waited first, ending early if the client disconnects;
+  with ``gate`` (a ``threading.Event``) the answer waits until the test sets it (at most a minute).
 * The default chat answer follows ``tool_turns`` (default 0): while the request holds fewer than
   ``tool_turns`` assistant messages, the reply calls tool ``add`` with ``{"a": 1, "b": 2}``; then it
   answers ``"The answer is #### 3"``. Set ``chat_handler`` (``payload -> Reply | dict``; a dict is the
   assistant message) to take full control. Every completion carries ``usage`` (prompt tokens = 10 per
   request message, 8 completion tokens), ``token_ids`` and ``logprobs``.
 * ``requests`` (all, in arrival order), ``chat_requests``, ``completed_requests``: ``Recorded(path,
-  headers (lower-case keys), json (None if not JSON), body (bytes), status (what was answered), at
-  (time.monotonic() on arrival))``.
+  headers (lower-case keys), json (None if not JSON), body (bytes), status (what was answered))``.
+* ``in_flight``: requests held right now (``in_flight.now``) and the most at once (``in_flight.peak``).
 * ``completed``: ``{rollout_id: payload}`` of successfully acknowledged completions (the FIRST terminal
   report wins; later ones are still recorded in ``completed_requests``).
 * ``wait_completed(rollout_id, timeout=5.0) -> payload`` blocks (in a thread-safe way) until that
@@ -52,7 +53,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.support.threaded_server import StandInServer, client_left_during, read_body, send_json_bytes
+from tests.support.threaded_server import (
+    InFlight,
+    StandInServer,
+    client_left_while_held,
+    read_body,
+    send_json_bytes,
+)
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETED_PATH = "/v1/rollout/completed"
@@ -66,6 +73,7 @@ class Reply:
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    gate: threading.Event | None = None
 
 
 @dataclass(frozen=True)
@@ -77,7 +85,6 @@ class Recorded:
     json: Any
     body: bytes
     status: int
-    at: float
 
 
 def completion(message: dict[str, Any], n_messages: int, rollout_id: str = "r") -> dict[str, Any]:
@@ -130,6 +137,7 @@ class TrainerStandIn(StandInServer):
         self.chat_handler: Callable[[Any], Reply | dict[str, Any]] | None = None
         self.requests: list[Recorded] = []
         self.completed: dict[str, Any] = {}
+        self.in_flight = InFlight()
         self._queues: dict[str, collections.deque[Reply]] = {
             CHAT_PATH: collections.deque(),
             COMPLETED_PATH: collections.deque(),
@@ -172,6 +180,7 @@ class TrainerStandIn(StandInServer):
                 queue.clear()
             self.requests.clear()
             self.completed.clear()
+        self.in_flight.reset()
         self.tool_turns = 0
         self.chat_handler = None
 
@@ -206,7 +215,6 @@ class TrainerStandIn(StandInServer):
     async def _app(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        arrived = time.monotonic()
         raw = await read_body(receive)
         if raw is None:
             return
@@ -218,13 +226,14 @@ class TrainerStandIn(StandInServer):
         reply = self._reply_for(path, payload) if scope["method"] == "POST" else Reply(status=405)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         with self._cond:
-            self.requests.append(Recorded(path, headers, payload, raw, reply.status, arrived))
+            self.requests.append(Recorded(path, headers, payload, raw, reply.status))
             if path == COMPLETED_PATH and 200 <= reply.status < 300 and isinstance(payload, dict):
                 self.completed.setdefault(str(payload.get("rollout_id")), payload)
             self._cond.notify_all()
-        if reply.delay > 0 and await client_left_during(receive, reply.delay):
-            return
-        await self._send(send, reply)
+        with self.in_flight:
+            if await client_left_while_held(receive, reply.delay, reply.gate):
+                return
+            await self._send(send, reply)
 
     @staticmethod
     async def _send(send: Any, reply: Reply) -> None:

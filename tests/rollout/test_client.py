@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
-import socket
+import re
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
-from osmosis_ai._http import aclose_shared_transport
+from osmosis_ai.rollout import client as client_module
 from osmosis_ai.rollout.client import CompletionsResult, OsmosisLLMClient
 from osmosis_ai.rollout.config import RolloutClientSettings
 from osmosis_ai.rollout.core.exceptions import (
@@ -24,7 +22,8 @@ from osmosis_ai.rollout.core.exceptions import (
     RolloutValueError,
 )
 from osmosis_ai.rollout.core.schemas import RolloutMetrics, RolloutStatus
-from tests.rollout.trainer import Reply, TrainerStandIn, completion
+from tests.support.sockets import free_port
+from tests.support.trainer import FINAL_MESSAGE, Reply, TrainerStandIn, completion
 
 USER = [{"role": "user", "content": "What is 1 + 2?"}]
 FAST = RolloutClientSettings(
@@ -32,20 +31,14 @@ FAST = RolloutClientSettings(
 )
 
 
-@pytest.fixture(autouse=True)
-async def _close_pool() -> AsyncIterator[None]:
-    yield
-    await aclose_shared_transport()
-
-
 def _client(trainer: TrainerStandIn, **kwargs: Any) -> OsmosisLLMClient:
     kwargs.setdefault("settings", FAST)
     return OsmosisLLMClient(trainer.url, "r-1", **kwargs)
 
 
-def _gaps(trainer: TrainerStandIn) -> list[float]:
-    times = [r.at for r in trainer.requests]
-    return [b - a for a, b in itertools.pairwise(times)]
+def _planned_waits(caplog: pytest.LogCaptureFixture) -> list[float]:
+    """The back-off before each retry, as the client logs it ("retrying in 0.30s")."""
+    return [float(m) for m in re.findall(r"retrying in (\d+\.\d+)s", caplog.text)]
 
 
 # -- request shape ------------------------------------------------------------------------------------
@@ -156,14 +149,17 @@ async def test_idempotency_key_is_stable_across_retries_and_new_per_call(trainer
 # -- retries and errors -------------------------------------------------------------------------------
 
 
-async def test_5xx_is_retried_with_jittered_exponential_backoff(trainer: TrainerStandIn) -> None:
+async def test_5xx_is_retried_with_jittered_exponential_backoff(
+    trainer: TrainerStandIn, caplog: pytest.LogCaptureFixture
+) -> None:
     trainer.queue_chat(Reply(status=500), Reply(status=502), Reply(status=503))
-    result = await _client(trainer).chat_completions(USER)
+    with caplog.at_level(logging.WARNING, logger="osmosis_ai.rollout.client"):
+        result = await _client(trainer).chat_completions(USER)
     assert result.content == "The answer is #### 3"
     assert [r.status for r in trainer.requests] == [500, 502, 503, 200]
-    gaps = _gaps(trainer)
-    for gap, full in zip(gaps, [0.1, 0.2, 0.4], strict=True):
-        assert full / 2 - 0.01 <= gap <= full + 0.25
+    waits = _planned_waits(caplog)
+    for wait, full in zip(waits, [0.1, 0.2, 0.4], strict=True):
+        assert full / 2 - 0.005 <= wait <= full + 0.005  # the upper half of each doubling ceiling
 
 
 async def test_5xx_exhausting_retries_raises_server_error(trainer: TrainerStandIn) -> None:
@@ -184,18 +180,24 @@ async def test_other_4xx_fail_at_once(trainer: TrainerStandIn, status: int) -> N
 
 
 @pytest.mark.parametrize("status", [408, 429])
-async def test_408_and_429_are_retried_honouring_retry_after(trainer: TrainerStandIn, status: int) -> None:
+async def test_408_and_429_are_retried_honouring_retry_after(
+    trainer: TrainerStandIn, caplog: pytest.LogCaptureFixture, status: int
+) -> None:
     trainer.queue_chat(Reply(status=status, headers={"Retry-After": "0.3"}))
-    await _client(trainer).chat_completions(USER)
+    with caplog.at_level(logging.WARNING, logger="osmosis_ai.rollout.client"):
+        await _client(trainer).chat_completions(USER)
     assert [r.status for r in trainer.requests] == [status, 200]
-    assert 0.29 <= _gaps(trainer)[0] <= 0.6
+    assert _planned_waits(caplog) == [0.3]  # longer than the 0.1 s back-off, so the server's wait wins
 
 
-async def test_retry_after_is_capped_by_retry_max_delay(trainer: TrainerStandIn) -> None:
+async def test_retry_after_is_capped_by_retry_max_delay(
+    trainer: TrainerStandIn, caplog: pytest.LogCaptureFixture
+) -> None:
     trainer.queue_chat(Reply(status=429, headers={"Retry-After": "120"}))
-    started = time.monotonic()
-    await _client(trainer).chat_completions(USER)
-    assert 0.95 <= time.monotonic() - started <= 2.0
+    with caplog.at_level(logging.WARNING, logger="osmosis_ai.rollout.client"):
+        await _client(trainer).chat_completions(USER)
+    assert [r.status for r in trainer.requests] == [429, 200]
+    assert _planned_waits(caplog) == [1.0]  # retry_max_delay, not 120 s
 
 
 async def test_429_exhausted_raises_validation_error(trainer: TrainerStandIn) -> None:
@@ -220,23 +222,21 @@ async def test_any_2xx_with_a_completion_is_success(trainer: TrainerStandIn) -> 
 
 
 async def test_timeout_is_retried_then_raised(trainer: TrainerStandIn) -> None:
-    trainer.queue_chat(Reply(delay=3.0), Reply(delay=3.0))
-    started = time.monotonic()
+    trainer.queue_chat(Reply(delay=30.0), Reply(delay=30.0))  # answers far beyond the test's life
     with pytest.raises(OsmosisTimeoutError, match=r"within 0\.3s"):
         await _client(trainer, timeout_seconds=0.3, max_retries=1).chat_completions(USER)
     assert len(trainer.requests) == 2
-    assert time.monotonic() - started < 1.5
 
 
-async def test_refused_connection_is_retried_then_raised() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed when the block ends: nothing listens there
-    client = OsmosisLLMClient(f"http://127.0.0.1:{port}", "r-1", max_retries=1, settings=FAST)
-    started = time.monotonic()
-    with pytest.raises(OsmosisTransportError, match="Connect"):
+async def test_refused_connection_is_retried_then_raised(caplog: pytest.LogCaptureFixture) -> None:
+    client = OsmosisLLMClient(f"http://127.0.0.1:{free_port()}", "r-1", max_retries=1, settings=FAST)
+    with (
+        caplog.at_level(logging.WARNING, logger="osmosis_ai.rollout.client"),
+        pytest.raises(OsmosisTransportError, match="Connect"),
+    ):
         await client.chat_completions(USER)
-    assert 0.05 <= time.monotonic() - started < 1.0
+    assert len(_planned_waits(caplog)) == 1  # one retry, after the back-off
+    assert "failed after 2 attempts" in caplog.text
 
 
 @pytest.mark.parametrize(
@@ -285,20 +285,42 @@ async def test_null_fields_become_empty_values(trainer: TrainerStandIn) -> None:
 # -- metrics --------------------------------------------------------------------------------------------
 
 
-async def test_metrics_sum_successful_calls_only(trainer: TrainerStandIn) -> None:
-    trainer.queue_chat(Reply(status=500, delay=0.05))
+class SteppedClock:
+    """A ``time`` stand-in for the client module whose clock moves only when the trainer answers."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+async def test_metrics_sum_successful_calls_only(
+    trainer: TrainerStandIn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = SteppedClock()
+    monkeypatch.setattr(client_module, "time", clock)
+    answers = iter([(100.0, Reply(status=500)), (0.25, FINAL_MESSAGE), (0.5, FINAL_MESSAGE)])
+
+    def answer(payload: Any) -> Reply | dict[str, Any]:
+        took, reply = next(answers)
+        clock.now += took  # the failed attempt "takes" 100 s, the two answers 250 ms and 500 ms
+        return reply
+
+    trainer.chat_handler = answer
     client = _client(trainer)
-    started = time.perf_counter()
     await client.chat_completions(USER)
     await client.chat_completions(
         [*USER, {"role": "assistant", "content": "x"}, {"role": "user", "content": "y"}]
     )
-    wall_ms = (time.perf_counter() - started) * 1000
     metrics = client.get_metrics()
     assert metrics.num_llm_calls == 2
     assert metrics.prompt_tokens == 10 + 30  # the stand-in counts 10 per message; prefixes are re-counted
     assert metrics.response_tokens == 16
-    assert 0 < metrics.llm_latency_ms < wall_ms - 50  # the failed attempt and the backoff are excluded
+    assert metrics.llm_latency_ms == pytest.approx(750.0)  # the failed attempt and the back-off excluded
     assert (metrics.total_latency_ms, metrics.tool_latency_ms, metrics.num_tool_calls) == (0.0, 0.0, 0)
 
 

@@ -1,0 +1,73 @@
+"""Running ``osmosis`` as a subprocess the way users do: this checkout on ``PYTHONPATH``, no Platform
+credentials, and optionally an isolated user (``home``) without provider keys or caches."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CALCULATOR = "examples.calculator.agent:agent_loop"
+CALCULATOR_DATASET = REPO / "examples" / "calculator" / "dataset.jsonl"
+
+
+def subprocess_env(home: Path | None = None, **extra: str) -> dict[str, str]:
+    """This environment without Platform credentials; with ``home``, also without the developer's
+    provider keys, API bases and cache directories, and with ``HOME`` set to ``home``."""
+    env = {k: v for k, v in os.environ.items() if k != "OSMOSIS_ACCESS_TOKEN"}
+    if home is not None:
+        env = {
+            k: v
+            for k, v in env.items()
+            if not k.endswith(("_API_KEY", "_API_BASE")) and k not in {"OSMOSIS_CACHE_DIR", "XDG_CACHE_HOME"}
+        }
+        env["HOME"] = str(home)
+    env["PYTHONPATH"] = str(REPO)
+    env.update(extra)
+    return env
+
+
+def osmosis(
+    *args: str,
+    cwd: Path = REPO,
+    timeout: float = 60,
+    home: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``osmosis *args`` run to completion, its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "osmosis_ai", *args],
+        cwd=cwd,
+        env=subprocess_env(home, **(env or {})),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+ASYNC_TOOLS_AGENT = """
+from osmosis_ai.rollout import RolloutAgentLoop
+
+ECHO = {"type": "function", "function": {"name": "echo", "description": "Echo the text.",
+        "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}}
+
+
+class AsyncTools(RolloutAgentLoop):
+    name = "async_tools"
+
+    async def get_tools(self, request):
+        return [ECHO]
+
+    async def run(self, ctx):
+        return ctx.complete(list(ctx.request.messages), reward=1.0)
+
+
+class SyncReturnsCoroutine(AsyncTools):
+    def get_tools(self, request):
+        return AsyncTools.get_tools(self, request)
+
+
+agent_loop = AsyncTools()
+"""

@@ -1,0 +1,31 @@
+"""``osmosis_ai._lazy``: the lazy export tables behind the packages' ``__getattr__``, and their errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from osmosis_ai._lazy import lazy_exports
+
+
+def test_a_missing_module_is_reported_with_the_attribute_name() -> None:
+    namespace: dict[str, object] = {}
+    getattr_, dir_ = lazy_exports("pkg", {"thing": "osmosis_ai.no_such_module"}, namespace)
+    with pytest.raises(ImportError, match=r"pkg\.thing is not available"):
+        getattr_("thing")
+    assert dir_() == ["thing"]
+
+
+def test_a_missing_optional_dependency_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "needs_fastapi.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'fastapi'\", name='fastapi')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    getattr_, _ = lazy_exports("pkg", {"create_app": "needs_fastapi"}, {})
+    with pytest.raises(
+        ImportError, match=r"pkg\.create_app needs the package 'fastapi'.*osmosis-ai\[server\]"
+    ):
+        getattr_("create_app")
