@@ -304,17 +304,20 @@ class CredentialsFile:
         An unreadable file raises :class:`CredentialsStoreError`, or with ``set_aside_unreadable`` is
         renamed aside and replaced by an empty store first.
         """
-        with self._locked():
-            try:
-                stores = self.read_all()
-            except CredentialsStoreError:
-                if not set_aside_unreadable:
-                    raise
-                self._set_aside()
-                stores = {}
-            result = change(stores)
-            self._write(stores)
-            return result
+        try:
+            with self._locked():
+                try:
+                    stores = self.read_all()
+                except CredentialsStoreError:
+                    if not set_aside_unreadable:
+                        raise
+                    self._set_aside()
+                    stores = {}
+                result = change(stores)
+                self._write(stores)
+                return result
+        except OSError as exc:
+            raise CredentialsStoreError(f"cannot write {self.path}: {exc.strerror or exc}") from None
 
     def _write(self, stores: dict[str, CredentialsStore]) -> None:
         document = {

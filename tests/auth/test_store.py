@@ -170,3 +170,10 @@ def test_an_explicit_file_path_is_honoured(tmp_path: Path, platform_a: Path):
     store.save(make(), file=own)
     assert own.read(PLATFORM_A).get_active_credentials() is not None
     assert not platform_a.exists()
+
+
+def test_a_directory_that_cannot_be_written_is_a_typed_error(platform_a: Path):
+    platform_a.parent.parent.mkdir(parents=True)
+    platform_a.parent.write_text("")  # the config directory's name is taken by a file
+    with pytest.raises(CredentialsStoreError, match="cannot"):
+        api.save_credentials(make())

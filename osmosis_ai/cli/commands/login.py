@@ -38,7 +38,10 @@ def has_display() -> bool:
 
 def _say(message: str, *, as_json: bool, style: str | None = None) -> None:
     # With --json, stdout carries only the result; the instructions go to stderr.
-    console.print(console.escape(message), style=style, file=sys.stderr if as_json else None, flush=True)
+    # soft_wrap: a long login URL must stay on one line to be copied.
+    console.print(
+        console.escape(message), style=style, file=sys.stderr if as_json else None, flush=True, soft_wrap=True
+    )
 
 
 def run(args: argparse.Namespace) -> int:
