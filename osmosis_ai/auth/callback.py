@@ -69,13 +69,13 @@ class CallbackServer:
             server_owner = owner
 
         for port in ports:
+            server = ThreadingHTTPServer(("127.0.0.1", port), Handler, bind_and_activate=False)
+            server.daemon_threads = True
             try:
-                server = ThreadingHTTPServer(("127.0.0.1", port), Handler, bind_and_activate=False)
-                server.daemon_threads = True
                 server.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 server.server_bind()
                 server.server_activate()
-            except OSError:
+            except OSError:  # taken: try the next one
                 server.server_close()
                 continue
             return server
@@ -98,7 +98,8 @@ class CallbackServer:
     def close(self) -> None:
         if not self._verdict_set.is_set():
             self.set_verdict(False, "the login did not complete")
-        self._server.shutdown() if self._thread.is_alive() else None
+        if self._thread.is_alive():
+            self._server.shutdown()
         self._server.server_close()
 
     def wait(self, timeout: float) -> CallbackOutcome:
