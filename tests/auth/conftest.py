@@ -3,19 +3,27 @@ token in the environment."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.platform import StandInPlatform
+from tests.support.platform import StandInPlatform, assert_no_token
 
 
 @pytest.fixture
-def platform() -> Iterator[StandInPlatform]:
+def platform(
+    caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> Iterator[StandInPlatform]:
+    """A stand-in Platform; afterwards, no token it issued may appear in any log record (DEBUG
+    included) or anything written to stdout/stderr during the test."""
+    caplog.set_level(logging.DEBUG)
     stand_in = StandInPlatform().start()
     yield stand_in
     stand_in.stop()
+    out, err = capfd.readouterr()
+    assert_no_token(stand_in, caplog.text + out + err)
 
 
 @pytest.fixture
