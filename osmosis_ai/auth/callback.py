@@ -70,7 +70,9 @@ class CallbackServer:
 
         for port in ports:
             server = ThreadingHTTPServer(("127.0.0.1", port), Handler, bind_and_activate=False)
-            server.daemon_threads = True
+            # Closing joins the request threads, so the browser gets its page before the CLI exits;
+            # the handler's socket timeout bounds that wait.
+            server.daemon_threads = False
             try:
                 server.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 server.server_bind()
@@ -137,6 +139,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_owner: CallbackServer
     server_version = "osmosis-login"
     sys_version = ""
+    timeout = 10.0  # a connection that sends nothing is dropped rather than holding the login open
 
     def log_message(self, format: str, *args: Any) -> None:
         """Silent: the request line carries the token."""

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import TYPE_CHECKING, Any
 
-from osmosis_ai.cli.output import console
+from osmosis_ai.cli.output import Console, console
 
 if TYPE_CHECKING:
     from osmosis_ai.auth.store import WorkspaceCredentials
+
+
+def say(text: str, *, style: str | None = None, err: bool = False, **kwargs: Any) -> None:
+    """Print ``text`` literally (never read as rich markup), on stderr with ``err``."""
+    target = Console(file=sys.stderr) if err else console
+    target.print(target.escape(text) if target.use_rich else text, style=style, **kwargs)
 
 
 def add_json_flag(parser: argparse.ArgumentParser) -> None:

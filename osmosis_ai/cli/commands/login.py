@@ -13,7 +13,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from osmosis_ai.cli.commands._platform import add_json_flag, print_json, workspace_json, workspace_line
+from osmosis_ai.cli.commands._platform import add_json_flag, print_json, say, workspace_json, workspace_line
 from osmosis_ai.cli.output import console
 
 if TYPE_CHECKING:
@@ -39,9 +39,7 @@ def has_display() -> bool:
 def _say(message: str, *, as_json: bool, style: str | None = None) -> None:
     # With --json, stdout carries only the result; the instructions go to stderr.
     # soft_wrap: a long login URL must stay on one line to be copied.
-    console.print(
-        console.escape(message), style=style, file=sys.stderr if as_json else None, flush=True, soft_wrap=True
-    )
+    say(message, style=style, err=as_json, flush=True, soft_wrap=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,9 +51,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print_json({"logged_in": True, "already": True, "workspace": workspace_json(active, active=True)})
         else:
-            console.print(
-                console.escape(f"Already logged in as {active.user.email} ({workspace_line(active)}).")
-            )
+            say(f"Already logged in as {active.user.email} ({workspace_line(active)}).")
             console.print("Use 'osmosis login --force' to log in again.")
         return 0
     device = args.device or (not args.no_browser and not has_display())
@@ -110,11 +106,11 @@ def _report(result: LoginResult, *, as_json: bool) -> None:
             data["workspace"] = workspace_json(result.credentials, active=True)
         print_json(data)
         return
-    console.print(console.escape(f"[OK] Logged in as {result.user.email}"), style="green")
+    say(f"[OK] Logged in as {result.user.email}", style="green")
     if result.user.name:
-        console.print(console.escape(f"  Name: {result.user.name}"))
-    console.print(console.escape(f"  Workspace: {result.organization.name} ({result.organization.role})"))
+        say(f"  Name: {result.user.name}")
+    say(f"  Workspace: {result.organization.name} ({result.organization.role})")
     console.print(f"  Token expires: {result.expires_at.date().isoformat()}")
     if result.revoked_previous_tokens:
         console.print(f"  {result.revoked_previous_tokens} previous token(s) for this device were revoked.")
-    console.print(console.escape(f"  Credentials saved to {settings.credentials_file()}"), style="dim")
+    say(f"  Credentials saved to {settings.credentials_file()}", style="dim")

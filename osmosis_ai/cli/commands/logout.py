@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from osmosis_ai.cli.commands._platform import add_json_flag, print_json
+from osmosis_ai.cli.commands._platform import add_json_flag, print_json, say
 from osmosis_ai.cli.output import console
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def _choose(entries: list[tuple[str, WorkspaceCredentials]], active: str | None)
     console.print("Log out of which workspace?")
     for index, (key, credentials) in enumerate(entries, 1):
         mark = " (active)" if key == active else ""
-        console.print(console.escape(f"  {index}. {credentials.workspace_name}{mark}"))
+        say(f"  {index}. {credentials.workspace_name}{mark}")
     console.print(f"  {len(entries) + 1}. all of them")
     console.print("  0. cancel")
     try:
@@ -71,9 +71,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.workspace is not None:
         key = current.find(args.workspace)
         if key is None:
-            console.print(
-                console.escape(f"No workspace named {args.workspace!r}; see 'osmosis workspace list'.")
-            )
+            say(f"No workspace named {args.workspace!r}; see 'osmosis workspace list'.")
             return 1
         keys = [key]
     elif len(entries) == 1 or args.yes:
@@ -103,11 +101,11 @@ def _log_out(keys: list[str], workspaces: dict[str, WorkspaceCredentials], *, as
                        "revoked": outcome.revoked, "reason": outcome.reason})  # fmt: skip
         if as_json:
             continue
-        name = console.escape(credentials.workspace_name)
+        name = credentials.workspace_name
         if outcome.revoked:
-            console.print(f"Logged out of {name}: the token is revoked.", style="green")
+            say(f"Logged out of {name}: the token is revoked.", style="green")
         else:
-            console.print(
+            say(
                 f"Logged out of {name} on this machine only: {outcome.reason}, so the token was not "
                 "revoked and stays valid until it expires.",
                 style="yellow",

@@ -8,6 +8,7 @@ from osmosis_ai.cli.commands._platform import (
     NOT_LOGGED_IN,
     add_json_flag,
     print_json,
+    say,
     workspace_json,
     workspace_line,
 )
@@ -29,10 +30,8 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print_json({"platform_url": url, "source": "environment", "workspace": workspace_json(identity)})
         else:
-            console.print(console.escape(f"Email: {identity.user.email}"))
-            console.print(
-                console.escape(f"Workspace: {identity.workspace_name} ({identity.organization.role})")
-            )
+            say(f"Email: {identity.user.email}")
+            say(f"Workspace: {identity.workspace_name} ({identity.organization.role})")
             console.print(f"Token from {'/'.join(settings.TOKEN_ENVS)}", style="dim")
         return 0
     current = store.current_store()
@@ -52,11 +51,11 @@ def run(args: argparse.Namespace) -> int:
             "workspaces": [workspace_json(c, active=is_active) for is_active, c in entries],
         })  # fmt: skip
         return 0
-    console.print(console.escape(f"Email: {active.user.email}"))
+    say(f"Email: {active.user.email}")
     if active.user.name:
-        console.print(console.escape(f"Name: {active.user.name}"))
-    console.print(console.escape(f"Platform: {url}"), style="dim")
+        say(f"Name: {active.user.name}")
+    say(f"Platform: {url}", style="dim")
     console.print(f"Workspaces ({len(entries)}):")
     for is_active, credentials in entries:
-        console.print(console.escape("  " + workspace_line(credentials, active=is_active)))
+        say("  " + workspace_line(credentials, active=is_active))
     return 0

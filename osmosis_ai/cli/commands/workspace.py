@@ -8,6 +8,7 @@ from osmosis_ai.cli.commands._platform import (
     NOT_LOGGED_IN,
     add_json_flag,
     print_json,
+    say,
     workspace_json,
     workspace_line,
 )
@@ -35,15 +36,13 @@ def run(args: argparse.Namespace) -> int:
             if args.json:
                 print_json({"switched": False, "name": args.name})
             else:
-                console.print(console.escape(f"No workspace named {args.name!r}."))
+                say(f"No workspace named {args.name!r}.")
                 console.print("Run 'osmosis workspace list' to see yours, or 'osmosis login' to add one.")
             return 1
         if args.json:
             print_json({"switched": True, "workspace": workspace_json(switched, active=True)})
         else:
-            console.print(
-                console.escape(f"Switched to workspace {switched.workspace_name!r}."), style="green"
-            )
+            say((f"Switched to workspace {switched.workspace_name!r}."), style="green")
         return 0
     current = store.current_store()
     if args.action == "list":
@@ -53,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         elif not entries:
             console.print(NOT_LOGGED_IN)
         for is_active, credentials in [] if args.json else entries:
-            console.print(console.escape("  " + workspace_line(credentials, active=is_active)))
+            say("  " + workspace_line(credentials, active=is_active))
         return 0
     active = current.get_active_credentials()
     if args.json:
@@ -61,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     elif active is None:
         console.print(NOT_LOGGED_IN)
     else:
-        console.print(console.escape(f"Current workspace: {workspace_line(active)}"))
-        console.print(console.escape(f"  User: {active.user.email}"))
+        say(f"Current workspace: {workspace_line(active)}")
+        say(f"  User: {active.user.email}")
         console.print(f"  Expires: {active.expires_at.date().isoformat()}")
     return 0

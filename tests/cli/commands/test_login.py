@@ -20,8 +20,8 @@ def test_device_login_end_to_end(platform: StandInPlatform, config: Path):
     result = osmosis_on(platform, config, "login", "--device")
     assert result.returncode == 0, result.stderr
     assert "enter the code:" in result.stdout
-    assert "[OK] Logged in as ada@example.com" in result.stdout
-    assert "Workspace: Acme (admin)" in result.stdout
+    assert "[OK] Logged in as ada@example.com" in result.stdout.splitlines()
+    assert "  Workspace: Acme (admin)" in result.stdout.splitlines()
     assert stat.S_IMODE(os.stat(config / "credentials.json").st_mode) == 0o600
     again = osmosis_on(platform, config, "login", "--device")
     assert again.returncode == 0 and "Already logged in" in again.stdout

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.support.cli import CALCULATOR
 from tests.support.platform import StandInPlatform, osmosis_on
 
 
@@ -39,3 +40,17 @@ def test_whoami_refuses_a_clear_text_platform(config: Path, platform: StandInPla
     )
     assert result.returncode == 1
     assert result.stderr.startswith("Error: refusing the Platform URL")
+
+
+def test_an_expired_login_is_shown_and_not_used(platform: StandInPlatform, config: Path):
+    platform.verify_expires_at = None
+    assert osmosis_on(platform, config, "login", "--device").returncode == 0
+    document = json.loads((config / "credentials.json").read_text())
+    (workspace,) = document["platforms"][platform.url]["workspaces"].values()
+    workspace["expires_at"] = "2020-01-01T00:00:00+00:00"
+    (config / "credentials.json").write_text(json.dumps(document))
+    assert "  Acme (admin) (active) [expired]" in osmosis_on(platform, config, "whoami").stdout
+    refused = osmosis_on(platform, config, "serve", "-m", CALCULATOR, "-p", "1")
+    assert refused.returncode == 1
+    assert "run 'osmosis login'" in refused.stderr
+    assert platform.authorizations("/api/cli/rollout-server/register") == []
