@@ -36,6 +36,12 @@ classes that exist, both ways, so a new error class means a new line here::
     │   ├── AgentLoopValidationError                osmosis_ai.rollout.validator
     │   └── PublicIPDetectionError                  osmosis_ai.rollout.network
     ├── ServeError                                  osmosis_ai.rollout.server.serve
+    ├── AuthError                                   osmosis_ai.auth.errors
+    │   ├── LoginError                              osmosis_ai.auth.errors
+    │   ├── PlatformURLError (ValueError)           osmosis_ai.auth.errors
+    │   ├── CredentialsStoreError                   osmosis_ai.auth.errors
+    │   ├── PlatformAPIError                        osmosis_ai.auth.errors
+    │   └── AuthenticationExpiredError              osmosis_ai.auth.errors
     └── TrainGateError                              osmosis_ai.traingate.errors
         ├── DatasetError (ValueError)               osmosis_ai.traingate.errors
         ├── PolicyError                             osmosis_ai.traingate.errors
@@ -45,7 +51,8 @@ classes that exist, both ways, so a new error class means a new line here::
 What each one means is in its class docstring. In short: the ``Reward*`` errors are a reward
 function breaking its contract; the judge errors are bad arguments, an unusable reply or a failed
 provider call; the rollout errors are the agent-side SDK (calls to TrainGate, agent-loop
-definition, tools); ``ServeError`` is a server that cannot start; the TrainGate errors are the local
+definition, tools); ``AuthError`` and its children are Platform login, stored credentials and
+Platform calls; ``ServeError`` is a server that cannot start; the TrainGate errors are the local
 trainer's. ``CLIError`` is the command line's own: library code never raises it.
 """
 
