@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint browser bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,8 +24,15 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check osmosis_ai tests benchmarks examples
 	$(BIN)/mypy
 
-test: $(STAMP) lint
+test: $(STAMP) lint browser
 	$(BIN)/python -m pytest
+
+# The login test drives a real headless Chromium (Debian's package). Installed when missing and
+# possible (root with apt-get); otherwise that one test is skipped with the reason.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+		&& apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
+		|| echo "chromium not installed: the headless-browser login test will be skipped"
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.startup
