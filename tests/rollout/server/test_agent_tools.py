@@ -28,10 +28,15 @@ async def test_fast_get_tools_moves_inline_and_a_slow_call_sends_it_back_for_goo
     recorder = Recorder()
     caller = GetToolsCaller(recorder, timeout=5)
     main = threading.current_thread().name
-    for _ in range(PROBE_CALLS):
+    # PROBE_CALLS fast calls in a row move it inline; a loaded machine may make a probe look slow and
+    # restart the count, so allow a bounded number of extra probes.
+    for _ in range(PROBE_CALLS * 10):
         await caller(None)
+        if caller.inline:
+            break
     assert main not in recorder.threads  # probes ran in worker threads
     assert caller.inline
+    assert len(recorder.threads) >= PROBE_CALLS
     await caller(None)
     assert recorder.threads[-1] == main
     recorder.delay = 0.02
