@@ -36,8 +36,13 @@ classes that exist, both ways, so a new error class means a new line here::
     │   ├── AgentLoopValidationError                osmosis_ai.rollout.validator
     │   └── PublicIPDetectionError                  osmosis_ai.rollout.network
     ├── ServeError                                  osmosis_ai.rollout.server.serve
+    ├── EvaluationError                             osmosis_ai.evaluation.errors
+    │   ├── DatasetError (ValueError)               osmosis_ai.evaluation.errors
+    │   │   ├── DatasetParseError                   osmosis_ai.evaluation.errors
+    │   │   │   └── DatasetNotFoundError (FileNotFoundError)   osmosis_ai.evaluation.errors
+    │   │   └── DatasetValidationError              osmosis_ai.evaluation.errors
+    │   └── ProviderCheckError                      osmosis_ai.evaluation.errors
     └── TrainGateError                              osmosis_ai.traingate.errors
-        ├── DatasetError (ValueError)               osmosis_ai.traingate.errors
         ├── PolicyError                             osmosis_ai.traingate.errors
         ├── InitRejected                            osmosis_ai.traingate.launcher
         └── ServerUnreachable                       osmosis_ai.traingate.launcher
@@ -45,7 +50,8 @@ classes that exist, both ways, so a new error class means a new line here::
 What each one means is in its class docstring. In short: the ``Reward*`` errors are a reward
 function breaking its contract; the judge errors are bad arguments, an unusable reply or a failed
 provider call; the rollout errors are the agent-side SDK (calls to TrainGate, agent-loop
-definition, tools); ``ServeError`` is a server that cannot start; the TrainGate errors are the local
+definition, tools); ``ServeError`` is a server that cannot start; the evaluation errors are the
+shared dataset reader's and the model-provider preflight's; the TrainGate errors are the local
 trainer's. ``CLIError`` is the command line's own: library code never raises it.
 """
 
