@@ -127,7 +127,8 @@ def verdict(
             f"({counts.failures()}); their results are not scores"
         )
     if counts.completed == 0:
-        return f"all {total} {_plural(unit, total)} failed ({counts.failures()})"
+        everything = f"the {unit}" if total == 1 else f"all {total} {unit}s"
+        return f"{everything} failed ({counts.failures()})"
     if counts.failure_rate > max_failure_rate:
         return (
             f"{counts.failed} of {total} {_plural(unit, total)} failed ({counts.failures()}): "

@@ -41,7 +41,7 @@ def test_counts_describe_failures_beside_the_pass_rate() -> None:
         ([C, INF], 1.0, "1 of 2 rows ended in an infrastructure failure (infra_error 1)"),
         ([C, T], 1.0, "1 of 2 rows ended in an infrastructure failure (timeout 1)"),
         ([A, M], 1.0, "all 2 rows failed (agent_error 1, model_error 1)"),
-        ([N], 1.0, "all 1 row failed (no_model_calls 1)"),
+        ([N], 1.0, "the row failed (no_model_calls 1)"),
         (
             [C, R],
             0.0,

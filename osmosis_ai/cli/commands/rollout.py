@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli import output
-from osmosis_ai.cli.arguments import finite_number, whole_number
+from osmosis_ai.cli.arguments import finite_number, fraction, whole_number
 from osmosis_ai.errors import CLIError
 
 if TYPE_CHECKING:
@@ -148,14 +148,6 @@ def run(args: argparse.Namespace) -> int:
     if args.rollout_command == "bench":
         return asyncio.run(_bench(args))
     return asyncio.run(_run(args))
-
-
-def fraction(text: str) -> float:
-    """A number between 0 and 1 (argparse type)."""
-    value = finite_number(0)(text)
-    if value > 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text!r}")
-    return value
 
 
 @contextlib.asynccontextmanager
