@@ -30,7 +30,6 @@ FIXTURE = Path(__file__).parent / "data" / "signatures_0_2.json"
 NOT_BUILT = {
     "osmosis_ai.auth": "issue 9: platform login and credentials",
     "osmosis_ai.rollout.mcp": "issue 11: MCP tools",
-    "osmosis_ai.rollout.eval": "issue 10: osmosis test / osmosis eval",
     "osmosis_ai.cli_commands": "issues 9 and 10: test, eval and login commands",
     "osmosis_ai.cli_services": "issues 9 and 10: test, eval and login commands",
 }

@@ -1,8 +1,9 @@
 """What ``osmosis rollout run``, ``osmosis test`` and ``osmosis eval`` share.
 
 The one dataset reader (:class:`DatasetReader`, :func:`iter_raw`), the one outcome model
-(:class:`Outcome`, :class:`OutcomeCounts`, :func:`verdict` — the exit-status rule), and the
-classification of model-provider failures (:func:`classify_provider_error`, :func:`preflight`).
+(:class:`Outcome`, :class:`OutcomeCounts`, :func:`verdict` — the exit-status rule), the
+classification of model-provider failures (:func:`classify_provider_error`, :func:`preflight`), and
+the in-process model client of local runs (:class:`ExternalLLMClient`, :func:`dataset_row_to_request`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,12 @@ _EXPORTS: dict[str, str] = {
     "DatasetNotFoundError": "osmosis_ai.evaluation.errors",
     "DatasetValidationError": "osmosis_ai.evaluation.errors",
     "ProviderCheckError": "osmosis_ai.evaluation.errors",
+    "ProviderError": "osmosis_ai.evaluation.errors",
+    "SystemicProviderError": "osmosis_ai.evaluation.errors",
+    "ExternalLLMClient": "osmosis_ai.evaluation.llm_client",
+    "dataset_row_to_request": "osmosis_ai.evaluation.requests",
+    "classify_provider_error": "osmosis_ai.evaluation.providers",
+    "preflight": "osmosis_ai.evaluation.providers",
     "Outcome": "osmosis_ai.evaluation.outcome",
     "OutcomeCounts": "osmosis_ai.evaluation.outcome",
     "verdict": "osmosis_ai.evaluation.outcome",

@@ -71,3 +71,28 @@ class ProviderCheckError(EvaluationError):
         super().__init__(message)
         self.kind = kind
         self.status = status
+
+
+class ProviderError(EvaluationError):
+    """A model call failed for this row only (bad request, context too long, retries used up).
+
+    ``kind`` is the failure's class (see :func:`~osmosis_ai.evaluation.providers.classify_provider_error`)
+    and ``status`` its HTTP status, when there was one.
+    """
+
+    def __init__(self, message: str, *, kind: str = "other", status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+
+
+class SystemicProviderError(ProviderError):
+    """A model call failed in a way no row can get past: the run should stop.
+
+    ``duration_ms`` and ``tokens`` are left for the runner to fill in with what the row had used.
+    """
+
+    def __init__(self, message: str, *, kind: str = "other", status: int | None = None) -> None:
+        super().__init__(message, kind=kind, status=status)
+        self.duration_ms: float | None = None
+        self.tokens: int | None = None
