@@ -42,8 +42,9 @@ classes that exist, both ways, so a new error class means a new line here::
     │   │   │   └── DatasetNotFoundError (FileNotFoundError)   osmosis_ai.evaluation.errors
     │   │   └── DatasetValidationError              osmosis_ai.evaluation.errors
     │   ├── ProviderCheckError                      osmosis_ai.evaluation.errors
-    │   └── ProviderError                           osmosis_ai.evaluation.errors
-    │       └── SystemicProviderError               osmosis_ai.evaluation.errors
+    │   ├── ProviderError                           osmosis_ai.evaluation.errors
+    │   │   └── SystemicProviderError               osmosis_ai.evaluation.errors
+    │   └── ToolValidationError (ValueError)        osmosis_ai.evaluation.errors
     └── TrainGateError                              osmosis_ai.traingate.errors
         ├── PolicyError                             osmosis_ai.traingate.errors
         ├── InitRejected                            osmosis_ai.traingate.launcher

@@ -52,6 +52,9 @@ COMMANDS: dict[str, Command] = {
     "rollout": Command(
         "osmosis_ai.cli.commands.rollout", "Run rollouts end to end against a local TrainGate"
     ),
+    "test": Command(
+        "osmosis_ai.cli.commands.test", "Run an agent loop in-process over a dataset with a LiteLLM model"
+    ),
 }
 
 

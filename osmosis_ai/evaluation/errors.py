@@ -96,3 +96,7 @@ class SystemicProviderError(ProviderError):
         super().__init__(message, kind=kind, status=status)
         self.duration_ms: float | None = None
         self.tokens: int | None = None
+
+
+class ToolValidationError(EvaluationError, ValueError):
+    """An agent's tool list breaks the function-tool schema; the row ends as the agent's error."""

@@ -144,6 +144,11 @@ class ExternalLLMClient:
         """Transient failures retried on this row's calls so far."""
         return self._row().retries
 
+    @property
+    def failed_calls(self) -> int:
+        """This row's calls that ended in a provider error (after any retries)."""
+        return len(self._row().errors)
+
     # -- calls ------------------------------------------------------------------------------------------
 
     def _route(self) -> dict[str, Any]:
@@ -157,6 +162,7 @@ class ExternalLLMClient:
         return route
 
     def _raise(self, failure: ProviderFailure, exc: BaseException, *, exhausted: bool) -> None:
+        self._row().errors.append(failure.kind)
         if failure.systemic:
             raise SystemicProviderError(
                 describe_failure(self.display_name, failure), kind=failure.kind, status=failure.status
