@@ -42,6 +42,7 @@ class RowResult:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     num_llm_calls: int = 0
+    retries: int = 0
     reward: float | None = None
     finish_reason: str | None = None
     final_messages: list[dict[str, Any]] = field(default_factory=list)
@@ -68,6 +69,7 @@ class RowResult:
                 "total_tokens": self.tokens,
                 "num_llm_calls": self.num_llm_calls,
             },
+            "retried_calls": self.retries,
             "reward": self.reward,
             "finish_reason": self.finish_reason,
         }
@@ -93,6 +95,11 @@ class BatchResult:
     def total_tokens(self) -> int:
         return sum(r.tokens for r in self.results)
 
+    @property
+    def total_retries(self) -> int:
+        """Model calls that failed transiently and were asked again."""
+        return sum(r.retries for r in self.results)
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON results file: 0.2's ``summary`` and ``results``, plus the outcome counts and the stop."""
         counts = self.counts
@@ -103,6 +110,7 @@ class BatchResult:
                 "failed": counts.failed,
                 "total_duration_ms": round(self.total_duration_ms, 3),
                 "total_tokens": self.total_tokens,
+                "retried_calls": self.total_retries,
                 "outcomes": counts.to_dict(),
                 "stopped_early": self.stopped_early,
                 "stop_reason": self.stop_reason,
@@ -223,6 +231,7 @@ class LocalRunner:
         result.prompt_tokens = metrics.prompt_tokens
         result.completion_tokens = metrics.response_tokens
         result.num_llm_calls = metrics.num_llm_calls
+        result.retries = getattr(self.llm_client, "retries", 0)
 
     async def run(
         self,

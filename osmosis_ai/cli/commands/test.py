@@ -139,6 +139,8 @@ async def _test(args: argparse.Namespace) -> int:
     _say(args, "Summary:")
     _say(args, f"  Duration: {format_duration(batch.total_duration_ms)}")
     _say(args, f"  Total tokens: {batch.total_tokens:,}")
+    if batch.total_retries:
+        _say(args, f"  Retried model calls: {batch.total_retries} (transient provider failures)")
     if batch.stopped_early:
         _say(args, f"  Stopped early: {batch.stop_reason}")
     line = counts.describe("row")

@@ -61,6 +61,18 @@ def test_the_calculator_example_runs_unchanged(openai_server: OpenAIServer, tmp_
     }
 
 
+def test_server_error_bursts_are_retried_and_counted(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    openai_server.queue("preflight ok", Reply(status=502), Reply(status=503, headers={"retry-after": "0"}))
+    openai_server.default = Reply(content="The answer is 42")
+    out = tmp_path / "out.json"
+    result = _test(openai_server.url, "--limit", "2", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "Retried model calls: 2 (transient provider failures)" in result.stdout
+    document = json.loads(out.read_text())
+    assert document["summary"]["retried_calls"] == 2
+    assert [r["retried_calls"] for r in document["results"]] == [2, 0]
+
+
 def test_a_refused_key_stops_the_run_at_preflight(openai_server: OpenAIServer) -> None:
     openai_server.default = Reply(status=401)
     result = _test(openai_server.url, "-q")
