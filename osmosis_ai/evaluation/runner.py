@@ -156,6 +156,7 @@ class LocalRunner:
         max_turns: int = 10,
         completion_params: Mapping[str, Any] | None = None,
         row_timeout: float | None = None,
+        debug_dir: str | None = None,
     ) -> None:
         self.agent_loop = agent_loop
         self.llm_client = llm_client
@@ -164,6 +165,7 @@ class LocalRunner:
         self.max_turns = max_turns
         self.completion_params = dict(completion_params or {})
         self.row_timeout = row_timeout
+        self.debug_dir = debug_dir  # where ctx.log_event writes <rollout id>.jsonl traces (None: nowhere)
 
     async def run_row(self, row: Mapping[str, Any], row_index: int) -> RowResult:
         """Run one row; raises :class:`SystemicProviderError` (with ``duration_ms``/``tokens`` set) only."""
@@ -187,7 +189,9 @@ class LocalRunner:
                 tools = await tools
             tools = validate_tools(tools)
             client.set_tools(tools)
-            context = RolloutContext(request=request, tools=tools, llm=client, _start_time=time.time())
+            context = RolloutContext(
+                request=request, tools=tools, llm=client, _start_time=time.time(), _debug_dir=self.debug_dir
+            )
             run = self.agent_loop.run(context)
             answer = await (asyncio.wait_for(run, self.row_timeout) if self.row_timeout else run)
             self._read_answer(answer, result)

@@ -23,6 +23,7 @@ from osmosis_ai.consts import PACKAGE_VERSION
 from osmosis_ai.errors import CLIError
 
 ERROR_PREVIEW = 200
+DEBUG_DIR = "test_debug"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,7 +47,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-failure-rate", type=fraction, default=0.0, metavar="FRACTION",
         help="share of rows (0-1) that may fail without failing the command (default 0)",
     )  # fmt: skip
-    parser.add_argument("--debug", action="store_true", help="show library log messages")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help=f"show library log messages and write the agents' traces to ./{DEBUG_DIR}",
+    )
     parser.add_argument("-o", "--output", metavar="FILE.json", help="write the results as JSON")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")
     parser.add_argument("-i", "--interactive", action="store_true", help="step through rows (not built yet)")
@@ -117,6 +122,7 @@ async def _test(args: argparse.Namespace) -> int:
             request_metadata={"execution_mode": "test", "test_mode": True},
             max_turns=args.max_turns,
             completion_params=params,
+            debug_dir=DEBUG_DIR if args.debug else None,
         )
         done = 0
 

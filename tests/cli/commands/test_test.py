@@ -73,6 +73,40 @@ def test_server_error_bursts_are_retried_and_counted(openai_server: OpenAIServer
     assert [r["retried_calls"] for r in document["results"]] == [2, 0]
 
 
+TRACING_AGENT = """
+from osmosis_ai.rollout import RolloutAgentLoop
+
+
+class Traced(RolloutAgentLoop):
+    name = "traced"
+
+    def get_tools(self, request):
+        return []
+
+    async def run(self, ctx):
+        result = await ctx.chat(list(ctx.request.messages))
+        await ctx.log_event("answer", content=result.message.get("content"))
+        return ctx.complete([*ctx.request.messages, result.message])
+
+
+agent_loop = Traced()
+"""
+
+
+def test_debug_writes_the_agents_traces(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    (tmp_path / "traced_agent.py").write_text(TRACING_AGENT)
+    openai_server.default = Reply(content="seven")
+    result = osmosis(
+        "test", "-m", "traced_agent:agent_loop", "-d", str(CALCULATOR_DATASET), "--limit", "1",
+        "--model", "m", "--base-url", openai_server.url, "--debug", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (trace,) = (tmp_path / "test_debug").iterdir()
+    assert trace.name == "test-0.jsonl"
+    event = json.loads(trace.read_text().splitlines()[0])
+    assert (event["event"], event["rollout_id"], event["content"]) == ("answer", "test-0", "seven")
+
+
 def test_a_refused_key_stops_the_run_at_preflight(openai_server: OpenAIServer) -> None:
     openai_server.default = Reply(status=401)
     result = _test(openai_server.url, "-q")
