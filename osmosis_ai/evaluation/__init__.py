@@ -3,7 +3,10 @@
 The one dataset reader (:class:`DatasetReader`, :func:`iter_raw`), the one outcome model
 (:class:`Outcome`, :class:`OutcomeCounts`, :func:`verdict` — the exit-status rule), the
 classification of model-provider failures (:func:`classify_provider_error`, :func:`preflight`), and
-the in-process model client of local runs (:class:`ExternalLLMClient`, :func:`dataset_row_to_request`).
+the in-process model client and runner of local runs (:class:`ExternalLLMClient`,
+:func:`dataset_row_to_request`, :class:`LocalRunner`), and the statistics an evaluation reports
+with their intervals (:func:`pass_at_k`, :func:`wilson_interval`, :func:`bootstrap_interval`,
+:func:`paired_difference`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,12 @@ _EXPORTS: dict[str, str] = {
     "dataset_row_to_request": "osmosis_ai.evaluation.requests",
     "classify_provider_error": "osmosis_ai.evaluation.providers",
     "preflight": "osmosis_ai.evaluation.providers",
+    "LocalRunner": "osmosis_ai.evaluation.runner",
+    "Estimate": "osmosis_ai.evaluation.statistics",
+    "pass_at_k": "osmosis_ai.evaluation.statistics",
+    "wilson_interval": "osmosis_ai.evaluation.statistics",
+    "bootstrap_interval": "osmosis_ai.evaluation.statistics",
+    "paired_difference": "osmosis_ai.evaluation.statistics",
     "Outcome": "osmosis_ai.evaluation.outcome",
     "OutcomeCounts": "osmosis_ai.evaluation.outcome",
     "verdict": "osmosis_ai.evaluation.outcome",
