@@ -41,6 +41,7 @@ classes that exist, both ways, so a new error class means a new line here::
     │   │   ├── DatasetParseError                   osmosis_ai.evaluation.errors
     │   │   │   └── DatasetNotFoundError (FileNotFoundError)   osmosis_ai.evaluation.errors
     │   │   └── DatasetValidationError              osmosis_ai.evaluation.errors
+    │   ├── EvalFnError                             osmosis_ai.evaluation.errors
     │   ├── ProviderCheckError                      osmosis_ai.evaluation.errors
     │   ├── ProviderError                           osmosis_ai.evaluation.errors
     │   │   └── SystemicProviderError               osmosis_ai.evaluation.errors

@@ -33,6 +33,8 @@ _EXPORTS: dict[str, str] = {
     "classify_provider_error": "osmosis_ai.evaluation.providers",
     "preflight": "osmosis_ai.evaluation.providers",
     "LocalRunner": "osmosis_ai.evaluation.runner",
+    "EvalFnWrapper": "osmosis_ai.evaluation.eval_fn",
+    "EvalFnError": "osmosis_ai.evaluation.errors",
     "Estimate": "osmosis_ai.evaluation.statistics",
     "pass_at_k": "osmosis_ai.evaluation.statistics",
     "wilson_interval": "osmosis_ai.evaluation.statistics",

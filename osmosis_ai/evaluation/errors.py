@@ -100,3 +100,7 @@ class SystemicProviderError(ProviderError):
 
 class ToolValidationError(EvaluationError, ValueError):
     """An agent's tool list breaks the function-tool schema; the row ends as the agent's error."""
+
+
+class EvalFnError(EvaluationError):
+    """An eval function has a shape ``osmosis eval`` cannot call, or returned something that is not a score."""
