@@ -6,7 +6,8 @@ classification of model-provider failures (:func:`classify_provider_error`, :fun
 the in-process model client and runner of local runs (:class:`ExternalLLMClient`,
 :func:`dataset_row_to_request`, :class:`LocalRunner`), and the statistics an evaluation reports
 with their intervals (:func:`pass_at_k`, :func:`wilson_interval`, :func:`bootstrap_interval`,
-:func:`paired_difference`).
+:func:`paired_difference`), eval functions (:class:`EvalFnWrapper`) and the crash-safe journal of
+finished samples (:class:`Journal`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ _EXPORTS: dict[str, str] = {
     "preflight": "osmosis_ai.evaluation.providers",
     "LocalRunner": "osmosis_ai.evaluation.runner",
     "EvalFnWrapper": "osmosis_ai.evaluation.eval_fn",
+    "Journal": "osmosis_ai.evaluation.journal",
+    "SampleRecord": "osmosis_ai.evaluation.journal",
+    "JournalError": "osmosis_ai.evaluation.journal",
+    "JournalMismatchError": "osmosis_ai.evaluation.journal",
     "EvalFnError": "osmosis_ai.evaluation.errors",
     "Estimate": "osmosis_ai.evaluation.statistics",
     "pass_at_k": "osmosis_ai.evaluation.statistics",
