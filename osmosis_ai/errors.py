@@ -48,6 +48,12 @@ classes that exist, both ways, so a new error class means a new line here::
     │   ├── ProviderError                           osmosis_ai.evaluation.errors
     │   │   └── SystemicProviderError               osmosis_ai.evaluation.errors
     │   └── ToolValidationError (ValueError)        osmosis_ai.evaluation.errors
+    ├── AuthError                                   osmosis_ai.auth.errors
+    │   ├── LoginError                              osmosis_ai.auth.errors
+    │   ├── PlatformURLError (ValueError)           osmosis_ai.auth.errors
+    │   ├── CredentialsStoreError                   osmosis_ai.auth.errors
+    │   ├── PlatformAPIError                        osmosis_ai.auth.errors
+    │   └── AuthenticationExpiredError              osmosis_ai.auth.errors
     └── TrainGateError                              osmosis_ai.traingate.errors
         ├── PolicyError                             osmosis_ai.traingate.errors
         ├── InitRejected                            osmosis_ai.traingate.launcher
@@ -56,9 +62,10 @@ classes that exist, both ways, so a new error class means a new line here::
 What each one means is in its class docstring. In short: the ``Reward*`` errors are a reward
 function breaking its contract; the judge errors are bad arguments, an unusable reply or a failed
 provider call; the rollout errors are the agent-side SDK (calls to TrainGate, agent-loop
-definition, tools); ``ServeError`` is a server that cannot start; the evaluation errors are the
-shared dataset reader's and the model-provider preflight's; the TrainGate errors are the local
-trainer's. ``CLIError`` is the command line's own: library code never raises it.
+definition, tools); ``AuthError`` and its children are Platform login, stored credentials and
+Platform calls; ``ServeError`` is a server that cannot start; the evaluation errors are the shared
+dataset reader's, the model client's, the eval functions' and the run journal's; the TrainGate
+errors are the local trainer's. ``CLIError`` is the command line's own: library code never raises it.
 """
 
 from __future__ import annotations

@@ -17,9 +17,6 @@ import osmosis_ai
 import osmosis_ai.errors
 from osmosis_ai.errors import OsmosisError
 
-# Internal flow control of the server's init route, not part of the public tree.
-NOT_DRAWN = {"InitRefused"}
-
 _LINE = re.compile(r"^(?P<branch>[ │├└─]*)(?P<name>\w+)(?: \((?P<builtins>[\w, ]+)\))?\s+(?P<module>[\w.]+)$")
 
 
@@ -85,8 +82,6 @@ def _existing_tree() -> dict[str, Node]:
         cls = pending.pop()
         pending.extend(cls.__subclasses__())
         if not cls.__module__.startswith("osmosis_ai.") or cls.__name__.startswith("_"):
-            continue
-        if cls.__name__ in NOT_DRAWN:
             continue
         assert cls.__name__ not in nodes, f"two error classes are named {cls.__name__}"
         nodes[cls.__name__] = Node(_public_parent(cls).__name__, _builtin_bases(cls), cls.__module__)

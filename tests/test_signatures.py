@@ -28,7 +28,6 @@ FIXTURE = Path(__file__).parent / "data" / "signatures_0_2.json"
 # 0.2 modules that this package does not provide yet. Each prefix names the issue that builds it;
 # that issue's work removes its line here.
 NOT_BUILT = {
-    "osmosis_ai.auth": "issue 9: platform login and credentials",
     "osmosis_ai.rollout.mcp": "issue 11: MCP tools",
     "osmosis_ai.cli_commands": "issues 9 and 10: test, eval and login commands",
     "osmosis_ai.cli_services": "issues 9 and 10: test, eval and login commands",

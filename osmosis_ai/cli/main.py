@@ -35,6 +35,10 @@ class Command:
 
 
 COMMANDS: dict[str, Command] = {
+    "login": Command("osmosis_ai.cli.commands.login", "Log in to the Osmosis Platform"),
+    "whoami": Command("osmosis_ai.cli.commands.whoami", "Show who is logged in to the Osmosis Platform"),
+    "logout": Command("osmosis_ai.cli.commands.logout", "Revoke and forget Osmosis Platform credentials"),
+    "workspace": Command("osmosis_ai.cli.commands.workspace", "List, show or switch Platform workspaces"),
     "preview": Command(
         "osmosis_ai.cli.commands.preview", "Show the rubric configs or dataset records in a file"
     ),

@@ -387,12 +387,7 @@ class OsmosisLLMClient:
         """POST with the retry policy of the module docstring; returns a 2xx answer and its duration."""
         settings = self.settings
         transport = self._transport or get_shared_transport(settings.max_connections)
-        policy = RetryPolicy(
-            max_attempts=max(retries, 0) + 1,
-            base_delay=settings.retry_base_delay,
-            max_delay=settings.retry_max_delay,
-            max_retry_after=settings.retry_max_delay,
-        )
+        policy: RetryPolicy | None = None  # built at the first failure: most calls never need it
         attempt = 0
         while True:
             attempt += 1
@@ -412,6 +407,13 @@ class OsmosisLLMClient:
                     return response, time.perf_counter() - started
                 error = self._retryable_error(url, response)
                 retry_after = parse_retry_after(response.retry_after)
+            if policy is None:
+                policy = RetryPolicy(
+                    max_attempts=max(retries, 0) + 1,
+                    base_delay=settings.retry_base_delay,
+                    max_delay=settings.retry_max_delay,
+                    max_retry_after=settings.retry_max_delay,
+                )
             if not policy.should_retry(attempt):
                 logger.error(
                     "Rollout %s: POST %s failed after %d attempts: %s", self.rollout_id, url, attempt, error

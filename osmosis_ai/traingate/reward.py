@@ -14,6 +14,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from osmosis_ai.errors import RewardReturnError
+
 RewardFn = Callable[..., Any]
 
 
@@ -37,5 +39,8 @@ async def compute_reward(
         if inspect.isawaitable(value):
             value = await value
     if not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise TypeError(f"the reward function returned {value!r}; it must return a finite number")
+        raise RewardReturnError(
+            f"the reward function returned {value!r}; it must return a finite number",
+            function_name=getattr(fn, "__name__", ""),
+        )
     return float(value)

@@ -1,22 +1,29 @@
 """Running ``osmosis`` as a subprocess the way users do: this checkout on ``PYTHONPATH``, no Platform
-credentials, and optionally an isolated user (``home``) without provider keys or caches."""
+credentials (no token in the environment, an empty config directory unless ``OSMOSIS_CONFIG_DIR`` is
+passed), and optionally an isolated user (``home``) without provider keys or caches."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 CALCULATOR = "examples.calculator.agent:agent_loop"
 CALCULATOR_DATASET = REPO / "examples" / "calculator" / "dataset.jsonl"
+# Where the subprocesses look for stored Platform credentials unless a test passes its own: never
+# the developer's real login.
+EMPTY_CONFIG_DIR = tempfile.mkdtemp(prefix="osmosis-test-config-")
+PLATFORM_TOKEN_ENVS = ("OSMOSIS_ACCESS_TOKEN", "OSMOSIS_TOKEN")
 
 
 def subprocess_env(home: Path | None = None, **extra: str) -> dict[str, str]:
     """This environment without Platform credentials; with ``home``, also without the developer's
     provider keys, API bases and cache directories, and with ``HOME`` set to ``home``."""
-    env = {k: v for k, v in os.environ.items() if k != "OSMOSIS_ACCESS_TOKEN"}
+    env = {k: v for k, v in os.environ.items() if k not in PLATFORM_TOKEN_ENVS}
+    env["OSMOSIS_CONFIG_DIR"] = EMPTY_CONFIG_DIR
     if home is not None:
         env = {
             k: v
@@ -35,14 +42,16 @@ def osmosis(
     timeout: float = 60,
     home: Path | None = None,
     env: dict[str, str] | None = None,
+    input: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """``osmosis *args`` run to completion, its output captured as text."""
+    """``osmosis *args`` run to completion (``input`` on its stdin), its output captured as text."""
     return subprocess.run(
         [sys.executable, "-m", "osmosis_ai", *args],
         cwd=cwd,
         env=subprocess_env(home, **(env or {})),
         capture_output=True,
         text=True,
+        input=input,
         timeout=timeout,
     )
 

@@ -261,9 +261,9 @@ def serve_agent_loop(
         credentials = credentials if credentials is not None else load_credentials()
         if credentials is None:
             raise ServeError(
-                "registering with the Osmosis Platform needs a login, which this version cannot do yet: "
-                "pass --skip-register (keep API-key auth, no registration) or --local (no auth, loopback), "
-                "or provide a Platform access token in OSMOSIS_ACCESS_TOKEN"
+                "registering with the Osmosis Platform needs a login: run 'osmosis login' "
+                "('osmosis login --device' on a machine without a browser) or set OSMOSIS_TOKEN; "
+                "or pass --skip-register (keep API-key auth, no registration) or --local (no auth, loopback)"
             )
     if validate:
         from osmosis_ai.cli.commands.validate import validate_and_report
@@ -313,7 +313,7 @@ def serve_agent_loop(
         return
 
     from osmosis_ai.rollout.server.app import create_app
-    from osmosis_ai.rollout.server.runner import run_app, tune_gc
+    from osmosis_ai.rollout.server.runner import run_app
 
     app = create_app(
         agent_loop,
@@ -322,7 +322,6 @@ def serve_agent_loop(
         **register_args,
         **app_kwargs,
     )
-    tune_gc()  # this process is the server now: the application, not the library, tunes it
     run_app(app, host=bind_host, port=port, **options)
 
 

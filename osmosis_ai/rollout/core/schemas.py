@@ -19,7 +19,7 @@ import os
 import threading
 from enum import Enum
 from typing import Any, Literal
-from urllib.parse import urlparse
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -270,7 +270,7 @@ class RolloutRequest(BaseModel):
     @field_validator("server_url")
     @classmethod
     def _server_url_is_http(cls, value: str) -> str:
-        parsed = urlparse(value)
+        parsed = urlsplit(value)
         if parsed.scheme not in ("http", "https"):
             raise ValueError("server_url must use http or https scheme")
         if not parsed.netloc:

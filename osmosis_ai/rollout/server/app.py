@@ -32,6 +32,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai._lazy import install_hint
+from osmosis_ai.rollout.core.exceptions import RolloutValueError
 from osmosis_ai.rollout.server.executor import RolloutExecutor
 from osmosis_ai.rollout.server.state import AppState
 
@@ -51,7 +52,7 @@ LifecycleHook = Callable[[], Awaitable[Any]]
 
 def _non_negative(value: Any, what: str) -> Any:
     if value is not None and value < 0:
-        raise ValueError(f"{what} must be >= 0, got {value!r}")
+        raise RolloutValueError(f"{what} must be >= 0, got {value!r}")
     return value
 
 
@@ -228,7 +229,7 @@ def create_app(
     _non_negative(queue_limit, "queue_limit")
     grace = _non_negative(shutdown_grace_seconds, "shutdown_grace_seconds")
     if max_request_bytes <= 0:
-        raise ValueError(f"max_request_bytes must be > 0, got {max_request_bytes!r}")
+        raise RolloutValueError(f"max_request_bytes must be > 0, got {max_request_bytes!r}")
 
     name = _agent_name(agent_loop)
     state = AppState(max_concurrent, record_ttl_seconds, settings=settings.server, agent_loop_name=name)

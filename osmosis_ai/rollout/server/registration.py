@@ -8,15 +8,13 @@ is detected at most once per process. Requests go through the SDK's shared HTTP 
 (:mod:`osmosis_ai._http`).
 
 Credentials: any object with an ``access_token`` attribute (``osmosis_ai.auth``'s
-``WorkspaceCredentials`` once login is available, or :class:`PlatformCredentials`).
-:func:`load_credentials` finds them: the auth store if the package provides one, else the environment
-variable ``OSMOSIS_ACCESS_TOKEN``.
+``WorkspaceCredentials``, or :class:`PlatformCredentials`). :func:`load_credentials` finds them: the
+environment's token first, else the credentials stored by ``osmosis login``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import logging
 import os
@@ -66,23 +64,24 @@ class RegistrationResult:
 
 
 def platform_url() -> str:
-    """``OSMOSIS_PLATFORM_URL`` (read now, not at import time) or the public Platform."""
-    return (os.environ.get("OSMOSIS_PLATFORM_URL") or DEFAULT_PLATFORM_URL).rstrip("/")
+    """``OSMOSIS_PLATFORM_URL`` (read now, not at import time) or the public Platform.
+
+    Raises ``PlatformURLError`` for a URL tokens must not be sent to (plain http beyond loopback).
+    """
+    from osmosis_ai.auth.settings import platform_url as configured
+
+    return configured()
 
 
 def load_credentials() -> Any | None:
-    """Valid Platform credentials, or ``None`` when the user is not logged in."""
-    try:
-        auth = importlib.import_module("osmosis_ai.auth")
-    except ImportError:
-        auth = None
-    get_valid = getattr(auth, "get_valid_credentials", None)
-    if callable(get_valid):
-        credentials = get_valid()
-        if credentials is not None:
-            return credentials
-    token = os.environ.get(ACCESS_TOKEN_ENV, "").strip()
-    return PlatformCredentials(token) if token else None
+    """The Platform credentials to register with, or ``None`` when there are none.
+
+    ``OSMOSIS_TOKEN``/``OSMOSIS_ACCESS_TOKEN`` first (CI), else the current Platform's active
+    workspace from ``osmosis login`` if it is neither expired nor rejected.
+    """
+    from osmosis_ai.auth.client import resolve_credentials
+
+    return resolve_credentials()
 
 
 # -- public IP ---------------------------------------------------------------------------------------
@@ -178,7 +177,20 @@ async def aregister_with_platform(
         "Content-Type": "application/json",
         "User-Agent": f"osmosis-cli/{PACKAGE_VERSION}",
     }
-    url = platform_url() + REGISTER_PATH
+    from osmosis_ai.auth.errors import PlatformURLError
+
+    try:
+        base_url = platform_url()
+    except PlatformURLError as exc:
+        return RegistrationResult(False, status="error", error=str(exc))
+    issued_by = getattr(credentials, "platform_url", None)
+    if issued_by is not None and issued_by != base_url:
+        return RegistrationResult(
+            False,
+            status="error",
+            error=f"the stored credentials were issued by {issued_by}, not {base_url}; run 'osmosis login'",
+        )
+    url = base_url + REGISTER_PATH
     try:
         response = await _http.shared_pool().request(
             "POST", url, body=json.dumps(body).encode(), headers=headers, timeout=REGISTER_TIMEOUT_SECONDS
@@ -186,6 +198,7 @@ async def aregister_with_platform(
     except _http.NoAnswer as exc:
         return RegistrationResult(False, status="error", error=f"cannot reach the Platform at {url}: {exc}")
     if response.status == 401:
+        await _mark_rejected(credentials)
         return RegistrationResult(
             False,
             status="error",
@@ -203,6 +216,17 @@ async def aregister_with_platform(
             False, status="error", error="the Platform answered with a body that is not JSON"
         )
     return _parse_response(data)
+
+
+async def _mark_rejected(credentials: Any) -> None:
+    """Flag stored credentials the Platform refused, so the next command asks for a new login."""
+    from osmosis_ai.auth.store import WorkspaceCredentials, mark_invalid
+
+    if isinstance(credentials, WorkspaceCredentials):
+        try:
+            await asyncio.to_thread(mark_invalid, credentials)
+        except Exception as exc:  # the registration outcome matters more than the flag
+            logger.debug("could not flag the rejected credentials: %s", type(exc).__name__)
 
 
 def register_with_platform(

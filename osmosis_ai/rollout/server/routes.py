@@ -110,11 +110,12 @@ class InitRoute(APIRoute):
                 # The HTTP server delivers no more than the declared length: no need to count.
             else:
                 request = Request(request.scope, _bounded(request.receive, limit))
-            if "content-type" not in headers:  # the protocol has one body type: read it as JSON
+            content_type = headers.get("content-type")
+            if content_type is None:  # the protocol has one body type: read it as JSON
                 scope = request.scope
                 scope = {**scope, "headers": [*scope["headers"], (b"content-type", b"application/json")]}
                 request = Request(scope, request.receive)
-            if fast_path and _is_plain_json(headers.get("content-type")):
+            if fast_path and _is_plain_json(content_type):
                 try:
                     rollout = RolloutRequest.model_validate_json(await request.body())
                 except ValidationError:

@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from osmosis_ai.rollout.core.exceptions import RolloutValueError
+
 if TYPE_CHECKING:
     from osmosis_ai.rollout.config.settings import RolloutServerSettings
     from osmosis_ai.rollout.core.schemas import InitResponse, OpenAIFunctionToolSchema
@@ -91,7 +93,7 @@ def _positive_or_default(value: float | None, default: float) -> float:
     if value is None:
         return default
     if value <= 0:
-        raise ValueError(f"expected a positive number, got {value!r}")
+        raise RolloutValueError(f"expected a positive number, got {value!r}")
     return value
 
 

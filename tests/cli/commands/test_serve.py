@@ -19,6 +19,7 @@ from osmosis_ai.cli.commands.serve import print_registration_result
 from osmosis_ai.cli.commands.validate import validate_and_report
 from osmosis_ai.rollout.server.registration import RegistrationResult
 from tests.support.cli import ASYNC_TOOLS_AGENT, CALCULATOR, REPO, osmosis, subprocess_env
+from tests.support.platform import StandInPlatform, assert_no_token, osmosis_on
 from tests.support.server import PlatformStandIn, init_body
 from tests.support.sockets import free_port
 from tests.support.trainer import TrainerStandIn
@@ -31,7 +32,7 @@ from tests.support.waiting import wait_until
     ("args", "message"),
     [
         (["--local", "--api-key", "k"], "--api-key cannot be combined with --local"),
-        ([], "pass --skip-register"),  # no login available and no OSMOSIS_ACCESS_TOKEN
+        ([], "run 'osmosis login'"),  # not logged in, no token in the environment
         (["--skip-register", "--api-key", " "], "--api-key must not be empty"),
     ],
 )
@@ -187,46 +188,39 @@ def test_serve_reload_works_and_keeps_its_secrets_from_the_agent(
     assert secret not in out + err
 
 
+def _serve_until_registered(port: int, **env_vars: str) -> tuple[str, str]:
+    """Run ``osmosis serve`` on ``port`` until it reports its registration, then stop it: (out, err)."""
+    env = subprocess_env(
+        COLUMNS="200", PYTHONUNBUFFERED="1", **env_vars
+    )  # the result is read while serve runs
+    args = [sys.executable, "-m", "osmosis_ai", "serve", "-H", "127.0.0.1", "-p", str(port), "-m", CALCULATOR]
+    proc = subprocess.Popen(
+        args, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+    reader.start()
+    wait_until(
+        lambda: proc.poll() is not None or any("Registered" in line for line in lines),
+        timeout=30,
+        what="the registration result on stdout",
+    )
+    proc.send_signal(signal.SIGINT)
+    err = proc.stderr.read()
+    proc.wait(timeout=15)
+    reader.join(timeout=5)
+    return "".join(lines), err
+
+
 def test_serve_registers_with_the_platform_when_a_token_is_given(trainer: TrainerStandIn):
     stand_in = PlatformStandIn()
     stand_in.server.start()
+    port = free_port()
     try:
-        port = free_port()
-        env = subprocess_env(
-            OSMOSIS_ACCESS_TOKEN="tok-cli",
-            OSMOSIS_PLATFORM_URL=stand_in.server.url,
-            COLUMNS="200",
-            PYTHONUNBUFFERED="1",  # the result line is read while serve runs
+        out, err = _serve_until_registered(
+            port, OSMOSIS_ACCESS_TOKEN="tok-cli", OSMOSIS_PLATFORM_URL=stand_in.server.url
         )
-        args = [
-            sys.executable,
-            "-m",
-            "osmosis_ai",
-            "serve",
-            "-H",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "-m",
-            CALCULATOR,
-        ]
-        proc = subprocess.Popen(
-            args, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        assert proc.stdout is not None and proc.stderr is not None
-        lines: list[str] = []
-        reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
-        reader.start()
-        wait_until(
-            lambda: proc.poll() is not None or any("Registered" in line for line in lines),
-            timeout=30,
-            what="the registration result on stdout",
-        )
-        proc.send_signal(signal.SIGINT)
-        err = proc.stderr.read()
-        proc.wait(timeout=15)
-        reader.join(timeout=5)
-        out = "".join(lines)
     finally:
         stand_in.server.stop()
     assert len(stand_in.calls) == 1, err
@@ -236,6 +230,22 @@ def test_serve_registers_with_the_platform_when_a_token_is_given(trainer: Traine
     assert call["json"]["api_key"].startswith("osm_rollout_")
     assert "[OK] Registered 'calculator'" in out
     assert "tok-cli" not in out + err
+
+
+def test_serve_registers_with_the_stored_login(trainer: TrainerStandIn, tmp_path: Path):
+    platform = StandInPlatform().start()
+    config = tmp_path / "config"
+    try:
+        assert osmosis_on(platform, config, "login", "--device").returncode == 0
+        (token,) = platform.tokens
+        out, err = _serve_until_registered(
+            free_port(), OSMOSIS_PLATFORM_URL=platform.url, OSMOSIS_CONFIG_DIR=str(config)
+        )
+    finally:
+        platform.stop()
+    assert platform.authorizations("/api/cli/rollout-server/register") == [f"Bearer {token}"], err
+    assert "[OK] Registered 'calculator'" in out
+    assert_no_token(platform, out + err)
 
 
 def test_serve_validates_and_serves_an_agent_with_an_async_get_tools(

@@ -16,7 +16,7 @@ import pytest
 from examples.calculator.agent import agent_loop as calculator
 from osmosis_ai.rollout import RolloutContext, RolloutResult
 from osmosis_ai.rollout.server.executor import SHUTDOWN_MESSAGE
-from tests.support.server import ScriptedAgent, chat_then_fail, fast_settings, hang, init_body
+from tests.support.server import ADD_TOOL, ScriptedAgent, chat_then_fail, fast_settings, hang, init_body
 from tests.support.sockets import free_port
 from tests.support.trainer import FINAL_MESSAGE, Reply, TrainerStandIn, completion
 from tests.support.waiting import wait_until
@@ -374,3 +374,27 @@ def test_the_shared_pool_has_a_connection_for_every_running_rollout(serve, http,
         gate.set()
     for i in range(4):
         assert trainer.wait_completed(f"pool-{i}")["status"] == "COMPLETED"
+
+
+def test_init_bodies_follow_the_agents_tools_as_they_change(serve, http, trainer):
+    """The encoded tools are reused only while get_tools keeps returning an equal list."""
+    current: list[Any] = [ADD_TOOL]
+    server = serve(ScriptedAgent(tools=lambda request: current))
+
+    def init(rollout_id: str) -> Any:
+        response = http.post(f"{server.url}/v1/rollout/init", json=init_body(rollout_id, trainer.url))
+        assert response.status_code == 202, response.text
+        return response.json()
+
+    first = init("r-ü-1")
+    assert first["rollout_id"] == "r-ü-1"
+    assert [tool["function"]["name"] for tool in first["tools"]] == ["add"]
+    assert init("r-2")["tools"] == first["tools"]
+    current = []
+    assert init("r-3") == {"rollout_id": "r-3", "tools": []}
+    current = [ADD_TOOL, {**ADD_TOOL, "function": {**ADD_TOOL["function"], "name": "plus"}}]
+    assert [tool["function"]["name"] for tool in init("r-4")["tools"]] == ["add", "plus"]
+    # A duplicate of the first rollout answers with the tools it was given then.
+    assert init("r-ü-1") == first
+    for rollout_id in ("r-ü-1", "r-2", "r-3", "r-4"):
+        trainer.wait_completed(rollout_id)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from osmosis_ai.auth.store import CredentialsFile, OrganizationInfo, UserInfo, WorkspaceCredentials, save
 from osmosis_ai.rollout.server.app import create_app
 from osmosis_ai.rollout.server.registration import (
     PlatformCredentials,
@@ -119,13 +121,46 @@ async def test_unreachable_platform_is_a_failed_result(monkeypatch):
     assert "cannot reach the Platform" in (result.error or "")
 
 
-def test_credentials_come_from_the_environment(monkeypatch):
+def _stored_login(platform_url: str, token: str = "tok-stored") -> WorkspaceCredentials:
+    now = datetime.now(timezone.utc)
+    return save(
+        WorkspaceCredentials(
+            token, "Bearer", now + timedelta(days=1), UserInfo("u", "u@example.com"),
+            OrganizationInfo("org-1", "Acme"), now, platform_url=platform_url,
+        )
+    )  # fmt: skip
+
+
+def test_credentials_come_from_the_environment_then_the_login(monkeypatch, tmp_path):
+    monkeypatch.setenv("OSMOSIS_CONFIG_DIR", str(tmp_path))
+    monkeypatch.setenv("OSMOSIS_PLATFORM_URL", "https://platform.example.com")
     monkeypatch.delenv("OSMOSIS_ACCESS_TOKEN", raising=False)
+    monkeypatch.delenv("OSMOSIS_TOKEN", raising=False)
     assert load_credentials() is None
+    _stored_login("https://platform.example.com")
+    assert load_credentials().access_token == "tok-stored"
     monkeypatch.setenv("OSMOSIS_ACCESS_TOKEN", "tok-123")
     credentials = load_credentials()
     assert credentials.access_token == "tok-123"
     assert "tok-123" not in repr(credentials)
+
+
+async def test_a_rejected_login_is_flagged(platform, monkeypatch, tmp_path):
+    monkeypatch.setenv("OSMOSIS_CONFIG_DIR", str(tmp_path))
+    stored = _stored_login(platform.server.url)
+    platform.reply = (401, {"error": "unauthorized"})
+    result = await aregister_with_platform("127.0.0.1", 9000, "agent", stored)
+    assert not result.success and "osmosis login" in (result.error or "")
+    (flagged,) = CredentialsFile().read(platform.server.url).workspaces.values()
+    assert flagged.invalid
+
+
+async def test_a_login_is_not_sent_to_another_platform(platform, monkeypatch, tmp_path):
+    monkeypatch.setenv("OSMOSIS_CONFIG_DIR", str(tmp_path))
+    stored = _stored_login("https://platform.example.com")
+    result = await aregister_with_platform("127.0.0.1", 9000, "agent", stored)
+    assert not result.success and "issued by https://platform.example.com" in (result.error or "")
+    assert platform.calls == []
 
 
 async def test_wildcard_binds_report_osmosis_public_host(platform, monkeypatch):

@@ -1,0 +1,421 @@
+"""The credentials store: one JSON file, workspaces grouped by the Platform URL they came from.
+
+File format (``version`` 2)::
+
+    {"version": 2,
+     "platforms": {"https://platform.osmosis.ai": {
+         "active_workspace": "<workspace key>" | null,
+         "workspaces": {"<workspace key>": {"access_token", "token_type", "expires_at", "created_at",
+                                            "user": {...}, "organization": {...}, "token_id"?, "invalid"?}}}}}
+
+A workspace's key is its organization id (stable; names are chosen by users and may repeat), or
+``name:<organization name>`` when the Platform sent no id. A version 1 file (one flat ``workspaces``
+table keyed by organization name, no Platform) is read as belonging to the default Platform, and
+rewritten as version 2 by the next change.
+
+Safety of the file:
+
+* The file is only ever replaced, never edited in place: a new file is created next to it with
+  ``O_EXCL`` and mode 0600 (readable by the owner from its first byte), written, ``fsync``-ed and
+  renamed over the old one. Readers see the old file or the new one, never a half-written one.
+* Every read-modify-write holds an exclusive ``flock`` on a sibling lock file, so two ``osmosis login``
+  processes each add their workspace instead of one overwriting the other.
+* The directory is created 0700 (and tightened to 0700 when it is group/other accessible).
+* A file that cannot be parsed is not overwritten silently: reads raise
+  :class:`CredentialsStoreError`, and a login moves it aside (``credentials.json.unreadable-<time>``)
+  before starting a fresh one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TypeVar
+
+from osmosis_ai.auth import settings
+from osmosis_ai.auth.errors import CredentialsStoreError
+
+try:  # POSIX; without it (Windows) writes are still atomic but not serialised between processes
+    import fcntl
+except ImportError:  # pragma: no cover - exercised on Windows only
+    fcntl = None  # type: ignore[assignment]
+
+FORMAT_VERSION = 2
+T = TypeVar("T")
+
+
+def parse_timestamp(value: str) -> datetime:
+    """An ISO-8601 timestamp with an offset (``Z`` accepted); a naive one is a ``ValueError``."""
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    parsed = datetime.fromisoformat(text)
+    if parsed.tzinfo is None:
+        raise ValueError(f"timestamp {value!r} has no UTC offset")
+    return parsed
+
+
+@dataclass
+class UserInfo:
+    id: str
+    email: str
+    name: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "email": self.email, "name": self.name}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> UserInfo:
+        name = data.get("name")
+        return cls(id=str(data.get("id") or ""), email=str(data.get("email") or ""), name=name or None)
+
+
+@dataclass
+class OrganizationInfo:
+    id: str
+    name: str
+    role: str = "member"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "role": self.role}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> OrganizationInfo:
+        return cls(
+            id=str(data.get("id") or ""),
+            name=str(data.get("name") or ""),
+            role=str(data.get("role") or "member"),
+        )
+
+
+@dataclass
+class WorkspaceCredentials:
+    """One workspace's token and who it belongs to. The token is left out of ``repr``.
+
+    ``platform_url`` is the Platform the token was issued by (set when loaded from or saved to the
+    store); the client refuses to send the token anywhere else. ``invalid`` is set when that Platform
+    answered 401 to it.
+    """
+
+    access_token: str = field(repr=False)
+    token_type: str
+    expires_at: datetime
+    user: UserInfo
+    organization: OrganizationInfo
+    created_at: datetime
+    token_id: str | None = None
+    platform_url: str | None = None
+    invalid: bool = False
+
+    @property
+    def workspace_key(self) -> str:
+        """The stable key of this workspace in the store."""
+        return self.organization.id or f"name:{self.organization.name}"
+
+    @property
+    def workspace_name(self) -> str:
+        return self.organization.name or self.organization.id or "(unnamed)"
+
+    def is_expired(self) -> bool:
+        if self.expires_at.tzinfo is None:
+            raise ValueError("expires_at must carry a UTC offset")
+        return datetime.now(timezone.utc) >= self.expires_at
+
+    def is_usable(self) -> bool:
+        """Neither expired nor rejected by the Platform."""
+        return not self.invalid and not self.is_expired()
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "access_token": self.access_token,
+            "token_type": self.token_type,
+            "expires_at": self.expires_at.isoformat(),
+            "created_at": self.created_at.isoformat(),
+            "user": self.user.to_dict(),
+            "organization": self.organization.to_dict(),
+        }
+        if self.token_id:
+            data["token_id"] = self.token_id
+        if self.invalid:
+            data["invalid"] = True
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], platform_url: str | None = None) -> WorkspaceCredentials:
+        """Raises ``KeyError``/``ValueError``/``TypeError`` for a malformed record."""
+        created = data.get("created_at")
+        return cls(
+            access_token=str(data["access_token"]),
+            token_type=str(data.get("token_type") or "Bearer"),
+            expires_at=parse_timestamp(str(data["expires_at"])),
+            user=UserInfo.from_dict(dict(data["user"])),
+            organization=OrganizationInfo.from_dict(dict(data["organization"])),
+            created_at=parse_timestamp(str(created)) if created else datetime.now(timezone.utc),
+            token_id=str(data["token_id"]) if data.get("token_id") else None,
+            platform_url=platform_url,
+            invalid=bool(data.get("invalid", False)),
+        )
+
+
+@dataclass
+class CredentialsStore:
+    """The workspaces of one Platform: ``workspaces`` by key, in the order they were added."""
+
+    active_workspace: str | None = None
+    workspaces: dict[str, WorkspaceCredentials] = field(default_factory=dict)
+
+    def get_active_credentials(self) -> WorkspaceCredentials | None:
+        if self.active_workspace is None:
+            return None
+        return self.workspaces.get(self.active_workspace)
+
+    def find(self, name_or_key: str) -> str | None:
+        """The key of the workspace with this key, else the one with this organization name.
+
+        Raises :class:`CredentialsStoreError` when several workspaces share the name.
+        """
+        if name_or_key in self.workspaces:
+            return name_or_key
+        matches = [k for k, c in self.workspaces.items() if c.organization.name == name_or_key]
+        if len(matches) > 1:
+            raise CredentialsStoreError(
+                f"several workspaces are named {name_or_key!r}; use the workspace id instead "
+                f"({', '.join(matches)})"
+            )
+        return matches[0] if matches else None
+
+    def add(self, credentials: WorkspaceCredentials) -> None:
+        """Add or replace ``credentials`` and make its workspace the active one."""
+        self.workspaces[credentials.workspace_key] = credentials
+        self.active_workspace = credentials.workspace_key
+
+    def remove(self, key: str) -> WorkspaceCredentials | None:
+        removed = self.workspaces.pop(key, None)
+        if removed is not None and self.active_workspace == key:
+            self.active_workspace = next(iter(self.workspaces), None)
+        return removed
+
+
+def _store_from_json(data: dict[str, Any], platform_url: str) -> CredentialsStore:
+    store = CredentialsStore()
+    workspaces = data.get("workspaces") or {}
+    if not isinstance(workspaces, dict):
+        raise ValueError("'workspaces' is not an object")
+    old_active = data.get("active_workspace")
+    for old_key, record in workspaces.items():
+        credentials = WorkspaceCredentials.from_dict(record, platform_url)
+        store.workspaces[credentials.workspace_key] = credentials
+        if old_key == old_active:
+            store.active_workspace = credentials.workspace_key
+    if store.active_workspace is None and old_active in store.workspaces:
+        store.active_workspace = old_active
+    return store
+
+
+def _store_to_json(store: CredentialsStore) -> dict[str, Any]:
+    return {
+        "active_workspace": store.active_workspace,
+        "workspaces": {key: c.to_dict() for key, c in store.workspaces.items()},
+    }
+
+
+def parse_document(data: Any) -> dict[str, CredentialsStore]:
+    """The stores of a parsed credentials file (version 1 or 2), by Platform URL."""
+    if not isinstance(data, dict):
+        raise ValueError("the file is not a JSON object")
+    version = data.get("version", 1)
+    if version == 1:
+        url = settings.DEFAULT_PLATFORM_URL
+        return {url: _store_from_json(data, url)}
+    if version != FORMAT_VERSION:
+        raise ValueError(f"unknown credentials file version {version!r}")
+    platforms = data.get("platforms") or {}
+    if not isinstance(platforms, dict):
+        raise ValueError("'platforms' is not an object")
+    return {url: _store_from_json(section, url) for url, section in platforms.items()}
+
+
+class CredentialsFile:
+    """The credentials file at ``path`` (default: :func:`settings.credentials_file`, read at each use)."""
+
+    def __init__(self, path: Path | str | None = None) -> None:
+        self._path = Path(path) if path is not None else None
+
+    @property
+    def path(self) -> Path:
+        return self._path if self._path is not None else settings.credentials_file()
+
+    def _ensure_directory(self) -> Path:
+        directory = self.path.parent
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if directory.stat().st_mode & 0o077:
+            os.chmod(directory, 0o700)
+        return directory
+
+    def read_all(self) -> dict[str, CredentialsStore]:
+        """Every Platform's store; empty when there is no file. Raises :class:`CredentialsStoreError`."""
+        try:
+            raw = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            raise CredentialsStoreError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+        try:
+            return parse_document(json.loads(raw))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise CredentialsStoreError(
+                f"the credentials file {self.path} is unreadable ({type(exc).__name__}); "
+                "run 'osmosis login' to start a new one (the old file is kept aside)"
+            ) from None
+
+    def read(self, platform_url: str) -> CredentialsStore:
+        """The store of ``platform_url`` (a normalised URL); empty when there is none."""
+        return self.read_all().get(platform_url) or CredentialsStore()
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        directory = self._ensure_directory()
+        if fcntl is None:  # pragma: no cover
+            yield
+            return
+        fd = os.open(directory / (self.path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    def _set_aside(self) -> None:
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        os.replace(self.path, self.path.with_name(f"{self.path.name}.unreadable-{stamp}"))
+
+    def update(
+        self, change: Callable[[dict[str, CredentialsStore]], T], *, set_aside_unreadable: bool = False
+    ) -> T:
+        """Apply ``change`` to every store under the lock, write the result, return ``change``'s value.
+
+        An unreadable file raises :class:`CredentialsStoreError`, or with ``set_aside_unreadable`` is
+        renamed aside and replaced by an empty store first.
+        """
+        try:
+            with self._locked():
+                try:
+                    stores = self.read_all()
+                except CredentialsStoreError:
+                    if not set_aside_unreadable:
+                        raise
+                    self._set_aside()
+                    stores = {}
+                result = change(stores)
+                self._write(stores)
+                return result
+        except OSError as exc:
+            raise CredentialsStoreError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+
+    def _write(self, stores: dict[str, CredentialsStore]) -> None:
+        document = {
+            "version": FORMAT_VERSION,
+            "platforms": {url: _store_to_json(s) for url, s in stores.items() if s.workspaces},
+        }
+        payload = json.dumps(document, indent=2).encode("utf-8")
+        directory = self.path.parent
+        # mkstemp opens with O_CREAT | O_EXCL and mode 0600: no moment where others can read it.
+        fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{self.path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(payload)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+        with contextlib.suppress(OSError):  # make the rename durable where directories can be opened
+            dir_fd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+
+
+# -- operations on the current Platform's store -----------------------------------------------------
+
+
+def _file(file: CredentialsFile | None) -> CredentialsFile:
+    return file if file is not None else CredentialsFile()
+
+
+def save(credentials: WorkspaceCredentials, *, file: CredentialsFile | None = None) -> WorkspaceCredentials:
+    """Store ``credentials`` under its Platform (default: the current one) and make it active."""
+    url = credentials.platform_url or settings.platform_url()
+    stored = replace(credentials, platform_url=url)
+
+    def change(stores: dict[str, CredentialsStore]) -> None:
+        stores.setdefault(url, CredentialsStore()).add(stored)
+
+    _file(file).update(change, set_aside_unreadable=True)
+    return stored
+
+
+def mark_invalid(credentials: WorkspaceCredentials, *, file: CredentialsFile | None = None) -> bool:
+    """Flag the stored record holding exactly this token as rejected; ``False`` if it is not stored."""
+    url = credentials.platform_url or settings.platform_url()
+
+    def change(stores: dict[str, CredentialsStore]) -> bool:
+        stored = stores.get(url, CredentialsStore()).workspaces.get(credentials.workspace_key)
+        if stored is None or stored.access_token != credentials.access_token:
+            return False
+        stored.invalid = True
+        return True
+
+    return _file(file).update(change)
+
+
+def remove(
+    keys: list[str] | None, *, platform_url: str | None = None, file: CredentialsFile | None = None
+) -> list[WorkspaceCredentials]:
+    """Remove the workspaces ``keys`` (all of this Platform's with ``None``); returns those removed."""
+    url = platform_url or settings.platform_url()
+    store_file = _file(file)
+    if not store_file.path.exists():
+        return []
+
+    def change(stores: dict[str, CredentialsStore]) -> list[WorkspaceCredentials]:
+        store = stores.get(url)
+        if store is None:
+            return []
+        targets = list(store.workspaces) if keys is None else keys
+        return [c for c in (store.remove(k) for k in targets) if c is not None]
+
+    return store_file.update(change)
+
+
+def activate(name_or_key: str, *, file: CredentialsFile | None = None) -> WorkspaceCredentials | None:
+    """Make the named workspace of the current Platform active; ``None`` if there is no such one."""
+    url = settings.platform_url()
+
+    def change(stores: dict[str, CredentialsStore]) -> WorkspaceCredentials | None:
+        store = stores.get(url)
+        key = store.find(name_or_key) if store is not None else None
+        if store is None or key is None:
+            return None
+        store.active_workspace = key
+        return store.workspaces[key]
+
+    store_file = _file(file)
+    if not store_file.path.exists():
+        return None
+    return store_file.update(change)
+
+
+def current_store(*, file: CredentialsFile | None = None) -> CredentialsStore:
+    """The current Platform's workspaces."""
+    return _file(file).read(settings.platform_url())
