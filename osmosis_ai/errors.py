@@ -36,6 +36,18 @@ classes that exist, both ways, so a new error class means a new line here::
     │   ├── AgentLoopValidationError                osmosis_ai.rollout.validator
     │   └── PublicIPDetectionError                  osmosis_ai.rollout.network
     ├── ServeError                                  osmosis_ai.rollout.server.serve
+    ├── EvaluationError                             osmosis_ai.evaluation.errors
+    │   ├── DatasetError (ValueError)               osmosis_ai.evaluation.errors
+    │   │   ├── DatasetParseError                   osmosis_ai.evaluation.errors
+    │   │   │   └── DatasetNotFoundError (FileNotFoundError)   osmosis_ai.evaluation.errors
+    │   │   └── DatasetValidationError              osmosis_ai.evaluation.errors
+    │   ├── EvalFnError                             osmosis_ai.evaluation.errors
+    │   ├── JournalError                            osmosis_ai.evaluation.journal
+    │   │   └── JournalMismatchError                osmosis_ai.evaluation.journal
+    │   ├── ProviderCheckError                      osmosis_ai.evaluation.errors
+    │   ├── ProviderError                           osmosis_ai.evaluation.errors
+    │   │   └── SystemicProviderError               osmosis_ai.evaluation.errors
+    │   └── ToolValidationError (ValueError)        osmosis_ai.evaluation.errors
     ├── AuthError                                   osmosis_ai.auth.errors
     │   ├── LoginError                              osmosis_ai.auth.errors
     │   ├── PlatformURLError (ValueError)           osmosis_ai.auth.errors
@@ -43,7 +55,6 @@ classes that exist, both ways, so a new error class means a new line here::
     │   ├── PlatformAPIError                        osmosis_ai.auth.errors
     │   └── AuthenticationExpiredError              osmosis_ai.auth.errors
     └── TrainGateError                              osmosis_ai.traingate.errors
-        ├── DatasetError (ValueError)               osmosis_ai.traingate.errors
         ├── PolicyError                             osmosis_ai.traingate.errors
         ├── InitRejected                            osmosis_ai.traingate.launcher
         └── ServerUnreachable                       osmosis_ai.traingate.launcher
@@ -52,8 +63,9 @@ What each one means is in its class docstring. In short: the ``Reward*`` errors 
 function breaking its contract; the judge errors are bad arguments, an unusable reply or a failed
 provider call; the rollout errors are the agent-side SDK (calls to TrainGate, agent-loop
 definition, tools); ``AuthError`` and its children are Platform login, stored credentials and
-Platform calls; ``ServeError`` is a server that cannot start; the TrainGate errors are the local
-trainer's. ``CLIError`` is the command line's own: library code never raises it.
+Platform calls; ``ServeError`` is a server that cannot start; the evaluation errors are the shared
+dataset reader's, the model client's, the eval functions' and the run journal's; the TrainGate
+errors are the local trainer's. ``CLIError`` is the command line's own: library code never raises it.
 """
 
 from __future__ import annotations

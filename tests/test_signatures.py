@@ -29,7 +29,6 @@ FIXTURE = Path(__file__).parent / "data" / "signatures_0_2.json"
 # that issue's work removes its line here.
 NOT_BUILT = {
     "osmosis_ai.rollout.mcp": "issue 11: MCP tools",
-    "osmosis_ai.rollout.eval": "issue 10: osmosis test / osmosis eval",
     "osmosis_ai.cli_commands": "issues 9 and 10: test, eval and login commands",
     "osmosis_ai.cli_services": "issues 9 and 10: test, eval and login commands",
 }

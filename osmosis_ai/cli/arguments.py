@@ -41,3 +41,11 @@ def finite_number(minimum: float | None = None, *, exclusive: bool = False) -> C
         return value
 
     return parse
+
+
+def fraction(text: str) -> float:
+    """A number between 0 and 1, inclusive (a share of rows, a failure rate)."""
+    value = finite_number(0)(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text!r}")
+    return value

@@ -56,6 +56,13 @@ COMMANDS: dict[str, Command] = {
     "rollout": Command(
         "osmosis_ai.cli.commands.rollout", "Run rollouts end to end against a local TrainGate"
     ),
+    "eval": Command(
+        "osmosis_ai.cli.commands.eval",
+        "Evaluate an agent loop over a dataset with eval functions, n runs per row",
+    ),
+    "test": Command(
+        "osmosis_ai.cli.commands.test", "Run an agent loop in-process over a dataset with a LiteLLM model"
+    ),
 }
 
 

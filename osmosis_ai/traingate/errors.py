@@ -1,20 +1,20 @@
 """Errors of the local TrainGate, rooted at :class:`TrainGateError`.
 
-:class:`DatasetError` is bad input, so it is a ``ValueError`` too. The whole tree is drawn in
+:class:`DatasetError` belongs to the shared dataset reader (:mod:`osmosis_ai.evaluation.errors`)
+and is re-exported here, where callers have imported it from. The whole tree is drawn in
 :mod:`osmosis_ai.errors`.
 """
 
 from __future__ import annotations
 
 from osmosis_ai.errors import OsmosisError
+from osmosis_ai.evaluation.errors import DatasetError
+
+__all__ = ["DatasetError", "PolicyError", "TrainGateError"]
 
 
 class TrainGateError(OsmosisError):
     """The local TrainGate cannot do what was asked; the message says why and what to do."""
-
-
-class DatasetError(TrainGateError, ValueError):
-    """A dataset file cannot be read, or one of its rows breaks the test-mode format."""
 
 
 class PolicyError(TrainGateError):

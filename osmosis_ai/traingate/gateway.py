@@ -246,10 +246,12 @@ class TrainGate:
         try:
             generation = await self.policy.generate(chat.messages, tools=session.tools, params=params)
         except PolicyError as exc:
+            session.policy_errors += 1
             session.errors.append(f"turn {turn}: {exc}")
             return (502 if exc.retryable else 400), {"detail": str(exc)}
         except Exception as exc:  # a bug in a policy must cost one answer, not the gateway
             logger.exception("policy %s crashed on rollout %s", self.policy.name, session.rollout_id)
+            session.policy_errors += 1
             session.errors.append(f"turn {turn}: policy crashed: {type(exc).__name__}: {exc}")
             return 500, {"detail": f"the policy crashed: {type(exc).__name__}: {exc}"}
         record = await self._turn_record(

@@ -1,4 +1,4 @@
-"""Summaries of a run (status counts, rewards, turns, latency percentiles, protocol violations) and
+"""Summaries of a run (outcome and status counts, rewards, turns, latency percentiles, protocol violations) and
 the per-rollout record file.
 
 :func:`summarize` is pure data; ``osmosis rollout run`` draws it (``osmosis_ai.cli.commands.rollout``).
@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from osmosis_ai.evaluation.outcome import Outcome, OutcomeCounts
 from osmosis_ai.traingate.session import INFRA_STATUSES, TERMINAL_STATUSES, RolloutSession
 
 
@@ -46,6 +47,11 @@ class RunSummary:
     gateway_errors: int
     reward_errors: int
     infra_failures: list[str] = field(default_factory=list)
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def outcome_counts(self) -> OutcomeCounts:
+        return OutcomeCounts({Outcome(name): n for name, n in self.outcomes.items() if n})
 
     @property
     def all_terminal(self) -> bool:
@@ -56,7 +62,10 @@ class RunSummary:
 
 
 def summarize(sessions: Sequence[RolloutSession], wall_s: float) -> RunSummary:
-    rewards = [s.reward for s in sessions if s.reward is not None]
+    """The figures of a run. Rewards are averaged over completed rollouts only: a rollout that
+    failed has no score, so a failure never counts as a reward of 0 (or as the agent's own reward)."""
+    outcomes = OutcomeCounts.of(s.outcome for s in sessions)
+    rewards = [s.reward for s in sessions if s.reward is not None and s.outcome is Outcome.COMPLETED]
     latencies = [s.latency_ms for s in sessions if s.status in TERMINAL_STATUSES]
     infra = Counter(s.error_message or s.status for s in sessions if s.status in INFRA_STATUSES)
     return RunSummary(
@@ -74,6 +83,7 @@ def summarize(sessions: Sequence[RolloutSession], wall_s: float) -> RunSummary:
         gateway_errors=sum(len(s.errors) for s in sessions),
         reward_errors=sum(1 for s in sessions if s.reward_error),
         infra_failures=[f"{count} x {message}" for message, count in infra.most_common(5)],
+        outcomes=outcomes.to_dict(),
     )
 
 

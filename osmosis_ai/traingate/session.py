@@ -13,6 +13,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from osmosis_ai.evaluation.outcome import Outcome
 from osmosis_ai.traingate.append_only import AppendOnlyViolation, canonical
 
 Message = dict[str, Any]
@@ -82,6 +83,7 @@ class RolloutSession:
     violations: list[AppendOnlyViolation] = field(default_factory=list)
     rejected: list[RejectedCall] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    policy_errors: int = 0  # chat calls the policy failed to answer (a subset of ``errors``)
     response: dict[str, Any] | None = None
     duplicate_completions: int = 0
     status: str = "PENDING"
@@ -119,6 +121,21 @@ class RolloutSession:
         """What the rollout server reported, or the conversation the gateway last saw if it reported none."""
         reported = (self.response or {}).get("final_messages")
         return list(reported) if reported else list(self.expected)
+
+    @property
+    def outcome(self) -> Outcome:
+        """How the rollout ended, in the shared outcome model (only ``completed`` ones are scored)."""
+        if self.status == "TIMEOUT":
+            return Outcome.TIMEOUT
+        if self.status in INFRA_STATUSES or self.status not in TERMINAL_STATUSES:
+            return Outcome.INFRA_ERROR
+        if self.status == "ERROR":
+            return Outcome.MODEL_ERROR if self.policy_errors else Outcome.AGENT_ERROR
+        if self.num_turns == 0:
+            return Outcome.MODEL_ERROR if self.policy_errors else Outcome.NO_MODEL_CALLS
+        if self.reward_error:
+            return Outcome.REWARD_ERROR
+        return Outcome.COMPLETED
 
     def finish(self, status: str, error_message: str | None = None) -> None:
         """Close the session with ``status`` (first terminal state wins)."""
@@ -160,6 +177,7 @@ class RolloutSession:
             "row_index": self.row_index,
             "sample_index": self.sample_index,
             "status": self.status,
+            "outcome": self.outcome.value,
             "reward": self.reward,
             "agent_reward": self.agent_reward,
             "reward_error": self.reward_error,

@@ -1,4 +1,8 @@
-"""``osmosis eval-rubric``: score a JSONL dataset with a rubric judge and report the statistics."""
+"""``osmosis eval-rubric``: score a JSONL dataset with a rubric judge and report the statistics.
+
+Exit status 1, with the reason on stderr, when the judgments do not pass the shared rule (see
+:mod:`osmosis_ai.cli.eval_rubric.session`); the report is written either way.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import argparse
 from pathlib import Path
 
 from osmosis_ai.cli import output
+from osmosis_ai.cli.arguments import fraction
 from osmosis_ai.cli.eval_rubric.session import EvalRubricOptions, run_eval_rubric
 
 
@@ -40,6 +45,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--requests-per-minute", type=float, help="space judge requests to stay under this rate"
     )
+    parser.add_argument(
+        "--max-failure-rate",
+        type=fraction,
+        default=0.0,
+        metavar="FRACTION",
+        help="share of judgments (0-1) that may fail without failing the command (default 0); "
+        "judgments lost to the provider or the network always fail it",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         cache=args.cache,
         requests_per_minute=args.requests_per_minute,
+        max_failure_rate=args.max_failure_rate,
     )
     try:
         run_eval_rubric(options)

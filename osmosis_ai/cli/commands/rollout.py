@@ -4,6 +4,10 @@
 in-process with ``-m module:attr``, or an existing server with ``--url`` — answers the agent's LLM
 calls with the chosen policy, checks the protocol, and prints a summary (``--output`` keeps one
 JSON record per rollout; runs of at most 20 rollouts also get a table with one row per rollout).
+Everything local is checked first (dataset, reward, tokenizer, agent), then the policy answers one
+tiny preflight request, and only then does any rollout start. The last line on stdout counts the
+outcomes (printed with ``--quiet`` too); the exit status follows the shared rule of
+:func:`osmosis_ai.evaluation.outcome.verdict`, with the reason on stderr.
 ``bench`` measures rollouts/s with an instant canned policy.
 """
 
@@ -21,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli import output
-from osmosis_ai.cli.arguments import finite_number, whole_number
+from osmosis_ai.cli.arguments import finite_number, fraction, whole_number
 from osmosis_ai.errors import CLIError
 
 if TYPE_CHECKING:
@@ -106,11 +110,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="address the TrainGate binds and advertises as server_url (default 127.0.0.1; "
         "give this machine's reachable IP when --url points at another host)",
     )
+    run.add_argument(
+        "--max-failure-rate",
+        type=fraction,
+        default=0.0,
+        metavar="FRACTION",
+        help="share of rollouts (0-1) that may fail without failing the run (default 0: every rollout "
+        "must complete); infrastructure failures and timeouts always fail it",
+    )
     run.add_argument("-o", "--output", metavar="FILE.jsonl", help="write one JSON record per rollout")
     run.add_argument(
         "--progress", action="store_true", help="show the progress bar even when not on a terminal"
     )
-    run.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary table")
+    run.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress bar and no tables: only the outcome line"
+    )
 
     bench = sub.add_parser(
         "bench",
@@ -137,22 +151,28 @@ def run(args: argparse.Namespace) -> int:
 
 
 @contextlib.asynccontextmanager
-async def rollout_server(args: argparse.Namespace) -> AsyncIterator[tuple[str, str | None]]:
-    """Yield (base URL, Bearer key) of the rollout server to drive: in-process for ``-m``, else ``--url``."""
+async def rollout_server(
+    args: argparse.Namespace, agent_loop: Any = None
+) -> AsyncIterator[tuple[str, str | None]]:
+    """Yield (base URL, Bearer key) of the rollout server to drive: in-process for ``-m``, else ``--url``.
+
+    ``agent_loop`` is the already loaded ``-m`` agent, if the caller loaded it.
+    """
     if args.url:
         yield args.url, args.server_api_key or os.environ.get(SERVER_KEY_ENV) or None
         return
     from osmosis_ai.cli.loading import load_agent_loop
     from osmosis_ai.traingate.local_server import serve_agent_loop_locally
 
-    agent_loop = load_agent_loop(args.module)
+    if agent_loop is None:
+        agent_loop = load_agent_loop(args.module)
     async with serve_agent_loop_locally(agent_loop) as url:
         yield url, None
 
 
-def _prepare(args: argparse.Namespace) -> tuple[list[dict[str, Any]], Any, Any, Any]:
-    """Load everything the run needs before any server starts: rows, reward, tokenizer, policy."""
-    from osmosis_ai.cli.loading import load_reward
+def _prepare(args: argparse.Namespace) -> tuple[list[dict[str, Any]], Any, Any, Any, Any]:
+    """Load everything the run needs before any server starts: rows, reward, tokenizer, agent, policy."""
+    from osmosis_ai.cli.loading import load_agent_loop, load_reward
     from osmosis_ai.traingate.dataset import load_dataset
     from osmosis_ai.traingate.policy import make_policy
     from osmosis_ai.traingate.tokenizer import load_tokenizer
@@ -162,8 +182,9 @@ def _prepare(args: argparse.Namespace) -> tuple[list[dict[str, Any]], Any, Any, 
     rows = load_dataset(args.dataset)
     reward_fn = load_reward(args.reward) if args.reward else None
     tokenizer = load_tokenizer(args.tokenizer)
+    agent_loop = load_agent_loop(args.module) if args.module else None
     policy = make_policy(args.model, base_url=args.base_url, api_key=args.api_key)
-    return rows, reward_fn, tokenizer, policy
+    return rows, reward_fn, tokenizer, agent_loop, policy
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -171,7 +192,7 @@ async def _run(args: argparse.Namespace) -> int:
     from osmosis_ai.traingate.report import RecordWriter, summarize
     from osmosis_ai.traingate.runner import RunConfig, run_rollouts
 
-    rows, reward_fn, tokenizer, policy = _prepare(args)
+    rows, reward_fn, tokenizer, agent_loop, policy = _prepare(args)
     params = {
         k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens)) if v is not None
     }
@@ -181,6 +202,7 @@ async def _run(args: argparse.Namespace) -> int:
 
     async with contextlib.AsyncExitStack() as stack:
         stack.push_async_callback(policy.aclose)
+        await policy.preflight()  # a bad key or model: one line and nothing run
         if writer is not None:
             try:
                 stack.enter_context(writer)
@@ -188,7 +210,7 @@ async def _run(args: argparse.Namespace) -> int:
                 raise CLIError(f"cannot write --output {args.output}: {exc}") from exc
         # The gateway outlives the rollout server, so late callbacks sent while it shuts down are still heard.
         gate = await stack.enter_async_context(TrainGate(policy, tokenizer=tokenizer, host=args.gateway_host))
-        url, key = await stack.enter_async_context(rollout_server(args))
+        url, key = await stack.enter_async_context(rollout_server(args, agent_loop))
         config = RunConfig(
             server_url=url,
             server_api_key=key,
@@ -219,12 +241,47 @@ async def _run(args: argparse.Namespace) -> int:
         render_summary(summary, sessions, console)
         if writer is not None:
             print(f"wrote {writer.count} record(s) to {args.output}")
+    print(outcome_line(summary), flush=True)
     if not summary.all_terminal:
         lost = summary.rollouts - sum(summary.statuses.get(s, 0) for s in ("COMPLETED", "ERROR"))
         raise CLIError(
             f"{lost} of {summary.rollouts} rollout(s) did not finish: " + "; ".join(summary.infra_failures)
         )
+    from osmosis_ai.evaluation.outcome import verdict
+
+    reason = verdict(
+        summary.outcome_counts,
+        max_failure_rate=args.max_failure_rate,
+        unit="rollout",
+        limit_name="--max-failure-rate",
+    )
+    if reason is not None:
+        raise CLIError(reason + _first_failure(sessions))
     return 0
+
+
+def outcome_line(summary: RunSummary) -> str:
+    """The one line every run prints: outcome counts beside the pass rate, and the mean reward."""
+    line = summary.outcome_counts.describe("rollout")
+    if summary.mean_reward is not None:
+        line += f"; mean reward {summary.mean_reward:.3f} over {summary.rewarded} completed"
+    return line
+
+
+def _first_failure(sessions: Sequence[RolloutSession]) -> str:
+    """``"; first: <rollout id>: <why>"`` for the first failed rollout, to start the diagnosis."""
+    from osmosis_ai.evaluation.outcome import Outcome
+
+    for session in sessions:
+        outcome = session.outcome
+        if outcome is Outcome.COMPLETED:
+            continue
+        why = session.reward_error or session.error_message or (session.errors[-1] if session.errors else "")
+        if outcome is Outcome.NO_MODEL_CALLS:
+            why = "the agent finished without calling the model"
+        why = " ".join(str(why).split())
+        return f"; first: {session.rollout_id} ({outcome.value}): {why[:200]}" if why else ""
+    return ""
 
 
 async def _bench(args: argparse.Namespace) -> int:
@@ -314,7 +371,16 @@ def render_summary(summary: RunSummary, sessions: Sequence[RolloutSession], cons
     table.add_column()
     statuses = ", ".join(f"{name} {count}" for name, count in sorted(summary.statuses.items()))
     table.add_row("rollouts", f"{summary.rollouts} ({statuses})")
-    reward = "-" if summary.mean_reward is None else f"{summary.mean_reward:.3f} over {summary.rewarded}"
+    counts = summary.outcome_counts
+    failures = counts.failures()
+    table.add_row(
+        "outcomes",
+        f"{counts.completed} completed" + (f"; {failures}" if failures else ""),
+        style="yellow" if failures else None,
+    )
+    reward = (
+        "-" if summary.mean_reward is None else f"{summary.mean_reward:.3f} over {summary.rewarded} completed"
+    )
     table.add_row("mean reward", reward)
     table.add_row("mean turns", f"{summary.mean_turns:.2f}")
     lat = summary.latency_ms

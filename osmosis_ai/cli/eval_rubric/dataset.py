@@ -4,6 +4,7 @@ Every line needs a non-blank ``solution_str`` (even lines for other rubrics). Op
 ``rubric_id`` (selects records, case-insensitively), ``conversation_id`` (display label), ``id``,
 ``ground_truth``, ``original_input``, ``metadata`` (object, quoted to the judge), ``extra_info``
 (object, context for custom rubric functions) and per-record ``score_min``/``score_max``.
+Lines are read one at a time by the shared reader (:func:`osmosis_ai.evaluation.dataset.iter_raw`).
 Errors name the file and the 1-based line.
 """
 
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_ai.errors import CLIError
+from osmosis_ai.evaluation.dataset import iter_raw
+from osmosis_ai.evaluation.errors import DatasetParseError
 
 
 @dataclass(frozen=True)
@@ -37,21 +40,20 @@ class RubricRecord:
 
 
 def _objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line number, object)`` for each non-blank line of ``path``."""
+    """Yield ``(line number, object)`` for each non-blank line of ``path``, read by the shared reader."""
     try:
-        with path.open(encoding="utf-8") as lines:
-            for number, line in enumerate(lines, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    value = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise CLIError(f"{path}:{number}: invalid JSON: {exc.msg} (column {exc.colno})") from exc
-                if not isinstance(value, dict):
-                    raise CLIError(f"{path}:{number}: expected a JSON object, got {type(value).__name__}")
-                yield number, value
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CLIError(f"Cannot read dataset {path}: {exc}") from exc
+        for raw in iter_raw(path, format="jsonl"):
+            line = raw.line or raw.index + 1
+            if not isinstance(raw.value, dict):
+                raise CLIError(f"{path}:{line}: expected a JSON object, got {type(raw.value).__name__}")
+            yield line, raw.value
+    except DatasetParseError as exc:
+        cause = exc.__cause__
+        if exc.line is None or cause is None:
+            raise CLIError(f"Cannot read dataset {path}: {cause or exc}") from exc
+        if isinstance(cause, json.JSONDecodeError):
+            raise CLIError(f"{path}:{exc.line}: invalid JSON: {cause.msg} (column {cause.colno})") from exc
+        raise CLIError(f"{path}:{exc.line}: invalid JSON: {cause}") from exc
 
 
 def load_json_objects(path: Path) -> list[dict[str, Any]]:

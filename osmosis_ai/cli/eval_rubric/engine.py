@@ -4,7 +4,11 @@ The engine turns a :class:`~osmosis_ai.cli.eval_rubric.config.RubricConfig` and 
 :class:`~osmosis_ai.cli.eval_rubric.dataset.RubricRecord` into judge arguments (record values override the
 config's), runs every ``(record, run)`` pair through a sliding window of ``concurrency`` workers,
 and records each outcome as an :class:`EvaluationRun`. A failed run is recorded, never raised, so
-one bad record does not lose the others.
+one bad record does not lose the others. Each run also ends in a typed
+:class:`~osmosis_ai.evaluation.outcome.Outcome`: a judge call the provider could not serve (after the
+judge's own retries) is ``infra_error``/``timeout`` when the provider or the network failed and
+``model_error`` when the model's answer was unusable; a custom rubric function that raises is a
+``reward_error``. A judgment served from the judgment cache is marked ``cached``.
 
 The evaluate function defaults to :func:`~osmosis_ai.judge.evaluate.aevaluate_rubric`. A custom
 rubric function (sync or async) that declares neither ``rubric``/``model_info`` nor ``**kwargs`` is
@@ -30,7 +34,9 @@ from osmosis_ai.cli.eval_rubric.config import RubricConfig
 from osmosis_ai.cli.eval_rubric.dataset import RubricRecord
 from osmosis_ai.cli.output import progress_bar, wants_progress
 from osmosis_ai.errors import OsmosisError
-from osmosis_ai.judge.errors import JudgeSettingError
+from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.evaluation.providers import classify_provider_error
+from osmosis_ai.judge.errors import JudgeSettingError, MissingAPIKeyError, ProviderRequestError
 from osmosis_ai.judge.evaluate import CacheOption, aevaluate_rubric
 from osmosis_ai.judge.keys import default_key_env
 from osmosis_ai.judge.ratelimit import RateLimiter
@@ -60,6 +66,8 @@ class EvaluationRun:
     completed_at: datetime
     error: str | None = None
     raw: Any = None
+    outcome: Outcome = Outcome.COMPLETED
+    cached: bool = False
 
 
 @dataclass
@@ -191,6 +199,30 @@ def _outcome(result: Any, record: RubricRecord) -> tuple[float | None, str | Non
     return None, None, preview_text(record.solution_str), result
 
 
+def failure_outcome(exc: BaseException, *, judge: bool) -> Outcome:
+    """The outcome of a judgment that raised ``exc``; ``judge`` says the SDK's judge made the call.
+
+    The judge reports provider failures as its own errors with the provider's exception as the
+    cause, and it has already retried what was worth retrying: what is left is either the provider
+    or the network failing (infrastructure) or the model's answer being unusable.
+    """
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+        return Outcome.TIMEOUT
+    if not judge:
+        return Outcome.REWARD_ERROR
+    if isinstance(exc, MissingAPIKeyError):
+        return Outcome.INFRA_ERROR
+    cause = exc.__cause__ if isinstance(exc, ProviderRequestError) and exc.__cause__ is not None else exc
+    if isinstance(cause, (TimeoutError, asyncio.TimeoutError)):
+        return Outcome.TIMEOUT
+    failure = classify_provider_error(cause)
+    if failure.kind == "timeout":
+        return Outcome.TIMEOUT
+    if failure.systemic or failure.kind in ("rate_limit", "server"):
+        return Outcome.INFRA_ERROR
+    return Outcome.MODEL_ERROR
+
+
 class RubricEvaluationEngine:
     """Runs a rubric over records; construction is cheap, :meth:`run` does the work."""
 
@@ -234,15 +266,19 @@ class RubricEvaluationEngine:
         started_at = datetime.now(timezone.utc)
         clock = time.perf_counter()
         error: str | None = None
+        cached = False
         try:
-            score, explanation, preview, raw = _outcome(await self._call(config, record), record)
+            result = await self._call(config, record)
+            score, explanation, preview, raw = _outcome(result, record)
             status = "success"
-        except OsmosisError as exc:
-            status, error, score, explanation, raw = "error", str(exc), None, None, None
-            preview = preview_text(record.solution_str)
+            outcome = Outcome.COMPLETED if score is not None else Outcome.REWARD_ERROR
+            cached = isinstance(result, dict) and result.get("cached") is True
         except Exception as exc:
-            status, error, score, explanation, raw = "error", f"{type(exc).__name__}: {exc}", None, None, None
+            judge = self.evaluate_fn is aevaluate_rubric
+            message = str(exc) if isinstance(exc, OsmosisError) else f"{type(exc).__name__}: {exc}"
+            status, error, score, explanation, raw = "error", message, None, None, None
             preview = preview_text(record.solution_str)
+            outcome = failure_outcome(exc, judge=judge)
         return EvaluationRun(
             run_index=run_index,
             status=status,
@@ -254,6 +290,8 @@ class RubricEvaluationEngine:
             completed_at=datetime.now(timezone.utc),
             error=error,
             raw=raw,
+            outcome=outcome,
+            cached=cached,
         )
 
     async def run(self, config: RubricConfig, records: list[RubricRecord], number: int) -> list[RecordResult]:

@@ -18,6 +18,7 @@ from typing import Any
 from osmosis_ai.cli.eval_rubric.config import RubricConfig
 from osmosis_ai.cli.eval_rubric.engine import EvaluationRun, RecordResult, compute_statistics
 from osmosis_ai.errors import CLIError
+from osmosis_ai.evaluation.outcome import Outcome, OutcomeCounts
 
 COMPARED_KEYS = ("average", "variance", "stdev", "min", "max", "success_count", "failure_count", "total_runs")
 _COUNT_KEYS = frozenset({"success_count", "failure_count", "total_runs"})
@@ -87,6 +88,11 @@ def baseline_delta(current: Mapping[str, Any], baseline: Baseline) -> dict[str, 
     return delta
 
 
+def outcome_counts(results: list[RecordResult]) -> OutcomeCounts:
+    """How every run of every record ended."""
+    return OutcomeCounts.of(run.outcome for result in results for run in result.runs)
+
+
 def overall_statistics(results: list[RecordResult]) -> dict[str, Any]:
     """Statistics over every run of every record."""
     return compute_statistics([run for result in results for run in result.runs])
@@ -101,7 +107,10 @@ def _detail(name: str, value: str) -> list[str]:
 
 
 def _run_lines(run: EvaluationRun) -> list[str]:
-    lines = [f"  Run {run.run_index:02d} [{run.status.upper()}]"]
+    cached = " (cached: the stored verdict of an identical earlier judgment)" if run.cached else ""
+    lines = [f"  Run {run.run_index:02d} [{run.status.upper()}]{cached}"]
+    if run.outcome is not Outcome.COMPLETED:
+        lines += _detail("outcome", run.outcome.value)
     if run.status == "success":
         lines += _detail("score", "n/a" if run.score is None else f"{run.score:.4f}")
         if run.preview:
@@ -190,6 +199,8 @@ def _run_json(run: EvaluationRun) -> dict[str, Any]:
         "preview": run.preview,
         "error": run.error,
         "raw": run.raw,
+        "outcome": run.outcome.value,
+        "cached": run.cached,
     }
 
 
@@ -206,6 +217,7 @@ def build_json_report(results: list[RecordResult], context: ReportContext) -> di
         "config_path": str(context.config_path),
         "data_path": str(context.data_path),
         "overall_statistics": overall,
+        "outcomes": outcome_counts(results).to_dict(),
         "records": [
             {
                 "id": result.record_id,

@@ -2,9 +2,12 @@
 
 Order: rubric id and ``-n``, dataset path, config file (explicit or discovered), rubric lookup, API
 key (before any paid call), dataset records, baseline, output path (it must be writable: checked
-before any paid call); then the judged runs, the text report, and the JSON report file. A report
-file that cannot be written after all is an error naming the path, but the text report is
-already printed.
+before any paid call); then the judged runs, the text report, the JSON report file and one line
+counting the runs' outcomes. A report file that cannot be written after all is an error naming the
+path, but the text report is already printed. The report is written whatever the outcomes; then the
+run fails (``CLIError`` with one line saying why) by the shared rule of
+:func:`osmosis_ai.evaluation.outcome.verdict`: any judgment lost to the provider or the network,
+no successful judgment at all, or more failed judgments than ``--max-failure-rate`` allows.
 
 Where the report goes: ``-o file.json`` writes that file; ``-o DIR`` writes
 ``DIR/rubric_eval_result_<unix time>.json``; without ``-o`` the report goes to
@@ -33,10 +36,12 @@ from osmosis_ai.cli.eval_rubric.report import (
     build_json_report,
     check_report_location,
     load_baseline,
+    outcome_counts,
     render_text_report,
     write_json_atomic,
 )
 from osmosis_ai.errors import CLIError
+from osmosis_ai.evaluation.outcome import verdict
 from osmosis_ai.judge.keys import ensure_api_key_available
 from osmosis_ai.judge.ratelimit import RateLimiter
 
@@ -59,6 +64,7 @@ class EvalRubricOptions:
     cache: bool = False
     requests_per_minute: float | None = None
     progress: bool | None = None
+    max_failure_rate: float = 0.0
 
 
 def cache_root() -> Path:
@@ -152,6 +158,8 @@ def run_eval_rubric(options: EvalRubricOptions, emit: Callable[[str], Any] = pri
         raise CLIError(f"-n/--number must be at least 1, got {options.number}")
     if options.concurrency < 1:
         raise CLIError(f"--concurrency must be at least 1, got {options.concurrency}")
+    if not 0.0 <= options.max_failure_rate <= 1.0:
+        raise CLIError(f"--max-failure-rate must be between 0 and 1, got {options.max_failure_rate}")
     if options.requests_per_minute is not None and not options.requests_per_minute > 0:
         raise CLIError(f"--requests-per-minute must be positive, got {options.requests_per_minute}")
     data_path = _existing_file(options.data_path, "Dataset")
@@ -178,4 +186,12 @@ def run_eval_rubric(options: EvalRubricOptions, emit: Callable[[str], Any] = pri
     except OSError as exc:
         raise CLIError(f"Cannot write report {report_path}: {exc.strerror or exc}") from exc
     emit(f"Wrote evaluation results to {report_path}")
+    counts = outcome_counts(results)
+    cached = sum(run.cached for result in results for run in result.runs)
+    emit(counts.describe("judgment") + (f"; {cached} served from the judgment cache" if cached else ""))
+    reason = verdict(
+        counts, max_failure_rate=options.max_failure_rate, unit="judgment", limit_name="--max-failure-rate"
+    )
+    if reason is not None:
+        raise CLIError(reason)
     return report_path

@@ -41,6 +41,14 @@ class Policy(abc.ABC):
     ) -> Generation:
         """Answer ``messages`` given the rollout's ``tools`` and the request's sampling ``params``."""
 
+    async def preflight(self) -> None:
+        """Check, before any rollout runs, that the backend can answer at all.
+
+        Raises :class:`~osmosis_ai.evaluation.errors.ProviderCheckError` when it cannot (bad key,
+        unknown model, endpoint down). The default has nothing to check.
+        """
+        return None
+
     async def aclose(self) -> None:
         """Release backend resources (connection pools). The default has nothing to release."""
         return None

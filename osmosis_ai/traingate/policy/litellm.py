@@ -106,6 +106,12 @@ class LiteLLMPolicy(Policy):
             kwargs["custom_llm_provider"] = self._provider
         return kwargs
 
+    async def preflight(self) -> None:
+        """One ``max_tokens=1`` request by the route the rollouts will take; systemic failures raise."""
+        from osmosis_ai.evaluation.providers import preflight
+
+        await preflight(self.model, self._request_kwargs([], {}), timeout=min(self.timeout, 30.0))
+
     async def generate(
         self, messages: list[Message], *, tools: list[Message], params: dict[str, Any]
     ) -> Generation:

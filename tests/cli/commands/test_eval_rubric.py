@@ -80,6 +80,7 @@ def test_eval_rubric_end_to_end(openai_server: OpenAIServer, tmp_path: Path, hom
     assert "[record[2]]" in out and "  Summary:" in out
     assert "Baseline comparison (source: base.json):" in out
     assert f"Wrote evaluation results to {report}" in out
+    assert out.endswith("4 judgments: 4 completed (100.0%)\n")
 
     document = json.loads(report.read_text(encoding="utf-8"))
     assert document["overall_statistics"]["total_runs"] == 4
@@ -111,11 +112,18 @@ def test_eval_rubric_default_report_location_and_failures(
     write_config(tmp_path / "rubric_configs.yaml", openai_server.url)
     write_data(tmp_path / "data.jsonl", [{"rubric_id": "tone", "solution_str": "hi"}])
     result = osmosis("eval-rubric", "-r", "tone", "-d", "data.jsonl", cwd=tmp_path, home=home)
-    assert result.returncode == 0, result.stderr
-    assert "Run 01 [ERROR]" in result.stdout and "scripted error 400" in result.stdout
+    # Nothing was judged: the report is written, and the command fails with the reason.
+    assert result.returncode == 1
+    assert result.stderr == "Error: the judgment failed (model_error 1)\n"
+    assert (
+        "Run 01 [ERROR]\n    outcome: model_error" in result.stdout and "scripted error 400" in result.stdout
+    )
+    assert result.stdout.endswith("1 judgment: 0 completed (0.0%), model_error 1\n")
     (report,) = (home / ".cache" / "osmosis" / "rubric" / "tone").glob("rubric_eval_result_*.json")
     document = json.loads(report.read_text(encoding="utf-8"))
     assert document["overall_statistics"]["failure_count"] == 1
+    assert document["outcomes"]["model_error"] == 1
+    assert document["records"][0]["runs"][0]["outcome"] == "model_error"
     assert document["output_identifier"] == report.stem.rsplit("_", 1)[1]
 
 
@@ -192,3 +200,47 @@ def test_eval_rubric_report_write_failure_keeps_the_text_report(
     assert result.stderr.startswith(f"Error: Cannot write report {report}: "), result.stderr
     assert "Traceback" not in result.stderr
     assert len(openai_server.requests) == 1
+
+
+def test_eval_rubric_failure_rate_and_infrastructure_failures(
+    openai_server: OpenAIServer, tmp_path: Path, home: Path
+) -> None:
+    write_config(tmp_path / "rubric_configs.yaml", openai_server.url)
+    write_data(tmp_path / "data.jsonl", [{"rubric_id": "tone", "solution_str": s} for s in ("a", "b")])
+    run = ("eval-rubric", "-r", "tone", "-d", "data.jsonl", "-o", "out.json", "--concurrency", "1")
+    openai_server.queue(Reply(status=400))  # one judgment's reply is refused, the other is fine
+    result = osmosis(*run, cwd=tmp_path, home=home)
+    assert result.returncode == 1
+    assert result.stderr == (
+        "Error: 1 of 2 judgments failed (model_error 1): failure rate 50.0% is above --max-failure-rate 0.0%\n"
+    )
+    assert result.stdout.endswith("2 judgments: 1 completed (50.0%), model_error 1\n")
+    openai_server.queue(Reply(status=400))
+    result = osmosis(*run, "--max-failure-rate", "0.5", cwd=tmp_path, home=home)
+    assert result.returncode == 0, result.stderr
+    # A provider refusing the key is no judgment of the answer: it fails the run whatever the limit.
+    openai_server.queue(Reply(status=401))
+    result = osmosis(*run, "--max-failure-rate", "1", cwd=tmp_path, home=home)
+    assert result.returncode == 1
+    assert result.stderr.startswith(
+        "Error: 1 of 2 judgments ended in an infrastructure failure (infra_error 1)"
+    )
+    result = osmosis(*run, "--max-failure-rate", "1.5", cwd=tmp_path, home=home)
+    assert result.returncode == 2 and "must be between 0 and 1" in result.stderr
+
+
+def test_eval_rubric_repeats_served_from_the_cache_are_marked(
+    openai_server: OpenAIServer, tmp_path: Path, home: Path
+) -> None:
+    write_config(tmp_path / "rubric_configs.yaml", openai_server.url)
+    write_data(tmp_path / "data.jsonl", [{"rubric_id": "tone", "solution_str": "hi"}])
+    result = osmosis(
+        "eval-rubric", "-r", "tone", "-d", "data.jsonl", "-n", "3", "--cache", "--concurrency", "1",
+        "-o", "out.json", cwd=tmp_path, home=home,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert len(openai_server.requests) == 1
+    assert result.stdout.count("[SUCCESS] (cached: the stored verdict of an identical earlier judgment)") == 2
+    assert result.stdout.endswith("3 judgments: 3 completed (100.0%); 2 served from the judgment cache\n")
+    runs = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["records"][0]["runs"]
+    assert [run["cached"] for run in runs] == [False, True, True]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, REPO, subprocess_env
+from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.rollout_server import StandInRolloutServer
 
 ENV = subprocess_env(COLUMNS="120")
@@ -167,3 +168,130 @@ def test_bad_reward_reference_is_a_clear_error(spec: str, message: str) -> None:
     )
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.startswith(f"Error: {message}")
+
+
+# -- outcomes and exit status -------------------------------------------------------------------------
+
+OUTCOME_AGENT = "tests.support.agents:agent_loop"
+
+
+def _modes(tmp_path: Path, *modes: str) -> Path:
+    path = tmp_path / "modes.jsonl"
+    rows = [
+        {"system_prompt": "s", "user_prompt": f"What is {i} + 1?", "ground_truth": str(i + 1), "mode": mode}
+        for i, mode in enumerate(modes)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_failed_rollouts_fail_the_run_with_one_line_even_quiet(tmp_path: Path) -> None:
+    data = _modes(tmp_path, "ok", "fail", "ok", "ok")
+    out = tmp_path / "records.jsonl"
+    result = osmosis("run", "-m", OUTCOME_AGENT, "-d", str(data), "--model", "scripted", "-q", "-o", str(out))
+    assert result.returncode == 1, result.stderr
+    assert (
+        result.stdout
+        == "4 rollouts: 3 completed (75.0%), agent_error 1; mean reward 1.000 over 3 completed\n"
+    )
+    assert result.stderr.startswith(
+        "Error: 1 of 4 rollouts failed (agent_error 1): failure rate 25.0% is above --max-failure-rate 0.0%; "
+        "first: "
+    )
+    assert "(agent_error): " in result.stderr and "the agent broke on purpose" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    outcomes = sorted(json.loads(line)["outcome"] for line in out.read_text().splitlines())
+    assert outcomes == ["agent_error", "completed", "completed", "completed"]
+    allowed = osmosis(
+        "run", "-m", OUTCOME_AGENT, "-d", str(data), "--model", "scripted", "-q", "--max-failure-rate", "0.25"
+    )
+    assert allowed.returncode == 0, allowed.stderr
+    assert allowed.stdout.startswith("4 rollouts: 3 completed (75.0%), agent_error 1")
+
+
+def test_an_agent_that_never_calls_the_model_is_not_a_score(tmp_path: Path) -> None:
+    data = _modes(tmp_path, "skip", "skip")
+    result = osmosis(
+        "run", "-m", OUTCOME_AGENT, "-d", str(data), "--model", "scripted", "--max-failure-rate", "1"
+    )
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[-1] == "2 rollouts: 0 completed (0.0%), no_model_calls 2"
+    assert result.stderr.startswith("Error: all 2 rollouts failed (no_model_calls 2); first: ")
+    assert "the agent finished without calling the model" in result.stderr
+
+
+def test_bad_max_failure_rate_is_a_usage_error() -> None:
+    result = osmosis(
+        "run",
+        "-m",
+        OUTCOME_AGENT,
+        "-d",
+        str(CALCULATOR_DATASET),
+        "--model",
+        "scripted",
+        "--max-failure-rate",
+        "2",
+    )
+    assert result.returncode == 2 and "must be between 0 and 1" in result.stderr
+
+
+# -- a LiteLLM policy against the OpenAI-compatible stand-in, through LiteLLM's real code path ---------
+
+
+def _litellm_run(server_url: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return osmosis(
+        "run", "-m", OUTCOME_AGENT, "-d", str(CALCULATOR_DATASET), "--model", "openai/gpt-4o-mini",
+        "--base-url", server_url, "--api-key", "sk-test", "--concurrency", "2", *extra,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        (401, "the provider refused the API key; check the key (or the provider's key variable) (HTTP 401: "),
+        (
+            404,
+            "the provider does not know this model (or this endpoint has no such route); check the name (HTTP 404: ",
+        ),
+    ],
+)
+def test_preflight_stops_a_run_that_cannot_work(
+    openai_server: OpenAIServer, tmp_path: Path, status: int, message: str
+) -> None:
+    openai_server.default = Reply(status=status)
+    out = tmp_path / "records.jsonl"
+    result = _litellm_run(openai_server.url, "-q", "-o", str(out))
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"Error: model 'openai/gpt-4o-mini' cannot be used: {message}")
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    assert result.stdout == "" and not out.exists()
+    assert len(openai_server.requests) == 1  # the preflight, nothing else
+    assert openai_server.requests[0].json["max_tokens"] == 1
+
+
+def test_preflight_names_an_endpoint_that_does_not_answer() -> None:
+    from tests.support.sockets import free_port
+
+    result = _litellm_run(f"http://127.0.0.1:{free_port()}/v1", "-q")  # nothing listens there
+    assert result.returncode == 1
+    assert result.stderr.startswith(
+        "Error: model 'openai/gpt-4o-mini' cannot be used: the provider's endpoint does not answer"
+    )
+
+
+def test_model_errors_and_retried_server_errors(openai_server: OpenAIServer) -> None:
+    rows = len(CALCULATOR_DATASET.read_text().splitlines())
+    # Two 500s are retried by the agent's client (the gateway answers 502) and the rollouts complete.
+    openai_server.queue(Reply(content="ok"), Reply(status=500), Reply(status=500))
+    openai_server.default = Reply(content="fine")
+    result = _litellm_run(openai_server.url, "-q")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"{rows} rollouts: {rows} completed (100.0%)")
+    # A provider that refuses every request (after a preflight it does not refuse) is a model error.
+    openai_server.reset()
+    openai_server.queue(Reply(content="ok"))
+    openai_server.default = Reply(status=400)
+    result = _litellm_run(openai_server.url, "-q")
+    assert result.returncode == 1
+    assert result.stdout.startswith(f"{rows} rollouts: 0 completed (0.0%), model_error {rows}")
+    assert result.stderr.startswith(f"Error: all {rows} rollouts failed (model_error {rows}); first: ")

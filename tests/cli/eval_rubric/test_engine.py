@@ -8,7 +8,10 @@ from typing import Any
 
 from osmosis_ai.cli.eval_rubric.dataset import load_records
 from osmosis_ai.cli.eval_rubric.engine import RubricEvaluationEngine
+from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.judge.retry import RetryPolicy
 from tests.support.eval_rubric import MODEL, suite_from
+from tests.support.openai_server import OpenAIServer, Reply
 
 
 async def test_custom_rubric_functions_get_the_key_variable_not_the_key(tmp_path: Path) -> None:
@@ -57,3 +60,24 @@ async def test_engine_records_failures_without_raising(tmp_path: Path) -> None:
         suite.get("a"), load_records(path, "a"), 1
     )
     assert (result.runs[0].status, result.runs[0].error) == ("error", "ZeroDivisionError: boom")
+    assert result.runs[0].outcome is Outcome.REWARD_ERROR  # the user's scoring function failed
+
+
+async def test_outcomes_of_judge_calls(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    suite = suite_from(
+        tmp_path,
+        "rubrics:\n  - id: a\n    rubric: A\n"
+        f"    model_info: {{provider: openai, model: m, api_key: k, api_base: '{openai_server.url}'}}\n",
+    )
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"rubric_id": "a", "solution_str": "out"}\n' * 4)
+    openai_server.queue(Reply(status=401), Reply(status=404), Reply(status=400))
+    retry = RetryPolicy(max_attempts=1, malformed_retries=0)
+    engine = RubricEvaluationEngine(progress=False, concurrency=1, retry=retry)
+    results = await engine.run(suite.get("a"), load_records(path, "a"), 1)
+    assert [r.runs[0].outcome for r in results] == [
+        Outcome.INFRA_ERROR,  # the key was refused
+        Outcome.INFRA_ERROR,  # the model does not exist
+        Outcome.MODEL_ERROR,  # this request was refused
+        Outcome.COMPLETED,
+    ]

@@ -1,0 +1,179 @@
+"""``osmosis test``: run an agent loop in-process over a dataset, its model calls answered by LiteLLM.
+
+Cheap local checks come first — the agent import, the dataset (opened, counted and its first row
+checked, not loaded) — then one tiny preflight request to the model, and only then the rows, one after another. Each row
+prints one line with its outcome; the summary counts the outcomes beside the pass rate, and its last
+line is printed with ``-q`` too. Exit status by the shared rule
+(:func:`osmosis_ai.evaluation.outcome.verdict`): 0 when every row completed (or the failures stay
+within ``--max-failure-rate``), 1 with the reason otherwise; a systemic provider failure stops the
+run at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from osmosis_ai.cli.arguments import finite_number, fraction, whole_number
+from osmosis_ai.consts import PACKAGE_VERSION
+from osmosis_ai.errors import CLIError
+
+ERROR_PREVIEW = 200
+DEBUG_DIR = "test_debug"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-m", "--module", "--agent", dest="module", required=True, metavar="MODULE:ATTR",
+        help="agent loop to test, e.g. examples.calculator.agent:agent_loop",
+    )  # fmt: skip
+    parser.add_argument(
+        "-d", "--dataset", required=True, help="dataset (.jsonl, .csv, .parquet) with system_prompt, "
+        "user_prompt, ground_truth",
+    )  # fmt: skip
+    parser.add_argument("--model", default="gpt-5-mini", help="LiteLLM model (default gpt-5-mini)")
+    parser.add_argument("--base-url", help="OpenAI-compatible base URL serving --model")
+    parser.add_argument("--api-key", help="API key (default: the provider's environment variable)")
+    parser.add_argument("--limit", type=whole_number(1), help="rows to run (default: all)")
+    parser.add_argument("--offset", type=whole_number(0), default=0, help="rows to skip first (default 0)")
+    parser.add_argument("--max-turns", type=whole_number(1), default=10, help="max_turns of each request")
+    parser.add_argument("--max-tokens", type=whole_number(1), help="completion_params.max_tokens")
+    parser.add_argument("--temperature", type=finite_number(), help="completion_params.temperature")
+    parser.add_argument(
+        "--max-failure-rate", type=fraction, default=0.0, metavar="FRACTION",
+        help="share of rows (0-1) that may fail without failing the command (default 0)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help=f"show library log messages and write the agents' traces to ./{DEBUG_DIR}",
+    )
+    parser.add_argument("-o", "--output", metavar="FILE.json", help="write the results as JSON")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")
+    parser.add_argument("-i", "--interactive", action="store_true", help="step through rows (not built yet)")
+    parser.add_argument("--row", type=whole_number(0), help="row to start the interactive session at")
+
+
+def format_duration(ms: float) -> str:
+    if ms < 1000:
+        return f"{ms:.0f}ms"
+    if ms < 60000:
+        return f"{ms / 1000:.1f}s"
+    minutes, rest = divmod(ms / 1000, 60)
+    return f"{int(minutes)}m{rest:.1f}s"
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.row is not None and not args.interactive:
+        raise CLIError("--row needs --interactive")
+    if args.interactive:
+        raise CLIError("interactive mode (-i) is not available yet; run without -i for batch mode")
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.ERROR, format="%(levelname)s %(name)s: %(message)s"
+    )
+    if not args.debug:
+        logging.getLogger("osmosis_ai.rollout").setLevel(logging.CRITICAL)
+    return asyncio.run(_test(args))
+
+
+def _say(args: argparse.Namespace, line: str) -> None:
+    if not args.quiet:
+        print(line, flush=True)
+
+
+async def _test(args: argparse.Namespace) -> int:
+    from osmosis_ai.cli.loading import load_agent_loop
+    from osmosis_ai.evaluation.dataset import DatasetReader
+    from osmosis_ai.evaluation.llm_client import ExternalLLMClient
+    from osmosis_ai.evaluation.outcome import verdict
+    from osmosis_ai.evaluation.runner import LocalRunner, RowResult
+
+    output = Path(args.output) if args.output else None
+    if output is not None and output.is_dir():
+        raise CLIError(f"cannot write --output {output}: it is a directory")
+    _say(args, f"osmosis-rollout-test v{PACKAGE_VERSION}")
+    agent_loop = load_agent_loop(args.module)
+    reader = DatasetReader(args.dataset)
+    total = len(reader)
+    selected = max(0, min(total - args.offset, args.limit if args.limit is not None else total))
+    if selected == 0:
+        raise CLIError(
+            f"{reader.file_path}: no rows to run (the dataset has {total}, --offset {args.offset})"
+        )
+    # The first row is checked now, so a dataset in the wrong shape fails before any paid request;
+    # the others are checked as they are read (the file is never loaded whole).
+    reader.read(limit=1, offset=args.offset)
+    _say(args, f"Dataset: {reader.file_path} ({total} rows, running {selected})")
+    client = ExternalLLMClient(args.model, api_key=args.api_key, api_base=args.base_url)
+    params = {
+        k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens)) if v is not None
+    }
+    async with client:
+        _say(args, f"Model: {client.display_name}" + (f" at {args.base_url}" if args.base_url else ""))
+        await client.preflight_check()  # a bad key or model: one line, nothing run
+        runner = LocalRunner(
+            agent_loop,
+            client,
+            rollout_id_prefix="test",
+            request_metadata={"execution_mode": "test", "test_mode": True},
+            max_turns=args.max_turns,
+            completion_params=params,
+            debug_dir=DEBUG_DIR if args.debug else None,
+        )
+        done = 0
+
+        def show(result: RowResult) -> None:
+            nonlocal done
+            done += 1
+            status = "OK" if result.success else f"FAILED [{result.outcome.value}]"
+            line = (
+                f"[{done}/{selected}] Row {result.row_index}: {status} "
+                f"({format_duration(result.duration_ms)}, {result.tokens:,} tokens)"
+            )
+            if result.error and not result.success:
+                error = " ".join(result.error.split())
+                line += " - " + (error if len(error) <= ERROR_PREVIEW else error[: ERROR_PREVIEW - 3] + "...")
+            _say(args, line)
+
+        batch = await runner.run(reader.iter_indexed(args.limit, args.offset), on_result=show)
+    counts = batch.counts
+    _say(args, "")
+    _say(args, "Summary:")
+    _say(args, f"  Duration: {format_duration(batch.total_duration_ms)}")
+    _say(args, f"  Total tokens: {batch.total_tokens:,}")
+    if batch.total_retries:
+        _say(args, f"  Retried model calls: {batch.total_retries} (transient provider failures)")
+    if batch.stopped_early:
+        _say(args, f"  Stopped early: {batch.stop_reason}")
+    line = counts.describe("row")
+    rewards = [r.reward for r in batch.results if r.success and r.reward is not None]
+    if rewards:
+        line += f"; mean reward {sum(rewards) / len(rewards):.3f} over {len(rewards)} completed"
+    if batch.stopped_early:
+        line += f"; stopped after {counts.total} of {selected} rows"
+    print(line, flush=True)
+    if output is not None:
+        _write_json(output, batch.to_dict())
+        _say(args, f"Wrote results to {output}")
+    if batch.stopped_early:
+        raise CLIError(f"the run stopped: {batch.stop_reason}")
+    reason = verdict(
+        counts, max_failure_rate=args.max_failure_rate, unit="row", limit_name="--max-failure-rate"
+    )
+    if reason is not None:
+        raise CLIError(reason)
+    return 0
+
+
+def _write_json(path: Path, document: Any) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(path.name + ".tmp")
+        temporary.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        temporary.replace(path)
+    except OSError as exc:
+        raise CLIError(f"cannot write --output {path}: {exc.strerror or exc}") from exc

@@ -1,0 +1,127 @@
+"""Figures an evaluation reports, each with an interval that says how much to trust it.
+
+* :func:`pass_at_k` — the unbiased estimator of pass@k from ``n`` samples of which ``c`` passed:
+  ``1 - C(n-c, k) / C(n, k)``, the chance that ``k`` samples drawn without replacement from the
+  ``n`` contain a pass. Averaged over rows by :func:`pass_at_k_by_row`, for every ``k <= n``.
+* :func:`wilson_interval` — the Wilson score interval of a single pass rate: unlike the normal
+  approximation it stays inside ``[0, 1]`` and keeps its coverage near 0 and 1 and for few trials.
+* :func:`bootstrap_interval` — a percentile bootstrap over rows, for figures (a mean score,
+  pass@k) whose rows are the independent units; samples of one row are resampled together.
+* :func:`paired_difference` — two models on the same rows: the mean of the per-row differences
+  and its bootstrap interval, never a difference of two separately computed summaries.
+
+Pure Python; the bootstrap takes a seed so reports are reproducible.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist, fmean
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A figure with its confidence interval ``[low, high]`` at ``confidence``."""
+
+    value: float
+    low: float
+    high: float
+    confidence: float = 0.95
+
+    def to_dict(self) -> dict[str, float]:
+        return {"value": self.value, "low": self.low, "high": self.high, "confidence": self.confidence}
+
+
+def _z(confidence: float) -> float:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from ``n`` samples with ``c`` passes (``0 <= c <= n``, ``1 <= k <= n``)."""
+    if not (0 <= c <= n and 1 <= k <= n):
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    # 1 - C(n-c, k)/C(n, k) as a product, which stays exact enough for large n.
+    miss = 1.0
+    for i in range(n - c + 1, n + 1):
+        miss *= 1.0 - k / i
+    return 1.0 - miss
+
+
+def pass_at_k_by_row(rows: Sequence[Sequence[bool]], k: int) -> list[float]:
+    """pass@k of each row (each row's samples, passed or not)."""
+    return [pass_at_k(len(samples), sum(bool(s) for s in samples), k) for samples in rows]
+
+
+def pass_at_k_table(
+    rows: Sequence[Sequence[bool]], *, confidence: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> dict[int, Estimate]:
+    """Mean pass@k over rows for every ``k`` up to the fewest samples any row has, with bootstrap intervals."""
+    if not rows:
+        return {}
+    largest = min(len(samples) for samples in rows)
+    table = {}
+    for k in range(1, largest + 1):
+        values = pass_at_k_by_row(rows, k)
+        table[k] = bootstrap_interval(values, confidence=confidence, resamples=resamples, seed=seed)
+    return table
+
+
+def wilson_interval(successes: int, trials: int, *, confidence: float = 0.95) -> Estimate:
+    """The pass rate ``successes / trials`` with its Wilson score interval."""
+    if not 0 <= successes <= trials or trials < 1:
+        raise ValueError(f"need 0 <= successes <= trials and trials >= 1, got {successes}/{trials}")
+    z = _z(confidence)
+    p = successes / trials
+    denominator = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denominator
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
+    # At 0 or all successes the bound is exactly 0 or 1; the formula gives it only up to rounding.
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == trials else min(1.0, centre + half)
+    return Estimate(p, low, high, confidence)
+
+
+def bootstrap_interval(
+    values: Sequence[float],
+    *,
+    statistic: Callable[[Sequence[float]], float] = fmean,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> Estimate:
+    """``statistic(values)`` with a percentile bootstrap interval from ``resamples`` resamples of the rows."""
+    _z(confidence)
+    if not values:
+        raise ValueError("no values to summarise")
+    value = statistic(values)
+    if len(values) == 1:
+        return Estimate(value, value, value, confidence)
+    generator = random.Random(seed)
+    n = len(values)
+    draws = sorted(statistic([values[generator.randrange(n)] for _ in range(n)]) for _ in range(resamples))
+    tail = (1 - confidence) / 2
+    low = draws[max(0, math.floor(tail * resamples))]
+    high = draws[min(resamples - 1, math.ceil((1 - tail) * resamples) - 1)]
+    return Estimate(value, low, high, confidence)
+
+
+def paired_difference(
+    first: Sequence[float],
+    second: Sequence[float],
+    *,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> Estimate:
+    """Mean of ``first[i] - second[i]`` over rows both were measured on, with its bootstrap interval."""
+    if len(first) != len(second):
+        raise ValueError(f"paired rows differ in number: {len(first)} and {len(second)}")
+    differences = [a - b for a, b in zip(first, second, strict=True)]
+    return bootstrap_interval(differences, confidence=confidence, resamples=resamples, seed=seed)

@@ -1,0 +1,77 @@
+"""pass@k against hand computation; intervals checked for coverage by simulation."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from osmosis_ai.evaluation.statistics import (
+    bootstrap_interval,
+    paired_difference,
+    pass_at_k,
+    pass_at_k_table,
+    wilson_interval,
+)
+
+
+def test_pass_at_k_by_hand() -> None:
+    # 5 samples, 2 pass: pass@1 = 2/5; pass@2 = 1 - C(3,2)/C(5,2) = 1 - 3/10; pass@4 = 1 (only 3 fail).
+    assert pass_at_k(5, 2, 1) == pytest.approx(0.4)
+    assert pass_at_k(5, 2, 2) == pytest.approx(0.7)
+    assert pass_at_k(5, 2, 3) == pytest.approx(1 - 1 / 10)
+    assert pass_at_k(5, 2, 4) == 1.0 and pass_at_k(5, 0, 5) == 0.0 and pass_at_k(5, 5, 1) == 1.0
+    for n, c, k in [(10, 3, 4), (50, 7, 10), (200, 1, 100)]:
+        assert pass_at_k(n, c, k) == pytest.approx(1 - math.comb(n - c, k) / math.comb(n, k))
+    with pytest.raises(ValueError):
+        pass_at_k(3, 1, 4)
+
+
+def test_pass_at_k_table_covers_every_k_up_to_n() -> None:
+    rows = [[True, False, False, False], [False, False, False, False], [True, True, False, True]]
+    table = pass_at_k_table(rows, resamples=200)
+    assert sorted(table) == [1, 2, 3, 4]
+    assert table[1].value == pytest.approx((1 / 4 + 0 + 3 / 4) / 3)
+    assert table[2].value == pytest.approx(((1 - 3 / 6) + 0 + 1) / 3)
+    assert table[4].value == pytest.approx(2 / 3)
+    assert all(e.low <= e.value <= e.high for e in table.values())
+
+
+def test_wilson_interval_known_values_and_edges() -> None:
+    estimate = wilson_interval(8, 10)
+    assert (estimate.low, estimate.high) == (pytest.approx(0.4902, abs=1e-4), pytest.approx(0.9433, abs=1e-4))
+    assert wilson_interval(0, 5).low == 0.0 and wilson_interval(5, 5).high == 1.0
+
+
+@pytest.mark.parametrize(("p", "trials"), [(0.3, 50), (0.8, 100), (0.5, 20)])
+def test_wilson_coverage_by_simulation(p: float, trials: int) -> None:
+    generator = random.Random(1234)
+    runs = 2000
+    covered = 0
+    for _ in range(runs):
+        successes = sum(generator.random() < p for _ in range(trials))
+        estimate = wilson_interval(successes, trials)
+        covered += estimate.low <= p <= estimate.high
+    assert abs(covered / runs - 0.95) <= 0.02, covered / runs
+
+
+def test_bootstrap_coverage_by_simulation() -> None:
+    """A mean score over 40 rows (scores uniform on [0, 1], true mean 0.5)."""
+    generator = random.Random(99)
+    runs = 1000
+    covered = 0
+    for run in range(runs):
+        scores = [generator.random() for _ in range(40)]
+        estimate = bootstrap_interval(scores, resamples=400, seed=run)
+        covered += estimate.low <= 0.5 <= estimate.high
+    assert abs(covered / runs - 0.95) <= 0.02, covered / runs
+
+
+def test_paired_difference_is_over_the_same_rows() -> None:
+    first = [1.0, 1.0, 0.0, 1.0]
+    second = [0.0, 1.0, 0.0, 0.0]
+    estimate = paired_difference(first, second, resamples=500)
+    assert estimate.value == pytest.approx(0.5) and estimate.low <= 0.5 <= estimate.high
+    with pytest.raises(ValueError, match="differ in number"):
+        paired_difference([1.0], [1.0, 0.0])

@@ -1,0 +1,22 @@
+"""Eval functions for the ``osmosis eval`` tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def exact(solution_str: str, ground_truth: str, extra_info: dict[str, Any]) -> float:
+    """1.0 when the answer is the ground truth, else 0.0."""
+    return float(solution_str.strip() == ground_truth.strip())
+
+
+def turns(messages: list[dict[str, Any]], ground_truth: str, metadata: dict[str, Any]) -> float:
+    """The number of messages in the final conversation."""
+    return float(len(messages))
+
+
+def broken(solution_str: str, ground_truth: str, extra_info: dict[str, Any]) -> float:
+    """Fails on rows whose mode column says so."""
+    if extra_info.get("mode") == "break-eval":
+        raise ValueError("the eval function broke on purpose")
+    return 1.0
