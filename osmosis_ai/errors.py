@@ -52,6 +52,7 @@ classes that exist, both ways, so a new error class means a new line here::
     │   ├── LoginError                              osmosis_ai.auth.errors
     │   ├── PlatformURLError (ValueError)           osmosis_ai.auth.errors
     │   ├── CredentialsStoreError                   osmosis_ai.auth.errors
+    │   │   └── KeyringTokenError                   osmosis_ai.auth.errors
     │   ├── PlatformAPIError                        osmosis_ai.auth.errors
     │   └── AuthenticationExpiredError              osmosis_ai.auth.errors
     └── TrainGateError                              osmosis_ai.traingate.errors

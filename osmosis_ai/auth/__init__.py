@@ -1,6 +1,7 @@
 """Osmosis Platform login and credentials.
 
-* :mod:`~osmosis_ai.auth.store` — the credentials file (0600, atomic, locked), workspaces per Platform.
+* :mod:`~osmosis_ai.auth.store` — the credentials file (0600, atomic, locked), workspaces per Platform;
+  tokens go to the OS keyring instead when :mod:`~osmosis_ai.auth.os_keyring` finds a real one.
 * :mod:`~osmosis_ai.auth.client` — calls to the Platform with the right token, and only to the
   Platform that issued it.
 * Login flows: :mod:`~osmosis_ai.auth.browser` (loopback callback) and :mod:`~osmosis_ai.auth.device`
@@ -40,6 +41,7 @@ _EXPORTS: dict[str, str] = {
     "PlatformAPIError": "osmosis_ai.auth.errors",
     "PlatformURLError": "osmosis_ai.auth.errors",
     "CredentialsStoreError": "osmosis_ai.auth.errors",
+    "KeyringTokenError": "osmosis_ai.auth.errors",
 }
 
 # Read from the environment at every lookup (never cached here), like osmosis_ai.auth.config's.

@@ -112,7 +112,12 @@ def authenticated_request(
     """:func:`call` with ``credentials`` (default: :func:`resolve_credentials`)."""
     credentials = credentials if credentials is not None else resolve_credentials()
     if credentials is None:
+        active = store.current_store().get_active_credentials()
+        if active is not None and active.token_problem:
+            raise AuthenticationExpiredError(active.token_problem)
         raise AuthenticationExpiredError(f"not logged in to the Osmosis Platform; {LOGIN_HINT}")
+    if isinstance(credentials, WorkspaceCredentials) and credentials.token_problem:
+        raise AuthenticationExpiredError(credentials.token_problem)
     base_url = settings.platform_url()
     if isinstance(credentials, WorkspaceCredentials):
         issued_by = credentials.platform_url
@@ -214,6 +219,8 @@ class RevokeOutcome:
 
 def revoke(credentials: WorkspaceCredentials, *, timeout: float = 15.0) -> RevokeOutcome:
     """Ask the Platform that issued ``credentials`` to revoke them. Never raises for Platform failures."""
+    if not credentials.access_token:
+        return RevokeOutcome(False, "the token could not be read from the OS keyring")
     base_url = credentials.platform_url or settings.platform_url()
     data = {"token_id": credentials.token_id} if credentials.token_id else {}
     try:

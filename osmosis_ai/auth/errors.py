@@ -25,6 +25,11 @@ class CredentialsStoreError(AuthError):
     """The credentials file cannot be read or written (permissions, a corrupt file kept aside)."""
 
 
+class KeyringTokenError(CredentialsStoreError):
+    """A workspace's token is kept in the OS keyring and cannot be read back (turned off, locked,
+    failing, or the entry is gone); the message says how to unlock it or log in again."""
+
+
 class PlatformAPIError(AuthError):
     """The Platform answered with an error status, an unreadable body, or not at all.
 

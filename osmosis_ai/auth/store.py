@@ -6,12 +6,19 @@ File format (``version`` 2)::
      "platforms": {"https://platform.osmosis.ai": {
          "active_workspace": "<workspace key>" | null,
          "workspaces": {"<workspace key>": {"access_token", "token_type", "expires_at", "created_at",
-                                            "user": {...}, "organization": {...}, "token_id"?, "invalid"?}}}}}
+                                            "user": {...}, "organization": {...}, "token_id"?, "invalid"?,
+                                            "token_storage"?}}}}}
 
 A workspace's key is its organization id (stable; names are chosen by users and may repeat), or
 ``name:<organization name>`` when the Platform sent no id. A version 1 file (one flat ``workspaces``
 table keyed by organization name, no Platform) is read as belonging to the default Platform, and
 rewritten as version 2 by the next change.
+
+Where a real OS keyring is available (:mod:`osmosis_ai.auth.os_keyring`), a login's token is put
+there and its record says ``"token_storage": "keyring"`` instead of holding ``access_token``; when
+the keyring is absent, turned off or refuses, the token is written to the file as before. Records
+written either way, and 0.2's files, are read alike. A token the keyring cannot give back makes that
+workspace unusable (``token_problem`` says why and how to log in again); nothing else is affected.
 
 Safety of the file:
 
@@ -39,8 +46,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
-from osmosis_ai.auth import settings
-from osmosis_ai.auth.errors import CredentialsStoreError
+from osmosis_ai.auth import os_keyring, settings
+from osmosis_ai.auth.errors import CredentialsStoreError, KeyringTokenError
 
 try:  # POSIX; without it (Windows) writes are still atomic but not serialised between processes
     import fcntl
@@ -48,6 +55,7 @@ except ImportError:  # pragma: no cover - exercised on Windows only
     fcntl = None  # type: ignore[assignment]
 
 FORMAT_VERSION = 2
+KEYRING_STORAGE = "keyring"
 T = TypeVar("T")
 
 
@@ -101,7 +109,8 @@ class WorkspaceCredentials:
 
     ``platform_url`` is the Platform the token was issued by (set when loaded from or saved to the
     store); the client refuses to send the token anywhere else. ``invalid`` is set when that Platform
-    answered 401 to it.
+    answered 401 to it. ``token_in_keyring`` says the file holds a marker and the OS keyring the
+    token; ``token_problem`` (never stored) says why such a token could not be read back.
     """
 
     access_token: str = field(repr=False)
@@ -113,6 +122,8 @@ class WorkspaceCredentials:
     token_id: str | None = None
     platform_url: str | None = None
     invalid: bool = False
+    token_in_keyring: bool = False
+    token_problem: str | None = None
 
     @property
     def workspace_key(self) -> str:
@@ -129,18 +140,21 @@ class WorkspaceCredentials:
         return datetime.now(timezone.utc) >= self.expires_at
 
     def is_usable(self) -> bool:
-        """Neither expired nor rejected by the Platform."""
-        return not self.invalid and not self.is_expired()
+        """Neither expired, nor rejected by the Platform, nor with a token the keyring cannot give."""
+        return not self.invalid and not self.token_problem and not self.is_expired()
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
-            "access_token": self.access_token,
             "token_type": self.token_type,
             "expires_at": self.expires_at.isoformat(),
             "created_at": self.created_at.isoformat(),
             "user": self.user.to_dict(),
             "organization": self.organization.to_dict(),
         }
+        if self.token_in_keyring:
+            data["token_storage"] = KEYRING_STORAGE
+        else:
+            data["access_token"] = self.access_token
         if self.token_id:
             data["token_id"] = self.token_id
         if self.invalid:
@@ -149,10 +163,15 @@ class WorkspaceCredentials:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], platform_url: str | None = None) -> WorkspaceCredentials:
-        """Raises ``KeyError``/``ValueError``/``TypeError`` for a malformed record."""
+        """Raises ``KeyError``/``ValueError``/``TypeError`` for a malformed record.
+
+        A record whose token is in the keyring comes back with an empty ``access_token``;
+        :meth:`load_keyring_token` fills it in.
+        """
         created = data.get("created_at")
+        in_keyring = data.get("token_storage") == KEYRING_STORAGE
         return cls(
-            access_token=str(data["access_token"]),
+            access_token="" if in_keyring else str(data["access_token"]),
             token_type=str(data.get("token_type") or "Bearer"),
             expires_at=parse_timestamp(str(data["expires_at"])),
             user=UserInfo.from_dict(dict(data["user"])),
@@ -161,7 +180,18 @@ class WorkspaceCredentials:
             token_id=str(data["token_id"]) if data.get("token_id") else None,
             platform_url=platform_url,
             invalid=bool(data.get("invalid", False)),
+            token_in_keyring=in_keyring,
         )
+
+    def load_keyring_token(self) -> None:
+        """Fill in a keyring-held token, or set ``token_problem`` when the keyring cannot give it."""
+        if not self.token_in_keyring or self.access_token or self.token_problem:
+            return
+        try:
+            url = self.platform_url or settings.platform_url()
+            self.access_token = os_keyring.load_token(url, self.workspace_key, self.workspace_name)
+        except KeyringTokenError as exc:
+            self.token_problem = str(exc)
 
 
 @dataclass
@@ -260,7 +290,18 @@ class CredentialsFile:
         return directory
 
     def read_all(self) -> dict[str, CredentialsStore]:
-        """Every Platform's store; empty when there is no file. Raises :class:`CredentialsStoreError`."""
+        """Every Platform's store, tokens included; empty when there is no file.
+
+        Raises :class:`CredentialsStoreError`.
+        """
+        stores = self._parse()
+        for store in stores.values():
+            for credentials in store.workspaces.values():
+                credentials.load_keyring_token()
+        return stores
+
+    def _parse(self) -> dict[str, CredentialsStore]:
+        """Every Platform's store as the file has it: keyring-held tokens not fetched."""
         try:
             raw = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -276,8 +317,11 @@ class CredentialsFile:
             ) from None
 
     def read(self, platform_url: str) -> CredentialsStore:
-        """The store of ``platform_url`` (a normalised URL); empty when there is none."""
-        return self.read_all().get(platform_url) or CredentialsStore()
+        """The store of ``platform_url`` (a normalised URL), tokens included; empty when there is none."""
+        store = self._parse().get(platform_url) or CredentialsStore()
+        for credentials in store.workspaces.values():
+            credentials.load_keyring_token()
+        return store
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -301,13 +345,15 @@ class CredentialsFile:
     ) -> T:
         """Apply ``change`` to every store under the lock, write the result, return ``change``'s value.
 
+        Tokens kept in the OS keyring are not fetched for ``change`` (their ``access_token`` is empty).
+
         An unreadable file raises :class:`CredentialsStoreError`, or with ``set_aside_unreadable`` is
         renamed aside and replaced by an empty store first.
         """
         try:
             with self._locked():
                 try:
-                    stores = self.read_all()
+                    stores = self._parse()
                 except CredentialsStoreError:
                     if not set_aside_unreadable:
                         raise
@@ -354,12 +400,21 @@ def _file(file: CredentialsFile | None) -> CredentialsFile:
 
 
 def save(credentials: WorkspaceCredentials, *, file: CredentialsFile | None = None) -> WorkspaceCredentials:
-    """Store ``credentials`` under its Platform (default: the current one) and make it active."""
+    """Store ``credentials`` under its Platform (default: the current one) and make it active.
+
+    The token goes to the OS keyring when a real one takes it, else into the file.
+    """
     url = credentials.platform_url or settings.platform_url()
-    stored = replace(credentials, platform_url=url)
+    stored = replace(credentials, platform_url=url, token_problem=None)
 
     def change(stores: dict[str, CredentialsStore]) -> None:
-        stores.setdefault(url, CredentialsStore()).add(stored)
+        store = stores.setdefault(url, CredentialsStore())
+        previous = store.workspaces.get(stored.workspace_key)
+        # Under the lock, so that the keyring entry and the file's marker agree between two logins.
+        stored.token_in_keyring = os_keyring.store_token(url, stored.workspace_key, stored.access_token)
+        if not stored.token_in_keyring and previous is not None and previous.token_in_keyring:
+            os_keyring.delete_token(url, stored.workspace_key)  # an older token must not linger there
+        store.add(stored)
 
     _file(file).update(change, set_aside_unreadable=True)
     return stored
@@ -371,7 +426,10 @@ def mark_invalid(credentials: WorkspaceCredentials, *, file: CredentialsFile | N
 
     def change(stores: dict[str, CredentialsStore]) -> bool:
         stored = stores.get(url, CredentialsStore()).workspaces.get(credentials.workspace_key)
-        if stored is None or stored.access_token != credentials.access_token:
+        if stored is None:
+            return False
+        stored.load_keyring_token()
+        if stored.access_token != credentials.access_token:
             return False
         stored.invalid = True
         return True
@@ -382,7 +440,10 @@ def mark_invalid(credentials: WorkspaceCredentials, *, file: CredentialsFile | N
 def remove(
     keys: list[str] | None, *, platform_url: str | None = None, file: CredentialsFile | None = None
 ) -> list[WorkspaceCredentials]:
-    """Remove the workspaces ``keys`` (all of this Platform's with ``None``); returns those removed."""
+    """Remove the workspaces ``keys`` (all of this Platform's with ``None``) and their keyring entries.
+
+    Returns those removed, without their tokens when these were kept in the keyring.
+    """
     url = platform_url or settings.platform_url()
     store_file = _file(file)
     if not store_file.path.exists():
@@ -395,7 +456,11 @@ def remove(
         targets = list(store.workspaces) if keys is None else keys
         return [c for c in (store.remove(k) for k in targets) if c is not None]
 
-    return store_file.update(change)
+    removed = store_file.update(change)
+    for credentials in removed:
+        if credentials.token_in_keyring:
+            os_keyring.delete_token(url, credentials.workspace_key)
+    return removed
 
 
 def activate(name_or_key: str, *, file: CredentialsFile | None = None) -> WorkspaceCredentials | None:

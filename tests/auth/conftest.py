@@ -32,6 +32,7 @@ def config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("OSMOSIS_CONFIG_DIR", str(directory))
     monkeypatch.delenv("OSMOSIS_TOKEN", raising=False)
     monkeypatch.delenv("OSMOSIS_ACCESS_TOKEN", raising=False)
+    monkeypatch.setenv("OSMOSIS_KEYRING", "0")  # never the developer's own OS keyring
     return directory
 
 

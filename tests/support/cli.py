@@ -32,6 +32,7 @@ def subprocess_env(home: Path | None = None, **extra: str) -> dict[str, str]:
         }
         env["HOME"] = str(home)
     env["PYTHONPATH"] = str(REPO)
+    env["OSMOSIS_KEYRING"] = "0"  # never the developer's own OS keyring; a test opts in with its own backend
     env.update(extra)
     return env
 

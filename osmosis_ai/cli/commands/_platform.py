@@ -43,7 +43,7 @@ def workspace_json(credentials: WorkspaceCredentials, *, active: bool = False) -
 
 
 def workspace_line(credentials: WorkspaceCredentials, *, active: bool = False) -> str:
-    """``name (role)`` with `` (active)``, `` [expired]`` and `` [rejected]`` marks as they apply."""
+    """``name (role)`` with `` (active)``, `` [expired]``, `` [rejected]`` and keyring marks as they apply."""
     line = f"{credentials.workspace_name} ({credentials.organization.role})"
     if active:
         line += " (active)"
@@ -51,6 +51,8 @@ def workspace_line(credentials: WorkspaceCredentials, *, active: bool = False) -
         line += " [expired]"
     elif credentials.invalid:
         line += " [rejected: log in again]"
+    elif credentials.token_problem:
+        line += " [token not readable from the OS keyring: log in again]"
     return line
 
 
