@@ -14,7 +14,8 @@ second server with ``--max-concurrent`` rollouts allowed to run at once (the cal
 connection for each). Last, the tricks the server keeps for speed, each against its plain
 version in servers started side by side (``--trick-rounds`` interleaved concurrency-50 runs, best
 kept): validating a valid init body in one step instead of through FastAPI's body handling,
-and calling a proven-fast ``get_tools`` inline instead of in a worker thread. Loopback only; every process is stopped at the
+calling a proven-fast ``get_tools`` inline instead of in a worker thread, and ``tune_gc()`` instead
+of the default garbage collector settings. Loopback only; every process is stopped at the
 end; bounded in time.
 """
 
@@ -58,15 +59,19 @@ import uvicorn
 from examples.calculator.agent import agent_loop
 from osmosis_ai.rollout.server.app import create_app
 from osmosis_ai.rollout.server.routes import InitRoute
+from osmosis_ai.rollout.server.runner import tune_gc
 
 port, variant = int(sys.argv[1]), sys.argv[2]
 InitRoute.fast_path = variant != "fastapi_body"
 app = create_app(agent_loop, get_tools_in_thread=variant == "thread")
+if variant == "tune_gc":
+    tune_gc()
 uvicorn.run(app, host="127.0.0.1", port=port, log_level="critical", access_log=False)
 """
 TRICKS = {  # trick: (variant with it, variant without it)
     "init fast path (vs FastAPI's body handling)": ("default", "fastapi_body"),
     "get_tools inline once fast (vs always in a thread)": ("default", "thread"),
+    "tune_gc() (vs the default GC)": ("tune_gc", "default"),
 }
 
 

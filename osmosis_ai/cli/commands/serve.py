@@ -313,7 +313,7 @@ def serve_agent_loop(
         return
 
     from osmosis_ai.rollout.server.app import create_app
-    from osmosis_ai.rollout.server.runner import run_app
+    from osmosis_ai.rollout.server.runner import run_app, tune_gc
 
     app = create_app(
         agent_loop,
@@ -322,6 +322,7 @@ def serve_agent_loop(
         **register_args,
         **app_kwargs,
     )
+    tune_gc()  # this process is the server now: the application, not the library, tunes it
     run_app(app, host=bind_host, port=port, **options)
 
 
