@@ -15,7 +15,6 @@ classes that exist, both ways, so a new error class means a new line here::
     │   ├── RewardSignatureError                    osmosis_ai.errors
     │   ├── RewardArgumentError                     osmosis_ai.errors
     │   └── RewardReturnError (ValueError)          osmosis_ai.errors
-    ├── CLIError                                    osmosis_ai.errors
     ├── JudgeInputError (TypeError)                 osmosis_ai.judge.errors
     ├── ScoreRangeError (ValueError)                osmosis_ai.judge.errors
     ├── JudgeSettingError (ValueError)              osmosis_ai.judge.errors
@@ -66,7 +65,8 @@ provider call; the rollout errors are the agent-side SDK (calls to TrainGate, ag
 definition, tools); ``AuthError`` and its children are Platform login, stored credentials and
 Platform calls; ``ServeError`` is a server that cannot start; the evaluation errors are the shared
 dataset reader's, the model client's, the eval functions' and the run journal's; the TrainGate
-errors are the local trainer's. ``CLIError`` is the command line's own: library code never raises it.
+errors are the local trainer's. The command line's own error class lives in ``osmosis_ai/cli/errors.py``
+(an application error, not part of this tree): library code never raises it.
 """
 
 from __future__ import annotations
@@ -97,7 +97,3 @@ class RewardArgumentError(RewardContractError):
 
 class RewardReturnError(RewardContractError, ValueError):
     """A reward function returned something other than a finite real number."""
-
-
-class CLIError(OsmosisError):
-    """A command-line action cannot proceed. The message is shown to the user as ``Error: <message>``."""

@@ -83,6 +83,8 @@ def _existing_tree() -> dict[str, Node]:
         pending.extend(cls.__subclasses__())
         if not cls.__module__.startswith("osmosis_ai.") or cls.__name__.startswith("_"):
             continue
+        if cls.__module__.startswith("osmosis_ai.cli."):  # the application's error, not the libraries'
+            continue
         assert cls.__name__ not in nodes, f"two error classes are named {cls.__name__}"
         nodes[cls.__name__] = Node(_public_parent(cls).__name__, _builtin_bases(cls), cls.__module__)
     return nodes

@@ -1,6 +1,6 @@
 """Loading what a command line names as ``module.path:attribute``: an agent loop, a reward function.
 
-Every failure is a :class:`~osmosis_ai.errors.CLIError` whose message says what was wrong and what a
+Every failure is a :class:`~osmosis_ai.cli.errors.CLIError` whose message says what was wrong and what a
 valid value looks like; the CLI prints it as ``Error: ...`` without a traceback.
 """
 
@@ -13,12 +13,12 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from osmosis_ai.errors import CLIError
+from osmosis_ai.cli.errors import CLIError
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.core.base import RolloutAgentLoop
 
-__all__ = ["load_agent_loop", "load_attribute", "load_reward"]
+__all__ = ["CLIError", "load_agent_loop", "load_attribute", "load_reward"]
 
 _EXAMPLE = "e.g. 'my_agent:agent_loop' or 'package.module:MyAgentLoop'"
 

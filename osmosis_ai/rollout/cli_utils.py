@@ -1,6 +1,5 @@
-"""A compatibility import path: ``MODULE:ATTR`` loading lives in :mod:`osmosis_ai.cli.loading`."""
+"""A compatibility import path: ``MODULE:ATTR`` loading and the error it raises live in
+:mod:`osmosis_ai.cli.loading`; this module re-exports that module's public names."""
 
-from osmosis_ai.cli.loading import load_agent_loop, load_attribute
-from osmosis_ai.errors import CLIError
-
-__all__ = ["CLIError", "load_agent_loop", "load_attribute"]
+from osmosis_ai.cli.loading import *  # noqa: F403
+from osmosis_ai.cli.loading import __all__ as __all__

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_ai.cli.arguments import finite_number, fraction, whole_number
-from osmosis_ai.errors import CLIError
+from osmosis_ai.cli.errors import CLIError
 
 JOURNAL_ENV = "OSMOSIS_CACHE_DIR"
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli import output
 from osmosis_ai.cli.arguments import finite_number, fraction, whole_number
-from osmosis_ai.errors import CLIError
+from osmosis_ai.cli.errors import CLIError
 
 if TYPE_CHECKING:
     from rich.console import Console

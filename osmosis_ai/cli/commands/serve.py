@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from osmosis_ai._lazy import install_hint
 from osmosis_ai.cli.arguments import finite_number, whole_number
+from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import console
-from osmosis_ai.errors import CLIError
 from osmosis_ai.rollout.server.serve import DEFAULT_HOST, DEFAULT_PORT, LOCAL_HOST, ServeError
 
 if TYPE_CHECKING:

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_ai.cli.arguments import finite_number, fraction, whole_number
+from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.consts import PACKAGE_VERSION
-from osmosis_ai.errors import CLIError
 
 ERROR_PREVIEW = 200
 DEBUG_DIR = "test_debug"

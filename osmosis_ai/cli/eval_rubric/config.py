@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from osmosis_ai.errors import CLIError
+from osmosis_ai.cli.errors import CLIError
 
 SUPPORTED_VERSION = 1
 _TEXT_DEFAULTS = ("system_prompt", "original_input", "ground_truth")

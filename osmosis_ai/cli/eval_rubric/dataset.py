@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai.errors import CLIError
+from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.evaluation.dataset import iter_raw
 from osmosis_ai.evaluation.errors import DatasetParseError
 

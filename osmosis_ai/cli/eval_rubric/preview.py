@@ -8,9 +8,9 @@ from typing import Any
 
 import yaml
 
+from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.eval_rubric.config import load_rubric_suite
 from osmosis_ai.cli.eval_rubric.dataset import load_json_objects
-from osmosis_ai.errors import CLIError
 
 CONFIG_SUFFIXES = (".yaml", ".yml")
 DATASET_SUFFIXES = (".jsonl",)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_ai._litellm import import_litellm
+from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.eval_rubric.config import RubricConfig, load_rubric_suite
 from osmosis_ai.cli.eval_rubric.dataset import load_records
 from osmosis_ai.cli.eval_rubric.engine import RubricEvaluationEngine
@@ -40,7 +41,6 @@ from osmosis_ai.cli.eval_rubric.report import (
     render_text_report,
     write_json_atomic,
 )
-from osmosis_ai.errors import CLIError
 from osmosis_ai.evaluation.outcome import verdict
 from osmosis_ai.judge.keys import ensure_api_key_available
 from osmosis_ai.judge.ratelimit import RateLimiter

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from osmosis_ai.errors import CLIError
+from osmosis_ai.cli.errors import CLIError
 from tests.support.eval_rubric import MODEL, suite_from
 
 

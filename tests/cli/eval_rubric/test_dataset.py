@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.eval_rubric.dataset import load_records
-from osmosis_ai.errors import CLIError
 
 
 def test_dataset_validation_names_the_line(tmp_path: Path) -> None:

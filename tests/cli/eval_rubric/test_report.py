@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.eval_rubric.report import baseline_delta, load_baseline, write_json_atomic
-from osmosis_ai.errors import CLIError
 
 
 def test_baseline_sources(tmp_path: Path) -> None:
