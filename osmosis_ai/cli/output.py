@@ -166,6 +166,22 @@ class Console:
 console = Console()
 
 
+def setup_logging(level: int | None) -> None:
+    """Send library log records to stderr at ``level``; with ``None``, errors only, and the agents' own
+    failures silenced: a command reports those per row in its summary."""
+    import logging
+
+    logging.basicConfig(level=level or logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
+    if level is None:
+        logging.getLogger("osmosis_ai.rollout").setLevel(logging.CRITICAL)
+
+
+def say(line: str, *, quiet: bool) -> None:
+    """One line of a command's running commentary on stdout, unless ``-q`` asked for the outcome only."""
+    if not quiet:
+        print(line, flush=True)
+
+
 def error(message: object) -> None:
     """The one ``Error: <message>`` line a failed command prints, on stderr."""
     console.print_error(f"Error: {message}")

@@ -30,6 +30,7 @@ from typing import Any
 
 from osmosis_ai.cli.arguments import finite_number, fraction, whole_number
 from osmosis_ai.cli.errors import CLIError
+from osmosis_ai.cli.output import say, setup_logging
 
 JOURNAL_ENV = "OSMOSIS_CACHE_DIR"
 
@@ -67,17 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=logging.DEBUG if args.debug else logging.ERROR, format="%(levelname)s %(name)s: %(message)s"
-    )
-    if not args.debug:
-        logging.getLogger("osmosis_ai.rollout").setLevel(logging.CRITICAL)
+    setup_logging(logging.DEBUG if args.debug else None)
     return asyncio.run(_eval(args))
-
-
-def _say(args: argparse.Namespace, line: str) -> None:
-    if not args.quiet:
-        print(line, flush=True)
 
 
 def _source_digest(obj: Any) -> str:
@@ -144,9 +136,12 @@ async def _eval(args: argparse.Namespace) -> int:
         ]
         todo = journal.to_run(keys, retry_failed=args.retry_failed)
         done_before = len(keys) - len(todo)
-        _say(args, f"Dataset: {reader.file_path} ({selected} rows x {args.n} runs); journal {journal_path}")
+        say(
+            quiet=args.quiet,
+            line=f"Dataset: {reader.file_path} ({selected} rows x {args.n} runs); journal {journal_path}",
+        )
         if done_before:
-            _say(args, f"Resuming: {done_before} of {len(keys)} runs already finished")
+            say(quiet=args.quiet, line=f"Resuming: {done_before} of {len(keys)} runs already finished")
         if todo:
             stop = await _run_samples(args, agent_loop, eval_fns, reader, journal, todo, params)
         else:
@@ -261,12 +256,12 @@ def _report(
             "rows": len(by_row),
             "runs": sum(len(v) for v in by_row.values()),
         }
-        _say(
-            args,
+        say(
             f"{fn.name}: mean {mean.value:.3f} [{mean.low:.3f}, {mean.high:.3f}] over {len(by_row)} rows",
+            quiet=args.quiet,
         )
         for k, e in table.items():
-            _say(args, f"  pass@{k}: {e.value:.3f} [{e.low:.3f}, {e.high:.3f}]")
+            say(quiet=args.quiet, line=f"  pass@{k}: {e.value:.3f} [{e.low:.3f}, {e.high:.3f}]")
     line = counts.describe("run")
     if counts.total < planned:
         line += f"; {planned - counts.total} of {planned} not run"

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from osmosis_ai.cli import output
 from osmosis_ai.cli.arguments import finite_number, fraction, whole_number
 from osmosis_ai.cli.errors import CLIError
+from osmosis_ai.cli.output import setup_logging
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -139,12 +140,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.ERROR, format="%(levelname)s %(name)s: %(message)s"
-    )
-    if not args.verbose:
-        # Agent failures are reported per rollout in the summary; their tracebacks only with --verbose.
-        logging.getLogger("osmosis_ai.rollout").setLevel(logging.CRITICAL)
+    setup_logging(logging.INFO if args.verbose else None)
     if args.rollout_command == "bench":
         return asyncio.run(_bench(args))
     return asyncio.run(_run(args))

@@ -20,6 +20,7 @@ from typing import Any
 
 from osmosis_ai.cli.arguments import finite_number, fraction, whole_number
 from osmosis_ai.cli.errors import CLIError
+from osmosis_ai.cli.output import say, setup_logging
 from osmosis_ai.consts import PACKAGE_VERSION
 
 ERROR_PREVIEW = 200
@@ -72,17 +73,8 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError("--row needs --interactive")
     if args.interactive:
         raise CLIError("interactive mode (-i) is not available yet; run without -i for batch mode")
-    logging.basicConfig(
-        level=logging.DEBUG if args.debug else logging.ERROR, format="%(levelname)s %(name)s: %(message)s"
-    )
-    if not args.debug:
-        logging.getLogger("osmosis_ai.rollout").setLevel(logging.CRITICAL)
+    setup_logging(logging.DEBUG if args.debug else None)
     return asyncio.run(_test(args))
-
-
-def _say(args: argparse.Namespace, line: str) -> None:
-    if not args.quiet:
-        print(line, flush=True)
 
 
 async def _test(args: argparse.Namespace) -> int:
@@ -95,7 +87,7 @@ async def _test(args: argparse.Namespace) -> int:
     output = Path(args.output) if args.output else None
     if output is not None and output.is_dir():
         raise CLIError(f"cannot write --output {output}: it is a directory")
-    _say(args, f"osmosis-rollout-test v{PACKAGE_VERSION}")
+    say(quiet=args.quiet, line=f"osmosis-rollout-test v{PACKAGE_VERSION}")
     agent_loop = load_agent_loop(args.module)
     reader = DatasetReader(args.dataset)
     total = len(reader)
@@ -107,13 +99,16 @@ async def _test(args: argparse.Namespace) -> int:
     # The first row is checked now, so a dataset in the wrong shape fails before any paid request;
     # the others are checked as they are read (the file is never loaded whole).
     reader.read(limit=1, offset=args.offset)
-    _say(args, f"Dataset: {reader.file_path} ({total} rows, running {selected})")
+    say(quiet=args.quiet, line=f"Dataset: {reader.file_path} ({total} rows, running {selected})")
     client = ExternalLLMClient(args.model, api_key=args.api_key, api_base=args.base_url)
     params = {
         k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens)) if v is not None
     }
     async with client:
-        _say(args, f"Model: {client.display_name}" + (f" at {args.base_url}" if args.base_url else ""))
+        say(
+            quiet=args.quiet,
+            line=f"Model: {client.display_name}" + (f" at {args.base_url}" if args.base_url else ""),
+        )
         await client.preflight_check()  # a bad key or model: one line, nothing run
         runner = LocalRunner(
             agent_loop,
@@ -137,18 +132,21 @@ async def _test(args: argparse.Namespace) -> int:
             if result.error and not result.success:
                 error = " ".join(result.error.split())
                 line += " - " + (error if len(error) <= ERROR_PREVIEW else error[: ERROR_PREVIEW - 3] + "...")
-            _say(args, line)
+            say(quiet=args.quiet, line=line)
 
         batch = await runner.run(reader.iter_indexed(args.limit, args.offset), on_result=show)
     counts = batch.counts
-    _say(args, "")
-    _say(args, "Summary:")
-    _say(args, f"  Duration: {format_duration(batch.total_duration_ms)}")
-    _say(args, f"  Total tokens: {batch.total_tokens:,}")
+    say(quiet=args.quiet, line="")
+    say(quiet=args.quiet, line="Summary:")
+    say(quiet=args.quiet, line=f"  Duration: {format_duration(batch.total_duration_ms)}")
+    say(quiet=args.quiet, line=f"  Total tokens: {batch.total_tokens:,}")
     if batch.total_retries:
-        _say(args, f"  Retried model calls: {batch.total_retries} (transient provider failures)")
+        say(
+            quiet=args.quiet,
+            line=f"  Retried model calls: {batch.total_retries} (transient provider failures)",
+        )
     if batch.stopped_early:
-        _say(args, f"  Stopped early: {batch.stop_reason}")
+        say(quiet=args.quiet, line=f"  Stopped early: {batch.stop_reason}")
     line = counts.describe("row")
     rewards = [r.reward for r in batch.results if r.success and r.reward is not None]
     if rewards:
@@ -158,7 +156,7 @@ async def _test(args: argparse.Namespace) -> int:
     print(line, flush=True)
     if output is not None:
         _write_json(output, batch.to_dict())
-        _say(args, f"Wrote results to {output}")
+        say(quiet=args.quiet, line=f"Wrote results to {output}")
     if batch.stopped_early:
         raise CLIError(f"the run stopped: {batch.stop_reason}")
     reason = verdict(
