@@ -42,10 +42,11 @@ def test_scores_pass_at_k_and_resume(openai_server: OpenAIServer, tmp_path: Path
     assert "  pass@3: 0.500 [" in result.stdout
     assert result.stdout.endswith("12 runs: 12 completed (100.0%)\n")
     document = json.loads(out.read_text())
-    summary = document["eval_functions"]["tests.support.evals:exact"]
-    assert summary["pass_at_k"]["1"]["value"] == 0.5 and summary["rows"] == 4 and summary["runs"] == 12
-    assert document["eval_functions"]["tests.support.evals:turns"]["mean"]["value"] == 3.0
-    assert len(document["runs"]) == 12 and len(openai_server.requests) == 13  # preflight + 12 runs
+    summary = document["summary"]["eval_fns"]["tests.support.evals:exact"]
+    assert summary["pass_at_1"] == 0.5 and summary["rows"] == 4 and summary["runs"] == 12
+    assert document["summary"]["eval_fns"]["tests.support.evals:turns"]["mean"] == 3.0
+    assert sum(len(row["runs"]) for row in document["rows"]) == 12
+    assert len(openai_server.requests) == 13  # preflight + 12 runs
     again = _eval(
         openai_server.url, data, tmp_path, "--n", "3", "--eval-fn", "tests.support.evals:turns", "-q"
     )
@@ -106,7 +107,7 @@ def test_failed_runs_are_counted_not_scored(
     assert result.stdout == f"2 runs: 0 completed (0.0%), {outcome} 2\n"
     assert result.stderr == f"Error: all 2 runs failed ({outcome} 2)\n"
     document = json.loads(out.read_text())
-    assert document["eval_functions"]["tests.support.evals:broken"] is None  # no score at all, not 0
+    assert document["summary"]["eval_fns"]["tests.support.evals:broken"] is None  # no score at all, not 0
 
 
 def test_killed_with_sigkill_and_resumed_gives_the_uninterrupted_result(
@@ -165,10 +166,12 @@ def test_killed_with_sigkill_and_resumed_gives_the_uninterrupted_result(
     assert resumed.returncode == 0, resumed.stderr
 
     def essentials(name: str) -> list[tuple[int, int, str, dict[str, float]]]:
-        runs = json.loads((tmp_path / name).read_text())["runs"]
-        return sorted((r["row_index"], r["run_index"], r["outcome"], r["scores"]) for r in runs)
+        rows = json.loads((tmp_path / name).read_text())["rows"]
+        return sorted(
+            (row["row_index"], r["run_index"], r["outcome"], r["scores"]) for row in rows for r in row["runs"]
+        )
 
     assert essentials("resumed.json") == essentials("whole.json")
-    whole_report = json.loads((tmp_path / "whole.json").read_text())["eval_functions"]
-    resumed_report = json.loads((tmp_path / "resumed.json").read_text())["eval_functions"]
+    whole_report = json.loads((tmp_path / "whole.json").read_text())["summary"]["eval_fns"]
+    resumed_report = json.loads((tmp_path / "resumed.json").read_text())["summary"]["eval_fns"]
     assert resumed_report == whole_report
