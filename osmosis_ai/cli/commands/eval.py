@@ -24,6 +24,7 @@ import hashlib
 import inspect
 import json
 import logging
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -72,7 +73,12 @@ def run(args: argparse.Namespace) -> int:
     if (args.baseline_base_url or args.baseline_api_key) and not args.baseline_model:
         raise CLIError("--baseline-base-url and --baseline-api-key need --baseline-model")
     setup_logging(logging.DEBUG if args.debug else None)
-    return asyncio.run(_eval(args))
+    try:
+        return asyncio.run(_eval(args))
+    except KeyboardInterrupt:
+        print("Interrupted: the finished runs are kept in the journal; run the same command again to resume.",
+              file=sys.stderr)  # fmt: skip
+        return 130
 
 
 def _source_digest(obj: Any) -> str:

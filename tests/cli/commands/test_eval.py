@@ -215,6 +215,7 @@ def test_a_baseline_gets_its_own_summary_and_a_paired_comparison(
     )
     assert "  tests.support.evals:exact: +1.000 [+1.000, +1.000] over 3 rows" in result.stdout
     assert result.stdout.endswith("6 runs: 6 completed (100.0%); baseline 6 runs: 6 completed (100.0%)\n")
+    assert "[12/12] " in result.stdout and "] [baseline] OK (" in result.stdout  # piped: a line per run
     models = [r.json["model"] for r in openai_server.requests]
     assert models.count("m") == models.count("b") == 7  # a preflight each, then 3 rows x 2 runs each
     document = json.loads(out.read_text())
