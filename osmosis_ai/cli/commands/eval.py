@@ -200,7 +200,7 @@ async def _run(
     endpoints = {PRIMARY: (args.model, args.api_key, args.base_url),
                  BASELINE: (args.baseline_model, args.baseline_api_key, args.baseline_base_url)}  # fmt: skip
     contenders = []
-    for tag in todo:
+    for tag in (tag for tag, keys in todo.items() if keys):  # a model with nothing left costs no preflight
         model, key, url = endpoints[tag]
         client = ExternalLLMClient(model, api_key=key, api_base=url)
         prefix = "eval" if tag == PRIMARY else "eval-baseline"
@@ -229,8 +229,8 @@ async def _run(
     bar = not args.quiet and output.wants_progress(None, remaining)
     first, last = min(wanted), max(wanted)
     with output.progress_bar(remaining, "eval", enabled=bar) as advance:
-        report = progress_reporter(total=total, done=done, quiet=args.quiet, tagged=len(contenders) > 1 or
-                                   BASELINE in todo, advance=advance, bar=bar)  # fmt: skip
+        report = progress_reporter(total=total, done=done, quiet=args.quiet, tagged=BASELINE in todo,
+                                   advance=advance, bar=bar)  # fmt: skip
         return await run_samples(
             contenders=contenders, eval_fns=eval_fns, rows=reader.iter_indexed(last - first + 1, first),
             todo=wanted, journal=journal, batch_size=args.batch_size, log_samples=args.log_samples,
