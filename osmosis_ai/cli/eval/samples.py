@@ -21,8 +21,6 @@ from osmosis_ai.evaluation.journal import PRIMARY, Journal, SampleRecord
 from osmosis_ai.evaluation.outcome import Outcome
 from osmosis_ai.evaluation.runner import LocalRunner, RowResult
 
-ERROR_PREVIEW = 200
-
 
 @dataclass(frozen=True)
 class Contender:
@@ -48,8 +46,7 @@ def describe_sample(record: SampleRecord, tagged: bool) -> str:
         line += " [" + ", ".join(f"{name}={score:.3f}" for name, score in data["scores"].items()) + "]"
     error = data.get("error") or "; ".join(f"{k}: {v}" for k, v in (data.get("eval_errors") or {}).items())
     if error and record.outcome is not Outcome.COMPLETED:
-        error = " ".join(str(error).split())
-        line += " - " + (error if len(error) <= ERROR_PREVIEW else error[: ERROR_PREVIEW - 3] + "...")
+        line += " - " + output.one_line(str(error))
     return line
 
 
