@@ -33,6 +33,7 @@ from osmosis_ai.cli.arguments import add_agent_run_arguments, finite_number, who
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.eval import cache
 from osmosis_ai.cli.output import say, setup_logging
+from osmosis_ai.consts import PACKAGE_VERSION
 
 DEBUG_DIR = "local_debug"
 
@@ -109,6 +110,7 @@ async def _eval(args: argparse.Namespace) -> int:
 
     if len(set(args.eval_fn)) != len(args.eval_fn):
         raise CLIError("each --eval-fn may be given once")
+    say(f"osmosis-eval v{PACKAGE_VERSION}", quiet=args.quiet)
     output_dir = check_output_path(Path(args.output_path), journal_root()) if args.output_path else None
     agent_loop = load_agent_loop(args.module)
     eval_fns = [
