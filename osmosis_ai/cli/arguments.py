@@ -49,3 +49,26 @@ def fraction(text: str) -> float:
     if value > 1:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text!r}")
     return value
+
+
+def add_agent_run_arguments(parser: argparse.ArgumentParser, *, unit: str, required: bool = True) -> None:
+    """The options every command that runs an agent loop in-process over a dataset shares (``test``,
+    ``eval``): the agent, the dataset and its rows, the model, the request limits, the failure rate
+    that still passes, ``-o`` and ``-q``. ``unit`` names what the failure rate counts ("row", "run");
+    with ``required=False`` the command checks ``-m``/``-d`` itself (it has sub-commands)."""
+    parser.add_argument("-m", "--module", "--agent", dest="module", required=required, metavar="MODULE:ATTR",
+                        help="agent loop to run, e.g. examples.calculator.agent:agent_loop")  # fmt: skip
+    parser.add_argument("-d", "--dataset", required=required,
+                        help="dataset (.jsonl, .csv, .parquet) with system_prompt, user_prompt, ground_truth")  # fmt: skip
+    parser.add_argument("--model", default="gpt-5-mini", help="LiteLLM model (default gpt-5-mini)")
+    parser.add_argument("--base-url", help="OpenAI-compatible base URL serving --model")
+    parser.add_argument("--api-key", help="API key (default: the provider's environment variable)")
+    parser.add_argument("--limit", type=whole_number(1), help="rows to run (default: all)")
+    parser.add_argument("--offset", type=whole_number(0), default=0, help="rows to skip first (default 0)")
+    parser.add_argument("--max-turns", type=whole_number(1), default=10, help="max_turns of each request")
+    parser.add_argument("--max-tokens", type=whole_number(1), help="completion_params.max_tokens")
+    parser.add_argument("--temperature", type=finite_number(), help="completion_params.temperature")
+    parser.add_argument("--max-failure-rate", type=fraction, default=0.0, metavar="FRACTION",
+                        help=f"share of {unit}s (0-1) that may fail without failing the command (default 0)")  # fmt: skip
+    parser.add_argument("-o", "--output", metavar="FILE.json", help="write the results as JSON")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")

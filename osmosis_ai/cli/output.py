@@ -182,6 +182,12 @@ def say(line: str, *, quiet: bool) -> None:
         print(line, flush=True)
 
 
+def one_line(text: str, limit: int = 200) -> str:
+    """``text`` on one line (whitespace runs become one space), cut to ``limit`` characters with ``...``."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
 def error(message: object) -> None:
     """The one ``Error: <message>`` line a failed command prints, on stderr."""
     console.print_error(f"Error: {message}")

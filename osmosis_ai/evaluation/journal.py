@@ -3,8 +3,15 @@
 The journal is one SQLite file in WAL mode with ``synchronous=FULL``: :meth:`Journal.record`
 returns only once the sample is committed to disk, and a caller counts a sample as finished only
 after that, so a ``kill -9`` at any point loses nothing that was counted. Samples are keyed by
-``(row_index, sample_index)``; recording a key again replaces it (a retried sample), so no sample
-is ever counted twice.
+``(row_index, sample_index)`` within a model tag (``primary``, or ``baseline`` for a second model
+run over the same rows); recording a key again replaces it (a retried sample), so no sample is
+ever counted twice. :meth:`Journal.arecord` commits the samples that finish together in one
+transaction (one disk sync for many samples), each caller released only once its sample is in.
+
+With ``samples_path``, the final messages of each recorded sample are appended there as one JSON
+line ``{row_index, run_index, model_tag, messages}`` before the sample is committed: a crash may
+leave a line whose sample is run again (readers keep the last line per key), never a committed
+sample without its line.
 
 A journal belongs to one configuration, identified by a fingerprint of what determines the results
 (agent source, eval functions, model, flags, dataset content — the caller decides, see
@@ -20,8 +27,10 @@ record but are not *finished*: a resumed run runs them again. ``retry_failed=Tru
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -33,8 +42,12 @@ from typing import Any
 from osmosis_ai.evaluation.errors import EvaluationError
 from osmosis_ai.evaluation.outcome import Outcome
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 RETRIED_WITH_RETRY_FAILED = frozenset({Outcome.MODEL_ERROR})
+PRIMARY = "primary"
+BASELINE = "baseline"
+IN_PROGRESS = "in_progress"
+COMPLETED = "completed"
 
 Key = tuple[int, int]
 
@@ -74,39 +87,56 @@ class SampleRecord:
     sample_index: int
     outcome: Outcome
     data: dict[str, Any] = field(default_factory=dict)
+    model_tag: str = PRIMARY
+    messages: list[dict[str, Any]] | None = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> Key:
         return (self.row_index, self.sample_index)
 
 
+@dataclass(frozen=True)
+class JournalInfo:
+    """What ``osmosis eval cache ls`` shows of a journal, read without claiming it."""
+
+    path: Path
+    labels: dict[str, Any]
+    status: str
+    created_at: float
+    runs: int
+
+
 class Journal:
     """Open with :meth:`open`; one journal per run, usable from one event loop and its worker thread."""
 
-    def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
+    def __init__(self, path: Path, connection: sqlite3.Connection, samples_path: Path | None = None) -> None:
         self.path = path
+        self.samples_path = samples_path
         self._connection = connection
         self._lock = threading.Lock()
+        self._pending: list[tuple[SampleRecord, asyncio.Future[None]]] = []
+        self._writer: asyncio.Task[None] | None = None
 
     @classmethod
-    def open(cls, path: str | Path, description: Mapping[str, Any], *, fresh: bool = False) -> Journal:
+    def open(
+        cls,
+        path: str | Path,
+        description: Mapping[str, Any],
+        *,
+        fresh: bool = False,
+        labels: Mapping[str, Any] | None = None,
+        samples_path: str | Path | None = None,
+    ) -> Journal:
         """The journal at ``path`` for the configuration ``description``, created if missing.
 
         Raises :class:`JournalMismatchError` when it exists for another configuration (unless
-        ``fresh``, which first renames the old file to ``<name>.<unix time>.bak``).
+        ``fresh``, which first renames the old file, and its samples file, to ``<name>.<unix time>.bak``).
+        ``labels`` (JSON) are stored for listings only; they are not part of the fingerprint.
         """
         file = Path(path)
+        samples = Path(samples_path) if samples_path is not None else None
         if fresh and file.exists():
-            backup = file.with_name(f"{file.name}.{int(time.time())}.bak")
-            try:
-                with sqlite3.connect(file) as old:  # fold the WAL into the file before moving it
-                    old.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                old.close()
-                file.rename(backup)
-                for suffix in ("-wal", "-shm"):
-                    file.with_name(file.name + suffix).unlink(missing_ok=True)
-            except (OSError, sqlite3.Error) as exc:
-                raise JournalError(f"cannot move the old journal {file} aside: {exc}") from exc
+            cls._move_aside(file, samples)
         try:
             file.parent.mkdir(parents=True, exist_ok=True)
             connection = sqlite3.connect(file, check_same_thread=False, isolation_level=None)
@@ -115,15 +145,30 @@ class Journal:
             connection.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             connection.execute(
                 "CREATE TABLE IF NOT EXISTS samples (row_index INTEGER NOT NULL, sample_index INTEGER NOT NULL,"
-                " outcome TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (row_index, sample_index))"
+                " model_tag TEXT NOT NULL, outcome TEXT NOT NULL, data TEXT NOT NULL,"
+                " PRIMARY KEY (row_index, sample_index, model_tag))"
             )
         except (OSError, sqlite3.Error) as exc:
             raise JournalError(f"cannot open the journal {file}: {exc}") from exc
-        journal = cls(file, connection)
-        journal._claim(dict(description))
+        journal = cls(file, connection, samples)
+        journal._claim(dict(description), dict(labels or {}))
         return journal
 
-    def _claim(self, description: dict[str, Any]) -> None:
+    @staticmethod
+    def _move_aside(file: Path, samples: Path | None) -> None:
+        stamp = int(time.time())
+        try:
+            with contextlib.closing(sqlite3.connect(file)) as old:  # fold the WAL in before moving it
+                old.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            file.rename(file.with_name(f"{file.name}.{stamp}.bak"))
+            for suffix in ("-wal", "-shm"):
+                file.with_name(file.name + suffix).unlink(missing_ok=True)
+            if samples is not None and samples.exists():
+                samples.rename(samples.with_name(f"{samples.name}.{stamp}.bak"))
+        except (OSError, sqlite3.Error) as exc:
+            raise JournalError(f"cannot move the old journal {file} aside: {exc}") from exc
+
+    def _claim(self, description: dict[str, Any], labels: dict[str, Any]) -> None:
         stored = dict(self._connection.execute("SELECT key, value FROM meta").fetchall())
         wanted = fingerprint(description)
         if not stored:
@@ -135,17 +180,20 @@ class Journal:
                         ("schema", SCHEMA_VERSION),
                         ("fingerprint", wanted),
                         ("description", json.dumps(description, sort_keys=True, default=str)),
+                        ("labels", json.dumps(labels, sort_keys=True, default=str)),
+                        ("created_at", repr(time.time())),
+                        ("status", IN_PROGRESS),
                     ],
                 )
                 self._connection.execute("COMMIT")
             return
-        if stored.get("fingerprint") == wanted:
+        if stored.get("schema") == SCHEMA_VERSION and stored.get("fingerprint") == wanted:
             return
         before = json.loads(stored.get("description", "{}"))
         after = json.loads(json.dumps(description, sort_keys=True, default=str))
-        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k)) or [
-            "schema"
-        ]
+        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+        if stored.get("schema") != SCHEMA_VERSION:
+            changed = ["schema", *changed]
         self._connection.close()
         raise JournalMismatchError(
             f"the journal {self.path} belongs to another run: {', '.join(changed)} changed since it was "
@@ -153,41 +201,139 @@ class Journal:
             changed=changed,
         )
 
+    @staticmethod
+    def inspect(path: str | Path) -> JournalInfo | None:
+        """A journal's labels, status and number of recorded samples, read-only; None if it is not one."""
+        file = Path(path)
+        try:
+            with contextlib.closing(sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)) as db:
+                meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+                runs = db.execute("SELECT COUNT(*) FROM samples").fetchone()[0]
+        except sqlite3.Error:
+            return None
+        if "fingerprint" not in meta:
+            return None
+        return JournalInfo(
+            path=file,
+            labels=json.loads(meta.get("labels", "{}")),
+            status=meta.get("status", IN_PROGRESS),
+            created_at=float(meta.get("created_at", "0") or 0),
+            runs=int(runs),
+        )
+
     # -- reading --------------------------------------------------------------------------------------
 
-    def records(self) -> dict[Key, SampleRecord]:
-        """Every recorded sample, finished or not."""
+    def records(self, model_tag: str = PRIMARY) -> dict[Key, SampleRecord]:
+        """Every recorded sample of ``model_tag``, finished or not."""
         with self._lock:
             rows = self._connection.execute(
-                "SELECT row_index, sample_index, outcome, data FROM samples ORDER BY row_index, sample_index"
+                "SELECT row_index, sample_index, outcome, data FROM samples WHERE model_tag = ?"
+                " ORDER BY row_index, sample_index",
+                (model_tag,),
             ).fetchall()
-        return {(r, s): SampleRecord(r, s, Outcome(o), json.loads(d)) for r, s, o, d in rows}
+        return {(r, s): SampleRecord(r, s, Outcome(o), json.loads(d), model_tag) for r, s, o, d in rows}
 
-    def to_run(self, keys: Iterable[Key], *, retry_failed: bool = False) -> list[Key]:
+    def to_run(
+        self, keys: Iterable[Key], *, retry_failed: bool = False, model_tag: str = PRIMARY
+    ) -> list[Key]:
         """The ``keys`` still to run: not recorded, or recorded with an outcome that is run again."""
-        recorded = {key: record.outcome for key, record in self.records().items()}
+        recorded = {key: record.outcome for key, record in self.records(model_tag).items()}
         again = {o for o in Outcome if o.is_infrastructure}
         if retry_failed:
             again |= RETRIED_WITH_RETRY_FAILED
         return [key for key in keys if key not in recorded or recorded[key] in again]
 
+    @property
+    def status(self) -> str:
+        with self._lock:
+            row = self._connection.execute("SELECT value FROM meta WHERE key = 'status'").fetchone()
+        return str(row[0]) if row else IN_PROGRESS
+
     # -- writing --------------------------------------------------------------------------------------
 
     def record(self, sample: SampleRecord) -> None:
         """Commit ``sample`` durably; when this returns, the sample survives a crash."""
-        data = json.dumps(sample.data, sort_keys=True, default=str)
+        self.record_many([sample])
+
+    def record_many(self, samples: list[SampleRecord]) -> None:
+        """Commit ``samples`` in one transaction (their sample lines first, see the module docstring)."""
+        rows = [
+            (
+                s.row_index,
+                s.sample_index,
+                s.model_tag,
+                s.outcome.value,
+                json.dumps(s.data, sort_keys=True, default=str),
+            )
+            for s in samples
+        ]
         try:
+            self._append_samples(samples)
             with self._lock:
-                self._connection.execute(
-                    "INSERT OR REPLACE INTO samples VALUES (?, ?, ?, ?)",
-                    (sample.row_index, sample.sample_index, sample.outcome.value, data),
-                )
-        except sqlite3.Error as exc:
+                self._connection.execute("BEGIN IMMEDIATE")
+                try:
+                    self._connection.executemany(
+                        "INSERT OR REPLACE INTO samples VALUES (?, ?, ?, ?, ?)", rows
+                    )
+                    self._connection.execute("UPDATE meta SET value = ? WHERE key = 'status'", (IN_PROGRESS,))
+                except BaseException:
+                    self._connection.execute("ROLLBACK")
+                    raise
+                self._connection.execute("COMMIT")
+        except (OSError, sqlite3.Error) as exc:
             raise JournalError(f"cannot write to the journal {self.path}: {exc}") from exc
 
+    def _append_samples(self, samples: list[SampleRecord]) -> None:
+        if self.samples_path is None:
+            return
+        lines = [
+            json.dumps(
+                {
+                    "row_index": s.row_index,
+                    "run_index": s.sample_index,
+                    "model_tag": s.model_tag,
+                    "messages": s.messages,
+                },
+                ensure_ascii=False,
+                default=str,
+            )
+            for s in samples
+            if s.messages is not None
+        ]
+        if lines:
+            with self.samples_path.open("a", encoding="utf-8") as handle:
+                handle.write("\n".join(lines) + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+
     async def arecord(self, sample: SampleRecord) -> None:
-        """:meth:`record` in a worker thread, so the disk sync does not stall the event loop."""
-        await asyncio.to_thread(self.record, sample)
+        """:meth:`record` off the event loop, grouped with the samples that finish meanwhile."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.append((sample, future))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_pending())
+        await future
+
+    async def _write_pending(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            try:
+                await asyncio.to_thread(self.record_many, [sample for sample, _ in batch])
+            except BaseException as exc:
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                if not isinstance(exc, Exception):
+                    raise
+            else:
+                for _, future in batch:
+                    if not future.done():
+                        future.set_result(None)
+
+    def mark(self, status: str) -> None:
+        """Record the run's status (``in_progress`` or ``completed``) for listings."""
+        with self._lock:
+            self._connection.execute("UPDATE meta SET value = ? WHERE key = 'status'", (status,))
 
     def close(self) -> None:
         with self._lock:
@@ -198,3 +344,18 @@ class Journal:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def read_samples(path: str | Path) -> list[dict[str, Any]]:
+    """The sample lines of ``path``, the last line of each ``(row, run, tag)`` kept, in key order."""
+    kept: dict[tuple[int, int, str], dict[str, Any]] = {}
+    with Path(path).open(encoding="utf-8") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            try:
+                sample = json.loads(line)
+            except json.JSONDecodeError:  # a line cut short by a crash
+                continue
+            kept[(sample["row_index"], sample["run_index"], sample["model_tag"])] = sample
+    return [kept[key] for key in sorted(kept)]

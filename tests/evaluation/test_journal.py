@@ -116,3 +116,29 @@ def test_fingerprints(tmp_path: Path) -> None:
     before = file_digest(data, chunk_size=1 << 16)
     data.write_text("x" * 2_999_999 + "y")
     assert file_digest(data) != before
+
+
+def test_model_tags_keep_their_own_samples_and_lines_go_beside_the_journal(tmp_path: Path) -> None:
+    import asyncio
+
+    from osmosis_ai.evaluation.journal import BASELINE, read_samples
+
+    samples = tmp_path / "j.samples.jsonl"
+    with Journal.open(tmp_path / "j.sqlite", DESCRIPTION, samples_path=samples) as journal:
+
+        async def record_all() -> None:
+            await asyncio.gather(*(
+                journal.arecord(SampleRecord(r, 0, Outcome.COMPLETED, {"r": r}, tag, [{"role": "user", "content": str(r)}]))
+                for r in range(5)
+                for tag in ("primary", BASELINE)
+            ))  # fmt: skip
+
+        asyncio.run(record_all())
+        assert sorted(journal.records()) == sorted(journal.records(BASELINE)) == [(r, 0) for r in range(5)]
+        assert journal.to_run([(0, 0), (5, 0)], model_tag=BASELINE) == [(5, 0)]
+    with samples.open("a") as handle:
+        handle.write('{"row_index": 0, "run_index": 0, "model_tag": "primary", "messages": []}\n{"cut')
+    lines = read_samples(samples)
+    assert len(lines) == 10 and lines[0] == {"row_index": 0, "run_index": 0, "model_tag": "baseline",
+                                            "messages": [{"role": "user", "content": "0"}]}  # fmt: skip
+    assert lines[1]["messages"] == []  # the last line of a key wins

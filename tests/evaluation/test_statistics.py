@@ -9,6 +9,7 @@ import pytest
 
 from osmosis_ai.evaluation.statistics import (
     bootstrap_interval,
+    bootstrap_means,
     paired_difference,
     pass_at_k,
     pass_at_k_table,
@@ -75,3 +76,44 @@ def test_paired_difference_is_over_the_same_rows() -> None:
     assert estimate.value == pytest.approx(0.5) and estimate.low <= 0.5 <= estimate.high
     with pytest.raises(ValueError, match="differ in number"):
         paired_difference([1.0], [1.0, 0.0])
+
+
+def test_pass_at_k_interval_coverage_by_simulation() -> None:
+    """40 rows drawn from a population whose per-sample pass chance is uniform on [0, 1], n = 4 samples
+    each: pass@2 over that population is E[1 - (1 - p)^2] = 2/3; pass@1 is 1/2."""
+    generator = random.Random(2024)
+    runs = 1000
+    covered = {1: 0, 2: 0}
+    for run in range(runs):
+        rows = []
+        for _ in range(40):
+            p = generator.random()
+            rows.append([generator.random() < p for _ in range(4)])
+        table = pass_at_k_table(rows, resamples=400, seed=run)
+        covered[1] += table[1].low <= 0.5 <= table[1].high
+        covered[2] += table[2].low <= 2 / 3 <= table[2].high
+    for k, hits in covered.items():
+        assert abs(hits / runs - 0.95) <= 0.02, (k, hits / runs)
+
+
+def test_paired_difference_coverage_by_simulation() -> None:
+    """Two models on the same 40 rows: a row's difficulty moves both scores, the true gap is 0.1."""
+    generator = random.Random(7)
+    runs = 1000
+    covered = 0
+    for run in range(runs):
+        difficulty = [generator.random() for _ in range(40)]
+        first = [d * 0.8 + 0.1 + generator.gauss(0, 0.1) for d in difficulty]
+        second = [d * 0.8 + generator.gauss(0, 0.1) for d in difficulty]
+        estimate = paired_difference(first, second, resamples=400, seed=run)
+        covered += estimate.low <= 0.1 <= estimate.high
+    assert abs(covered / runs - 0.95) <= 0.02, covered / runs
+
+
+def test_bootstrap_means_shares_its_draws_across_columns() -> None:
+    first, second = [0.1, 0.9, 0.4, 0.7, 0.3], [1.0, 0.0, 1.0, 1.0, 0.0]
+    together = bootstrap_means([first, second], resamples=300, seed=5)
+    assert together == [bootstrap_interval(first, resamples=300, seed=5),
+                        bootstrap_interval(second, resamples=300, seed=5)]  # fmt: skip
+    with pytest.raises(ValueError, match="one value per row"):
+        bootstrap_means([first, second[:2]])

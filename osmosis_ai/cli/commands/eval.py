@@ -1,18 +1,18 @@
 """``osmosis eval``: run an agent over a dataset ``--n`` times per row and score each run with eval functions.
 
 Order: the local checks (agent, eval functions, dataset and its first row, the journal), then one
-preflight request to the model, then the samples, ``--batch-size`` at a time. Every finished sample
-is committed to the run's journal before it counts, so an interrupted run (Ctrl-C, a crash,
-``kill -9``) resumes where it stopped when the same command is run again; a changed dataset or
-configuration is refused with the reason (``--fresh`` starts over, keeping the old journal as a
-backup; ``--retry-failed`` also reruns samples the model failed). Samples lost to infrastructure
-are never kept as finished.
+preflight request to the model (and one to ``--baseline-model``), then the samples,
+``--batch-size`` at a time. Every finished sample is committed to the run's journal before it
+counts, so an interrupted run (Ctrl-C, a crash, ``kill -9``) resumes where it stopped when the same
+command is run again; a changed dataset or configuration is refused with the reason (``--fresh``
+starts over, keeping the old journal as a backup; ``--retry-failed`` also reruns samples the model
+failed). Samples lost to infrastructure are never kept as finished.
 
-The report counts the outcomes beside the pass rate and gives, per eval function, the mean score of
-the completed samples with a bootstrap interval over rows and the unbiased pass@k for every
-``k <= n`` (a sample passes when its score is at least ``--pass-threshold``). Failed samples have no
-score: they are counted, never scored 0. Exit status by the shared rule
-(:func:`osmosis_ai.evaluation.outcome.verdict`).
+The report (:mod:`osmosis_ai.evaluation.summary`) counts the outcomes beside the pass rate and gives
+each model its own summary; with a baseline, a paired comparison over the same rows. Failed samples
+have no score: they are counted, never scored 0. Exit status by the shared rule
+(:func:`osmosis_ai.evaluation.outcome.verdict`), applied to each model. ``osmosis eval cache`` is
+:mod:`osmosis_ai.cli.eval.cache`.
 """
 
 from __future__ import annotations
@@ -24,52 +24,62 @@ import hashlib
 import inspect
 import json
 import logging
-import os
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai.cli.arguments import finite_number, fraction, whole_number
+from osmosis_ai.cli.arguments import add_agent_run_arguments, finite_number, whole_number
 from osmosis_ai.cli.errors import CLIError
+from osmosis_ai.cli.eval import cache
 from osmosis_ai.cli.output import say, setup_logging
+from osmosis_ai.consts import PACKAGE_VERSION
 
-JOURNAL_ENV = "OSMOSIS_CACHE_DIR"
+DEBUG_DIR = "local_debug"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-m", "--module", "--agent", dest="module", required=True, metavar="MODULE:ATTR",
-                        help="agent loop to evaluate")  # fmt: skip
-    parser.add_argument("-d", "--dataset", required=True, help="dataset (.jsonl, .csv, .parquet)")
-    parser.add_argument("--eval-fn", action="append", required=True, metavar="MODULE:FN",
+    add_agent_run_arguments(parser, unit="run", required=False)
+    parser.add_argument("--eval-fn", action="append", metavar="MODULE:FN",
                         help="eval function (repeatable): fn(solution_str, ground_truth, extra_info) "
                         "or fn(messages, ground_truth, metadata)")  # fmt: skip
-    parser.add_argument("--model", default="gpt-5-mini", help="LiteLLM model (default gpt-5-mini)")
-    parser.add_argument("--base-url", help="OpenAI-compatible base URL serving --model")
-    parser.add_argument("--api-key", help="API key (default: the provider's environment variable)")
     parser.add_argument("--n", type=whole_number(1), default=1, help="runs per row (default 1)")
     parser.add_argument("--pass-threshold", type=finite_number(), default=1.0,
                         help="a run passes when its score is at least this (default 1.0)")  # fmt: skip
     parser.add_argument("--batch-size", type=whole_number(1), default=1, help="runs in flight (default 1)")
-    parser.add_argument("--limit", type=whole_number(1), help="rows to run (default: all)")
-    parser.add_argument("--offset", type=whole_number(0), default=0, help="rows to skip first")
-    parser.add_argument("--max-turns", type=whole_number(1), default=10, help="max_turns of each request")
-    parser.add_argument("--max-tokens", type=whole_number(1), help="completion_params.max_tokens")
-    parser.add_argument("--temperature", type=finite_number(), help="completion_params.temperature")
-    parser.add_argument("--max-failure-rate", type=fraction, default=0.0, metavar="FRACTION",
-                        help="share of runs (0-1) that may fail without failing the command (default 0)")  # fmt: skip
+    parser.add_argument("--baseline-model", help="a second model run over the same rows, for comparison")
+    parser.add_argument("--baseline-base-url", help="OpenAI-compatible base URL serving --baseline-model")
+    parser.add_argument("--baseline-api-key", help="API key of --baseline-model")
     parser.add_argument("--journal", metavar="FILE", help="journal file (default: one per configuration "
                         "under $OSMOSIS_CACHE_DIR/eval or ~/.cache/osmosis/eval)")  # fmt: skip
-    parser.add_argument(
-        "--fresh", action="store_true", help="start over; the old journal is kept as a backup"
-    )
-    parser.add_argument("--retry-failed", action="store_true", help="also rerun runs the model failed")
-    parser.add_argument("-o", "--output", metavar="FILE.json", help="write the report as JSON")
-    parser.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")
-    parser.add_argument("--debug", action="store_true", help="show library log messages")
+    again = parser.add_mutually_exclusive_group()
+    again.add_argument("--fresh", action="store_true", help="start over; the old journal is kept as a backup")
+    again.add_argument("--retry-failed", action="store_true", help="also rerun runs the model failed")
+    parser.add_argument("--output-path", metavar="DIR",
+                        help="write results_<unix>_<task id>.json under DIR/<model>/<dataset>/")  # fmt: skip
+    parser.add_argument("--log-samples", action="store_true",
+                        help="keep each run's final messages (a .jsonl beside the journal and the results)")  # fmt: skip
+    parser.add_argument("--debug", action="store_true",
+                        help=f"show library log messages and write the agents' traces to ./{DEBUG_DIR}")  # fmt: skip
+    cache.add_parser(parser.add_subparsers(dest="eval_command", metavar="{cache}"))
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "eval_command", None) == "cache":
+        return cache.run(args)
+    missing = [flag for flag, value in (("-m/--module", args.module), ("-d/--dataset", args.dataset),
+                                        ("--eval-fn", args.eval_fn)) if not value]  # fmt: skip
+    if missing:
+        raise CLIError(f"osmosis eval needs {', '.join(missing)} (see osmosis eval --help)")
+    if (args.baseline_base_url or args.baseline_api_key) and not args.baseline_model:
+        raise CLIError("--baseline-base-url and --baseline-api-key need --baseline-model")
     setup_logging(logging.DEBUG if args.debug else None)
-    return asyncio.run(_eval(args))
+    try:
+        return asyncio.run(_eval(args))
+    except KeyboardInterrupt:
+        print("Interrupted: the finished runs are kept in the journal; run the same command again to resume.",
+              file=sys.stderr)  # fmt: skip
+        return 130
 
 
 def _source_digest(obj: Any) -> str:
@@ -82,22 +92,26 @@ def _source_digest(obj: Any) -> str:
     return hashlib.sha256(source).hexdigest()
 
 
-def _journal_root() -> Path:
-    if os.environ.get(JOURNAL_ENV):
-        return Path(os.environ[JOURNAL_ENV]) / "eval"
-    if os.environ.get("XDG_CACHE_HOME"):
-        return Path(os.environ["XDG_CACHE_HOME"]) / "osmosis" / "eval"
-    return Path.home() / ".cache" / "osmosis" / "eval"
+def _task_id(args: argparse.Namespace, dataset: Path) -> str:
+    """What names a journal: the agent, eval functions, models and dataset file (the rest is checked)."""
+    named = [args.module, args.eval_fn, args.model, str(dataset.resolve())]
+    if args.baseline_model:
+        named.append([args.baseline_model, args.baseline_base_url])
+    return hashlib.sha256(json.dumps(named).encode()).hexdigest()[:12]
 
 
 async def _eval(args: argparse.Namespace) -> int:
+    from osmosis_ai.cli.eval.report import check_output_path
     from osmosis_ai.cli.loading import load_agent_loop, load_attribute
     from osmosis_ai.evaluation.dataset import DatasetReader
     from osmosis_ai.evaluation.eval_fn import EvalFnWrapper
-    from osmosis_ai.evaluation.journal import Journal, file_digest
+    from osmosis_ai.evaluation.journal import BASELINE, PRIMARY, Journal, file_digest
+    from osmosis_ai.evaluation.journal_store import journal_path, journal_root, samples_path
 
     if len(set(args.eval_fn)) != len(args.eval_fn):
         raise CLIError("each --eval-fn may be given once")
+    say(f"osmosis-eval v{PACKAGE_VERSION}", quiet=args.quiet)
+    output_dir = check_output_path(Path(args.output_path), journal_root()) if args.output_path else None
     agent_loop = load_agent_loop(args.module)
     eval_fns = [
         EvalFnWrapper(load_attribute(spec, what="eval function", example="e.g. 'my_evals:exact'"), spec)
@@ -125,175 +139,173 @@ async def _eval(args: argparse.Namespace) -> int:
         "max_turns": args.max_turns,
         "completion_params": params,
     }
-    identity = hashlib.sha256(
-        json.dumps([args.module, args.eval_fn, args.model, str(reader.file_path.resolve())]).encode()
-    ).hexdigest()[:16]
-    journal_path = Path(args.journal) if args.journal else _journal_root() / f"{identity}.sqlite"
-    journal = Journal.open(journal_path, description, fresh=args.fresh)
+    if args.baseline_model:
+        description["baseline"] = [args.baseline_model, args.baseline_base_url]
+    task_id = _task_id(args, reader.file_path)
+    journal_file = (
+        Path(args.journal)
+        if args.journal
+        else journal_path(journal_root(), args.model, args.dataset, task_id)
+    )
+    labels = {"model": args.model, "dataset": args.dataset, "module": args.module,
+              "baseline_model": args.baseline_model}  # fmt: skip
+    journal = Journal.open(journal_file, description, fresh=args.fresh, labels=labels,
+                           samples_path=samples_path(journal_file) if args.log_samples else None)  # fmt: skip
+    tags = [PRIMARY, BASELINE] if args.baseline_model else [PRIMARY]
     with contextlib.closing(journal):
         keys = [
             (row, sample) for row in range(args.offset, args.offset + selected) for sample in range(args.n)
         ]
-        todo = journal.to_run(keys, retry_failed=args.retry_failed)
-        done_before = len(keys) - len(todo)
-        say(
-            quiet=args.quiet,
-            line=f"Dataset: {reader.file_path} ({selected} rows x {args.n} runs); journal {journal_path}",
-        )
-        if done_before:
-            say(quiet=args.quiet, line=f"Resuming: {done_before} of {len(keys)} runs already finished")
-        if todo:
-            stop = await _run_samples(args, agent_loop, eval_fns, reader, journal, todo, params)
-        else:
-            stop = None
-        recorded = journal.records()
-        records = [recorded[key] for key in keys if key in recorded]
-    return _report(args, records, eval_fns, len(keys), stop)
+        todo = {tag: journal.to_run(keys, retry_failed=args.retry_failed, model_tag=tag) for tag in tags}
+        planned = len(keys) * len(tags)
+        remaining = sum(len(t) for t in todo.values())
+        models = f" x2 models (baseline {args.baseline_model})" if args.baseline_model else ""
+        say(f"Dataset: {reader.file_path} ({selected} rows x {args.n} runs{models}); journal {journal_file}",
+            quiet=args.quiet)  # fmt: skip
+        if remaining < planned:
+            say(f"Resuming: {planned - remaining} of {planned} runs already finished", quiet=args.quiet)
+        stop = None
+        if remaining:
+            stop = await _run(
+                args, agent_loop, eval_fns, reader, journal, todo, params, done=planned - remaining
+            )
+        records = {tag: journal.records(tag) for tag in tags}
+        finished = all(not journal.to_run(keys, model_tag=tag) for tag in tags)
+        if finished and stop is None:
+            journal.mark("completed")
+        status = journal.status
+
+    picked = {tag: [records[tag][key] for key in keys if key in records[tag]] for tag in tags}
+    return _report(args, picked, eval_fns, planned, stop, task_id=task_id, status=status,
+                   output_dir=output_dir, samples_file=journal.samples_path)  # fmt: skip
 
 
-async def _run_samples(
+async def _run(
     args: argparse.Namespace,
     agent_loop: Any,
     eval_fns: list[Any],
     reader: Any,
     journal: Any,
-    todo: list[tuple[int, int]],
+    todo: dict[str, list[tuple[int, int]]],
     params: dict[str, Any],
+    *,
+    done: int,
 ) -> str | None:
-    """Run the ``todo`` samples, ``--batch-size`` in flight; returns why the run stopped early, if it did."""
+    """Preflight each model, then run the missing samples with a progress bar or plain lines."""
     from osmosis_ai.cli import output
+    from osmosis_ai.cli.eval.samples import Contender, progress_reporter, run_samples
     from osmosis_ai.evaluation.errors import SystemicProviderError
-    from osmosis_ai.evaluation.journal import SampleRecord
+    from osmosis_ai.evaluation.journal import BASELINE, PRIMARY
     from osmosis_ai.evaluation.llm_client import ExternalLLMClient
-    from osmosis_ai.evaluation.outcome import Outcome
     from osmosis_ai.evaluation.runner import LocalRunner
 
-    wanted: dict[int, list[int]] = {}
-    for row, sample in todo:
-        wanted.setdefault(row, []).append(sample)
-    client = ExternalLLMClient(args.model, api_key=args.api_key, api_base=args.base_url)
-    runner = LocalRunner(
-        agent_loop,
-        client,
-        rollout_id_prefix="eval",
-        request_metadata={"execution_mode": "eval"},
-        max_turns=args.max_turns,
-        completion_params=params,
-    )
-    slots = asyncio.Semaphore(args.batch_size)
-    stopped: list[str] = []
-
-    async def one(row_index: int, row: dict[str, Any], sample: int) -> None:
+    endpoints = {PRIMARY: (args.model, args.api_key, args.base_url),
+                 BASELINE: (args.baseline_model, args.baseline_api_key, args.baseline_base_url)}  # fmt: skip
+    contenders = []
+    for tag in (tag for tag, keys in todo.items() if keys):  # a model with nothing left costs no preflight
+        model, key, url = endpoints[tag]
+        client = ExternalLLMClient(model, api_key=key, api_base=url)
+        prefix = "eval" if tag == PRIMARY else "eval-baseline"
+        metadata = {"execution_mode": "eval"} | ({} if tag == PRIMARY else {"model_tag": BASELINE})
+        runner = LocalRunner(agent_loop, client, rollout_id_prefix=prefix, request_metadata=metadata,
+                             max_turns=args.max_turns, completion_params=params,
+                             debug_dir=DEBUG_DIR if args.debug else None)  # fmt: skip
+        contenders.append(Contender(tag, client, runner))
+    for contender in contenders:
+        say(f"{'Baseline' if contender.tag == BASELINE else 'Model'}: {contender.client.display_name}",
+            quiet=args.quiet)  # fmt: skip
         try:
-            if stopped:
-                return
-            try:
-                result = await runner.run_row(row, row_index)
-            except SystemicProviderError as exc:
-                stopped.append(str(exc))
-                return  # never journaled: a rerun after the fix runs it
-            data: dict[str, Any] = result.to_dict()
-            data["scores"], data["eval_errors"] = {}, {}
-            outcome = result.outcome
-            if outcome is Outcome.COMPLETED:
-                for fn in eval_fns:
-                    try:
-                        data["scores"][fn.name] = await fn(result.final_messages, row["ground_truth"], row)
-                    except Exception as exc:  # the user's scorer: this sample's reward_error, not a 0
-                        data["eval_errors"][fn.name] = f"{type(exc).__name__}: {exc}"
-                if data["eval_errors"]:
-                    outcome = Outcome.REWARD_ERROR
-            await journal.arecord(SampleRecord(row_index, sample, outcome, data))
-            advance()
-        finally:
-            slots.release()
-
-    async with client:
-        await client.preflight_check()
-        with output.progress_bar(
-            len(todo), "eval", enabled=output.wants_progress(None if not args.quiet else False, len(todo))
-        ) as advance:
-            tasks: set[asyncio.Task[None]] = set()
-            for row_index, row in reader.iter_indexed(len(range(min(wanted), max(wanted) + 1)), min(wanted)):
-                for sample in wanted.get(row_index, []):
-                    await slots.acquire()
-                    if stopped:
-                        slots.release()
-                        break
-                    task = asyncio.create_task(one(row_index, row, sample))
-                    tasks.add(task)
-                    task.add_done_callback(tasks.discard)
-                if stopped:
-                    break
-            if tasks:
-                await asyncio.gather(*tasks)
-    return stopped[0] if stopped else None
+            await contender.client.preflight_check()
+        except SystemicProviderError as exc:
+            if contender.tag == PRIMARY:
+                raise
+            raise CLIError(f"(baseline) {exc}") from exc
+    wanted: dict[int, list[tuple[int, str]]] = {}
+    for tag, keys in todo.items():
+        for row, sample in keys:
+            wanted.setdefault(row, []).append((sample, tag))
+    for runs in wanted.values():
+        runs.sort(key=lambda run: (run[0], run[1] != PRIMARY))
+    total = done + sum(len(keys) for keys in todo.values())
+    remaining = total - done
+    bar = not args.quiet and output.wants_progress(None, remaining)
+    first, last = min(wanted), max(wanted)
+    with output.progress_bar(remaining, "eval", enabled=bar) as advance:
+        report = progress_reporter(total=total, done=done, quiet=args.quiet, tagged=BASELINE in todo,
+                                   advance=advance, bar=bar)  # fmt: skip
+        return await run_samples(
+            contenders=contenders, eval_fns=eval_fns, rows=reader.iter_indexed(last - first + 1, first),
+            todo=wanted, journal=journal, batch_size=args.batch_size, log_samples=args.log_samples,
+            on_sample=report,
+        )  # fmt: skip
 
 
 def _report(
-    args: argparse.Namespace, records: list[Any], eval_fns: list[Any], planned: int, stop: str | None
+    args: argparse.Namespace,
+    records: dict[str, list[Any]],
+    eval_fns: list[Any],
+    planned: int,
+    stop: str | None,
+    *,
+    task_id: str,
+    status: str,
+    output_dir: Path | None,
+    samples_file: Path | None,
 ) -> int:
-    from osmosis_ai.evaluation.outcome import Outcome, OutcomeCounts, verdict
-    from osmosis_ai.evaluation.statistics import bootstrap_interval, pass_at_k_table
+    from osmosis_ai.cli.eval.report import (
+        outcome_line,
+        print_comparison,
+        print_summary,
+        write_json,
+        write_structured,
+    )
+    from osmosis_ai.evaluation.journal import BASELINE, PRIMARY, read_samples
+    from osmosis_ai.evaluation.outcome import verdict
+    from osmosis_ai.evaluation.summary import compare, legacy_document, run_entry, summarize
 
-    counts = OutcomeCounts.of(r.outcome for r in records)
-    summaries: dict[str, Any] = {}
-    for fn in eval_fns:
-        by_row: dict[int, list[float]] = {}
-        for record in records:
-            if record.outcome is Outcome.COMPLETED:
-                by_row.setdefault(record.row_index, []).append(record.data["scores"][fn.name])
-        if not by_row:
-            summaries[fn.name] = None
-            continue
-        row_means = [sum(v) / len(v) for v in by_row.values()]
-        mean = bootstrap_interval(row_means)
-        passes = [[score >= args.pass_threshold for score in scores] for scores in by_row.values()]
-        table = pass_at_k_table(passes)
-        summaries[fn.name] = {
-            "mean": mean.to_dict(),
-            "pass_at_k": {str(k): e.to_dict() for k, e in table.items()},
-            "rows": len(by_row),
-            "runs": sum(len(v) for v in by_row.values()),
-        }
-        say(
-            f"{fn.name}: mean {mean.value:.3f} [{mean.low:.3f}, {mean.high:.3f}] over {len(by_row)} rows",
-            quiet=args.quiet,
-        )
-        for k, e in table.items():
-            say(quiet=args.quiet, line=f"  pass@{k}: {e.value:.3f} [{e.low:.3f}, {e.high:.3f}]")
-    line = counts.describe("run")
-    if counts.total < planned:
-        line += f"; {planned - counts.total} of {planned} not run"
-    print(line, flush=True)
+    names = [fn.name for fn in eval_fns]
+    primary = summarize(records[PRIMARY], names, model=args.model, pass_threshold=args.pass_threshold)
+    baseline = comparison = None
+    print_summary(primary, quiet=args.quiet, title="Results")
+    if BASELINE in records:
+        baseline = summarize(records[BASELINE], names, model=args.baseline_model, model_tag=BASELINE,
+                             pass_threshold=args.pass_threshold)  # fmt: skip
+        comparison = compare(records[PRIMARY], records[BASELINE], names)
+        print_summary(baseline, quiet=args.quiet, title="Baseline")
+        print_comparison(comparison, quiet=args.quiet)
+    print(outcome_line(primary, baseline, planned), flush=True)
+    config: dict[str, Any] = {"model": args.model, "n_runs": args.n, "pass_threshold": args.pass_threshold,
+                              "eval_fns": list(args.eval_fn)}  # fmt: skip
+    if args.baseline_model:
+        config["baseline_model"] = args.baseline_model
+    everything = [r for tag_records in records.values() for r in tag_records]
+    document = legacy_document(config, primary, everything, baseline=baseline, comparison=comparison)
     if args.output:
-        document = {
-            "model": args.model,
-            "n": args.n,
-            "pass_threshold": args.pass_threshold,
-            "outcomes": counts.to_dict(),
-            "planned_runs": planned,
-            "stopped_early": stop is not None,
-            "stop_reason": stop,
-            "eval_functions": summaries,
-            "runs": [{"row_index": r.row_index, "run_index": r.sample_index, "outcome": r.outcome.value, **r.data}
-                     for r in records],
-        }  # fmt: skip
-        path = Path(args.output)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise CLIError(f"cannot write --output {path}: {exc.strerror or exc}") from exc
+        write_json(Path(args.output), document, flag="--output")
+    if output_dir is not None and status == "completed":
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        structured = {"version": 1, "task_id": task_id, "status": status, "written_at": now,
+                      "config": {**config, "dataset": args.dataset, "module": args.module, "base_url": args.base_url,
+                                 "offset": args.offset, "limit": args.limit, "max_turns": args.max_turns},
+                      **{k: v for k, v in document.items() if k != "config"},
+                      "runs": [{"row_index": r.row_index, **run_entry(r)} for r in everything]}  # fmt: skip
+        samples = read_samples(samples_file) if samples_file is not None and samples_file.exists() else None
+        path = write_structured(output_dir, model=args.model, dataset=args.dataset, task_id=task_id,
+                                document=structured, samples=samples)  # fmt: skip
+        say(f"Wrote {path}", quiet=args.quiet)
     if stop is not None:
         raise CLIError(
             f"the run stopped: {stop} (finished runs are kept; run the same command again to resume)"
         )
-    reason = verdict(
-        counts, max_failure_rate=args.max_failure_rate, unit="run", limit_name="--max-failure-rate"
-    )
-    if reason is None and counts.total < planned:
-        reason = f"{planned - counts.total} of {planned} runs did not finish"
+    reasons = [
+        verdict(s.counts, max_failure_rate=args.max_failure_rate, unit="run", limit_name="--max-failure-rate")
+        for s in (primary, baseline)
+        if s is not None
+    ]
+    reason = reasons[0] or (f"baseline: {reasons[1]}" if len(reasons) > 1 and reasons[1] else None)
+    done = primary.counts.total + (baseline.counts.total if baseline else 0)
+    if reason is None and done < planned:
+        reason = f"{planned - done} of {planned} runs did not finish"
     if reason is not None:
         raise CLIError(reason)
     return 0

@@ -18,7 +18,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai.cli.arguments import finite_number, fraction, whole_number
+from osmosis_ai.cli.arguments import add_agent_run_arguments, whole_number
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import say, setup_logging
 from osmosis_ai.consts import PACKAGE_VERSION
@@ -28,33 +28,12 @@ DEBUG_DIR = "test_debug"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-m", "--module", "--agent", dest="module", required=True, metavar="MODULE:ATTR",
-        help="agent loop to test, e.g. examples.calculator.agent:agent_loop",
-    )  # fmt: skip
-    parser.add_argument(
-        "-d", "--dataset", required=True, help="dataset (.jsonl, .csv, .parquet) with system_prompt, "
-        "user_prompt, ground_truth",
-    )  # fmt: skip
-    parser.add_argument("--model", default="gpt-5-mini", help="LiteLLM model (default gpt-5-mini)")
-    parser.add_argument("--base-url", help="OpenAI-compatible base URL serving --model")
-    parser.add_argument("--api-key", help="API key (default: the provider's environment variable)")
-    parser.add_argument("--limit", type=whole_number(1), help="rows to run (default: all)")
-    parser.add_argument("--offset", type=whole_number(0), default=0, help="rows to skip first (default 0)")
-    parser.add_argument("--max-turns", type=whole_number(1), default=10, help="max_turns of each request")
-    parser.add_argument("--max-tokens", type=whole_number(1), help="completion_params.max_tokens")
-    parser.add_argument("--temperature", type=finite_number(), help="completion_params.temperature")
-    parser.add_argument(
-        "--max-failure-rate", type=fraction, default=0.0, metavar="FRACTION",
-        help="share of rows (0-1) that may fail without failing the command (default 0)",
-    )  # fmt: skip
+    add_agent_run_arguments(parser, unit="row")
     parser.add_argument(
         "--debug",
         action="store_true",
         help=f"show library log messages and write the agents' traces to ./{DEBUG_DIR}",
     )
-    parser.add_argument("-o", "--output", metavar="FILE.json", help="write the results as JSON")
-    parser.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")
     parser.add_argument("-i", "--interactive", action="store_true", help="step through rows (not built yet)")
     parser.add_argument("--row", type=whole_number(0), help="row to start the interactive session at")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,10 +43,11 @@ def test_scores_pass_at_k_and_resume(openai_server: OpenAIServer, tmp_path: Path
     assert "  pass@3: 0.500 [" in result.stdout
     assert result.stdout.endswith("12 runs: 12 completed (100.0%)\n")
     document = json.loads(out.read_text())
-    summary = document["eval_functions"]["tests.support.evals:exact"]
-    assert summary["pass_at_k"]["1"]["value"] == 0.5 and summary["rows"] == 4 and summary["runs"] == 12
-    assert document["eval_functions"]["tests.support.evals:turns"]["mean"]["value"] == 3.0
-    assert len(document["runs"]) == 12 and len(openai_server.requests) == 13  # preflight + 12 runs
+    summary = document["summary"]["eval_fns"]["tests.support.evals:exact"]
+    assert summary["pass_at_1"] == 0.5 and summary["rows"] == 4 and summary["runs"] == 12
+    assert document["summary"]["eval_fns"]["tests.support.evals:turns"]["mean"] == 3.0
+    assert sum(len(row["runs"]) for row in document["rows"]) == 12
+    assert len(openai_server.requests) == 13  # preflight + 12 runs
     again = _eval(
         openai_server.url, data, tmp_path, "--n", "3", "--eval-fn", "tests.support.evals:turns", "-q"
     )
@@ -106,11 +108,12 @@ def test_failed_runs_are_counted_not_scored(
     assert result.stdout == f"2 runs: 0 completed (0.0%), {outcome} 2\n"
     assert result.stderr == f"Error: all 2 runs failed ({outcome} 2)\n"
     document = json.loads(out.read_text())
-    assert document["eval_functions"]["tests.support.evals:broken"] is None  # no score at all, not 0
+    assert document["summary"]["eval_fns"]["tests.support.evals:broken"] is None  # no score at all, not 0
 
 
+@pytest.mark.parametrize("baseline", [False, True], ids=["primary", "with-baseline"])
 def test_killed_with_sigkill_and_resumed_gives_the_uninterrupted_result(
-    openai_server: OpenAIServer, tmp_path: Path
+    openai_server: OpenAIServer, tmp_path: Path, baseline: bool
 ) -> None:
     import random
     import signal
@@ -121,15 +124,19 @@ def test_killed_with_sigkill_and_resumed_gives_the_uninterrupted_result(
 
     truths = [str(i % 3) for i in range(10)]
     data = _data(tmp_path, truths)
-    openai_server.handler = lambda payload: Reply(
-        content=str(len(payload["messages"][1]["content"]) % 3), delay=0.02
-    )
+
+    def answer(payload: dict[str, Any]) -> Reply:
+        shift = payload["model"] == "b"  # the baseline answers differently, so a mix-up would show
+        return Reply(content=str((len(payload["messages"][1]["content"]) + shift) % 3), delay=0.02)
+
+    openai_server.handler = answer
+    extra = ["--baseline-model", "b", "--baseline-base-url", openai_server.url] if baseline else []
 
     def command(journal: str, report: str) -> list[str]:
         return [
             sys.executable, "-m", "osmosis_ai", "eval", "-m", AGENT, "-d", str(data), "--eval-fn",
             "tests.support.evals:exact", "--model", "m", "--base-url", openai_server.url, "--n", "2",
-            "--batch-size", "3", "--journal", str(tmp_path / journal), "-q", "-o", str(tmp_path / report),
+            "--batch-size", "3", "--journal", str(tmp_path / journal), "-q", "-o", str(tmp_path / report), *extra,
         ]  # fmt: skip
 
     whole = subprocess.run(
@@ -142,10 +149,8 @@ def test_killed_with_sigkill_and_resumed_gives_the_uninterrupted_result(
     )
     assert whole.returncode == 0, whole.stderr
     openai_server.reset()
-    openai_server.handler = lambda payload: Reply(
-        content=str(len(payload["messages"][1]["content"]) % 3), delay=0.02
-    )
-    kill_at = random.Random(7).randrange(3, 18)
+    openai_server.handler = answer
+    kill_at = random.Random(7).randrange(3, 36 if baseline else 18)
     victim = subprocess.Popen(command("resumed.sqlite", "resumed.json"), cwd=REPO, env=subprocess_env(),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     deadline = time.monotonic() + 60
@@ -164,11 +169,143 @@ def test_killed_with_sigkill_and_resumed_gives_the_uninterrupted_result(
     )
     assert resumed.returncode == 0, resumed.stderr
 
-    def essentials(name: str) -> list[tuple[int, int, str, dict[str, float]]]:
-        runs = json.loads((tmp_path / name).read_text())["runs"]
-        return sorted((r["row_index"], r["run_index"], r["outcome"], r["scores"]) for r in runs)
+    def essentials(name: str) -> list[tuple[int, int, str, str, dict[str, float]]]:
+        rows = json.loads((tmp_path / name).read_text())["rows"]
+        return sorted(
+            (row["row_index"], r["run_index"], r.get("model_tag", ""), r["outcome"], r["scores"])
+            for row in rows
+            for r in row["runs"]
+        )
 
     assert essentials("resumed.json") == essentials("whole.json")
-    whole_report = json.loads((tmp_path / "whole.json").read_text())["eval_functions"]
-    resumed_report = json.loads((tmp_path / "resumed.json").read_text())["eval_functions"]
-    assert resumed_report == whole_report
+    assert len(essentials("whole.json")) == (40 if baseline else 20)
+    whole_report = json.loads((tmp_path / "whole.json").read_text())
+    resumed_report = json.loads((tmp_path / "resumed.json").read_text())
+    for key in ("baseline_summary", "comparison") if baseline else ():
+        assert (
+            resumed_report[key]["eval_fns" if key == "baseline_summary" else "tests.support.evals:exact"]
+            == (whole_report[key]["eval_fns" if key == "baseline_summary" else "tests.support.evals:exact"])
+        )
+    assert resumed_report["summary"]["eval_fns"] == whole_report["summary"]["eval_fns"]
+
+
+def _by_model(right: str = "2", wrong: str = "3", *, refuse: str | None = None) -> Any:
+    """A provider where model ``m`` answers ``right`` and model ``b`` (the baseline) ``wrong``."""
+
+    def answer(payload: dict[str, Any]) -> Reply:
+        if payload["model"] == refuse:
+            return Reply(status=401)
+        return Reply(content=right if payload["model"] == "m" else wrong)
+
+    return answer
+
+
+def test_a_baseline_gets_its_own_summary_and_a_paired_comparison(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    openai_server.handler = _by_model()
+    data = _data(tmp_path, ["2", "2", "2"])
+    out = tmp_path / "r.json"
+    result = _eval(openai_server.url, data, tmp_path, "--n", "2", "--batch-size", "3", "--baseline-model", "b",
+                   "--baseline-base-url", openai_server.url, "-o", str(out))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "Results (m):\n  tests.support.evals:exact: mean 1.000 [1.000, 1.000] over 3 rows" in result.stdout
+    assert (
+        "Baseline (b):\n  tests.support.evals:exact: mean 0.000 [0.000, 0.000] over 3 rows" in result.stdout
+    )
+    assert "  tests.support.evals:exact: +1.000 [+1.000, +1.000] over 3 rows" in result.stdout
+    assert result.stdout.endswith("6 runs: 6 completed (100.0%); baseline 6 runs: 6 completed (100.0%)\n")
+    assert "[12/12] " in result.stdout and "] [baseline] OK (" in result.stdout  # piped: a line per run
+    models = [r.json["model"] for r in openai_server.requests]
+    assert models.count("m") == models.count("b") == 7  # a preflight each, then 3 rows x 2 runs each
+    document = json.loads(out.read_text())
+    assert document["config"]["baseline_model"] == "b"
+    assert document["summary"]["eval_fns"]["tests.support.evals:exact"]["mean"] == 1.0  # never blended
+    assert document["baseline_summary"]["eval_fns"]["tests.support.evals:exact"]["mean"] == 0.0
+    assert document["comparison"]["tests.support.evals:exact"]["difference"] == 1.0
+    runs = document["rows"][0]["runs"]
+    assert [(r["run_index"], r.get("model_tag")) for r in runs] == [(0, None), (0, "baseline"), (1, None),
+                                                                    (1, "baseline")]  # fmt: skip
+
+
+def test_a_refused_baseline_stops_at_its_preflight_and_says_it_was_the_baseline(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    openai_server.handler = _by_model(refuse="b")
+    data = _data(tmp_path, ["2"])
+    result = _eval(openai_server.url, data, tmp_path, "--baseline-model", "b", "--baseline-base-url",
+                   openai_server.url, "-q")  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr.startswith("Error: (baseline) model 'openai/b' cannot be used")
+    assert len(openai_server.requests) == 2  # the two preflights, no run
+
+
+@pytest.mark.parametrize(
+    ("flags", "status", "message"),
+    [
+        (
+            ["--baseline-base-url", "http://x"],
+            1,
+            "--baseline-base-url and --baseline-api-key need --baseline-model",
+        ),
+        (["--baseline-api-key", "k"], 1, "need --baseline-model"),
+        (["--fresh", "--retry-failed"], 2, "not allowed with argument"),
+    ],
+)
+def test_flags_that_need_or_exclude_others(
+    tmp_path: Path, flags: list[str], status: int, message: str
+) -> None:
+    result = _eval("http://127.0.0.1:9/v1", _data(tmp_path, ["2"]), tmp_path, *flags)
+    assert result.returncode == status and message in result.stderr
+
+
+def test_the_output_file_has_the_0_2_layout(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    openai_server.default = Reply(content="2")
+    out = tmp_path / "r.json"
+    result = _eval(openai_server.url, _data(tmp_path, ["2", "3"]), tmp_path, "--n", "2", "-q", "-o", str(out),
+                   "--max-failure-rate", "1")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    document = json.loads(out.read_text())
+    assert list(document) == ["config", "summary", "rows"]
+    assert document["config"] == {"model": "m", "n_runs": 2, "pass_threshold": 1.0,
+                                  "eval_fns": ["tests.support.evals:exact"]}  # fmt: skip
+    summary = document["summary"]
+    assert {"eval_fns", "total_runs", "total_tokens", "total_duration_ms"} <= set(summary)
+    figures = summary["eval_fns"]["tests.support.evals:exact"]
+    assert (figures["mean"], figures["std"], figures["min"], figures["max"]) == (0.5, 0.5, 0.0, 1.0)
+    assert (figures["pass_at_1"], figures["pass_at_2"]) == (0.5, 0.5)
+    assert [row["row_index"] for row in document["rows"]] == [0, 1]
+    run = document["rows"][1]["runs"][0]
+    assert {"run_index", "success", "scores", "duration_ms", "tokens"} <= set(run) and "model_tag" not in run
+    assert run["scores"] == {"tests.support.evals:exact": 0.0} and run["success"] is True
+
+
+def test_output_path_and_log_samples_lay_out_the_results(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    openai_server.default = Reply(content="2")
+    data = _data(tmp_path, ["2", "2"])
+    cache = tmp_path / "cache"
+    results = tmp_path / "results"
+    command = ["eval", "-m", AGENT, "-d", str(data), "--eval-fn", "tests.support.evals:exact", "--model", "Org/M 1",
+               "--base-url", openai_server.url, "--n", "2", "--log-samples", "--output-path", str(results), "-q"]  # fmt: skip
+    result = osmosis(*command, env={"OSMOSIS_CACHE_DIR": str(cache)})
+    assert result.returncode == 0, result.stderr
+    (journal,) = (cache / "eval" / "org-m-1" / "data").glob("*.sqlite")
+    task_id = journal.stem
+    (written,) = (results / "org-m-1" / "data").glob(f"results_*_{task_id}.json")
+    document = json.loads(written.read_text())
+    assert document["task_id"] == task_id and document["status"] == "completed"
+    assert (
+        len(document["runs"]) == 4
+        and document["summary"]["eval_fns"]["tests.support.evals:exact"]["mean"] == 1.0
+    )
+    (samples,) = (results / "org-m-1" / "data").glob(f"samples_*_{task_id}.jsonl")
+    lines = [json.loads(line) for line in samples.read_text().splitlines()]
+    assert [(s["row_index"], s["run_index"], s["model_tag"]) for s in lines] == [
+        (0, 0, "primary"), (0, 1, "primary"), (1, 0, "primary"), (1, 1, "primary")
+    ]  # fmt: skip
+    assert lines[0]["messages"][-1] == {"role": "assistant", "content": "2"}
+    assert (journal.parent / f"{task_id}.samples.jsonl").exists()  # kept beside the journal
+    inside = osmosis(
+        *command[:-4], "--output-path", str(cache / "eval" / "x"), env={"OSMOSIS_CACHE_DIR": str(cache)}
+    )
+    assert inside.returncode == 1 and "is inside the journal directory" in inside.stderr

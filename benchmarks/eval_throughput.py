@@ -1,0 +1,119 @@
+"""``osmosis eval`` throughput against a provider with 100 ms latency, compared with the ideal.
+
+Run: ``.venv/bin/python -m benchmarks.eval_throughput [--rows 1000] [--n 4] [--batch-size 64]``
+
+The provider is ``benchmarks/openai_stub.py`` in a child process (its CPU is not counted against
+the client) answering after ``--latency`` seconds. The ideal wall time is
+``rows x n x latency / batch size``: every slot always busy, zero client cost. Measured side by
+side, in this process after a warm-up run (so LiteLLM's import is not counted):
+
+1. ``osmosis eval`` (``main([...])``, the command users run: agent, eval function, journal with a
+   disk sync per commit, outcome counts, summary) over ``rows`` rows x ``n`` runs, ``--batch-size``
+   in flight, ``-q``;
+2. bare ``litellm.acompletion`` calls, the same number, the same concurrency: the floor LiteLLM
+   itself sets on this machine.
+
+Each is reported as the ratio ideal / measured (goal for ``osmosis eval``: >= 0.8x), with the
+client CPU time per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import io
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.openai_stub import StubProcess
+
+AGENT = "benchmarks.eval_agent:agent_loop"
+EVAL_FN = "benchmarks.eval_agent:verdict_passes"
+
+
+def _dataset(folder: Path, rows: int) -> Path:
+    path = folder / "eval_bench.jsonl"
+    lines = (
+        json.dumps(
+            {"system_prompt": "Answer briefly.", "user_prompt": f"Question {i}?", "ground_truth": str(i)}
+        )
+        for i in range(rows)
+    )
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def run_eval(api_base: str, dataset: Path, journal: Path, *, n: int, batch_size: int) -> tuple[float, float]:
+    """Wall and CPU seconds of one ``osmosis eval`` run; raises if the command did not succeed."""
+    from osmosis_ai.cli.main import main
+
+    argv = ["eval", "-m", AGENT, "-d", str(dataset), "--eval-fn", EVAL_FN, "--model", "bench",
+            "--base-url", api_base, "--n", str(n), "--batch-size", str(batch_size), "--journal", str(journal),
+            "-q"]  # fmt: skip
+    wall, cpu = time.perf_counter(), time.process_time()
+    with contextlib.redirect_stdout(io.StringIO()):  # the command's own summary line
+        status = main(argv)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    if status != 0:
+        raise RuntimeError(f"osmosis eval exited {status}")
+    return wall, cpu
+
+
+async def _bare(api_base: str, calls: int, concurrency: int) -> None:
+    from osmosis_ai._litellm import import_litellm
+
+    litellm = import_litellm()
+    slots = asyncio.Semaphore(concurrency)
+
+    async def one(index: int) -> None:
+        async with slots:
+            await litellm.acompletion(
+                model="openai/bench", api_base=api_base, api_key="not-needed", max_retries=0, timeout=120.0,
+                messages=[{"role": "system", "content": "Answer briefly."},
+                          {"role": "user", "content": f"Question {index}?"}],
+            )  # fmt: skip
+
+    await asyncio.gather(*(one(i) for i in range(calls)))
+
+
+def run_bare(api_base: str, calls: int, concurrency: int) -> tuple[float, float]:
+    """Wall and CPU seconds of ``calls`` bare ``litellm.acompletion`` calls, ``concurrency`` in flight."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    asyncio.run(_bare(api_base, calls, concurrency))
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1000)
+    parser.add_argument("--n", type=int, default=4)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--latency", type=float, default=0.1, help="the provider's seconds per answer")
+    args = parser.parse_args()
+
+    runs = args.rows * args.n
+    ideal = runs * args.latency / args.batch_size
+    with tempfile.TemporaryDirectory() as tmp, StubProcess(delay=args.latency) as api_base:
+        folder = Path(tmp)
+        (folder / "warm").mkdir()
+        warm = _dataset(folder / "warm", 8)
+        run_eval(api_base, warm, folder / "warm.sqlite", n=1, batch_size=8)  # imports, LiteLLM's set-up
+        dataset = _dataset(folder, args.rows)
+        bare_wall, bare_cpu = run_bare(api_base, runs, args.batch_size)
+        eval_wall, eval_cpu = run_eval(api_base, dataset, folder / "journal.sqlite", n=args.n,
+                                       batch_size=args.batch_size)  # fmt: skip
+    print(f"osmosis eval: {args.rows} rows x n={args.n}, --batch-size {args.batch_size}, "
+          f"{args.latency * 1000:.0f} ms latency; ideal {ideal:.2f} s")  # fmt: skip
+    print(f"{'':<28}{'wall s':>8}{'ratio to ideal':>16}{'CPU per run':>14}")
+    for label, wall, cpu in (("osmosis eval (journal incl.)", eval_wall, eval_cpu),
+                             ("bare litellm.acompletion", bare_wall, bare_cpu)):  # fmt: skip
+        print(f"{label:<28}{wall:>8.2f}{ideal / wall:>15.2f}x{cpu / runs * 1000:>11.2f} ms")
+    print(f"goal for osmosis eval: >= 0.8x of the ideal; it reached {ideal / eval_wall:.2f}x "
+          f"({eval_wall / bare_wall:.2f}x the bare LiteLLM time)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

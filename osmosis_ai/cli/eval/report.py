@@ -1,0 +1,110 @@
+"""What ``osmosis eval`` shows and writes once the samples are in: the summary of each model, the
+paired comparison with a baseline, the one outcome line, the ``-o`` file and the ``--output-path``
+files."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from osmosis_ai.cli.errors import CLIError
+from osmosis_ai.cli.output import say
+from osmosis_ai.evaluation.journal_store import safe_path_part
+from osmosis_ai.evaluation.summary import Comparison, ModelSummary
+
+
+def print_summary(summary: ModelSummary, *, quiet: bool, title: str) -> None:
+    """A model's figures: per eval function the mean with its interval, the spread and pass@k."""
+    say(f"{title} ({summary.model}):", quiet=quiet)
+    for name, fn in summary.eval_fns.items():
+        if fn is None:
+            say(f"  {name}: no completed runs to score", quiet=quiet)
+            continue
+        say(
+            f"  {name}: mean {fn.mean.value:.3f} [{fn.mean.low:.3f}, {fn.mean.high:.3f}] over {fn.rows} rows"
+            f" (std {fn.std:.3f}, min {fn.low:.3f}, max {fn.high:.3f})",
+            quiet=quiet,
+        )
+        for k, e in fn.pass_at_k.items():
+            say(f"    pass@{k}: {e.value:.3f} [{e.low:.3f}, {e.high:.3f}]", quiet=quiet)
+    say(f"  {summary.counts.describe('run')}", quiet=quiet)
+
+
+def print_comparison(comparison: Comparison, *, quiet: bool) -> None:
+    """Primary minus baseline, per eval function, over the rows both completed."""
+    say("Paired comparison (primary - baseline, same rows):", quiet=quiet)
+    for name, e in comparison.differences.items():
+        if e is None:
+            say(f"  {name}: no row completed by both models", quiet=quiet)
+        else:
+            say(
+                f"  {name}: {e.value:+.3f} [{e.low:+.3f}, {e.high:+.3f}] over {comparison.rows[name]} rows",
+                quiet=quiet,
+            )
+
+
+def outcome_line(primary: ModelSummary, baseline: ModelSummary | None, planned: int) -> str:
+    """The line printed even with ``-q``: each model's outcome counts and what did not run."""
+    line = primary.counts.describe("run")
+    if baseline is not None:
+        line += f"; baseline {baseline.counts.describe('run')}"
+    done = primary.counts.total + (baseline.counts.total if baseline else 0)
+    if done < planned:
+        line += f"; {planned - done} of {planned} not run"
+    return line
+
+
+def write_json(path: Path, document: Any, *, flag: str) -> None:
+    """``document`` as indented JSON at ``path``, written atomically (parents created)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except OSError as exc:
+        raise CLIError(f"cannot write {flag} {path}: {exc.strerror or exc}") from exc
+
+
+def check_output_path(directory: Path, journal_root: Path) -> Path:
+    """``--output-path`` resolved; refused inside the journal root, where it would pass for journals."""
+    resolved, root = directory.expanduser().resolve(), journal_root.resolve()
+    if resolved == root or root in resolved.parents:
+        raise CLIError(
+            f"--output-path {directory} is inside the journal directory {root}; choose another directory"
+        )
+    if resolved.exists() and not resolved.is_dir():
+        raise CLIError(f"--output-path {directory} is a file; give a directory")
+    return resolved
+
+
+def write_structured(
+    directory: Path,
+    *,
+    model: str,
+    dataset: str,
+    task_id: str,
+    document: Mapping[str, Any],
+    samples: list[dict[str, Any]] | None,
+) -> Path:
+    """``<dir>/<model>/<dataset stem>/results_<unix>_<task id>.json`` and, with samples, the samples
+    ``.jsonl`` beside it; returns the results file."""
+    stamp = int(time.time())
+    folder = directory / safe_path_part(model) / safe_path_part(Path(dataset).stem)
+    results = folder / f"results_{stamp}_{task_id}.json"
+    write_json(results, document, flag="--output-path")
+    if samples is not None:
+        lines = "".join(json.dumps(s, ensure_ascii=False, default=str) + "\n" for s in samples)
+        target = folder / f"samples_{stamp}_{task_id}.jsonl"
+        try:
+            target.write_text(lines, encoding="utf-8")
+        except OSError as exc:
+            raise CLIError(f"cannot write --output-path {target}: {exc.strerror or exc}") from exc
+    return results

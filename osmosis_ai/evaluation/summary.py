@@ -1,0 +1,202 @@
+"""What an evaluation reports: one summary per model and, with a baseline, a paired comparison.
+
+Only ``completed`` samples carry scores; the others are counted by outcome and never scored 0.
+Per eval function a model's summary gives the mean score (the mean of the per-row means, with a
+bootstrap interval over rows), the spread of the sample scores and the unbiased pass@k for every
+``k`` up to the fewest completed samples of any row (a sample passes when its score is at least the
+pass threshold). A baseline model gets a summary of its own; the two are compared only row by row,
+over the rows where both have a completed sample (:func:`compare`), never by blending their runs.
+
+:func:`legacy_document` lays this out as the ``-o`` JSON file (``config``/``summary``/``rows``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from statistics import fmean, pstdev
+from typing import Any
+
+from osmosis_ai.evaluation.journal import BASELINE, PRIMARY, SampleRecord
+from osmosis_ai.evaluation.outcome import Outcome, OutcomeCounts
+from osmosis_ai.evaluation.statistics import (
+    Estimate,
+    bootstrap_interval,
+    paired_difference,
+    pass_at_k_table,
+)
+
+
+@dataclass(frozen=True)
+class FnSummary:
+    """One eval function's figures for one model, over its completed samples."""
+
+    mean: Estimate
+    std: float
+    low: float
+    high: float
+    pass_at_k: dict[int, Estimate]
+    rows: int
+    runs: int
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"mean": self.mean.value, "std": self.std, "min": self.low, "max": self.high}
+        data.update({f"pass_at_{k}": e.value for k, e in self.pass_at_k.items()})
+        data["mean_interval"] = [self.mean.low, self.mean.high]
+        data["pass_at_k_interval"] = {str(k): [e.low, e.high] for k, e in self.pass_at_k.items()}
+        data["rows"], data["runs"] = self.rows, self.runs
+        return data
+
+
+@dataclass(frozen=True)
+class ModelSummary:
+    """One model's runs: outcome counts, totals and per-function figures (None: nothing completed)."""
+
+    model: str
+    model_tag: str
+    counts: OutcomeCounts
+    eval_fns: dict[str, FnSummary | None]
+    total_tokens: int
+    total_duration_ms: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "model_tag": self.model_tag,
+            "eval_fns": {name: s.to_dict() if s else None for name, s in self.eval_fns.items()},
+            "total_runs": self.counts.total,
+            "total_tokens": self.total_tokens,
+            "total_duration_ms": round(self.total_duration_ms, 3),
+            "outcomes": self.counts.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Primary minus baseline, per eval function: the mean per-row difference and its interval."""
+
+    differences: dict[str, Estimate | None] = field(default_factory=dict)
+    rows: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            name: None
+            if e is None
+            else {"difference": e.value, "interval": [e.low, e.high], "rows": self.rows[name]}
+            for name, e in self.differences.items()
+        }
+
+
+def scores_by_row(records: Iterable[SampleRecord], name: str) -> dict[int, list[float]]:
+    """The completed samples' scores of eval function ``name``, grouped by row."""
+    by_row: dict[int, list[float]] = {}
+    for record in records:
+        if record.outcome is Outcome.COMPLETED:
+            by_row.setdefault(record.row_index, []).append(float(record.data["scores"][name]))
+    return by_row
+
+
+def _fn_summary(by_row: Mapping[int, Sequence[float]], pass_threshold: float) -> FnSummary | None:
+    if not by_row:
+        return None
+    everything = [score for scores in by_row.values() for score in scores]
+    passes = [[score >= pass_threshold for score in scores] for scores in by_row.values()]
+    return FnSummary(
+        mean=bootstrap_interval([fmean(scores) for scores in by_row.values()]),
+        std=pstdev(everything),
+        low=min(everything),
+        high=max(everything),
+        pass_at_k=pass_at_k_table(passes),
+        rows=len(by_row),
+        runs=len(everything),
+    )
+
+
+def summarize(
+    records: Sequence[SampleRecord],
+    eval_fn_names: Sequence[str],
+    *,
+    model: str,
+    model_tag: str = PRIMARY,
+    pass_threshold: float = 1.0,
+) -> ModelSummary:
+    """The summary of one model's ``records`` (see the module docstring)."""
+    return ModelSummary(
+        model=model,
+        model_tag=model_tag,
+        counts=OutcomeCounts.of(r.outcome for r in records),
+        eval_fns={name: _fn_summary(scores_by_row(records, name), pass_threshold) for name in eval_fn_names},
+        total_tokens=sum(int(r.data.get("token_usage", {}).get("total_tokens", 0)) for r in records),
+        total_duration_ms=sum(float(r.data.get("duration_ms", 0.0)) for r in records),
+    )
+
+
+def compare(
+    primary: Sequence[SampleRecord], baseline: Sequence[SampleRecord], eval_fn_names: Sequence[str]
+) -> Comparison:
+    """Primary minus baseline over the rows where both have a completed sample, per eval function."""
+    comparison = Comparison()
+    for name in eval_fn_names:
+        first, second = scores_by_row(primary, name), scores_by_row(baseline, name)
+        shared = sorted(first.keys() & second.keys())
+        comparison.rows[name] = len(shared)
+        comparison.differences[name] = (
+            paired_difference([fmean(first[r]) for r in shared], [fmean(second[r]) for r in shared])
+            if shared
+            else None
+        )
+    return comparison
+
+
+def run_entry(record: SampleRecord) -> dict[str, Any]:
+    """One run in the ``-o`` file: 0.2's keys, plus the outcome and the eval functions' errors."""
+    data = record.data
+    entry: dict[str, Any] = {
+        "run_index": record.sample_index,
+        "success": record.outcome is Outcome.COMPLETED,
+        "scores": data.get("scores", {}),
+        "duration_ms": data.get("duration_ms", 0.0),
+        "tokens": data.get("token_usage", {}).get("total_tokens", 0),
+        "outcome": record.outcome.value,
+    }
+    if record.model_tag == BASELINE:
+        entry["model_tag"] = BASELINE
+    if data.get("error"):
+        entry["error"] = data["error"]
+    if data.get("eval_errors"):
+        entry["eval_errors"] = data["eval_errors"]
+    return entry
+
+
+def legacy_document(
+    config: Mapping[str, Any],
+    primary: ModelSummary,
+    records: Iterable[SampleRecord],
+    *,
+    baseline: ModelSummary | None = None,
+    comparison: Comparison | None = None,
+) -> dict[str, Any]:
+    """The ``-o`` file: ``config``, the primary model's ``summary``, ``rows`` sorted by index; a
+    baseline adds ``baseline_summary`` and ``comparison`` beside them."""
+    rows: dict[int, list[SampleRecord]] = {}
+    for record in records:
+        rows.setdefault(record.row_index, []).append(record)
+    document: dict[str, Any] = {
+        "config": dict(config),
+        "summary": primary.to_dict(),
+        "rows": [
+            {
+                "row_index": index,
+                "runs": [
+                    run_entry(r)
+                    for r in sorted(rows[index], key=lambda r: (r.sample_index, r.model_tag != PRIMARY))
+                ],
+            }
+            for index in sorted(rows)
+        ],
+    }
+    if baseline is not None:
+        document["baseline_summary"] = baseline.to_dict()
+    if comparison is not None:
+        document["comparison"] = comparison.to_dict()
+    return document
