@@ -49,3 +49,26 @@ def fraction(text: str) -> float:
     if value > 1:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text!r}")
     return value
+
+
+def add_agent_arguments(
+    parser: argparse.ArgumentParser, *, module_help: str
+) -> argparse._MutuallyExclusiveGroup:
+    """The required choice of the agent: ``-m MODULE:ATTR``, ``--mcp DIR`` or ``--mcp-url URL``.
+
+    Returns the group so a command can add another way to name it (``rollout run --url``);
+    :func:`osmosis_ai.cli.loading.load_agent` turns the parsed choice into an agent loop.
+    """
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("-m", "--module", "--agent", dest="module", metavar="MODULE:ATTR", help=module_help)
+    group.add_argument(
+        "--mcp",
+        metavar="DIR",
+        help="MCP tools directory (its main.py creates a fastmcp server): the model calls these tools",
+    )
+    group.add_argument(
+        "--mcp-url",
+        metavar="URL",
+        help="running MCP server (streamable HTTP, e.g. http://127.0.0.1:8000/mcp): the model calls its tools",
+    )
+    return group

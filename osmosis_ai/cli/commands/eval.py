@@ -28,7 +28,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai.cli.arguments import finite_number, fraction, whole_number
+from osmosis_ai.cli.arguments import add_agent_arguments, finite_number, fraction, whole_number
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import say, setup_logging
 
@@ -36,8 +36,7 @@ JOURNAL_ENV = "OSMOSIS_CACHE_DIR"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-m", "--module", "--agent", dest="module", required=True, metavar="MODULE:ATTR",
-                        help="agent loop to evaluate")  # fmt: skip
+    add_agent_arguments(parser, module_help="agent loop to evaluate")
     parser.add_argument("-d", "--dataset", required=True, help="dataset (.jsonl, .csv, .parquet)")
     parser.add_argument("--eval-fn", action="append", required=True, metavar="MODULE:FN",
                         help="eval function (repeatable): fn(solution_str, ground_truth, extra_info) "
@@ -91,14 +90,14 @@ def _journal_root() -> Path:
 
 
 async def _eval(args: argparse.Namespace) -> int:
-    from osmosis_ai.cli.loading import load_agent_loop, load_attribute
+    from osmosis_ai.cli.loading import agent_digest, agent_spec, load_agent, load_attribute
     from osmosis_ai.evaluation.dataset import DatasetReader
     from osmosis_ai.evaluation.eval_fn import EvalFnWrapper
     from osmosis_ai.evaluation.journal import Journal, file_digest
 
     if len(set(args.eval_fn)) != len(args.eval_fn):
         raise CLIError("each --eval-fn may be given once")
-    agent_loop = load_agent_loop(args.module)
+    agent_loop = load_agent(args)
     eval_fns = [
         EvalFnWrapper(load_attribute(spec, what="eval function", example="e.g. 'my_evals:exact'"), spec)
         for spec in args.eval_fn
@@ -115,7 +114,7 @@ async def _eval(args: argparse.Namespace) -> int:
         k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens)) if v is not None
     }
     description = {
-        "agent": f"{args.module}@{_source_digest(agent_loop)}",
+        "agent": f"{agent_spec(args)}@{agent_digest(args, agent_loop) or _source_digest(agent_loop)}",
         "eval_fns": [f"{fn.name}@{_source_digest(fn.fn)}" for fn in eval_fns],
         "model": args.model,
         "base_url": args.base_url,
@@ -126,7 +125,7 @@ async def _eval(args: argparse.Namespace) -> int:
         "completion_params": params,
     }
     identity = hashlib.sha256(
-        json.dumps([args.module, args.eval_fn, args.model, str(reader.file_path.resolve())]).encode()
+        json.dumps([agent_spec(args), args.eval_fn, args.model, str(reader.file_path.resolve())]).encode()
     ).hexdigest()[:16]
     journal_path = Path(args.journal) if args.journal else _journal_root() / f"{identity}.sqlite"
     journal = Journal.open(journal_path, description, fresh=args.fresh)

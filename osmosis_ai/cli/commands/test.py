@@ -18,7 +18,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai.cli.arguments import finite_number, fraction, whole_number
+from osmosis_ai.cli.arguments import add_agent_arguments, finite_number, fraction, whole_number
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import say, setup_logging
 from osmosis_ai.consts import PACKAGE_VERSION
@@ -28,10 +28,7 @@ DEBUG_DIR = "test_debug"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-m", "--module", "--agent", dest="module", required=True, metavar="MODULE:ATTR",
-        help="agent loop to test, e.g. examples.calculator.agent:agent_loop",
-    )  # fmt: skip
+    add_agent_arguments(parser, module_help="agent loop to test, e.g. examples.calculator.agent:agent_loop")
     parser.add_argument(
         "-d", "--dataset", required=True, help="dataset (.jsonl, .csv, .parquet) with system_prompt, "
         "user_prompt, ground_truth",
@@ -78,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _test(args: argparse.Namespace) -> int:
-    from osmosis_ai.cli.loading import load_agent_loop
+    from osmosis_ai.cli.loading import load_agent
     from osmosis_ai.evaluation.dataset import DatasetReader
     from osmosis_ai.evaluation.llm_client import ExternalLLMClient
     from osmosis_ai.evaluation.outcome import verdict
@@ -88,7 +85,7 @@ async def _test(args: argparse.Namespace) -> int:
     if output is not None and output.is_dir():
         raise CLIError(f"cannot write --output {output}: it is a directory")
     say(quiet=args.quiet, line=f"osmosis-rollout-test v{PACKAGE_VERSION}")
-    agent_loop = load_agent_loop(args.module)
+    agent_loop = load_agent(args)
     reader = DatasetReader(args.dataset)
     total = len(reader)
     selected = max(0, min(total - args.offset, args.limit if args.limit is not None else total))
