@@ -6,7 +6,8 @@ directory's own modules (``import tools``, ``from main import mcp``) work too: w
 finder makes such a name an alias of the module inside that package, so each file is executed once and
 ``from main import mcp`` in a tool module gets the very server ``main.py`` created. Afterwards
 ``sys.path``, ``sys.meta_path`` and every ``sys.modules`` entry outside the package are as they were;
-the package itself stays importable, for tools that import their siblings lazily.
+the package itself stays importable, for tools that import their siblings lazily. A module imported
+earlier from elsewhere under a sibling's name (another directory's ``tools``) is set aside meanwhile.
 """
 
 from __future__ import annotations
@@ -65,16 +66,21 @@ class _SiblingAliases(importlib.abc.MetaPathFinder):
         self.package = package
         self.aliases: set[str] = set()
 
-    def _is_sibling(self, name: str) -> bool:
+    def is_sibling(self, name: str) -> bool:
         if not name.isidentifier() or name == "__pycache__":
             return False
         return (self.directory / f"{name}.py").is_file() or (self.directory / name).is_dir()
+
+    def shadows(self, name: str) -> bool:
+        """Whether the directory's module ``name`` takes the place of one imported before (never the
+        standard library's: the directory goes first on ``sys.path`` only for what is not loaded yet)."""
+        return name not in sys.stdlib_module_names and self.is_sibling(name)
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
         top = fullname.partition(".")[0]
-        if top == self.package or not self._is_sibling(top):
+        if top == self.package or not self.is_sibling(top):
             return None
         module = importlib.import_module(f"{self.package}.{fullname}")
         self.aliases.add(fullname)
@@ -103,6 +109,8 @@ def _importing_from(directory: Path, package: str) -> Iterator[None]:
     saved_path = list(sys.path)
     saved_modules = dict(sys.modules)
     finder = _SiblingAliases(directory, package)
+    for name in [n for n in sys.modules if finder.shadows(n.partition(".")[0])]:
+        del sys.modules[name]  # a module of that name imported from elsewhere must not stand in for ours
     sys.meta_path.insert(0, finder)
     sys.path.insert(0, str(directory))
     try:
