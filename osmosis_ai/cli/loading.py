@@ -138,9 +138,23 @@ def load_agent(args: argparse.Namespace) -> RolloutAgentLoop:
         from osmosis_ai.rollout.mcp.agent_loop import MCPAgentLoop
         from osmosis_ai.rollout.mcp.loader import load_mcp_server
 
-        return MCPAgentLoop(load_mcp_server(mcp_dir) if mcp_dir else mcp_url)
+        agent = MCPAgentLoop(load_mcp_server(mcp_dir) if mcp_dir else mcp_url)
     except MCPLoadError as exc:
         raise CLIError(str(exc).replace("\n", " ")) from exc
+    _follow_agent_logging()
+    return agent
+
+
+def _follow_agent_logging() -> None:
+    """fastmcp logs every failing tool call with a full traceback on its own handler (set up when it is
+    imported, so only now can it be changed). The model already gets the failure as a tool message, so
+    those tracebacks are shown only when the command shows the agents' own log records (--debug,
+    --verbose, serve)."""
+    import logging
+
+    if not logging.getLogger("osmosis_ai.rollout").isEnabledFor(logging.ERROR):
+        for name in ("fastmcp", "FastMCP"):  # 3.x and later, 2.x
+            logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def agent_spec(args: argparse.Namespace) -> str:

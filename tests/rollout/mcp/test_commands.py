@@ -56,6 +56,26 @@ def test_osmosis_test_runs_an_mcp_directory_against_a_model(
     assert tool_replies[:2] == ["19", "27"]  # 12 + 7 and 45 - 18, computed by the MCP tools
 
 
+def test_a_failing_tool_is_the_models_to_handle_and_prints_no_traceback(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    openai_server.handler = calculator_model
+    data = tmp_path / "data.jsonl"
+    data.write_text(
+        json.dumps({"system_prompt": "s", "user_prompt": "What is 1 / 0?", "ground_truth": "0"}) + "\n"
+    )
+    result = osmosis(
+        "test", "--mcp", str(CALCULATOR_MCP), "-d", str(data), "--model", "local-model", "--base-url", openai_server.url,
+    )  # fmt: skip
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    answer = openai_server.requests[-1].json["messages"][-1]
+    assert (
+        answer["role"] == "tool"
+        and answer["content"].startswith("Error: ")
+        and "division by zero" in answer["content"]
+    )
+
+
 def test_osmosis_test_over_a_running_mcp_server_sends_the_nested_schemas(
     openai_server: OpenAIServer, mcp_url: str
 ) -> None:
