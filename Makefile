@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint browser bench clean
+.PHONY: demo test lint browser mcp-oldest bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,7 +24,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check osmosis_ai tests benchmarks examples
 	$(BIN)/mypy
 
-test: $(STAMP) lint browser
+test: $(STAMP) lint browser mcp-oldest
 	$(BIN)/python -m pytest
 
 # The login test drives a real headless Chromium (Debian's package). Installed when missing and
@@ -33,6 +33,11 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 		&& apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
 		|| echo "chromium not installed: the headless-browser login test will be skipped"
+
+# The MCP tests also run against the oldest fastmcp the `mcp` extra allows: installed once with pip
+# --target into .venv/fastmcp-<version>/ (a second run only checks a marker); skipped if pip cannot.
+mcp-oldest: $(STAMP)
+	@$(BIN)/python -m tests.support.fastmcp_oldest
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.startup

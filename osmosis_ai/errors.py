@@ -33,6 +33,7 @@ classes that exist, both ways, so a new error class means a new line here::
     │   ├── ToolExecutionError                      osmosis_ai.rollout.core.exceptions
     │   │   └── ToolArgumentError                   osmosis_ai.rollout.core.exceptions
     │   ├── AgentLoopValidationError                osmosis_ai.rollout.validator
+    │   ├── MCPLoadError                            osmosis_ai.rollout.mcp.errors
     │   └── PublicIPDetectionError                  osmosis_ai.rollout.network
     ├── ServeError                                  osmosis_ai.rollout.server.serve
     ├── EvaluationError                             osmosis_ai.evaluation.errors

@@ -51,13 +51,36 @@ def fraction(text: str) -> float:
     return value
 
 
+def add_agent_arguments(
+    parser: argparse.ArgumentParser, *, module_help: str, required: bool = True
+) -> argparse._MutuallyExclusiveGroup:
+    """The required choice of the agent: ``-m MODULE:ATTR``, ``--mcp DIR`` or ``--mcp-url URL``.
+
+    With ``required=False`` the command checks the choice itself (it has sub-commands). Returns the group so a command can add another way to name it (``rollout run --url``);
+    :func:`osmosis_ai.cli.loading.load_agent` turns the parsed choice into an agent loop.
+    """
+    group = parser.add_mutually_exclusive_group(required=required)
+    group.add_argument("-m", "--module", "--agent", dest="module", metavar="MODULE:ATTR", help=module_help)
+    group.add_argument(
+        "--mcp",
+        metavar="DIR",
+        help="MCP tools directory (its main.py creates a fastmcp server): the model calls these tools",
+    )
+    group.add_argument(
+        "--mcp-url",
+        metavar="URL",
+        help="running MCP server (streamable HTTP, e.g. http://127.0.0.1:8000/mcp): the model calls its tools",
+    )
+    return group
+
+
 def add_agent_run_arguments(parser: argparse.ArgumentParser, *, unit: str, required: bool = True) -> None:
     """The options every command that runs an agent loop in-process over a dataset shares (``test``,
     ``eval``): the agent, the dataset and its rows, the model, the request limits, the failure rate
     that still passes, ``-o`` and ``-q``. ``unit`` names what the failure rate counts ("row", "run");
     with ``required=False`` the command checks ``-m``/``-d`` itself (it has sub-commands)."""
-    parser.add_argument("-m", "--module", "--agent", dest="module", required=required, metavar="MODULE:ATTR",
-                        help="agent loop to run, e.g. examples.calculator.agent:agent_loop")  # fmt: skip
+    add_agent_arguments(parser, module_help="agent loop to run, e.g. examples.calculator.agent:agent_loop",
+                        required=required)  # fmt: skip
     parser.add_argument("-d", "--dataset", required=required,
                         help="dataset (.jsonl, .csv, .parquet) with system_prompt, user_prompt, ground_truth")  # fmt: skip
     parser.add_argument("--model", default="gpt-5-mini", help="LiteLLM model (default gpt-5-mini)")

@@ -1,4 +1,5 @@
-"""Loading what a command line names as ``module.path:attribute``: an agent loop, a reward function.
+"""Loading what a command line names: an agent loop (``module.path:attribute``, an MCP tools directory
+or a running MCP server), a reward function.
 
 Every failure is a :class:`~osmosis_ai.cli.errors.CLIError` whose message says what was wrong and what a
 valid value looks like; the CLI prints it as ``Error: ...`` without a traceback.
@@ -6,11 +7,14 @@ valid value looks like; the CLI prints it as ``Error: ...`` without a traceback.
 
 from __future__ import annotations
 
+import argparse
+import hashlib
 import importlib
 import inspect
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli.errors import CLIError
@@ -18,7 +22,15 @@ from osmosis_ai.cli.errors import CLIError
 if TYPE_CHECKING:
     from osmosis_ai.rollout.core.base import RolloutAgentLoop
 
-__all__ = ["CLIError", "load_agent_loop", "load_attribute", "load_reward"]
+__all__ = [
+    "CLIError",
+    "agent_digest",
+    "agent_spec",
+    "load_agent",
+    "load_agent_loop",
+    "load_attribute",
+    "load_reward",
+]
 
 _EXAMPLE = "e.g. 'my_agent:agent_loop' or 'package.module:MyAgentLoop'"
 
@@ -108,3 +120,62 @@ def load_reward(spec: str) -> Callable[..., Any]:
     if not callable(fn):
         raise CLIError(f"reward function {spec!r} is a {type(fn).__name__}, not a callable")
     return fn
+
+
+def load_agent(args: argparse.Namespace) -> RolloutAgentLoop:
+    """The agent loop chosen on the command line (see :func:`osmosis_ai.cli.arguments.add_agent_arguments`):
+    ``-m`` imports it, ``--mcp DIR`` and ``--mcp-url URL`` build an ``MCPAgentLoop`` over those tools."""
+    mcp_dir, mcp_url = getattr(args, "mcp", None), getattr(args, "mcp_url", None)
+    if not (mcp_dir or mcp_url):
+        return load_agent_loop(args.module)
+    if getattr(args, "reload", False):
+        raise CLIError(
+            "--reload re-imports an agent module, so it works with -m only, not with --mcp/--mcp-url"
+        )
+    from osmosis_ai.rollout.mcp.errors import MCPLoadError
+
+    try:
+        from osmosis_ai.rollout.mcp.agent_loop import MCPAgentLoop
+        from osmosis_ai.rollout.mcp.loader import load_mcp_server
+
+        agent = MCPAgentLoop(load_mcp_server(mcp_dir) if mcp_dir else mcp_url)
+    except MCPLoadError as exc:
+        raise CLIError(str(exc).replace("\n", " ")) from exc
+    _follow_agent_logging()
+    return agent
+
+
+def _follow_agent_logging() -> None:
+    """fastmcp logs every failing tool call with a full traceback on its own handler (set up when it is
+    imported, so only now can it be changed). The model already gets the failure as a tool message, so
+    those tracebacks are shown only when the command shows the agents' own log records (--debug,
+    --verbose, serve)."""
+    import logging
+
+    if not logging.getLogger("osmosis_ai.rollout").isEnabledFor(logging.ERROR):
+        for name in ("fastmcp", "FastMCP"):  # 3.x and later, 2.x
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def agent_spec(args: argparse.Namespace) -> str:
+    """The agent as the command line names it: ``MODULE:ATTR``, ``mcp:<absolute dir>`` or ``mcp-url:<url>``."""
+    if getattr(args, "mcp", None):
+        return f"mcp:{Path(args.mcp).resolve()}"
+    if getattr(args, "mcp_url", None):
+        return f"mcp-url:{args.mcp_url}"
+    return str(args.module)
+
+
+def agent_digest(args: argparse.Namespace, agent_loop: Any) -> str | None:
+    """A digest of what an MCP agent runs — every file of the tools directory, or the tool schemas a
+    running server offers — so an edited tool is noticed; ``None`` for ``-m`` (its module is digested)."""
+    digest = hashlib.sha256()
+    if getattr(args, "mcp", None):
+        root = Path(args.mcp).resolve()
+        for file in sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts):
+            digest.update(file.relative_to(root).as_posix().encode() + b"\0" + file.read_bytes())
+        return digest.hexdigest()
+    if getattr(args, "mcp_url", None):
+        digest.update(repr(agent_loop.get_tools(None)).encode())
+        return digest.hexdigest()
+    return None

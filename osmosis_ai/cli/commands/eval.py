@@ -32,6 +32,7 @@ from typing import Any
 from osmosis_ai.cli.arguments import add_agent_run_arguments, finite_number, whole_number
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.eval import cache
+from osmosis_ai.cli.loading import agent_spec
 from osmosis_ai.cli.output import say, setup_logging
 from osmosis_ai.consts import PACKAGE_VERSION
 
@@ -67,7 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "eval_command", None) == "cache":
         return cache.run(args)
-    missing = [flag for flag, value in (("-m/--module", args.module), ("-d/--dataset", args.dataset),
+    agent = args.module or args.mcp or args.mcp_url
+    missing = [flag for flag, value in (("-m/--module (or --mcp/--mcp-url)", agent), ("-d/--dataset", args.dataset),
                                         ("--eval-fn", args.eval_fn)) if not value]  # fmt: skip
     if missing:
         raise CLIError(f"osmosis eval needs {', '.join(missing)} (see osmosis eval --help)")
@@ -94,7 +96,7 @@ def _source_digest(obj: Any) -> str:
 
 def _task_id(args: argparse.Namespace, dataset: Path) -> str:
     """What names a journal: the agent, eval functions, models and dataset file (the rest is checked)."""
-    named = [args.module, args.eval_fn, args.model, str(dataset.resolve())]
+    named = [agent_spec(args), args.eval_fn, args.model, str(dataset.resolve())]
     if args.baseline_model:
         named.append([args.baseline_model, args.baseline_base_url])
     return hashlib.sha256(json.dumps(named).encode()).hexdigest()[:12]
@@ -102,7 +104,7 @@ def _task_id(args: argparse.Namespace, dataset: Path) -> str:
 
 async def _eval(args: argparse.Namespace) -> int:
     from osmosis_ai.cli.eval.report import check_output_path
-    from osmosis_ai.cli.loading import load_agent_loop, load_attribute
+    from osmosis_ai.cli.loading import agent_digest, load_agent, load_attribute
     from osmosis_ai.evaluation.dataset import DatasetReader
     from osmosis_ai.evaluation.eval_fn import EvalFnWrapper
     from osmosis_ai.evaluation.journal import BASELINE, PRIMARY, Journal, file_digest
@@ -112,7 +114,7 @@ async def _eval(args: argparse.Namespace) -> int:
         raise CLIError("each --eval-fn may be given once")
     say(f"osmosis-eval v{PACKAGE_VERSION}", quiet=args.quiet)
     output_dir = check_output_path(Path(args.output_path), journal_root()) if args.output_path else None
-    agent_loop = load_agent_loop(args.module)
+    agent_loop = load_agent(args)
     eval_fns = [
         EvalFnWrapper(load_attribute(spec, what="eval function", example="e.g. 'my_evals:exact'"), spec)
         for spec in args.eval_fn
@@ -129,7 +131,7 @@ async def _eval(args: argparse.Namespace) -> int:
         k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens)) if v is not None
     }
     description = {
-        "agent": f"{args.module}@{_source_digest(agent_loop)}",
+        "agent": f"{agent_spec(args)}@{agent_digest(args, agent_loop) or _source_digest(agent_loop)}",
         "eval_fns": [f"{fn.name}@{_source_digest(fn.fn)}" for fn in eval_fns],
         "model": args.model,
         "base_url": args.base_url,
@@ -147,7 +149,7 @@ async def _eval(args: argparse.Namespace) -> int:
         if args.journal
         else journal_path(journal_root(), args.model, args.dataset, task_id)
     )
-    labels = {"model": args.model, "dataset": args.dataset, "module": args.module,
+    labels = {"model": args.model, "dataset": args.dataset, "module": agent_spec(args),
               "baseline_model": args.baseline_model}  # fmt: skip
     journal = Journal.open(journal_file, description, fresh=args.fresh, labels=labels,
                            samples_path=samples_path(journal_file) if args.log_samples else None)  # fmt: skip
@@ -285,7 +287,7 @@ def _report(
     if output_dir is not None and status == "completed":
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         structured = {"version": 1, "task_id": task_id, "status": status, "written_at": now,
-                      "config": {**config, "dataset": args.dataset, "module": args.module, "base_url": args.base_url,
+                      "config": {**config, "dataset": args.dataset, "module": agent_spec(args), "base_url": args.base_url,
                                  "offset": args.offset, "limit": args.limit, "max_turns": args.max_turns},
                       **{k: v for k, v in document.items() if k != "config"},
                       "runs": [{"row_index": r.row_index, **run_entry(r)} for r in everything]}  # fmt: skip

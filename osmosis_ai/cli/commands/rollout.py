@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli import output
-from osmosis_ai.cli.arguments import finite_number, fraction, whole_number
+from osmosis_ai.cli.arguments import add_agent_arguments, finite_number, fraction, whole_number
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import setup_logging
 
@@ -40,12 +40,8 @@ PER_ROLLOUT_TABLE_LIMIT = 20  # larger runs get the summary only; --output has e
 
 
 def _add_target(parser: argparse.ArgumentParser) -> None:
-    target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument(
-        "-m",
-        "--module",
-        metavar="MODULE:ATTR",
-        help="agent loop to serve in-process, e.g. examples.calculator.agent:agent_loop",
+    target = add_agent_arguments(
+        parser, module_help="agent loop to serve in-process, e.g. examples.calculator.agent:agent_loop"
     )
     target.add_argument("--url", help="base URL of a running rollout server, e.g. http://127.0.0.1:9000")
     parser.add_argument(
@@ -157,18 +153,18 @@ async def rollout_server(
     if args.url:
         yield args.url, args.server_api_key or os.environ.get(SERVER_KEY_ENV) or None
         return
-    from osmosis_ai.cli.loading import load_agent_loop
+    from osmosis_ai.cli.loading import load_agent
     from osmosis_ai.traingate.local_server import serve_agent_loop_locally
 
     if agent_loop is None:
-        agent_loop = load_agent_loop(args.module)
+        agent_loop = load_agent(args)
     async with serve_agent_loop_locally(agent_loop) as url:
         yield url, None
 
 
 def _prepare(args: argparse.Namespace) -> tuple[list[dict[str, Any]], Any, Any, Any, Any]:
     """Load everything the run needs before any server starts: rows, reward, tokenizer, agent, policy."""
-    from osmosis_ai.cli.loading import load_agent_loop, load_reward
+    from osmosis_ai.cli.loading import load_agent, load_reward
     from osmosis_ai.traingate.dataset import load_dataset
     from osmosis_ai.traingate.policy import make_policy
     from osmosis_ai.traingate.tokenizer import load_tokenizer
@@ -178,7 +174,7 @@ def _prepare(args: argparse.Namespace) -> tuple[list[dict[str, Any]], Any, Any, 
     rows = load_dataset(args.dataset)
     reward_fn = load_reward(args.reward) if args.reward else None
     tokenizer = load_tokenizer(args.tokenizer)
-    agent_loop = load_agent_loop(args.module) if args.module else None
+    agent_loop = None if args.url else load_agent(args)
     policy = make_policy(args.model, base_url=args.base_url, api_key=args.api_key)
     return rows, reward_fn, tokenizer, agent_loop, policy
 

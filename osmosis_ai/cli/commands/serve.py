@@ -30,7 +30,7 @@ from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai._lazy import install_hint
-from osmosis_ai.cli.arguments import finite_number, whole_number
+from osmosis_ai.cli.arguments import add_agent_arguments, finite_number, whole_number
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import console
 from osmosis_ai.rollout.server.serve import DEFAULT_HOST, DEFAULT_PORT, LOCAL_HOST, ServeError
@@ -46,9 +46,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-m", "--module", required=True, help="agent loop as 'module.path:attribute' (instance or class)"
-    )
+    add_agent_arguments(parser, module_help="agent loop as 'module.path:attribute' (instance or class)")
     parser.add_argument(
         "-p",
         "--port",
@@ -115,10 +113,10 @@ def _configure_logging(level: str) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.api_key is not None and not args.api_key.strip():
         raise CLIError("--api-key must not be empty")
-    from osmosis_ai.cli.loading import load_agent_loop
+    from osmosis_ai.cli.loading import load_agent
 
     _configure_logging(args.log_level)
-    agent_loop = load_agent_loop(args.module)
+    agent_loop = load_agent(args)
     serve_agent_loop(
         agent_loop,
         host=args.host,

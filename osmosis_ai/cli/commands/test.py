@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _test(args: argparse.Namespace) -> int:
-    from osmosis_ai.cli.loading import load_agent_loop
+    from osmosis_ai.cli.loading import load_agent
     from osmosis_ai.evaluation.dataset import DatasetReader
     from osmosis_ai.evaluation.llm_client import ExternalLLMClient
     from osmosis_ai.evaluation.outcome import verdict
@@ -67,7 +67,7 @@ async def _test(args: argparse.Namespace) -> int:
     if output is not None and output.is_dir():
         raise CLIError(f"cannot write --output {output}: it is a directory")
     say(quiet=args.quiet, line=f"osmosis-rollout-test v{PACKAGE_VERSION}")
-    agent_loop = load_agent_loop(args.module)
+    agent_loop = load_agent(args)
     reader = DatasetReader(args.dataset)
     total = len(reader)
     selected = max(0, min(total - args.offset, args.limit if args.limit is not None else total))
