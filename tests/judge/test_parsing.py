@@ -26,7 +26,6 @@ from osmosis_ai.judge.prompt import build_messages, neutralise
         ('{"notes": {"x": 1}} then {"score": "0.4", "explanation": "numeric string"}', 0.4, "numeric string"),
         ('{"score": 3, "explanation": ""}', 3.0, ""),
         ('{"score": 2}', 2.0, ""),
-        ('{"outer": {"score": 0.9, "explanation": "nested"}}', 0.9, "nested"),
     ],
 )
 def test_parse_verdict_accepts(text: str, score: float, explanation: str) -> None:
