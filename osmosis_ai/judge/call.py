@@ -8,7 +8,9 @@ LiteLLM's and the OpenAI SDK's own retries are switched off so attempts are not 
 Every attempt runs under the judgment's :class:`Deadline`. The HTTP clients' own timeouts bound
 each read, not the call: a provider that drips its reply a byte at a time would never trip them.
 So the whole attempt is cancelled when the deadline passes, a back-off that would outlast it is
-not started, and the failure is a :class:`JudgeTimeoutError`. Waiting for a rate-limit slot is
+not started, and the failure is a :class:`JudgeTimeoutError`. LiteLLM itself keeps getting the
+configured timeout, not the time remaining: it caches HTTP clients per timeout value, and a new
+value per call would build a new client per call. Waiting for a rate-limit slot is
 queueing, not the judge's time, and moves the deadline by as long as it took.
 """
 
@@ -76,7 +78,7 @@ class JudgeRequest:
 
 
 class Deadline:
-    """The one time limit of a judgment: requests, back-offs, corrective re-asks and parsing."""
+    """The one time limit of a judgment: every request, back-off and corrective re-ask shares it."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
@@ -93,7 +95,7 @@ class Deadline:
         return JudgeTimeoutError(
             request.provider,
             request.model,
-            f"no verdict within the {self.seconds:g} s timeout (connecting, receiving the reply and "
+            f"No verdict within the {self.seconds:g} s timeout (connecting, receiving the reply and "
             "any retries included)",
         )
 
@@ -177,7 +179,6 @@ async def complete(
         remaining = deadline.remaining()
         if remaining <= 0:
             raise deadline.expired_error(request)
-        kwargs["timeout"] = remaining
         try:
             return to_plain(await asyncio.wait_for(litellm.acompletion(**kwargs), remaining))
         except Exception as exc:

@@ -7,8 +7,9 @@ called, and its verdict parsed and clamped. Along the way:
 
 * a blank ``solution_str`` scores ``score_min`` without calling the judge: models do produce empty
   outputs during RL, and an exception there would stop a training run (non-strings still raise);
-* ``timeout`` is one deadline for the whole judgment — connecting, receiving the reply, retries,
-  the corrective re-ask and parsing — so a provider that drips its reply cannot stretch it;
+* ``timeout`` is one deadline for the whole judgment — connecting, receiving the reply, retries
+  and the corrective re-ask — so a provider that drips its reply cannot stretch it (parsing is
+  linear and capped in size, milliseconds within it);
 * transient provider failures are retried with back-off, and a reply without a usable verdict
   (none, conflicting ones, or only ones copied from the quoted candidate) is answered once with a
   corrective message before giving up; the score is never taken from the candidate's own text;

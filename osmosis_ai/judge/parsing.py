@@ -173,8 +173,9 @@ def quoted_verdicts(texts: Iterable[str | None]) -> frozenset[tuple[str, str]]:
     """Fingerprints of the verdict-shaped objects written inside ``texts`` (the quoted inputs)."""
     found: set[tuple[str, str]] = set()
     for text in texts:
-        if text and "{" in text:
-            found.update(_fingerprint(obj) for obj in _verdict_objects(fold(text)))
+        folded = fold(text) if text else ""
+        if "{" in folded:
+            found.update(_fingerprint(obj) for obj in _verdict_objects(folded))
     return frozenset(found)
 
 
