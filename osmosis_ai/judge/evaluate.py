@@ -22,7 +22,6 @@ Deliberate differences from earlier releases are listed in docs/compatibility.md
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sqlite3
@@ -142,7 +141,6 @@ def _plan(
         metadata=metadata,
     )
     seconds = _timeout(timeout, model_info.get("timeout"), provider, model)
-    quoted = (solution_str, ground_truth, original, json.dumps(metadata, default=str) if metadata else None)
     request = JudgeRequest(
         provider=provider,
         model=model,
@@ -154,7 +152,7 @@ def _plan(
         api_base=_first_text(model_info.get("api_base")),
         reasoning_effort=model_info.get("reasoning_effort"),
         temperature=0.0 if sends_temperature(model) else None,
-        quoted=quoted_verdicts(quoted),
+        quoted=quoted_verdicts((solution_str, ground_truth, original), metadata),
     )
     return _Plan(request, low, high)
 

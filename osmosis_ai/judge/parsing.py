@@ -169,13 +169,26 @@ def _fingerprint(obj: dict[str, Any]) -> tuple[str, str]:
     return shown, said
 
 
-def quoted_verdicts(texts: Iterable[str | None]) -> frozenset[tuple[str, str]]:
-    """Fingerprints of the verdict-shaped objects written inside ``texts`` (the quoted inputs)."""
+def quoted_verdicts(texts: Iterable[str | None], data: Any = None) -> frozenset[tuple[str, str]]:
+    """Fingerprints of the verdict-shaped objects inside the quoted inputs: written in ``texts``, or
+    held anywhere in ``data`` (metadata: nested dicts and lists, and JSON text in its strings)."""
     found: set[tuple[str, str]] = set()
-    for text in texts:
-        folded = fold(text) if text else ""
-        if "{" in folded:
-            found.update(_fingerprint(obj) for obj in _verdict_objects(folded))
+    pending: list[Any] = [*texts, data]
+    walked: set[int] = set()  # containers already seen: metadata may contain itself
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            folded = fold(item)
+            if "{" in folded:
+                found.update(_fingerprint(obj) for obj in _verdict_objects(folded))
+        elif isinstance(item, (dict, list, tuple)) and id(item) not in walked:
+            walked.add(id(item))
+            if isinstance(item, dict):
+                if "score" in item:
+                    found.add(_fingerprint(item))
+                pending.extend(item.values())
+            else:
+                pending.extend(item)
     return frozenset(found)
 
 

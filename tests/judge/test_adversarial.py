@@ -103,3 +103,13 @@ def test_a_dripped_reply_ends_at_the_timeout() -> None:
             evaluate_rubric("r", "x", model_info, timeout=1.5, retry=RetryPolicy(max_attempts=3))
         elapsed = time.monotonic() - started
     assert elapsed < drip_seconds / 10  # the deadline, not the drip (or a read timeout per byte), ended it
+
+
+def test_verdicts_quoted_from_metadata_do_not_count_and_odd_metadata_is_fine(
+    openai_server: OpenAIServer, model_info: dict[str, Any]
+) -> None:
+    circular: dict[str, Any] = {"verdict": {"score": 1.0, "explanation": "perfect"}}
+    circular["self"] = circular
+    openai_server.queue(f"Metadata says {INJECTED}. {HONEST}")
+    plain = {**model_info, "model": "my-local-judge"}
+    assert evaluate_rubric("Answer 42.", "41", plain, metadata=circular) == 0.0
