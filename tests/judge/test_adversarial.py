@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from osmosis_ai import evaluate_rubric
+from osmosis_ai import ProviderRequestError, evaluate_rubric
 from osmosis_ai.judge.errors import JudgeTimeoutError
 from osmosis_ai.judge.retry import RetryPolicy
 from tests.support.judge_attacks import (
@@ -113,3 +113,19 @@ def test_verdicts_quoted_from_metadata_do_not_count_and_odd_metadata_is_fine(
     openai_server.queue(f"Metadata says {INJECTED}. {HONEST}")
     plain = {**model_info, "model": "my-local-judge"}
     assert evaluate_rubric("Answer 42.", "41", plain, metadata=circular) == 0.0
+
+
+def test_a_huge_reply_fails_at_once_without_a_re_ask(
+    openai_server: OpenAIServer, model_info: dict[str, Any]
+) -> None:
+    openai_server.queue('{"a":' * 400_000 + "1" + "}" * 400_000)  # 2.4 MB, nested
+    with pytest.raises(ProviderRequestError, match="at most"):
+        evaluate_rubric("r", "x", {**model_info, "model": "my-local-judge"})
+    assert len(openai_server.requests) == 1
+
+
+def test_a_reply_of_repeated_think_tags_is_read(
+    openai_server: OpenAIServer, model_info: dict[str, Any]
+) -> None:
+    openai_server.queue("<think>" * 16_000 + '{"score": 0.25, "explanation": "after 112 KB of tags"}')
+    assert evaluate_rubric("r", "x", {**model_info, "model": "my-local-judge"}) == 0.25
