@@ -21,7 +21,8 @@ classes that exist, both ways, so a new error class means a new line here::
     ├── VerdictError (ValueError)                   osmosis_ai.judge.errors
     ├── MissingAPIKeyError (RuntimeError)           osmosis_ai.judge.errors
     ├── ProviderRequestError (RuntimeError)         osmosis_ai.judge.errors
-    │   └── ModelNotFoundError                      osmosis_ai.judge.errors
+    │   ├── ModelNotFoundError                      osmosis_ai.judge.errors
+    │   └── JudgeTimeoutError (TimeoutError)        osmosis_ai.judge.errors
     ├── OsmosisRolloutError                         osmosis_ai.rollout.core.exceptions
     │   ├── OsmosisTransportError                   osmosis_ai.rollout.core.exceptions
     │   ├── OsmosisServerError                      osmosis_ai.rollout.core.exceptions

@@ -43,10 +43,10 @@ def _import_module(module_path: str) -> object:
         sys.path.insert(0, cwd)
     try:
         return importlib.import_module(module_path)
-    except ImportError as exc:
-        raise CLIError(f"cannot import module {module_path!r}: {exc}") from exc
-    except Exception as exc:
-        raise CLIError(f"importing module {module_path!r} failed with {type(exc).__name__}: {exc}") from exc
+    except (Exception, SystemExit) as exc:  # the user's code ran: whatever it raised is theirs to fix
+        from osmosis_ai.cli.user_code import import_failure
+
+        raise import_failure(module_path, exc) from exc
 
 
 def _public_attributes(module: object) -> str:

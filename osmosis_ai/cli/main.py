@@ -136,6 +136,14 @@ def _main(arguments: list[str]) -> int:
     return _dispatch(arguments)
 
 
+def _verbose(args: argparse.Namespace) -> bool:
+    """Whether the command was asked for details (``-v``/``--verbose``, ``--debug``, ``--log-level debug``)."""
+    return (
+        bool(getattr(args, "verbose", False) or getattr(args, "debug", False))
+        or getattr(args, "log_level", None) == "debug"
+    )
+
+
 def _dispatch(arguments: list[str]) -> int:
     import importlib
 
@@ -155,6 +163,8 @@ def _dispatch(arguments: list[str]) -> int:
         # The one place where a failure becomes the user's ``Error: ...`` line.
         from osmosis_ai.cli.output import error
 
+        if _verbose(args) and isinstance(getattr(exc, "user_traceback", None), str):
+            print(exc.user_traceback, file=sys.stderr)  # type: ignore[attr-defined]
         error(exc)
         return 1
     except KeyboardInterrupt:

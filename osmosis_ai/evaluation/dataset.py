@@ -86,7 +86,7 @@ def _jsonl(file: Path, offset: int) -> Iterator[RawRow]:
             if index >= offset:  # rows before the offset are counted, not parsed
                 try:
                     value = json.loads(line)
-                except ValueError as exc:  # UnicodeDecodeError included
+                except (ValueError, RecursionError) as exc:  # UnicodeDecodeError included; too deep nesting
                     raise DatasetParseError(
                         f"{file}: row {index}: line {number} is not valid JSON: {exc}",
                         path=file,

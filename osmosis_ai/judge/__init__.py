@@ -26,6 +26,7 @@ _EXPORTS = {
     "MissingAPIKeyError": "osmosis_ai.judge.errors",
     "ProviderRequestError": "osmosis_ai.judge.errors",
     "ModelNotFoundError": "osmosis_ai.judge.errors",
+    "JudgeTimeoutError": "osmosis_ai.judge.errors",
 }
 
 __all__ = sorted(_EXPORTS)

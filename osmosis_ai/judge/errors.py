@@ -34,6 +34,10 @@ class ModelNotFoundError(ProviderRequestError):
     """The provider does not recognise the requested model id."""
 
 
+class JudgeTimeoutError(ProviderRequestError, TimeoutError):
+    """No verdict arrived within the judgment's timeout (also a ``TimeoutError``)."""
+
+
 class JudgeInputError(OsmosisError, TypeError):
     """An argument of ``evaluate_rubric`` is missing or of the wrong type (also a ``TypeError``)."""
 

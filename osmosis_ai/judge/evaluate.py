@@ -7,8 +7,12 @@ called, and its verdict parsed and clamped. Along the way:
 
 * a blank ``solution_str`` scores ``score_min`` without calling the judge: models do produce empty
   outputs during RL, and an exception there would stop a training run (non-strings still raise);
-* transient provider failures are retried with back-off, and a reply without a usable verdict is
-  answered once with a corrective message before giving up;
+* ``timeout`` is one deadline for the whole judgment — connecting, receiving the reply, retries
+  and the corrective re-ask — so a provider that drips its reply cannot stretch it (parsing is
+  linear and capped in size, milliseconds within it);
+* transient provider failures are retried with back-off, and a reply without a usable verdict
+  (none, conflicting ones, or only ones copied from the quoted candidate) is answered once with a
+  corrective message before giving up; the score is never taken from the candidate's own text;
 * a score outside the range is clamped and the result says so (``clamped``, ``original_score``);
 * ``cache=`` stores verdicts on disk (a failing cache is skipped with one warning, never fatal),
   ``rate_limiter=`` spaces requests, ``retry=`` tunes retries.
@@ -27,10 +31,10 @@ from typing import Any
 
 from osmosis_ai._litellm import aimport_litellm
 from osmosis_ai.judge.cache import JudgmentCache, judgment_key, resolve_cache
-from osmosis_ai.judge.call import JudgeRequest, complete
+from osmosis_ai.judge.call import Deadline, JudgeRequest, complete
 from osmosis_ai.judge.errors import JudgeInputError, ProviderRequestError, ScoreRangeError, VerdictError
 from osmosis_ai.judge.keys import resolve_api_key
-from osmosis_ai.judge.parsing import Verdict, clamp, parse_verdict
+from osmosis_ai.judge.parsing import MAX_REPLY_CHARS, Verdict, clamp, parse_verdict, quoted_verdicts
 from osmosis_ai.judge.portal import synchronous
 from osmosis_ai.judge.prompt import PROMPT_VERSION, build_messages
 from osmosis_ai.judge.ratelimit import RateLimiter
@@ -125,13 +129,14 @@ def _plan(
     if not solution_str.strip():
         return _Plan(None, low, high)
     model_id = litellm_model_id(provider, model)
+    original = _first_text(original_input, model_info.get("original_input"))
     messages = build_messages(
         rubric=rubric_text,
         solution_str=solution_str,
         score_min=low,
         score_max=high,
         system_prompt=_first_text(model_info.get("system_prompt")),
-        original_input=_first_text(original_input, model_info.get("original_input")),
+        original_input=original,
         ground_truth=ground_truth,
         metadata=metadata,
     )
@@ -147,6 +152,7 @@ def _plan(
         api_base=_first_text(model_info.get("api_base")),
         reasoning_effort=model_info.get("reasoning_effort"),
         temperature=0.0 if sends_temperature(model) else None,
+        quoted=quoted_verdicts((solution_str, ground_truth, original), metadata),
     )
     return _Plan(request, low, high)
 
@@ -179,14 +185,22 @@ def _reply_text(raw: Any) -> str:
 async def _ask(
     request: JudgeRequest, retry: RetryPolicy, limiter: RateLimiter | None
 ) -> tuple[Verdict, Any, int]:
-    """Call the judge until it gives a usable verdict (or the corrective retries run out)."""
+    """Call the judge until it gives a usable verdict (or the corrective retries or the time run out)."""
+    deadline = Deadline(request.timeout)
     messages = request.messages
     for round_number in range(1, retry.malformed_retries + 2):
-        raw = await complete(request, messages, retry=retry, limiter=limiter)
+        raw = await complete(request, messages, retry=retry, limiter=limiter, deadline=deadline)
         content = ""
         try:
             content = _reply_text(raw)
-            return parse_verdict(content), raw, round_number
+            if len(content) > MAX_REPLY_CHARS:  # asking again would cost as much: not retried
+                raise ProviderRequestError(
+                    request.provider,
+                    request.model,
+                    f"the reply is {len(content)} characters long; at most {MAX_REPLY_CHARS} are read",
+                )
+            verdict = parse_verdict(content, structured=request.structured, quoted=request.quoted)
+            return verdict, raw, round_number
         except VerdictError as exc:
             if round_number > retry.malformed_retries:
                 raise ProviderRequestError(request.provider, request.model, str(exc)) from exc

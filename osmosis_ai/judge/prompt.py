@@ -5,10 +5,11 @@ quoted between sentinel lines such as ``<<<BEGIN_CANDIDATE_OUTPUT>>>`` and
 ``<<<END_CANDIDATE_OUTPUT>>>``, and the system message tells the judge that quoted text is data.
 For that to hold, quoted text must not be able to end its own block: a sentinel-shaped token inside
 it (``<<<`` followed by ``BEGIN``/``END`` and a separator, in any case, with its closing ``>>>``)
-is defused by spacing the angle brackets apart, and triple backticks are escaped so a code fence
-cannot swallow the rest of the prompt. Everything else is quoted verbatim: doctest ``>>>``,
-JavaScript ``>>>``, shell ``<<<`` here-strings and PHP ``<<<END`` heredocs reach the judge as
-written.
+is defused by spacing the angle brackets apart, and every run of three or more backticks is
+escaped so a code fence cannot swallow the rest of the prompt. Both are matched on the text's
+skeleton (:mod:`osmosis_ai.judge.skeleton`), so fullwidth, zero-width-split and Cyrillic or Greek
+look-alikes are caught too. Everything else is quoted verbatim: doctest ``>>>``, JavaScript
+``>>>``, shell ``<<<`` here-strings and PHP ``<<<END`` heredocs reach the judge as written.
 
 ``PROMPT_VERSION`` is part of every judgment-cache key: change it whenever the wording changes.
 """
@@ -19,12 +20,16 @@ import json
 import re
 from typing import Any
 
-PROMPT_VERSION = "2"
+from osmosis_ai.judge.skeleton import skeleton
+
+PROMPT_VERSION = "3"
 
 SENTINEL_LABELS = ("CANDIDATE_OUTPUT", "GROUND_TRUTH", "ORIGINAL_INPUT", "METADATA")
 _SENTINEL_SHAPED = re.compile(
-    r"(?P<open><{3,})(?P<name>[ \t]*(?:BEGIN|END)[ \t]*[_ -][\w-]*[ \t]*)(?P<close>>{3,})?", re.IGNORECASE
+    r"(?<!<)(?P<open><{3,})(?P<name>[ \t]*(?:BEGIN|END)[ \t]*[_ -][\w-]*[ \t]*)(?P<close>>{3,})?",
+    re.IGNORECASE,
 )
+_BACKTICK_RUN = re.compile(r"`{3,}")
 
 
 def _render(value: float) -> str:
@@ -36,10 +41,26 @@ def _defuse(match: re.Match[str]) -> str:
     return " ".join(match["open"]) + match["name"] + " ".join(match["close"] or "")
 
 
+def _replacements(folded: str) -> list[tuple[int, int, str]]:
+    """``(start, end, replacement)`` in skeleton indices for every sentinel and backtick run, in order."""
+    found = [(m.start(), m.end(), _defuse(m)) for m in _SENTINEL_SHAPED.finditer(folded)]
+    found += [(m.start(), m.end(), "\\`" * len(m.group())) for m in _BACKTICK_RUN.finditer(folded)]
+    return sorted(found)
+
+
 def neutralise(text: str) -> str:
     """Make ``text`` safe to quote: no sentinel-shaped tokens, no code fences; otherwise unchanged."""
-    text = _SENTINEL_SHAPED.sub(_defuse, text)
-    return text.replace("```", "\\`\\`\\`")
+    folded = skeleton(text)
+    pieces: list[str] = []
+    position = 0
+    for start, end, replacement in _replacements(folded.text):
+        first, last = folded.span(start, end)
+        if first < position:  # overlaps the previous replacement (a backtick run inside a sentinel)
+            continue
+        pieces += [text[position:first], replacement]
+        position = last
+    pieces.append(text[position:])
+    return "".join(pieces)
 
 
 def quote_block(label: str, text: str | None) -> list[str]:

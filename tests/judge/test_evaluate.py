@@ -18,7 +18,7 @@ from osmosis_ai import (
 )
 from osmosis_ai.errors import OsmosisError
 from osmosis_ai.judge.cache import SHARED_CACHE_LIMIT, JudgmentCache, resolve_cache
-from osmosis_ai.judge.errors import JudgeInputError, ScoreRangeError
+from osmosis_ai.judge.errors import JudgeInputError, JudgeTimeoutError, ScoreRangeError
 from osmosis_ai.judge.evaluate import EMPTY_OUTPUT_EXPLANATION
 from osmosis_ai.judge.retry import RetryPolicy
 from tests.support.openai_server import OpenAIServer, Reply
@@ -114,17 +114,18 @@ def test_retries_are_bounded(
     assert len(openai_server.requests) == fast_retry.max_attempts
 
 
-def test_timeout_is_retried_then_reported(
+def test_timeout_bounds_the_whole_judgment_retries_included(
     openai_server: OpenAIServer, model_info: dict[str, Any], sleeps: list[float]
 ) -> None:
     async def no_wait(seconds: float) -> None:
         sleeps.append(seconds)
 
     openai_server.queue(Reply(delay=5), Reply(delay=5))
-    with pytest.raises(ProviderRequestError) as caught:
+    with pytest.raises(JudgeTimeoutError) as caught:
         evaluate_rubric("r", "x", model_info, timeout=0.2, retry=RetryPolicy(max_attempts=2, sleep=no_wait))
-    assert "timed out" in caught.value.detail.lower() or "timeout" in caught.value.detail.lower()
-    assert len(openai_server.requests) == 2 and len(sleeps) == 1
+    assert isinstance(caught.value, ProviderRequestError) and isinstance(caught.value, TimeoutError)
+    assert "0.2 s timeout" in caught.value.detail
+    assert len(openai_server.requests) == 1 and sleeps == []  # no time was left for a second attempt
 
 
 def test_authentication_errors_are_not_retried(

@@ -90,7 +90,10 @@ def _read_documents(path: Path) -> list[Any]:
     try:
         return list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:
-        raise CLIError(f"Invalid YAML in rubric config {path}: {exc}") from exc
+        mark = getattr(exc, "problem_mark", None)
+        at = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
+        raise CLIError(f"Invalid YAML in rubric config {path}{at}: {problem}") from exc
     except RecursionError:  # the YAML parser recurses per nesting level
         raise CLIError(f"Rubric config {path} is nested too deeply to read") from None
 
@@ -220,6 +223,10 @@ def load_rubric_suite(path: Path, *, strict: bool) -> RubricSuite:
                     f"{path}: documents declare different versions ({suite.version} and {version})"
                 )
             suite.version = suite.version if version is None else version
+        if isinstance(document, dict) and "rubrics" in document and not isinstance(document["rubrics"], list):
+            raise CLIError(
+                f"{where}: 'rubrics' must be a list of rubric entries, got {type(document['rubrics']).__name__}"
+            )
         for label, entry in _walk(document, f"document[{index}]", where):
             suite.entries.append(RubricEntry(label, entry))
             source_label = f"{path}:{label}"
@@ -236,7 +243,7 @@ def load_rubric_suite(path: Path, *, strict: bool) -> RubricSuite:
                 )
             seen_ids[config.rubric_id] = label
             suite.configs.append(config)
-    if strict and not suite.configs:
+    if not suite.entries or (strict and not suite.configs):
         raise CLIError(
             f"No rubric entries found in {path}; an entry is a mapping with 'id', 'rubric' and 'model_info'"
         )

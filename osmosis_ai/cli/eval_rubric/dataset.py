@@ -51,6 +51,10 @@ def _objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         cause = exc.__cause__
         if exc.line is None or cause is None:
             raise CLIError(f"Cannot read dataset {path}: {cause or exc}") from exc
+        if isinstance(cause, RecursionError):
+            raise CLIError(
+                f"{path}:{exc.line}: the JSON is nested too deeply to read; flatten the record"
+            ) from exc
         if isinstance(cause, json.JSONDecodeError):
             raise CLIError(f"{path}:{exc.line}: invalid JSON: {cause.msg} (column {cause.colno})") from exc
         raise CLIError(f"{path}:{exc.line}: invalid JSON: {cause}") from exc

@@ -153,6 +153,18 @@ def test_eval_rubric_user_errors_fail_fast(
     assert openai_server.requests == []
 
 
+def test_eval_rubric_names_the_line_of_a_too_deeply_nested_record(
+    openai_server: OpenAIServer, tmp_path: Path, home: Path
+) -> None:
+    write_config(tmp_path / "rubric_configs.yaml", openai_server.url)
+    deep = '{"rubric_id": "tone", "solution_str": ' + '{"a":' * 100_000 + "1" + "}" * 100_000 + "}"
+    (tmp_path / "data.jsonl").write_text('{"rubric_id": "tone", "solution_str": "y"}\n\n' + deep + "\n")
+    result = osmosis("eval-rubric", "-r", "tone", "-d", "data.jsonl", cwd=tmp_path, home=home)
+    assert result.returncode == 1
+    assert result.stderr == "Error: data.jsonl:3: the JSON is nested too deeply to read; flatten the record\n"
+    assert openai_server.requests == []
+
+
 @pytest.mark.parametrize("where", ["under-a-file", "proc"])
 def test_eval_rubric_unwritable_report_location_fails_before_any_call(
     openai_server: OpenAIServer, tmp_path: Path, home: Path, where: str

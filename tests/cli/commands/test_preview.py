@@ -45,6 +45,15 @@ def test_preview_lists_an_entry_with_extra_info(tmp_path: Path, home: Path) -> N
             "a: &x [*x]\n",
             "'a[0]' refers back to a node that contains it (a recursive YAML alias)",
         ),
+        (
+            "deep.jsonl",
+            '{"a": 1}\n' + '{"a":' * 100_000 + "1" + "}" * 100_000,
+            "deep.jsonl:2: the JSON is nested too deeply",
+        ),
+        ("five.yaml", "rubrics: 5\n", "'rubrics' must be a list of rubric entries, got int"),
+        ("mapping.yaml", "rubrics: {id: a}\n", "'rubrics' must be a list of rubric entries, got dict"),
+        ("numbers.yaml", "- 1\n- 2\n", "No rubric entries found in numbers.yaml"),
+        ("empty.yaml", "# nothing yet\n", "No rubric entries found in empty.yaml"),
     ],
 )
 def test_preview_reports_bad_files_without_a_traceback(
@@ -55,4 +64,4 @@ def test_preview_reports_bad_files_without_a_traceback(
     result = osmosis("preview", "-p", name, cwd=tmp_path, home=home)
     assert result.returncode == 1
     assert result.stderr.startswith("Error: ") and message in result.stderr
-    assert "Traceback" not in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
