@@ -55,8 +55,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("-o", "--output", metavar="FILE.json", help="write the results as JSON")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")
-    parser.add_argument("-i", "--interactive", action="store_true", help="step through rows (not built yet)")
-    parser.add_argument("--row", type=whole_number(0), help="row to start the interactive session at")
+    parser.add_argument(
+        "-i", "--interactive", action="store_true", help="step through rows one model answer at a time"
+    )
+    parser.add_argument("--row", type=whole_number(0), help="row to run first in the interactive session")
 
 
 def format_duration(ms: float) -> str:
@@ -71,8 +73,6 @@ def format_duration(ms: float) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.row is not None and not args.interactive:
         raise CLIError("--row needs --interactive")
-    if args.interactive:
-        raise CLIError("interactive mode (-i) is not available yet; run without -i for batch mode")
     setup_logging(logging.DEBUG if args.debug else None)
     return asyncio.run(_test(args))
 
@@ -87,7 +87,8 @@ async def _test(args: argparse.Namespace) -> int:
     output = Path(args.output) if args.output else None
     if output is not None and output.is_dir():
         raise CLIError(f"cannot write --output {output}: it is a directory")
-    say(quiet=args.quiet, line=f"osmosis-rollout-test v{PACKAGE_VERSION}")
+    mode = " (Interactive Mode)" if args.interactive else ""
+    say(quiet=args.quiet, line=f"osmosis-rollout-test v{PACKAGE_VERSION}{mode}")
     agent_loop = load_agent_loop(args.module)
     reader = DatasetReader(args.dataset)
     total = len(reader)
@@ -99,6 +100,10 @@ async def _test(args: argparse.Namespace) -> int:
     # The first row is checked now, so a dataset in the wrong shape fails before any paid request;
     # the others are checked as they are read (the file is never loaded whole).
     reader.read(limit=1, offset=args.offset)
+    last = args.offset + selected - 1
+    if args.row is not None and not args.offset <= args.row <= last:
+        valid = f"{args.offset}-{last}" if last > args.offset else str(last)
+        raise CLIError(f"--row {args.row} is out of range; valid rows are {valid}")
     say(quiet=args.quiet, line=f"Dataset: {reader.file_path} ({total} rows, running {selected})")
     client = ExternalLLMClient(args.model, api_key=args.api_key, api_base=args.base_url)
     params = {
@@ -110,6 +115,8 @@ async def _test(args: argparse.Namespace) -> int:
             line=f"Model: {client.display_name}" + (f" at {args.base_url}" if args.base_url else ""),
         )
         await client.preflight_check()  # a bad key or model: one line, nothing run
+        if args.interactive:
+            return await _interactive(args, agent_loop, client, reader, last, params)
         runner = LocalRunner(
             agent_loop,
             client,
@@ -159,6 +166,42 @@ async def _test(args: argparse.Namespace) -> int:
         say(quiet=args.quiet, line=f"Wrote results to {output}")
     if batch.stopped_early:
         raise CLIError(f"the run stopped: {batch.stop_reason}")
+    reason = verdict(
+        counts, max_failure_rate=args.max_failure_rate, unit="row", limit_name="--max-failure-rate"
+    )
+    if reason is not None:
+        raise CLIError(reason)
+    return 0
+
+
+async def _interactive(
+    args: argparse.Namespace,
+    agent_loop: Any,
+    client: Any,
+    reader: Any,
+    last: int,
+    params: dict[str, Any],
+) -> int:
+    from osmosis_ai.cli.interactive import InteractiveSession
+    from osmosis_ai.evaluation.outcome import OutcomeCounts, verdict
+    from osmosis_ai.evaluation.runner import LocalRunner
+
+    session = InteractiveSession(client, reader, args.offset, last)
+    runner = LocalRunner(
+        agent_loop,
+        session.client,
+        rollout_id_prefix="test",
+        request_metadata={"execution_mode": "test", "test_mode": True},
+        max_turns=args.max_turns,
+        completion_params=params,
+        debug_dir=DEBUG_DIR if args.debug else None,
+    )
+    results = await session.run(runner, args.row)
+    counts = OutcomeCounts.of(r.outcome for r in results)
+    line = counts.describe("row")
+    if session.aborted_rows:
+        line += f"; {session.aborted_rows} aborted"
+    print(line, flush=True)
     reason = verdict(
         counts, max_failure_rate=args.max_failure_rate, unit="row", limit_name="--max-failure-rate"
     )

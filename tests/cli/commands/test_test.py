@@ -154,8 +154,6 @@ def test_outcomes_per_row_and_the_failure_rate(openai_server: OpenAIServer, tmp_
 
 
 def test_usage_errors(openai_server: OpenAIServer, tmp_path: Path) -> None:
-    result = _test(openai_server.url, "-i")
-    assert result.returncode == 1 and "interactive mode (-i) is not available yet" in result.stderr
     result = _test(openai_server.url, "--offset", "100")
     assert result.returncode == 1 and "no rows to run" in result.stderr
     bad = tmp_path / "bad.jsonl"
