@@ -15,12 +15,13 @@ import argparse
 import asyncio
 import json
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
 from osmosis_ai.cli.arguments import finite_number, fraction, whole_number
 from osmosis_ai.cli.errors import CLIError
-from osmosis_ai.cli.output import say, setup_logging
+from osmosis_ai.cli.output import progress_bar, say, setup_logging, wants_progress
 from osmosis_ai.consts import PACKAGE_VERSION
 
 ERROR_PREVIEW = 200
@@ -127,10 +128,15 @@ async def _test(args: argparse.Namespace) -> int:
             debug_dir=DEBUG_DIR if args.debug else None,
         )
         done = 0
+        # On a terminal a bar counts the rows and only failed rows get a line; piped, every row does.
+        bar = not args.quiet and wants_progress(None, selected, sys.stdout)
 
         def show(result: RowResult) -> None:
             nonlocal done
             done += 1
+            advance()
+            if bar and result.success:
+                return
             status = "OK" if result.success else f"FAILED [{result.outcome.value}]"
             line = (
                 f"[{done}/{selected}] Row {result.row_index}: {status} "
@@ -141,7 +147,8 @@ async def _test(args: argparse.Namespace) -> int:
                 line += " - " + (error if len(error) <= ERROR_PREVIEW else error[: ERROR_PREVIEW - 3] + "...")
             say(quiet=args.quiet, line=line)
 
-        batch = await runner.run(reader.iter_indexed(args.limit, args.offset), on_result=show)
+        with progress_bar(selected, "rows", enabled=bar, stderr=False) as advance:
+            batch = await runner.run(reader.iter_indexed(args.limit, args.offset), on_result=show)
     counts = batch.counts
     say(quiet=args.quiet, line="")
     say(quiet=args.quiet, line="Summary:")
