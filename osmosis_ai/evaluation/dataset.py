@@ -93,6 +93,14 @@ def _jsonl(file: Path, offset: int) -> Iterator[RawRow]:
                         row=index,
                         line=number,
                     ) from exc
+                except RecursionError:
+                    raise DatasetParseError(
+                        f"{file}: row {index}: line {number} nests arrays/objects too deeply to decode; "
+                        "flatten that row",
+                        path=file,
+                        row=index,
+                        line=number,
+                    ) from None
                 yield RawRow(index, number, value)
             index += 1
 
