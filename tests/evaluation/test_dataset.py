@@ -145,7 +145,9 @@ def test_a_row_nested_too_deeply_is_named(tmp_path: Path) -> None:
     path = tmp_path / "deep.jsonl"
     deep = "[" * 100_000 + "]" * 100_000
     path.write_text(json.dumps(GOOD) + "\n" + f'{{"system_prompt": {deep}}}\n', encoding="utf-8")
-    with pytest.raises(DatasetParseError, match=r"deep\.jsonl: row 1: line 2 nests arrays/objects too deeply"):
+    with pytest.raises(
+        DatasetParseError, match=r"deep\.jsonl: row 1: line 2 nests arrays/objects too deeply"
+    ):
         DatasetReader(path).read()
 
 
