@@ -19,10 +19,11 @@ import math
 import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from osmosis_ai.evaluation.pool import run_bounded
 from osmosis_ai.traingate.gateway import TrainGate
 from osmosis_ai.traingate.launcher import InitRejected, RolloutLauncher, ServerUnreachable
 from osmosis_ai.traingate.reward import RewardFn, compute_reward
@@ -162,9 +163,6 @@ async def stream_rollouts(
     The first exception raised by ``on_done``, ``admit`` or the row iterable cancels the rollouts
     in flight and is raised.
     """
-    semaphore = asyncio.Semaphore(config.concurrency)
-    tasks: set[asyncio.Task[None]] = set()
-    failures: list[BaseException] = []
     retired: deque[str] = deque()
 
     def retire(session: RolloutSession) -> None:
@@ -174,17 +172,24 @@ async def stream_rollouts(
         while len(retired) > retain_finished:
             gate.sessions.pop(retired.popleft(), None)
 
-    def settled(task: asyncio.Task[None]) -> None:
-        tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            failures.append(task.exception())  # type: ignore[arg-type]
+    def rollouts() -> Iterator[tuple[int, int, dict[str, Any]]]:
+        for row_index, row in enumerate(rows):
+            for sample in range(config.n):
+                yield row_index, sample, row
 
-    started = 0
     async with RolloutLauncher(
         config.server_url, api_key=config.server_api_key, max_connections=max(config.concurrency, 1)
     ) as launcher:
 
-        async def one(session: RolloutSession, row: dict[str, Any]) -> None:
+        async def one(item: tuple[int, int, dict[str, Any]]) -> None:
+            row_index, sample, row = item
+            session = gate.open_session(
+                f"tg-{config.run_id}-r{row_index}-s{sample}",
+                row_messages(row),
+                row_index=row_index,
+                sample_index=sample,
+                metadata=row_metadata(row, row_index, sample),
+            )
             try:
                 await _run_one(gate, launcher, config, session, row)
                 if on_done is not None:
@@ -192,39 +197,9 @@ async def stream_rollouts(
                     if result is not None:
                         await result
             finally:
-                semaphore.release()
                 retire(session)
 
-        try:
-            for row_index, row in enumerate(rows):
-                for sample in range(config.n):
-                    if admit is not None:
-                        await admit(started)
-                    await semaphore.acquire()
-                    if failures:
-                        semaphore.release()
-                        raise failures[0]
-                    session = gate.open_session(
-                        f"tg-{config.run_id}-r{row_index}-s{sample}",
-                        row_messages(row),
-                        row_index=row_index,
-                        sample_index=sample,
-                        metadata=row_metadata(row, row_index, sample),
-                    )
-                    task = asyncio.create_task(one(session, row))
-                    tasks.add(task)
-                    task.add_done_callback(settled)
-                    started += 1
-            while tasks and not failures:
-                await asyncio.wait(set(tasks), return_when=asyncio.FIRST_EXCEPTION)
-            if failures:
-                raise failures[0]
-        finally:
-            for task in tasks:
-                task.cancel()
-            if tasks:
-                await asyncio.wait(set(tasks))
-    return started
+        return await run_bounded(rollouts(), one, concurrency=config.concurrency, before_start=admit)
 
 
 async def run_rollouts(
