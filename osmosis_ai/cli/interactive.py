@@ -196,6 +196,15 @@ class InteractiveSession:
             return None
         return f"row {row} is out of range; valid rows are {self.rows}"
 
+    def _jump_to(self, row: int) -> bool:
+        """Make ``row`` the next one to run if it is in range; else say why not."""
+        problem = self.check_row(row)
+        if problem is not None:
+            print(problem)
+            return False
+        self._jump = row
+        return True
+
     # -- callbacks of the model client ---------------------------------------------------------------
 
     def on_messages(self, messages: list[Message]) -> None:
@@ -227,11 +236,8 @@ class InteractiveSession:
             elif command.name == "quit":
                 return False
             elif command.name == "row" and command.row is not None:
-                problem = self.check_row(command.row)
-                if problem is None:
-                    self._jump = command.row
+                if self._jump_to(command.row):
                     return False
-                print(problem)
             else:
                 if command.problem:
                     print(command.problem)
@@ -324,11 +330,8 @@ class InteractiveSession:
             elif command.name == "quit":
                 return False
             elif command.name == "row" and command.row is not None:
-                problem = self.check_row(command.row)
-                if problem is None:
-                    self._jump = command.row
+                if self._jump_to(command.row):
                     return True
-                print(problem)
             elif command.name in ("next", "continue"):
                 return True
             else:

@@ -18,13 +18,14 @@ ENV = subprocess_env(COLUMNS="120")
 AGENT = CALCULATOR
 
 
-def osmosis(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def osmosis(*args: str, timeout: float = 60, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    """``osmosis rollout *args`` in ``cwd``, whose modules (agents written by a test) are importable."""
     return subprocess.run(
         [sys.executable, "-m", "osmosis_ai", "rollout", *args],
         capture_output=True,
         text=True,
-        cwd=REPO,
-        env=ENV,
+        cwd=cwd,
+        env={**ENV, "PYTHONPATH": f"{cwd}:{REPO}"},
         timeout=timeout,
     )
 
@@ -322,24 +323,12 @@ agent_loop = SlowFirst()
 """
 
 
-def _in_dir(tmp_path: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = {**ENV, "PYTHONPATH": f"{tmp_path}:{REPO}"}
-    return subprocess.run(
-        [sys.executable, "-m", "osmosis_ai", "rollout", *args],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-        timeout=timeout,
-    )
-
-
 def test_records_are_written_in_dataset_order_whatever_order_rollouts_end(tmp_path: Path) -> None:
     (tmp_path / "slow_first.py").write_text(SLOW_FIRST_AGENT)
     out = tmp_path / "records.jsonl"
-    result = _in_dir(
-        tmp_path, "run", "-m", "slow_first:agent_loop", "-d", str(CALCULATOR_DATASET), "--model", "scripted",
-        "--n", "2", "--concurrency", "16", "-o", str(out), "-q",
+    result = osmosis(
+        "run", "-m", "slow_first:agent_loop", "-d", str(CALCULATOR_DATASET), "--model", "scripted",
+        "--n", "2", "--concurrency", "16", "-o", str(out), "-q", cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     records = [json.loads(line) for line in out.read_text().splitlines()]
