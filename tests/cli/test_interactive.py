@@ -77,6 +77,21 @@ def test_continue_runs_to_the_end_and_row_jumps(openai_server: OpenAIServer) -> 
     assert out.rstrip().endswith("1 row: 1 completed (100.0%); 1 aborted")
 
 
+def test_ctrl_c_at_a_prompt_ends_the_session_at_once(openai_server: OpenAIServer) -> None:
+    from tests.support.terminal import Terminal
+
+    openai_server.handler = _tool_call_then_answer
+    command = ("test", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--model", "m",
+               "--base-url", openai_server.url, "-i", "--row", "0")  # fmt: skip
+    with Terminal(*command) as terminal:
+        terminal.wait_for("[?]help > ")
+        terminal.interrupt()  # while the console thread is blocked reading the terminal
+        status = terminal.finish(timeout=20)
+    assert status == 130, terminal.screen
+    assert terminal.screen.rstrip().endswith("Interrupted.")
+    assert "Traceback" not in terminal.screen and "Fatal Python error" not in terminal.screen
+
+
 def test_row_needs_interactive_and_a_row_in_range(openai_server: OpenAIServer) -> None:
     no_i = osmosis("test", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--row", "1")
     assert no_i.returncode == 1 and no_i.stderr == "Error: --row needs --interactive\n"

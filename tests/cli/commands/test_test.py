@@ -167,33 +167,15 @@ def test_usage_errors(openai_server: OpenAIServer, tmp_path: Path) -> None:
 def test_a_terminal_gets_a_progress_bar_and_only_the_failed_rows(
     openai_server: OpenAIServer, tmp_path: Path
 ) -> None:
-    import os
-    import pty
-    import sys
-
-    from tests.support.cli import subprocess_env
+    from tests.support.terminal import Terminal
 
     openai_server.default = Reply(content="2")
     data = _modes(tmp_path, "ok", "fail", "ok")
-    primary, secondary = pty.openpty()
-    command = [sys.executable, "-m", "osmosis_ai", "test", "-m", OUTCOME_AGENT, "-d", str(data),
-               "--model", "m", "--base-url", openai_server.url]  # fmt: skip
-    with subprocess.Popen(command, stdout=secondary, stderr=subprocess.PIPE, env=subprocess_env()) as process:
-        os.close(secondary)
-        screen = b""
-        while True:
-            try:
-                chunk = os.read(primary, 65536)
-            except OSError:  # the child closed the terminal
-                break
-            if not chunk:
-                break
-            screen += chunk
-        process.wait(timeout=60)
-        errors = process.stderr.read().decode() if process.stderr else ""
-    os.close(primary)
-    text = screen.decode("utf-8", "replace")
-    assert process.returncode == 1, errors
+    command = ("test", "-m", OUTCOME_AGENT, "-d", str(data), "--model", "m", "--base-url", openai_server.url)
+    with Terminal(*command) as terminal:
+        status = terminal.finish()
+    text = terminal.screen
+    assert status == 1, text
     assert "rows" in text and "3/3" in text  # the bar, counting rows
     assert "Row 1: FAILED [agent_error]" in text and "Row 0: OK" not in text
-    assert "3 rows: 2 completed" in text, errors
+    assert "3 rows: 2 completed" in text
