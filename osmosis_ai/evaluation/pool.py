@@ -1,7 +1,7 @@
 """Running work items with a concurrency limit: the loop every batch command shares.
 
-:func:`run_bounded` takes items from an iterable only when a slot is free (a dataset streamed
-through it is never held whole), runs ``work(item)`` for each with at most ``concurrency`` in
+:func:`run_bounded` takes items from an iterable at most two per slot ahead of the ones running
+(a dataset streamed through it is never held whole), runs ``work(item)`` for each with at most ``concurrency`` in
 flight, and stops taking new items once ``stop()`` says so — the ones in flight finish. The first
 exception a work item raises cancels the others and is raised, as is one raised by the iterable or
 by ``before_start``. ``osmosis rollout run`` drives rollouts over the wire with it
@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+LOOKAHEAD = 2  # items taken per slot: one running, one waiting for it
+
 
 async def run_bounded(
     items: Iterable[T],
@@ -28,12 +30,16 @@ async def run_bounded(
 ) -> int:
     """Run ``work`` on every item, at most ``concurrency`` at once; return how many were started.
 
-    ``before_start(n)`` is awaited before the ``n``-th item (0-based) takes its slot, e.g. to hold
-    back items a consumer cannot buffer yet.
+    ``before_start(n)`` is awaited before the ``n``-th item (0-based) is taken, e.g. to hold back
+    items a consumer cannot buffer yet. Items start in the order they were taken.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
     slots = asyncio.Semaphore(concurrency)
+    # Items taken but not finished: the running ones plus as many queued for a slot, so a freed slot
+    # goes straight to a waiting task (as with one task per item) while the iterable is still read
+    # only a bounded distance ahead.
+    taken = asyncio.Semaphore(LOOKAHEAD * concurrency)
     tasks: set[asyncio.Task[None]] = set()
     failure: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
     started = 0
@@ -43,26 +49,32 @@ async def run_bounded(
         if not failure.done() and not task.cancelled() and (error := task.exception()) is not None:
             failure.set_result(error)
 
+    def stopped() -> bool:
+        return failure.done() or (stop is not None and stop())
+
     async def guarded(item: T) -> None:
+        nonlocal started
         try:
-            await work(item)
+            async with slots:
+                if stopped():
+                    return
+                started += 1
+                await work(item)
         finally:
-            slots.release()
+            taken.release()
 
     async def produce() -> None:
-        # A task of its own, so a failure can interrupt it wherever it waits (a slot, before_start).
-        nonlocal started
-        for item in items:
+        # A task of its own, so a failure can interrupt it wherever it waits (room, before_start).
+        for position, item in enumerate(items):
             if before_start is not None:
-                await before_start(started)
-            await slots.acquire()
-            if stop is not None and stop():
-                slots.release()
+                await before_start(position)
+            await taken.acquire()
+            if stopped():
+                taken.release()
                 return
             task = asyncio.create_task(guarded(item))
             tasks.add(task)
             task.add_done_callback(settled)
-            started += 1
 
     producer = asyncio.create_task(produce())
     try:

@@ -250,15 +250,17 @@ class RecordWriter:
         """Write ``session``'s record; returns once the line is flushed to the file."""
         await self._write(session.to_record())  # a shallow snapshot, taken on the loop that mutates sessions
 
-    async def _write(self, record: dict[str, Any]) -> None:
+    async def _write(self, *records: dict[str, Any]) -> None:
         if self._handle is None or self._thread is None:
             raise RuntimeError("RecordWriter used outside 'with'")
         try:
-            await asyncio.get_running_loop().run_in_executor(self._thread, _write_line, self._handle, record)
+            await asyncio.get_running_loop().run_in_executor(
+                self._thread, _write_lines, self._handle, records
+            )
         except OSError as exc:
             self.error = exc
             raise
-        self.count += 1
+        self.count += len(records)
 
 
 class OrderedRecordWriter(RecordWriter):
@@ -293,14 +295,24 @@ class OrderedRecordWriter(RecordWriter):
     async def put(self, seq: int, session: RolloutSession) -> None:
         """Hand over the record of rollout ``seq``; every record whose turn has come is written."""
         self._pending[seq] = session.to_record()
+        if seq != self._next or self._draining.locked():
+            # Not this record's turn, or a drain is running and will reach it: do not wait (and
+            # hold a rollout slot) for the writes of others.
+            return
         async with self._draining:
             while self._next in self._pending:
-                await self._write(self._pending.pop(self._next))
-                self._next += 1
+                ready: list[
+                    dict[str, Any]
+                ] = []  # every record whose turn has come, handed to the writer thread at once
+                while self._next + len(ready) in self._pending:
+                    ready.append(self._pending.pop(self._next + len(ready)))
+                await self._write(*ready)
+                self._next += len(ready)
                 async with self._moved:
                     self._moved.notify_all()
 
 
-def _write_line(handle: TextIO, record: dict[str, Any]) -> None:
-    handle.write(encode_record(record) + "\n")
+def _write_lines(handle: TextIO, records: Sequence[dict[str, Any]]) -> None:
+    for record in records:
+        handle.write(encode_record(record) + "\n")
     handle.flush()
