@@ -152,7 +152,8 @@ async def stream_rollouts(
     """Run ``config.n`` rollouts of every row of ``rows`` (read lazily), at most ``config.concurrency``
     at once; return how many ran.
 
-    Rows are taken from the iterable only when a slot is free, so a dataset is never held whole.
+    Rows are taken from the iterable only a bounded distance ahead of the rollouts in flight
+    (:func:`~osmosis_ai.evaluation.pool.run_bounded`), so a dataset is never held whole.
     Each rollout has a sequence number (``position * n + sample``); ``admit(seq)``, if given, is
     awaited before that rollout starts (an in-order writer uses it to bound what it buffers).
     ``on_done(session)`` is called as each rollout ends and awaited if it returns an awaitable, with

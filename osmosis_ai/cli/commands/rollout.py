@@ -3,7 +3,9 @@
 ``run`` sends every dataset row (``--n`` times) through the rollout server — the agent served
 in-process with ``-m module:attr``, or an existing server with ``--url`` — answers the agent's LLM
 calls with the chosen policy, checks the protocol, and prints a summary (``--output`` keeps one
-JSON record per rollout; runs of at most 20 rollouts also get a table with one row per rollout).
+JSON record per rollout, in dataset order; runs of at most 20 rollouts also get a table with one
+row per rollout). The dataset is streamed and the summary tallied as rollouts end, so a run's
+memory follows its concurrency, not its dataset.
 Everything local is checked first (dataset, reward, tokenizer, agent), then the policy answers one
 tiny preflight request, and only then does any rollout start. The last line on stdout counts the
 outcomes (printed with ``--quiet`` too); the exit status follows the shared rule of
