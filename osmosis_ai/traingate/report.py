@@ -238,6 +238,8 @@ class RecordWriter:
             self._thread.shutdown(wait=True)  # lines already handed over are still written
             self._thread = None
         if self._handle is not None:
+            if self.error is None:
+                self._write_remaining(self._handle)
             handle, self._handle = self._handle, None
             try:
                 handle.close()
@@ -245,6 +247,9 @@ class RecordWriter:
                 if self.error is None:  # the first failure is the one to report
                     self.error = exc
                     raise
+
+    def _write_remaining(self, handle: TextIO) -> None:
+        """At the end, write what is still held back (nothing here; see :class:`OrderedRecordWriter`)."""
 
     async def write(self, session: RolloutSession) -> None:
         """Write ``session``'s record; returns once the line is flushed to the file."""
@@ -266,7 +271,8 @@ class RecordWriter:
 class OrderedRecordWriter(RecordWriter):
     """Writes the records in sequence order — (row, sample) — whatever order the rollouts end in.
 
-    A record that ends before an earlier one waits in memory until every earlier record is written.
+    A record that ends before an earlier one waits in memory until every earlier record is written
+    (if the run ends first, the waiting records are written at the exit, in order, with gaps).
     :meth:`admit` holds back the start of rollout ``seq`` until fewer than ``window`` records are
     ahead of the first unwritten one, so at most ``window`` records ever wait: memory stays bounded,
     at the price of a pause when one rollout is far slower than the ``window`` after it.
@@ -281,6 +287,19 @@ class OrderedRecordWriter(RecordWriter):
         self._next = 0
         self._moved = asyncio.Condition()
         self._draining = asyncio.Lock()
+
+    def _write_remaining(self, handle: TextIO) -> None:
+        # The run ended early (Ctrl-C, an error): keep the records that finished, still in order,
+        # with gaps where rollouts did not finish.
+        remaining = [self._pending.pop(seq) for seq in sorted(self._pending)]
+        if not remaining:
+            return
+        try:
+            _write_lines(handle, remaining)
+        except OSError as exc:
+            self.error = exc
+            raise
+        self.count += len(remaining)
 
     @property
     def waiting(self) -> int:

@@ -105,6 +105,20 @@ async def test_ordered_writer_writes_in_sequence_and_bounds_what_waits(tmp_path:
     ]
 
 
+async def test_records_waiting_when_a_run_ends_early_are_kept_in_order(tmp_path: Path) -> None:
+    from osmosis_ai.traingate.report import OrderedRecordWriter
+
+    path = tmp_path / "interrupted.jsonl"
+    sessions = [
+        RolloutSession(f"r{i}", i, 0, "key", [{"role": "user", "content": "q"}], {}) for i in range(4)
+    ]
+    with OrderedRecordWriter(path, window=8) as writer:
+        await writer.put(3, sessions[3])
+        await writer.put(1, sessions[1])  # rollouts 0 and 2 never finish
+    assert [json.loads(line)["rollout_id"] for line in path.read_text().splitlines()] == ["r1", "r3"]
+    assert writer.count == 2
+
+
 def test_non_finite_numbers_are_written_as_null() -> None:
     from osmosis_ai.traingate.report import encode_record
 
