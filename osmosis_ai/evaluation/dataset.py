@@ -86,9 +86,17 @@ def _jsonl(file: Path, offset: int) -> Iterator[RawRow]:
             if index >= offset:  # rows before the offset are counted, not parsed
                 try:
                     value = json.loads(line)
-                except (ValueError, RecursionError) as exc:  # UnicodeDecodeError included; too deep nesting
+                except ValueError as exc:  # UnicodeDecodeError included
                     raise DatasetParseError(
                         f"{file}: row {index}: line {number} is not valid JSON: {exc}",
+                        path=file,
+                        row=index,
+                        line=number,
+                    ) from exc
+                except RecursionError as exc:
+                    raise DatasetParseError(
+                        f"{file}: row {index}: line {number} nests arrays/objects too deeply to decode; "
+                        "flatten that row",
                         path=file,
                         row=index,
                         line=number,

@@ -21,7 +21,6 @@ _EXPORTS: dict[str, str] = {
     "RunSummary": "osmosis_ai.traingate.report",
     "summarize": "osmosis_ai.traingate.report",
     "run_bench": "osmosis_ai.traingate.bench",
-    "load_dataset": "osmosis_ai.traingate.dataset",
     "make_policy": "osmosis_ai.traingate.policy",
     "Policy": "osmosis_ai.traingate.policy.base",
     "Generation": "osmosis_ai.traingate.policy.base",

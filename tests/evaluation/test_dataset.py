@@ -141,6 +141,16 @@ def test_parse_errors_say_where(tmp_path: Path) -> None:
         DatasetReader(broken).read()
 
 
+def test_a_row_nested_too_deeply_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "deep.jsonl"
+    deep = "[" * 100_000 + "]" * 100_000
+    path.write_text(json.dumps(GOOD) + "\n" + f'{{"system_prompt": {deep}}}\n', encoding="utf-8")
+    with pytest.raises(
+        DatasetParseError, match=r"deep\.jsonl: row 1: line 2 nests arrays/objects too deeply"
+    ):
+        DatasetReader(path).read()
+
+
 def test_file_level_errors(tmp_path: Path) -> None:
     with pytest.raises(DatasetParseError, match=r"unsupported dataset format '\.txt'.*parquet"):
         DatasetReader(tmp_path / "d.txt")

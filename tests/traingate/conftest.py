@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from osmosis_ai.traingate.dataset import load_dataset
+from osmosis_ai.evaluation.dataset import DatasetReader
 from tests.support.cli import CALCULATOR_DATASET
 
 
 @pytest.fixture
 def calculator_rows() -> list[dict[str, Any]]:
-    return load_dataset(CALCULATOR_DATASET)
+    return DatasetReader(CALCULATOR_DATASET).read()

@@ -75,3 +75,52 @@ async def test_big_records_are_written_in_order_without_stalling_the_loop(tmp_pa
     assert [r["rollout_id"] for r in records] == ["r0", "r1", "r2"]
     assert records[0] == json.loads(json.dumps(sessions[0].to_record()))
     assert len(records[2]["turns"]) == 50 and records[2]["turns"][49]["index"] == 49
+
+
+async def test_ordered_writer_writes_in_sequence_and_bounds_what_waits(tmp_path: Path) -> None:
+    from osmosis_ai.traingate.report import OrderedRecordWriter
+
+    path = tmp_path / "ordered.jsonl"
+    sessions = [
+        RolloutSession(f"r{i}", i, 0, "key", [{"role": "user", "content": "q"}], {}) for i in range(4)
+    ]
+    with OrderedRecordWriter(path, window=2) as writer:
+        await writer.admit(0)
+        await writer.admit(1)
+        await writer.put(1, sessions[1])  # ended first, waits for rollout 0
+        assert path.read_text() == "" and writer.waiting == 1
+        third = asyncio.create_task(writer.admit(2))  # two would be waiting: held back
+        await asyncio.sleep(0.05)
+        assert not third.done()
+        await writer.put(0, sessions[0])  # 0 and 1 go out together; 2 may start
+        await asyncio.wait_for(third, 5)
+        await writer.put(3, sessions[3])
+        await writer.put(2, sessions[2])
+        assert writer.waiting == 0 and writer.count == 4
+    assert [json.loads(line)["rollout_id"] for line in path.read_text().splitlines()] == [
+        "r0",
+        "r1",
+        "r2",
+        "r3",
+    ]
+
+
+async def test_records_waiting_when_a_run_ends_early_are_kept_in_order(tmp_path: Path) -> None:
+    from osmosis_ai.traingate.report import OrderedRecordWriter
+
+    path = tmp_path / "interrupted.jsonl"
+    sessions = [
+        RolloutSession(f"r{i}", i, 0, "key", [{"role": "user", "content": "q"}], {}) for i in range(4)
+    ]
+    with OrderedRecordWriter(path, window=8) as writer:
+        await writer.put(3, sessions[3])
+        await writer.put(1, sessions[1])  # rollouts 0 and 2 never finish
+    assert [json.loads(line)["rollout_id"] for line in path.read_text().splitlines()] == ["r1", "r3"]
+    assert writer.count == 2
+
+
+def test_non_finite_numbers_are_written_as_null() -> None:
+    from osmosis_ai.traingate.report import encode_record
+
+    line = encode_record({"reward": float("nan"), "turns": [{"logprobs": [float("-inf"), -0.5]}]})
+    assert json.loads(line) == {"reward": None, "turns": [{"logprobs": [None, -0.5]}]}

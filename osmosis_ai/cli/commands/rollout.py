@@ -3,7 +3,9 @@
 ``run`` sends every dataset row (``--n`` times) through the rollout server — the agent served
 in-process with ``-m module:attr``, or an existing server with ``--url`` — answers the agent's LLM
 calls with the chosen policy, checks the protocol, and prints a summary (``--output`` keeps one
-JSON record per rollout; runs of at most 20 rollouts also get a table with one row per rollout).
+JSON record per rollout, in dataset order; runs of at most 20 rollouts also get a table with one
+row per rollout). The dataset is streamed and the summary tallied as rollouts end, so a run's
+memory follows its concurrency, not its dataset.
 Everything local is checked first (dataset, reward, tokenizer, agent), then the policy answers one
 tiny preflight request, and only then does any rollout start. The last line on stdout counts the
 outcomes (printed with ``--quiet`` too); the exit status follows the shared rule of
@@ -32,7 +34,7 @@ from osmosis_ai.cli.output import setup_logging
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from osmosis_ai.traingate.report import RunSummary
+    from osmosis_ai.traingate.report import RunSummary, RunTally
     from osmosis_ai.traingate.session import RolloutSession
 
 SERVER_KEY_ENV = "OSMOSIS_SERVER_API_KEY"
@@ -162,75 +164,104 @@ async def rollout_server(
         yield url, None
 
 
-def _prepare(args: argparse.Namespace) -> tuple[list[dict[str, Any]], Any, Any, Any, Any]:
-    """Load everything the run needs before any server starts: rows, reward, tokenizer, agent, policy."""
+def _prepare(args: argparse.Namespace) -> tuple[Any, int, Any, Any, Any, Any]:
+    """Check everything the run needs before any server starts: dataset, reward, tokenizer, agent, policy.
+
+    The dataset is read once here, row by row, to check every row and count them (a bad row 9,000
+    fails now, before any rollout); the run reads it again as it goes, so it is never held whole.
+    """
     from osmosis_ai.cli.loading import load_agent, load_reward
-    from osmosis_ai.traingate.dataset import load_dataset
+    from osmosis_ai.evaluation.dataset import DatasetReader
     from osmosis_ai.traingate.policy import make_policy
     from osmosis_ai.traingate.tokenizer import load_tokenizer
 
     if args.output and not Path(args.output).resolve().parent.is_dir():
         raise CLIError(f"cannot write --output {args.output}: its directory does not exist")
-    rows = load_dataset(args.dataset)
+    reader = DatasetReader(args.dataset)
+    rows = sum(1 for _ in reader.iter_rows())
+    if rows == 0:
+        raise CLIError(f"{reader.file_path}: the dataset has no rows")
     reward_fn = load_reward(args.reward) if args.reward else None
     tokenizer = load_tokenizer(args.tokenizer)
     agent_loop = None if args.url else load_agent(args)
     policy = make_policy(args.model, base_url=args.base_url, api_key=args.api_key)
-    return rows, reward_fn, tokenizer, agent_loop, policy
+    return reader, rows, reward_fn, tokenizer, agent_loop, policy
+
+
+def _record_window(concurrency: int) -> int:
+    """How many finished records the in-order writer may hold back: enough that one slow rollout
+    rarely pauses the others, few enough that memory stays bounded."""
+    return max(4 * concurrency, 256)
 
 
 async def _run(args: argparse.Namespace) -> int:
     from osmosis_ai.traingate.gateway import TrainGate
-    from osmosis_ai.traingate.report import RecordWriter, summarize
-    from osmosis_ai.traingate.runner import RunConfig, run_rollouts
+    from osmosis_ai.traingate.report import OrderedRecordWriter, RunTally
+    from osmosis_ai.traingate.runner import RunConfig, stream_rollouts
 
-    rows, reward_fn, tokenizer, agent_loop, policy = _prepare(args)
+    reader, rows, reward_fn, tokenizer, agent_loop, policy = _prepare(args)
     params = {
         k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens)) if v is not None
     }
+    total = rows * args.n
     show_progress = not args.quiet and (args.progress or sys.stdout.isatty())
-    progress = output.progress_bar(len(rows) * args.n, "rollouts", enabled=show_progress, stderr=False)
-    writer = RecordWriter(args.output) if args.output else None
+    progress = output.progress_bar(total, "rollouts", enabled=show_progress, stderr=False)
+    writer = (
+        OrderedRecordWriter(args.output, window=_record_window(args.concurrency)) if args.output else None
+    )
+    tally = RunTally(keep_sessions=PER_ROLLOUT_TABLE_LIMIT + 1)
 
-    async with contextlib.AsyncExitStack() as stack:
-        stack.push_async_callback(policy.aclose)
-        await policy.preflight()  # a bad key or model: one line and nothing run
-        if writer is not None:
-            try:
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            stack.push_async_callback(policy.aclose)
+            await policy.preflight()  # a bad key or model: one line and nothing run
+            if writer is not None:
                 stack.enter_context(writer)
-            except OSError as exc:
-                raise CLIError(f"cannot write --output {args.output}: {exc}") from exc
-        # The gateway outlives the rollout server, so late callbacks sent while it shuts down are still heard.
-        gate = await stack.enter_async_context(TrainGate(policy, tokenizer=tokenizer, host=args.gateway_host))
-        url, key = await stack.enter_async_context(rollout_server(args, agent_loop))
-        config = RunConfig(
-            server_url=url,
-            server_api_key=key,
-            n=args.n,
-            concurrency=args.concurrency,
-            timeout=args.timeout,
-            max_turns=args.max_turns,
-            completion_params=params,
-            reward_fn=reward_fn,
-        )
-        started = time.perf_counter()
-        with progress as advance:
+            # The gateway outlives the rollout server, so late callbacks sent while it shuts down are still heard.
+            gate = await stack.enter_async_context(
+                TrainGate(policy, tokenizer=tokenizer, host=args.gateway_host)
+            )
+            url, key = await stack.enter_async_context(rollout_server(args, agent_loop))
+            config = RunConfig(
+                server_url=url,
+                server_api_key=key,
+                n=args.n,
+                concurrency=args.concurrency,
+                timeout=args.timeout,
+                max_turns=args.max_turns,
+                completion_params=params,
+                reward_fn=reward_fn,
+            )
+            started = time.perf_counter()
+            with progress as advance:
 
-            async def finished(session: Any) -> None:
-                if writer is not None:
-                    # Written as each rollout ends (an interrupted run keeps what it did), by a writer thread.
-                    await writer.write(session)
-                session.release_turns()
-                advance()
+                async def finished(session: RolloutSession) -> None:
+                    tally.add(session)
+                    if writer is not None:
+                        # Written as soon as every earlier rollout is (an interrupted run keeps what it
+                        # did), in dataset order, by a writer thread.
+                        await writer.put(session.row_index * args.n + session.sample_index, session)
+                    session.release_turns()
+                    advance()
 
-            sessions = await run_rollouts(gate, rows, config, on_done=finished)
-        wall = time.perf_counter() - started
-    summary = summarize(sessions, wall)
+                await stream_rollouts(
+                    gate,
+                    reader.iter_rows(),
+                    config,
+                    on_done=finished,
+                    admit=writer.admit if writer is not None else None,
+                )
+            wall = time.perf_counter() - started
+    except OSError as exc:
+        if writer is None or writer.error is None:
+            raise
+        raise CLIError(f"cannot write --output {args.output}: {exc.strerror or exc}") from None
+    summary = tally.summary(wall)
     if not args.quiet:
         console = output.rich_console()
-        if len(sessions) <= PER_ROLLOUT_TABLE_LIMIT:
-            render_rollouts(sessions, console)
-        render_summary(summary, sessions, console)
+        if summary.rollouts <= PER_ROLLOUT_TABLE_LIMIT:
+            render_rollouts(tally.sessions, console)
+        render_summary(summary, tally, console)
         if writer is not None:
             print(f"wrote {writer.count} record(s) to {args.output}")
     print(outcome_line(summary), flush=True)
@@ -248,7 +279,7 @@ async def _run(args: argparse.Namespace) -> int:
         limit_name="--max-failure-rate",
     )
     if reason is not None:
-        raise CLIError(reason + _first_failure(sessions))
+        raise CLIError(reason + _first_failure(tally))
     return 0
 
 
@@ -260,20 +291,12 @@ def outcome_line(summary: RunSummary) -> str:
     return line
 
 
-def _first_failure(sessions: Sequence[RolloutSession]) -> str:
-    """``"; first: <rollout id>: <why>"`` for the first failed rollout, to start the diagnosis."""
-    from osmosis_ai.evaluation.outcome import Outcome
-
-    for session in sessions:
-        outcome = session.outcome
-        if outcome is Outcome.COMPLETED:
-            continue
-        why = session.reward_error or session.error_message or (session.errors[-1] if session.errors else "")
-        if outcome is Outcome.NO_MODEL_CALLS:
-            why = "the agent finished without calling the model"
-        why = " ".join(str(why).split())
-        return f"; first: {session.rollout_id} ({outcome.value}): {why[:200]}" if why else ""
-    return ""
+def _first_failure(tally: RunTally) -> str:
+    """``"; first: <rollout id> (<outcome>): <why>"`` for the first failed rollout, to start the diagnosis."""
+    first = tally.first_failure
+    if first is None or not first.detail:
+        return ""
+    return f"; first: {first.rollout_id} ({first.outcome.value}): {first.detail[:200]}"
 
 
 async def _bench(args: argparse.Namespace) -> int:
@@ -351,7 +374,7 @@ def render_rollouts(sessions: Sequence[RolloutSession], console: Console) -> Non
     console.print(table)
 
 
-def render_summary(summary: RunSummary, sessions: Sequence[RolloutSession], console: Console) -> None:
+def render_summary(summary: RunSummary, tally: RunTally, console: Console) -> None:
     """Print the run's summary table, then the first append-only violations and agent errors.
 
     Infrastructure failures are left to the caller, which turns them into the command's error."""
@@ -386,32 +409,26 @@ def render_summary(summary: RunSummary, sessions: Sequence[RolloutSession], cons
             f"{summary.rejected_calls} / {summary.gateway_errors}",
             style="yellow",
         )
-    first_error = next((e for s in sessions for e in s.errors), None)
-    if first_error:
-        table.add_row("first gateway error", escape(first_error), style="yellow")
+    if tally.first_gateway_error:
+        table.add_row("first gateway error", escape(tally.first_gateway_error), style="yellow")
     if summary.reward_errors:
-        first = next(s.reward_error for s in sessions if s.reward_error)
         table.add_row(
-            "reward errors", f"{summary.reward_errors} (first: {escape(first or '')})", style="yellow"
+            "reward errors",
+            f"{summary.reward_errors} (first: {escape(tally.first_reward_error or '')})",
+            style="yellow",
         )
     console.print(table)
-    shown = 0
-    for session in sessions:
-        for violation in session.violations:
-            if shown < 5:
-                console.print(
-                    f"[red]append-only[/red] {escape(session.rollout_id)}: {escape(violation.describe())}"
-                )
-            shown += 1
-    if shown > 5:
-        console.print(f"... and {shown - 5} more append-only violation(s); see --output for all of them")
-    errors = [s for s in sessions if s.status == "ERROR"]
-    for session in errors[:3]:
-        message = escape(session.error_message or "(no error message)")
+    for example in tally.violation_examples:
+        console.print(f"[red]append-only[/red] {escape(example.rollout_id)}: {escape(example.detail)}")
+    if summary.violations > len(tally.violation_examples):
+        more = summary.violations - len(tally.violation_examples)
+        console.print(f"... and {more} more append-only violation(s); see --output for all of them")
+    for example in tally.agent_errors[:3]:
         console.print(
-            f"[yellow]agent error[/yellow] {escape(session.rollout_id)}: {message}", highlight=False
+            f"[yellow]agent error[/yellow] {escape(example.rollout_id)}: {escape(example.detail)}",
+            highlight=False,
         )
-    if len(errors) > 3:
-        console.print(f"... and {len(errors) - 3} more rollout(s) ended in ERROR; see --output")
-    if errors:
+    if tally.agent_error_count > 3:
+        console.print(f"... and {tally.agent_error_count - 3} more rollout(s) ended in ERROR; see --output")
+    if tally.agent_error_count:
         console.print("(agent tracebacks are logged with --verbose)")

@@ -15,12 +15,13 @@ import argparse
 import asyncio
 import json
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
 from osmosis_ai.cli.arguments import add_agent_run_arguments, whole_number
 from osmosis_ai.cli.errors import CLIError
-from osmosis_ai.cli.output import say, setup_logging
+from osmosis_ai.cli.output import progress_bar, say, setup_logging, wants_progress
 from osmosis_ai.consts import PACKAGE_VERSION
 
 ERROR_PREVIEW = 200
@@ -34,8 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help=f"show library log messages and write the agents' traces to ./{DEBUG_DIR}",
     )
-    parser.add_argument("-i", "--interactive", action="store_true", help="step through rows (not built yet)")
-    parser.add_argument("--row", type=whole_number(0), help="row to start the interactive session at")
+    parser.add_argument(
+        "-i", "--interactive", action="store_true", help="step through rows one model answer at a time"
+    )
+    parser.add_argument("--row", type=whole_number(0), help="row to run first in the interactive session")
 
 
 def format_duration(ms: float) -> str:
@@ -50,8 +53,6 @@ def format_duration(ms: float) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.row is not None and not args.interactive:
         raise CLIError("--row needs --interactive")
-    if args.interactive:
-        raise CLIError("interactive mode (-i) is not available yet; run without -i for batch mode")
     setup_logging(logging.DEBUG if args.debug else None)
     return asyncio.run(_test(args))
 
@@ -66,7 +67,8 @@ async def _test(args: argparse.Namespace) -> int:
     output = Path(args.output) if args.output else None
     if output is not None and output.is_dir():
         raise CLIError(f"cannot write --output {output}: it is a directory")
-    say(quiet=args.quiet, line=f"osmosis-rollout-test v{PACKAGE_VERSION}")
+    mode = " (Interactive Mode)" if args.interactive else ""
+    say(quiet=args.quiet, line=f"osmosis-rollout-test v{PACKAGE_VERSION}{mode}")
     agent_loop = load_agent(args)
     reader = DatasetReader(args.dataset)
     total = len(reader)
@@ -78,6 +80,10 @@ async def _test(args: argparse.Namespace) -> int:
     # The first row is checked now, so a dataset in the wrong shape fails before any paid request;
     # the others are checked as they are read (the file is never loaded whole).
     reader.read(limit=1, offset=args.offset)
+    last = args.offset + selected - 1
+    if args.row is not None and not args.offset <= args.row <= last:
+        valid = f"{args.offset}-{last}" if last > args.offset else str(last)
+        raise CLIError(f"--row {args.row} is out of range; valid rows are {valid}")
     say(quiet=args.quiet, line=f"Dataset: {reader.file_path} ({total} rows, running {selected})")
     client = ExternalLLMClient(args.model, api_key=args.api_key, api_base=args.base_url)
     params = {
@@ -89,6 +95,8 @@ async def _test(args: argparse.Namespace) -> int:
             line=f"Model: {client.display_name}" + (f" at {args.base_url}" if args.base_url else ""),
         )
         await client.preflight_check()  # a bad key or model: one line, nothing run
+        if args.interactive:
+            return await _interactive(args, agent_loop, client, reader, last, params)
         runner = LocalRunner(
             agent_loop,
             client,
@@ -99,10 +107,15 @@ async def _test(args: argparse.Namespace) -> int:
             debug_dir=DEBUG_DIR if args.debug else None,
         )
         done = 0
+        # On a terminal a bar counts the rows and only failed rows get a line; piped, every row does.
+        bar = not args.quiet and wants_progress(None, selected, sys.stdout)
 
         def show(result: RowResult) -> None:
             nonlocal done
             done += 1
+            advance()
+            if bar and result.success:
+                return
             status = "OK" if result.success else f"FAILED [{result.outcome.value}]"
             line = (
                 f"[{done}/{selected}] Row {result.row_index}: {status} "
@@ -113,7 +126,8 @@ async def _test(args: argparse.Namespace) -> int:
                 line += " - " + (error if len(error) <= ERROR_PREVIEW else error[: ERROR_PREVIEW - 3] + "...")
             say(quiet=args.quiet, line=line)
 
-        batch = await runner.run(reader.iter_indexed(args.limit, args.offset), on_result=show)
+        with progress_bar(selected, "rows", enabled=bar, stderr=False) as advance:
+            batch = await runner.run(reader.iter_indexed(args.limit, args.offset), on_result=show)
     counts = batch.counts
     say(quiet=args.quiet, line="")
     say(quiet=args.quiet, line="Summary:")
@@ -138,6 +152,42 @@ async def _test(args: argparse.Namespace) -> int:
         say(quiet=args.quiet, line=f"Wrote results to {output}")
     if batch.stopped_early:
         raise CLIError(f"the run stopped: {batch.stop_reason}")
+    reason = verdict(
+        counts, max_failure_rate=args.max_failure_rate, unit="row", limit_name="--max-failure-rate"
+    )
+    if reason is not None:
+        raise CLIError(reason)
+    return 0
+
+
+async def _interactive(
+    args: argparse.Namespace,
+    agent_loop: Any,
+    client: Any,
+    reader: Any,
+    last: int,
+    params: dict[str, Any],
+) -> int:
+    from osmosis_ai.cli.interactive import InteractiveSession
+    from osmosis_ai.evaluation.outcome import OutcomeCounts, verdict
+    from osmosis_ai.evaluation.runner import LocalRunner
+
+    session = InteractiveSession(client, reader, args.offset, last)
+    runner = LocalRunner(
+        agent_loop,
+        session.client,
+        rollout_id_prefix="test",
+        request_metadata={"execution_mode": "test", "test_mode": True},
+        max_turns=args.max_turns,
+        completion_params=params,
+        debug_dir=DEBUG_DIR if args.debug else None,
+    )
+    results = await session.run(runner, args.row)
+    counts = OutcomeCounts.of(r.outcome for r in results)
+    line = counts.describe("row")
+    if session.aborted_rows:
+        line += f"; {session.aborted_rows} aborted"
+    print(line, flush=True)
     reason = verdict(
         counts, max_failure_rate=args.max_failure_rate, unit="row", limit_name="--max-failure-rate"
     )

@@ -18,13 +18,14 @@ ENV = subprocess_env(COLUMNS="120")
 AGENT = CALCULATOR
 
 
-def osmosis(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def osmosis(*args: str, timeout: float = 60, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    """``osmosis rollout *args`` in ``cwd``, whose modules (agents written by a test) are importable."""
     return subprocess.run(
         [sys.executable, "-m", "osmosis_ai", "rollout", *args],
         capture_output=True,
         text=True,
-        cwd=REPO,
-        env=ENV,
+        cwd=cwd,
+        env={**ENV, "PYTHONPATH": f"{cwd}:{REPO}"},
         timeout=timeout,
     )
 
@@ -295,3 +296,114 @@ def test_model_errors_and_retried_server_errors(openai_server: OpenAIServer) -> 
     assert result.returncode == 1
     assert result.stdout.startswith(f"{rows} rollouts: 0 completed (0.0%), model_error {rows}")
     assert result.stderr.startswith(f"Error: all {rows} rollouts failed (model_error {rows}); first: ")
+
+
+# -- records in dataset order, and the rough edges -------------------------------------------------
+
+SLOW_FIRST_AGENT = """
+import asyncio
+
+from osmosis_ai.rollout import RolloutAgentLoop
+
+
+class SlowFirst(RolloutAgentLoop):
+    name = "slow_first"
+
+    def get_tools(self, request):
+        return []
+
+    async def run(self, ctx):
+        # Earlier rows take longer, so rollouts end in the reverse of the dataset order.
+        await asyncio.sleep(0.05 * (8 - ctx.request.metadata["row_index"]))
+        result = await ctx.chat(list(ctx.request.messages))
+        return ctx.complete([*ctx.request.messages, result.message], reward=1.0)
+
+
+agent_loop = SlowFirst()
+"""
+
+
+def test_records_are_written_in_dataset_order_whatever_order_rollouts_end(tmp_path: Path) -> None:
+    (tmp_path / "slow_first.py").write_text(SLOW_FIRST_AGENT)
+    out = tmp_path / "records.jsonl"
+    result = osmosis(
+        "run", "-m", "slow_first:agent_loop", "-d", str(CALCULATOR_DATASET), "--model", "scripted",
+        "--n", "2", "--concurrency", "16", "-o", str(out), "-q", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    order = [(r["row_index"], r["sample_index"]) for r in records]
+    rows = len(CALCULATOR_DATASET.read_text().splitlines())
+    assert order == [(row, sample) for row in range(rows) for sample in range(2)]
+
+
+async def test_a_non_finite_agent_reward_is_a_reward_error_and_never_nan_in_the_records(
+    tmp_path: Path,
+) -> None:
+    async def nan_reward(init: dict[str, object], callback: object) -> None:
+        chat = {"messages": init["messages"], "rollout_id": init["rollout_id"]}
+        _status, answer = await callback("/v1/chat/completions", chat)  # type: ignore[operator]
+        final = [*init["messages"], answer["choices"][0]["message"]]  # type: ignore[misc]
+        done = {
+            "rollout_id": init["rollout_id"],
+            "status": "COMPLETED",
+            "final_messages": final,
+            "reward": float("nan"),
+        }
+        await callback("/v1/rollout/completed", done)  # type: ignore[operator]
+
+    out = tmp_path / "records.jsonl"
+    data = tmp_path / "one.jsonl"
+    data.write_text(CALCULATOR_DATASET.read_text().splitlines()[0] + "\n")
+    async with StandInRolloutServer(script=nan_reward) as server:
+        code, stdout, stderr = await _osmosis_async(
+            "run", "--url", server.url, "-d", str(data), "--model", "scripted", "-o", str(out), "-q"
+        )
+    assert code == 1
+    assert stdout == "1 rollout: 0 completed (0.0%), reward_error 1\n"
+    assert stderr.startswith("Error: the rollout failed (reward_error 1); first: ")
+    assert "non-finite reward (nan)" in stderr and len(stderr.splitlines()) == 1
+    text = out.read_text()
+    assert "NaN" not in text
+    record = json.loads(text)
+    assert (record["outcome"], record["reward"], record["agent_reward"]) == ("reward_error", None, None)
+
+
+def test_a_full_disk_is_one_line(tmp_path: Path) -> None:
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full on this system")
+    result = osmosis(
+        "run", "-m", AGENT, "-d", str(CALCULATOR_DATASET), "--model", "scripted", "-o", "/dev/full"
+    )
+    assert result.returncode == 1
+    assert result.stderr == "Error: cannot write --output /dev/full: No space left on device\n"
+
+
+def test_a_deeply_nested_row_is_named(tmp_path: Path) -> None:
+    data = tmp_path / "deep.jsonl"
+    deep = "[" * 100_000 + "]" * 100_000
+    data.write_text(CALCULATOR_DATASET.read_text().splitlines()[0] + "\n" + f'{{"system_prompt": {deep}}}\n')
+    result = osmosis("run", "-m", AGENT, "-d", str(data), "--model", "scripted")
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"Error: {data}: row 1: line 2 nests arrays/objects too deeply to decode; flatten that row\n"
+    )
+
+
+def test_a_hanging_init_ends_at_the_timeout_and_says_what_timed_out() -> None:
+    from tests.support.sockets import listener
+
+    with listener() as silent:  # accepts connections (the backlog) and never answers
+        silent.listen(64)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        data_rows = len(CALCULATOR_DATASET.read_text().splitlines())
+        # The HTTP client's own limit is 60 s per attempt: the run must end near --timeout instead.
+        result = osmosis(
+            "run", "--url", url, "-d", str(CALCULATOR_DATASET), "--model", "scripted", "--timeout", "2", "-q",
+            timeout=30,
+        )  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"Error: {data_rows} of {data_rows} rollout(s) did not finish: {data_rows} x the rollout server at "
+        f"{url} did not answer the init within 2s\n"
+    )

@@ -154,8 +154,6 @@ def test_outcomes_per_row_and_the_failure_rate(openai_server: OpenAIServer, tmp_
 
 
 def test_usage_errors(openai_server: OpenAIServer, tmp_path: Path) -> None:
-    result = _test(openai_server.url, "-i")
-    assert result.returncode == 1 and "interactive mode (-i) is not available yet" in result.stderr
     result = _test(openai_server.url, "--offset", "100")
     assert result.returncode == 1 and "no rows to run" in result.stderr
     bad = tmp_path / "bad.jsonl"
@@ -164,3 +162,20 @@ def test_usage_errors(openai_server: OpenAIServer, tmp_path: Path) -> None:
     assert result.returncode == 1
     assert result.stderr.startswith(f"Error: {bad}: row 0, column 'ground_truth' is a int (1)")
     assert openai_server.requests == []  # local checks come before the preflight
+
+
+def test_a_terminal_gets_a_progress_bar_and_only_the_failed_rows(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    from tests.support.terminal import Terminal
+
+    openai_server.default = Reply(content="2")
+    data = _modes(tmp_path, "ok", "fail", "ok")
+    command = ("test", "-m", OUTCOME_AGENT, "-d", str(data), "--model", "m", "--base-url", openai_server.url)
+    with Terminal(*command) as terminal:
+        status = terminal.finish()
+    text = terminal.screen
+    assert status == 1, text
+    assert "rows" in text and "3/3" in text  # the bar, counting rows
+    assert "Row 1: FAILED [agent_error]" in text and "Row 0: OK" not in text
+    assert "3 rows: 2 completed" in text

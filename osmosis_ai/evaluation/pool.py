@@ -1,0 +1,97 @@
+"""Running work items with a concurrency limit: the loop every batch command shares.
+
+:func:`run_bounded` takes items from an iterable at most two per slot ahead of the ones running
+(a dataset streamed through it is never held whole), runs ``work(item)`` for each with at most ``concurrency`` in
+flight, and stops taking new items once ``stop()`` says so — the ones in flight finish. The first
+exception a work item raises cancels the others and is raised, as is one raised by the iterable or
+by ``before_start``. ``osmosis rollout run`` drives rollouts over the wire with it
+(:func:`osmosis_ai.traingate.runner.stream_rollouts`); each item ends in its own outcome, which
+the work function records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+LOOKAHEAD = 2  # items taken per slot: one running, one waiting for it
+
+
+async def run_bounded(
+    items: Iterable[T],
+    work: Callable[[T], Awaitable[None]],
+    *,
+    concurrency: int,
+    before_start: Callable[[int], Awaitable[None]] | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> int:
+    """Run ``work`` on every item, at most ``concurrency`` at once; return how many were started.
+
+    ``before_start(n)`` is awaited before the ``n``-th item (0-based) is taken, e.g. to hold back
+    items a consumer cannot buffer yet. Items start in the order they were taken.
+    """
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+    slots = asyncio.Semaphore(concurrency)
+    # Items taken but not finished: the running ones plus as many queued for a slot, so a freed slot
+    # goes straight to a waiting task (as with one task per item) while the iterable is still read
+    # only a bounded distance ahead.
+    taken = asyncio.Semaphore(LOOKAHEAD * concurrency)
+    tasks: set[asyncio.Task[None]] = set()
+    failure: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
+    started = 0
+
+    def settled(task: asyncio.Task[None]) -> None:
+        tasks.discard(task)
+        if not failure.done() and not task.cancelled() and (error := task.exception()) is not None:
+            failure.set_result(error)
+
+    def stopped() -> bool:
+        return failure.done() or (stop is not None and stop())
+
+    async def guarded(item: T) -> None:
+        nonlocal started
+        try:
+            async with slots:
+                if stopped():
+                    return
+                started += 1
+                await work(item)
+        finally:
+            taken.release()
+
+    async def produce() -> None:
+        # A task of its own, so a failure can interrupt it wherever it waits (room, before_start).
+        for position, item in enumerate(items):
+            if before_start is not None:
+                await before_start(position)
+            await taken.acquire()
+            if stopped():
+                taken.release()
+                return
+            task = asyncio.create_task(guarded(item))
+            tasks.add(task)
+            task.add_done_callback(settled)
+
+    producer = asyncio.create_task(produce())
+    try:
+        first: set[asyncio.Future[Any]] = {producer, failure}
+        await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
+        if not failure.done():
+            producer.result()  # what the iterable or before_start raised, if anything
+            while tasks and not failure.done():
+                running: set[asyncio.Future[Any]] = {*tasks, failure}
+                await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+        if failure.done():
+            raise failure.result()
+    finally:
+        producer.cancel()
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait({producer, *tasks})
+        if not failure.done():
+            failure.cancel()
+    return started
