@@ -29,6 +29,7 @@ from starlette.types import Message, Receive
 from osmosis_ai.rollout.core.schemas import RolloutRequest
 from osmosis_ai.rollout.server.api_key import authorized
 from osmosis_ai.rollout.server.executor import _InitRefused
+from osmosis_ai.rollout.server.isolation import forget_traceback
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.server.executor import RolloutExecutor
@@ -139,6 +140,8 @@ def health_payload(state: AppState, executor: RolloutExecutor) -> dict[str, Any]
         "queued_rollouts": state.queued_count,
         "max_concurrent_rollouts": state.max_concurrent,
         "max_queued_rollouts": executor.queue_limit,
+        "pending_deliveries": executor.pending_deliveries,
+        "abandoned_rollouts": executor.abandoned,
     }
 
 
@@ -154,11 +157,12 @@ def add_routes(
             return JSONResponse(
                 {"detail": refused.message}, refused.status, headers={"Retry-After": str(refused.retry_after)}
             )
-        except Exception:
+        except Exception as exc:
             logger.exception(
                 "init of rollout %r failed: get_tools raised or returned invalid tool schemas",
                 request.rollout_id,
             )
+            forget_traceback(exc)
             return PlainTextResponse("Internal Server Error", 500)
         return Response(body, 202, media_type="application/json")
 
