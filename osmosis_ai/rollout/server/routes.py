@@ -21,6 +21,8 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, HTTPException, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.routing import APIRoute
 from pydantic import ValidationError
@@ -145,6 +147,19 @@ def health_payload(state: AppState, executor: RolloutExecutor) -> dict[str, Any]
     }
 
 
+async def _unprocessable(request: Request, exc: Exception) -> Response:
+    """FastAPI's 422 body; without the echoed input when that cannot be JSON (a body of ``Infinity``),
+    where FastAPI's own handler fails and the client gets a 500 and a dropped connection."""
+    errors = jsonable_encoder(exc.errors()) if isinstance(exc, RequestValidationError) else []
+    try:
+        return JSONResponse({"detail": errors}, 422)
+    except ValueError:
+        plain = [
+            {key: value for key, value in error.items() if key not in ("input", "ctx")} for error in errors
+        ]
+        return JSONResponse({"detail": plain}, 422)
+
+
 def add_routes(
     app: FastAPI, state: AppState, executor: RolloutExecutor, *, api_key: str | None, max_body_bytes: int
 ) -> None:
@@ -186,5 +201,6 @@ def add_routes(
             max_body_bytes=max_body_bytes,
         )
     )
+    app.add_exception_handler(RequestValidationError, _unprocessable)
     app.add_api_route("/health", health, methods=["GET"])
     app.add_api_route("/platform/health", platform_health, methods=["GET"])

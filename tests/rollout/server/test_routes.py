@@ -483,3 +483,14 @@ def test_init_answers_alike_whichever_path_reads_the_body(
         trainer.wait_completed(rollout_id)
     else:
         assert response.json()["detail"][0]["type"] == "model_attributes_type"
+
+
+@pytest.mark.parametrize("body", [b"Infinity", b"-Infinity", b"NaN", b'{"rollout_id": Infinity}'])
+def test_a_body_with_non_finite_numbers_gets_422_not_500(serve, http, body: bytes):
+    server = serve(ScriptedAgent())
+    response = http.post(
+        f"{server.url}/v1/rollout/init", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 422
+    assert response.json()["detail"]
+    assert http.get(f"{server.url}/health").status_code == 200  # the same connection still works
