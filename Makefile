@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint browser mcp-oldest bench clean
+.PHONY: demo test lint browser mcp-oldest bench chaos clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,12 @@ mcp-oldest: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.startup
+
+# The fault suite (a few minutes): trainer faults and a 30 s outage, a SIGKILLed server, hostile agents,
+# generated malformed inits, half-open connections, adversarial judge replies; prints one table.
+# Its short form runs inside `make test` (tests/benchmarks/test_chaos.py).
+chaos: $(STAMP)
+	$(BIN)/python -m benchmarks.chaos
 
 clean:
 	rm -rf $(VENV) build *.egg-info

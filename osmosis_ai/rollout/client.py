@@ -23,12 +23,17 @@ Construction is cheap (no I/O): connections come from the event loop's shared po
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import math
+import re
 import secrets
+import sys
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,8 +159,29 @@ def _encode(body: BaseModel, what: str) -> bytes:
         raise RolloutValueError(f"cannot send {what}: the data is not valid JSON ({exc})") from exc
 
 
-def _error_text(response: TransportResponse) -> str:
-    text = response.body.decode("utf-8", "replace").strip()
+# A secret-looking value after a key-ish word, or a long unbroken token: what an error body may echo
+# of the callback key or any other credential.
+_SECRET = re.compile(
+    r"(?i)((?:bearer|api[_-]?key|token|secret|password|authorization|key)[\"']?\s*[:=]?\s*[\"']?)"
+    r"[^\s\"',;}]{4,}"
+    r"|[A-Za-z0-9_\-+/=.]{24,}"
+)
+
+
+def redact(text: str, secret: str | None = None) -> str:
+    """``text`` with ``secret`` (and any 6+ character piece of it) and credential-looking values masked."""
+    if secret:
+        text = text.replace(secret, "[redacted]")
+        size = min(len(secret), 6)
+        pieces = {secret[i : i + size] for i in range(len(secret) - size + 1)} if len(secret) >= 6 else set()
+        for piece in pieces:
+            if piece in text:
+                text = text.replace(piece, "[redacted]")
+    return _SECRET.sub(lambda m: (m.group(1) or "") + "[redacted]", text)
+
+
+def _error_text(response: TransportResponse, secret: str | None = None) -> str:
+    text = redact(response.body.decode("utf-8", "replace").strip(), secret)
     if len(text) > _ERROR_TEXT_LIMIT:
         text = text[:_ERROR_TEXT_LIMIT] + "..."
     return text or f"HTTP {response.status} with an empty body"
@@ -344,6 +370,22 @@ class OsmosisLLMClient:
         ``final_messages`` that are not a list of dicts, a non-string ``finish_reason`` or
         ``error_message``, non-JSON messages) raises ``RolloutValueError`` before anything is sent.
         """
+        body = self.encode_completion(status, final_messages, finish_reason, error_message, metrics, reward)
+        await self._exchange(
+            self.server_url + COMPLETED_PATH, body, self._headers, self.complete_rollout_retries
+        )
+        logger.debug("Rollout %s: completion acknowledged by TrainGate", self.rollout_id)
+
+    def encode_completion(
+        self,
+        status: str | RolloutStatus,
+        final_messages: list[MessageDict],
+        finish_reason: str | None = "stop",
+        error_message: str | None = None,
+        metrics: RolloutMetrics | None = None,
+        reward: float | None = None,
+    ) -> bytes:
+        """The body :meth:`complete_rollout` sends, checked and encoded (``RolloutValueError`` if it cannot be)."""
         _check_completion_fields(final_messages, finish_reason, error_message)
         if reward is not None:
             try:
@@ -364,11 +406,32 @@ class OsmosisLLMClient:
             )
         except ValidationError as exc:
             raise RolloutValueError(f"cannot send the rollout completion: {exc}") from exc
-        body = _encode(response, "the rollout completion")
+        return _encode(response, "the rollout completion")
+
+    async def send_completion(
+        self, body: bytes, *, window_seconds: float, wake: asyncio.Event | None = None
+    ) -> None:
+        """POST an encoded completion, retrying for up to ``window_seconds`` instead of a retry count.
+
+        The back-off grows to ``retry_max_delay``; a ``Retry-After`` is honoured up to the rest of
+        the window. Setting ``wake`` cuts the current wait short (a retried init says TrainGate is
+        back). Raises like :meth:`complete_rollout` once the window is over or the answer is final.
+        """
+        loop = asyncio.get_running_loop()
+        until = loop.time() + window_seconds
+
+        async def sleep(seconds: float) -> None:
+            seconds = min(seconds, max(until - loop.time(), 0.0))
+            if wake is None:
+                await asyncio.sleep(seconds)
+                return
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(wake.wait(), seconds)
+            wake.clear()
+
         await self._exchange(
-            self.server_url + COMPLETED_PATH, body, self._headers, self.complete_rollout_retries
+            self.server_url + COMPLETED_PATH, body, self._headers, 0, until=until, sleep=sleep
         )
-        logger.debug("Rollout %s: completion acknowledged by TrainGate", self.rollout_id)
 
     def get_metrics(self) -> RolloutMetrics:
         """LLM counters of this client: latency of successful calls, calls, prompt/response tokens."""
@@ -382,9 +445,19 @@ class OsmosisLLMClient:
     # -- HTTP ----------------------------------------------------------------------------------
 
     async def _exchange(
-        self, url: str, body: bytes, headers: dict[str, str], retries: int
+        self,
+        url: str,
+        body: bytes,
+        headers: dict[str, str],
+        retries: int,
+        *,
+        until: float | None = None,
+        sleep: Callable[[float], Awaitable[Any]] | None = None,
     ) -> tuple[TransportResponse, float]:
-        """POST with the retry policy of the module docstring; returns a 2xx answer and its duration."""
+        """POST with the retry policy of the module docstring; returns a 2xx answer and its duration.
+
+        With ``until`` (a loop time) attempts go on until then instead of ``retries`` extra ones.
+        """
         settings = self.settings
         transport = self._transport or get_shared_transport(settings.max_connections)
         policy: RetryPolicy | None = None  # built at the first failure: most calls never need it
@@ -409,22 +482,24 @@ class OsmosisLLMClient:
                 retry_after = parse_retry_after(response.retry_after)
             if policy is None:
                 policy = RetryPolicy(
-                    max_attempts=max(retries, 0) + 1,
+                    max_attempts=max(retries, 0) + 1 if until is None else sys.maxsize,
                     base_delay=settings.retry_base_delay,
                     max_delay=settings.retry_max_delay,
-                    max_retry_after=settings.retry_max_delay,
+                    max_retry_after=settings.retry_max_delay if until is None else math.inf,
+                    sleep=sleep or asyncio.sleep,
                 )
-            if not policy.should_retry(attempt):
+            out_of_time = until is not None and asyncio.get_running_loop().time() >= until
+            if out_of_time or not policy.should_retry(attempt):
                 logger.error(
                     "Rollout %s: POST %s failed after %d attempts: %s", self.rollout_id, url, attempt, error
                 )
                 raise error
             delay = policy.delay(attempt, retry_after)
             logger.warning(
-                "Rollout %s: attempt %d/%d of POST %s failed (%s); retrying in %.2fs",
+                "Rollout %s: attempt %d%s of POST %s failed (%s); retrying in %.2fs",
                 self.rollout_id,
                 attempt,
-                policy.max_attempts,
+                "" if until is not None else f"/{policy.max_attempts}",
                 url,
                 error,
                 delay,
@@ -434,7 +509,7 @@ class OsmosisLLMClient:
     def _retryable_error(self, url: str, response: TransportResponse) -> OsmosisRolloutError:
         """The error to retry for a non-2xx answer; raises at once when the status is not retryable."""
         status = response.status
-        text = f"TrainGate answered {status} to POST {url}: {_error_text(response)}"
+        text = f"TrainGate answered {status} to POST {url}: {_error_text(response, self.api_key)}"
         if is_retryable_status(status):
             return OsmosisServerError(text, status) if status >= 500 else OsmosisValidationError(text, status)
         if 400 <= status < 500:

@@ -478,3 +478,33 @@ def test_result_is_json_friendly() -> None:
         {"role": "assistant", "content": "x"}, [1], [-0.1], {"prompt_tokens": 1}, "stop"
     )
     assert json.loads(json.dumps(result.message)) == {"role": "assistant", "content": "x"}
+
+
+async def test_trainer_error_bodies_are_redacted_before_they_are_logged_or_raised(
+    trainer: TrainerStandIn, caplog: pytest.LogCaptureFixture
+) -> None:
+    key = "tg-callback-key-0123456789abcdef"
+    echo = {"detail": f"key {key[:12]} is not valid", "token": "sk-live-abcdefghijklmnopqrstuvwxyz0123"}
+    trainer.queue_completed(Reply(status=403, body=echo))
+    client = OsmosisLLMClient(trainer.url, "r-redact", api_key=key)
+    with caplog.at_level(logging.DEBUG), pytest.raises(OsmosisValidationError) as caught:
+        await client.complete_rollout("COMPLETED", [])
+    shown = str(caught.value) + caplog.text
+    assert "[redacted]" in shown
+    for secret in (key, key[:12], "sk-live-abcdefghijklmnopqrstuvwxyz0123"):
+        assert secret not in shown
+
+
+async def test_send_completion_retries_for_a_window_and_honours_retry_after(trainer: TrainerStandIn) -> None:
+    trainer.queue_completed(
+        Reply(status=503), Reply(status=429, headers={"Retry-After": "0.3"}), Reply(status=502)
+    )
+    client = OsmosisLLMClient(trainer.url, "r-window", settings=FAST)
+    body = client.encode_completion("COMPLETED", [], reward=1.0)
+    started = time.monotonic()
+    await client.send_completion(body, window_seconds=30)
+    assert time.monotonic() - started >= 0.3  # the Retry-After was waited out
+    assert [r.status for r in trainer.completed_requests] == [503, 429, 502, 200]
+    trainer.queue_completed(*[Reply(status=503)] * 50)
+    with pytest.raises(OsmosisServerError):
+        await client.send_completion(body, window_seconds=0.5)  # the window ends the attempts

@@ -14,15 +14,25 @@ registered with the Osmosis Platform, the outcome of that registration.
   ``uvicorn.run``, without :mod:`~osmosis_ai.rollout.server.runner`'s drain-while-serving.
 * uvicorn runs with uvloop and httptools when installed, the access log off unless asked for.
 * the generated API key is shown once in the start-up panel (TrainGate needs it) and never logged;
-  console markup in user-provided strings is escaped.
+  console markup in user-provided strings is escaped. A chosen key comes from ``--api-key-file``
+  or ``$OSMOSIS_SERVE_API_KEY`` (``--api-key`` works too, but every user on the machine can read a
+  command line).
+* the port is bound before anything is printed, so a busy port is one ``Error:`` line and exit
+  status 1, not a "Listening on" panel followed by uvicorn's error.
+* the outbox of unacknowledged terminal callbacks is a file by default (:func:`default_outbox_path`:
+  ``$XDG_STATE_HOME/osmosis/rollout-outbox/port-<port>.sqlite3``, ``~/.local/state`` without
+  ``XDG_STATE_HOME``), so a restarted server re-sends what a killed one left; ``--outbox`` or
+  ``$OSMOSIS_ROLLOUT_SERVER_OUTBOX_PATH`` choose another, ``:memory:`` keeps it in memory.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import os
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -41,6 +51,7 @@ if TYPE_CHECKING:
     from osmosis_ai.rollout.server.registration import RegistrationResult
 
 RELOAD_CONFIG_ENV = "OSMOSIS_SERVE_RELOAD_CONFIG"
+API_KEY_ENV = "OSMOSIS_SERVE_API_KEY"
 _GRACEFUL_HTTP_SHUTDOWN_SECONDS = 5
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
@@ -77,7 +88,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="local debugging: no API key, no registration, bind 127.0.0.1 unless --host is given",
     )
-    parser.add_argument("--api-key", default=None, help="API key TrainGate must send (default: generated)")
+    parser.add_argument(
+        "--api-key",
+        default=None,
+        help=f"API key TrainGate must send (visible to other users in 'ps'; prefer --api-key-file or "
+        f"${API_KEY_ENV}; default: generated)",
+    )
+    parser.add_argument(
+        "--api-key-file", metavar="PATH", default=None, help="read the API key from the first line of PATH"
+    )
+    parser.add_argument(
+        "--outbox",
+        metavar="PATH",
+        default=None,
+        help="SQLite file keeping terminal callbacks until TrainGate acknowledges them, re-sent after a "
+        "restart (default: $OSMOSIS_ROLLOUT_SERVER_OUTBOX_PATH, else "
+        "$XDG_STATE_HOME/osmosis/rollout-outbox/port-<port>.sqlite3; ':memory:' = not kept on disk)",
+    )
     parser.add_argument(
         "--log", metavar="DIR", default=None, help="write per-rollout JSONL traces under DIR/<unix time>/"
     )
@@ -110,9 +137,39 @@ def _configure_logging(level: str) -> None:
     package.propagate = False
 
 
+def _api_key(args: argparse.Namespace) -> str | None:
+    """The key from ``--api-key``, ``--api-key-file`` or ``$OSMOSIS_SERVE_API_KEY``, in that order."""
+    if args.api_key is not None and args.api_key_file is not None:
+        raise CLIError("give the key once: --api-key or --api-key-file, not both")
+    if args.api_key is not None:
+        if not args.api_key.strip():
+            raise CLIError("--api-key must not be empty")
+        return str(args.api_key)
+    if args.api_key_file is not None:
+        try:
+            with open(args.api_key_file, encoding="utf-8") as file:
+                key = file.readline().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CLIError(f"cannot read the API key file {args.api_key_file}: {exc}") from None
+        if not key:
+            raise CLIError(f"the API key file {args.api_key_file} is empty; put the key on its first line")
+        return key
+    from_env = os.environ.get(API_KEY_ENV)
+    if from_env is not None:
+        if not from_env.strip():
+            raise CLIError(f"${API_KEY_ENV} is set but empty; unset it to generate a key")
+        return from_env.strip()
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.api_key is not None and not args.api_key.strip():
-        raise CLIError("--api-key must not be empty")
+    api_key = _api_key(args)
+    if args.local and api_key is not None and args.api_key is None:
+        if args.api_key_file is not None:
+            raise CLIError(
+                "--api-key-file cannot be combined with --local: local debug mode disables authentication"
+            )
+        api_key = None  # a key in the environment does not stop local debugging
     from osmosis_ai.cli.loading import load_agent
 
     _configure_logging(args.log_level)
@@ -125,13 +182,14 @@ def run(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         reload=args.reload,
         skip_register=args.skip_register,
-        api_key=args.api_key,
+        api_key=api_key,
         local_debug=args.local,
         debug_dir=args.log,
         queue_limit=args.queue_limit,
         shutdown_grace_seconds=args.shutdown_grace,
         docs_enabled=args.docs,
         access_log=args.access_log,
+        outbox_path=args.outbox,
     )
     return 0
 
@@ -206,6 +264,49 @@ def _agent_spec(agent_loop: RolloutAgentLoop) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
+def default_outbox_path(port: int) -> str:
+    """Where ``osmosis serve`` keeps its outbox when none is configured (one file per port)."""
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, "osmosis", "rollout-outbox", f"port-{port}.sqlite3")
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The listening address, bound now: a busy port is an error before anything is printed."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        hint = (
+            "another process is using it; pick another with --port" if exc.errno == errno.EADDRINUSE else ""
+        )
+        raise ServeError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}{'; ' + hint if hint else ''}"
+        ) from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _open_outbox_path(outbox_path: str | None, settings: RolloutSettings, port: int) -> str:
+    path = outbox_path or settings.server.outbox_path or default_outbox_path(port)
+    if path == ":memory:":
+        return path
+    import sqlite3
+
+    from osmosis_ai.rollout.server.outbox import Outbox
+
+    try:  # opened once here so that a bad path is an error line before the panel
+        Outbox(path).close()
+    except (OSError, sqlite3.Error) as exc:
+        raise ServeError(
+            f"cannot open the outbox {path}: {exc}; choose another file with --outbox "
+            "(or ':memory:' to keep undelivered callbacks in memory only)"
+        ) from None
+    return path
+
+
 def _session_debug_dir(debug_dir: str | None) -> str | None:
     if not debug_dir:
         return None
@@ -235,6 +336,7 @@ def serve_agent_loop(
     docs_enabled: bool = False,
     access_log: bool = False,
     credentials: Any = None,
+    outbox_path: str | None = None,
 ) -> None:
     """Serve ``agent_loop`` until interrupted (blocks in uvicorn).
 
@@ -242,7 +344,7 @@ def serve_agent_loop(
     or ``local_debug``, Platform ``credentials`` are required (default: :func:`load_credentials`).
     ``queue_limit``, ``shutdown_grace_seconds`` and ``docs_enabled`` are passed to ``create_app``.
     With ``reload``, each reloaded worker reads its settings from the environment (``settings`` is
-    not carried over).
+    not carried over). ``outbox_path``: see the module docstring.
     """
     _require_server_extra()
     from osmosis_ai.rollout.server.api_key import generate_api_key
@@ -268,8 +370,16 @@ def serve_agent_loop(
 
         validate_and_report(agent_loop).raise_if_invalid()
 
+    if settings is None:
+        from osmosis_ai.rollout.config.settings import get_settings
+
+        settings = get_settings()
     generated = api_key is None and not local_debug
     key = None if local_debug else (api_key or generate_api_key())
+    outbox = _open_outbox_path(outbox_path, settings, port)
+    sock = _bind(bind_host, port)
+    if reload:
+        sock.close()  # checked; uvicorn's reloader binds it itself
     session_dir = _session_debug_dir(debug_dir)
     name = str(getattr(agent_loop, "name", type(agent_loop).__name__))
 
@@ -285,6 +395,7 @@ def serve_agent_loop(
         lines.append(("API key", key if generated else "(provided)"))
     if skip_register:
         lines.append(("Registration", "skipped (--local)" if local_debug else "skipped (--skip-register)"))
+    lines.append(("Outbox", outbox if outbox != ":memory:" else "in memory (lost if the process is killed)"))
     if session_dir:
         lines.append(("Debug traces", session_dir))
     if reload:
@@ -298,6 +409,7 @@ def serve_agent_loop(
         "queue_limit": queue_limit,
         "shutdown_grace_seconds": shutdown_grace_seconds,
         "docs_enabled": docs_enabled,
+        "outbox_path": outbox,
     }
     register_args: dict[str, Any] = {}
     if not skip_register:
@@ -321,7 +433,14 @@ def serve_agent_loop(
         **app_kwargs,
     )
     tune_gc()  # this process is the server now: the application, not the library, tunes it
-    run_app(app, host=bind_host, port=port, **options)
+    run_app(
+        app,
+        host=bind_host,
+        port=port,
+        sock=sock,
+        header_timeout_seconds=settings.server.header_timeout_seconds,
+        **options,
+    )
 
 
 def _run_with_reload(

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import threading
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from osmosis_ai.rollout.core.exceptions import RolloutValueError
 from osmosis_ai.rollout.core.schemas import (
     DEFAULT_MAX_METADATA_SIZE_BYTES,
     _adopt_metadata_limit_default,
@@ -60,7 +61,14 @@ class RolloutServerSettings(BaseSettings):
     rollouts wait for a slot, instead of queueing without bound (``None``, the default).
     ``shutdown_grace_seconds``: on shutdown, in-flight rollouts get this long, then ERROR callbacks.
     ``request_timeout_seconds``: the per-rollout deadline for ``get_tools`` and ``run``; 0 turns it
-    off. See docs/design.md for why each exists and docs/compatibility.md for the defaults.
+    off. ``abandon_grace_seconds``: how long an agent that ignores the deadline's cancellation may
+    go on before its rollout is abandoned (ERROR sent, slot freed).
+    ``delivery_window_seconds``: how long a terminal callback is retried before it waits for a
+    retried init or the next start. ``outbox_path``: the SQLite file that keeps unacknowledged
+    callbacks across restarts (``None``: in memory; ``osmosis serve`` picks a file, see
+    ``osmosis_ai.cli.commands.serve``). ``header_timeout_seconds``: a connection that has not sent
+    a complete request head within this time is closed (``osmosis serve``).
+    See docs/design.md for why each exists and docs/compatibility.md for the defaults.
     """
 
     model_config = _config("OSMOSIS_ROLLOUT_SERVER_")
@@ -74,6 +82,10 @@ class RolloutServerSettings(BaseSettings):
     registration_shutdown_timeout_seconds: float = Field(default=30.0, ge=1.0, le=300.0)
     max_queued_rollouts: int | None = Field(default=None, ge=0)
     shutdown_grace_seconds: float = Field(default=10.0, ge=0.0, le=3600.0)
+    abandon_grace_seconds: float = Field(default=10.0, ge=0.0, le=600.0)
+    delivery_window_seconds: float = Field(default=900.0, ge=1.0, le=86400.0)
+    outbox_path: str | None = None
+    header_timeout_seconds: float = Field(default=10.0, ge=0.1, le=600.0)
 
     @field_validator("request_timeout_seconds")
     @classmethod
@@ -105,9 +117,47 @@ def get_settings() -> RolloutSettings:
         return current
     with _lock:
         if _settings is None:
-            _settings = RolloutSettings()
+            try:
+                _settings = RolloutSettings()
+            except ValidationError as exc:
+                raise RolloutValueError(describe_invalid_setting(exc)) from None
             _adopt_metadata_limit_default(_settings.max_metadata_size_bytes)
         return _settings
+
+
+_GROUPS: dict[str, type[BaseModel]] = {
+    "RolloutClientSettings": RolloutClientSettings,
+    "RolloutServerSettings": RolloutServerSettings,
+    "RolloutSettings": RolloutSettings,
+}
+
+
+def _allowed(model: type[BaseModel], name: str) -> str:
+    field = model.model_fields.get(name)
+    if field is None:
+        return ""
+    low = high = None
+    for constraint in field.metadata:
+        low = getattr(constraint, "ge", getattr(constraint, "gt", low))
+        high = getattr(constraint, "le", getattr(constraint, "lt", high))
+    kind = getattr(field.annotation, "__name__", str(field.annotation))
+    if low is not None and high is not None:
+        return f"; allowed: {kind} from {low} to {high}"
+    if low is not None:
+        return f"; allowed: {kind} >= {low}"
+    return f"; allowed: {kind}"
+
+
+def describe_invalid_setting(exc: ValidationError) -> str:
+    """One line naming the environment variable, its value, what is wrong and the allowed range."""
+    model = _GROUPS.get(exc.title, RolloutSettings)
+    prefix = str(model.model_config.get("env_prefix", ""))
+    error = exc.errors()[0]
+    name = str(error["loc"][0]) if error["loc"] else "?"
+    value = error.get("input")
+    return f"{prefix}{name.upper()}={value!r:.80}: {error['msg']}{_allowed(model, name)}" + (
+        f" ({len(exc.errors()) - 1} more invalid settings)" if len(exc.errors()) > 1 else ""
+    )
 
 
 def configure(settings: RolloutSettings) -> None:

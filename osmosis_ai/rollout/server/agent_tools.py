@@ -1,11 +1,11 @@
 """Asking the agent for its tools at init: calling ``get_tools`` safely, validating the answer once.
 
-``get_tools`` is user code and may block. :class:`GetToolsCaller` runs a synchronous one in a worker
-thread, bounded by the rollout deadline, until it has proven fast: after ``PROBE_CALLS`` consecutive
-calls under ``FAST_SECONDS`` it is called inline, which saves the thread hop on every init (the
-``get_tools inline`` line of ``benchmarks/rollout_server.py`` measures what that buys). An inline call
-slower than ``SLOW_SECONDS`` sends it back to the thread for good, with a warning. ``async def
-get_tools`` is awaited on the loop under the deadline. ``always_thread=True`` disables the inline mode.
+``get_tools`` is user code and may block, or turn slow after any number of fast calls.
+:class:`GetToolsCaller` therefore always runs a synchronous one in a worker thread and an ``async def``
+one in its own task, both bounded by the rollout deadline: the event loop never waits for it, and
+whatever it raises (``SystemExit`` included) fails only that init. The thread hop costs the init path
+a few percent (the ``get_tools inline`` line of ``benchmarks/rollout_server.py``); an inline call
+that proved fast many times cannot be stopped the one time it blocks, which froze the whole server.
 
 :class:`ToolsCache` validates the returned list into tool models and keeps the last one: agents
 usually return an equal list every time, so an init validates nothing, and the finished-rollout
@@ -18,72 +18,45 @@ import asyncio
 import copy
 import inspect
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter
 
 from osmosis_ai.rollout.core.schemas import OpenAIFunctionToolSchema
+from osmosis_ai.rollout.server.isolation import contain
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.core.schemas import RolloutRequest
 
 logger = logging.getLogger(__name__)
 
-PROBE_CALLS = 16
-FAST_SECONDS = 0.002
-SLOW_SECONDS = 0.01
-
 _TOOLS = TypeAdapter(list[OpenAIFunctionToolSchema])
 
 
 class GetToolsCaller:
-    """Calls one agent's ``get_tools`` without letting it stall the event loop (see the module docstring)."""
+    """Calls one agent's ``get_tools`` without letting it stall the event loop (see the module docstring).
+
+    ``always_thread`` is accepted for compatibility: every synchronous call goes to a thread.
+    """
 
     def __init__(
         self,
         get_tools: Callable[[RolloutRequest], Any],
         timeout: float | None,
         *,
-        always_thread: bool = False,
+        always_thread: bool = True,
     ):
         self._get_tools = get_tools
         self._timeout = timeout
         self._is_async = inspect.iscoroutinefunction(get_tools)
-        self._fast_calls = 0
-        self._pinned_to_thread = always_thread
         self.inline = False
 
     async def __call__(self, request: RolloutRequest) -> Any:
         if self._is_async:
-            return await self._bounded(self._get_tools(request))
-        if self.inline:
-            started = time.perf_counter()
-            tools = self._get_tools(request)
-            elapsed = time.perf_counter() - started
-            if elapsed > SLOW_SECONDS:
-                self.inline, self._pinned_to_thread = False, True
-                logger.warning(
-                    "get_tools took %.1f ms on the event loop; running it in a worker thread from now on",
-                    elapsed * 1000,
-                )
-            return tools
+            return await self._bounded(contain(lambda: self._get_tools(request)))
         loop = asyncio.get_running_loop()
-        tools, elapsed = await self._bounded(loop.run_in_executor(None, self._timed, request))
-        if self._pinned_to_thread:
-            return tools
-        if elapsed > FAST_SECONDS:
-            self._fast_calls = 0
-        else:
-            self._fast_calls += 1
-            self.inline = self._fast_calls >= PROBE_CALLS
-        return tools
-
-    def _timed(self, request: RolloutRequest) -> tuple[Any, float]:
-        started = time.perf_counter()
-        tools = self._get_tools(request)
-        return tools, time.perf_counter() - started
+        return await self._bounded(contain(lambda: loop.run_in_executor(None, self._get_tools, request)))
 
     async def _bounded(self, awaitable: Any) -> Any:
         try:

@@ -19,8 +19,12 @@ Keyword-only options:
 * ``tools_exclude_none``: leave ``null`` fields out of the init response's tool schemas
   (``"description": null``, ``"enum": null`` are sent by default; strict OpenAI-style consumers
   reject them).
-* ``get_tools_in_thread``: always call ``get_tools`` in a worker thread, even once it has proven
-  fast (by default a fast ``get_tools`` is called inline; see ``server/agent_tools.py``).
+* ``get_tools_in_thread``: accepted for compatibility; a synchronous ``get_tools`` always runs in a
+  worker thread (see ``server/agent_tools.py``).
+* ``outbox_path``: the SQLite file of unacknowledged terminal callbacks (see
+  ``server/outbox.py``). Default: settings ``outbox_path`` (env
+  ``OSMOSIS_ROLLOUT_SERVER_OUTBOX_PATH``), unset = in memory. At start-up the server re-sends what
+  an earlier run left in it.
 """
 
 from __future__ import annotations
@@ -96,7 +100,10 @@ class LifecycleManager:
         try:
             yield
         finally:
-            await self._stop()
+            try:
+                await self._stop()
+            finally:
+                self.executor.outbox.close()
 
     async def drain(self) -> None:
         """Stop accepting rollouts, let in-flight ones finish for the grace period, end the rest with ERROR.
@@ -127,6 +134,13 @@ class LifecycleManager:
         if self.debug_dir:
             logger.info("per-rollout debug traces go to %s", self.debug_dir)
         self.state.start_cleanup_task()
+        executor = self.executor
+        dropped = executor.outbox.prune(self.state.record_ttl)
+        if dropped:
+            logger.warning("outbox: dropped %d callbacks older than the record TTL", dropped)
+        resent = executor.resend_stored()
+        if resent:
+            logger.info("outbox: re-sending %d terminal callbacks left by an earlier run", resent)
         if self.on_startup is not None:
             await self.on_startup()
         if self.credentials is not None and self.server_host is not None and self.server_port is not None:
@@ -159,6 +173,8 @@ class LifecycleManager:
             # Nothing should be left after the drain; whatever is reports ERROR within what is left
             # of the same callback budget.
             await self.state.cancel_all(timeout=self.executor.callback_time_left())
+            await self.executor.stop_deliveries()
+            self.executor.close_abandoned()
             await _close_shared_transport()
 
 
@@ -195,6 +211,7 @@ def create_app(
     get_tools_in_thread: bool = False,
     tools_exclude_none: bool = False,
     on_registration: Callable[[Any], object] | None = None,
+    outbox_path: str | None = None,
 ) -> FastAPI:
     """Build the RolloutServer app for ``agent_loop``.
 
@@ -210,7 +227,7 @@ def create_app(
         debug_dir: directory for per-rollout JSONL traces (used as is).
         on_startup, on_shutdown: zero-argument async callables run in the lifespan.
         queue_limit, shutdown_grace_seconds, docs_enabled, max_request_bytes, get_tools_in_thread,
-            tools_exclude_none: see the module docstring.
+            tools_exclude_none, outbox_path: see the module docstring.
     """
     try:
         from fastapi import FastAPI
@@ -231,7 +248,10 @@ def create_app(
     if max_request_bytes <= 0:
         raise RolloutValueError(f"max_request_bytes must be > 0, got {max_request_bytes!r}")
 
+    from osmosis_ai.rollout.server.outbox import Outbox
+
     name = _agent_name(agent_loop)
+    outbox = Outbox(outbox_path if outbox_path is not None else settings.server.outbox_path)
     state = AppState(max_concurrent, record_ttl_seconds, settings=settings.server, agent_loop_name=name)
     executor = RolloutExecutor(
         agent_loop,
@@ -241,6 +261,7 @@ def create_app(
         queue_limit=queue_limit,
         get_tools_in_thread=get_tools_in_thread,
         tools_exclude_none=tools_exclude_none,
+        outbox=outbox,
     )
     lifecycle = LifecycleManager(
         agent_loop,

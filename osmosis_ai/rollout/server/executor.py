@@ -4,9 +4,22 @@ Init (:meth:`RolloutExecutor.start`) deduplicates by key, asks the agent for its
 the 202 body as bytes. The tool list is validated once and reused while the agent keeps returning an
 equal list.
 
-Each accepted rollout runs in one task: wait for a concurrency slot, run ``agent.run(ctx)`` under the
-per-rollout deadline, then POST exactly one terminal callback to TrainGate. The rules:
+Each accepted rollout runs in one task: wait for a concurrency slot, run ``agent.run(ctx)`` in a
+child task under the per-rollout deadline, commit the one terminal callback to the outbox
+(:mod:`~osmosis_ai.rollout.server.outbox`), free the slot, then deliver it. The rules:
 
+* whatever the agent raises — any ``BaseException``: ``SystemExit`` from an ``argparse`` inside a
+  tool, ``KeyboardInterrupt``, a custom subclass — ends that rollout with ERROR and stays inside its
+  task: asyncio would otherwise re-raise ``SystemExit``/``KeyboardInterrupt`` out of the event loop
+  and stop the server;
+* an agent that swallows the deadline's cancellation gets ``abandon_grace_seconds`` more; then its
+  rollout is abandoned (its child task left to itself, counted in ``/health``), its slot freed and
+  its ERROR sent;
+* delivery is at-least-once: the callback is retried with back-off for ``delivery_window_seconds``
+  (honouring ``Retry-After``), stays in the outbox until TrainGate acknowledges it, is re-sent when a
+  server restarts on the same outbox file, and is re-sent at once when TrainGate repeats the init;
+  TrainGate deduplicates by ``rollout_id``. A duplicate init for a finished rollout whose result is
+  no longer stored (acknowledged) starts the rollout afresh;
 * a COMPLETED result whose delivery fails is logged, never re-reported as ERROR: TrainGate may have
   recorded it, and a second, contradicting terminal callback would be worse than a missing one;
 * on agent errors, timeouts and shutdown, ERROR carries the conversation as last seen and full
@@ -24,16 +37,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sys
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.rollout.client import OsmosisLLMClient
 from osmosis_ai.rollout.core.base import RolloutContext, RolloutResult
-from osmosis_ai.rollout.core.exceptions import OsmosisRolloutError, RolloutValueError
+from osmosis_ai.rollout.core.exceptions import OsmosisRolloutError, OsmosisValidationError, RolloutValueError
 from osmosis_ai.rollout.core.schemas import InitResponse
 from osmosis_ai.rollout.server.agent_tools import GetToolsCaller, ToolsCache
+from osmosis_ai.rollout.server.isolation import AgentRaised, contain, forget_traceback
+from osmosis_ai.rollout.server.outbox import Outbox
 from osmosis_ai.rollout.server.state import AppState, RolloutRecord
 
 if TYPE_CHECKING:
@@ -71,55 +85,6 @@ class _Outcome:
     reward: float | None = None
 
 
-class _Deadline:
-    """``async with _Deadline(seconds)`` cancels the body after ``seconds``; ``expired`` tells why it ended.
-
-    ``asyncio.timeout`` semantics on every supported Python (3.10 has no ``asyncio.timeout``): an expired
-    body that was cancelled raises ``TimeoutError``; on 3.11+ our cancel request is withdrawn
-    (``uncancel``), and a cancel someone else requested too (shutdown) propagates. A body that produced
-    its result although the deadline fired keeps it: a cancel still pending (requested after the body's
-    last suspension) is taken here, so it cannot end the caller at its next await instead.
-    """
-
-    __slots__ = ("_handle", "_seconds", "_task", "expired")
-
-    def __init__(self, seconds: float | None) -> None:
-        self._seconds = seconds  # None: no deadline
-        self._handle: asyncio.TimerHandle | None = None
-        self._task: asyncio.Task[Any] | None = None
-        self.expired = False
-
-    def _fire(self) -> None:
-        self.expired = True
-        if self._task is not None:
-            self._task.cancel()
-
-    async def __aenter__(self) -> _Deadline:
-        self._task = asyncio.current_task()
-        if self._seconds is not None:
-            self._handle = asyncio.get_running_loop().call_later(self._seconds, self._fire)
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, _: object
-    ) -> bool:
-        if self._handle is not None:
-            self._handle.cancel()
-        if not self.expired:
-            return False
-        others = 0  # cancel requests besides ours (3.10 cannot tell)
-        if sys.version_info >= (3, 11) and self._task is not None:
-            others = self._task.uncancel()
-        if exc_type is asyncio.CancelledError:
-            if others:
-                return False
-            raise TimeoutError from exc
-        if exc_type is None:  # the result exists: deliver it, even if shutdown's cancel lands here too
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.sleep(0)
-        return False
-
-
 def _pool_for(client: RolloutClientSettings, max_concurrent: int) -> RolloutClientSettings:
     """Client settings whose shared pool has a connection for every rollout allowed to run at once.
 
@@ -135,6 +100,9 @@ def _error_text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+ALREADY_COMPLETE = 409  # TrainGate's answer for a rollout it already has: delivered
+
+
 class RolloutExecutor:
     """Starts rollouts for one app and reports their outcome to TrainGate."""
 
@@ -148,6 +116,7 @@ class RolloutExecutor:
         queue_limit: int | None = None,
         get_tools_in_thread: bool = False,
         tools_exclude_none: bool = False,
+        outbox: Outbox | None = None,
     ) -> None:
         self.agent_loop = agent_loop
         self.state = state
@@ -155,15 +124,22 @@ class RolloutExecutor:
         self.debug_dir = debug_dir
         self.queue_limit = queue_limit
         self.timeout = settings.server.request_timeout_seconds or None  # 0: no deadline
+        self.abandon_grace = settings.server.abandon_grace_seconds
+        self.delivery_window = settings.server.delivery_window_seconds
         self.client_settings = _pool_for(settings.client, state.max_concurrent)
+        self.outbox = outbox if outbox is not None else Outbox()
         self.accepting = True
+        self.abandoned = 0  # rollouts whose agent ignored cancellation (their tasks run on, unowned)
+        self._abandoned: set[asyncio.Task[Any]] = set()
         self._draining = False  # True once shutdown cancels rollouts: a cancelled rollout reports ERROR
         self._callback_deadline: float | None = None
+        self._deliveries: dict[str, tuple[asyncio.Task[Any], asyncio.Event]] = {}  # by dedup key
+        # Callbacks the outbox could not store (disk full): delivered from memory.
+        self._unstored: dict[str, tuple[str, str, str | None, bytes]] = {}
+        self._checkpointing = False
         self.tools_exclude_none = tools_exclude_none
         self._validate_tools = ToolsCache()
-        self._get_tools = GetToolsCaller(
-            agent_loop.get_tools, self.timeout, always_thread=get_tools_in_thread
-        )
+        self._get_tools = GetToolsCaller(agent_loop.get_tools, self.timeout)
 
     # -- init -----------------------------------------------------------------------------------------
 
@@ -176,8 +152,12 @@ class RolloutExecutor:
         state = self.state
         key = request.idempotency_key or request.rollout_id
         existing = state.lookup(key)
-        if existing is not None:
+        if existing is not None and (key in state.active or self._resend(key)):
             return await self._duplicate(existing, request)
+        stored = self.outbox.get(key) if existing is None and self.outbox.pending else None
+        if stored is not None:  # finished before a restart, not acknowledged: send it again
+            self._resend(key)
+            return self._init_body(stored.rollout_id, self._validate_tools(await self._get_tools(request)))
         if not self.accepting:
             raise _InitRefused(503, DRAINING_MESSAGE)
         limit = self.queue_limit
@@ -187,6 +167,8 @@ class RolloutExecutor:
                 f"the RolloutServer is at capacity ({state.running} running, {state.queued_count} queued, "
                 f"queue limit {limit}); retry later",
             )
+        if existing is not None:
+            logger.info("rollout %s: duplicate init after its result was acknowledged; starting afresh", key)
         record = RolloutRecord(key, request.rollout_id)
         state.add(record)  # visible to duplicates while get_tools runs
         try:
@@ -234,57 +216,95 @@ class RolloutExecutor:
 
     async def _run(self, record: RolloutRecord, request: RolloutRequest, tools: Any) -> None:
         state = self.state
+        committed = False
         try:
             try:
                 await state.semaphore.acquire()
             except asyncio.CancelledError:
                 if not self._draining:
                     raise
-                await self._report(request, None, _Outcome("ERROR", [], "error", SHUTDOWN_MESSAGE))
-                return
-            state.running += 1
-            try:
-                await self._execute(request, tools)
-            finally:
-                state.running -= 1
-                state.semaphore.release()
+                committed = self._commit(request, None, _Outcome("ERROR", [], "error", SHUTDOWN_MESSAGE))
+            else:
+                state.running += 1
+                try:
+                    committed = await self._execute(request, tools)
+                finally:
+                    state.running -= 1
+                    state.semaphore.release()
         finally:
             state.finish(record)
+        if committed:
+            await self._deliver(record.key)
 
-    async def _execute(self, request: RolloutRequest, tools: Any) -> None:
-        client = OsmosisLLMClient(
-            request.server_url, request.rollout_id, api_key=request.api_key, settings=self.client_settings
+    async def _execute(self, request: RolloutRequest, tools: Any) -> bool:
+        """Run the agent and commit its callback; whether there is one to deliver."""
+        client = self._client(request.server_url, request.rollout_id, request.api_key)
+        ctx = RolloutContext(
+            request=request,
+            tools=tools,
+            llm=client,
+            _start_time=time.time(),
+            _debug_dir=self.debug_dir,
         )
-        async with client:
-            ctx = RolloutContext(
-                request=request,
-                tools=tools,
-                llm=client,
-                _start_time=time.time(),
-                _debug_dir=self.debug_dir,
-            )
-            outcome = await self._outcome(ctx)
-            await self._report(request, client, outcome, ctx)
+        outcome = await self._outcome(ctx)
+        return self._commit(request, client, outcome, ctx)
+
+    def _client(self, server_url: str, rollout_id: str, api_key: str | None) -> OsmosisLLMClient:
+        return OsmosisLLMClient(server_url, rollout_id, api_key=api_key, settings=self.client_settings)
 
     async def _outcome(self, ctx: RolloutContext) -> _Outcome:
-        """Run the agent and turn whatever happens into the terminal callback's fields."""
+        """Run the agent in a child task and turn whatever happens into the terminal callback's fields.
+
+        The child task is what lets a rollout end although its agent ignores cancellation.
+        """
         rollout_id = ctx.request.rollout_id
-        deadline = _Deadline(self.timeout)
+        agent = asyncio.get_running_loop().create_task(contain(lambda: self.agent_loop.run(ctx)))
         try:
-            async with deadline:
-                result = await self.agent_loop.run(ctx)
+            done, _ = await asyncio.wait((agent,), timeout=self.timeout)
         except asyncio.CancelledError:
+            await self._stop(agent, self._shutdown_unwind())
             if not self._draining:
                 raise
             return self._failure(ctx, SHUTDOWN_MESSAGE)
-        except Exception as exc:
-            if deadline.expired and isinstance(exc, TimeoutError):
-                message = f"rollout exceeded the deadline of {self.timeout:g} s (request_timeout_seconds)"
+        if not done:
+            message = f"rollout exceeded the deadline of {self.timeout:g} s (request_timeout_seconds)"
+            if not await self._stop(agent, self.abandon_grace):
+                message += f" and ignored cancellation for {self.abandon_grace:g} s more; abandoned"
                 logger.error("rollout %s: %s", rollout_id, message)
                 return self._failure(ctx, message)
-            logger.exception("agent loop failed for rollout %s", rollout_id)
-            return self._failure(ctx, _error_text(exc))
-        return self._from_result(ctx, result)
+            if agent.cancelled() or agent.exception() is not None:
+                logger.error("rollout %s: %s", rollout_id, message)
+                return self._failure(ctx, message)
+        if agent.cancelled():  # the agent raised CancelledError itself; nobody cancelled it
+            return self._failure(ctx, "the agent loop raised CancelledError")
+        exc = agent.exception()
+        if exc is not None:
+            shown = exc.original if isinstance(exc, AgentRaised) else exc
+            logger.error(
+                "agent loop failed for rollout %s",
+                rollout_id,
+                exc_info=(type(shown), shown, shown.__traceback__),
+            )
+            message = str(exc) if isinstance(exc, AgentRaised) else _error_text(exc)
+            forget_traceback(shown)
+            forget_traceback(exc)
+            return self._failure(ctx, message)
+        return self._from_result(ctx, agent.result())
+
+    async def _stop(self, agent: asyncio.Task[Any], grace: float) -> bool:
+        """Cancel ``agent`` and wait ``grace`` seconds for it to end; ``False`` (abandoned) if it does not."""
+        agent.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait((agent,), timeout=grace)
+        if agent.done():
+            return True
+        self.abandoned += 1
+        self._abandoned.add(agent)
+        agent.add_done_callback(self._abandoned.discard)
+        return False
+
+    def _shutdown_unwind(self) -> float:
+        return max(self.callback_time_left() * _UNWIND_SHARE, 0.0) if self._draining else self.abandon_grace
 
     @staticmethod
     def _failure(ctx: RolloutContext, message: str) -> _Outcome:
@@ -310,67 +330,162 @@ class RolloutExecutor:
             result.reward,
         )
 
-    async def _report(
+    # -- the terminal callback ------------------------------------------------------------------------
+
+    def _commit(
         self,
         request: RolloutRequest,
-        client: Any,
+        client: OsmosisLLMClient | None,
         outcome: _Outcome,
         ctx: RolloutContext | None = None,
-    ) -> None:
-        """POST the one terminal callback of the rollout.
+    ) -> bool:
+        """Encode the one terminal callback and commit it to the outbox; whether one was committed.
 
-        Delivery failures are logged, never re-reported (see the module docstring). A callback that cannot be built (nothing
-        was sent) is replaced by one ERROR: with the conversation and metrics when those can be sent,
-        else a bare one.
+        A callback that cannot be built is replaced by one ERROR: with the conversation and metrics
+        when those can be encoded, else a bare one.
         """
         if client is None:
-            async with OsmosisLLMClient(
-                request.server_url, request.rollout_id, api_key=request.api_key, settings=self.client_settings
-            ) as fresh:
-                await self._report(request, fresh, outcome, ctx)
-            return
-        problem = await self._deliver(request, client, outcome)
-        if problem is None:
-            return
-        fallbacks = [self._failure(ctx, problem)] if ctx is not None else []
-        fallbacks.append(_Outcome("ERROR", [], "error", problem))
-        for fallback in fallbacks:
-            if await self._deliver(request, client, fallback) is None:
-                return
-
-    async def _deliver(self, request: RolloutRequest, client: Any, outcome: _Outcome) -> str | None:
-        """POST ``outcome``; ``None`` once sent (or its delivery failed), else why it could not be built."""
-        rollout_id = request.rollout_id
+            client = self._client(request.server_url, request.rollout_id, request.api_key)
+        body, problem = self._encode(request.rollout_id, client, outcome)
+        if body is None and problem is not None:
+            fallbacks = [self._failure(ctx, problem)] if ctx is not None else []
+            fallbacks.append(_Outcome("ERROR", [], "error", problem))
+            for fallback in fallbacks:
+                body, _ = self._encode(request.rollout_id, client, fallback)
+                if body is not None:
+                    break
+        if body is None:
+            return False
+        key = request.idempotency_key or request.rollout_id
         try:
-            await self._post(client, outcome)
-        except RolloutValueError as exc:  # the fields do not fit RolloutResponse; raised before sending
-            logger.error("rollout %s: cannot build the %s callback: %s", rollout_id, outcome.status, exc)
-            return f"the agent loop returned an invalid result: {_error_text(exc)}"
-        except OsmosisRolloutError as exc:
-            logger.error(
-                "rollout %s: delivering the %s callback to %s failed: %s",
-                rollout_id,
-                outcome.status,
-                request.server_url,
-                _error_text(exc),
-            )
-        except Exception as exc:  # a defect, not a delivery failure: the transport wraps its own errors
-            logger.exception("rollout %s: the %s callback could not be built", rollout_id, outcome.status)
-            return f"the RolloutServer could not build the {outcome.status} callback: {type(exc).__name__}"
-        else:
-            logger.debug("rollout %s reported %s", rollout_id, outcome.status)
-        return None
+            self.outbox.put(key, request.rollout_id, request.server_url, request.api_key, body)
+        except Exception:  # a full or broken disk must not lose the callback: send it from memory
+            logger.exception("rollout %s: cannot write the outbox; delivering without it", request.rollout_id)
+            self._unstored[key] = (request.rollout_id, request.server_url, request.api_key, body)
+        return True
 
     @staticmethod
-    async def _post(client: Any, outcome: _Outcome) -> None:
-        await client.complete_rollout(
-            status=outcome.status,
-            final_messages=outcome.final_messages,
-            finish_reason=outcome.finish_reason,
-            error_message=outcome.error_message,
-            metrics=outcome.metrics,
-            reward=outcome.reward,
-        )
+    def _encode(
+        rollout_id: str, client: OsmosisLLMClient, outcome: _Outcome
+    ) -> tuple[bytes | None, str | None]:
+        try:
+            return client.encode_completion(
+                status=outcome.status,
+                final_messages=outcome.final_messages,
+                finish_reason=outcome.finish_reason,
+                error_message=outcome.error_message,
+                metrics=outcome.metrics,
+                reward=outcome.reward,
+            ), None
+        except RolloutValueError as exc:  # the fields do not fit RolloutResponse
+            logger.error("rollout %s: cannot build the %s callback: %s", rollout_id, outcome.status, exc)
+            return None, f"the agent loop returned an invalid result: {_error_text(exc)}"
+        except Exception as exc:  # a defect in the result's values
+            logger.exception("rollout %s: the %s callback could not be built", rollout_id, outcome.status)
+            return (
+                None,
+                f"the RolloutServer could not build the {outcome.status} callback: {type(exc).__name__}",
+            )
+
+    def _resend(self, key: str) -> bool:
+        """Make sure the stored callback of ``key`` is being delivered now; ``False`` if none is stored."""
+        running = self._deliveries.get(key)
+        if running is not None:
+            running[1].set()  # TrainGate is asking again: it is up, retry now
+            return True
+        if key not in self._unstored and self.outbox.get(key) is None:
+            return False
+        wake = asyncio.Event()
+        task = asyncio.get_running_loop().create_task(self._send(key, wake))
+        self._track(key, task, wake)
+        return True
+
+    async def _deliver(self, key: str) -> None:
+        """Deliver the committed callback of ``key`` in the current task."""
+        task = asyncio.current_task()
+        assert task is not None
+        wake = asyncio.Event()
+        self._track(key, task, wake)
+        await self._send(key, wake)
+
+    def _track(self, key: str, task: asyncio.Task[Any], wake: asyncio.Event) -> None:
+        self._deliveries[key] = (task, wake)
+
+        def untrack(_: object) -> None:
+            if self._deliveries.get(key, (None,))[0] is task:
+                del self._deliveries[key]
+
+        task.add_done_callback(untrack)
+
+    async def _send(self, key: str, wake: asyncio.Event) -> None:
+        """Send the committed callback of ``key`` until acknowledged, rejected or out of the window."""
+        stored = self.outbox.get(key)
+        if stored is not None:
+            rollout_id, server_url, api_key, body = (
+                stored.rollout_id,
+                stored.server_url,
+                stored.api_key,
+                stored.body,
+            )
+        elif key in self._unstored:
+            rollout_id, server_url, api_key, body = self._unstored[key]
+        else:
+            return
+        try:
+            await self._client(server_url, rollout_id, api_key).send_completion(
+                body, window_seconds=self.delivery_window, wake=wake
+            )
+        except OsmosisValidationError as exc:
+            if exc.status_code == ALREADY_COMPLETE:
+                logger.info("rollout %s: TrainGate already has its result (409)", rollout_id)
+            else:
+                logger.error("rollout %s: TrainGate rejected the terminal callback: %s", rollout_id, exc)
+            self._forget(key)
+        except OsmosisRolloutError as exc:
+            logger.error(
+                "rollout %s: the terminal callback to %s was not acknowledged within %g s (%s); kept for a "
+                "retried init or the next start",
+                rollout_id,
+                server_url,
+                self.delivery_window,
+                exc,
+            )
+        else:
+            self._forget(key)
+            logger.debug("rollout %s: terminal callback acknowledged", rollout_id)
+        self._maybe_checkpoint()
+
+    def _forget(self, key: str) -> None:
+        self._unstored.pop(key, None)
+        try:
+            self.outbox.remove(key)
+        except Exception:
+            logger.exception("cannot remove the delivered callback %r from the outbox", key)
+
+    def _maybe_checkpoint(self) -> None:
+        if self._checkpointing or not self.outbox.wants_checkpoint:
+            return
+        self._checkpointing = True
+        future = asyncio.get_running_loop().run_in_executor(None, self.outbox.checkpoint)
+
+        def done(f: asyncio.Future[None]) -> None:
+            self._checkpointing = False
+            if not f.cancelled() and f.exception() is not None:
+                logger.error("outbox checkpoint failed: %s", f.exception())
+
+        future.add_done_callback(done)
+
+    def resend_stored(self) -> int:
+        """Start delivering every callback left in the outbox (by an earlier run); returns how many."""
+        stored = self.outbox.all()
+        for delivery in stored:
+            self._resend(delivery.key)
+        return len(stored)
+
+    @property
+    def pending_deliveries(self) -> int:
+        """Terminal callbacks not acknowledged by TrainGate yet."""
+        return self.outbox.pending + len(self._unstored)
 
     # -- shutdown -------------------------------------------------------------------------------------
 
@@ -379,8 +494,8 @@ class RolloutExecutor:
 
         From then on every cancelled rollout reports ERROR (``SHUTDOWN_MESSAGE``), and delivering those
         callbacks gets ``callback_timeout_seconds`` in all (see :meth:`callback_time_left`); stragglers
-        are cancelled again and end without one (logged). Returns (finished during the grace period,
-        ended by shutdown).
+        are cancelled again and end without one (logged; their callbacks stay in the outbox). Returns
+        (finished during the grace period, ended by shutdown).
         """
         self.accepting = False
         tasks = self._unfinished()
@@ -408,6 +523,42 @@ class RolloutExecutor:
                 task.cancel()
             await asyncio.wait(stuck, timeout=self.callback_time_left())
         return len(tasks) - len(remaining), len(remaining)
+
+    async def stop_deliveries(self) -> int:
+        """Let deliveries use what is left of the callback budget, then stop them; returns how many were left.
+
+        What they did not deliver stays in the outbox for the next start (lost with an in-memory outbox).
+        """
+        tasks = [task for task, _ in self._deliveries.values()]
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=self.callback_time_left())
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=1.0)
+        left = self.pending_deliveries
+        if left:
+            where = (
+                f"kept in {self.outbox.path} for the next start"
+                if self.outbox.durable
+                else "lost (in-memory outbox)"
+            )
+            logger.warning("shutdown: %d terminal callbacks not acknowledged by TrainGate; %s", left, where)
+        return left
+
+    def close_abandoned(self) -> int:
+        """Close the coroutines of abandoned agents, which would otherwise keep the event loop (and the
+        process) from ending; returns how many there were.
+
+        ``close()`` raises ``GeneratorExit`` where the agent waits, which an ``except Exception`` or
+        ``except CancelledError`` does not catch.
+        """
+        abandoned = list(self._abandoned)
+        for task in abandoned:
+            with contextlib.suppress(RuntimeError):  # an agent that ignores GeneratorExit too
+                task.get_coro().close()
+            task.cancel()
+        return len(abandoned)
 
     def callback_time_left(self) -> float:
         """Seconds left of the shutdown's ERROR-callback budget (0 before :meth:`drain` ends the grace period)."""

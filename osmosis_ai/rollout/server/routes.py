@@ -21,6 +21,8 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, HTTPException, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.routing import APIRoute
 from pydantic import ValidationError
@@ -29,6 +31,7 @@ from starlette.types import Message, Receive
 from osmosis_ai.rollout.core.schemas import RolloutRequest
 from osmosis_ai.rollout.server.api_key import authorized
 from osmosis_ai.rollout.server.executor import _InitRefused
+from osmosis_ai.rollout.server.isolation import forget_traceback
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.server.executor import RolloutExecutor
@@ -139,7 +142,22 @@ def health_payload(state: AppState, executor: RolloutExecutor) -> dict[str, Any]
         "queued_rollouts": state.queued_count,
         "max_concurrent_rollouts": state.max_concurrent,
         "max_queued_rollouts": executor.queue_limit,
+        "pending_deliveries": executor.pending_deliveries,
+        "abandoned_rollouts": executor.abandoned,
     }
+
+
+async def _unprocessable(request: Request, exc: Exception) -> Response:
+    """FastAPI's 422 body; without the echoed input when that cannot be JSON (a body of ``Infinity``),
+    where FastAPI's own handler fails and the client gets a 500 and a dropped connection."""
+    errors = jsonable_encoder(exc.errors()) if isinstance(exc, RequestValidationError) else []
+    try:
+        return JSONResponse({"detail": errors}, 422)
+    except ValueError:
+        plain = [
+            {key: value for key, value in error.items() if key not in ("input", "ctx")} for error in errors
+        ]
+        return JSONResponse({"detail": plain}, 422)
 
 
 def add_routes(
@@ -154,11 +172,12 @@ def add_routes(
             return JSONResponse(
                 {"detail": refused.message}, refused.status, headers={"Retry-After": str(refused.retry_after)}
             )
-        except Exception:
+        except Exception as exc:
             logger.exception(
                 "init of rollout %r failed: get_tools raised or returned invalid tool schemas",
                 request.rollout_id,
             )
+            forget_traceback(exc)
             return PlainTextResponse("Internal Server Error", 500)
         return Response(body, 202, media_type="application/json")
 
@@ -182,5 +201,6 @@ def add_routes(
             max_body_bytes=max_body_bytes,
         )
     )
+    app.add_exception_handler(RequestValidationError, _unprocessable)
     app.add_api_route("/health", health, methods=["GET"])
     app.add_api_route("/platform/health", platform_health, methods=["GET"])

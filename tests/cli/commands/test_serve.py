@@ -5,9 +5,12 @@ from __future__ import annotations
 import logging
 import re
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -53,13 +56,14 @@ def test_serve_rejects_a_bad_port():
 
 
 class ServeProcess:
-    def __init__(self, *args: str, cwd: Path = REPO) -> None:
-        self.port = free_port()
+    def __init__(self, *args: str, cwd: Path = REPO, port: int | None = None, **env: str) -> None:
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        env.setdefault("XDG_STATE_HOME", tempfile.mkdtemp(prefix="osmosis-serve-state-"))  # default outbox
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "osmosis_ai", "serve", "-p", str(self.port), *args],
             cwd=cwd,
-            env=subprocess_env(COLUMNS="200"),
+            env=subprocess_env(COLUMNS="200", **env),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -92,8 +96,8 @@ def launch() -> Iterator[type[ServeProcess]]:
     started: list[ServeProcess] = []
 
     class Tracked(ServeProcess):
-        def __init__(self, *args: str, cwd: Path = REPO) -> None:
-            super().__init__(*args, cwd=cwd)
+        def __init__(self, *args: str, cwd: Path = REPO, port: int | None = None, **env: str) -> None:
+            super().__init__(*args, cwd=cwd, port=port, **env)
             started.append(self)
 
     yield Tracked
@@ -138,6 +142,160 @@ def test_serve_skip_register_prints_the_generated_key_and_enforces_it(launch, tr
     keys = re.findall(r"osm_rollout_[A-Za-z0-9_-]{43}", out)
     assert len(keys) == 1  # printed once, in the panel
     assert keys[0] not in err  # never logged
+
+
+def test_serve_on_a_busy_port_is_one_error_line_before_any_panel():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = osmosis("serve", "-m", CALCULATOR, "--local", "--no-validate", "-p", str(port))
+    assert result.returncode == 1
+    assert result.stderr.startswith("Error: cannot listen on 127.0.0.1:") and result.stderr.count("\n") == 1
+    assert "pick another with --port" in result.stderr
+    assert "Listening on" not in result.stdout
+
+
+def test_serve_names_a_bad_setting_in_one_line():
+    result = osmosis(
+        "serve", "-m", CALCULATOR, "--local", "--no-validate", "-p", "1",
+        env={"OSMOSIS_ROLLOUT_SERVER_REQUEST_TIMEOUT_SECONDS": "5"},
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr == (
+        "Error: OSMOSIS_ROLLOUT_SERVER_REQUEST_TIMEOUT_SECONDS='5': Value error, must be 0 (no deadline) or "
+        "between 10 and 3600 seconds; allowed: float from 0.0 to 3600.0\n"
+    )
+
+
+@pytest.mark.parametrize("source", ["file", "environment"])
+def test_serve_takes_its_key_from_a_file_or_the_environment(launch, tmp_path: Path, source: str):
+    secret = f"osm_rollout_from-{source}"
+    if source == "file":
+        key_file = tmp_path / "key"
+        key_file.write_text(secret + "\n")
+        server = launch("--skip-register", "--no-validate", "-H", "127.0.0.1", "-m", CALCULATOR,
+                        "--api-key-file", str(key_file))  # fmt: skip
+    else:
+        server = launch("--skip-register", "--no-validate", "-H", "127.0.0.1", "-m", CALCULATOR,
+                        OSMOSIS_SERVE_API_KEY=secret)  # fmt: skip
+    server.wait_ready()
+    health = f"{server.url}/platform/health"
+    assert httpx.get(health, headers={"Authorization": f"Bearer {secret}"}, timeout=5).status_code == 200
+    assert httpx.get(health, headers={"Authorization": "Bearer other"}, timeout=5).status_code == 401
+    _, out, err = server.stop()
+    assert secret not in out + err
+
+
+def test_serve_api_key_file_errors_are_one_line(tmp_path: Path):
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    for path, message in ((tmp_path / "missing", "cannot read the API key file"), (empty, "is empty")):
+        result = osmosis("serve", "-m", CALCULATOR, "--skip-register", "-p", "1", "--api-key-file", str(path))
+        assert result.returncode == 1
+        assert result.stderr.startswith("Error: ") and message in result.stderr
+
+
+def test_serve_closes_connections_that_never_finish_their_headers(launch):
+    server = launch("--local", "--no-validate", "-m", CALCULATOR,
+                    OSMOSIS_ROLLOUT_SERVER_HEADER_TIMEOUT_SECONDS="0.5")  # fmt: skip
+    server.wait_ready()
+    idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(10)]
+    partial = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(10)]
+    for sock in partial:
+        sock.sendall(b"POST /v1/rollout/init HTTP/1.1\r\nHost: x\r\nContent-")
+    try:
+        for sock in idle + partial:
+            sock.settimeout(10)  # a bound on a hang; without the header timeout they stay open
+            assert sock.recv(1) == b""
+    finally:
+        for sock in idle + partial:
+            sock.close()
+    assert httpx.get(f"{server.url}/health", timeout=5).status_code == 200  # complete requests still work
+
+
+KILLED_MID_DELIVERY_AGENT = """
+from osmosis_ai.rollout import RolloutAgentLoop
+
+
+class Quick(RolloutAgentLoop):
+    name = "quick"
+
+    def get_tools(self, request):
+        return []
+
+    async def run(self, ctx):
+        return ctx.complete([{"role": "assistant", "content": "done"}], reward=0.75)
+
+
+agent_loop = Quick()
+"""
+
+
+def test_a_result_not_acknowledged_before_sigkill_is_re_sent_by_the_restarted_server(
+    launch, trainer: TrainerStandIn, tmp_path: Path
+):
+    from tests.support.trainer import Reply
+
+    (tmp_path / "quick_agent.py").write_text(KILLED_MID_DELIVERY_AGENT)
+    outbox = tmp_path / "outbox.sqlite3"
+    args = ("--local", "--no-validate", "-m", "quick_agent:agent_loop", "--outbox", str(outbox))
+    trainer.queue_completed(Reply(status=503, headers={"Retry-After": "600"}))  # down: come back later
+    first = launch(*args, cwd=tmp_path)
+    first.wait_ready()
+    httpx.post(f"{first.url}/v1/rollout/init", json=init_body("killed-1", trainer.url), timeout=5)
+    wait_until(lambda: len(trainer.completed_requests) == 1, timeout=10)
+    assert httpx.get(f"{first.url}/health", timeout=5).json()["pending_deliveries"] == 1
+    first.proc.kill()  # SIGKILL: no shutdown code runs
+    first.proc.wait(timeout=10)
+    second = launch(*args, cwd=tmp_path, port=first.port)
+    second.wait_ready()
+    done = trainer.wait_completed("killed-1", timeout=10)
+    assert (done["status"], done["reward"]) == ("COMPLETED", 0.75)
+    wait_until(lambda: httpx.get(f"{second.url}/health", timeout=5).json()["pending_deliveries"] == 0)
+    code, out, _ = second.stop()
+    assert code == 0
+    assert str(outbox) in out  # the panel says where undelivered results are kept
+
+
+RAISING_AGENT = """
+import sys
+
+from osmosis_ai.rollout import RolloutAgentLoop
+
+
+class Raising(RolloutAgentLoop):
+    name = "raising"
+
+    def get_tools(self, request):
+        return []
+
+    async def run(self, ctx):
+        if ctx.request.rollout_id.startswith("exit"):
+            sys.exit(2)
+        raise KeyboardInterrupt
+
+
+agent_loop = Raising()
+"""
+
+
+def test_an_agent_raising_system_exit_or_keyboard_interrupt_does_not_stop_serve(
+    launch, trainer: TrainerStandIn, tmp_path: Path
+):
+    (tmp_path / "raising_agent.py").write_text(RAISING_AGENT)
+    server = launch("--local", "--no-validate", "-m", "raising_agent:agent_loop", "--outbox", ":memory:",
+                    cwd=tmp_path)  # fmt: skip
+    server.wait_ready()
+    for rollout_id in ("exit-1", "interrupt-1"):
+        httpx.post(f"{server.url}/v1/rollout/init", json=init_body(rollout_id, trainer.url), timeout=5)
+        assert trainer.wait_completed(rollout_id, timeout=10)["status"] == "ERROR"
+    time.sleep(0.2)
+    assert server.proc.poll() is None  # still serving
+    assert httpx.get(f"{server.url}/health", timeout=5).json()["status"] == "healthy"
+    server.proc.send_signal(signal.SIGTERM)
+    server.proc.wait(timeout=15)
+    assert server.proc.returncode == -signal.SIGTERM  # a real stop request, reported as one
 
 
 ENV_PROBE_AGENT = """

@@ -18,6 +18,7 @@ from osmosis_ai.rollout.config import (
     get_settings,
     reset_settings,
 )
+from osmosis_ai.rollout.core.exceptions import RolloutValueError
 
 CLIENT_DEFAULTS = {
     "timeout_seconds": 300.0,
@@ -39,10 +40,17 @@ SERVER_DEFAULTS = {
     "registration_shutdown_timeout_seconds": 30.0,
     "max_queued_rollouts": None,  # new: unlimited, as 0.2
     "shutdown_grace_seconds": 10.0,  # new
+    "abandon_grace_seconds": 10.0,  # new
+    "delivery_window_seconds": 900.0,  # new
+    "outbox_path": None,  # new: in memory; osmosis serve picks a file
+    "header_timeout_seconds": 10.0,  # new
 }
 # (class, field, lowest valid, highest valid, below, above)
 RANGES: list[tuple[type[Any], str, Any, Any, Any, Any]] = [
     (RolloutServerSettings, "shutdown_grace_seconds", 0, 3600, -0.1, 3601),
+    (RolloutServerSettings, "abandon_grace_seconds", 0, 600, -0.1, 601),
+    (RolloutServerSettings, "delivery_window_seconds", 1, 86400, 0.5, 86401),
+    (RolloutServerSettings, "header_timeout_seconds", 0.1, 600, 0.05, 601),
     (RolloutClientSettings, "timeout_seconds", 1, 3600, 0.99, 3601),
     (RolloutClientSettings, "max_retries", 0, 10, -1, 11),
     (RolloutClientSettings, "complete_rollout_retries", 0, 10, -1, 11),
@@ -110,6 +118,32 @@ def test_out_of_range_environment_value_is_an_error(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("OSMOSIS_ROLLOUT_SERVER_RECORD_TTL_SECONDS", "1")
     with pytest.raises(ValidationError, match="record_ttl_seconds"):
         RolloutSettings()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [
+        (
+            "OSMOSIS_ROLLOUT_SERVER_MAX_CONCURRENT_ROLLOUTS",
+            "0",
+            "OSMOSIS_ROLLOUT_SERVER_MAX_CONCURRENT_ROLLOUTS='0': Input should be greater than or equal to 1; "
+            "allowed: int from 1 to 10000",
+        ),
+        (
+            "OSMOSIS_ROLLOUT_CLIENT_TIMEOUT_SECONDS",
+            "soon",
+            "OSMOSIS_ROLLOUT_CLIENT_TIMEOUT_SECONDS='soon': Input should be a valid number, unable to parse "
+            "string as a number; allowed: float from 1.0 to 3600.0",
+        ),
+    ],
+)
+def test_get_settings_names_a_bad_environment_value_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, expected: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(RolloutValueError) as caught:
+        get_settings()
+    assert str(caught.value) == expected
 
 
 def test_dotenv_file_in_working_directory(tmp_path: Path) -> None:

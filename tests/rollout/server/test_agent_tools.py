@@ -1,7 +1,8 @@
-"""GetToolsCaller: off the loop until proven fast, then inline; back to the thread when it turns slow."""
+"""GetToolsCaller: always off the event loop and under the deadline; whatever it raises stays an init error."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from typing import Any
@@ -9,7 +10,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from osmosis_ai.rollout.server.agent_tools import PROBE_CALLS, GetToolsCaller, ToolsCache
+from osmosis_ai.rollout.server.agent_tools import GetToolsCaller, ToolsCache
+from osmosis_ai.rollout.server.isolation import AgentRaised
 from tests.support.server import ADD_TOOL
 
 
@@ -24,42 +26,62 @@ class Recorder:
         return [ADD_TOOL]
 
 
-async def test_fast_get_tools_moves_inline_and_a_slow_call_sends_it_back_for_good(caplog):
+async def _loop_stalls_while(work: Any) -> float:
+    """The longest time the event loop went without running a 10 ms ticker while ``work`` ran."""
+    worst = 0.0
+    stop = False
+
+    async def ticker() -> None:
+        nonlocal worst
+        last = time.perf_counter()
+        while not stop:
+            await asyncio.sleep(0.01)
+            now = time.perf_counter()
+            worst = max(worst, now - last)
+            last = now
+
+    tick = asyncio.ensure_future(ticker())
+    await asyncio.sleep(0)
+    try:
+        with pytest.raises(TimeoutError):
+            await work
+    finally:
+        stop = True
+        await tick
+    return worst
+
+
+async def test_get_tools_turning_slow_after_many_fast_calls_neither_blocks_the_loop_nor_outlives_the_deadline():
     recorder = Recorder()
-    caller = GetToolsCaller(recorder, timeout=5)
+    caller = GetToolsCaller(recorder, timeout=0.3)
     main = threading.current_thread().name
-    # PROBE_CALLS fast calls in a row move it inline; a loaded machine may make a probe look slow and
-    # restart the count, so allow a bounded number of extra probes.
-    for _ in range(PROBE_CALLS * 10):
+    for _ in range(50):
         await caller(None)
-        if caller.inline:
-            break
-    assert main not in recorder.threads  # probes ran in worker threads
-    assert caller.inline
-    assert len(recorder.threads) >= PROBE_CALLS
-    await caller(None)
-    assert recorder.threads[-1] == main
-    recorder.delay = 0.02
-    await caller(None)
-    assert not caller.inline
-    assert "running it in a worker thread from now on" in caplog.text
-    recorder.delay = 0.0
-    for _ in range(PROBE_CALLS + 2):
-        await caller(None)
-    assert not caller.inline
-    assert recorder.threads[-1] != main
+    assert main not in recorder.threads
+    recorder.delay = 3.0
+    started = time.perf_counter()
+    stall = await _loop_stalls_while(caller(None))
+    assert time.perf_counter() - started < 2.5  # the deadline (0.3 s), not the 3 s call
+    assert stall < 0.25  # the loop kept ticking (a blocked loop would stall for the whole call)
 
 
-async def test_always_thread_and_async_get_tools():
-    recorder = Recorder()
-    pinned = GetToolsCaller(recorder, timeout=5, always_thread=True)
-    for _ in range(PROBE_CALLS + 1):
-        await pinned(None)
-    assert not pinned.inline
+@pytest.mark.parametrize(
+    "raised", [SystemExit(2), KeyboardInterrupt(), type("Custom", (BaseException,), {})()]
+)
+async def test_get_tools_raising_any_base_exception_becomes_an_ordinary_error(raised: BaseException):
+    def sync_tools(request: Any) -> Any:
+        raise raised
 
+    async def async_tools(request: Any) -> Any:
+        raise raised
+
+    for get_tools in (sync_tools, async_tools):
+        with pytest.raises(AgentRaised, match=type(raised).__name__):
+            await GetToolsCaller(get_tools, timeout=5)(None)
+
+
+async def test_async_get_tools_is_bounded_by_the_deadline():
     async def slow_async(request: Any) -> list[Any]:
-        import asyncio
-
         await asyncio.sleep(1)
         return []
 

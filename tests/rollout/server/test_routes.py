@@ -61,6 +61,8 @@ def test_health_reports_counts_and_capacity(serve, http, trainer: TrainerStandIn
         "queued_rollouts": 0,
         "max_concurrent_rollouts": 7,
         "max_queued_rollouts": 3,
+        "pending_deliveries": 0,
+        "abandoned_rollouts": 0,
     }
 
 
@@ -80,22 +82,66 @@ def _wait_idle(http: httpx.Client, url: str) -> None:
         ),  # the key decides: the original id is answered
     ],
 )
-def test_duplicate_init_is_answered_from_the_record_without_a_second_run(
+def test_duplicate_init_of_a_running_rollout_is_answered_from_the_record_without_a_second_run(
     serve, http, trainer: TrainerStandIn, second: dict[str, Any], expected_rollout_id: str
 ):
-    agent = ScriptedAgent()
+    release = threading.Event()
+
+    async def held(ctx: Any) -> Any:
+        await asyncio.to_thread(release.wait, 10)
+        return ctx.complete([], reward=1.0)
+
+    agent = ScriptedAgent(held)
     server = serve(agent)
     first = http.post(f"{server.url}/v1/rollout/init", json=init_body("dup-1", trainer.url))
-    trainer.wait_completed("dup-1")
-    _wait_idle(http, server.url)
     again = http.post(
         f"{server.url}/v1/rollout/init", json=init_body(second.pop("rollout_id"), trainer.url, **second)
     )
+    release.set()
     assert again.status_code == 202
     assert again.json() == {**first.json(), "rollout_id": expected_rollout_id}
+    trainer.wait_completed("dup-1")
     _wait_idle(http, server.url)
     assert len(trainer.completed_requests) == 1
     assert agent.get_tools_calls == 1
+
+
+def test_duplicate_init_of_an_acknowledged_rollout_starts_it_afresh(serve, http, trainer: TrainerStandIn):
+    agent = ScriptedAgent()
+    server = serve(agent)
+    http.post(f"{server.url}/v1/rollout/init", json=init_body("again-1", trainer.url))
+    trainer.wait_completed("again-1")
+    wait_until(lambda: http.get(f"{server.url}/health").json()["pending_deliveries"] == 0)
+    assert (
+        http.post(f"{server.url}/v1/rollout/init", json=init_body("again-1", trainer.url)).status_code == 202
+    )
+    wait_until(lambda: len(trainer.completed_requests) == 2, what="a second run")
+    assert agent.get_tools_calls == 2
+
+
+def test_duplicate_init_of_an_unacknowledged_rollout_re_sends_its_stored_result_at_once(
+    serve, http, trainer: TrainerStandIn
+):
+    from tests.support.trainer import Reply
+
+    # TrainGate is "down" for the callback: a long Retry-After would keep the result waiting.
+    trainer.queue_completed(Reply(status=503, headers={"Retry-After": "60"}))
+    runs: list[str] = []
+
+    async def counted(ctx: Any) -> Any:
+        runs.append(ctx.request.rollout_id)
+        return ctx.complete([], reward=1.0)
+
+    agent = ScriptedAgent(counted)
+    server = serve(agent)
+    http.post(f"{server.url}/v1/rollout/init", json=init_body("stored-1", trainer.url))
+    wait_until(lambda: len(trainer.completed_requests) == 1)
+    assert http.get(f"{server.url}/health").json()["pending_deliveries"] == 1
+    again = http.post(f"{server.url}/v1/rollout/init", json=init_body("stored-1", trainer.url))
+    assert again.status_code == 202
+    assert trainer.wait_completed("stored-1")["status"] == "COMPLETED"  # re-sent now, not in 60 s
+    assert runs == ["stored-1"]  # the stored result, not a second run
+    wait_until(lambda: http.get(f"{server.url}/health").json()["pending_deliveries"] == 0)
 
 
 def test_same_rollout_id_with_two_idempotency_keys_runs_twice(serve, http, trainer: TrainerStandIn):
@@ -360,7 +406,7 @@ def test_tools_exclude_none_drops_the_nulls(serve, http, trainer: TrainerStandIn
 
 
 @pytest.mark.parametrize("in_thread", [False, True])
-def test_get_tools_in_thread_option_reaches_the_server(serve, http, trainer: TrainerStandIn, in_thread: bool):
+def test_get_tools_never_runs_on_the_event_loop(serve, http, trainer: TrainerStandIn, in_thread: bool):
     on_loop: list[bool] = []  # whether each call ran on the server's event loop
 
     def tools(request: Any) -> list[dict[str, Any]]:
@@ -378,7 +424,7 @@ def test_get_tools_in_thread_option_reaches_the_server(serve, http, trainer: Tra
             http.post(f"{server.url}/v1/rollout/init", json=init_body(f"t-{i}", trainer.url)).status_code
             == 202
         )
-    assert on_loop[-1] is not in_thread
+    assert on_loop == [False] * 20
 
 
 def test_a_body_without_content_type_is_read_as_json(serve, http, trainer: TrainerStandIn):
@@ -437,3 +483,14 @@ def test_init_answers_alike_whichever_path_reads_the_body(
         trainer.wait_completed(rollout_id)
     else:
         assert response.json()["detail"][0]["type"] == "model_attributes_type"
+
+
+@pytest.mark.parametrize("body", [b"Infinity", b"-Infinity", b"NaN", b'{"rollout_id": Infinity}'])
+def test_a_body_with_non_finite_numbers_gets_422_not_500(serve, http, body: bytes):
+    server = serve(ScriptedAgent())
+    response = http.post(
+        f"{server.url}/v1/rollout/init", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 422
+    assert response.json()["detail"]
+    assert http.get(f"{server.url}/health").status_code == 200  # the same connection still works

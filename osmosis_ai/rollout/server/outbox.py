@@ -1,0 +1,175 @@
+"""The outbox: terminal callbacks committed to SQLite before they are sent, until TrainGate acknowledges them.
+
+One row per rollout (primary key: the dedup key, ``idempotency_key`` or ``rollout_id``) holds the
+encoded ``RolloutResponse`` and where to send it (``server_url`` and the callback key). A row is
+written when the rollout's outcome exists and deleted when TrainGate answers 2xx (or 409: it already
+has the rollout) or rejects it with another 4xx; what is left is what TrainGate has not acknowledged:
+``/health``'s ``pending_deliveries``, re-sent when a server restarts on the same file, and the stored
+result a duplicate init re-sends.
+
+Durability: the file is in WAL mode with ``synchronous=NORMAL``, so a committed row survives the
+process being killed (SIGKILL, OOM); a power loss may lose the last commits. ``path=None`` (or
+``":memory:"``) keeps the rows in memory: results still wait out a trainer outage and duplicate inits
+still re-send them, but a killed process loses them. The file holds callback keys, so it is created
+readable by its owner only.
+
+Writes run on the event loop: a commit to the WAL is a write to the page cache without ``fsync``
+(tens of microseconds; measured in docs/design.md), cheaper than a thread hop. The checkpoint, which
+does ``fsync``, runs in a worker thread on its own connection (:meth:`Outbox.checkpoint`), never on
+the loop; the automatic one is off. Acknowledged rows are deleted in batches
+(:meth:`Outbox.remove` then :meth:`Outbox.flush`, at the latest ``FLUSH_EVERY`` removals later): a
+killed process may re-send a few results TrainGate already has, which at-least-once allows, and
+the happy path pays one commit per rollout instead of two.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+MEMORY = ":memory:"
+CHECKPOINT_EVERY_WRITES = 2000
+FLUSH_EVERY = 64
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS outbox (
+    key TEXT PRIMARY KEY,
+    rollout_id TEXT NOT NULL,
+    server_url TEXT NOT NULL,
+    api_key TEXT,
+    body BLOB NOT NULL,
+    created REAL NOT NULL
+) WITHOUT ROWID
+"""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One unacknowledged terminal callback."""
+
+    key: str
+    rollout_id: str
+    server_url: str
+    api_key: str | None
+    body: bytes
+    created: float
+
+
+def _create_private(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+
+
+class Outbox:
+    """The unacknowledged terminal callbacks of one server (see the module docstring).
+
+    Raises ``sqlite3.Error`` / ``OSError`` from the constructor when the file cannot be opened.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = MEMORY if path is None or str(path) == MEMORY else str(Path(path).expanduser())
+        self.durable = self.path != MEMORY
+        if self.durable:
+            _create_private(Path(self.path))
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        if self.durable:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA wal_autocheckpoint=0")  # see checkpoint()
+        self._db.execute(_SCHEMA)
+        self._count = self._db.execute("SELECT count(*) FROM outbox").fetchone()[0]
+        self._writes = 0
+        self._removed: set[str] = set()  # acknowledged, not deleted yet (see flush)
+
+    @property
+    def pending(self) -> int:
+        """Rows not acknowledged yet."""
+        return self._count - len(self._removed)
+
+    @property
+    def wants_checkpoint(self) -> bool:
+        """Whether enough has been written since the last checkpoint to run one."""
+        return self.durable and self._writes >= CHECKPOINT_EVERY_WRITES
+
+    def put(self, key: str, rollout_id: str, server_url: str, api_key: str | None, body: bytes) -> None:
+        """Commit the terminal callback of ``key`` (replacing an older one of the same key)."""
+        row = (key, rollout_id, server_url, api_key, body, time.time())
+        if key in self._removed:  # a rollout started afresh: its old row goes first
+            self.flush()
+        try:
+            self._db.execute("INSERT INTO outbox VALUES (?, ?, ?, ?, ?, ?)", row)
+        except sqlite3.IntegrityError:  # a rollout started afresh after a duplicate init
+            self._db.execute(
+                "UPDATE outbox SET rollout_id = ?, server_url = ?, api_key = ?, body = ?, created = ? "
+                "WHERE key = ?",
+                (*row[1:], key),
+            )
+        else:
+            self._count += 1
+        self._writes += 1
+
+    def remove(self, key: str) -> None:
+        """Forget the row of ``key`` (acknowledged or rejected); deleted with the next :meth:`flush`."""
+        self._removed.add(key)
+        if len(self._removed) >= FLUSH_EVERY:
+            self.flush()
+
+    def flush(self) -> None:
+        """Delete the removed rows, in one transaction."""
+        if not self._removed:
+            return
+        keys = [(key,) for key in self._removed]
+        self._removed.clear()
+        before = self._db.total_changes
+        self._db.execute("BEGIN")
+        try:
+            self._db.executemany("DELETE FROM outbox WHERE key = ?", keys)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+        self._count -= self._db.total_changes - before
+        self._writes += 1
+
+    def get(self, key: str) -> Delivery | None:
+        """The unacknowledged callback of ``key``, if any."""
+        if key in self._removed:
+            return None
+        row = self._db.execute("SELECT * FROM outbox WHERE key = ?", (key,)).fetchone()
+        return None if row is None else Delivery(*row)
+
+    def all(self) -> list[Delivery]:
+        """Every unacknowledged callback, oldest first."""
+        self.flush()
+        return [Delivery(*row) for row in self._db.execute("SELECT * FROM outbox ORDER BY created")]
+
+    def prune(self, older_than_seconds: float) -> int:
+        """Drop rows older than ``older_than_seconds`` (TrainGate stopped waiting for them); returns how many."""
+        self.flush()
+        before = self._db.total_changes
+        self._db.execute("DELETE FROM outbox WHERE created < ?", (time.time() - older_than_seconds,))
+        dropped = self._db.total_changes - before
+        self._count -= dropped
+        return dropped
+
+    def checkpoint(self) -> None:
+        """Move the WAL into the database file; for a worker thread (it opens its own connection)."""
+        self._writes = 0
+        if not self.durable:
+            return
+        db = sqlite3.connect(self.path, isolation_level=None)
+        try:
+            db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        finally:
+            db.close()
+
+    def close(self) -> None:
+        self.flush()
+        self._db.close()

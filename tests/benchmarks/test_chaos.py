@@ -1,0 +1,22 @@
+"""The short form of the fault suite (``make chaos`` runs the full one): no rollout lost, no 5xx, no judge
+score taken from the candidate's text."""
+
+from __future__ import annotations
+
+from benchmarks import chaos
+
+
+def test_the_short_fault_suite_loses_nothing_and_answers_no_5xx():
+    results = chaos.run(chaos.SHORT, seed=11)
+    rollouts = results["rollouts"]
+    assert rollouts["started"] == chaos.SHORT.rollouts
+    assert rollouts["lost"] == 0, rollouts["lost_ids"]
+    assert rollouts["completed"] == rollouts["started"]
+    assert rollouts["faults"] > 0  # the trainer did inject faults
+    assert rollouts["pending_at_end"] == 0
+    assert rollouts["init_5xx"] == 0
+    assert rollouts["health_failures"] == 0
+    assert results["malformed"]["5xx"] == 0
+    assert results["half_open"]["closed"] == results["half_open"]["opened"]
+    assert results["judge"]["cases"] > 0
+    assert results["judge"]["taken"] == 0  # no score came from the candidate's text
