@@ -68,12 +68,13 @@ class DriftEvent:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def describe(self) -> str:
+    def headline(self) -> str:
+        """Where and why, without the texts."""
         where = f"turn {self.turn}, message {self.message}, token {self.position}"
-        return (
-            f"{where}: {CAUSE_TEXT.get(self.cause, self.cause)} ({KIND_TEXT.get(self.kind, self.kind)}): "
-            f"trajectory {self.trajectory!r} vs rendered {self.rendered!r}"
-        )
+        return f"{where}: {CAUSE_TEXT.get(self.cause, self.cause)} ({KIND_TEXT.get(self.kind, self.kind)})"
+
+    def describe(self) -> str:
+        return f"{self.headline()}: trajectory {self.trajectory!r} vs rendered {self.rendered!r}"
 
 
 def first_difference(left: Sequence[int], right: Sequence[int]) -> int | None:
