@@ -124,7 +124,10 @@ class ChatTokenizer:
     ) -> ChatTokenizer:
         """Load ``DIR/tokenizer.json`` and the directory's template (``chat_template`` overrides it)."""
         folder = Path(directory)
-        return cls(folder / "tokenizer.json", ChatTemplate.from_directory(folder, override=chat_template))
+        file = folder / "tokenizer.json"
+        if not file.is_file():
+            raise TrainGateError(f"no tokenizer.json in {folder} (give a local HuggingFace model directory)")
+        return cls(file, ChatTemplate.from_directory(folder, override=chat_template))
 
     def encode(self, text: str) -> list[int]:
         return list(self._tokenizer.encode(text, add_special_tokens=False).ids)
