@@ -145,9 +145,9 @@ def test_template_failures_are_one_line_errors(tmp_path: Path) -> None:
         ChatTemplate({"default": "{% for %}"}, source="m").render([])
     with pytest.raises(TrainGateError, match="no chat template in"):
         ChatTokenizer.from_directory(chat_models.write_model(tmp_path / "none", None))
-    with pytest.raises(TrainGateError, match="--chat-template needs --tokenizer DIR"):
+    with pytest.raises(TrainGateError, match=r"--chat-template needs --tokenizer DIR"):
         load_tokenizer(None, chat_template="x.jinja")
-    with pytest.raises(TrainGateError, match="no tokenizer.json in"):
+    with pytest.raises(TrainGateError, match=r"no tokenizer\.json in"):
         load_tokenizer(str(tmp_path))
 
 
