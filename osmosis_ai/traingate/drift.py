@@ -79,6 +79,8 @@ class DriftEvent:
 
 def first_difference(left: Sequence[int], right: Sequence[int]) -> int | None:
     """Index of the first differing token (the shorter length if one extends the other); ``None`` if equal."""
+    if len(left) == len(right) and list(left) == list(right):  # the common case, compared in C
+        return None
     for index, (a, b) in enumerate(zip(left, right, strict=False)):
         if a != b:
             return index

@@ -12,7 +12,7 @@ import pytest
 from osmosis_ai.traingate.chat_template import ChatTemplate
 from osmosis_ai.traingate.errors import TrainGateError
 from osmosis_ai.traingate.tokenizer import ChatTokenizer, HFTokenizer, load_tokenizer
-from tests.support import chat_models
+from benchmarks import chat_model as chat_models
 
 TOOLS = [
     {

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from osmosis_ai.traingate import drift
 from osmosis_ai.traingate.tito import TokenTrace
 from osmosis_ai.traingate.tokenizer import ChatTokenizer
-from tests.support import chat_models
+from benchmarks import chat_model as chat_models
 
 Message = dict[str, Any]
 TOOLS = [

@@ -12,7 +12,7 @@ import pytest
 
 from osmosis_ai.traingate.policy.scripted import find_expression
 from osmosis_ai.traingate.tokenizer import ChatTokenizer
-from tests.support import chat_models
+from benchmarks import chat_model as chat_models
 from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, REPO, subprocess_env
 from tests.support.openai_server import OpenAIServer, Reply
 

@@ -1,5 +1,6 @@
-"""Model directories for the chat-template tests: a byte-level BPE ``tokenizer.json`` trained here
-(no downloads) and chat templates written for this project.
+"""Local model directories for the tokenization benchmark and the chat-template tests: a byte-level
+BPE ``tokenizer.json`` trained here in milliseconds (no downloads) and chat templates written for
+this project.
 
 ``WELL_BEHAVED`` renders every message the same wherever it stands, so token-in-token-out never
 drifts. The other templates each model one failure mode seen in real models' templates:
