@@ -286,6 +286,20 @@ class TrainGate:
         prompt_ids = gen.prompt_token_ids
         if prompt_ids is None:
             prompt_ids = await self._encode(render_prompt(messages))
+        return self._record(turn, messages, gen, params, seconds, prompt_ids, token_ids, source)
+
+    def _record(
+        self,
+        turn: int,
+        messages: list[Message],
+        gen: Generation,
+        params: dict[str, Any],
+        seconds: float,
+        prompt_ids: list[int],
+        token_ids: list[int],
+        source: str,
+    ) -> TurnRecord:
+        """The turn's record; logprobs and usage the policy did not report are derived from the ids."""
         logprobs = gen.logprobs
         if logprobs is None and self.policy.deterministic:
             logprobs = [0.0] * len(token_ids)
@@ -322,36 +336,21 @@ class TrainGate:
 
         Rendering and encoding run in a worker thread: a long conversation's fresh render must not
         stall the other rollouts. A rollout's turns come one after another, so its trace has one user.
+        If the template refuses the conversation the rollout goes on with the fixed rendering's ids
+        and the refusal is reported.
         """
-        if not trace.covered:  # the tools are known once the init response is in, before the first render
-            trace.tools = session.tools or None
-        try:
-            prompt_ids, token_ids = await asyncio.to_thread(self._trace_turn, trace, turn, messages, gen)
-        except TrainGateError as exc:  # the template refused the conversation: the legacy ids, reported
-            session.errors.append(f"turn {turn}: {exc}")
-            session.trace = None
-            return await self._turn_record(turn, messages, gen, params, seconds)
-        logprobs = gen.logprobs
-        if logprobs is None and self.policy.deterministic:
-            logprobs = [0.0] * len(token_ids)
-        usage = gen.usage or {
-            "prompt_tokens": len(prompt_ids),
-            "completion_tokens": len(token_ids),
-            "total_tokens": len(prompt_ids) + len(token_ids),
-        }
-        return TurnRecord(
-            index=turn,
-            num_request_messages=len(messages),
-            message=gen.message,
-            finish_reason=gen.finish_reason,
-            token_ids=token_ids,
-            logprobs=logprobs,
-            prompt_token_ids=prompt_ids,
-            usage=usage,
-            sampling={k: v for k, v in params.items() if v is not None},
-            token_source="backend" if gen.token_ids is not None else f"template:{self.tokenizer.name}",
-            latency_ms=round(seconds * 1000, 3),
-        )
+        if trace.broken is None:
+            if not trace.covered:  # tools are known once the init response is in, before the first render
+                trace.tools = session.tools or None
+            try:
+                prompt_ids, token_ids = await asyncio.to_thread(self._trace_turn, trace, turn, messages, gen)
+            except TrainGateError as exc:
+                trace.broken = str(exc)
+                session.errors.append(f"turn {turn}: {exc}")
+            else:
+                source = "backend" if gen.token_ids is not None else f"template:{self.tokenizer.name}"
+                return self._record(turn, messages, gen, params, seconds, prompt_ids, token_ids, source)
+        return await self._turn_record(turn, messages, gen, params, seconds)
 
     @staticmethod
     def _trace_turn(

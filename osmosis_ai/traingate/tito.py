@@ -58,6 +58,7 @@ class TokenTrace:
     check_seconds: float = 0.0
     # (token offset, message index) where the rendering of each message (or group of messages) starts.
     segments: list[tuple[int, int]] = field(default_factory=list)
+    broken: str | None = None  # why the template could not render this rollout (the trace then stops)
     _continuation: Continuation | None = None
     _last_drift: int | None = None
 

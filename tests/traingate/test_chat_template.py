@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from benchmarks import chat_model as chat_models
 from osmosis_ai.traingate.chat_template import ChatTemplate
 from osmosis_ai.traingate.errors import TrainGateError
 from osmosis_ai.traingate.tokenizer import ChatTokenizer, HFTokenizer, load_tokenizer
-from benchmarks import chat_model as chat_models
 
 TOOLS = [
     {

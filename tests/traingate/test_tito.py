@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchmarks import chat_model as chat_models
 from osmosis_ai.traingate import drift
 from osmosis_ai.traingate.tito import TokenTrace
 from osmosis_ai.traingate.tokenizer import ChatTokenizer
-from benchmarks import chat_model as chat_models
 
 Message = dict[str, Any]
 TOOLS = [

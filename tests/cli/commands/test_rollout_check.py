@@ -4,31 +4,27 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from benchmarks import chat_model as chat_models
 from osmosis_ai.traingate.policy.scripted import find_expression
 from osmosis_ai.traingate.tokenizer import ChatTokenizer
-from benchmarks import chat_model as chat_models
-from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, REPO, subprocess_env
+from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, osmosis
 from tests.support.openai_server import OpenAIServer, Reply
 
-ENV = subprocess_env(COLUMNS="200")
 ROWS = len(CALCULATOR_DATASET.read_text().splitlines())
 
 
-def rollout(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "osmosis_ai", "rollout", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=ENV,
-        timeout=timeout,
-    )
+def rollout(*args: str) -> subprocess.CompletedProcess[str]:
+    return osmosis("rollout", *args, env={"COLUMNS": "200"})
+
+
+def check(*args: str) -> subprocess.CompletedProcess[str]:
+    """``osmosis rollout check`` on the calculator example."""
+    return rollout("check", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), *args)
 
 
 def _model(tmp_path: Path, template: str) -> Path:
@@ -109,12 +105,7 @@ def test_fail_on_drift_fails_the_run_with_the_first_drift(tmp_path: Path) -> Non
 
 
 def test_check_says_safe_for_a_well_behaved_template(tmp_path: Path) -> None:
-    result = rollout(
-        "check",
-        "-m",
-        CALCULATOR,
-        "-d",
-        str(CALCULATOR_DATASET),
+    result = check(
         "--tokenizer",
         str(_model(tmp_path, "WELL_BEHAVED")),
     )
@@ -133,12 +124,7 @@ def test_check_says_safe_for_a_well_behaved_template(tmp_path: Path) -> None:
 def test_check_names_the_first_drift_its_cause_and_the_template_line(
     tmp_path: Path, template: str, cause: str, line: str | None
 ) -> None:
-    result = rollout(
-        "check",
-        "-m",
-        CALCULATOR,
-        "-d",
-        str(CALCULATOR_DATASET),
+    result = check(
         "--rows",
         "2",
         "--tokenizer",
@@ -158,16 +144,12 @@ def test_check_names_the_first_drift_its_cause_and_the_template_line(
 
 def test_check_needs_a_model_directory(tmp_path: Path) -> None:
     model = _model(tmp_path, "WELL_BEHAVED")
-    result = rollout(
-        "check", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--tokenizer", str(model / "tokenizer.json")
-    )
+    result = check("--tokenizer", str(model / "tokenizer.json"))
     assert result.returncode == 1
     assert (
         result.stderr.strip().startswith("Error: --tokenizer ") and "give a model directory" in result.stderr
     )
-    missing = rollout(
-        "check", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--tokenizer", str(tmp_path / "nope")
-    )
+    missing = check("--tokenizer", str(tmp_path / "nope"))
     assert missing.returncode == 1 and "Traceback" not in missing.stderr
 
 
@@ -229,12 +211,7 @@ def test_backend_token_ids_are_used_verbatim_and_checked(
     tokenizer = ChatTokenizer.from_directory(model)
     with OpenAIServer() as server:
         server.handler = _vllm_like(tokenizer, separators)
-        result = rollout(
-            "check",
-            "-m",
-            CALCULATOR,
-            "-d",
-            str(CALCULATOR_DATASET),
+        result = check(
             "--rows",
             "1",
             "--tokenizer",
