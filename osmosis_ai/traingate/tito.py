@@ -125,10 +125,12 @@ class TokenTrace:
         return list(self.ids)
 
     def restart(self, prompt_ids: list[int], num_messages: int) -> None:
-        """Replace the trajectory by ``prompt_ids`` (a backend's, or a fresh render after a failure)."""
+        """Continue from ``prompt_ids`` (the backend's): the mask is kept where they agree with the trajectory."""
+        differs = drift.first_difference(self.ids, prompt_ids)
+        kept = len(prompt_ids) if differs is None else differs
+        self.mask = self.mask[:kept] + [0] * (len(prompt_ids) - kept)
         self.ids = list(prompt_ids)
-        self.mask = [0] * len(self.ids)
-        self.segments = [(0, 0)]
+        self.segments = [(start, index) for start, index in self.segments if start < kept] or [(0, 0)]
         self.covered = num_messages
 
     def add_completion(self, message: Message, token_ids: list[int] | None = None) -> list[int]:

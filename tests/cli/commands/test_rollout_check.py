@@ -27,6 +27,17 @@ def check(*args: str) -> subprocess.CompletedProcess[str]:
     return rollout("check", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), *args)
 
 
+def assert_trajectory(record: dict[str, Any]) -> None:
+    """The trajectory of a two-turn record is the last prompt + completion, generated tokens masked in."""
+    first, second = record["turns"]
+    trajectory = record["trajectory"]
+    assert trajectory["token_ids"] == second["prompt_token_ids"] + second["token_ids"]
+    start = len(first["prompt_token_ids"])
+    generated = set(range(start, start + len(first["token_ids"])))
+    generated |= set(range(len(second["prompt_token_ids"]), len(trajectory["token_ids"])))
+    assert [i for i, bit in enumerate(trajectory["loss_mask"]) if bit] == sorted(generated)
+
+
 def _model(tmp_path: Path, template: str) -> Path:
     return chat_models.write_model(tmp_path / template.lower(), getattr(chat_models, template))
 
@@ -55,13 +66,7 @@ def test_calculator_end_to_end_with_the_models_template(tmp_path: Path) -> None:
         assert second["prompt_token_ids"][: len(prefix)] == prefix
         assert tokenizer.decode(first["token_ids"]).startswith("<tool_call>\n")
         assert tokenizer.decode(second["token_ids"]).endswith("<|im_end|>")
-        # The trajectory: the last prompt and completion, generated tokens masked in.
-        trajectory = record["trajectory"]
-        assert trajectory["token_ids"] == second["prompt_token_ids"] + second["token_ids"]
-        start = len(first["prompt_token_ids"])
-        generated = set(range(start, start + len(first["token_ids"])))
-        generated |= set(range(len(second["prompt_token_ids"]), len(trajectory["token_ids"])))
-        assert [i for i, bit in enumerate(trajectory["loss_mask"]) if bit] == sorted(generated)
+        assert_trajectory(record)
 
     # Without --tokenizer nothing of this appears.
     plain = tmp_path / "plain.jsonl"
@@ -230,3 +235,22 @@ def test_backend_token_ids_are_used_verbatim_and_checked(
             "tool call re-rendered (the generated ids vs the template's render of the parsed message)"
             in result.stdout
         )
+
+
+def test_backend_ids_fill_the_trajectory_and_its_mask(tmp_path: Path) -> None:
+    model = _model(tmp_path, "WELL_BEHAVED")
+    tokenizer = ChatTokenizer.from_directory(model)
+    out = tmp_path / "records.jsonl"
+    with OpenAIServer() as server:
+        server.handler = _vllm_like(tokenizer, (", ", ": "))
+        result = rollout(
+            "run", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--tokenizer", str(model),
+            "--model", "served", "--base-url", server.url, "-q", "-o", str(out),
+        )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads(out.read_text().splitlines()[0])
+    first, second = record["turns"]
+    assert {first["token_source"], second["token_source"]} == {"backend"}
+    assert first["logprobs"] == [-0.5] * len(first["token_ids"])
+    assert record["drift_events"] == []
+    assert_trajectory(record)
