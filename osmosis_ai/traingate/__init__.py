@@ -2,7 +2,8 @@
 
 It speaks the production protocol (init, chat completions with token ids, completion callback),
 checks the append-only contract and callback keys on every call, and records every turn, so an
-agent can be tested for training without a cluster. Entry points: ``osmosis rollout run`` and
+agent can be tested for training without a cluster. Given a model directory it renders the model's
+own chat template, keeps each rollout's ids token-in-token-out and reports template drift. Entry points: ``osmosis rollout run`` and
 ``osmosis rollout bench``, or :class:`TrainGate` + :func:`run_rollouts` from Python.
 """
 
@@ -24,6 +25,11 @@ _EXPORTS: dict[str, str] = {
     "make_policy": "osmosis_ai.traingate.policy",
     "Policy": "osmosis_ai.traingate.policy.base",
     "Generation": "osmosis_ai.traingate.policy.base",
+    "ChatTemplate": "osmosis_ai.traingate.chat_template",
+    "ChatTokenizer": "osmosis_ai.traingate.tokenizer",
+    "load_tokenizer": "osmosis_ai.traingate.tokenizer",
+    "TokenTrace": "osmosis_ai.traingate.tito",
+    "DriftEvent": "osmosis_ai.traingate.drift",
 }
 
 __all__ = sorted(_EXPORTS)

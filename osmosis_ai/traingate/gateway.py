@@ -35,10 +35,12 @@ from osmosis_ai.rollout.core.schemas import (
     RolloutResponse,
 )
 from osmosis_ai.rollout.server.api_key import authorized
+from osmosis_ai.traingate import drift
 from osmosis_ai.traingate.append_only import canonical, check_extension
 from osmosis_ai.traingate.errors import PolicyError, TrainGateError
 from osmosis_ai.traingate.policy.base import Generation, Message, Policy
 from osmosis_ai.traingate.session import RejectedCall, RolloutSession, TurnRecord
+from osmosis_ai.traingate.tito import TokenTrace, new_trace
 from osmosis_ai.traingate.tokenizer import ByteTokenizer, Tokenizer, render_completion, render_prompt
 
 logger = logging.getLogger(__name__)
@@ -144,6 +146,7 @@ class TrainGate:
         if tools is not None:
             session.tools = list(tools)
             session.initialized.set()
+        session.trace = new_trace(self.tokenizer)
         self.sessions[rollout_id] = session
         return session
 
@@ -254,9 +257,13 @@ class TrainGate:
             session.policy_errors += 1
             session.errors.append(f"turn {turn}: policy crashed: {type(exc).__name__}: {exc}")
             return 500, {"detail": f"the policy crashed: {type(exc).__name__}: {exc}"}
-        record = await self._turn_record(
-            turn, chat.messages, generation, params, time.perf_counter() - started
-        )
+        seconds = time.perf_counter() - started
+        if session.trace is not None:
+            record = await self._traced_record(
+                session, session.trace, turn, chat.messages, generation, params, seconds
+            )
+        else:
+            record = await self._turn_record(turn, chat.messages, generation, params, seconds)
         session.add_turn(record)
         session.expected = [*chat.messages, record.message]
         session.expected_keys = [*keys, canonical(record.message)]
@@ -279,6 +286,20 @@ class TrainGate:
         prompt_ids = gen.prompt_token_ids
         if prompt_ids is None:
             prompt_ids = await self._encode(render_prompt(messages))
+        return self._record(turn, messages, gen, params, seconds, prompt_ids, token_ids, source)
+
+    def _record(
+        self,
+        turn: int,
+        messages: list[Message],
+        gen: Generation,
+        params: dict[str, Any],
+        seconds: float,
+        prompt_ids: list[int],
+        token_ids: list[int],
+        source: str,
+    ) -> TurnRecord:
+        """The turn's record; logprobs and usage the policy did not report are derived from the ids."""
         logprobs = gen.logprobs
         if logprobs is None and self.policy.deterministic:
             logprobs = [0.0] * len(token_ids)
@@ -300,6 +321,60 @@ class TrainGate:
             token_source=source,
             latency_ms=round(seconds * 1000, 3),
         )
+
+    async def _traced_record(
+        self,
+        session: RolloutSession,
+        trace: TokenTrace,
+        turn: int,
+        messages: list[Message],
+        gen: Generation,
+        params: dict[str, Any],
+        seconds: float,
+    ) -> TurnRecord:
+        """Token data from the rollout's token-in-token-out sequence, checked for drift.
+
+        Rendering and encoding run in a worker thread: a long conversation's fresh render must not
+        stall the other rollouts. A rollout's turns come one after another, so its trace has one user.
+        If the template refuses the conversation the rollout goes on with the fixed rendering's ids
+        and the refusal is reported.
+        """
+        if trace.broken is None:
+            if not trace.covered:  # tools are known once the init response is in, before the first render
+                trace.tools = session.tools or None
+            try:
+                prompt_ids, token_ids = await asyncio.to_thread(self._trace_turn, trace, turn, messages, gen)
+            except TrainGateError as exc:
+                trace.broken = str(exc)
+                session.errors.append(f"turn {turn}: {exc}")
+            else:
+                source = "backend" if gen.token_ids is not None else f"template:{self.tokenizer.name}"
+                return self._record(turn, messages, gen, params, seconds, prompt_ids, token_ids, source)
+        return await self._turn_record(turn, messages, gen, params, seconds)
+
+    @staticmethod
+    def _trace_turn(
+        trace: TokenTrace, turn: int, messages: list[Message], gen: Generation
+    ) -> tuple[list[int], list[int]]:
+        """Extend the trace by one turn and check it: (prompt ids, completion ids) as returned to the agent.
+
+        Ids a backend reports are used verbatim; they are checked against the template too.
+        """
+        prompt_ids = trace.extend(messages)
+        if gen.prompt_token_ids is not None:
+            backend_prompt = list(gen.prompt_token_ids)
+            if turn > 0:
+                trace.check(messages, prompt_ids, turn=turn, reference=backend_prompt)
+            if not any(e.kind == drift.BACKEND_PROMPT for e in trace.events):
+                trace.check(messages, backend_prompt, turn=turn, kind=drift.BACKEND_PROMPT)
+            trace.restart(backend_prompt, len(messages))
+            prompt_ids = backend_prompt
+        else:
+            trace.check(messages, prompt_ids, turn=turn)
+        if gen.token_ids is not None:
+            trace.check_completion(messages, gen.message, gen.token_ids, turn=turn)
+        token_ids = trace.add_completion(gen.message, gen.token_ids)
+        return prompt_ids, token_ids
 
     def _response_body(self, rollout_id: str, turn: int, record: TurnRecord) -> dict[str, Any]:
         """The ``CompletionsResponse`` JSON of the turn."""

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from osmosis_ai.evaluation.outcome import Outcome, OutcomeCounts
+from osmosis_ai.traingate.drift import DriftTally
 from osmosis_ai.traingate.session import INFRA_STATUSES, TERMINAL_STATUSES, RolloutSession
 
 
@@ -102,10 +103,12 @@ class RunTally:
         self.violation_examples: list[Example] = []
         self.agent_errors: list[Example] = []
         self.agent_error_count = 0
+        self.drift = DriftTally()
 
     def add(self, session: RolloutSession) -> None:
         """Count a finished rollout (before its per-turn data is released: only counts are read)."""
         self.rollouts += 1
+        self.drift.add(session.rollout_id, session.drift_events, traced=session.trace is not None)
         if len(self.sessions) < self.keep_sessions:
             self.sessions.append(session)
         outcome = session.outcome

@@ -11,10 +11,14 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.evaluation.outcome import Outcome
 from osmosis_ai.traingate.append_only import AppendOnlyViolation, canonical
+
+if TYPE_CHECKING:
+    from osmosis_ai.traingate.drift import DriftEvent
+    from osmosis_ai.traingate.tito import TokenTrace
 
 Message = dict[str, Any]
 
@@ -97,6 +101,8 @@ class RolloutSession:
     initialized: asyncio.Event = field(default_factory=asyncio.Event)
     # Idempotency-Key of a chat call -> its answer: a retried call gets the first answer back.
     replies: dict[str, asyncio.Future[Reply]] = field(default_factory=dict)
+    # The token-in-token-out sequence and its drift check, kept when the gateway renders a chat template.
+    trace: TokenTrace | None = None
 
     def __post_init__(self) -> None:
         self.expected = list(self.messages)
@@ -168,6 +174,13 @@ class RolloutSession:
     def release_turns(self) -> None:
         """Drop the per-turn token data once it has been written out (it dominates a run's memory)."""
         self.turns = []
+        if self.trace is not None:
+            self.trace.release()
+
+    @property
+    def drift_events(self) -> list[DriftEvent]:
+        """Template drift found in this rollout (none without a chat template)."""
+        return list(self.trace.events) if self.trace is not None else []
 
     def to_record(self) -> dict[str, Any]:
         """The JSON record of this rollout (one line of ``--output``)."""
@@ -192,4 +205,5 @@ class RolloutSession:
             "duplicate_completions": self.duplicate_completions,
             "metrics": response.get("metrics") or {},
             "tools": [t.get("function", {}).get("name") for t in self.tools],
+            **(self.trace.to_record() if self.trace is not None else {}),
         }

@@ -106,3 +106,21 @@ async def test_reply_is_a_completions_response_with_token_data() -> None:
     # The append-only check's cache holds the canonical JSON of the conversation it expects next.
     assert session.expected_keys == [canonical(m) for m in session.expected]
     assert len(session.expected) == 2
+
+
+async def test_a_template_that_refuses_the_conversation_is_reported_and_the_rollout_goes_on(
+    tmp_path: Any,
+) -> None:
+    from benchmarks import chat_model
+    from osmosis_ai.traingate.tokenizer import ChatTokenizer
+
+    refusing = "{% for m in messages %}{{ m.content }}{% endfor %}{{ raise_exception('no tools here') }}"
+    tokenizer = ChatTokenizer.from_directory(chat_model.write_model(tmp_path / "m", refusing))
+    async with TrainGate(ScriptedPolicy(), tokenizer=tokenizer) as gate:
+        session = gate.open_session("r1", HI, tools=[])
+        async with _client(gate, session.callback_key) as client:
+            reply = await client.chat_completions(HI)
+    assert reply.token_ids and session.turns[0].token_source == f"tokenizer:{tokenizer.name}"
+    assert session.trace is not None and "no tools here" in (session.trace.broken or "")
+    assert session.errors == [f"turn 0: {session.trace.broken}"]
+    assert "chat template" in session.errors[0]

@@ -62,7 +62,9 @@ def _add_target(parser: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="rollout_command", metavar="{run,bench}", required=True)
+    from osmosis_ai.cli.commands import rollout_check
+
+    sub = parser.add_subparsers(dest="rollout_command", metavar="{run,bench,check}", required=True)
     run = sub.add_parser(
         "run",
         help="run a dataset through a rollout server with a local TrainGate",
@@ -85,8 +87,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--api-key", help="API key of the policy backend (default: the provider's env variable)")
     run.add_argument(
         "--tokenizer",
-        metavar="TOKENIZER_JSON",
-        help="HuggingFace tokenizer.json for token ids the backend does not return (default: bytes)",
+        metavar="DIR",
+        help="HuggingFace model directory: prompts rendered by its chat template, token-in-token-out, "
+        "drift checked every turn (a bare tokenizer.json only encodes a fixed rendering; default: bytes)",
+    )
+    run.add_argument(
+        "--chat-template", metavar="FILE", help="a .jinja chat template overriding --tokenizer's"
+    )
+    run.add_argument(
+        "--fail-on-drift", action="store_true", help="exit non-zero when any rollout's template drifts"
     )
     run.add_argument("--n", type=whole_number(1), default=1, help="rollouts per dataset row (default 1)")
     run.add_argument(
@@ -135,12 +144,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     bench.add_argument("--tool-turns", type=int, default=1, help="tool-calling turns per rollout (default 1)")
     bench.add_argument("--json", action="store_true", help="print the figures as one JSON line")
     bench.set_defaults(timeout=120.0)
+    rollout_check.add_parser(sub, _add_target)
 
 
 def run(args: argparse.Namespace) -> int:
     setup_logging(logging.INFO if args.verbose else None)
     if args.rollout_command == "bench":
         return asyncio.run(_bench(args))
+    if args.rollout_command == "check":
+        from osmosis_ai.cli.commands.rollout_check import check
+
+        return asyncio.run(check(args))
     return asyncio.run(_run(args))
 
 
@@ -173,7 +187,7 @@ def _prepare(args: argparse.Namespace) -> tuple[Any, int, Any, Any, Any, Any]:
     from osmosis_ai.cli.loading import load_agent, load_reward
     from osmosis_ai.evaluation.dataset import DatasetReader
     from osmosis_ai.traingate.policy import make_policy
-    from osmosis_ai.traingate.tokenizer import load_tokenizer
+    from osmosis_ai.traingate.tokenizer import ChatTokenizer, load_tokenizer
 
     if args.output and not Path(args.output).resolve().parent.is_dir():
         raise CLIError(f"cannot write --output {args.output}: its directory does not exist")
@@ -182,9 +196,10 @@ def _prepare(args: argparse.Namespace) -> tuple[Any, int, Any, Any, Any, Any]:
     if rows == 0:
         raise CLIError(f"{reader.file_path}: the dataset has no rows")
     reward_fn = load_reward(args.reward) if args.reward else None
-    tokenizer = load_tokenizer(args.tokenizer)
+    tokenizer = load_tokenizer(args.tokenizer, chat_template=args.chat_template)
     agent_loop = None if args.url else load_agent(args)
-    policy = make_policy(args.model, base_url=args.base_url, api_key=args.api_key)
+    traced = isinstance(tokenizer, ChatTokenizer)
+    policy = make_policy(args.model, base_url=args.base_url, api_key=args.api_key, request_token_ids=traced)
     return reader, rows, reward_fn, tokenizer, agent_loop, policy
 
 
@@ -195,6 +210,7 @@ def _record_window(concurrency: int) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    from osmosis_ai.cli.commands import rollout_check
     from osmosis_ai.traingate.gateway import TrainGate
     from osmosis_ai.traingate.report import OrderedRecordWriter, RunTally
     from osmosis_ai.traingate.runner import RunConfig, stream_rollouts
@@ -262,9 +278,12 @@ async def _run(args: argparse.Namespace) -> int:
         if summary.rollouts <= PER_ROLLOUT_TABLE_LIMIT:
             render_rollouts(tally.sessions, console)
         render_summary(summary, tally, console)
+        rollout_check.render_drift(tally.drift, console)
         if writer is not None:
             print(f"wrote {writer.count} record(s) to {args.output}")
     print(outcome_line(summary), flush=True)
+    if (drift := rollout_check.drift_line(tally.drift, tally.violations)) is not None:
+        print(drift, flush=True)
     if not summary.all_terminal:
         lost = summary.rollouts - sum(summary.statuses.get(s, 0) for s in ("COMPLETED", "ERROR"))
         raise CLIError(
@@ -280,6 +299,8 @@ async def _run(args: argparse.Namespace) -> int:
     )
     if reason is not None:
         raise CLIError(reason + _first_failure(tally))
+    if args.fail_on_drift:
+        rollout_check.fail_on_drift(tally.drift)
     return 0
 
 

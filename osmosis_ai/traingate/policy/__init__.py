@@ -7,12 +7,19 @@ from osmosis_ai.traingate.policy.base import Generation, Policy
 __all__ = ["Generation", "Policy", "make_policy"]
 
 
-def make_policy(model: str, *, base_url: str | None = None, api_key: str | None = None) -> Policy:
-    """``"scripted"`` -> the offline calculator solver; anything else -> a LiteLLM model."""
+def make_policy(
+    model: str, *, base_url: str | None = None, api_key: str | None = None, request_token_ids: bool = False
+) -> Policy:
+    """``"scripted"`` -> the offline calculator solver; anything else -> a LiteLLM model.
+
+    ``request_token_ids`` makes an OpenAI-compatible server behind ``base_url`` return its token ids.
+    """
     if model == "scripted":
         from osmosis_ai.traingate.policy.scripted import ScriptedPolicy
 
         return ScriptedPolicy()
     from osmosis_ai.traingate.policy.litellm import LiteLLMPolicy
 
-    return LiteLLMPolicy(model, base_url=base_url, api_key=api_key)
+    return LiteLLMPolicy(
+        model, base_url=base_url, api_key=api_key, request_token_ids=request_token_ids and bool(base_url)
+    )

@@ -20,6 +20,9 @@ from osmosis_ai.traingate.policy.base import Generation, Message, Policy
 logger = logging.getLogger(__name__)
 
 _SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "stop", "logprobs")
+# vLLM's documented extra parameters for token ids on chat completions: ``prompt_token_ids`` on the
+# response and ``token_ids`` on the choice, and logprob tokens spelled ``token_id:<n>``.
+TOKEN_ID_OPTIONS = {"return_token_ids": True, "return_tokens_as_token_ids": True}
 _MESSAGE_KEYS = ("role", "content", "tool_calls", "reasoning_content")
 
 
@@ -74,9 +77,17 @@ class LiteLLMPolicy(Policy):
     """A LiteLLM model (``openai/gpt-4o-mini``, ``ollama/qwen2.5``...) or an OpenAI-compatible server."""
 
     def __init__(
-        self, model: str, *, base_url: str | None = None, api_key: str | None = None, timeout: float = 600.0
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 600.0,
+        request_token_ids: bool = False,
     ) -> None:
+        """``request_token_ids`` asks an OpenAI-compatible server (vLLM, SGLang) for the ids it used."""
         self.name = model
+        self.request_token_ids = request_token_ids
         self.model = model
         self.base_url = base_url
         self._api_key = api_key
@@ -104,6 +115,9 @@ class LiteLLMPolicy(Policy):
             kwargs["api_key"] = "not-needed"  # local servers ignore it; the OpenAI client insists on one
         if self._provider:
             kwargs["custom_llm_provider"] = self._provider
+        if self.request_token_ids:
+            kwargs["extra_body"] = dict(TOKEN_ID_OPTIONS)
+            kwargs["logprobs"] = True
         return kwargs
 
     async def preflight(self) -> None:
