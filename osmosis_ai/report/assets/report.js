@@ -78,7 +78,8 @@
     const title = kind === "violation" ? "append-only violation" : "template drift";
     box.appendChild(el("strong", null, title + " (" + where + (what ? ", " + what : "") + ")"));
     const detail = Object.assign({}, event);
-    ["turn", "index", "message_index", "kind", "classification", "type"].forEach((k) => delete detail[k]);
+    ["turn", "index", "message_index", "kind", "classification", "type", "detail"].forEach((k) => delete detail[k]);
+    if (event.detail) box.appendChild(el("div", null, format(event.detail)));
     if (Object.keys(detail).length) box.appendChild(el("pre", null, format(detail)));
     return box;
   }
@@ -92,7 +93,7 @@
     if (message.tool_call_id) head.appendChild(el("span", "turn", "answers " + message.tool_call_id));
     if (turn) {
       const bits = ["turn " + turn.turn];
-      if (turn.latency_ms !== null && turn.latency_ms !== undefined) bits.push(turn.latency_ms.toFixed(0) + " ms");
+      if (turn.latency_ms !== null && turn.latency_ms !== undefined) bits.push(turn.latency_ms.toFixed(turn.latency_ms < 10 ? 1 : 0) + " ms");
       if (turn.prompt_tokens !== null && turn.prompt_tokens !== undefined) bits.push(turn.prompt_tokens + " prompt tokens");
       if (turn.generated_tokens !== null && turn.generated_tokens !== undefined) bits.push(turn.generated_tokens + " generated");
       if (turn.finish_reason) bits.push("finish: " + turn.finish_reason);

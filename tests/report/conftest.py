@@ -1,0 +1,41 @@
+"""Results files written once per session by the real commands (see ``tests/support/results.py``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.openai_server import OpenAIServer, Reply
+from tests.support.results import (
+    write_eval_results,
+    write_rollout_results,
+    write_rubric_results,
+    write_test_results,
+)
+
+
+@pytest.fixture(scope="session")
+def results_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("results")
+
+
+@pytest.fixture(scope="session")
+def rollouts(results_dir: Path) -> Path:
+    return write_rollout_results(results_dir)
+
+
+@pytest.fixture(scope="session")
+def local_results(results_dir: Path) -> Iterator[dict[str, Path]]:
+    """``test``, ``eval`` and ``eval-rubric`` outputs, their model calls answered by the stand-in."""
+    with OpenAIServer() as server:
+        server.default = Reply(content="The answer is #### 19")
+        files = {
+            "test": write_test_results(results_dir, server.url),
+            "eval": write_eval_results(results_dir, server.url),
+        }
+        server.default = Reply(content=json.dumps({"score": 0.75, "explanation": "polite enough"}))
+        files["eval-rubric"] = write_rubric_results(results_dir, server.url)
+        yield files
