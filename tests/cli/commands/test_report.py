@@ -1,0 +1,76 @@
+"""``osmosis report`` as a subprocess, on results files written by ``osmosis rollout run``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import osmosis
+from tests.support.results import write_rollout_results
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    directory = tmp_path_factory.mktemp("runs")
+    return write_rollout_results(directory), write_rollout_results(
+        directory, "b.jsonl", rewards=(0.0, 0.5, 1.0, 1.0)
+    )
+
+
+def test_report_writes_one_page_and_prints_the_summary(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    page = tmp_path / "out" / "report.html"
+    result = osmosis("report", str(runs[0]), "-o", str(page))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"Summary (rollout run: {runs[0]})"
+    assert "8: completed 6, agent_error 2" in result.stdout
+    assert "mean reward              0.583 [" in result.stdout and "pass@2" in result.stdout
+    assert lines[-1].startswith(f"Wrote {page} (") and lines[-1].endswith(" KB)")
+    html = page.read_text()
+    assert html.startswith("<!DOCTYPE html>") and 'data-figure="completed">6<' in html
+
+
+def test_two_files_are_compared_and_json_is_one_object(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    page = tmp_path / "compare.html"
+    result = osmosis("report", *map(str, runs), "-o", str(page), "--json")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["report"] == str(page)
+    assert [(r["kind"], r["rows"], r["completed"]) for r in document["runs"]] == [("rollout run", 8, 6)] * 2
+    assert round(document["runs"][1]["mean_score"]["value"], 3) == 0.5
+    assert 'id="comparison-1"' in page.read_text()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            '{"score": 1}',
+            "Error: {path}: a JSON object with keys score is not the output of 'osmosis rollout run -o'",
+        ),
+        (
+            '{"row_index": 0, "status": "COMPLETED"}\nnot json\n',
+            "Error: {path} line 2: not JSON (Expecting value",
+        ),
+    ],
+)
+def test_a_file_that_is_not_results_is_one_error_line(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "results.json"
+    path.write_text(content)
+    result = osmosis("report", str(path), "-o", str(tmp_path / "r.html"))
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.startswith(message.format(path=path)) and len(result.stderr.splitlines()) == 1
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_missing_file_and_unwritable_output(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    missing = osmosis("report", str(tmp_path / "nope.jsonl"))
+    assert missing.returncode == 1 and missing.stderr == f"Error: {tmp_path / 'nope.jsonl'}: no such file\n"
+    directory = osmosis("report", str(runs[0]), "-o", str(tmp_path))
+    assert directory.returncode == 1
+    assert (
+        directory.stderr
+        == f"Error: cannot write the report to {tmp_path}: it is a directory; give a file name\n"
+    )
