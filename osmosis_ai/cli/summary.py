@@ -10,8 +10,6 @@ HTML report; a command with ``--report FILE`` calls it once its results are writ
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -80,13 +78,13 @@ def write_report(
     if target.is_dir():
         raise CLIError(f"cannot write the report to {target}: it is a directory; give a file name")
     page = render_report(results, title=title or "Osmosis report", summaries=summaries)
+    temporary = target.with_name(f".{target.name}.tmp")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(page)
-        os.replace(temporary, target)
+        temporary.write_text(page, encoding="utf-8")
+        temporary.replace(target)
     except OSError as exc:
+        temporary.unlink(missing_ok=True)
         raise CLIError(f"cannot write the report to {target}: {exc.strerror or exc}") from exc
     return target
 

@@ -190,6 +190,7 @@
       viewer.appendChild(box);
     });
     document.body.dataset.viewer = run + ":" + index;
+    document.body.dataset.viewerMs = Math.round(performance.now()); // when the first row was drawn: benchmarks/report.py
   }
 
   function openFromHash() {
@@ -222,4 +223,5 @@
   window.addEventListener("hashchange", openFromHash);
   openFromHash();
   document.body.dataset.ready = "1";
+  document.body.dataset.readyMs = Math.round(performance.now()); // page usable, ms after navigation start
 })();
