@@ -20,8 +20,8 @@ from importlib.resources import files
 from typing import Any
 
 from osmosis_ai.consts import PACKAGE_VERSION
+from osmosis_ai.report.charts import histogram_svg, pass_at_k_svg
 from osmosis_ai.report.figures import Comparison, Summary, compare, summarize
-from osmosis_ai.report.histogram import histogram_svg
 from osmosis_ai.report.model import Row, Run
 
 PREVIEW_CHARS = 120
@@ -96,6 +96,9 @@ def _summary_html(run: Run, summary: Summary) -> str:
         html.append(
             f'<table class="pass-at-k"><caption>pass@k ({escape(run.score_name)} ≥ {run.pass_threshold:g})'
             f"</caption><tbody>{rows}</tbody></table>"
+        )
+        html.append(
+            f"<figure><figcaption>pass@k</figcaption>{pass_at_k_svg(summary.pass_at_k, 'pass@k')}</figure>"
         )
     if run.baseline:
         html.append(_baseline_html(run))

@@ -1,8 +1,11 @@
-"""The score distribution as an inline SVG bar chart (no script needed to see it)."""
+"""The report's charts as inline SVG (no script needed to see them): the score histogram and the
+pass@k curve with its intervals."""
 
 from __future__ import annotations
 
 from html import escape
+
+from osmosis_ai.evaluation.statistics import Estimate
 
 WIDTH, HEIGHT, PAD = 480, 180, 28
 MAX_BAR = 64  # a few bars stay bars, not walls
@@ -53,4 +56,36 @@ def histogram_svg(values: list[float], title: str) -> str:
         f'<line x1="{PAD}" y1="{HEIGHT - PAD}" x2="{WIDTH - PAD}" y2="{HEIGHT - PAD}" class="baseline"/>'
         + "".join(bars)
         + "</svg>"
+    )
+
+
+def pass_at_k_svg(table: dict[int, Estimate], title: str) -> str:
+    """pass@k against k on a 0-1 scale: one point per k with its interval as a vertical bar."""
+    if len(table) < 2:
+        return ""
+    ks = sorted(table)
+    step = (WIDTH - 2 * PAD) / (len(ks) - 1)
+
+    def y(value: float) -> float:
+        return HEIGHT - PAD - (HEIGHT - 2 * PAD) * value
+
+    points, marks = [], []
+    for i, k in enumerate(ks):
+        estimate, x = table[k], PAD + i * step
+        points.append(f"{x:.1f},{y(estimate.value):.1f}")
+        marks.append(
+            f'<g class="point" data-k="{k}" data-value="{estimate.value:.6g}"><title>pass@{k}: '
+            f"{estimate.value:.3f} [{estimate.low:.3f}, {estimate.high:.3f}]</title>"
+            f'<line x1="{x:.1f}" y1="{y(estimate.low):.1f}" x2="{x:.1f}" y2="{y(estimate.high):.1f}" class="interval"/>'
+            f'<circle cx="{x:.1f}" cy="{y(estimate.value):.1f}" r="3"/>'
+            f'<text x="{x:.1f}" y="{HEIGHT - PAD + 14}" class="axis">{k}</text></g>'
+        )
+    axis = "".join(
+        f'<text x="{PAD - 4}" y="{y(v) + 3:.1f}" class="axis" text-anchor="end">{v:g}</text>'
+        for v in (0, 0.5, 1)
+    )
+    return (
+        f'<svg class="curve" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(title)}">'
+        f'<line x1="{PAD}" y1="{HEIGHT - PAD}" x2="{WIDTH - PAD}" y2="{HEIGHT - PAD}" class="baseline"/>{axis}'
+        f'<polyline points="{" ".join(points)}" class="line"/>' + "".join(marks) + "</svg>"
     )
