@@ -3,21 +3,26 @@
 :func:`print_summary` draws the figures of :func:`osmosis_ai.report.figures.summarize` — outcomes,
 the mean score with its interval, latency percentiles, tokens and estimated cost — as one small
 table, or with ``as_json`` prints them as a single JSON object on one line for scripts.
-:func:`write_report` turns results (files, or documents a command still holds in memory) into the
-HTML report; a command with ``--report FILE`` calls it once its results are written.
+:func:`write_report` turns results into the HTML report. A command that produces results adds
+``--report FILE`` and ``--json`` with :func:`add_summary_arguments` and calls :func:`finish_run` once
+its results exist (a file, or the document it still holds in memory).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from osmosis_ai.cli.errors import CLIError
-from osmosis_ai.cli.output import console
-from osmosis_ai.report.figures import Summary
-from osmosis_ai.report.model import Run
+from osmosis_ai.cli.output import console, say
+
+TYPE_CHECKING = False  # the report package loads only when a summary is drawn
+if TYPE_CHECKING:
+    from osmosis_ai.report.figures import Summary
+    from osmosis_ai.report.model import Run
 
 
 def _ms(value: float | None) -> str:
@@ -89,12 +94,32 @@ def write_report(
     return target
 
 
-def report_after_run(path: str | None, document: Any, source: str) -> None:
-    """For ``--report FILE``: the report of a results ``document`` a command has just produced (the
-    object it wrote with ``-o``, or the list of rollout records); nothing when ``path`` is ``None``."""
-    if path is None:
-        return
-    from osmosis_ai.report.readers import read_document
+def add_summary_arguments(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
+    """``--report FILE`` (and ``--json``) for a command that produces results."""
+    parser.add_argument(
+        "--report", metavar="FILE.html", help="also write the HTML report of the run (see osmosis report)"
+    )
+    if json_flag:
+        parser.add_argument(
+            "--json",
+            action="store_true",
+            help="print the run's summary as one JSON object instead of the outcome line",
+        )
 
-    write_report(path, [read_document(document, source)])
-    print(f"Wrote report to {path}", flush=True)
+
+def finish_run(args: argparse.Namespace, results: Any, source: str) -> None:
+    """``--report`` and ``--json`` once a run's results exist: ``results`` is the results file's path,
+    or the document a command writes with ``-o`` (the ``test``/``eval`` JSON) still in memory."""
+    report, as_json = getattr(args, "report", None), getattr(args, "json", False)
+    if not (report or as_json):
+        return
+    from osmosis_ai.report.figures import summarize
+    from osmosis_ai.report.readers import read_document, read_results
+
+    run = read_results(results) if isinstance(results, (str, Path)) else read_document(results, source)
+    summary = summarize(run)
+    if report:
+        write_report(report, [run], summaries=[summary])
+        say(f"Wrote report to {report}", quiet=bool(getattr(args, "quiet", False) or as_json))
+    if as_json:
+        print_summary(run, summary, as_json=True)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 from contextlib import redirect_stdout
 from pathlib import Path
 
-from osmosis_ai.cli.summary import print_summary, report_after_run, summary_rows
+from osmosis_ai.cli.summary import finish_run, print_summary, summary_rows
 from osmosis_ai.report.figures import summarize
 from osmosis_ai.report.model import Row, Run
 
@@ -40,11 +41,16 @@ def test_json_summary_is_one_object_on_one_line() -> None:
     assert document["total_tokens"] == 30 and document["kind"] == "test"
 
 
-def test_report_after_run_writes_the_page_of_a_document_in_memory(tmp_path: Path) -> None:
+def test_finish_run_writes_the_report_and_prints_the_json_summary(tmp_path: Path) -> None:
     document = {"summary": {}, "results": [{"row_index": 0, "outcome": "completed", "reward": 1.0}]}
+    page = tmp_path / "r.html"
     out = io.StringIO()
     with redirect_stdout(out):
-        report_after_run(str(tmp_path / "r.html"), document, "in-memory")
-        report_after_run(None, document, "ignored")
-    assert out.getvalue() == f"Wrote report to {tmp_path / 'r.html'}\n"
-    assert 'data-figure="rows">1<' in (tmp_path / "r.html").read_text()
+        finish_run(argparse.Namespace(report=str(page), json=False, quiet=False), document, "in-memory")
+    assert out.getvalue() == f"Wrote report to {page}\n"
+    assert 'data-figure="rows">1<' in page.read_text()
+    out = io.StringIO()
+    with redirect_stdout(out):
+        finish_run(argparse.Namespace(report=None, json=True, quiet=True), document, "in-memory")
+        finish_run(argparse.Namespace(report=None, json=False, quiet=False), document, "nothing asked")
+    assert json.loads(out.getvalue())["mean_score"]["value"] == 1.0

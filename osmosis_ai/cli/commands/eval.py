@@ -31,6 +31,7 @@ from typing import Any
 from osmosis_ai.cli.arguments import finite_number, fraction, whole_number
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import say, setup_logging
+from osmosis_ai.cli.summary import add_summary_arguments, finish_run
 
 JOURNAL_ENV = "OSMOSIS_CACHE_DIR"
 
@@ -65,10 +66,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", metavar="FILE.json", help="write the report as JSON")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")
     parser.add_argument("--debug", action="store_true", help="show library log messages")
+    add_summary_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     setup_logging(logging.DEBUG if args.debug else None)
+    args.quiet = args.quiet or args.json
     return asyncio.run(_eval(args))
 
 
@@ -265,8 +268,8 @@ def _report(
     line = counts.describe("run")
     if counts.total < planned:
         line += f"; {planned - counts.total} of {planned} not run"
-    print(line, flush=True)
-    if args.output:
+    say(line, quiet=args.json)
+    if args.output or args.report or args.json:
         document = {
             "model": args.model,
             "n": args.n,
@@ -279,12 +282,14 @@ def _report(
             "runs": [{"row_index": r.row_index, "run_index": r.sample_index, "outcome": r.outcome.value, **r.data}
                      for r in records],
         }  # fmt: skip
-        path = Path(args.output)
+        path = Path(args.output or "")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            if args.output:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         except OSError as exc:
             raise CLIError(f"cannot write --output {path}: {exc.strerror or exc}") from exc
+        finish_run(args, document, args.output or "osmosis eval")
     if stop is not None:
         raise CLIError(
             f"the run stopped: {stop} (finished runs are kept; run the same command again to resume)"

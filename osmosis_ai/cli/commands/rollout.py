@@ -28,6 +28,7 @@ from osmosis_ai.cli import output
 from osmosis_ai.cli.arguments import finite_number, fraction, whole_number
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import setup_logging
+from osmosis_ai.cli.summary import add_summary_arguments, finish_run
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -120,6 +121,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "must complete); infrastructure failures and timeouts always fail it",
     )
     run.add_argument("-o", "--output", metavar="FILE.jsonl", help="write one JSON record per rollout")
+    add_summary_arguments(run)
     run.add_argument(
         "--progress", action="store_true", help="show the progress bar even when not on a terminal"
     )
@@ -189,6 +191,7 @@ async def _run(args: argparse.Namespace) -> int:
     from osmosis_ai.traingate.runner import RunConfig, run_rollouts
 
     rows, reward_fn, tokenizer, agent_loop, policy = _prepare(args)
+    args.quiet = args.quiet or args.json
     params = {
         k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens)) if v is not None
     }
@@ -237,7 +240,9 @@ async def _run(args: argparse.Namespace) -> int:
         render_summary(summary, sessions, console)
         if writer is not None:
             print(f"wrote {writer.count} record(s) to {args.output}")
-    print(outcome_line(summary), flush=True)
+    output.say(outcome_line(summary), quiet=args.json)
+    # The records file has every turn; without one, the records in memory (their turns already released).
+    finish_run(args, args.output or [s.to_record() for s in sessions], "osmosis rollout run")
     if not summary.all_terminal:
         lost = summary.rollouts - sum(summary.statuses.get(s, 0) for s in ("COMPLETED", "ERROR"))
         raise CLIError(

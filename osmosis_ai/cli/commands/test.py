@@ -21,6 +21,7 @@ from typing import Any
 from osmosis_ai.cli.arguments import finite_number, fraction, whole_number
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import say, setup_logging
+from osmosis_ai.cli.summary import add_summary_arguments, finish_run
 from osmosis_ai.consts import PACKAGE_VERSION
 
 ERROR_PREVIEW = 200
@@ -55,6 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("-o", "--output", metavar="FILE.json", help="write the results as JSON")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")
+    add_summary_arguments(parser)
     parser.add_argument("-i", "--interactive", action="store_true", help="step through rows (not built yet)")
     parser.add_argument("--row", type=whole_number(0), help="row to start the interactive session at")
 
@@ -74,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
     if args.interactive:
         raise CLIError("interactive mode (-i) is not available yet; run without -i for batch mode")
     setup_logging(logging.DEBUG if args.debug else None)
+    args.quiet = args.quiet or args.json
     return asyncio.run(_test(args))
 
 
@@ -153,10 +156,11 @@ async def _test(args: argparse.Namespace) -> int:
         line += f"; mean reward {sum(rewards) / len(rewards):.3f} over {len(rewards)} completed"
     if batch.stopped_early:
         line += f"; stopped after {counts.total} of {selected} rows"
-    print(line, flush=True)
+    say(line, quiet=args.json)
     if output is not None:
         _write_json(output, batch.to_dict())
         say(quiet=args.quiet, line=f"Wrote results to {output}")
+    finish_run(args, batch.to_dict(), str(output or "osmosis test"))
     if batch.stopped_early:
         raise CLIError(f"the run stopped: {batch.stop_reason}")
     reason = verdict(

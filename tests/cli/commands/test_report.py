@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import osmosis
+from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, osmosis
+from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.results import write_rollout_results
 
 
@@ -74,3 +75,35 @@ def test_missing_file_and_unwritable_output(runs: tuple[Path, Path], tmp_path: P
         directory.stderr
         == f"Error: cannot write the report to {tmp_path}: it is a directory; give a file name\n"
     )
+
+
+# -- --report and --json on the commands that produce results ------------------------------------
+
+
+def test_rollout_run_writes_its_report_and_json_summary(tmp_path: Path) -> None:
+    page, records = tmp_path / "run.html", tmp_path / "records.jsonl"
+    common = ("rollout", "run", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--model", "scripted")
+    result = osmosis(*common, "-o", str(records), "--report", str(page), "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)  # the one object is all of stdout
+    assert (summary["kind"], summary["rows"], summary["completed"]) == ("rollout run", 8, 8)
+    assert summary["mean_score"]["value"] == 1.0 and summary["completion_tokens"] > 0
+    assert 'data-figure="completed">8<' in page.read_text()
+    without_records = osmosis(*common, "-q", "--report", str(tmp_path / "memory.html"))
+    assert without_records.returncode == 0, without_records.stderr
+    assert without_records.stdout.splitlines()[-1].startswith("8 rollouts: 8 completed")
+    assert 'data-figure="rows">8<' in (tmp_path / "memory.html").read_text()
+
+
+def test_osmosis_test_json_is_the_summary_of_its_rows(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    openai_server.default = Reply(content="The answer is #### 19")
+    page = tmp_path / "test.html"
+    result = osmosis(
+        "test", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--model", "local-model", "--base-url",
+        openai_server.url, "--limit", "3", "--json", "--report", str(page), "--max-failure-rate", "1",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert (summary["kind"], summary["rows"], summary["scored"]) == ("test", 3, 3)
+    assert summary["mean_score"]["value"] == 1 / 3 and summary["total_tokens"] == 45
+    assert 'data-figure="rows">3<' in page.read_text()
