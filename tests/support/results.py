@@ -44,25 +44,27 @@ def write_rollout_results(
     return out
 
 
-def write_test_results(directory: Path, server_url: str) -> Path:
-    out = directory / "test.json"
+def _local_run(directory: Path, command: str, server_url: str, *extra: str) -> Path:
+    """``osmosis test`` or ``osmosis eval`` over the calculator's first rows, written to ``COMMAND.json``."""
+    out = directory / f"{command}.json"
     result = osmosis(
-        "test", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--model", "local-model",
-        "--base-url", server_url, "--limit", "4", "-q", "--max-failure-rate", "1", "-o", str(out),
+        command, "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--model", "local-model", "--base-url",
+        server_url, "-q", "-o", str(out), *extra,
     )  # fmt: skip
-    _check(result, "test")
+    _check(result, command)
     return out
+
+
+def write_test_results(directory: Path, server_url: str) -> Path:
+    return _local_run(directory, "test", server_url, "--limit", "4", "--max-failure-rate", "1")
 
 
 def write_eval_results(directory: Path, server_url: str) -> Path:
-    out = directory / "eval.json"
-    result = osmosis(
-        "eval", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--model", "local-model", "--base-url",
-        server_url, "--eval-fn", "tests.support.evals:exact", "--n", "2", "--limit", "3", "-q",
-        "--journal", str(directory / "eval-journal.sqlite"), "-o", str(out),
+    journal = directory / "eval-journal.sqlite"
+    return _local_run(
+        directory, "eval", server_url, "--eval-fn", "tests.support.evals:exact", "--n", "2", "--limit", "3",
+        "--journal", str(journal),
     )  # fmt: skip
-    _check(result, "eval")
-    return out
 
 
 def write_rubric_results(directory: Path, server_url: str) -> Path:
