@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import AsyncIterator
@@ -55,7 +56,7 @@ def _command(profile: str, offline: bool, *flags: str) -> list[str]:
 
 
 def _run(url: str, *flags: str, offline: bool, timeout: float) -> subprocess.CompletedProcess[str]:
-    with tempfile.TemporaryDirectory(prefix="osmosis-chromium-") as profile:
+    with tempfile.TemporaryDirectory(prefix="osmosis-chromium-", ignore_cleanup_errors=True) as profile:
         command = _command(profile, offline, "--virtual-time-budget=5000", *flags)
         return subprocess.run([*command, url], capture_output=True, text=True, timeout=timeout, check=False)
 
@@ -124,9 +125,12 @@ async def open_page(url: str, *, offline: bool = True) -> AsyncIterator[Page]:
     from tests.support.sockets import free_port
 
     port = free_port()
-    with tempfile.TemporaryDirectory(prefix="osmosis-chromium-") as profile:
+    with tempfile.TemporaryDirectory(prefix="osmosis-chromium-", ignore_cleanup_errors=True) as profile:
         command = _command(profile, offline, f"--remote-debugging-port={port}", "--remote-allow-origins=*")
-        process = subprocess.Popen([*command, url], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # Its own session, so that the browser's helper processes can be ended with it.
+        process = subprocess.Popen(
+            [*command, url], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
         try:
             async with aiohttp.ClientSession() as session:
                 target = await _page_target(session, f"http://127.0.0.1:{port}/json/list", process)
@@ -138,7 +142,7 @@ async def open_page(url: str, *, offline: bool = True) -> AsyncIterator[Page]:
                     )
                     yield page
         finally:
-            process.kill()  # a throw-away profile: nothing to shut down cleanly
+            os.killpg(process.pid, signal.SIGKILL)  # a throw-away profile: nothing to shut down cleanly
             process.wait()
 
 
