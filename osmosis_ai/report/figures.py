@@ -77,8 +77,8 @@ def scores_by_row(rows: list[Row]) -> dict[int, list[float]]:
     """The scores of the completed samples of each row."""
     by_row: dict[int, list[float]] = {}
     for row in rows:
-        if row.scored:
-            by_row.setdefault(row.row, []).append(row.score)  # type: ignore[arg-type]
+        if (value := row.scored_value) is not None:
+            by_row.setdefault(row.row, []).append(value)
     return by_row
 
 
@@ -122,9 +122,9 @@ class RowChange:
 
     @property
     def delta(self) -> float | None:
-        if self.before is None or self.after is None or not (self.before.scored and self.after.scored):
-            return None
-        return self.after.score - self.before.score  # type: ignore[operator]
+        before = self.before.scored_value if self.before else None
+        after = self.after.scored_value if self.after else None
+        return None if before is None or after is None else after - before
 
     @property
     def outcome_changed(self) -> bool:

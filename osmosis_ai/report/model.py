@@ -65,8 +65,9 @@ class Row:
         return self.outcome == "completed"
 
     @property
-    def scored(self) -> bool:
-        return self.completed and self.score is not None
+    def scored_value(self) -> float | None:
+        """The score, for a completed row only: a failed row has none, whatever the file says."""
+        return self.score if self.completed else None
 
 
 @dataclass

@@ -102,10 +102,10 @@ def _summary_html(run: Run, summary: Summary) -> str:
         )
     if run.baseline:
         html.append(_baseline_html(run))
-    values = [row.score for row in run.rows if row.scored]
+    values = [value for row in run.rows if (value := row.scored_value) is not None]
     html.append(
         f"<figure><figcaption>{escape(run.score_name)} of completed rows</figcaption>"
-        f"{histogram_svg(values, run.score_name)}</figure></div>"  # type: ignore[arg-type]
+        f"{histogram_svg(values, run.score_name)}</figure></div>"
     )
     return "".join(html)
 
