@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, osmosis
 from tests.support.openai_server import OpenAIServer, Reply
-from tests.support.results import write_rollout_results
+from tests.support.results import write_rollout_results, write_rubric_results
 
 
 @pytest.fixture(scope="module")
@@ -107,3 +107,31 @@ def test_osmosis_test_json_is_the_summary_of_its_rows(openai_server: OpenAIServe
     assert (summary["kind"], summary["rows"], summary["scored"]) == ("test", 3, 3)
     assert summary["mean_score"]["value"] == 1 / 3 and summary["total_tokens"] == 45
     assert 'data-figure="rows">3<' in page.read_text()
+
+
+def test_eval_json_without_output_and_eval_rubric_report(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    openai_server.default = Reply(content="The answer is #### 19")
+    result = osmosis(
+        "eval", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--model", "local-model", "--base-url",
+        openai_server.url, "--eval-fn", "tests.support.evals:exact", "--n", "2", "--limit", "2", "--json",
+        "--journal", str(tmp_path / "journal.sqlite"),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert (summary["kind"], summary["rows"], summary["score_name"]) == (
+        "eval",
+        4,
+        "tests.support.evals:exact",
+    )
+    assert sorted(summary["pass_at_k"]) == ["1", "2"]
+
+    openai_server.default = Reply(content=json.dumps({"score": 0.75, "explanation": "fine"}))
+    rubric = write_rubric_results(tmp_path, openai_server.url)
+    page = tmp_path / "rubric.html"
+    again = osmosis(
+        "eval-rubric", "-r", "tone", "-d", "judged.jsonl", "-o", str(rubric), "--report", str(page),
+        cwd=tmp_path, home=tmp_path / "home",
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines()[-1] == f"Wrote report to {page}"
+    assert 'data-figure="rows">2<' in page.read_text() and "eval-rubric" in page.read_text()
