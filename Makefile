@@ -27,12 +27,12 @@ lint: $(STAMP)
 test: $(STAMP) lint browser mcp-oldest
 	$(BIN)/python -m pytest
 
-# The login test drives a real headless Chromium (Debian's package). Installed when missing and
-# possible (root with apt-get); otherwise that one test is skipped with the reason.
+# The login and HTML-report tests drive a real headless Chromium (Debian's package). Installed when
+# missing and possible (root with apt-get); otherwise those tests are skipped with the reason.
 browser:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 		&& apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
-		|| echo "chromium not installed: the headless-browser login test will be skipped"
+		|| echo "chromium not installed: the headless-browser tests (login, report) will be skipped"
 
 # The MCP tests also run against the oldest fastmcp the `mcp` extra allows: installed once with pip
 # --target into .venv/fastmcp-<version>/ (a second run only checks a marker); skipped if pip cannot.

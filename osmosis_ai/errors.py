@@ -56,6 +56,7 @@ classes that exist, both ways, so a new error class means a new line here::
     │   │   └── KeyringTokenError                   osmosis_ai.auth.errors
     │   ├── PlatformAPIError                        osmosis_ai.auth.errors
     │   └── AuthenticationExpiredError              osmosis_ai.auth.errors
+    ├── ReportInputError (ValueError)               osmosis_ai.report.errors
     └── TrainGateError                              osmosis_ai.traingate.errors
         ├── PolicyError                             osmosis_ai.traingate.errors
         ├── InitRejected                            osmosis_ai.traingate.launcher
@@ -67,7 +68,8 @@ provider call; the rollout errors are the agent-side SDK (calls to TrainGate, ag
 definition, tools); ``AuthError`` and its children are Platform login, stored credentials and
 Platform calls; ``ServeError`` is a server that cannot start; the evaluation errors are the shared
 dataset reader's, the model client's, the eval functions' and the run journal's; the TrainGate
-errors are the local trainer's. The command line's own error class lives in ``osmosis_ai/cli/errors.py``
+errors are the local trainer's; ``ReportInputError`` is a results file the HTML report cannot read.
+The command line's own error class lives in ``osmosis_ai/cli/errors.py``
 (an application error, not part of this tree): library code never raises it.
 """
 

@@ -34,6 +34,7 @@ from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.eval import cache
 from osmosis_ai.cli.loading import agent_spec
 from osmosis_ai.cli.output import say, setup_logging
+from osmosis_ai.cli.summary import add_summary_arguments, finish_run
 from osmosis_ai.consts import PACKAGE_VERSION
 
 DEBUG_DIR = "local_debug"
@@ -62,6 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="keep each run's final messages (a .jsonl beside the journal and the results)")  # fmt: skip
     parser.add_argument("--debug", action="store_true",
                         help=f"show library log messages and write the agents' traces to ./{DEBUG_DIR}")  # fmt: skip
+    add_summary_arguments(parser)
     cache.add_parser(parser.add_subparsers(dest="eval_command", metavar="{cache}"))
 
 
@@ -76,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
     if (args.baseline_base_url or args.baseline_api_key) and not args.baseline_model:
         raise CLIError("--baseline-base-url and --baseline-api-key need --baseline-model")
     setup_logging(logging.DEBUG if args.debug else None)
+    args.quiet = args.quiet or args.json
     try:
         return asyncio.run(_eval(args))
     except KeyboardInterrupt:
@@ -275,7 +278,7 @@ def _report(
         comparison = compare(records[PRIMARY], records[BASELINE], names)
         print_summary(baseline, quiet=args.quiet, title="Baseline")
         print_comparison(comparison, quiet=args.quiet)
-    print(outcome_line(primary, baseline, planned), flush=True)
+    say(outcome_line(primary, baseline, planned), quiet=args.json)
     config: dict[str, Any] = {"model": args.model, "n_runs": args.n, "pass_threshold": args.pass_threshold,
                               "eval_fns": list(args.eval_fn)}  # fmt: skip
     if args.baseline_model:
@@ -295,6 +298,7 @@ def _report(
         path = write_structured(output_dir, model=args.model, dataset=args.dataset, task_id=task_id,
                                 document=structured, samples=samples)  # fmt: skip
         say(f"Wrote {path}", quiet=args.quiet)
+    finish_run(args, document, args.output or "osmosis eval")
     if stop is not None:
         raise CLIError(
             f"the run stopped: {stop} (finished runs are kept; run the same command again to resume)"

@@ -12,6 +12,7 @@ from pathlib import Path
 from osmosis_ai.cli import output
 from osmosis_ai.cli.arguments import fraction
 from osmosis_ai.cli.eval_rubric.session import EvalRubricOptions, run_eval_rubric
+from osmosis_ai.cli.summary import add_summary_arguments, finish_run
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,6 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="share of judgments (0-1) that may fail without failing the command (default 0); "
         "judgments lost to the provider or the network always fail it",
     )
+    add_summary_arguments(parser, json_flag=False)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,8 +71,9 @@ def run(args: argparse.Namespace) -> int:
         max_failure_rate=args.max_failure_rate,
     )
     try:
-        run_eval_rubric(options)
+        report = run_eval_rubric(options)
     except KeyboardInterrupt:
         output.console.print_error("Evaluation cancelled; no report was written.")
         return 1
+    finish_run(args, report, str(report))
     return 0

@@ -30,6 +30,7 @@ from osmosis_ai.cli import output
 from osmosis_ai.cli.arguments import add_agent_arguments, finite_number, fraction, whole_number
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import setup_logging
+from osmosis_ai.cli.summary import add_summary_arguments, finish_run
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -127,6 +128,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "must complete); infrastructure failures and timeouts always fail it",
     )
     run.add_argument("-o", "--output", metavar="FILE.jsonl", help="write one JSON record per rollout")
+    add_summary_arguments(run)
     run.add_argument(
         "--progress", action="store_true", help="show the progress bar even when not on a terminal"
     )
@@ -216,6 +218,7 @@ async def _run(args: argparse.Namespace) -> int:
     from osmosis_ai.traingate.runner import RunConfig, stream_rollouts
 
     reader, rows, reward_fn, tokenizer, agent_loop, policy = _prepare(args)
+    args.quiet = args.quiet or args.json
     params = {
         k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens)) if v is not None
     }
@@ -225,7 +228,9 @@ async def _run(args: argparse.Namespace) -> int:
     writer = (
         OrderedRecordWriter(args.output, window=_record_window(args.concurrency)) if args.output else None
     )
-    tally = RunTally(keep_sessions=PER_ROLLOUT_TABLE_LIMIT + 1)
+    # --report/--json without -o read the rollouts from memory, so then every one is kept.
+    from_memory = not args.output and (args.report or args.json)
+    tally = RunTally(keep_sessions=total if from_memory else PER_ROLLOUT_TABLE_LIMIT + 1)
 
     try:
         async with contextlib.AsyncExitStack() as stack:
@@ -281,9 +286,11 @@ async def _run(args: argparse.Namespace) -> int:
         rollout_check.render_drift(tally.drift, console)
         if writer is not None:
             print(f"wrote {writer.count} record(s) to {args.output}")
-    print(outcome_line(summary), flush=True)
+    output.say(outcome_line(summary), quiet=args.json)
     if (drift := rollout_check.drift_line(tally.drift, tally.violations)) is not None:
-        print(drift, flush=True)
+        output.say(drift, quiet=args.json)
+    # The records file has every turn; without one, the records kept in memory (turns released).
+    finish_run(args, args.output or [s.to_record() for s in tally.sessions], "osmosis rollout run")
     if not summary.all_terminal:
         lost = summary.rollouts - sum(summary.statuses.get(s, 0) for s in ("COMPLETED", "ERROR"))
         raise CLIError(

@@ -22,6 +22,7 @@ from typing import Any
 from osmosis_ai.cli.arguments import add_agent_run_arguments, whole_number
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import progress_bar, say, setup_logging, wants_progress
+from osmosis_ai.cli.summary import add_summary_arguments, finish_run
 from osmosis_ai.consts import PACKAGE_VERSION
 
 ERROR_PREVIEW = 200
@@ -35,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help=f"show library log messages and write the agents' traces to ./{DEBUG_DIR}",
     )
+    add_summary_arguments(parser)
     parser.add_argument(
         "-i", "--interactive", action="store_true", help="step through rows one model answer at a time"
     )
@@ -54,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     if args.row is not None and not args.interactive:
         raise CLIError("--row needs --interactive")
     setup_logging(logging.DEBUG if args.debug else None)
+    args.quiet = args.quiet or args.json
     return asyncio.run(_test(args))
 
 
@@ -146,10 +149,11 @@ async def _test(args: argparse.Namespace) -> int:
         line += f"; mean reward {sum(rewards) / len(rewards):.3f} over {len(rewards)} completed"
     if batch.stopped_early:
         line += f"; stopped after {counts.total} of {selected} rows"
-    print(line, flush=True)
+    say(line, quiet=args.json)
     if output is not None:
         _write_json(output, batch.to_dict())
         say(quiet=args.quiet, line=f"Wrote results to {output}")
+    finish_run(args, batch.to_dict(), str(output or "osmosis test"))
     if batch.stopped_early:
         raise CLIError(f"the run stopped: {batch.stop_reason}")
     reason = verdict(

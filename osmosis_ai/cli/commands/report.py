@@ -1,0 +1,55 @@
+"""``osmosis report RESULTS... [-o report.html]``: one self-contained HTML page for results files.
+
+Each file is the output of ``rollout run -o``, ``test -o``, ``eval -o`` or ``eval-rubric -o``; the
+format is told by content. With several files, each later one is compared row by row with the
+first (``osmosis report before.jsonl after.jsonl``). The command prints each run's short summary
+(``--json``: one JSON object) and the path of the page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from osmosis_ai.cli.arguments import finite_number
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("results", nargs="+", metavar="RESULTS", help="results files (JSON or JSONL)")
+    parser.add_argument("-o", "--output", default="report.html", metavar="FILE.html",
+                        help="where to write the page (default report.html)")  # fmt: skip
+    parser.add_argument("--title", help="title of the page (default 'Osmosis report')")
+    parser.add_argument("--pass-threshold", type=finite_number(), metavar="SCORE",
+                        help="a sample passes (pass@k) when its score is at least this "
+                        "(default: the file's own, else 1.0)")  # fmt: skip
+    parser.add_argument(
+        "--model", help="model name to price the tokens with, for files that do not record one"
+    )
+    parser.add_argument("--json", action="store_true", help="print the summaries as one JSON object")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print only the path of the page")
+
+
+def run(args: argparse.Namespace) -> int:
+    from osmosis_ai.cli.output import say
+    from osmosis_ai.cli.summary import print_summary, summary_object, write_report
+    from osmosis_ai.report.figures import summarize
+    from osmosis_ai.report.readers import read_results
+
+    runs = [read_results(path) for path in args.results]
+    for results in runs:
+        if args.pass_threshold is not None:
+            results.pass_threshold = args.pass_threshold
+        if args.model and not results.model:
+            results.model = args.model
+    summaries = [summarize(results) for results in runs]
+    target = write_report(args.output, runs, title=args.title, summaries=summaries)
+    if args.json:
+        objects = [summary_object(r, s) for r, s in zip(runs, summaries, strict=True)]
+        print(json.dumps({"report": str(target), "runs": objects}, ensure_ascii=False), flush=True)
+        return 0
+    if not args.quiet:
+        for results, summary in zip(runs, summaries, strict=True):
+            print_summary(results, summary)
+    size = target.stat().st_size
+    say(quiet=False, line=f"Wrote {target} ({size / 1024:,.0f} KB)")
+    return 0

@@ -1,0 +1,125 @@
+"""The short summary every run ends with, on the terminal or as one JSON object, and ``--report FILE``.
+
+:func:`print_summary` draws the figures of :func:`osmosis_ai.report.figures.summarize` — outcomes,
+the mean score with its interval, latency percentiles, tokens and estimated cost — as one small
+table, or with ``as_json`` prints them as a single JSON object on one line for scripts.
+:func:`write_report` turns results into the HTML report. A command that produces results adds
+``--report FILE`` and ``--json`` with :func:`add_summary_arguments` and calls :func:`finish_run` once
+its results exist (a file, or the document it still holds in memory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from osmosis_ai.cli.errors import CLIError
+from osmosis_ai.cli.output import console, say
+
+TYPE_CHECKING = False  # the report package loads only when a summary is drawn
+if TYPE_CHECKING:
+    from osmosis_ai.report.figures import Summary
+    from osmosis_ai.report.model import Run
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.0f} ms"
+
+
+def summary_rows(run: Run, summary: Summary) -> list[tuple[str, str]]:
+    """The summary as (figure, value) rows."""
+    outcomes = ", ".join(f"{name} {n}" for name, n in summary.outcomes.items() if n) or "none"
+    mean = summary.mean_score
+    score = (
+        f"{mean.value:.3f} [{mean.low:.3f}, {mean.high:.3f}] over {summary.scored} scored"
+        if mean
+        else "no scored rows"
+    )
+    latency = " / ".join(_ms(summary.latency_ms.get(p)) for p in ("p50", "p90", "p99"))
+    rows = [("rows", f"{summary.rows}: {outcomes}"), (f"mean {run.score_name}", score)]
+    rows += [
+        (f"pass@{k}", f"{e.value:.3f} [{e.low:.3f}, {e.high:.3f}]") for k, e in summary.pass_at_k.items()
+    ]
+    rows.append(("latency p50 / p90 / p99", latency))
+    if summary.total_tokens is not None:
+        rows.append(
+            ("tokens", f"{summary.total_tokens:,} ({summary.prompt_tokens or 0:,} prompt, "
+             f"{summary.completion_tokens or 0:,} completion)")
+        )  # fmt: skip
+    if summary.cost_usd is not None:
+        rows.append(("estimated cost", f"${summary.cost_usd:.4f}"))
+    if summary.violations or summary.drift_events:
+        rows.append(("violations / drift", f"{summary.violations} / {summary.drift_events}"))
+    return rows
+
+
+def summary_object(run: Run, summary: Summary) -> dict[str, Any]:
+    """The summary as one JSON-ready object."""
+    return {"source": run.source, "kind": run.kind, "score_name": run.score_name, **summary.to_dict()}
+
+
+def print_summary(run: Run, summary: Summary, *, as_json: bool = False) -> None:
+    """The summary table on stdout, or (``as_json``) its object as one line of JSON."""
+    if as_json:
+        print(json.dumps(summary_object(run, summary), ensure_ascii=False), flush=True)
+        return
+    console.table(summary_rows(run, summary), title=f"Summary ({run.kind}: {run.source})")
+
+
+def write_report(
+    path: str | Path,
+    results: Sequence[Run],
+    *,
+    title: str | None = None,
+    summaries: Sequence[Summary] | None = None,
+) -> Path:
+    """Render ``results`` into the HTML file ``path`` (written whole or not at all)."""
+    from osmosis_ai.report.render import render_report
+
+    target = Path(path)
+    if target.is_dir():
+        raise CLIError(f"cannot write the report to {target}: it is a directory; give a file name")
+    page = render_report(results, title=title or "Osmosis report", summaries=summaries)
+    temporary = target.with_name(f".{target.name}.tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary.write_text(page, encoding="utf-8")
+        temporary.replace(target)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise CLIError(f"cannot write the report to {target}: {exc.strerror or exc}") from exc
+    return target
+
+
+def add_summary_arguments(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
+    """``--report FILE`` (and ``--json``) for a command that produces results."""
+    parser.add_argument(
+        "--report", metavar="FILE.html", help="also write the HTML report of the run (see osmosis report)"
+    )
+    if json_flag:
+        parser.add_argument(
+            "--json",
+            action="store_true",
+            help="print the run's summary as one JSON object instead of the outcome line",
+        )
+
+
+def finish_run(args: argparse.Namespace, results: Any, source: str) -> None:
+    """``--report`` and ``--json`` once a run's results exist: ``results`` is the results file's path,
+    or the document a command writes with ``-o`` (the ``test``/``eval`` JSON) still in memory."""
+    report, as_json = getattr(args, "report", None), getattr(args, "json", False)
+    if not (report or as_json):
+        return
+    from osmosis_ai.report.figures import summarize
+    from osmosis_ai.report.readers import read_document, read_results
+
+    run = read_results(results) if isinstance(results, (str, Path)) else read_document(results, source)
+    summary = summarize(run)
+    if report:
+        write_report(report, [run], summaries=[summary])
+        say(f"Wrote report to {report}", quiet=bool(getattr(args, "quiet", False) or as_json))
+    if as_json:
+        print_summary(run, summary, as_json=True)

@@ -1,0 +1,170 @@
+"""The summary figures of a run and the per-row comparison of two runs.
+
+Scores are summarised over completed rows only (a failed row has no score, it is counted): the
+mean is the mean of per-row means with a bootstrap interval over rows, and pass@k (a sample passes
+when its score is at least the run's threshold) is given for every ``k`` up to the samples per row
+when rows have more than one — the same estimators ``osmosis eval`` reports
+(:mod:`osmosis_ai.evaluation.statistics`), so the page and the command agree.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.evaluation.statistics import Estimate, bootstrap_interval, paired_difference, pass_at_k_table
+from osmosis_ai.report.cost import estimated_cost
+from osmosis_ai.report.model import Row, Run
+from osmosis_ai.traingate.report import percentile
+
+PERCENTILES = (0.5, 0.9, 0.99)
+
+
+@dataclass
+class Summary:
+    """What the top of the report (and the terminal summary) says about one run."""
+
+    rows: int
+    outcomes: dict[str, int]
+    scored: int
+    mean_score: Estimate | None
+    pass_at_k: dict[int, Estimate]
+    latency_ms: dict[str, float | None]
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    violations: int
+    drift_events: int
+    cost_usd: float | None = None
+
+    @property
+    def completed(self) -> int:
+        return self.outcomes.get(Outcome.COMPLETED.value, 0)
+
+    @property
+    def total_tokens(self) -> int | None:
+        if self.prompt_tokens is None and self.completion_tokens is None:
+            return None
+        return (self.prompt_tokens or 0) + (self.completion_tokens or 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rows": self.rows,
+            "outcomes": self.outcomes,
+            "completed": self.completed,
+            "scored": self.scored,
+            "mean_score": self.mean_score.to_dict() if self.mean_score else None,
+            "pass_at_k": {str(k): e.to_dict() for k, e in self.pass_at_k.items()},
+            "latency_ms": self.latency_ms,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+            "append_only_violations": self.violations,
+            "drift_events": self.drift_events,
+            "estimated_cost_usd": self.cost_usd,
+        }
+
+
+def outcome_counts(rows: list[Row]) -> dict[str, int]:
+    """Every known outcome (zeros included, in the model's order), then any unknown ones the file had."""
+    counts = Counter(row.outcome for row in rows)
+    known = {o.value: counts.pop(o.value, 0) for o in Outcome}
+    return {**known, **dict(sorted(counts.items()))}
+
+
+def scores_by_row(rows: list[Row]) -> dict[int, list[float]]:
+    """The scores of the completed samples of each row."""
+    by_row: dict[int, list[float]] = {}
+    for row in rows:
+        if (value := row.scored_value) is not None:
+            by_row.setdefault(row.row, []).append(value)
+    return by_row
+
+
+def _token_total(values: list[int | None]) -> int | None:
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
+
+
+def summarize(run: Run, *, price: bool = True) -> Summary:
+    """The figures of ``run``; with ``price``, the estimated cost too (which may import LiteLLM)."""
+    by_row = scores_by_row(run.rows)
+    mean = bootstrap_interval([sum(v) / len(v) for v in by_row.values()]) if by_row else None
+    table: dict[int, Estimate] = {}
+    if by_row and run.samples_per_row > 1:
+        table = pass_at_k_table([[s >= run.pass_threshold for s in v] for v in by_row.values()])
+    latencies = [row.latency_ms for row in run.rows if row.latency_ms is not None]
+    prompt_tokens = _token_total([row.prompt_tokens for row in run.rows])
+    completion_tokens = _token_total([row.completion_tokens for row in run.rows])
+    return Summary(
+        rows=len(run.rows),
+        outcomes=outcome_counts(run.rows),
+        scored=sum(len(v) for v in by_row.values()),
+        mean_score=mean,
+        pass_at_k=table,
+        latency_ms={f"p{round(q * 100)}": percentile(latencies, q) for q in PERCENTILES},
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        violations=sum(len(row.trajectory.violations) for row in run.rows),
+        drift_events=sum(len(row.trajectory.drift) for row in run.rows),
+        cost_usd=estimated_cost(run.model, prompt_tokens, completion_tokens) if price else None,
+    )
+
+
+@dataclass
+class RowChange:
+    """One ``(row, sample)`` as two runs saw it."""
+
+    key: tuple[int, int]
+    before: Row | None
+    after: Row | None
+
+    @property
+    def delta(self) -> float | None:
+        before = self.before.scored_value if self.before else None
+        after = self.after.scored_value if self.after else None
+        return None if before is None or after is None else after - before
+
+    @property
+    def outcome_changed(self) -> bool:
+        return (self.before and self.before.outcome) != (self.after and self.after.outcome)
+
+
+@dataclass
+class Comparison:
+    """Run ``after`` against run ``before``, row by row."""
+
+    before: Run
+    after: Run
+    changes: list[RowChange] = field(default_factory=list)
+    mean_difference: Estimate | None = None
+
+    @property
+    def improved(self) -> int:
+        return sum(1 for c in self.changes if c.delta is not None and c.delta > 0)
+
+    @property
+    def worse(self) -> int:
+        return sum(1 for c in self.changes if c.delta is not None and c.delta < 0)
+
+    @property
+    def outcome_changes(self) -> int:
+        return sum(1 for c in self.changes if c.outcome_changed)
+
+
+def compare(before: Run, after: Run) -> Comparison:
+    """Pair the rows of two runs by ``(row, sample)``; the mean difference is over rows scored in
+    both (per-row means first, so rows with more samples do not weigh more)."""
+    first = {row.key: row for row in before.rows}
+    second = {row.key: row for row in after.rows}
+    keys = sorted(set(first) | set(second))
+    changes = [RowChange(key, first.get(key), second.get(key)) for key in keys]
+    a, b = scores_by_row(before.rows), scores_by_row(after.rows)
+    shared = sorted(set(a) & set(b))
+    difference = None
+    if shared:
+        difference = paired_difference(
+            [sum(b[r]) / len(b[r]) for r in shared], [sum(a[r]) / len(a[r]) for r in shared]
+        )
+    return Comparison(before, after, changes, difference)

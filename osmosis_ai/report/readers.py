@@ -1,0 +1,389 @@
+"""Reading results files: which command wrote a file, and its rows in the shape of :mod:`.model`.
+
+The format is told by content, not by the file name:
+
+* JSON lines whose objects carry ``rollout_id`` or ``status`` with ``row_index`` — ``osmosis rollout run -o``;
+* a JSON object with ``summary`` and ``results`` — ``osmosis test -o``;
+* a JSON object with ``config`` and ``rows`` — ``osmosis eval -o`` (0.2's layout);
+* a JSON object with ``records`` and ``overall_statistics`` — ``osmosis eval-rubric -o``.
+
+Only the fields listed in docs/design.md ("The HTML report") are read. Others are ignored and
+optional ones may be missing, so the writers can grow fields without breaking the report. Rows are
+returned in dataset order (row, sample), whatever order they were written in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from osmosis_ai.report.errors import ReportInputError
+from osmosis_ai.report.model import BaselineFigure, Message, Row, Run, Trajectory
+
+PREVIEW_KEYS = ("rollout_id", "status", "row_index")
+KNOWN = (
+    "the output of 'osmosis rollout run -o', 'osmosis test -o', 'osmosis eval -o' or 'osmosis eval-rubric -o'"
+)
+
+
+def read_results(path: str | Path) -> Run:
+    """Read the results file at ``path``; :class:`ReportInputError` says why one cannot be read."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ReportInputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ReportInputError(f"{path}: is a directory; give a results file") from None
+    except UnicodeDecodeError:
+        raise ReportInputError(f"{path}: not a text file; expected {KNOWN}") from None
+    except OSError as exc:
+        raise ReportInputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    return parse_results(text, str(path))
+
+
+def parse_results(text: str, source: str) -> Run:
+    """Parse the content of a results file named ``source`` (used in messages and on the page)."""
+    if not text.strip():
+        raise ReportInputError(f"{source}: the file is empty; expected {KNOWN}")
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError:
+        return read_document(_json_lines(text, source), source)
+    return read_document(document, source)
+
+
+def read_document(document: Any, source: str) -> Run:
+    """A results document already parsed: a JSON object, or the list of objects of a JSON lines file."""
+    if isinstance(document, dict):
+        for keys, reader in _DOCUMENT_READERS:
+            if all(key in document for key in keys):
+                return reader(document, source)
+        if any(key in document for key in PREVIEW_KEYS):
+            return _read_rollouts([document], source)
+        found = ", ".join(sorted(document)[:8]) or "none"
+        raise ReportInputError(f"{source}: a JSON object with keys {found} is not {KNOWN}")
+    if isinstance(document, list):
+        for number, item in enumerate(document, 1):
+            if not isinstance(item, dict) or not any(key in item for key in PREVIEW_KEYS):
+                raise ReportInputError(
+                    f"{source} line {number}: not a rollout record (a JSON object with rollout_id, "
+                    f"row_index and status); expected {KNOWN}"
+                )
+        return _read_rollouts(document, source)
+    raise ReportInputError(f"{source}: a JSON {type(document).__name__} is not {KNOWN}")
+
+
+def _json_lines(text: str, source: str) -> list[Any]:
+    records = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise ReportInputError(
+                f"{source} line {number}: not JSON ({exc.msg} at column {exc.colno}); expected {KNOWN}"
+            ) from None
+    return records
+
+
+# -- small tolerant accessors ---------------------------------------------------------------------
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _whole(value: Any) -> int | None:
+    number = _number(value)
+    return int(number) if number is not None else None
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _messages(value: Any) -> list[Message]:
+    return [m if isinstance(m, dict) else {"role": "unknown", "content": m} for m in _list(value)]
+
+
+def _runs_of(mask: Iterable[Any]) -> list[list[int]]:
+    """Run-length encoding of a 0/1 mask: ``[[flag, length], ...]``."""
+    runs: list[list[int]] = []
+    for value in mask:
+        flag = 1 if value else 0
+        if runs and runs[-1][0] == flag:
+            runs[-1][1] += 1
+        else:
+            runs.append([flag, 1])
+    return runs
+
+
+def _ordered(rows: list[Row]) -> list[Row]:
+    return sorted(rows, key=lambda r: r.key)
+
+
+# -- osmosis rollout run --------------------------------------------------------------------------
+
+_STATUS_OUTCOMES = {"COMPLETED": "completed", "ERROR": "agent_error", "TIMEOUT": "timeout"}
+
+
+def _read_rollouts(records: list[dict[str, Any]], source: str) -> Run:
+    rows = [_rollout_row(record) for record in records]
+    return Run(source=source, kind="rollout run", rows=_ordered(rows), model=_text(_first(records, "model")))
+
+
+def _first(records: list[dict[str, Any]], key: str) -> Any:
+    return next((r[key] for r in records if r.get(key) is not None), None)
+
+
+def _rollout_row(record: dict[str, Any]) -> Row:
+    turns = [t for t in _list(record.get("turns")) if isinstance(t, dict)]
+    metrics = _mapping(record.get("metrics"))
+    status = str(record.get("status") or "")
+    outcome = record.get("outcome") or _STATUS_OUTCOMES.get(status, "infra_error")
+    prompt: int | None
+    completion: int | None
+    if turns and any("usage" in t for t in turns):
+        prompt = sum(_whole(_mapping(t.get("usage")).get("prompt_tokens")) or 0 for t in turns)
+        completion = sum(_whole(_mapping(t.get("usage")).get("completion_tokens")) or 0 for t in turns)
+    else:
+        prompt = _whole(metrics.get("prompt_tokens"))
+        completion = _whole(metrics.get("response_tokens", metrics.get("completion_tokens")))
+    row = _whole(record.get("row_index")) or 0
+    sample = _whole(record.get("sample_index")) or 0
+    return Row(
+        row=row,
+        sample=sample,
+        outcome=str(outcome),
+        label=str(record.get("rollout_id") or f"row {row} sample {sample}"),
+        score=_number(record.get("reward")),
+        finish_reason=_text(record.get("finish_reason")),
+        error=_text(record.get("error_message") or record.get("reward_error")),
+        latency_ms=_number(record.get("latency_ms")),
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        trajectory=_rollout_trajectory(record, turns),
+    )
+
+
+def _rollout_trajectory(record: dict[str, Any], turns: list[dict[str, Any]]) -> Trajectory:
+    trajectory = Trajectory(messages=_messages(record.get("final_messages")))
+    for turn in turns:
+        position = _whole(turn.get("num_request_messages"))
+        if position is None:
+            continue
+        usage = _mapping(turn.get("usage"))
+        trajectory.turns[position] = {
+            "turn": turn.get("index"),
+            "latency_ms": _number(turn.get("latency_ms")),
+            "prompt_tokens": len(_list(turn.get("prompt_token_ids"))) or _whole(usage.get("prompt_tokens")),
+            "generated_tokens": len(_list(turn.get("token_ids"))) or _whole(usage.get("completion_tokens")),
+            "finish_reason": turn.get("finish_reason"),
+        }
+    trajectory.violations = [v for v in _list(record.get("append_only_violations")) if isinstance(v, dict)]
+    drift = record.get("drift_events", record.get("template_drift"))
+    trajectory.drift = [d for d in _list(drift) if isinstance(d, dict)]
+    trajectory.token_runs = _token_runs(record, turns)
+    for key in ("rejected_calls", "gateway_errors"):
+        if _list(record.get(key)):
+            trajectory.extra[key] = record[key]
+    if record.get("reward_error"):
+        trajectory.extra["reward_error"] = record["reward_error"]
+    return trajectory
+
+
+def _token_runs(record: dict[str, Any], turns: list[dict[str, Any]]) -> list[list[int]]:
+    """Which tokens of the final sequence the model generated: from a loss mask when the record has
+    one, else from the turns (turn k generated the ids right after its prompt ids)."""
+    nested = _mapping(record.get("trajectory"))
+    mask = _list(record.get("loss_mask")) or _list(nested.get("loss_mask"))
+    if mask:
+        return _runs_of(mask)
+    with_ids = [t for t in turns if _list(t.get("token_ids")) or _list(t.get("prompt_token_ids"))]
+    if not with_ids:
+        return []
+    last = with_ids[-1]
+    total = len(_list(last.get("prompt_token_ids"))) + len(_list(last.get("token_ids")))
+    mask_bits = [0] * total
+    for turn in with_ids:
+        start = len(_list(turn.get("prompt_token_ids")))
+        for position in range(start, min(total, start + len(_list(turn.get("token_ids"))))):
+            mask_bits[position] = 1
+    return _runs_of(mask_bits)
+
+
+# -- osmosis test ---------------------------------------------------------------------------------
+
+
+def _read_test(document: dict[str, Any], source: str) -> Run:
+    rows = []
+    for result in _list(document.get("results")):
+        if not isinstance(result, dict):
+            continue
+        row = _row_from_local(result, sample=0)
+        row.label = f"row {row.row}"
+        rows.append(row)
+    run = Run(source=source, kind="test", rows=_ordered(rows), model=_text(document.get("model")))
+    summary = _mapping(document.get("summary"))
+    if summary.get("stopped_early"):
+        run.notes.append(f"stopped early: {summary.get('stop_reason')}")
+    return run
+
+
+def _row_from_local(result: Mapping[str, Any], *, sample: int) -> Row:
+    """A row of ``test`` or a run of ``eval``: both come from the in-process runner."""
+    usage = _mapping(result.get("token_usage"))
+    success = result.get("success")
+    outcome = result.get("outcome") or ("completed" if success else "agent_error")
+    messages = result.get("final_messages", result.get("messages"))
+    trajectory = Trajectory(messages=_messages(messages))
+    for key in ("append_only_violations", "violations"):
+        trajectory.violations += [v for v in _list(result.get(key)) if isinstance(v, dict)]
+    return Row(
+        row=_whole(result.get("row_index")) or 0,
+        sample=sample,
+        outcome=str(outcome),
+        score=_number(result.get("reward")),
+        finish_reason=_text(result.get("finish_reason")),
+        error=_text(result.get("error")),
+        latency_ms=_number(result.get("duration_ms")),
+        prompt_tokens=_whole(usage.get("prompt_tokens")),
+        completion_tokens=_whole(usage.get("completion_tokens")),
+        trajectory=trajectory,
+    )
+
+
+# -- osmosis eval ---------------------------------------------------------------------------------
+
+
+def _read_eval(document: dict[str, Any], source: str) -> Run:
+    """``osmosis eval -o``: 0.2's ``config``/``summary``/``rows`` layout. The primary model's runs are
+    the rows; a baseline model's runs are summarised as baseline figures beside the primary's."""
+    config = _mapping(document.get("config"))
+    functions = [str(name) for name in _list(config.get("eval_fns"))]
+    primary = functions[0] if functions else None
+    rows = []
+    for row in _list(document.get("rows")):
+        if not isinstance(row, dict):
+            continue
+        for item in _list(row.get("runs")):
+            if not isinstance(item, dict) or item.get("model_tag") == "baseline":
+                continue
+            rows.append(_eval_run(item, row_index=_whole(row.get("row_index")) or 0, primary=primary))
+    threshold = _number(config.get("pass_threshold"))
+    run = Run(
+        source=source,
+        kind="eval",
+        rows=_ordered(rows),
+        score_name=primary or "reward",
+        pass_threshold=1.0 if threshold is None else threshold,
+        model=_text(config.get("model")),
+    )
+    baseline = _mapping(_mapping(document.get("baseline_summary")).get("eval_fns"))
+    candidate = _mapping(_mapping(document.get("summary")).get("eval_fns"))
+    for name in functions:
+        figure = _number(_mapping(baseline.get(name)).get("mean"))
+        if figure is not None:
+            run.baseline.append(BaselineFigure(f"{name} mean", figure, _number(_mapping(candidate.get(name)).get("mean"))))
+    if run.baseline:
+        run.baseline_source = _text(config.get("baseline_model"))
+    return run
+
+
+def _eval_run(item: Mapping[str, Any], *, row_index: int, primary: str | None) -> Row:
+    sample = _whole(item.get("run_index")) or 0
+    scores = {k: float(v) for k, v in _mapping(item.get("scores")).items() if _number(v) is not None}
+    errors = _mapping(item.get("eval_errors"))
+    error = _text(item.get("error")) or (
+        "; ".join(f"{name}: {message}" for name, message in errors.items()) if errors else None
+    )
+    success = item.get("success")
+    return Row(
+        row=row_index,
+        sample=sample,
+        label=f"row {row_index} run {sample}",
+        outcome=str(item.get("outcome") or ("completed" if success else "agent_error")),
+        score=scores.get(primary) if primary else None,
+        scores=scores,
+        error=error,
+        latency_ms=_number(item.get("duration_ms")),
+    )
+
+
+# -- osmosis eval-rubric --------------------------------------------------------------------------
+
+
+def _read_rubric(document: dict[str, Any], source: str) -> Run:
+    rows = []
+    for position, record in enumerate(_list(document.get("records"))):
+        if not isinstance(record, dict):
+            continue
+        index = _whole(record.get("record_index"))
+        index = position if index is None else index
+        label = str(record.get("conversation_id") or record.get("id") or f"record {index}")
+        for run in _list(record.get("runs")):
+            if isinstance(run, dict):
+                rows.append(_judgment_row(record, run, index, label))
+    provider, model = document.get("provider"), document.get("model")
+    run = Run(
+        source=source,
+        kind="eval-rubric",
+        rows=_ordered(rows),
+        score_name=f"score ({document.get('rubric_id')})" if document.get("rubric_id") else "score",
+        model=f"{provider}/{model}" if provider and model else _text(model),
+    )
+    comparison = _mapping(document.get("baseline_comparison"))
+    if comparison:
+        current = _mapping(document.get("overall_statistics"))
+        for name, value in _mapping(comparison.get("baseline_statistics")).items():
+            if _number(value) is not None:
+                run.baseline.append(BaselineFigure(name, float(value), _number(current.get(name))))
+        run.baseline_source = _text(comparison.get("source_path"))
+    return run
+
+
+def _judgment_row(record: Mapping[str, Any], run: Mapping[str, Any], index: int, label: str) -> Row:
+    usage = _mapping(_mapping(run.get("raw")).get("usage"))
+    payload = _mapping(record.get("input_record"))
+    messages = _messages(payload.get("messages"))
+    if not messages and payload.get("solution_str") is not None:
+        messages = [{"role": "assistant", "content": str(payload["solution_str"])}]
+    trajectory = Trajectory(messages=messages, extra={"input_record": dict(payload)})
+    if run.get("explanation"):
+        trajectory.extra["explanation"] = run["explanation"]
+    sample = _whole(run.get("run_index")) or 0
+    seconds = _number(run.get("duration_seconds"))
+    outcome = run.get("outcome") or ("completed" if run.get("status") == "success" else "model_error")
+    return Row(
+        row=index,
+        sample=sample,
+        outcome=str(outcome),
+        label=f"{label} run {sample}",
+        score=_number(run.get("score")),
+        error=_text(run.get("error")),
+        latency_ms=None if seconds is None else seconds * 1000,
+        prompt_tokens=_whole(usage.get("prompt_tokens")),
+        completion_tokens=_whole(usage.get("completion_tokens")),
+        trajectory=trajectory,
+    )
+
+
+_DOCUMENT_READERS: tuple[tuple[tuple[str, ...], Callable[[dict[str, Any], str], Run]], ...] = (
+    (("records", "overall_statistics"), _read_rubric),
+    (("config", "rows"), _read_eval),
+    (("summary", "results"), _read_test),
+)

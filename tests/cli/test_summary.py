@@ -1,0 +1,56 @@
+"""The short summary a run ends with (table or one JSON object) and the ``--report`` helper."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+from contextlib import redirect_stdout
+from pathlib import Path
+
+from osmosis_ai.cli.summary import finish_run, print_summary, summary_rows
+from osmosis_ai.report.figures import summarize
+from osmosis_ai.report.model import Row, Run
+
+RUN = Run(
+    "run.json",
+    "test",
+    [
+        Row(0, 0, "completed", score=1.0, latency_ms=100.0, prompt_tokens=10, completion_tokens=5),
+        Row(1, 0, "completed", score=0.0, latency_ms=300.0, prompt_tokens=10, completion_tokens=5),
+        Row(2, 0, "timeout", latency_ms=900.0),
+    ],
+)
+
+
+def test_summary_rows_name_outcomes_reward_latency_and_tokens() -> None:
+    rows = dict(summary_rows(RUN, summarize(RUN)))
+    assert rows["rows"] == "3: completed 2, timeout 1"
+    assert rows["mean reward"].startswith("0.500 [0.000, 1.000] over 2 scored")
+    assert rows["latency p50 / p90 / p99"] == "300 ms / 900 ms / 900 ms"
+    assert rows["tokens"] == "30 (20 prompt, 10 completion)"
+
+
+def test_json_summary_is_one_object_on_one_line() -> None:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        print_summary(RUN, summarize(RUN), as_json=True)
+    assert out.getvalue().count("\n") == 1
+    document = json.loads(out.getvalue())
+    assert document["outcomes"]["timeout"] == 1 and document["latency_ms"]["p50"] == 300.0
+    assert document["total_tokens"] == 30 and document["kind"] == "test"
+
+
+def test_finish_run_writes_the_report_and_prints_the_json_summary(tmp_path: Path) -> None:
+    document = {"summary": {}, "results": [{"row_index": 0, "outcome": "completed", "reward": 1.0}]}
+    page = tmp_path / "r.html"
+    out = io.StringIO()
+    with redirect_stdout(out):
+        finish_run(argparse.Namespace(report=str(page), json=False, quiet=False), document, "in-memory")
+    assert out.getvalue() == f"Wrote report to {page}\n"
+    assert 'data-figure="rows">1<' in page.read_text()
+    out = io.StringIO()
+    with redirect_stdout(out):
+        finish_run(argparse.Namespace(report=None, json=True, quiet=True), document, "in-memory")
+        finish_run(argparse.Namespace(report=None, json=False, quiet=False), document, "nothing asked")
+    assert json.loads(out.getvalue())["mean_score"]["value"] == 1.0

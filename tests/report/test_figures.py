@@ -1,0 +1,65 @@
+"""The summary figures of real runs, and two runs compared row by row."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from osmosis_ai.evaluation.statistics import bootstrap_interval, paired_difference, pass_at_k_table
+from osmosis_ai.report.figures import compare, summarize
+from osmosis_ai.report.model import Row, Run
+from osmosis_ai.report.readers import read_results
+from osmosis_ai.traingate.report import percentile
+from tests.support.results import write_rollout_results
+
+
+def test_summary_of_a_rollout_run_equals_its_records(rollouts: Path) -> None:
+    records = [json.loads(line) for line in rollouts.read_text().splitlines()]
+    summary = summarize(read_results(rollouts))
+    assert summary.rows == 8 and summary.completed == 6 and summary.outcomes["agent_error"] == 2
+    # Failed rollouts have no score: the mean is over the completed ones, per row first.
+    rewards = {r["row_index"]: r["reward"] for r in records if r["outcome"] == "completed"}
+    assert summary.scored == 6 and summary.mean_score == bootstrap_interval(
+        [rewards[i] for i in sorted(rewards)]
+    )
+    assert summary.mean_score.value == (1.0 + 0.5 + 0.25) / 3
+    assert summary.pass_at_k == pass_at_k_table([[r == 1.0] * 2 for _, r in sorted(rewards.items())])
+    latencies = [r["latency_ms"] for r in records]
+    assert summary.latency_ms == {"p50": percentile(latencies, 0.5), "p90": percentile(latencies, 0.9),
+                                  "p99": percentile(latencies, 0.99)}  # fmt: skip
+    assert summary.completion_tokens == sum(len(t["token_ids"]) for r in records for t in r["turns"])
+    assert summary.violations == 2 and summary.drift_events == 0
+    assert summary.cost_usd is None  # the scripted policy has no price
+
+
+def test_a_single_sample_per_row_has_no_pass_at_k() -> None:
+    run = Run("one.json", "test", [Row(i, 0, "completed", score=float(i % 2)) for i in range(4)])
+    summary = summarize(run)
+    assert summary.pass_at_k == {} and summary.mean_score is not None and summary.mean_score.value == 0.5
+
+
+def test_two_runs_are_compared_row_by_row(results_dir: Path, rollouts: Path) -> None:
+    after_path = write_rollout_results(results_dir, "after.jsonl", rewards=(0.0, 0.5, 1.0, 1.0))
+    before, after = read_results(rollouts), read_results(after_path)
+    comparison = compare(before, after)
+    deltas = {c.key: c.delta for c in comparison.changes}
+    assert deltas == {(0, 0): -1.0, (0, 1): -1.0, (1, 0): 0.0, (1, 1): 0.0, (2, 0): None, (2, 1): None,
+                      (3, 0): 0.75, (3, 1): 0.75}  # fmt: skip
+    assert (comparison.improved, comparison.worse, comparison.outcome_changes) == (2, 2, 0)
+    assert comparison.mean_difference == paired_difference([0.0, 0.5, 1.0], [1.0, 0.5, 0.25])
+
+
+def test_rows_present_in_one_run_only_count_as_outcome_changes() -> None:
+    before = Run("a", "test", [Row(0, 0, "completed", score=1.0), Row(1, 0, "timeout")])
+    after = Run(
+        "b",
+        "test",
+        [Row(0, 0, "completed", score=1.0), Row(1, 0, "completed", score=0.0), Row(2, 0, "completed")],
+    )
+    comparison = compare(before, after)
+    assert [(c.key, c.outcome_changed) for c in comparison.changes] == [
+        ((0, 0), False),
+        ((1, 0), True),
+        ((2, 0), True),
+    ]
+    assert comparison.mean_difference is not None and comparison.mean_difference.value == 0.0
