@@ -5,13 +5,13 @@ A sample is one run of the agent on one row with one model (``primary``, or ``ba
 ``--baseline-model`` is given: the same rows and run indices, its own client and journal tag). A
 completed run is scored by every eval function; an eval function that raises makes the sample a
 ``reward_error``, never a 0. A systemic provider failure stops the run: the failed sample is not
-journalled, so the rerun after the fix runs it.
+journalled, so the rerun after the fix runs it. Any other failure (the journal's disk, the
+progress display) cancels the samples in flight and is raised: unjournalled, they run again on resume.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from osmosis_ai.cli import output
 from osmosis_ai.evaluation.errors import SystemicProviderError
 from osmosis_ai.evaluation.journal import PRIMARY, Journal, SampleRecord
 from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.evaluation.pool import run_bounded
 from osmosis_ai.evaluation.runner import LocalRunner, RowResult
 
 
@@ -77,43 +78,30 @@ async def run_samples(
     log_samples: bool,
     on_sample: Callable[[SampleRecord], None],
 ) -> str | None:
-    """Run the ``todo`` samples (row index -> ``(run index, tag)``) of ``rows``; returns why the run
-    stopped early, if it did."""
+    """Run the ``todo`` samples (row index -> ``(run index, tag)``) of ``rows``, ``batch_size`` at a
+    time; returns why the run stopped early, if it did."""
     by_tag = {c.tag: c for c in contenders}
-    slots = asyncio.Semaphore(batch_size)
     stopped: list[str] = []
 
-    async def one(row_index: int, row: dict[str, Any], sample: int, tag: str) -> None:
-        try:
-            if stopped:
-                return
-            try:
-                result = await by_tag[tag].runner.run_row(row, row_index)
-            except SystemicProviderError as exc:
-                stopped.append(str(exc) if tag == PRIMARY else f"{tag}: {exc}")
-                return
-            outcome, data = await score(result, row, eval_fns)
-            messages = result.final_messages if log_samples else None
-            record = SampleRecord(row_index, sample, outcome, data, tag, messages)
-            await journal.arecord(record)
-            on_sample(record)
-        finally:
-            slots.release()
+    def samples() -> Iterator[tuple[int, dict[str, Any], int, str]]:
+        for row_index, row in rows:
+            for sample, tag in todo.get(row_index, []):
+                yield row_index, row, sample, tag
 
-    tasks: set[asyncio.Task[None]] = set()
-    for row_index, row in rows:
-        for sample, tag in todo.get(row_index, []):
-            await slots.acquire()
-            if stopped:
-                slots.release()
-                break
-            task = asyncio.create_task(one(row_index, row, sample, tag))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-        if stopped:
-            break
-    if tasks:
-        await asyncio.gather(*tasks)
+    async def one(item: tuple[int, dict[str, Any], int, str]) -> None:
+        row_index, row, sample, tag = item
+        try:
+            result = await by_tag[tag].runner.run_row(row, row_index)
+        except SystemicProviderError as exc:
+            stopped.append(str(exc) if tag == PRIMARY else f"{tag}: {exc}")
+            return
+        outcome, data = await score(result, row, eval_fns)
+        messages = result.final_messages if log_samples else None
+        record = SampleRecord(row_index, sample, outcome, data, tag, messages)
+        await journal.arecord(record)
+        on_sample(record)
+
+    await run_bounded(samples(), one, concurrency=batch_size, stop=lambda: bool(stopped))
     return stopped[0] if stopped else None
 
 

@@ -1,7 +1,8 @@
 """The local test/eval API at its 0.2 import path, over :mod:`osmosis_ai.evaluation`.
 
-Provided so far: the dataset reader, the row-to-request helper, ``ExternalLLMClient`` and their
-errors. The test and eval runners are not built yet.
+The dataset reader, the row-to-request helper, ``ExternalLLMClient`` and their errors; the 0.2
+sub-packages ``common``, ``test_mode`` and ``evaluation`` re-export the parts of this design that
+keep 0.2's meaning (docs/compatibility.md lists the ones replaced).
 """
 
 from __future__ import annotations
