@@ -141,16 +141,29 @@ CASES: list[tuple[str, Any, list[tuple[str, str | None]], list[str]]] = [
         [],
     ),
     (
-        "non-string enum",
+        "non-string enum and nested keywords are fine",
         Duck(
             tools=[
                 _function(
                     parameters={
                         "type": "object",
-                        "properties": {"x": {"type": "integer", "enum": [1]}},
+                        "properties": {
+                            "x": {"type": "integer", "enum": [1]},
+                            "xs": {"type": "array", "items": {"type": "object", "properties": {}}},
+                        },
                         "required": [],
                     }
                 )
+            ]
+        ),
+        [],
+        [],
+    ),
+    (
+        "property without a type",
+        Duck(
+            tools=[
+                _function(parameters={"type": "object", "properties": {"x": {"enum": ["a"]}}, "required": []})
             ]
         ),
         [("INVALID_TOOL_SCHEMA", "tools[0]")],

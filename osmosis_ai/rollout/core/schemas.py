@@ -21,7 +21,7 @@ from enum import Enum
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from osmosis_ai.rollout.core.exceptions import RolloutValueError
 
@@ -119,15 +119,26 @@ def _check_rollout_id(value: str) -> str:
 
 
 class OpenAIFunctionPropertySchema(BaseModel):
-    """One parameter of a function tool. Other JSON-Schema keywords are dropped (the protocol's tool shape)."""
+    """One parameter of a function tool.
+
+    ``type`` is required and ``description`` and ``enum`` are always serialized (``null`` when unset),
+    the protocol's tool shape. Every other JSON-Schema keyword (nested ``properties``, ``items``,
+    ``anyOf``, ``default``, ...) is kept verbatim and serialized after them: the model needs the nested
+    shape to fill nested arguments, and strict providers reject a schema with it cut away.
+    """
+
+    model_config = ConfigDict(extra="allow")
 
     type: str
     description: str | None = None
-    enum: list[str] | None = None
+    enum: list[Any] | None = None
 
 
 class OpenAIFunctionParametersSchema(BaseModel):
-    """The ``parameters`` object of a function tool."""
+    """The ``parameters`` object of a function tool; other keywords (``$defs``, ``additionalProperties``,
+    ...) are kept verbatim, as in a property."""
+
+    model_config = ConfigDict(extra="allow")
 
     type: str
     properties: dict[str, OpenAIFunctionPropertySchema]

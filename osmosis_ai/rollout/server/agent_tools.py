@@ -68,9 +68,10 @@ class GetToolsCaller:
 class ToolsCache:
     """Validates ``get_tools`` results into ``list[OpenAIFunctionToolSchema]``, reusing the last list.
 
-    The cache holds a deep copy of the last input, so an agent that mutates and returns the same
-    list object still gets a fresh validation. Raises ``pydantic.ValidationError`` for an item that
-    is not a tool schema.
+    The cache holds a deep copy of the last input and validates that copy, so an agent that mutates
+    and returns the same list object still gets a fresh validation and cannot change tools already
+    validated (the models keep extra JSON-Schema keywords by reference). Raises
+    ``pydantic.ValidationError`` for an item that is not a tool schema.
     """
 
     def __init__(self) -> None:
@@ -80,6 +81,7 @@ class ToolsCache:
     def __call__(self, tools: Any) -> list[OpenAIFunctionToolSchema]:
         if self._tools is not None and tools == self._snapshot:
             return self._tools
-        validated = _TOOLS.validate_python(tools)
-        self._snapshot, self._tools = copy.deepcopy(tools), validated
+        snapshot = copy.deepcopy(tools)
+        validated = _TOOLS.validate_python(snapshot)
+        self._snapshot, self._tools = snapshot, validated
         return validated

@@ -18,7 +18,10 @@ from osmosis_ai.rollout.core.schemas import (
     CompletionsResponse,
     InitResponse,
     OpenAIFunctionCallSchema,
+    OpenAIFunctionParametersSchema,
     OpenAIFunctionParsedSchema,
+    OpenAIFunctionPropertySchema,
+    OpenAIFunctionSchema,
     OpenAIFunctionToolSchema,
     RolloutMetrics,
     RolloutRequest,
@@ -197,25 +200,26 @@ def test_limit_is_safe_across_threads() -> None:
     assert get_max_metadata_size_bytes() in {1024 * (i + 1) for i in range(8)}
 
 
-def test_tool_schema_serializes_nulls_and_drops_extra_keywords() -> None:
+def test_tool_schema_serializes_nulls_and_keeps_every_other_keyword_verbatim() -> None:
+    nested = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "number", "minimum": 0},
+            "xs": {"type": "array", "items": {"type": "object", "properties": {"k": {"enum": [1, None]}}}},
+            "mode": {"type": "integer", "enum": [1, 2], "default": 1, "anyOf": [{"type": "integer"}]},
+        },
+        "required": ["a"],
+        "additionalProperties": False,
+        "$defs": {"K": {"type": "string"}},
+    }
     tool = OpenAIFunctionToolSchema.model_validate(
         {
             "type": "function",
-            "function": {
-                "name": "add",
-                "description": "Add two numbers",
-                "parameters": {
-                    "type": "object",
-                    "properties": {
-                        "a": {"type": "number", "minimum": 0},
-                        "xs": {"type": "array", "items": {}},
-                    },
-                    "required": ["a"],
-                },
-            },
+            "function": {"name": "add", "description": "Add two numbers", "parameters": nested},
         }
     )
     dumped = InitResponse(rollout_id="r-1", tools=[tool]).model_dump(mode="json")
+    properties = dumped["tools"][0]["function"]["parameters"].pop("properties")
     assert dumped == {
         "rollout_id": "r-1",
         "tools": [
@@ -226,16 +230,59 @@ def test_tool_schema_serializes_nulls_and_drops_extra_keywords() -> None:
                     "description": "Add two numbers",
                     "parameters": {
                         "type": "object",
-                        "properties": {
-                            "a": {"type": "number", "description": None, "enum": None},
-                            "xs": {"type": "array", "description": None, "enum": None},
-                        },
                         "required": ["a"],
+                        "additionalProperties": False,
+                        "$defs": {"K": {"type": "string"}},
                     },
                     "strict": False,
                 },
             }
         ],
+    }
+    assert properties == {
+        "a": {"type": "number", "description": None, "enum": None, "minimum": 0},
+        "xs": {
+            "type": "array",
+            "description": None,
+            "enum": None,
+            "items": nested["properties"]["xs"]["items"],
+        },
+        "mode": {
+            "type": "integer",
+            "description": None,
+            "enum": [1, 2],
+            "default": 1,
+            "anyOf": [{"type": "integer"}],
+        },
+    }
+    assert tool.function.parameters.properties["mode"].enum == [1, 2]
+
+
+def test_tool_schema_built_from_the_declared_fields_serializes_as_before() -> None:
+    tool = OpenAIFunctionToolSchema(
+        type="function",
+        function=OpenAIFunctionSchema(
+            name="pick",
+            description="Pick a colour",
+            parameters=OpenAIFunctionParametersSchema(
+                type="object",
+                properties={"colour": OpenAIFunctionPropertySchema(type="string", enum=["red", "blue"])},
+                required=["colour"],
+            ),
+        ),
+    )
+    assert tool.model_dump(mode="json") == {
+        "type": "function",
+        "function": {
+            "name": "pick",
+            "description": "Pick a colour",
+            "parameters": {
+                "type": "object",
+                "properties": {"colour": {"type": "string", "description": None, "enum": ["red", "blue"]}},
+                "required": ["colour"],
+            },
+            "strict": False,
+        },
     }
 
 
@@ -263,22 +310,30 @@ def test_function_default_parameters() -> None:
     assert tool.function.strict is False
 
 
-def test_enum_must_be_strings() -> None:
-    with pytest.raises(ValidationError):
+@pytest.mark.parametrize(
+    ("properties", "missing"),
+    [
+        ({"x": {"enum": ["a"]}}, ("x", "type")),
+        ({"x": {"type": 1}}, ("x", "type")),
+        ({"x": {"type": "string", "description": 3}}, ("x", "description")),
+        ({"x": {"type": "string", "enum": "a"}}, ("x", "enum")),
+    ],
+)
+def test_a_property_still_needs_a_string_type_and_a_string_description(
+    properties: dict[str, Any], missing: tuple[str, ...]
+) -> None:
+    with pytest.raises(ValidationError) as exc:
         OpenAIFunctionToolSchema.model_validate(
             {
                 "type": "function",
                 "function": {
                     "name": "f",
                     "description": "d",
-                    "parameters": {
-                        "type": "object",
-                        "properties": {"x": {"type": "integer", "enum": [1]}},
-                        "required": [],
-                    },
+                    "parameters": {"type": "object", "properties": properties, "required": []},
                 },
             }
         )
+    assert exc.value.errors()[0]["loc"] == ("function", "parameters", "properties", *missing)
 
 
 @pytest.mark.parametrize(

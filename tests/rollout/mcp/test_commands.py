@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_ai.traingate.policy.scripted import find_expression
-from tests.rollout.mcp.conftest import CALCULATOR_MCP
+from tests.rollout.mcp.conftest import CALCULATOR_MCP, SCHEMAS_MCP
 from tests.rollout.mcp.test_agent_loop import calls
 from tests.support.cli import CALCULATOR_DATASET, osmosis, subprocess_env
 from tests.support.openai_server import OpenAIServer, Reply
@@ -119,6 +119,27 @@ def test_osmosis_rollout_run_serves_an_mcp_directory_to_the_local_traingate() ->
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"{ROWS} rollouts: {ROWS} completed (100.0%); mean reward 1.000")
+
+
+def test_osmosis_rollout_run_offers_the_policy_the_nested_schemas_over_the_rollout_wire(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    openai_server.handler = lambda payload: "nothing to do"
+    data = tmp_path / "one.jsonl"
+    data.write_text(json.dumps({"system_prompt": "s", "user_prompt": "register", "ground_truth": "x"}) + "\n")
+    result = osmosis(
+        "rollout", "run", "--mcp", str(SCHEMAS_MCP), "-d", str(data), "--model", "local-model",
+        "--base-url", openai_server.url, "-q",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    offered = [r.json["tools"] for r in openai_server.requests if r.json and r.json.get("tools")]
+    assert offered, "the policy was never offered the tools"
+    register = next(t["function"] for t in offered[-1] if t["function"]["name"] == "register")
+    person = register["parameters"]["properties"]["person"]
+    assert person["type"] == "object" and person["required"] == ["name", "addresses"]
+    street = person["properties"]["addresses"]["items"]["properties"]["street"]
+    assert street == {"type": "string"}
+    assert register["parameters"]["properties"]["tags"]["items"] == {"type": "string"}
 
 
 def test_osmosis_serve_serves_an_mcp_directory(tmp_path: Path) -> None:

@@ -99,3 +99,26 @@ def test_tools_cache_reuses_the_list_while_the_agent_returns_an_equal_one():
     assert [tool.function.name for tool in validate(tools)] == [ADD_TOOL["function"]["name"], "other"]
     with pytest.raises(ValidationError):
         validate([{"type": "function", "function": {"name": "no_description"}}])
+
+
+def test_tools_cache_keeps_nested_keywords_the_agent_later_mutates_in_place():
+    validate = ToolsCache()
+    items = {"type": "number"}
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "total",
+            "description": "Sum a list",
+            "parameters": {
+                "type": "object",
+                "properties": {"xs": {"type": "array", "items": items}},
+                "required": ["xs"],
+            },
+        },
+    }
+    first = validate([tool])
+    items["type"] = "string"
+    assert first[0].model_dump()["function"]["parameters"]["properties"]["xs"]["items"] == {"type": "number"}
+    again = validate([tool])
+    assert again is not first
+    assert again[0].model_dump()["function"]["parameters"]["properties"]["xs"]["items"] == {"type": "string"}
