@@ -86,7 +86,7 @@ def test_ctrl_c_at_a_prompt_ends_the_session_at_once(openai_server: OpenAIServer
     with Terminal(*command) as terminal:
         terminal.wait_for("[?]help > ")
         terminal.interrupt()  # while the console thread is blocked reading the terminal
-        status = terminal.finish(timeout=20)
+        status = terminal.finish(timeout=60)  # bounds a hang only; a loaded machine is slow to exit
     assert status == 130, terminal.screen
     assert terminal.screen.rstrip().endswith("Interrupted.")
     assert "Traceback" not in terminal.screen and "Fatal Python error" not in terminal.screen
