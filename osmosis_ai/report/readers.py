@@ -298,7 +298,9 @@ def _read_eval(document: dict[str, Any], source: str) -> Run:
     for name in functions:
         figure = _number(_mapping(baseline.get(name)).get("mean"))
         if figure is not None:
-            run.baseline.append(BaselineFigure(f"{name} mean", figure, _number(_mapping(candidate.get(name)).get("mean"))))
+            run.baseline.append(
+                BaselineFigure(f"{name} mean", figure, _number(_mapping(candidate.get(name)).get("mean")))
+            )
     if run.baseline:
         run.baseline_source = _text(config.get("baseline_model"))
     return run
