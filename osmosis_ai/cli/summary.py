@@ -4,8 +4,9 @@
 the mean score with its interval, latency percentiles, tokens and estimated cost — as one small
 table, or with ``as_json`` prints them as a single JSON object on one line for scripts.
 :func:`write_report` turns results into the HTML report. A command that produces results adds
-``--report FILE`` and ``--json`` with :func:`add_summary_arguments` and calls :func:`finish_run` once
-its results exist (a file, or the document it still holds in memory).
+``--report FILE`` and ``--json`` with :func:`add_summary_arguments`, calls :func:`show_summary` just
+before its outcome line (so that line stays the last) and :func:`finish_run` once its results exist
+(a file, or the document it still holds in memory).
 """
 
 from __future__ import annotations
@@ -135,7 +136,8 @@ def show_summary(
 def finish_run(args: argparse.Namespace, results: Any, source: str, figures: Figures | None = None) -> None:
     """``--report`` and ``--json`` once a run's results exist: ``results`` is the results file's path,
     or the document a command writes with ``-o`` (the ``test``/``eval`` JSON) still in memory.
-    ``--json`` prints ``figures`` when given; the report always reads the rows from ``results``."""
+    ``--json`` prints ``figures`` when given; the report needs the rows, so it reads ``results``
+    unless ``figures`` hold them."""
     report, as_json = getattr(args, "report", None), getattr(args, "json", False)
     if report:
         run, summary = run_figures(results, source) if figures is None or not figures[0].rows else figures
