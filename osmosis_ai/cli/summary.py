@@ -4,8 +4,9 @@
 the mean score with its interval, latency percentiles, tokens and estimated cost — as one small
 table, or with ``as_json`` prints them as a single JSON object on one line for scripts.
 :func:`write_report` turns results into the HTML report. A command that produces results adds
-``--report FILE`` and ``--json`` with :func:`add_summary_arguments` and calls :func:`finish_run` once
-its results exist (a file, or the document it still holds in memory).
+``--report FILE`` and ``--json`` with :func:`add_summary_arguments`, calls :func:`show_summary` just
+before its outcome line (so that line stays the last) and :func:`finish_run` once its results exist
+(a file, or the document it still holds in memory).
 """
 
 from __future__ import annotations
@@ -107,19 +108,41 @@ def add_summary_arguments(parser: argparse.ArgumentParser, *, json_flag: bool = 
         )
 
 
-def finish_run(args: argparse.Namespace, results: Any, source: str) -> None:
-    """``--report`` and ``--json`` once a run's results exist: ``results`` is the results file's path,
-    or the document a command writes with ``-o`` (the ``test``/``eval`` JSON) still in memory."""
-    report, as_json = getattr(args, "report", None), getattr(args, "json", False)
-    if not (report or as_json):
-        return
+Figures = tuple["Run", "Summary"]
+
+
+def run_figures(results: Any, source: str) -> Figures:
+    """The run read from ``results`` (a results file's path, or the document still in memory) and its summary."""
     from osmosis_ai.report.figures import summarize
     from osmosis_ai.report.readers import read_document, read_results
 
     run = read_results(results) if isinstance(results, (str, Path)) else read_document(results, source)
-    summary = summarize(run)
+    return run, summarize(run)
+
+
+def show_summary(
+    args: argparse.Namespace, results: Any, source: str, figures: Figures | None = None
+) -> Figures | None:
+    """The summary table every run ends with, printed just before its outcome line (not with ``-q``
+    or ``--json``). ``figures`` are a command's own counts, when it kept no rows to read; the figures
+    used are returned so that :func:`finish_run` does not compute them again."""
+    if getattr(args, "quiet", False) or getattr(args, "json", False):
+        return figures
+    figures = figures or run_figures(results, source)
+    print_summary(*figures)
+    return figures
+
+
+def finish_run(args: argparse.Namespace, results: Any, source: str, figures: Figures | None = None) -> None:
+    """``--report`` and ``--json`` once a run's results exist: ``results`` is the results file's path,
+    or the document a command writes with ``-o`` (the ``test``/``eval`` JSON) still in memory.
+    ``--json`` prints ``figures`` when given; the report needs the rows, so it reads ``results``
+    unless ``figures`` hold them."""
+    report, as_json = getattr(args, "report", None), getattr(args, "json", False)
     if report:
+        run, summary = run_figures(results, source) if figures is None or not figures[0].rows else figures
         write_report(report, [run], summaries=[summary])
         say(f"Wrote report to {report}", quiet=bool(getattr(args, "quiet", False) or as_json))
+        figures = figures or (run, summary)
     if as_json:
-        print_summary(run, summary, as_json=True)
+        print_summary(*(figures or run_figures(results, source)), as_json=True)

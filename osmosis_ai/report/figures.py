@@ -82,33 +82,88 @@ def scores_by_row(rows: list[Row]) -> dict[int, list[float]]:
     return by_row
 
 
+class ScoreTally:
+    """Per row, the sum, count and passes of its scores: all the mean and pass@k need, so a run
+    that keeps no rows (``rollout run``) can still be summarised, in memory that grows with the rows
+    of the dataset only."""
+
+    def __init__(self, pass_threshold: float = 1.0) -> None:
+        self.pass_threshold = pass_threshold
+        self.by_row: dict[int, list[float]] = {}  # row -> [sum, count, passes]
+
+    def add(self, row: int, score: float) -> None:
+        entry = self.by_row.setdefault(row, [0.0, 0, 0])
+        entry[0] += score
+        entry[1] += 1
+        entry[2] += score >= self.pass_threshold
+
+    @property
+    def scored(self) -> int:
+        return sum(int(entry[1]) for entry in self.by_row.values())
+
+    def mean(self) -> Estimate | None:
+        """The mean of per-row means, with its bootstrap interval over rows."""
+        means = [total / count for total, count, _ in self.by_row.values()]
+        return bootstrap_interval(means) if means else None
+
+    def pass_at_k(self, samples_per_row: int) -> dict[int, Estimate]:
+        if not self.by_row or samples_per_row <= 1:
+            return {}
+        outcomes = [[True] * int(p) + [False] * int(n - p) for _, n, p in self.by_row.values()]
+        return pass_at_k_table(outcomes)
+
+
 def _token_total(values: list[int | None]) -> int | None:
     present = [v for v in values if v is not None]
     return sum(present) if present else None
 
 
-def summarize(run: Run, *, price: bool = True) -> Summary:
-    """The figures of ``run``; with ``price``, the estimated cost too (which may import LiteLLM)."""
-    by_row = scores_by_row(run.rows)
-    mean = bootstrap_interval([sum(v) / len(v) for v in by_row.values()]) if by_row else None
-    table: dict[int, Estimate] = {}
-    if by_row and run.samples_per_row > 1:
-        table = pass_at_k_table([[s >= run.pass_threshold for s in v] for v in by_row.values()])
-    latencies = [row.latency_ms for row in run.rows if row.latency_ms is not None]
-    prompt_tokens = _token_total([row.prompt_tokens for row in run.rows])
-    completion_tokens = _token_total([row.completion_tokens for row in run.rows])
+def summary_of(
+    *,
+    outcomes: dict[str, int],
+    scores: ScoreTally,
+    samples_per_row: int,
+    latencies_ms: list[float],
+    prompt_tokens: int | None,
+    completion_tokens: int | None,
+    violations: int = 0,
+    drift_events: int = 0,
+    model: str | None = None,
+    price: bool = True,
+) -> Summary:
+    """A summary from running totals, for a command that counted its run instead of keeping it."""
     return Summary(
-        rows=len(run.rows),
-        outcomes=outcome_counts(run.rows),
-        scored=sum(len(v) for v in by_row.values()),
-        mean_score=mean,
-        pass_at_k=table,
-        latency_ms={f"p{round(q * 100)}": percentile(latencies, q) for q in PERCENTILES},
+        rows=sum(outcomes.values()),
+        outcomes=outcomes,
+        scored=scores.scored,
+        mean_score=scores.mean(),
+        pass_at_k=scores.pass_at_k(samples_per_row),
+        latency_ms={f"p{round(q * 100)}": percentile(latencies_ms, q) for q in PERCENTILES},
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
+        violations=violations,
+        drift_events=drift_events,
+        cost_usd=estimated_cost(model, prompt_tokens, completion_tokens) if price else None,
+    )
+
+
+def summarize(run: Run, *, price: bool = True) -> Summary:
+    """The figures of ``run``; with ``price``, the estimated cost too (which may import LiteLLM)."""
+    scores = ScoreTally(run.pass_threshold)
+    for row in run.rows:
+        if (value := row.scored_value) is not None:
+            scores.add(row.row, value)
+    return summary_of(
+        outcomes=outcome_counts(run.rows),
+        scores=scores,
+        samples_per_row=run.samples_per_row,
+        latencies_ms=[row.latency_ms for row in run.rows if row.latency_ms is not None],
+        prompt_tokens=_token_total([row.prompt_tokens for row in run.rows]),
+        completion_tokens=_token_total([row.completion_tokens for row in run.rows]),
         violations=sum(len(row.trajectory.violations) for row in run.rows),
         drift_events=sum(len(row.trajectory.drift) for row in run.rows),
-        cost_usd=estimated_cost(run.model, prompt_tokens, completion_tokens) if price else None,
+        model=run.model,
+        price=price,
     )
 
 

@@ -8,8 +8,8 @@ import json
 from contextlib import redirect_stdout
 from pathlib import Path
 
-from osmosis_ai.cli.summary import finish_run, print_summary, summary_rows
-from osmosis_ai.report.figures import summarize
+from osmosis_ai.cli.summary import finish_run, print_summary, show_summary, summary_rows
+from osmosis_ai.report.figures import ScoreTally, outcome_counts, summarize, summary_of
 from osmosis_ai.report.model import Row, Run
 
 RUN = Run(
@@ -54,3 +54,38 @@ def test_finish_run_writes_the_report_and_prints_the_json_summary(tmp_path: Path
         finish_run(argparse.Namespace(report=None, json=True, quiet=True), document, "in-memory")
         finish_run(argparse.Namespace(report=None, json=False, quiet=False), document, "nothing asked")
     assert json.loads(out.getvalue())["mean_score"]["value"] == 1.0
+
+
+def test_a_summary_from_running_counts_equals_the_summary_of_the_rows() -> None:
+    rows = [
+        Row(0, 0, "completed", score=1.0, latency_ms=100.0, prompt_tokens=10, completion_tokens=5),
+        Row(0, 1, "completed", score=0.0, latency_ms=200.0, prompt_tokens=10, completion_tokens=5),
+        Row(1, 0, "completed", score=1.0, latency_ms=300.0, prompt_tokens=10, completion_tokens=5),
+        Row(1, 1, "agent_error", latency_ms=400.0),
+    ]
+    scores = ScoreTally()
+    for row in reversed(rows):  # counted in finishing order, not dataset order
+        if row.scored_value is not None:
+            scores.add(row.row, row.scored_value)
+    counted = summary_of(
+        outcomes=outcome_counts(rows),
+        scores=scores,
+        samples_per_row=2,
+        latencies_ms=[400.0, 300.0, 200.0, 100.0],
+        prompt_tokens=30,
+        completion_tokens=15,
+        price=False,
+    )
+    assert counted == summarize(Run("r.jsonl", "rollout run", rows), price=False)
+    assert counted.pass_at_k and counted.mean_score is not None
+
+
+def test_show_summary_prints_the_table_unless_quiet_or_json() -> None:
+    document = {"summary": {}, "results": [{"row_index": 0, "outcome": "completed", "reward": 1.0}]}
+    out = io.StringIO()
+    with redirect_stdout(out):
+        figures = show_summary(argparse.Namespace(quiet=False, json=False), document, "in-memory")
+        silent = show_summary(argparse.Namespace(quiet=True, json=False), document, "in-memory")
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "Summary (test: in-memory)" and lines[1].split() == ["rows", "1:", "completed", "1"]
+    assert figures is not None and figures[1].rows == 1 and silent is None

@@ -81,3 +81,19 @@ class SyncReturnsCoroutine(AsyncTools):
 
 agent_loop = AsyncTools()
 """
+
+
+def assert_summary_table_matches(stdout: str, results: Path, outcome_line: str) -> None:
+    """``stdout`` ends with the summary table of the run read back from ``results`` (every figure
+    equal), then ``outcome_line``, the last line."""
+    from osmosis_ai.cli.summary import summary_rows
+    from osmosis_ai.report.figures import summarize
+    from osmosis_ai.report.readers import read_results
+
+    run = read_results(results)
+    lines = stdout.splitlines()
+    title = next(i for i, line in enumerate(lines) if line.startswith(f"Summary ({run.kind}: "))
+    table = lines[title + 1 :]
+    for name, value in summary_rows(run, summarize(run, price=False)):
+        assert any(line.startswith(name) and line.endswith(value) for line in table), (name, value, table)
+    assert outcome_line in lines[-1] and title < len(lines) - 1

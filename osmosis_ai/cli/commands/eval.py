@@ -34,7 +34,7 @@ from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.eval import cache
 from osmosis_ai.cli.loading import agent_spec
 from osmosis_ai.cli.output import say, setup_logging
-from osmosis_ai.cli.summary import add_summary_arguments, finish_run
+from osmosis_ai.cli.summary import add_summary_arguments, finish_run, show_summary
 from osmosis_ai.consts import PACKAGE_VERSION
 
 DEBUG_DIR = "local_debug"
@@ -278,13 +278,14 @@ def _report(
         comparison = compare(records[PRIMARY], records[BASELINE], names)
         print_summary(baseline, quiet=args.quiet, title="Baseline")
         print_comparison(comparison, quiet=args.quiet)
-    say(outcome_line(primary, baseline, planned), quiet=args.json)
     config: dict[str, Any] = {"model": args.model, "n_runs": args.n, "pass_threshold": args.pass_threshold,
                               "eval_fns": list(args.eval_fn)}  # fmt: skip
     if args.baseline_model:
         config["baseline_model"] = args.baseline_model
     everything = [r for tag_records in records.values() for r in tag_records]
     document = legacy_document(config, primary, everything, baseline=baseline, comparison=comparison)
+    figures = show_summary(args, document, args.output or "osmosis eval")
+    say(outcome_line(primary, baseline, planned), quiet=args.json)
     if args.output:
         write_json(Path(args.output), document, flag="--output")
     if output_dir is not None and status == "completed":
@@ -298,7 +299,7 @@ def _report(
         path = write_structured(output_dir, model=args.model, dataset=args.dataset, task_id=task_id,
                                 document=structured, samples=samples)  # fmt: skip
         say(f"Wrote {path}", quiet=args.quiet)
-    finish_run(args, document, args.output or "osmosis eval")
+    finish_run(args, document, args.output or "osmosis eval", figures)
     if stop is not None:
         raise CLIError(
             f"the run stopped: {stop} (finished runs are kept; run the same command again to resume)"

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from osmosis_ai.cli import output
 from osmosis_ai.cli.arguments import fraction
 from osmosis_ai.cli.eval_rubric.session import EvalRubricOptions, run_eval_rubric
-from osmosis_ai.cli.summary import add_summary_arguments, finish_run
+from osmosis_ai.cli.summary import Figures, add_summary_arguments, finish_run, show_summary
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="share of judgments (0-1) that may fail without failing the command (default 0); "
         "judgments lost to the provider or the network always fail it",
     )
-    add_summary_arguments(parser, json_flag=False)
+    add_summary_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,10 +71,20 @@ def run(args: argparse.Namespace) -> int:
         requests_per_minute=args.requests_per_minute,
         max_failure_rate=args.max_failure_rate,
     )
+    ended: list[tuple[Path, dict[str, Any], Figures | None]] = []
+
+    def written(path: Path, document: dict[str, Any]) -> None:
+        # The table goes before the outcome line; --report/--json wait for the verdict's line too.
+        ended.append((path, document, show_summary(args, document, str(path))))
+
+    emit = (lambda line: None) if args.json else print  # --json: the summary object is all of stdout
     try:
-        report = run_eval_rubric(options)
+        try:
+            run_eval_rubric(options, emit=emit, on_report=written)
+        finally:
+            for path, document, figures in ended:
+                finish_run(args, document, str(path), figures)
     except KeyboardInterrupt:
         output.console.print_error("Evaluation cancelled; no report was written.")
         return 1
-    finish_run(args, report, str(report))
     return 0

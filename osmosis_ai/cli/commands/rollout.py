@@ -30,7 +30,7 @@ from osmosis_ai.cli import output
 from osmosis_ai.cli.arguments import add_agent_arguments, finite_number, fraction, whole_number
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import setup_logging
-from osmosis_ai.cli.summary import add_summary_arguments, finish_run
+from osmosis_ai.cli.summary import Figures, add_summary_arguments, finish_run, show_summary
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -228,9 +228,10 @@ async def _run(args: argparse.Namespace) -> int:
     writer = (
         OrderedRecordWriter(args.output, window=_record_window(args.concurrency)) if args.output else None
     )
-    # --report/--json without -o read the rollouts from memory, so then every one is kept.
-    from_memory = not args.output and (args.report or args.json)
+    # --report without -o reads the rollouts from memory, so then every one is kept.
+    from_memory = not args.output and args.report
     tally = RunTally(keep_sessions=total if from_memory else PER_ROLLOUT_TABLE_LIMIT + 1)
+    counts = FigureCounts()
 
     try:
         async with contextlib.AsyncExitStack() as stack:
@@ -258,6 +259,7 @@ async def _run(args: argparse.Namespace) -> int:
 
                 async def finished(session: RolloutSession) -> None:
                     tally.add(session)
+                    counts.add(session)
                     if writer is not None:
                         # Written as soon as every earlier rollout is (an interrupted run keeps what it
                         # did), in dataset order, by a writer thread.
@@ -286,11 +288,14 @@ async def _run(args: argparse.Namespace) -> int:
         rollout_check.render_drift(tally.drift, console)
         if writer is not None:
             print(f"wrote {writer.count} record(s) to {args.output}")
+    source = str(args.output or "osmosis rollout run")
+    figures = counts.figures(tally, source, samples_per_row=args.n)
+    show_summary(args, None, source, figures)
     output.say(outcome_line(summary), quiet=args.json)
     if (drift := rollout_check.drift_line(tally.drift, tally.violations)) is not None:
         output.say(drift, quiet=args.json)
     # The records file has every turn; without one, the records kept in memory (turns released).
-    finish_run(args, args.output or [s.to_record() for s in tally.sessions], "osmosis rollout run")
+    finish_run(args, args.output or [s.to_record() for s in tally.sessions], source, figures)
     if not summary.all_terminal:
         lost = summary.rollouts - sum(summary.statuses.get(s, 0) for s in ("COMPLETED", "ERROR"))
         raise CLIError(
@@ -309,6 +314,50 @@ async def _run(args: argparse.Namespace) -> int:
     if args.fail_on_drift:
         rollout_check.fail_on_drift(tally.drift)
     return 0
+
+
+class FigureCounts:
+    """What the closing summary needs beyond the run's tally: per-row rewards (for the mean's interval
+    and pass@k) and token totals, counted as rollouts end, so no rollout is kept for them."""
+
+    def __init__(self) -> None:
+        from osmosis_ai.report.figures import ScoreTally
+
+        self.scores = ScoreTally()
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.counted_tokens = False
+
+    def add(self, session: RolloutSession) -> None:
+        """Count a finished rollout, before its turns are released."""
+        from osmosis_ai.evaluation.outcome import Outcome
+
+        if session.reward is not None and session.outcome is Outcome.COMPLETED:
+            self.scores.add(session.row_index, session.reward)
+        for turn in session.turns:
+            self.prompt_tokens += int(turn.usage.get("prompt_tokens") or 0)
+            self.completion_tokens += int(turn.usage.get("completion_tokens") or 0)
+            self.counted_tokens = True
+
+    def figures(self, tally: RunTally, source: str, *, samples_per_row: int) -> Figures:
+        """The summary of the run, as reading its records file would give it (unpriced, like the
+        records, which name no model: pricing would import LiteLLM, seconds, for one figure)."""
+        from osmosis_ai.evaluation.outcome import Outcome
+        from osmosis_ai.report.figures import summary_of
+        from osmosis_ai.report.model import Run
+
+        summary = summary_of(
+            outcomes={o.value: tally.outcomes[o] for o in Outcome},
+            scores=self.scores,
+            samples_per_row=samples_per_row,
+            latencies_ms=tally.latencies,
+            prompt_tokens=self.prompt_tokens if self.counted_tokens else None,
+            completion_tokens=self.completion_tokens if self.counted_tokens else None,
+            violations=tally.violations,
+            drift_events=tally.drift.events,
+            price=False,
+        )
+        return Run(source, "rollout run", []), summary
 
 
 def outcome_line(summary: RunSummary) -> str:
@@ -368,10 +417,6 @@ async def _bench(args: argparse.Namespace) -> int:
 # -- the console report ------------------------------------------------------------------------------
 
 
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f} ms"
-
-
 def _last_content(messages: Sequence[dict[str, Any]], role: str) -> str:
     content = next((m.get("content") for m in reversed(messages) if m.get("role") == role), None)
     return " ".join(str(content or "").split())
@@ -403,7 +448,8 @@ def render_rollouts(sessions: Sequence[RolloutSession], console: Console) -> Non
 
 
 def render_summary(summary: RunSummary, tally: RunTally, console: Console) -> None:
-    """Print the run's summary table, then the first append-only violations and agent errors.
+    """Print what only a rollout run measures (statuses, turns, throughput, protocol checks), then
+    the first append-only violations and agent errors.
 
     Infrastructure failures are left to the caller, which turns them into the command's error."""
     from rich.markup import escape
@@ -414,20 +460,8 @@ def render_summary(summary: RunSummary, tally: RunTally, console: Console) -> No
     table.add_column()
     statuses = ", ".join(f"{name} {count}" for name, count in sorted(summary.statuses.items()))
     table.add_row("rollouts", f"{summary.rollouts} ({statuses})")
-    counts = summary.outcome_counts
-    failures = counts.failures()
-    table.add_row(
-        "outcomes",
-        f"{counts.completed} completed" + (f"; {failures}" if failures else ""),
-        style="yellow" if failures else None,
-    )
-    reward = (
-        "-" if summary.mean_reward is None else f"{summary.mean_reward:.3f} over {summary.rewarded} completed"
-    )
-    table.add_row("mean reward", reward)
+    # Outcomes, the mean reward and latency are in the closing summary table every command prints.
     table.add_row("mean turns", f"{summary.mean_turns:.2f}")
-    lat = summary.latency_ms
-    table.add_row("latency p50 / p90 / p99", f"{_ms(lat['p50'])} / {_ms(lat['p90'])} / {_ms(lat['p99'])}")
     table.add_row("throughput", f"{summary.rollouts_per_s:.1f} rollouts/s ({summary.wall_s:.2f} s wall)")
     violations = f"{summary.violations} in {summary.rollouts_with_violations} rollout(s)"
     table.add_row("append-only violations", violations, style="red" if summary.violations else None)

@@ -22,7 +22,7 @@ from typing import Any
 from osmosis_ai.cli.arguments import add_agent_run_arguments, whole_number
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import progress_bar, say, setup_logging, wants_progress
-from osmosis_ai.cli.summary import add_summary_arguments, finish_run
+from osmosis_ai.cli.summary import add_summary_arguments, finish_run, show_summary
 from osmosis_ai.consts import PACKAGE_VERSION
 
 ERROR_PREVIEW = 200
@@ -149,11 +149,13 @@ async def _test(args: argparse.Namespace) -> int:
         line += f"; mean reward {sum(rewards) / len(rewards):.3f} over {len(rewards)} completed"
     if batch.stopped_early:
         line += f"; stopped after {counts.total} of {selected} rows"
+    document, source = batch.to_dict(), str(output or "osmosis test")
+    figures = show_summary(args, document, source)
     say(line, quiet=args.json)
     if output is not None:
-        _write_json(output, batch.to_dict())
+        _write_json(output, document)
         say(quiet=args.quiet, line=f"Wrote results to {output}")
-    finish_run(args, batch.to_dict(), str(output or "osmosis test"))
+    finish_run(args, document, source, figures)
     if batch.stopped_early:
         raise CLIError(f"the run stopped: {batch.stop_reason}")
     reason = verdict(

@@ -148,8 +148,13 @@ def _lookup(config_path: Path, rubric_id: str) -> RubricConfig:
     return config
 
 
-def run_eval_rubric(options: EvalRubricOptions, emit: Callable[[str], Any] = print) -> Path:
-    """Run ``eval-rubric`` end to end; ``emit`` receives each output line. Returns the report path."""
+def run_eval_rubric(
+    options: EvalRubricOptions,
+    emit: Callable[[str], Any] = print,
+    on_report: Callable[[Path, dict[str, Any]], Any] | None = None,
+) -> Path:
+    """Run ``eval-rubric`` end to end; ``emit`` receives each output line, ``on_report`` the JSON
+    report once written (before the closing outcome line). Returns the report path."""
     migrate_legacy_reports(cache_root())
     rubric_id = options.rubric_id.strip()
     if not rubric_id:
@@ -181,11 +186,14 @@ def run_eval_rubric(options: EvalRubricOptions, emit: Callable[[str], Any] = pri
     context = ReportContext(config, config_path, data_path, options.number, identifier, baseline)
     for line in render_text_report(results, context):
         emit(line)
+    document = build_json_report(results, context)
     try:
-        write_json_atomic(report_path, build_json_report(results, context))
+        write_json_atomic(report_path, document)
     except OSError as exc:
         raise CLIError(f"Cannot write report {report_path}: {exc.strerror or exc}") from exc
     emit(f"Wrote evaluation results to {report_path}")
+    if on_report is not None:
+        on_report(report_path, document)
     counts = outcome_counts(results)
     cached = sum(run.cached for result in results for run in result.runs)
     emit(counts.describe("judgment") + (f"; {cached} served from the judgment cache" if cached else ""))

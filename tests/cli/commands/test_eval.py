@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cli import osmosis
+from tests.support.cli import assert_summary_table_matches, osmosis
 from tests.support.openai_server import OpenAIServer, Reply
 
 AGENT = "tests.support.agents:agent_loop"
@@ -262,9 +262,10 @@ def test_flags_that_need_or_exclude_others(
 def test_the_output_file_has_the_0_2_layout(openai_server: OpenAIServer, tmp_path: Path) -> None:
     openai_server.default = Reply(content="2")
     out = tmp_path / "r.json"
-    result = _eval(openai_server.url, _data(tmp_path, ["2", "3"]), tmp_path, "--n", "2", "-q", "-o", str(out),
+    result = _eval(openai_server.url, _data(tmp_path, ["2", "3"]), tmp_path, "--n", "2", "-o", str(out),
                    "--max-failure-rate", "1")  # fmt: skip
     assert result.returncode == 0, result.stderr
+    assert_summary_table_matches(result.stdout, out, "4 runs: 4 completed")
     document = json.loads(out.read_text())
     assert list(document) == ["config", "summary", "rows"]
     assert document["config"] == {"model": "m", "n_runs": 2, "pass_threshold": 1.0,

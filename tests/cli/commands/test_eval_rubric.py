@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cli import osmosis
+from tests.support.cli import assert_summary_table_matches, osmosis
 from tests.support.openai_server import OpenAIServer, Reply
 
 
@@ -81,6 +81,8 @@ def test_eval_rubric_end_to_end(openai_server: OpenAIServer, tmp_path: Path, hom
     assert "Baseline comparison (source: base.json):" in out
     assert f"Wrote evaluation results to {report}" in out
     assert out.endswith("4 judgments: 4 completed (100.0%)\n")
+    assert_summary_table_matches(out, report, "4 judgments: 4 completed (100.0%)")
+    assert out.index(f"Wrote evaluation results to {report}") < out.index("Summary (eval-rubric: ")
 
     document = json.loads(report.read_text(encoding="utf-8"))
     assert document["overall_statistics"]["total_runs"] == 4

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from osmosis_ai.report.figures import summarize
+from osmosis_ai.report.readers import read_results
 from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, osmosis
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.results import write_rollout_results, write_rubric_results
@@ -88,6 +90,11 @@ def test_rollout_run_writes_its_report_and_json_summary(tmp_path: Path) -> None:
     summary = json.loads(result.stdout)  # the one object is all of stdout
     assert (summary["kind"], summary["rows"], summary["completed"]) == ("rollout run", 8, 8)
     assert summary["mean_score"]["value"] == 1.0 and summary["completion_tokens"] > 0
+    # Counted as rollouts ended, the object is what reading the records file back gives.
+    read_back = summarize(read_results(records), price=False).to_dict()
+    latency = summary.pop("latency_ms")
+    assert latency == pytest.approx(read_back.pop("latency_ms"), abs=0.01)
+    assert {k: summary[k] for k in read_back} == read_back
     assert 'data-figure="completed">8<' in page.read_text()
     without_records = osmosis(*common, "-q", "--report", str(tmp_path / "memory.html"))
     assert without_records.returncode == 0, without_records.stderr
@@ -129,9 +136,10 @@ def test_eval_json_without_output_and_eval_rubric_report(openai_server: OpenAISe
     rubric = write_rubric_results(tmp_path, openai_server.url)
     page = tmp_path / "rubric.html"
     again = osmosis(
-        "eval-rubric", "-r", "tone", "-d", "judged.jsonl", "-o", str(rubric), "--report", str(page),
+        "eval-rubric", "-r", "tone", "-d", "judged.jsonl", "-o", str(rubric), "--report", str(page), "--json",
         cwd=tmp_path, home=tmp_path / "home",
     )  # fmt: skip
     assert again.returncode == 0, again.stderr
-    assert again.stdout.splitlines()[-1] == f"Wrote report to {page}"
+    summary = json.loads(again.stdout)  # the one object is all of stdout
+    assert (summary["kind"], summary["rows"], summary["mean_score"]["value"]) == ("eval-rubric", 2, 0.75)
     assert 'data-figure="rows">2<' in page.read_text() and "eval-rubric" in page.read_text()

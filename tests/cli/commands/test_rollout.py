@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, REPO, subprocess_env
+from tests.support.cli import (
+    CALCULATOR,
+    CALCULATOR_DATASET,
+    REPO,
+    assert_summary_table_matches,
+    subprocess_env,
+)
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.rollout_server import StandInRolloutServer
 
@@ -51,6 +57,9 @@ def test_run_calculator_writes_records(tmp_path: Path) -> None:
     rows = len(CALCULATOR_DATASET.read_text().splitlines())
     assert f"{2 * rows} (COMPLETED {2 * rows})" in result.stdout
     assert "append-only violations" in result.stdout and "Traceback" not in result.stderr
+    # Built from the run's counts, the closing table says what reading the records file says.
+    assert_summary_table_matches(result.stdout, out, f"{2 * rows} rollouts: {2 * rows} completed")
+    assert "pass@2" in result.stdout and "tokens" in result.stdout
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(records) == 2 * rows
     assert {(r["row_index"], r["sample_index"]) for r in records} == {
