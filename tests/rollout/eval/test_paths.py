@@ -116,5 +116,5 @@ def test_load_eval_fns_wraps_each_spec_under_its_name(
         load_eval_fn("my_evals_0_2:LIMIT")
     with pytest.raises(EvalFnError, match="no attribute 'missing'"):
         load_eval_fn("my_evals_0_2:missing")
-    with pytest.raises(EvalFnError, match=r"module\.path:attribute"):
+    with pytest.raises(EvalFnError, match=r"module\.path:function"):
         load_eval_fn("my_evals_0_2")

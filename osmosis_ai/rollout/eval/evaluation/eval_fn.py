@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
+import os
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -13,13 +16,19 @@ __all__ = ["EvalFnError", "EvalFnWrapper", "load_eval_fn", "load_eval_fns"]
 
 def load_eval_fn(module_path: str) -> Callable[..., Any]:
     """Import ``module.path:function`` (the working directory first on ``sys.path``), as ``--eval-fn`` does."""
-    from osmosis_ai.cli.errors import CLIError
-    from osmosis_ai.cli.loading import load_attribute
-
+    module_name, sep, attribute = module_path.rpartition(":")
+    if not sep or not module_name or not attribute:
+        raise EvalFnError(f"eval function {module_path!r} must look like 'module.path:function'")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
-        fn = load_attribute(module_path, what="eval function", example="e.g. 'my_evals:exact'")
-    except CLIError as exc:
-        raise EvalFnError(str(exc)) from exc
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # the user's module failed while importing: say which and why
+        raise EvalFnError(f"cannot import {module_name!r} for eval function {module_path!r}: {exc}") from exc
+    try:
+        fn = getattr(module, attribute)
+    except AttributeError:
+        raise EvalFnError(f"module {module_name!r} has no attribute {attribute!r}") from None
     if not callable(fn):
         raise EvalFnError(f"eval function {module_path!r} is a {type(fn).__name__}, not a callable")
     return fn
