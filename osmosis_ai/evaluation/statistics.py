@@ -166,3 +166,38 @@ def paired_difference(
         raise ValueError(f"paired rows differ in number: {len(first)} and {len(second)}")
     differences = [a - b for a, b in zip(first, second, strict=True)]
     return bootstrap_interval(differences, confidence=confidence, resamples=resamples, seed=seed)
+
+
+class ScoreTally:
+    """Per row, the sum, count and passes of its scores: all the mean and pass@k need, so a run
+    that keeps no rows (``rollout run``) can still be summarised, in memory that grows with the rows
+    of the dataset only."""
+
+    def __init__(self, pass_threshold: float = 1.0) -> None:
+        self.pass_threshold = pass_threshold
+        self.by_row: dict[int, list[float]] = {}  # row -> [sum, count, passes]
+
+    def add(self, row: int, score: float) -> None:
+        entry = self.by_row.setdefault(row, [0.0, 0, 0])
+        entry[0] += score
+        entry[1] += 1
+        entry[2] += score >= self.pass_threshold
+
+    @property
+    def scored(self) -> int:
+        return sum(int(entry[1]) for entry in self.by_row.values())
+
+    @property
+    def total(self) -> float:
+        return sum(entry[0] for entry in self.by_row.values())
+
+    def mean(self) -> Estimate | None:
+        """The mean of per-row means, with its bootstrap interval over rows."""
+        means = [total / count for total, count, _ in self.by_row.values()]
+        return bootstrap_interval(means) if means else None
+
+    def pass_at_k(self, samples_per_row: int) -> dict[int, Estimate]:
+        if not self.by_row or samples_per_row <= 1:
+            return {}
+        outcomes = [[True] * int(p) + [False] * int(n - p) for _, n, p in self.by_row.values()]
+        return pass_at_k_table(outcomes)

@@ -14,7 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from osmosis_ai.evaluation.outcome import Outcome
-from osmosis_ai.evaluation.statistics import Estimate, bootstrap_interval, paired_difference, pass_at_k_table
+from osmosis_ai.evaluation.statistics import (
+    Estimate,
+    ScoreTally,
+    paired_difference,
+)
 from osmosis_ai.report.cost import estimated_cost
 from osmosis_ai.report.model import Row, Run
 from osmosis_ai.traingate.report import percentile
@@ -80,37 +84,6 @@ def scores_by_row(rows: list[Row]) -> dict[int, list[float]]:
         if (value := row.scored_value) is not None:
             by_row.setdefault(row.row, []).append(value)
     return by_row
-
-
-class ScoreTally:
-    """Per row, the sum, count and passes of its scores: all the mean and pass@k need, so a run
-    that keeps no rows (``rollout run``) can still be summarised, in memory that grows with the rows
-    of the dataset only."""
-
-    def __init__(self, pass_threshold: float = 1.0) -> None:
-        self.pass_threshold = pass_threshold
-        self.by_row: dict[int, list[float]] = {}  # row -> [sum, count, passes]
-
-    def add(self, row: int, score: float) -> None:
-        entry = self.by_row.setdefault(row, [0.0, 0, 0])
-        entry[0] += score
-        entry[1] += 1
-        entry[2] += score >= self.pass_threshold
-
-    @property
-    def scored(self) -> int:
-        return sum(int(entry[1]) for entry in self.by_row.values())
-
-    def mean(self) -> Estimate | None:
-        """The mean of per-row means, with its bootstrap interval over rows."""
-        means = [total / count for total, count, _ in self.by_row.values()]
-        return bootstrap_interval(means) if means else None
-
-    def pass_at_k(self, samples_per_row: int) -> dict[int, Estimate]:
-        if not self.by_row or samples_per_row <= 1:
-            return {}
-        outcomes = [[True] * int(p) + [False] * int(n - p) for _, n, p in self.by_row.values()]
-        return pass_at_k_table(outcomes)
 
 
 def _token_total(values: list[int | None]) -> int | None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from osmosis_ai.evaluation.outcome import Outcome, OutcomeCounts
+from osmosis_ai.evaluation.statistics import ScoreTally
 from osmosis_ai.traingate.drift import DriftTally
 from osmosis_ai.traingate.session import INFRA_STATUSES, TERMINAL_STATUSES, RolloutSession
 
@@ -78,8 +79,9 @@ class Example:
 class RunTally:
     """A run's figures, accumulated one finished rollout at a time, so no rollout has to be kept.
 
-    Keeps a float per rollout (its latency, for the percentiles) and a few examples of each kind
-    of failure; everything else is a counter.
+    Keeps a float per rollout (its latency, for the percentiles), the rewards summed per row (for
+    the mean's interval and pass@k) and a few examples of each kind of failure; everything else is
+    a counter.
     """
 
     def __init__(self, keep_sessions: int = 0) -> None:
@@ -88,7 +90,10 @@ class RunTally:
         self.rollouts = 0
         self.outcomes: Counter[Outcome] = Counter()
         self.statuses: Counter[str] = Counter()
-        self.rewards: list[float] = []
+        self.scores = ScoreTally()  # completed rollouts' rewards, per row
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.counted_tokens = False  # whether any turn reported usage
         self.turns = 0
         self.latencies: list[float] = []
         self.violations = 0
@@ -115,7 +120,11 @@ class RunTally:
         self.outcomes[outcome] += 1
         self.statuses[session.status] += 1
         if session.reward is not None and outcome is Outcome.COMPLETED:
-            self.rewards.append(session.reward)
+            self.scores.add(session.row_index, session.reward)
+        for turn in session.turns:
+            self.prompt_tokens += int(turn.usage.get("prompt_tokens") or 0)
+            self.completion_tokens += int(turn.usage.get("completion_tokens") or 0)
+            self.counted_tokens = True
         self.turns += session.num_turns
         if session.status in TERMINAL_STATUSES:
             self.latencies.append(session.latency_ms)
@@ -155,12 +164,12 @@ class RunTally:
     def summary(self, wall_s: float) -> RunSummary:
         """The figures of the run so far. Rewards are averaged over completed rollouts only: a
         rollout that failed has no score, so a failure never counts as a reward of 0."""
-        rewards, latencies = self.rewards, self.latencies
+        scored, latencies = self.scores.scored, self.latencies
         return RunSummary(
             rollouts=self.rollouts,
             statuses=dict(self.statuses),
-            mean_reward=sum(rewards) / len(rewards) if rewards else None,
-            rewarded=len(rewards),
+            mean_reward=self.scores.total / scored if scored else None,
+            rewarded=scored,
             mean_turns=self.turns / self.rollouts if self.rollouts else 0.0,
             latency_ms={f"p{int(q * 100)}": percentile(latencies, q) for q in (0.5, 0.9, 0.99)},
             wall_s=wall_s,

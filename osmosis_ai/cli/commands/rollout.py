@@ -231,7 +231,6 @@ async def _run(args: argparse.Namespace) -> int:
     # --report without -o reads the rollouts from memory, so then every one is kept.
     from_memory = not args.output and args.report
     tally = RunTally(keep_sessions=total if from_memory else PER_ROLLOUT_TABLE_LIMIT + 1)
-    counts = FigureCounts()
 
     try:
         async with contextlib.AsyncExitStack() as stack:
@@ -259,7 +258,6 @@ async def _run(args: argparse.Namespace) -> int:
 
                 async def finished(session: RolloutSession) -> None:
                     tally.add(session)
-                    counts.add(session)
                     if writer is not None:
                         # Written as soon as every earlier rollout is (an interrupted run keeps what it
                         # did), in dataset order, by a writer thread.
@@ -289,7 +287,7 @@ async def _run(args: argparse.Namespace) -> int:
         if writer is not None:
             print(f"wrote {writer.count} record(s) to {args.output}")
     source = str(args.output or "osmosis rollout run")
-    figures = counts.figures(tally, source, samples_per_row=args.n)
+    figures = run_figures(tally, source, samples_per_row=args.n)
     show_summary(args, None, source, figures)
     output.say(outcome_line(summary), quiet=args.json)
     if (drift := rollout_check.drift_line(tally.drift, tally.violations)) is not None:
@@ -316,48 +314,26 @@ async def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-class FigureCounts:
-    """What the closing summary needs beyond the run's tally: per-row rewards (for the mean's interval
-    and pass@k) and token totals, counted as rollouts end, so no rollout is kept for them."""
+def run_figures(tally: RunTally, source: str, *, samples_per_row: int) -> Figures:
+    """The summary of the run, as reading its records file would give it (unpriced, like the
+    records, which name no model: pricing would import LiteLLM, seconds, for one figure)."""
+    from osmosis_ai.evaluation.outcome import Outcome
+    from osmosis_ai.report.figures import summary_of
+    from osmosis_ai.report.model import Run
 
-    def __init__(self) -> None:
-        from osmosis_ai.report.figures import ScoreTally
-
-        self.scores = ScoreTally()
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
-        self.counted_tokens = False
-
-    def add(self, session: RolloutSession) -> None:
-        """Count a finished rollout, before its turns are released."""
-        from osmosis_ai.evaluation.outcome import Outcome
-
-        if session.reward is not None and session.outcome is Outcome.COMPLETED:
-            self.scores.add(session.row_index, session.reward)
-        for turn in session.turns:
-            self.prompt_tokens += int(turn.usage.get("prompt_tokens") or 0)
-            self.completion_tokens += int(turn.usage.get("completion_tokens") or 0)
-            self.counted_tokens = True
-
-    def figures(self, tally: RunTally, source: str, *, samples_per_row: int) -> Figures:
-        """The summary of the run, as reading its records file would give it (unpriced, like the
-        records, which name no model: pricing would import LiteLLM, seconds, for one figure)."""
-        from osmosis_ai.evaluation.outcome import Outcome
-        from osmosis_ai.report.figures import summary_of
-        from osmosis_ai.report.model import Run
-
-        summary = summary_of(
-            outcomes={o.value: tally.outcomes[o] for o in Outcome},
-            scores=self.scores,
-            samples_per_row=samples_per_row,
-            latencies_ms=tally.latencies,
-            prompt_tokens=self.prompt_tokens if self.counted_tokens else None,
-            completion_tokens=self.completion_tokens if self.counted_tokens else None,
-            violations=tally.violations,
-            drift_events=tally.drift.events,
-            price=False,
-        )
-        return Run(source, "rollout run", []), summary
+    counted = tally.counted_tokens
+    summary = summary_of(
+        outcomes={o.value: tally.outcomes[o] for o in Outcome},
+        scores=tally.scores,
+        samples_per_row=samples_per_row,
+        latencies_ms=tally.latencies,
+        prompt_tokens=tally.prompt_tokens if counted else None,
+        completion_tokens=tally.completion_tokens if counted else None,
+        violations=tally.violations,
+        drift_events=tally.drift.events,
+        price=False,
+    )
+    return Run(source, "rollout run", []), summary
 
 
 def outcome_line(summary: RunSummary) -> str:
