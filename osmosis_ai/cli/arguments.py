@@ -1,11 +1,18 @@
-"""Numeric argument types shared by the commands: a bad value is argparse's usage error (exit 2)
-with a message that says what was expected, never a traceback."""
+"""What the commands' arguments share: numeric types (a bad value is argparse's usage error, exit 2,
+saying what was expected, never a traceback), test/eval's common options, and the dataset rows they
+select."""
 
 from __future__ import annotations
 
 import argparse
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from osmosis_ai.cli.errors import CLIError
+
+if TYPE_CHECKING:
+    from osmosis_ai.evaluation.dataset import DatasetReader
 
 
 def whole_number(minimum: int, maximum: int | None = None, *, name: str = "value") -> Callable[[str], int]:
@@ -95,3 +102,20 @@ def add_agent_run_arguments(parser: argparse.ArgumentParser, *, unit: str, requi
                         help=f"share of {unit}s (0-1) that may fail without failing the command (default 0)")  # fmt: skip
     parser.add_argument("-o", "--output", metavar="FILE.json", help="write the results as JSON")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")
+
+
+def open_dataset(args: argparse.Namespace) -> tuple[DatasetReader, int, int]:
+    """The dataset ``-d`` names and the rows ``--offset``/``--limit`` select: ``(reader, rows in the
+    file, rows to run)``. The first selected row is checked now, so a dataset in the wrong shape fails
+    before any paid request; the others are checked as they are read (the file is never loaded whole)."""
+    from osmosis_ai.evaluation.dataset import DatasetReader
+
+    reader = DatasetReader(args.dataset)
+    total = len(reader)
+    selected = max(0, min(total - args.offset, args.limit if args.limit is not None else total))
+    if selected == 0:
+        raise CLIError(
+            f"{reader.file_path}: no rows to run (the dataset has {total}, --offset {args.offset})"
+        )
+    reader.read(limit=1, offset=args.offset)
+    return reader, total, selected

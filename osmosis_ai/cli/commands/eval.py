@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai.cli.arguments import add_agent_run_arguments, finite_number, whole_number
+from osmosis_ai.cli.arguments import add_agent_run_arguments, finite_number, open_dataset, whole_number
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.eval import cache
 from osmosis_ai.cli.loading import agent_spec
@@ -108,7 +108,6 @@ def _task_id(args: argparse.Namespace, dataset: Path) -> str:
 async def _eval(args: argparse.Namespace) -> int:
     from osmosis_ai.cli.eval.report import check_output_path
     from osmosis_ai.cli.loading import agent_digest, load_agent, load_attribute
-    from osmosis_ai.evaluation.dataset import DatasetReader
     from osmosis_ai.evaluation.eval_fn import EvalFnWrapper
     from osmosis_ai.evaluation.journal import BASELINE, PRIMARY, Journal, file_digest
     from osmosis_ai.evaluation.journal_store import journal_path, journal_root, samples_path
@@ -122,14 +121,7 @@ async def _eval(args: argparse.Namespace) -> int:
         EvalFnWrapper(load_attribute(spec, what="eval function", example="e.g. 'my_evals:exact'"), spec)
         for spec in args.eval_fn
     ]
-    reader = DatasetReader(args.dataset)
-    total = len(reader)
-    selected = max(0, min(total - args.offset, args.limit if args.limit is not None else total))
-    if selected == 0:
-        raise CLIError(
-            f"{reader.file_path}: no rows to run (the dataset has {total}, --offset {args.offset})"
-        )
-    reader.read(limit=1, offset=args.offset)  # a dataset in the wrong shape fails before any paid request
+    reader, _, selected = open_dataset(args)
     params = {
         k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens)) if v is not None
     }

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai.cli.arguments import add_agent_run_arguments, whole_number
+from osmosis_ai.cli.arguments import add_agent_run_arguments, open_dataset, whole_number
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import progress_bar, say, setup_logging, wants_progress
 from osmosis_ai.cli.summary import add_summary_arguments, finish_run, show_summary
@@ -62,7 +62,6 @@ def run(args: argparse.Namespace) -> int:
 
 async def _test(args: argparse.Namespace) -> int:
     from osmosis_ai.cli.loading import load_agent
-    from osmosis_ai.evaluation.dataset import DatasetReader
     from osmosis_ai.evaluation.llm_client import ExternalLLMClient
     from osmosis_ai.evaluation.outcome import verdict
     from osmosis_ai.evaluation.runner import LocalRunner, RowResult
@@ -73,16 +72,7 @@ async def _test(args: argparse.Namespace) -> int:
     mode = " (Interactive Mode)" if args.interactive else ""
     say(quiet=args.quiet, line=f"osmosis-rollout-test v{PACKAGE_VERSION}{mode}")
     agent_loop = load_agent(args)
-    reader = DatasetReader(args.dataset)
-    total = len(reader)
-    selected = max(0, min(total - args.offset, args.limit if args.limit is not None else total))
-    if selected == 0:
-        raise CLIError(
-            f"{reader.file_path}: no rows to run (the dataset has {total}, --offset {args.offset})"
-        )
-    # The first row is checked now, so a dataset in the wrong shape fails before any paid request;
-    # the others are checked as they are read (the file is never loaded whole).
-    reader.read(limit=1, offset=args.offset)
+    reader, total, selected = open_dataset(args)
     last = args.offset + selected - 1
     if args.row is not None and not args.offset <= args.row <= last:
         valid = f"{args.offset}-{last}" if last > args.offset else str(last)
