@@ -304,6 +304,13 @@ def test_model_errors_and_retried_server_errors(openai_server: OpenAIServer) -> 
     assert result.returncode == 1
     assert result.stdout.startswith(f"{rows} rollouts: 0 completed (0.0%), model_error {rows}")
     assert result.stderr.startswith(f"Error: all {rows} rollouts failed (model_error {rows}); first: ")
+    # The journal keeps model errors as finished; --retry-failed runs them again.
+    openai_server.reset()
+    openai_server.default = Reply(content="fine")
+    result = _litellm_run(openai_server.url, "-q", "--retry-failed")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"{rows} rollouts: {rows} completed (100.0%)")
+    assert len(openai_server.requests) == 1 + rows  # the preflight and each rollout's one call
 
 
 # -- records in dataset order, and the rough edges -------------------------------------------------
