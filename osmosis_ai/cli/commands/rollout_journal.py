@@ -88,14 +88,17 @@ def description(
 
 
 def journal_file(args: argparse.Namespace, reader: DatasetReader) -> Path:
-    """``--journal``, else one file per command, agent, policy and dataset under eval's journal root."""
+    """``--journal``, else one file per configuration as the command line names it (agent, policy,
+    flags, the dataset's path) under eval's journal root: another flag is another journal, while the
+    same command over an edited file finds its journal and is refused with what changed."""
     from osmosis_ai.cli.loading import agent_spec
     from osmosis_ai.evaluation.journal_store import journal_path, journal_root
 
     if args.journal:
         return Path(args.journal)
     agent = f"url:{args.url}" if args.url else agent_spec(args)
-    named = [COMMAND, agent, args.model, args.base_url, str(reader.file_path.resolve())]
+    named = [COMMAND, agent, args.model, args.base_url, str(reader.file_path.resolve()), args.n, args.max_turns,
+             args.temperature, args.max_tokens, args.reward, args.tokenizer, args.chat_template]  # fmt: skip
     task_id = TASK_PREFIX + hashlib.sha256(json.dumps(named).encode()).hexdigest()[:12]
     return journal_path(journal_root(), args.model, args.dataset, task_id)
 
