@@ -166,3 +166,32 @@ def test_the_default_journal_is_listed_and_removed_by_eval_cache(tmp_path: Path)
     removed = _run(tmp_path, [sys.executable, "-m", "osmosis_ai", "eval", "cache", "rm", task_id])
     assert removed.stdout == "Removed 1 journal(s).\n"
     assert _run(tmp_path, [*command, "-q"]).returncode == 0 and len(_calls(tmp_path)) == 2
+
+
+async def test_a_url_server_is_not_fingerprinted_and_a_resume_says_so(tmp_path: Path) -> None:
+    import asyncio
+
+    from tests.support.rollout_server import Callback, StandInRolloutServer
+
+    async def answer(init: dict[str, Any], callback: Callback) -> None:
+        _status, reply = await callback("/v1/chat/completions", {"messages": init["messages"],
+                                                                 "rollout_id": init["rollout_id"]})  # fmt: skip
+        final = [*init["messages"], reply["choices"][0]["message"]]
+        await callback("/v1/rollout/completed", {"rollout_id": init["rollout_id"], "status": "COMPLETED",
+                                                 "final_messages": final, "reward": 1.0})  # fmt: skip
+
+    data = _setup(tmp_path, 2)
+
+    async def run(server_url: str) -> tuple[int | None, str]:
+        command = [*_command(data, "j.sqlite")[:5], "--url", server_url, *_command(data, "j.sqlite")[7:]]
+        process = await asyncio.create_subprocess_exec(*command, cwd=tmp_path, env=_env(tmp_path),
+                                                       stdout=asyncio.subprocess.PIPE)  # fmt: skip
+        stdout, _ = await asyncio.wait_for(process.communicate(), timeout=60)
+        return process.returncode, stdout.decode()
+
+    async with StandInRolloutServer(script=answer) as server:
+        first = await run(server.url)
+        second = await run(server.url)
+    assert first[0] == second[0] == 0
+    assert "Note:" not in first[1] and len(server.inits) == 2  # the second run ran nothing
+    assert f"Note: the code behind --url {server.url} cannot be fingerprinted" in second[1]
