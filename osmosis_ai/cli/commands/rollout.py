@@ -5,7 +5,9 @@ in-process with ``-m module:attr``, or an existing server with ``--url`` — ans
 calls with the chosen policy, checks the protocol, and prints a summary (``--output`` keeps one
 JSON record per rollout, in dataset order; runs of at most 20 rollouts also get a table with one
 row per rollout). The dataset is streamed and the summary tallied as rollouts end, so a run's
-memory follows its concurrency, not its dataset.
+memory follows its concurrency, not its dataset. Every finished rollout is committed to a journal
+before it counts, so the same command resumes an interrupted run
+(:mod:`osmosis_ai.cli.commands.rollout_journal`).
 Everything local is checked first (dataset, reward, tokenizer, agent), then the policy answers one
 tiny preflight request, and only then does any rollout start. The last line on stdout counts the
 outcomes (printed with ``--quiet`` too); the exit status follows the shared rule of
