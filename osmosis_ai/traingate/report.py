@@ -374,17 +374,23 @@ class OrderedRecordWriter(RecordWriter):
         self._draining = asyncio.Lock()
 
     def _write_remaining(self, handle: TextIO) -> None:
-        # The run ended early (Ctrl-C, an error): keep the records that finished, still in order,
-        # with gaps where rollouts did not finish (a resumed run writes the whole file again).
-        remaining = [self._pending.pop(seq) for seq in sorted(self._pending)]
-        if not remaining:
-            return
+        # The run ended early (Ctrl-C, an error): keep the records that finished — those waiting and
+        # the premade ones before the last admitted rollout — still in order, with gaps where
+        # rollouts did not finish (a resumed run writes the whole file again).
+        seq, end = self._next, max([self._decided, *(s + 1 for s in self._pending)])
         try:
-            _write_lines(handle, remaining)
+            while seq < end:
+                if seq in self._pending:
+                    self.count += _write_lines(handle, [self._pending.pop(seq)])
+                    seq += 1
+                elif (stop := self._premade_end(seq)) > seq:
+                    self.count += _write_lines(handle, [], self._premade_records(seq, stop))
+                    seq = stop
+                else:  # admitted and not finished: a gap
+                    seq += 1
         except OSError as exc:
             self.error = exc
             raise
-        self.count += len(remaining)
 
     @property
     def waiting(self) -> int:

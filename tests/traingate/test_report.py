@@ -163,3 +163,21 @@ def test_a_tally_counts_a_record_read_back_as_it_counted_the_rollout() -> None:
         replayed.add_record(json.loads(json.dumps(session.to_record())), replayed=True)
     assert replayed.summary(1.0).to_dict() == {**live.summary(1.0).to_dict(), "rollouts_per_s": 0.0}
     assert replayed.lines == live.lines and replayed.agent_errors == live.agent_errors
+
+
+async def test_an_interrupted_resumed_run_keeps_the_premade_records_before_its_last_rollout(
+    tmp_path: Path,
+) -> None:
+    from osmosis_ai.traingate.report import OrderedRecordWriter
+
+    def premade(start: int, stop: int) -> list[dict[str, object]]:
+        return [{"rollout_id": f"old{seq}", "turns": []} for seq in range(start, stop)]
+
+    path = tmp_path / "interrupted.jsonl"
+    with OrderedRecordWriter(path, window=8, premade=premade) as writer:
+        await writer.admit(1)  # 0 is premade and written at once
+        await writer.admit(3)
+        await writer.admit(5)
+        await writer.put_record(5, {"rollout_id": "new5", "turns": []})  # 1 and 3 never finish
+    ids = [json.loads(line)["rollout_id"] for line in path.read_text().splitlines()]
+    assert ids == ["old0", "old2", "old4", "new5"] and writer.count == 4
