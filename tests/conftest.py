@@ -41,6 +41,13 @@ def trainer(_trainer_session: TrainerStandIn) -> Iterator[TrainerStandIn]:
     _trainer_session.reset()
 
 
+@pytest.fixture(autouse=True)
+def _own_journal_root(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's commands keep their journals (``osmosis eval``, ``osmosis rollout run``) in a
+    directory of its own: a run is never resumed from another test's, nor from the developer's cache."""
+    monkeypatch.setenv("OSMOSIS_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Collect garbage before the summary line: LiteLLM leaves its background logging task on event
     loops that tests have closed, and asyncio reports such tasks ("Task was destroyed but it is

@@ -104,6 +104,16 @@ def add_agent_run_arguments(parser: argparse.ArgumentParser, *, unit: str, requi
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")
 
 
+def add_journal_arguments(parser: argparse.ArgumentParser, *, unit: str) -> None:
+    """``--journal``, ``--fresh`` and ``--retry-failed``: where a resumable run keeps its finished
+    ``unit``s, and what a rerun of the same command runs again."""
+    parser.add_argument("--journal", metavar="FILE", help="journal file (default: one per configuration "
+                        "under $OSMOSIS_CACHE_DIR/eval or ~/.cache/osmosis/eval)")  # fmt: skip
+    again = parser.add_mutually_exclusive_group()
+    again.add_argument("--fresh", action="store_true", help="start over; the old journal is kept as a backup")
+    again.add_argument("--retry-failed", action="store_true", help=f"also rerun {unit}s the model failed")
+
+
 def open_dataset(args: argparse.Namespace) -> tuple[DatasetReader, int, int]:
     """The dataset ``-d`` names and the rows ``--offset``/``--limit`` select: ``(reader, rows in the
     file, rows to run)``. The first selected row is checked now, so a dataset in the wrong shape fails

@@ -30,6 +30,7 @@ __all__ = [
     "load_agent_loop",
     "load_attribute",
     "load_reward",
+    "source_digest",
 ]
 
 _EXAMPLE = "e.g. 'my_agent:agent_loop' or 'package.module:MyAgentLoop'"
@@ -179,3 +180,13 @@ def agent_digest(args: argparse.Namespace, agent_loop: Any) -> str | None:
         digest.update(repr(agent_loop.get_tools(None)).encode())
         return digest.hexdigest()
     return None
+
+
+def source_digest(obj: Any) -> str:
+    """A digest of the code behind ``obj`` (its module's file), so an edited agent or function is noticed."""
+    target = inspect.unwrap(obj if inspect.isfunction(obj) or inspect.isclass(obj) else type(obj))
+    try:
+        source = Path(inspect.getfile(target)).read_bytes()
+    except (OSError, TypeError) as exc:
+        raise CLIError(f"cannot read the source of {obj!r} to fingerprint the run: {exc}") from exc
+    return hashlib.sha256(source).hexdigest()

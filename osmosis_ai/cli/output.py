@@ -182,6 +182,13 @@ def say(line: str, *, quiet: bool) -> None:
         print(line, flush=True)
 
 
+def interrupted(unit: str) -> int:
+    """Tell a resumable run's user that Ctrl-C kept what finished (on stderr, even with ``-q``); 130."""
+    print(f"Interrupted: the finished {unit}s are kept in the journal; run the same command again to resume.",
+          file=sys.stderr)  # fmt: skip
+    return 130
+
+
 def one_line(text: str, limit: int = 200) -> str:
     """``text`` on one line (whitespace runs become one space), cut to ``limit`` characters with ``...``."""
     flat = " ".join(text.split())

@@ -34,7 +34,8 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,12 @@ class JournalMismatchError(JournalError):
     def __init__(self, message: str, *, changed: list[str]) -> None:
         super().__init__(message)
         self.changed = changed
+
+
+def runs_again(outcome: Outcome, *, retry_failed: bool = False) -> bool:
+    """Whether a sample recorded with ``outcome`` is run again on resume: infrastructure failures
+    always, model errors with ``retry_failed``."""
+    return outcome.is_infrastructure or (retry_failed and outcome in RETRIED_WITH_RETRY_FAILED)
 
 
 def fingerprint(description: Mapping[str, Any]) -> str:
@@ -233,15 +240,60 @@ class Journal:
             ).fetchall()
         return {(r, s): SampleRecord(r, s, Outcome(o), json.loads(d), model_tag) for r, s, o, d in rows}
 
+    def outcomes(
+        self, model_tag: str = PRIMARY, *, after: Key | None = None, limit: int = -1
+    ) -> list[tuple[Key, Outcome]]:
+        """The recorded keys of ``model_tag`` and their outcomes (no data), in key order: the first
+        ``limit`` (all when negative) after ``after``, so a long journal can be read a page at a time."""
+        where, bound = ("AND (row_index, sample_index) > (?, ?)", after) if after is not None else ("", ())
+        with self._lock:
+            rows = self._connection.execute(
+                f"SELECT row_index, sample_index, outcome FROM samples WHERE model_tag = ? {where}"
+                " ORDER BY row_index, sample_index LIMIT ?",
+                (model_tag, *bound, limit),
+            ).fetchall()
+        return [((r, s), Outcome(o)) for r, s, o in rows]
+
+    def iter_records(
+        self, model_tag: str = PRIMARY, *, start: Key = (0, 0), stop: Key | None = None, page: int = 64
+    ) -> Iterator[SampleRecord]:
+        """The recorded samples of ``model_tag`` with ``start <= key < stop``, in key order, read
+        ``page`` at a time (records can be large: only one page is held)."""
+        after: Key | None = None
+        while True:
+            lower = (
+                ("(row_index, sample_index) > (?, ?)", after)
+                if after
+                else ("(row_index, sample_index) >= (?, ?)", start)
+            )
+            upper = (" AND (row_index, sample_index) < (?, ?)", stop) if stop is not None else ("", ())
+            with self._lock:
+                rows = self._connection.execute(
+                    f"SELECT row_index, sample_index, outcome, data FROM samples WHERE model_tag = ?"
+                    f" AND {lower[0]}{upper[0]} ORDER BY row_index, sample_index LIMIT ?",
+                    (model_tag, *lower[1], *upper[1], page),
+                ).fetchall()
+            for r, s, o, d in rows:
+                yield SampleRecord(r, s, Outcome(o), json.loads(d), model_tag)
+            if len(rows) < page:
+                return
+            after = (rows[-1][0], rows[-1][1])
+
     def to_run(
         self, keys: Iterable[Key], *, retry_failed: bool = False, model_tag: str = PRIMARY
     ) -> list[Key]:
         """The ``keys`` still to run: not recorded, or recorded with an outcome that is run again."""
-        recorded = {key: record.outcome for key, record in self.records(model_tag).items()}
-        again = {o for o in Outcome if o.is_infrastructure}
-        if retry_failed:
-            again |= RETRIED_WITH_RETRY_FAILED
-        return [key for key in keys if key not in recorded or recorded[key] in again]
+        recorded = dict(self.outcomes(model_tag))
+        return [
+            key for key in keys if key not in recorded or runs_again(recorded[key], retry_failed=retry_failed)
+        ]
+
+    def finished_in_order(
+        self, *, retry_failed: bool = False, model_tag: str = PRIMARY
+    ) -> Callable[[int, int], bool]:
+        """A predicate ``finished(row, sample)`` for keys asked in ascending order (a streamed
+        dataset): whether the key is recorded with an outcome that is not run again."""
+        return FinishedKeys(self, retry_failed=retry_failed, model_tag=model_tag)
 
     @property
     def status(self) -> str:
@@ -344,6 +396,36 @@ class Journal:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+class FinishedKeys:
+    """Answers "is this key finished?" for keys asked in ascending order, reading the journal's
+    outcomes a page at a time alongside, so a run's whole key set is never held."""
+
+    def __init__(self, journal: Journal, *, retry_failed: bool, model_tag: str, page: int = 1024) -> None:
+        self.journal = journal
+        self.retry_failed = retry_failed
+        self.model_tag = model_tag
+        self.page = page
+        self._buffered: deque[tuple[Key, Outcome]] = deque()
+        self._last: Key | None = None
+        self._exhausted = False
+
+    def __call__(self, row: int, sample: int) -> bool:
+        key = (row, sample)
+        while True:
+            while self._buffered and self._buffered[0][0] < key:
+                self._buffered.popleft()
+            if self._buffered or self._exhausted:
+                break
+            fetched = self.journal.outcomes(self.model_tag, after=self._last, limit=self.page)
+            self._exhausted = len(fetched) < self.page
+            if fetched:
+                self._last = fetched[-1][0]
+            self._buffered.extend(fetched)
+        if not self._buffered or self._buffered[0][0] != key:
+            return False
+        return not runs_again(self._buffered[0][1], retry_failed=self.retry_failed)
 
 
 def read_samples(path: str | Path) -> list[dict[str, Any]]:

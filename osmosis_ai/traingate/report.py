@@ -7,10 +7,11 @@ the per-rollout record file.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -18,7 +19,8 @@ from typing import Any, TextIO
 
 from osmosis_ai.evaluation.outcome import Outcome, OutcomeCounts
 from osmosis_ai.evaluation.statistics import ScoreTally
-from osmosis_ai.traingate.drift import DriftTally
+from osmosis_ai.traingate.append_only import AppendOnlyViolation
+from osmosis_ai.traingate.drift import DriftEvent, DriftTally
 from osmosis_ai.traingate.session import INFRA_STATUSES, TERMINAL_STATUSES, RolloutSession
 
 
@@ -76,18 +78,38 @@ class Example:
     detail: str
 
 
+@dataclass(frozen=True)
+class RolloutLine:
+    """What the per-rollout table shows of one rollout (kept for small runs only)."""
+
+    row_index: int
+    sample_index: int
+    status: str
+    reward: float | None
+    num_turns: int
+    completion_tokens: int  # generated over every turn
+    context_tokens: int  # the latest turn's prompt + completion: the trajectory a trainer sees
+    answer: str
+
+
 class RunTally:
     """A run's figures, accumulated one finished rollout at a time, so no rollout has to be kept.
 
     Keeps a float per rollout (its latency, for the percentiles), the rewards summed per row (for
     the mean's interval and pass@k) and a few examples of each kind of failure; everything else is
-    a counter.
+    a counter. A rollout is counted from its record (``RolloutSession.to_record``), so a rollout a
+    resumed run reads back from its journal counts exactly as one it ran.
     """
 
-    def __init__(self, keep_sessions: int = 0) -> None:
-        self.keep_sessions = keep_sessions
-        self.sessions: list[RolloutSession] = []  # the first ``keep_sessions`` (in finishing order)
+    def __init__(self, keep_lines: int = 0, keep_records: int = 0) -> None:
+        self.keep_lines = keep_lines
+        self.keep_records = keep_records
+        self.lines: list[RolloutLine] = []  # the first ``keep_lines`` (in finishing order)
+        # The first ``keep_records`` records, without their token data (what a report reads).
+        self.records: list[dict[str, Any]] = []
         self.rollouts = 0
+        self.replayed = 0  # rollouts read back from a journal rather than run
+        self.replayed_terminal = 0
         self.outcomes: Counter[Outcome] = Counter()
         self.statuses: Counter[str] = Counter()
         self.scores = ScoreTally()  # completed rollouts' rewards, per row
@@ -111,55 +133,87 @@ class RunTally:
         self.drift = DriftTally()
 
     def add(self, session: RolloutSession) -> None:
-        """Count a finished rollout (before its per-turn data is released: only counts are read)."""
+        """Count a finished rollout (before its per-turn data is released)."""
+        self.add_record(session.to_record())
+
+    def add_record(self, record: dict[str, Any], *, replayed: bool = False) -> None:
+        """Count a finished rollout from its record; ``replayed`` when it was not run by this run
+        (it then counts everywhere but in the throughput)."""
         self.rollouts += 1
-        self.drift.add(session.rollout_id, session.drift_events, traced=session.trace is not None)
-        if len(self.sessions) < self.keep_sessions:
-            self.sessions.append(session)
-        outcome = session.outcome
+        rollout_id, status = str(record["rollout_id"]), str(record["status"])
+        outcome = Outcome(record["outcome"])
+        turns = record.get("turns") or []
+        events = [DriftEvent(**event) for event in record.get("drift_events") or ()]
+        self.drift.add(rollout_id, events, traced="drift_events" in record)
+        self._keep(record, turns)
+        self.replayed += replayed
         self.outcomes[outcome] += 1
-        self.statuses[session.status] += 1
-        if session.reward is not None and outcome is Outcome.COMPLETED:
-            self.scores.add(session.row_index, session.reward)
-        for turn in session.turns:
-            self.prompt_tokens += int(turn.usage.get("prompt_tokens") or 0)
-            self.completion_tokens += int(turn.usage.get("completion_tokens") or 0)
+        self.statuses[status] += 1
+        reward = record.get("reward")
+        if reward is not None and outcome is Outcome.COMPLETED:
+            self.scores.add(int(record["row_index"]), float(reward))
+        for turn in turns:
+            self.prompt_tokens += int(turn["usage"].get("prompt_tokens") or 0)
+            self.completion_tokens += int(turn["usage"].get("completion_tokens") or 0)
             self.counted_tokens = True
-        self.turns += session.num_turns
-        if session.status in TERMINAL_STATUSES:
-            self.latencies.append(session.latency_ms)
-        self.violations += len(session.violations)
-        self.rollouts_with_violations += bool(session.violations)
-        for violation in session.violations:
+        self.turns += len(turns)
+        if status in TERMINAL_STATUSES:
+            self.latencies.append(float(record["latency_ms"]))
+            self.replayed_terminal += replayed
+        violations = record.get("append_only_violations") or []
+        self.violations += len(violations)
+        self.rollouts_with_violations += bool(violations)
+        for violation in violations:
             if len(self.violation_examples) < EXAMPLES:
-                self.violation_examples.append(Example(session.rollout_id, outcome, violation.describe()))
-        self.rejected_calls += len(session.rejected)
-        self.gateway_errors += len(session.errors)
-        if session.errors and self.first_gateway_error is None:
-            self.first_gateway_error = session.errors[0]
-        if session.reward_error:
+                why = AppendOnlyViolation(**violation).describe()
+                self.violation_examples.append(Example(rollout_id, outcome, why))
+        self.rejected_calls += len(record.get("rejected_calls") or ())
+        errors = record.get("gateway_errors") or []
+        self.gateway_errors += len(errors)
+        if errors and self.first_gateway_error is None:
+            self.first_gateway_error = errors[0]
+        reward_error, error_message = record.get("reward_error"), record.get("error_message")
+        if reward_error:
             self.reward_errors += 1
-            self.first_reward_error = self.first_reward_error or session.reward_error
-        if session.status in INFRA_STATUSES:
-            message = session.error_message or session.status
+            self.first_reward_error = self.first_reward_error or reward_error
+        if status in INFRA_STATUSES:
+            message = error_message or status
             if message in self.infra or len(self.infra) < MAX_FAILURE_KINDS:
                 self.infra[message] += 1
             else:
                 self.infra["(other infrastructure failures)"] += 1
-        if session.status == "ERROR":
+        if status == "ERROR":
             self.agent_error_count += 1
             if len(self.agent_errors) < EXAMPLES:
-                why = session.error_message or "(no error message)"
-                self.agent_errors.append(Example(session.rollout_id, outcome, why))
+                self.agent_errors.append(Example(rollout_id, outcome, error_message or "(no error message)"))
         if outcome is not Outcome.COMPLETED and self.first_failure is None:
-            why = (
-                session.reward_error
-                or session.error_message
-                or (session.errors[-1] if session.errors else "")
-            )
+            why = reward_error or error_message or (errors[-1] if errors else "")
             if outcome is Outcome.NO_MODEL_CALLS:
                 why = "the agent finished without calling the model"
-            self.first_failure = Example(session.rollout_id, outcome, " ".join(str(why).split()))
+            self.first_failure = Example(rollout_id, outcome, " ".join(str(why).split()))
+
+    def _keep(self, record: dict[str, Any], turns: list[dict[str, Any]]) -> None:
+        if len(self.lines) < self.keep_lines:
+            last = turns[-1] if turns else None
+            answer = next((m.get("content") for m in reversed(record.get("final_messages") or [])
+                           if m.get("role") == "assistant"), None)  # fmt: skip
+            self.lines.append(
+                RolloutLine(
+                    row_index=int(record["row_index"]),
+                    sample_index=int(record["sample_index"]),
+                    status=str(record["status"]),
+                    reward=record.get("reward"),
+                    num_turns=len(turns),
+                    completion_tokens=sum(len(t["token_ids"]) for t in turns),
+                    context_tokens=len(last["prompt_token_ids"]) + len(last["token_ids"]) if last else 0,
+                    answer=" ".join(str(answer or "").split()),
+                )
+            )
+        if len(self.records) < self.keep_records:
+            light = {**record, "turns": []}
+            if "trajectory" in light:
+                light["trajectory"] = {"token_ids": [], "loss_mask": []}
+            self.records.append(light)
 
     def summary(self, wall_s: float) -> RunSummary:
         """The figures of the run so far. Rewards are averaged over completed rollouts only: a
@@ -173,7 +227,8 @@ class RunTally:
             mean_turns=self.turns / self.rollouts if self.rollouts else 0.0,
             latency_ms={f"p{int(q * 100)}": percentile(latencies, q) for q in (0.5, 0.9, 0.99)},
             wall_s=wall_s,
-            rollouts_per_s=len(latencies) / wall_s if wall_s > 0 else 0.0,
+            # Throughput of what this run ran: rollouts read back from a journal took no time here.
+            rollouts_per_s=(len(latencies) - self.replayed_terminal) / wall_s if wall_s > 0 else 0.0,
             violations=self.violations,
             rollouts_with_violations=self.rollouts_with_violations,
             rejected_calls=self.rejected_calls,
@@ -267,17 +322,27 @@ class RecordWriter:
         """Write ``session``'s record; returns once the line is flushed to the file."""
         await self._write(session.to_record())  # a shallow snapshot, taken on the loop that mutates sessions
 
-    async def _write(self, *records: dict[str, Any]) -> None:
+    async def _write(self, *records: dict[str, Any], premade: tuple[int, int] = (0, 0)) -> None:
+        """Write ``records``, then (ordered writer) the premade records of ``premade`` = (start, stop)."""
         if self._handle is None or self._thread is None:
             raise RuntimeError("RecordWriter used outside 'with'")
+        made = self._premade_records(*premade)
         try:
-            await asyncio.get_running_loop().run_in_executor(
-                self._thread, _write_lines, self._handle, records
+            written = await asyncio.get_running_loop().run_in_executor(
+                self._thread, _write_lines, self._handle, [*records], made
             )
         except OSError as exc:
             self.error = exc
             raise
-        self.count += len(records)
+        self.count += written
+
+    def _premade_records(self, start: int, stop: int) -> Iterable[dict[str, Any]]:
+        return ()
+
+
+# The records a resumed run already has (from its journal) for sequence numbers start <= seq < stop,
+# in order; called in the writer thread, and read lazily there.
+Premade = Callable[[int, int], Iterable[dict[str, Any]]]
 
 
 class OrderedRecordWriter(RecordWriter):
@@ -288,30 +353,44 @@ class OrderedRecordWriter(RecordWriter):
     :meth:`admit` holds back the start of rollout ``seq`` until fewer than ``window`` records are
     ahead of the first unwritten one, so at most ``window`` records ever wait: memory stays bounded,
     at the price of a pause when one rollout is far slower than the ``window`` after it.
+
+    A resumed run skips the rollouts its journal has; ``premade(start, stop)`` gives their records.
+    Every sequence number below the last admitted one (or below :meth:`complete`'s end) that was
+    not admitted is such a rollout, and its record is written in its place, read a stretch at a time
+    by the writer thread, so the file comes out whole and in order.
     """
 
-    def __init__(self, path: str | Path, *, window: int) -> None:
+    def __init__(self, path: str | Path, *, window: int, premade: Premade | None = None) -> None:
         super().__init__(path)
         if window < 1:
             raise ValueError(f"window must be at least 1, got {window}")
         self.window = window
+        self.premade = premade
         self._pending: dict[int, dict[str, Any]] = {}
+        self._admitted: set[int] = set()  # admitted and not written yet
+        self._decided = 0  # every sequence number below this was admitted or is premade
         self._next = 0
         self._moved = asyncio.Condition()
         self._draining = asyncio.Lock()
 
     def _write_remaining(self, handle: TextIO) -> None:
-        # The run ended early (Ctrl-C, an error): keep the records that finished, still in order,
-        # with gaps where rollouts did not finish.
-        remaining = [self._pending.pop(seq) for seq in sorted(self._pending)]
-        if not remaining:
-            return
+        # The run ended early (Ctrl-C, an error): keep the records that finished — those waiting and
+        # the premade ones before the last admitted rollout — still in order, with gaps where
+        # rollouts did not finish (a resumed run writes the whole file again).
+        seq, end = self._next, max([self._decided, *(s + 1 for s in self._pending)])
         try:
-            _write_lines(handle, remaining)
+            while seq < end:
+                if seq in self._pending:
+                    self.count += _write_lines(handle, [self._pending.pop(seq)])
+                    seq += 1
+                elif (stop := self._premade_end(seq)) > seq:
+                    self.count += _write_lines(handle, [], self._premade_records(seq, stop))
+                    seq = stop
+                else:  # admitted and not finished: a gap
+                    seq += 1
         except OSError as exc:
             self.error = exc
             raise
-        self.count += len(remaining)
 
     @property
     def waiting(self) -> int:
@@ -320,30 +399,72 @@ class OrderedRecordWriter(RecordWriter):
 
     async def admit(self, seq: int) -> None:
         """Return once rollout ``seq`` may start without more than ``window`` records waiting."""
+        self._admitted.add(seq)
+        self._decided = max(self._decided, seq + 1)
+        await self._drain()  # premade records before ``seq`` may be due
         async with self._moved:
             await self._moved.wait_for(lambda: seq < self._next + self.window)
 
+    async def complete(self, end: int) -> None:
+        """The run is over and every rollout below ``end`` was admitted or is premade: write the rest."""
+        self._decided = max(self._decided, end)
+        await self._drain()
+
     async def put(self, seq: int, session: RolloutSession) -> None:
         """Hand over the record of rollout ``seq``; every record whose turn has come is written."""
-        self._pending[seq] = session.to_record()
+        await self.put_record(seq, session.to_record())
+
+    async def put_record(self, seq: int, record: dict[str, Any]) -> None:
+        """:meth:`put` for a record already made (a shallow snapshot taken on the loop)."""
+        self._pending[seq] = record
         if seq != self._next or self._draining.locked():
             # Not this record's turn, or a drain is running and will reach it: do not wait (and
             # hold a rollout slot) for the writes of others.
             return
+        await self._drain()
+
+    def _premade_records(self, start: int, stop: int) -> Iterator[dict[str, Any]]:
+        if self.premade is not None and start < stop:  # a generator: the journal is read in the writer thread
+            yield from self.premade(start, stop)
+
+    def _premade_end(self, start: int) -> int:
+        """The end of the stretch of premade records from ``start`` (``start`` itself if none)."""
+        if (
+            self.premade is None
+            or start >= self._decided
+            or start in self._admitted
+            or start in self._pending
+        ):
+            return start
+        later = [seq for seq in (*self._admitted, *self._pending) if seq > start]
+        return min([self._decided, *later])
+
+    async def _drain(self) -> None:
         async with self._draining:
-            while self._next in self._pending:
-                ready: list[
-                    dict[str, Any]
-                ] = []  # every record whose turn has come, handed to the writer thread at once
+            while True:
+                # Every record whose turn has come, handed to the writer thread at once, then the
+                # premade stretch that follows them.
+                ready: list[dict[str, Any]] = []
                 while self._next + len(ready) in self._pending:
                     ready.append(self._pending.pop(self._next + len(ready)))
-                await self._write(*ready)
-                self._next += len(ready)
+                start = self._next + len(ready)
+                end = self._premade_end(start)
+                if not ready and end == start:
+                    return
+                await self._write(*ready, premade=(start, end))
+                self._admitted.difference_update(range(self._next, start))
+                self._next = end
                 async with self._moved:
                     self._moved.notify_all()
 
 
-def _write_lines(handle: TextIO, records: Sequence[dict[str, Any]]) -> None:
-    for record in records:
+def _write_lines(
+    handle: TextIO, records: Sequence[dict[str, Any]], more: Iterable[dict[str, Any]] = ()
+) -> int:
+    """Write ``records`` and then ``more`` (read lazily, in the writer thread); return how many."""
+    written = 0
+    for record in itertools.chain(records, more):
         handle.write(encode_record(record) + "\n")
+        written += 1
     handle.flush()
+    return written

@@ -138,6 +138,7 @@ async def _run_one(
 
 OnDone = Callable[[RolloutSession], Awaitable[None] | None]
 Admit = Callable[[int], Awaitable[None]]
+Skip = Callable[[int, int], bool]
 
 
 async def stream_rollouts(
@@ -147,6 +148,7 @@ async def stream_rollouts(
     *,
     on_done: OnDone | None = None,
     admit: Admit | None = None,
+    skip: Skip | None = None,
     retain_finished: int | None = DEFAULT_RETAINED,
 ) -> int:
     """Run ``config.n`` rollouts of every row of ``rows`` (read lazily), at most ``config.concurrency``
@@ -156,6 +158,9 @@ async def stream_rollouts(
     (:func:`~osmosis_ai.evaluation.pool.run_bounded`), so a dataset is never held whole.
     Each rollout has a sequence number (``position * n + sample``); ``admit(seq)``, if given, is
     awaited before that rollout starts (an in-order writer uses it to bound what it buffers).
+    ``skip(row, sample)``, if given, is asked once per rollout in sequence order and a rollout it
+    answers true for is not run (a resumed run skips what its journal already has); the rows are
+    still read in order, one at a time, so skipping holds nothing either.
     ``on_done(session)`` is called as each rollout ends and awaited if it returns an awaitable, with
     the rollout's slot still held, so a slow consumer slows the run instead of piling up results.
     The gateway forgets a finished rollout once ``retain_finished`` later ones have finished (a late
@@ -173,10 +178,24 @@ async def stream_rollouts(
         while len(retired) > retain_finished:
             gate.sessions.pop(retired.popleft(), None)
 
+    # The pool counts positions among the rollouts it is given; with skips those are not sequence
+    # numbers, so the rollout each position stands for is remembered until the pool admits it.
+    upcoming: deque[int] = deque()
+
     def rollouts() -> Iterator[tuple[int, int, dict[str, Any]]]:
         for row_index, row in enumerate(rows):
             for sample in range(config.n):
+                if skip is not None and skip(row_index, sample):
+                    continue
+                if admit is not None:
+                    upcoming.append(row_index * config.n + sample)
                 yield row_index, sample, row
+
+    def in_sequence(admit: Admit) -> Admit:
+        async def before_start(_position: int) -> None:
+            await admit(upcoming.popleft())
+
+        return before_start
 
     async with RolloutLauncher(
         config.server_url, api_key=config.server_api_key, max_connections=max(config.concurrency, 1)
@@ -200,7 +219,12 @@ async def stream_rollouts(
             finally:
                 retire(session)
 
-        return await run_bounded(rollouts(), one, concurrency=config.concurrency, before_start=admit)
+        return await run_bounded(
+            rollouts(),
+            one,
+            concurrency=config.concurrency,
+            before_start=in_sequence(admit) if admit else None,
+        )
 
 
 async def run_rollouts(

@@ -142,3 +142,26 @@ def test_model_tags_keep_their_own_samples_and_lines_go_beside_the_journal(tmp_p
     assert len(lines) == 10 and lines[0] == {"row_index": 0, "run_index": 0, "model_tag": "baseline",
                                             "messages": [{"role": "user", "content": "0"}]}  # fmt: skip
     assert lines[1]["messages"] == []  # the last line of a key wins
+
+
+def test_records_are_read_a_page_at_a_time_in_key_order_and_finished_keys_in_step(tmp_path: Path) -> None:
+    outcomes = {(0, 0): Outcome.COMPLETED, (0, 1): Outcome.TIMEOUT, (1, 0): Outcome.MODEL_ERROR,
+                (2, 1): Outcome.AGENT_ERROR, (3, 0): Outcome.INFRA_ERROR}  # fmt: skip
+    with Journal.open(tmp_path / "j.sqlite", DESCRIPTION) as journal:
+        journal.record_many(
+            [SampleRecord(r, s, o, {"key": [r, s]}) for (r, s), o in reversed(outcomes.items())]
+        )
+        assert [r.key for r in journal.iter_records(page=2)] == sorted(outcomes)
+        assert [r.data["key"] for r in journal.iter_records(start=(0, 1), stop=(3, 0), page=1)] == [
+            [0, 1], [1, 0], [2, 1]
+        ]  # fmt: skip
+        assert journal.outcomes(after=(1, 0), limit=1) == [((2, 1), Outcome.AGENT_ERROR)]
+        keys = [(r, s) for r in range(4) for s in range(2)]
+        for retry_failed in (False, True):
+            finished = journal.finished_in_order(retry_failed=retry_failed)
+            asked = [key for key in keys if finished(*key)]
+            assert asked == sorted(set(keys) - set(journal.to_run(keys, retry_failed=retry_failed)))
+        assert asked == [
+            (0, 0),
+            (2, 1),
+        ]  # infrastructure failures always rerun; model errors with retry_failed

@@ -124,3 +124,60 @@ def test_non_finite_numbers_are_written_as_null() -> None:
 
     line = encode_record({"reward": float("nan"), "turns": [{"logprobs": [float("-inf"), -0.5]}]})
     assert json.loads(line) == {"reward": None, "turns": [{"logprobs": [None, -0.5]}]}
+
+
+async def test_ordered_writer_puts_premade_records_in_the_places_of_skipped_rollouts(tmp_path: Path) -> None:
+    from osmosis_ai.traingate.report import OrderedRecordWriter
+
+    journaled = {seq: {"rollout_id": f"old{seq}", "turns": []} for seq in (0, 1, 3, 6, 7)}
+    asked: list[tuple[int, int]] = []
+
+    def premade(start: int, stop: int) -> list[dict[str, object]]:
+        asked.append((start, stop))
+        return [journaled[seq] for seq in range(start, stop) if seq in journaled]
+
+    path = tmp_path / "resumed.jsonl"
+    with OrderedRecordWriter(path, window=4, premade=premade) as writer:
+        await writer.admit(2)  # 0 and 1 were skipped: written before 2 may start
+        assert path.read_text().count("\n") == 2
+        await writer.admit(4)
+        await writer.admit(5)
+        await writer.put_record(5, {"rollout_id": "new5", "turns": []})
+        await writer.put_record(4, {"rollout_id": "new4", "turns": []})
+        await writer.put_record(2, {"rollout_id": "new2", "turns": []})  # 2, 3 (premade), 4, 5 go out
+        await writer.complete(8)  # the skipped tail
+    ids = [json.loads(line)["rollout_id"] for line in path.read_text().splitlines()]
+    assert ids == ["old0", "old1", "new2", "old3", "new4", "new5", "old6", "old7"]
+    assert writer.count == 8 and asked == [(0, 2), (3, 4), (6, 8)]
+
+
+def test_a_tally_counts_a_record_read_back_as_it_counted_the_rollout() -> None:
+    from osmosis_ai.traingate.report import RunTally
+
+    sessions = [_long_session(f"r{i}", 2) for i in range(3)]
+    sessions[1].status, sessions[1].error_message = "ERROR", "broke"
+    sessions[0].reward = 0.5
+    live, replayed = RunTally(keep_lines=5), RunTally(keep_lines=5)
+    for session in sessions:
+        live.add(session)
+        replayed.add_record(json.loads(json.dumps(session.to_record())), replayed=True)
+    assert replayed.summary(1.0).to_dict() == {**live.summary(1.0).to_dict(), "rollouts_per_s": 0.0}
+    assert replayed.lines == live.lines and replayed.agent_errors == live.agent_errors
+
+
+async def test_an_interrupted_resumed_run_keeps_the_premade_records_before_its_last_rollout(
+    tmp_path: Path,
+) -> None:
+    from osmosis_ai.traingate.report import OrderedRecordWriter
+
+    def premade(start: int, stop: int) -> list[dict[str, object]]:
+        return [{"rollout_id": f"old{seq}", "turns": []} for seq in range(start, stop)]
+
+    path = tmp_path / "interrupted.jsonl"
+    with OrderedRecordWriter(path, window=8, premade=premade) as writer:
+        await writer.admit(1)  # 0 is premade and written at once
+        await writer.admit(3)
+        await writer.admit(5)
+        await writer.put_record(5, {"rollout_id": "new5", "turns": []})  # 1 and 3 never finish
+    ids = [json.loads(line)["rollout_id"] for line in path.read_text().splitlines()]
+    assert ids == ["old0", "old2", "old4", "new5"] and writer.count == 4

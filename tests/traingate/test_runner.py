@@ -263,3 +263,27 @@ async def test_a_crashing_policy_costs_one_answer_not_the_gateway() -> None:
     assert answers[0][1] == {"detail": "the policy crashed: RuntimeError: boom"}
     assert sessions[0].status == "ERROR" and sessions[0].error_message == "llm failed"
     assert sessions[0].errors == ["turn 0: policy crashed: RuntimeError: boom"] * 2
+
+
+async def test_skipped_rollouts_are_not_run_and_the_rest_are_admitted_by_their_sequence_number(
+    calculator_rows: list[dict[str, Any]],
+) -> None:
+    from osmosis_ai.traingate.runner import stream_rollouts
+
+    done = {(0, 0), (0, 1), (1, 1), (3, 0)}  # what a journal already has
+    admitted: list[int] = []
+    ran: list[tuple[int, int]] = []
+
+    async def admit(seq: int) -> None:
+        admitted.append(seq)
+
+    async def finished(session: Any) -> None:
+        ran.append((session.row_index, session.sample_index))
+
+    rows = calculator_rows[:4]
+    async with serve_agent_loop_locally(calculator_agent) as url, TrainGate(ScriptedPolicy()) as gate:
+        started = await stream_rollouts(gate, iter(rows), RunConfig(url, n=2, concurrency=2, timeout=10),
+                                        on_done=finished, admit=admit, skip=lambda r, s: (r, s) in done)  # fmt: skip
+    wanted = [(r, s) for r in range(4) for s in range(2) if (r, s) not in done]
+    assert started == len(wanted) and sorted(ran) == wanted
+    assert admitted == [r * 2 + s for r, s in wanted]

@@ -21,19 +21,23 @@ import argparse
 import asyncio
 import contextlib
 import hashlib
-import inspect
 import json
 import logging
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai.cli.arguments import add_agent_run_arguments, finite_number, open_dataset, whole_number
+from osmosis_ai.cli.arguments import (
+    add_agent_run_arguments,
+    add_journal_arguments,
+    finite_number,
+    open_dataset,
+    whole_number,
+)
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.eval import cache
 from osmosis_ai.cli.loading import agent_spec
-from osmosis_ai.cli.output import say, setup_logging
+from osmosis_ai.cli.output import interrupted, say, setup_logging
 from osmosis_ai.cli.summary import add_summary_arguments, finish_run, show_summary
 from osmosis_ai.consts import PACKAGE_VERSION
 
@@ -52,11 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline-model", help="a second model run over the same rows, for comparison")
     parser.add_argument("--baseline-base-url", help="OpenAI-compatible base URL serving --baseline-model")
     parser.add_argument("--baseline-api-key", help="API key of --baseline-model")
-    parser.add_argument("--journal", metavar="FILE", help="journal file (default: one per configuration "
-                        "under $OSMOSIS_CACHE_DIR/eval or ~/.cache/osmosis/eval)")  # fmt: skip
-    again = parser.add_mutually_exclusive_group()
-    again.add_argument("--fresh", action="store_true", help="start over; the old journal is kept as a backup")
-    again.add_argument("--retry-failed", action="store_true", help="also rerun runs the model failed")
+    add_journal_arguments(parser, unit="run")
     parser.add_argument("--output-path", metavar="DIR",
                         help="write results_<unix>_<task id>.json under DIR/<model>/<dataset>/")  # fmt: skip
     parser.add_argument("--log-samples", action="store_true",
@@ -82,19 +82,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_eval(args))
     except KeyboardInterrupt:
-        print("Interrupted: the finished runs are kept in the journal; run the same command again to resume.",
-              file=sys.stderr)  # fmt: skip
-        return 130
-
-
-def _source_digest(obj: Any) -> str:
-    """A digest of the code behind ``obj`` (its module's file), so an edited agent or eval fn is noticed."""
-    target = inspect.unwrap(obj if inspect.isfunction(obj) or inspect.isclass(obj) else type(obj))
-    try:
-        source = Path(inspect.getfile(target)).read_bytes()
-    except (OSError, TypeError) as exc:
-        raise CLIError(f"cannot read the source of {obj!r} to fingerprint the run: {exc}") from exc
-    return hashlib.sha256(source).hexdigest()
+        return interrupted("run")
 
 
 def _task_id(args: argparse.Namespace, dataset: Path) -> str:
@@ -107,7 +95,7 @@ def _task_id(args: argparse.Namespace, dataset: Path) -> str:
 
 async def _eval(args: argparse.Namespace) -> int:
     from osmosis_ai.cli.eval.report import check_output_path
-    from osmosis_ai.cli.loading import agent_digest, load_agent, load_attribute
+    from osmosis_ai.cli.loading import agent_digest, load_agent, load_attribute, source_digest
     from osmosis_ai.evaluation.eval_fn import EvalFnWrapper
     from osmosis_ai.evaluation.journal import BASELINE, PRIMARY, Journal, file_digest
     from osmosis_ai.evaluation.journal_store import journal_path, journal_root, samples_path
@@ -126,8 +114,8 @@ async def _eval(args: argparse.Namespace) -> int:
         k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens)) if v is not None
     }
     description = {
-        "agent": f"{agent_spec(args)}@{agent_digest(args, agent_loop) or _source_digest(agent_loop)}",
-        "eval_fns": [f"{fn.name}@{_source_digest(fn.fn)}" for fn in eval_fns],
+        "agent": f"{agent_spec(args)}@{agent_digest(args, agent_loop) or source_digest(agent_loop)}",
+        "eval_fns": [f"{fn.name}@{source_digest(fn.fn)}" for fn in eval_fns],
         "model": args.model,
         "base_url": args.base_url,
         "dataset": file_digest(reader.file_path),

@@ -5,7 +5,9 @@ in-process with ``-m module:attr``, or an existing server with ``--url`` — ans
 calls with the chosen policy, checks the protocol, and prints a summary (``--output`` keeps one
 JSON record per rollout, in dataset order; runs of at most 20 rollouts also get a table with one
 row per rollout). The dataset is streamed and the summary tallied as rollouts end, so a run's
-memory follows its concurrency, not its dataset.
+memory follows its concurrency, not its dataset. Every finished rollout is committed to a journal
+before it counts, so the same command resumes an interrupted run
+(:mod:`osmosis_ai.cli.commands.rollout_journal`).
 Everything local is checked first (dataset, reward, tokenizer, agent), then the policy answers one
 tiny preflight request, and only then does any rollout start. The last line on stdout counts the
 outcomes (printed with ``--quiet`` too); the exit status follows the shared rule of
@@ -27,7 +29,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli import output
-from osmosis_ai.cli.arguments import add_agent_arguments, finite_number, fraction, whole_number
+from osmosis_ai.cli.arguments import (
+    add_agent_arguments,
+    add_journal_arguments,
+    finite_number,
+    fraction,
+    whole_number,
+)
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import setup_logging
 from osmosis_ai.cli.summary import Figures, add_summary_arguments, finish_run, show_summary
@@ -35,7 +43,8 @@ from osmosis_ai.cli.summary import Figures, add_summary_arguments, finish_run, s
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from osmosis_ai.traingate.report import RunSummary, RunTally
+    from osmosis_ai.evaluation.journal import Journal
+    from osmosis_ai.traingate.report import OrderedRecordWriter, RolloutLine, RunSummary, RunTally
     from osmosis_ai.traingate.session import RolloutSession
 
 SERVER_KEY_ENV = "OSMOSIS_SERVER_API_KEY"
@@ -128,6 +137,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "must complete); infrastructure failures and timeouts always fail it",
     )
     run.add_argument("-o", "--output", metavar="FILE.jsonl", help="write one JSON record per rollout")
+    add_journal_arguments(run, unit="rollout")
     add_summary_arguments(run)
     run.add_argument(
         "--progress", action="store_true", help="show the progress bar even when not on a terminal"
@@ -157,7 +167,10 @@ def run(args: argparse.Namespace) -> int:
         from osmosis_ai.cli.commands.rollout_check import check
 
         return asyncio.run(check(args))
-    return asyncio.run(_run(args))
+    try:
+        return asyncio.run(_run(args))
+    except KeyboardInterrupt:
+        return output.interrupted("rollout")
 
 
 @contextlib.asynccontextmanager
@@ -212,32 +225,71 @@ def _record_window(concurrency: int) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from osmosis_ai.cli.commands import rollout_check
-    from osmosis_ai.traingate.gateway import TrainGate
-    from osmosis_ai.traingate.report import OrderedRecordWriter, RunTally
-    from osmosis_ai.traingate.runner import RunConfig, stream_rollouts
+    from osmosis_ai.cli.commands import rollout_journal
+    from osmosis_ai.traingate.report import RunTally
 
     reader, rows, reward_fn, tokenizer, agent_loop, policy = _prepare(args)
     args.quiet = args.quiet or args.json
+    total = rows * args.n
+    # --report without -o reads the rollouts from memory, so then every one is kept.
+    from_memory = not args.output and args.report
+    tally = RunTally(keep_lines=PER_ROLLOUT_TABLE_LIMIT + 1, keep_records=total if from_memory else 0)
+    journal = rollout_journal.open_journal(args, reader, reward_fn, agent_loop)
+    with contextlib.closing(journal):
+        replayed = rollout_journal.replay(journal, tally, retry_failed=args.retry_failed)
+        rollout_journal.say_resuming(args, journal, replayed, total)
+        writer, wall = await _run_rollouts(
+            args, journal, tally, total, reader, reward_fn, tokenizer, agent_loop, policy
+        )
+        if tally.rollouts == total and not tally.infra:
+            journal.mark("completed")
+    return _finish(args, tally, writer, wall)
+
+
+async def _run_rollouts(
+    args: argparse.Namespace,
+    journal: Journal,
+    tally: RunTally,
+    total: int,
+    reader: Any,
+    reward_fn: Any,
+    tokenizer: Any,
+    agent_loop: Any,
+    policy: Any,
+) -> tuple[OrderedRecordWriter | None, float]:
+    """Run the rollouts the journal does not have (committing each before it counts) and write
+    ``--output`` whole, in dataset order; return the writer and the wall time."""
+    from osmosis_ai.cli.commands.rollout_journal import premade_records
+    from osmosis_ai.evaluation.journal import SampleRecord
+    from osmosis_ai.traingate.gateway import TrainGate
+    from osmosis_ai.traingate.report import OrderedRecordWriter
+    from osmosis_ai.traingate.runner import RunConfig, stream_rollouts
+
     params = {
         k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens)) if v is not None
     }
-    total = rows * args.n
     show_progress = not args.quiet and (args.progress or sys.stdout.isatty())
-    progress = output.progress_bar(total, "rollouts", enabled=show_progress, stderr=False)
+    remaining = total - tally.rollouts
+    progress = output.progress_bar(remaining, "rollouts", enabled=show_progress, stderr=False)
     writer = (
-        OrderedRecordWriter(args.output, window=_record_window(args.concurrency)) if args.output else None
+        OrderedRecordWriter(
+            args.output, window=_record_window(args.concurrency), premade=premade_records(journal, args.n)
+        )
+        if args.output
+        else None
     )
-    # --report without -o reads the rollouts from memory, so then every one is kept.
-    from_memory = not args.output and args.report
-    tally = RunTally(keep_sessions=total if from_memory else PER_ROLLOUT_TABLE_LIMIT + 1)
-
+    started = time.perf_counter()
     try:
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(policy.aclose)
-            await policy.preflight()  # a bad key or model: one line and nothing run
+            if remaining:  # (with everything in the journal, nothing is asked of the policy)
+                await policy.preflight()  # a bad key or model: one line and nothing run
             if writer is not None:
                 stack.enter_context(writer)
+            if not remaining:
+                if writer is not None:
+                    await writer.complete(total)
+                return writer, time.perf_counter() - started
             # The gateway outlives the rollout server, so late callbacks sent while it shuts down are still heard.
             gate = await stack.enter_async_context(
                 TrainGate(policy, tokenizer=tokenizer, host=args.gateway_host)
@@ -257,11 +309,14 @@ async def _run(args: argparse.Namespace) -> int:
             with progress as advance:
 
                 async def finished(session: RolloutSession) -> None:
-                    tally.add(session)
+                    record = session.to_record()
+                    # Committed before it counts: a crash from here on loses nothing that was counted.
+                    sample = SampleRecord(session.row_index, session.sample_index, session.outcome, record)
+                    await journal.arecord(sample)
+                    tally.add_record(record)
                     if writer is not None:
-                        # Written as soon as every earlier rollout is (an interrupted run keeps what it
-                        # did), in dataset order, by a writer thread.
-                        await writer.put(session.row_index * args.n + session.sample_index, session)
+                        # Written as soon as every earlier rollout is, in dataset order, by a writer thread.
+                        await writer.put_record(session.row_index * args.n + session.sample_index, record)
                     session.release_turns()
                     advance()
 
@@ -271,17 +326,28 @@ async def _run(args: argparse.Namespace) -> int:
                     config,
                     on_done=finished,
                     admit=writer.admit if writer is not None else None,
+                    skip=journal.finished_in_order(retry_failed=args.retry_failed),
                 )
-            wall = time.perf_counter() - started
+                if writer is not None:
+                    await writer.complete(total)
+            return writer, time.perf_counter() - started
     except OSError as exc:
         if writer is None or writer.error is None:
             raise
         raise CLIError(f"cannot write --output {args.output}: {exc.strerror or exc}") from None
+
+
+def _finish(
+    args: argparse.Namespace, tally: RunTally, writer: OrderedRecordWriter | None, wall: float
+) -> int:
+    """Report the run (tables, summary, the outcome line, --json/--report) and decide its exit status."""
+    from osmosis_ai.cli.commands import rollout_check
+
     summary = tally.summary(wall)
     if not args.quiet:
         console = output.rich_console()
         if summary.rollouts <= PER_ROLLOUT_TABLE_LIMIT:
-            render_rollouts(tally.sessions, console)
+            render_rollouts(tally.lines, console)
         render_summary(summary, tally, console)
         rollout_check.render_drift(tally.drift, console)
         if writer is not None:
@@ -293,7 +359,7 @@ async def _run(args: argparse.Namespace) -> int:
     if (drift := rollout_check.drift_line(tally.drift, tally.violations)) is not None:
         output.say(drift, quiet=args.json)
     # The records file has every turn; without one, the records kept in memory (turns released).
-    finish_run(args, args.output or [s.to_record() for s in tally.sessions], source, figures)
+    finish_run(args, args.output or tally.records, source, figures)
     if not summary.all_terminal:
         lost = summary.rollouts - sum(summary.statuses.get(s, 0) for s in ("COMPLETED", "ERROR"))
         raise CLIError(
@@ -393,12 +459,7 @@ async def _bench(args: argparse.Namespace) -> int:
 # -- the console report ------------------------------------------------------------------------------
 
 
-def _last_content(messages: Sequence[dict[str, Any]], role: str) -> str:
-    content = next((m.get("content") for m in reversed(messages) if m.get("role") == role), None)
-    return " ".join(str(content or "").split())
-
-
-def render_rollouts(sessions: Sequence[RolloutSession], console: Console) -> None:
+def render_rollouts(lines: Sequence[RolloutLine], console: Console) -> None:
     """Print one row per rollout: status, reward, turns, token counts and the final answer."""
     from rich.markup import escape
     from rich.table import Table
@@ -410,15 +471,15 @@ def render_rollouts(sessions: Sequence[RolloutSession], console: Console) -> Non
     table.add_column("turns", justify="right", min_width=5)
     table.add_column("tokens", justify="right", min_width=9)
     table.add_column("final answer", overflow="ellipsis", no_wrap=True, max_width=26)
-    for session in sorted(sessions, key=lambda s: (s.row_index, s.sample_index)):
-        reward = "-" if session.reward is None else f"{session.reward:.3f}"
+    for line in sorted(lines, key=lambda line: (line.row_index, line.sample_index)):
+        reward = "-" if line.reward is None else f"{line.reward:.3f}"
         table.add_row(
-            str(session.row_index),
-            session.status,
+            str(line.row_index),
+            line.status,
             reward,
-            str(session.num_turns),
-            f"{session.completion_tokens}/{session.context_tokens}",
-            escape(_last_content(session.final_messages, "assistant")),
+            str(line.num_turns),
+            f"{line.completion_tokens}/{line.context_tokens}",
+            escape(line.answer),
         )
     console.print(table)
 

@@ -20,7 +20,6 @@ from tests.support.cli import (
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.rollout_server import StandInRolloutServer
 
-ENV = subprocess_env(COLUMNS="120")
 AGENT = CALCULATOR
 
 
@@ -31,7 +30,7 @@ def osmosis(*args: str, timeout: float = 60, cwd: Path = REPO) -> subprocess.Com
         capture_output=True,
         text=True,
         cwd=cwd,
-        env={**ENV, "PYTHONPATH": f"{cwd}:{REPO}"},
+        env={**subprocess_env(COLUMNS="120"), "PYTHONPATH": f"{cwd}:{REPO}"},
         timeout=timeout,
     )
 
@@ -100,7 +99,7 @@ async def _osmosis_async(*args: str) -> tuple[int, str, str]:
         "rollout",
         *args,
         cwd=REPO,
-        env=ENV,
+        env=subprocess_env(COLUMNS="120"),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -301,10 +300,17 @@ def test_model_errors_and_retried_server_errors(openai_server: OpenAIServer) -> 
     openai_server.reset()
     openai_server.queue(Reply(content="ok"))
     openai_server.default = Reply(status=400)
-    result = _litellm_run(openai_server.url, "-q")
+    result = _litellm_run(openai_server.url, "-q", "--fresh")  # not the journal of the run above
     assert result.returncode == 1
     assert result.stdout.startswith(f"{rows} rollouts: 0 completed (0.0%), model_error {rows}")
     assert result.stderr.startswith(f"Error: all {rows} rollouts failed (model_error {rows}); first: ")
+    # The journal keeps model errors as finished; --retry-failed runs them again.
+    openai_server.reset()
+    openai_server.default = Reply(content="fine")
+    result = _litellm_run(openai_server.url, "-q", "--retry-failed")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"{rows} rollouts: {rows} completed (100.0%)")
+    assert len(openai_server.requests) == 1 + rows  # the preflight and each rollout's one call
 
 
 # -- records in dataset order, and the rough edges -------------------------------------------------
