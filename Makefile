@@ -17,7 +17,9 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/osmosis rollout run -m examples.calculator.agent:agent_loop -d examples/calculator/dataset.jsonl --model scripted
+	@rm -f $(VENV)/demo-journal.sqlite*  # the demo runs every time instead of resuming the last one
+	$(BIN)/osmosis rollout run -m examples.calculator.agent:agent_loop -d examples/calculator/dataset.jsonl --model scripted \
+		--journal $(VENV)/demo-journal.sqlite
 
 lint: $(STAMP)
 	$(BIN)/ruff check osmosis_ai tests benchmarks examples

@@ -499,7 +499,10 @@ def render_summary(summary: RunSummary, tally: RunTally, console: Console) -> No
     table.add_row("rollouts", f"{summary.rollouts} ({statuses})")
     # Outcomes, the mean reward and latency are in the closing summary table every command prints.
     table.add_row("mean turns", f"{summary.mean_turns:.2f}")
-    table.add_row("throughput", f"{summary.rollouts_per_s:.1f} rollouts/s ({summary.wall_s:.2f} s wall)")
+    if tally.replayed < summary.rollouts:
+        table.add_row("throughput", f"{summary.rollouts_per_s:.1f} rollouts/s ({summary.wall_s:.2f} s wall)")
+    else:
+        table.add_row("throughput", "none run (every rollout read from the journal)")
     violations = f"{summary.violations} in {summary.rollouts_with_violations} rollout(s)"
     table.add_row("append-only violations", violations, style="red" if summary.violations else None)
     if summary.rejected_calls or summary.gateway_errors:

@@ -114,6 +114,17 @@ def test_killed_with_sigkill_and_resumed_gives_the_uninterrupted_result(tmp_path
     assert journaled == [f"Resuming: {finished} of 24 rollouts already finished (journal resumed.sqlite)"]
 
 
+def test_a_finished_run_rerun_runs_nothing_and_reports_the_same_outcome(tmp_path: Path) -> None:
+    data = _setup(tmp_path, 3)
+    first = _run(tmp_path, _command(data, "j.sqlite"), COLUMNS="200")
+    assert first.returncode == 0, first.stderr
+    again = _run(tmp_path, _command(data, "j.sqlite"), COLUMNS="200")
+    assert again.returncode == 0, again.stderr
+    assert len(_calls(tmp_path)) == 3  # the rerun asked the agent nothing
+    assert "none run (every rollout read from the journal)" in again.stdout
+    assert again.stdout.splitlines()[-1] == first.stdout.splitlines()[-1]
+
+
 def test_a_changed_dataset_is_refused_and_fresh_starts_over_keeping_the_old_journal(tmp_path: Path) -> None:
     data = _setup(tmp_path, 2)
     assert _run(tmp_path, _command(data, "j.sqlite", "-q")).returncode == 0
