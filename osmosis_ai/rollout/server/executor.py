@@ -114,7 +114,6 @@ class RolloutExecutor:
         settings: RolloutSettings,
         debug_dir: str | None = None,
         queue_limit: int | None = None,
-        get_tools_in_thread: bool = False,
         tools_exclude_none: bool = False,
         outbox: Outbox | None = None,
     ) -> None:
