@@ -8,8 +8,11 @@ whatever it raises (``SystemExit`` included) fails only that init.
 The worker threads are :class:`ToolsThreads`, not the loop's default executor, for two reasons. They
 are daemon threads: a call still blocked after its deadline cannot keep the process from exiting
 (``asyncio.run`` waits for the default executor's threads at shutdown, however long they block). And
-they hand results back in batches: one ``call_soon_threadsafe`` wakes the loop for every call that
-finished since the last wake-up, where the default executor wakes it once per call.
+they wake each other and the loop less often: a thread is woken at the end of the loop iteration
+that submitted calls, not in the middle of it, and one ``call_soon_threadsafe`` hands back every
+result that finished since the loop's last wake-up, where the default executor switches threads
+both ways for each call. ``benchmarks/rollout_server.py`` cannot show the difference (it would need
+the old code); the figures are in ``docs/design.md``.
 
 :class:`ToolsCache` validates the returned list into tool models and keeps the last one: agents
 usually return an equal list every time, so an init validates nothing, and the finished-rollout
@@ -66,8 +69,9 @@ class ToolsThreads:
     """A few daemon threads that run synchronous ``get_tools`` calls and hand results back in batches.
 
     A thread takes one call at a time, so a call that blocks holds only its own thread; a call waits
-    only when every thread is busy. Results reach each event loop through one ``call_soon_threadsafe``
-    per batch: under a burst a thread that gets the GIL runs every queued call before the loop wakes.
+    only when every thread is busy. Both directions are batched: the calls one loop iteration submits
+    wake one idle thread, once, at the end of the iteration, and results reach each loop through one
+    ``call_soon_threadsafe`` for all that finished since its last wake-up.
     """
 
     def __init__(self, max_threads: int | None = None, idle_seconds: float = 60.0) -> None:
@@ -79,16 +83,27 @@ class ToolsThreads:
         self._threads = 0
         self._idle = 0
         self._done: dict[asyncio.AbstractEventLoop, list[tuple[_Call, bool, Any]]] = {}
+        self._waking: set[asyncio.AbstractEventLoop] = set()
 
     def submit(self, function: Callable[[Any], Any], argument: Any) -> _Call:
         call = _Call(function, argument, asyncio.get_running_loop())
         with self._lock:
             self._queue.append(call)
             if self._idle:
-                self._wake.notify()
+                # Waking a thread costs a context switch: one wake-up takes every call this loop
+                # iteration submits.
+                if call.loop not in self._waking:
+                    self._waking.add(call.loop)
+                    call.loop.call_soon(self._wake_one, call.loop)
             elif self._threads < self.max_threads:
                 self._start_thread()
         return call
+
+    def _wake_one(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._lock:
+            self._waking.discard(loop)
+            if self._queue and self._idle:
+                self._wake.notify()
 
     def _serve(self) -> None:
         while (call := self._next()) is not None:
@@ -109,9 +124,11 @@ class ToolsThreads:
                     self._threads -= 1
                     return None
             call = self._queue.popleft()
-            if self._queue and not self._idle and self._threads < self.max_threads:
-                # More calls wait behind this one, which may block: give them a thread of their own.
-                self._start_thread()
+            if self._queue:  # more calls wait behind this one, which may block: hand them on
+                if self._idle:
+                    self._wake.notify()
+                elif self._threads < self.max_threads:
+                    self._start_thread()
             return call
 
     def _start_thread(self) -> None:  # with the lock held
