@@ -102,8 +102,8 @@ class ToolsThreads:
     def _wake_one(self, loop: asyncio.AbstractEventLoop) -> None:
         with self._lock:
             self._waking.discard(loop)
-            if self._queue and self._idle:
-                self._wake.notify()
+            if self._queue:
+                self._hand_on()
 
     def _serve(self) -> None:
         while (call := self._next()) is not None:
@@ -124,12 +124,19 @@ class ToolsThreads:
                     self._threads -= 1
                     return None
             call = self._queue.popleft()
-            if self._queue:  # more calls wait behind this one, which may block: hand them on
-                if self._idle:
-                    self._wake.notify()
-                elif self._threads < self.max_threads:
-                    self._start_thread()
+            if self._queue:  # more calls wait behind this one, which may block
+                self._hand_on()
             return call
+
+    def _hand_on(self) -> None:
+        """Get another thread onto the queue: an idle one, else a new one while below the limit.
+
+        With the lock held. Past the limit the queue waits for a busy thread to come back.
+        """
+        if self._idle:
+            self._wake.notify()
+        elif self._threads < self.max_threads:
+            self._start_thread()
 
     def _start_thread(self) -> None:  # with the lock held
         self._threads += 1
