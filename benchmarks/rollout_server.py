@@ -15,8 +15,10 @@ connection for each). Last, the tricks the server keeps for speed, each against 
 version in servers started side by side (``--trick-rounds`` interleaved concurrency-50 runs, best
 kept): validating a valid init body in one step instead of through FastAPI's body handling, and
 ``tune_gc()`` instead of the default garbage collector settings; and one cost the same way: the
-outbox in a file (as ``osmosis serve`` keeps it) against the outbox in memory. Loopback only; every process is stopped at the
-end; bounded in time.
+outbox in a file (as ``osmosis serve`` keeps it) against the outbox in memory. Then the init
+admission limit (``create_app(max_concurrent_inits=...)``) against none, by the memory of the same
+``--inflight`` burst, each round in fresh servers (``--trick-rounds`` rounds, median kept).
+Loopback only; every process is stopped at the end; bounded in time.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import contextlib
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -65,7 +68,8 @@ from osmosis_ai.rollout.server.runner import tune_gc
 port, variant = int(sys.argv[1]), sys.argv[2]
 InitRoute.fast_path = variant != "fastapi_body"
 outbox = ":memory:" if variant == "memory_outbox" else tempfile.mkdtemp() + "/outbox.sqlite3"
-app = create_app(agent_loop, outbox_path=outbox)
+inits = 10**9 if variant == "no_admission" else 64
+app = create_app(agent_loop, outbox_path=outbox, max_concurrent_inits=inits)
 if variant == "tune_gc":
     tune_gc()
 uvicorn.run(app, host="127.0.0.1", port=port, log_level="critical", access_log=False)
@@ -217,7 +221,7 @@ def measure_tricks(rounds: int, rollouts: int) -> dict[str, dict[str, Any]]:
             servers[variant] = (url, stack.enter_context(process(command, server_env())))
         for url, proc in servers.values():
             wait_ready(url, proc)
-            trainer(url, "--rollouts", "300", "--concurrency", "50")  # warm-up, past get_tools' probe
+            trainer(url, "--rollouts", "300", "--concurrency", "50")  # warm-up
         for _ in range(rounds):
             for variant, (url, proc) in servers.items():
                 runs[variant].append(c50_run(url, proc.pid, rollouts))
@@ -233,6 +237,25 @@ def measure_tricks(rounds: int, rollouts: int) -> dict[str, dict[str, Any]]:
             "throughput_gain_pct": round((on["rollouts_per_s"] / off["rollouts_per_s"] - 1) * 100, 1),
         }
     return figures
+
+
+def measure_admission(rounds: int, inflight: int, warm_up: int) -> dict[str, Any]:
+    """KiB per in-flight rollout in a burst of ``inflight`` inits, with the admission limit and without."""
+    kib: dict[str, list[float]] = {"default": [], "no_admission": []}
+    for _ in range(rounds):
+        for variant, figures in kib.items():
+            url = f"http://127.0.0.1:{free_port()}"
+            command = [sys.executable, "-c", VARIANT_SERVER, url.rsplit(":", 1)[1], variant]
+            with process(command, server_env()) as proc:
+                wait_ready(url, proc)
+                trainer(url, "--rollouts", str(warm_up), "--concurrency", "50")
+                idle, loaded, seen = measure_inflight(url, proc.pid, inflight)
+                figures.append(round((loaded - idle) / max(seen, 1), 2))
+    return {
+        "with": statistics.median(kib["default"]),
+        "without": statistics.median(kib["no_admission"]),
+        "runs": kib,
+    }
 
 
 def main() -> int:
@@ -340,6 +363,12 @@ def main() -> int:
                 f"({figure['cpu_saved_pct']}% saved), {rate['with']} vs {rate['without']} rollouts/s "
                 f"({figure['throughput_gain_pct']:+}%)"
             )
+        admission = measure_admission(args.trick_rounds, args.inflight, args.rollouts)
+        figures["init_admission_kib"] = admission
+        print(
+            f"  init admission (max_concurrent_inits=64 vs unlimited): {admission['with']} vs "
+            f"{admission['without']} KiB per in-flight rollout ({args.inflight}-init burst, median)"
+        )
     print(json.dumps(figures))
     ok = (
         figures["c50_ratio"] >= GOALS["c50_ratio"]

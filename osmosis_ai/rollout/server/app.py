@@ -21,6 +21,9 @@ Keyword-only options:
   reject them).
 * ``get_tools_in_thread``: accepted for compatibility; a synchronous ``get_tools`` always runs in a
   worker thread (see ``server/agent_tools.py``).
+* ``max_concurrent_inits``: init requests handled at once (default 64); the rest wait before their
+  body is parsed, which keeps a burst of inits cheap in memory (see ``server/routes.py``). Raise it
+  for an ``async def get_tools`` that waits on slow I/O, where it bounds init throughput.
 * ``outbox_path``: the SQLite file of unacknowledged terminal callbacks (see
   ``server/outbox.py``). Default: settings ``outbox_path`` (env
   ``OSMOSIS_ROLLOUT_SERVER_OUTBOX_PATH``), unset = in memory. At start-up the server re-sends what
@@ -49,6 +52,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_CONCURRENT_INITS = 64
 SHUTDOWN_CALLBACK_TIMEOUT_SECONDS = 5.0
 
 LifecycleHook = Callable[[], Awaitable[Any]]
@@ -212,6 +216,7 @@ def create_app(
     tools_exclude_none: bool = False,
     on_registration: Callable[[Any], object] | None = None,
     outbox_path: str | None = None,
+    max_concurrent_inits: int = DEFAULT_MAX_CONCURRENT_INITS,
 ) -> FastAPI:
     """Build the RolloutServer app for ``agent_loop``.
 
@@ -227,7 +232,7 @@ def create_app(
         debug_dir: directory for per-rollout JSONL traces (used as is).
         on_startup, on_shutdown: zero-argument async callables run in the lifespan.
         queue_limit, shutdown_grace_seconds, docs_enabled, max_request_bytes, get_tools_in_thread,
-            tools_exclude_none, outbox_path: see the module docstring.
+            tools_exclude_none, outbox_path, max_concurrent_inits: see the module docstring.
     """
     try:
         from fastapi import FastAPI
@@ -247,6 +252,8 @@ def create_app(
     grace = _non_negative(shutdown_grace_seconds, "shutdown_grace_seconds")
     if max_request_bytes <= 0:
         raise RolloutValueError(f"max_request_bytes must be > 0, got {max_request_bytes!r}")
+    if max_concurrent_inits <= 0:
+        raise RolloutValueError(f"max_concurrent_inits must be > 0, got {max_concurrent_inits!r}")
 
     from osmosis_ai.rollout.server.outbox import Outbox
 
@@ -259,7 +266,6 @@ def create_app(
         settings=settings,
         debug_dir=debug_dir,
         queue_limit=queue_limit,
-        get_tools_in_thread=get_tools_in_thread,
         tools_exclude_none=tools_exclude_none,
         outbox=outbox,
     )
@@ -285,7 +291,14 @@ def create_app(
         redoc_url="/redoc" if docs_enabled else None,
         openapi_url="/openapi.json" if docs_enabled else None,
     )
-    add_routes(app, state, executor, api_key=api_key, max_body_bytes=max_request_bytes)
+    add_routes(
+        app,
+        state,
+        executor,
+        api_key=api_key,
+        max_body_bytes=max_request_bytes,
+        max_concurrent_inits=max_concurrent_inits,
+    )
     app.state.rollout_state = state
     app.state.rollout_executor = executor
     app.state.rollout_lifecycle = lifecycle

@@ -100,6 +100,7 @@ def _error_text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+_Callback = tuple[str, str, str | None, bytes]  # rollout_id, server_url, api_key, encoded body
 ALREADY_COMPLETE = 409  # TrainGate's answer for a rollout it already has: delivered
 
 
@@ -114,7 +115,6 @@ class RolloutExecutor:
         settings: RolloutSettings,
         debug_dir: str | None = None,
         queue_limit: int | None = None,
-        get_tools_in_thread: bool = False,
         tools_exclude_none: bool = False,
         outbox: Outbox | None = None,
     ) -> None:
@@ -135,7 +135,7 @@ class RolloutExecutor:
         self._callback_deadline: float | None = None
         self._deliveries: dict[str, tuple[asyncio.Task[Any], asyncio.Event]] = {}  # by dedup key
         # Callbacks the outbox could not store (disk full): delivered from memory.
-        self._unstored: dict[str, tuple[str, str, str | None, bytes]] = {}
+        self._unstored: dict[str, _Callback] = {}
         self._checkpointing = False
         self.tools_exclude_none = tools_exclude_none
         self._validate_tools = ToolsCache()
@@ -216,7 +216,7 @@ class RolloutExecutor:
 
     async def _run(self, record: RolloutRecord, request: RolloutRequest, tools: Any) -> None:
         state = self.state
-        committed = False
+        committed: _Callback | None = None
         try:
             try:
                 await state.semaphore.acquire()
@@ -233,11 +233,11 @@ class RolloutExecutor:
                     state.semaphore.release()
         finally:
             state.finish(record)
-        if committed:
-            await self._deliver(record.key)
+        if committed is not None:
+            await self._deliver(record.key, committed)
 
-    async def _execute(self, request: RolloutRequest, tools: Any) -> bool:
-        """Run the agent and commit its callback; whether there is one to deliver."""
+    async def _execute(self, request: RolloutRequest, tools: Any) -> _Callback | None:
+        """Run the agent and commit its callback; the callback to deliver, if there is one."""
         client = self._client(request.server_url, request.rollout_id, request.api_key)
         ctx = RolloutContext(
             request=request,
@@ -338,8 +338,8 @@ class RolloutExecutor:
         client: OsmosisLLMClient | None,
         outcome: _Outcome,
         ctx: RolloutContext | None = None,
-    ) -> bool:
-        """Encode the one terminal callback and commit it to the outbox; whether one was committed.
+    ) -> _Callback | None:
+        """Encode the one terminal callback and commit it to the outbox; the callback, if one was committed.
 
         A callback that cannot be built is replaced by one ERROR: with the conversation and metrics
         when those can be encoded, else a bare one.
@@ -355,14 +355,15 @@ class RolloutExecutor:
                 if body is not None:
                     break
         if body is None:
-            return False
+            return None
         key = request.idempotency_key or request.rollout_id
+        callback = (request.rollout_id, request.server_url, request.api_key, body)
         try:
-            self.outbox.put(key, request.rollout_id, request.server_url, request.api_key, body)
+            self.outbox.put(key, *callback)
         except Exception:  # a full or broken disk must not lose the callback: send it from memory
             logger.exception("rollout %s: cannot write the outbox; delivering without it", request.rollout_id)
-            self._unstored[key] = (request.rollout_id, request.server_url, request.api_key, body)
-        return True
+            self._unstored[key] = callback
+        return callback
 
     @staticmethod
     def _encode(
@@ -400,13 +401,13 @@ class RolloutExecutor:
         self._track(key, task, wake)
         return True
 
-    async def _deliver(self, key: str) -> None:
-        """Deliver the committed callback of ``key`` in the current task."""
+    async def _deliver(self, key: str, callback: _Callback) -> None:
+        """Deliver ``callback``, just committed for ``key``, in the current task (not read back)."""
         task = asyncio.current_task()
         assert task is not None
         wake = asyncio.Event()
         self._track(key, task, wake)
-        await self._send(key, wake)
+        await self._send(key, wake, callback)
 
     def _track(self, key: str, task: asyncio.Task[Any], wake: asyncio.Event) -> None:
         self._deliveries[key] = (task, wake)
@@ -417,20 +418,20 @@ class RolloutExecutor:
 
         task.add_done_callback(untrack)
 
-    async def _send(self, key: str, wake: asyncio.Event) -> None:
-        """Send the committed callback of ``key`` until acknowledged, rejected or out of the window."""
-        stored = self.outbox.get(key)
-        if stored is not None:
-            rollout_id, server_url, api_key, body = (
-                stored.rollout_id,
-                stored.server_url,
-                stored.api_key,
-                stored.body,
-            )
-        elif key in self._unstored:
-            rollout_id, server_url, api_key, body = self._unstored[key]
-        else:
-            return
+    async def _send(self, key: str, wake: asyncio.Event, callback: _Callback | None = None) -> None:
+        """Send the committed callback of ``key`` until acknowledged, rejected or out of the window.
+
+        ``callback``: the one just committed; without it, the stored one is read.
+        """
+        if callback is None:
+            stored = self.outbox.get(key)
+            if stored is not None:
+                callback = (stored.rollout_id, stored.server_url, stored.api_key, stored.body)
+            else:
+                callback = self._unstored.get(key)
+            if callback is None:
+                return
+        rollout_id, server_url, api_key, body = callback
         try:
             await self._client(server_url, rollout_id, api_key).send_completion(
                 body, window_seconds=self.delivery_window, wake=wake

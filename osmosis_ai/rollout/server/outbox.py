@@ -84,14 +84,14 @@ class Outbox:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA wal_autocheckpoint=0")  # see checkpoint()
         self._db.execute(_SCHEMA)
-        self._count = self._db.execute("SELECT count(*) FROM outbox").fetchone()[0]
+        self._keys = self._stored_keys()  # so that asking for a key not stored costs no query
         self._writes = 0
         self._removed: set[str] = set()  # acknowledged, not deleted yet (see flush)
 
     @property
     def pending(self) -> int:
         """Rows not acknowledged yet."""
-        return self._count - len(self._removed)
+        return len(self._keys) - len(self._removed)
 
     @property
     def wants_checkpoint(self) -> bool:
@@ -112,11 +112,13 @@ class Outbox:
                 (*row[1:], key),
             )
         else:
-            self._count += 1
+            self._keys.add(key)
         self._writes += 1
 
     def remove(self, key: str) -> None:
         """Forget the row of ``key`` (acknowledged or rejected); deleted with the next :meth:`flush`."""
+        if key not in self._keys:
+            return
         self._removed.add(key)
         if len(self._removed) >= FLUSH_EVERY:
             self.flush()
@@ -125,22 +127,20 @@ class Outbox:
         """Delete the removed rows, in one transaction."""
         if not self._removed:
             return
-        keys = [(key,) for key in self._removed]
-        self._removed.clear()
-        before = self._db.total_changes
+        removed, self._removed = self._removed, set()
         self._db.execute("BEGIN")
         try:
-            self._db.executemany("DELETE FROM outbox WHERE key = ?", keys)
+            self._db.executemany("DELETE FROM outbox WHERE key = ?", [(key,) for key in removed])
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
-        self._count -= self._db.total_changes - before
+        self._keys -= removed
         self._writes += 1
 
     def get(self, key: str) -> Delivery | None:
         """The unacknowledged callback of ``key``, if any."""
-        if key in self._removed:
+        if key in self._removed or key not in self._keys:
             return None
         row = self._db.execute("SELECT * FROM outbox WHERE key = ?", (key,)).fetchone()
         return None if row is None else Delivery(*row)
@@ -156,8 +156,11 @@ class Outbox:
         before = self._db.total_changes
         self._db.execute("DELETE FROM outbox WHERE created < ?", (time.time() - older_than_seconds,))
         dropped = self._db.total_changes - before
-        self._count -= dropped
+        self._keys = self._stored_keys()
         return dropped
+
+    def _stored_keys(self) -> set[str]:
+        return {key for (key,) in self._db.execute("SELECT key FROM outbox")}
 
     def checkpoint(self) -> None:
         """Move the WAL into the database file; for a worker thread (it opens its own connection)."""

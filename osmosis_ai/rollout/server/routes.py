@@ -12,10 +12,17 @@ Init is the server's hot path, so :class:`InitRoute` first tries the body with o
 body it does not accept goes through FastAPI's own request handling, which answers it exactly as for
 any FastAPI route (422 with FastAPI's error list, 400 for a body it cannot parse). The
 ``init fast path`` line of ``benchmarks/rollout_server.py`` measures what this buys.
+
+In front of everything, :class:`InitAdmission` lets at most ``max_concurrent_inits`` inits into the
+application at once; the rest wait before any framework code runs. An init that waits inside (for
+``get_tools`` in its worker thread, for a duplicate's first answer) holds its parsed body and a stack
+of framework frames; when thousands arrive in one burst they would all be inside at once. The
+``init admission`` line of the benchmark measures the difference.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
@@ -26,7 +33,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.routing import APIRoute
 from pydantic import ValidationError
-from starlette.types import Message, Receive
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from osmosis_ai.rollout.core.schemas import RolloutRequest
 from osmosis_ai.rollout.server.api_key import authorized
@@ -73,6 +80,29 @@ def _bounded(receive: Receive, limit: int) -> Receive:
         return message
 
     return bounded
+
+
+class InitAdmission:
+    """ASGI middleware: at most ``limit`` init requests inside the application at once (module docstring)."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+        self._slots: asyncio.Semaphore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].endswith(INIT_PATH):
+            await self.app(scope, receive, send)
+            return
+        async with self._slots_of(asyncio.get_running_loop()):
+            await self.app(scope, receive, send)
+
+    def _slots_of(self, loop: asyncio.AbstractEventLoop) -> asyncio.Semaphore:
+        # A semaphore belongs to the loop it first waited on; an app served again gets a fresh one.
+        if self._slots is None or self._loop is not loop:
+            self._slots, self._loop = asyncio.Semaphore(self.limit), loop
+        return self._slots
 
 
 class InitRoute(APIRoute):
@@ -161,9 +191,15 @@ async def _unprocessable(request: Request, exc: Exception) -> Response:
 
 
 def add_routes(
-    app: FastAPI, state: AppState, executor: RolloutExecutor, *, api_key: str | None, max_body_bytes: int
+    app: FastAPI,
+    state: AppState,
+    executor: RolloutExecutor,
+    *,
+    api_key: str | None,
+    max_body_bytes: int,
+    max_concurrent_inits: int,
 ) -> None:
-    """Add the three endpoints to ``app``."""
+    """Add the three endpoints to ``app``, and :class:`InitAdmission` in front of them."""
 
     async def init(request: RolloutRequest) -> Response:
         try:
@@ -204,3 +240,4 @@ def add_routes(
     app.add_exception_handler(RequestValidationError, _unprocessable)
     app.add_api_route("/health", health, methods=["GET"])
     app.add_api_route("/platform/health", platform_health, methods=["GET"])
+    app.add_middleware(InitAdmission, limit=max_concurrent_inits)

@@ -1,18 +1,29 @@
-"""GetToolsCaller: always off the event loop and under the deadline; whatever it raises stays an init error."""
+"""GetToolsCaller: always off the event loop and under the deadline; whatever it raises stays an init error;
+a call still blocked after its deadline neither holds up other calls nor keeps the server from stopping."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from pydantic import ValidationError
 
 from osmosis_ai.rollout.server.agent_tools import GetToolsCaller, ToolsCache
 from osmosis_ai.rollout.server.isolation import AgentRaised
-from tests.support.server import ADD_TOOL
+from tests.support.server import ADD_TOOL, init_body
+from tests.support.sockets import free_port
+from tests.support.waiting import wait_until
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 class Recorder:
@@ -122,3 +133,64 @@ def test_tools_cache_keeps_nested_keywords_the_agent_later_mutates_in_place():
     again = validate([tool])
     assert again is not first
     assert again[0].model_dump()["function"]["parameters"]["properties"]["xs"]["items"] == {"type": "string"}
+
+
+async def test_a_blocked_call_holds_only_its_own_thread():
+    release = threading.Event()
+
+    def tools(request: Any) -> list[Any]:
+        if request == "blocked":
+            release.wait(10)
+        return [request]
+
+    caller = GetToolsCaller(tools, timeout=20)
+    for first in range(2):  # the blocked call submitted with the others (one wake-up), then alone first
+        blocked = asyncio.ensure_future(caller("blocked"))
+        if first:
+            await asyncio.sleep(0.1)
+        try:
+            answers = await asyncio.gather(*(caller(f"r-{i}") for i in range(20)))
+            assert answers == [[f"r-{i}"] for i in range(20)]
+            assert not blocked.done()
+        finally:
+            release.set()
+        assert await blocked == ["blocked"]
+        release.clear()
+
+
+SERVER_WITH_HUNG_GET_TOOLS = """
+import sys, time
+from osmosis_ai.rollout.server.app import create_app
+from osmosis_ai.rollout.server.runner import run_app
+from tests.support.server import ScriptedAgent, fast_settings
+
+def hung(request):
+    time.sleep(120)
+
+app = create_app(ScriptedAgent(tools=hung), settings=fast_settings(request_timeout_seconds=0.3))
+run_app(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="critical")
+"""
+
+
+def test_a_server_stops_promptly_although_a_get_tools_is_still_blocked_in_its_thread(trainer):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    server = subprocess.Popen([sys.executable, "-c", SERVER_WITH_HUNG_GET_TOOLS, str(port)], env=env)
+    try:
+        wait_until(lambda: _answers(url), timeout=30, what="the server to start")
+        response = httpx.post(f"{url}/v1/rollout/init", json=init_body("hung", trainer.url), timeout=10)
+        assert response.status_code == 500  # the deadline, while the call sleeps on in its thread
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=30) == 0  # not the 120 s the call still has to sleep
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/health", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False

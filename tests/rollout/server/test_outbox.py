@@ -52,3 +52,20 @@ def test_in_memory_outbox_and_pruning(tmp_path: Path):
     assert outbox.prune(older_than_seconds=-1) == 1
     assert outbox.pending == 0
     outbox.close()
+
+
+def test_keys_not_stored_are_answered_without_changing_the_count(tmp_path: Path):
+    path = tmp_path / "o.sqlite3"
+    outbox = Outbox(path)
+    outbox.put("k1", "r1", "http://t", None, b"{}")
+    outbox.remove("never-stored")  # e.g. a callback delivered from memory after the disk failed
+    assert outbox.get("never-stored") is None
+    assert outbox.pending == 1
+    outbox.close()
+    reopened = Outbox(path)  # the stored keys are known again after a restart
+    stored = reopened.get("k1")
+    assert stored is not None and stored.rollout_id == "r1"
+    reopened.remove("k1")
+    reopened.flush()
+    assert reopened.get("k1") is None and reopened.pending == 0
+    reopened.close()

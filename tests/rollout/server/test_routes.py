@@ -12,6 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
+from osmosis_ai.rollout.core.exceptions import RolloutValueError
+from osmosis_ai.rollout.server.app import create_app
 from tests.support.server import ADD_TOOL, ScriptedAgent, fast_settings, init_body
 from tests.support.trainer import TrainerStandIn
 from tests.support.waiting import wait_until
@@ -494,3 +496,93 @@ def test_a_body_with_non_finite_numbers_gets_422_not_500(serve, http, body: byte
     assert response.status_code == 422
     assert response.json()["detail"]
     assert http.get(f"{server.url}/health").status_code == 200  # the same connection still works
+
+
+# -- get_tools off the loop, and the init admission limit --------------------------------------------
+
+
+class GatedTools:
+    """A synchronous get_tools that blocks the rollouts named in ``blocked`` until released, counting
+    how many calls run at once."""
+
+    def __init__(self, blocked: set[str] | None = None, fail: set[str] | None = None) -> None:
+        self.blocked = blocked
+        self.fail = fail or set()
+        self.release = threading.Event()
+        self.lock = threading.Lock()
+        self.running = 0
+        self.most_at_once = 0
+
+    def __call__(self, request: Any) -> list[dict[str, Any]]:
+        with self.lock:
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+        try:
+            if self.blocked is None or request.rollout_id in self.blocked:
+                self.release.wait(10)
+            if request.rollout_id in self.fail:
+                raise SystemExit(f"get_tools gave up on {request.rollout_id}")
+            return [ADD_TOOL]
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+def _post_in_background(
+    url: str, rollout_id: str, trainer_url: str, into: dict[str, int]
+) -> threading.Thread:
+    def post() -> None:
+        with httpx.Client(timeout=20) as client:
+            into[rollout_id] = client.post(
+                f"{url}/v1/rollout/init", json=init_body(rollout_id, trainer_url)
+            ).status_code
+
+    thread = threading.Thread(target=post)
+    thread.start()
+    return thread
+
+
+def test_a_get_tools_blocking_for_seconds_stalls_neither_health_nor_other_inits(
+    serve, http, trainer: TrainerStandIn
+):
+    tools = GatedTools(blocked={"slow"}, fail={"raises"})
+    server = serve(ScriptedAgent(tools=tools))
+    statuses: dict[str, int] = {}
+    slow = _post_in_background(server.url, "slow", trainer.url, statuses)
+    wait_until(lambda: tools.running == 1, what="the slow get_tools to start")
+    for i in range(5):
+        response = http.post(f"{server.url}/v1/rollout/init", json=init_body(f"quick-{i}", trainer.url))
+        assert response.status_code == 202
+    assert (
+        http.post(f"{server.url}/v1/rollout/init", json=init_body("raises", trainer.url)).status_code == 500
+    )
+    assert http.get(f"{server.url}/health").json()["status"] == "healthy"
+    assert slow.is_alive() and tools.running == 1  # all of that happened while get_tools still blocked
+    tools.release.set()
+    slow.join(10)
+    assert statuses == {"slow": 202}
+    for rollout_id in ("slow", *(f"quick-{i}" for i in range(5))):
+        assert trainer.wait_completed(rollout_id)["status"] == "COMPLETED"
+
+
+def test_inits_beyond_max_concurrent_inits_wait_outside_and_all_get_their_answer(
+    serve, http, trainer: TrainerStandIn
+):
+    tools = GatedTools()  # every call blocks until released
+    server = serve(ScriptedAgent(tools=tools), max_concurrent_inits=2)
+    statuses: dict[str, int] = {}
+    posts = [_post_in_background(server.url, f"w-{i}", trainer.url, statuses) for i in range(6)]
+    wait_until(lambda: tools.running == 2, what="two inits in get_tools")
+    time.sleep(0.3)  # time for more inits to get in, were they let in
+    assert tools.running == 2
+    assert http.get(f"{server.url}/health").json()["active_rollouts"] == 2  # the other four wait outside
+    tools.release.set()
+    for post in posts:
+        post.join(10)
+    assert statuses == {f"w-{i}": 202 for i in range(6)}
+    assert tools.most_at_once == 2
+
+
+def test_max_concurrent_inits_must_be_positive():
+    with pytest.raises(RolloutValueError, match="max_concurrent_inits"):
+        create_app(ScriptedAgent(), settings=fast_settings(), max_concurrent_inits=0)
