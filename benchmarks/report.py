@@ -64,7 +64,8 @@ def main() -> None:
         records, page, blank = root / "rollouts.jsonl", root / "report.html", root / "blank.html"
         n = max(1, args.rollouts // DATASET_ROWS)
         _osmosis("rollout", "run", "-m", "examples.calculator.agent:agent_loop", "-d",
-                 "examples/calculator/dataset.jsonl", "--model", "scripted", "--n", str(n), "-q", "-o", str(records))  # fmt: skip
+                 "examples/calculator/dataset.jsonl", "--model", "scripted", "--n", str(n), "-q", "-o", str(records),
+                 "--journal", str(root / "journal.sqlite"))  # fmt: skip
         start = time.perf_counter()
         _osmosis("report", str(records), "-o", str(page), "-q")
         render_s = time.perf_counter() - start
