@@ -245,14 +245,18 @@ class Journal:
     ) -> list[tuple[Key, Outcome]]:
         """The recorded keys of ``model_tag`` and their outcomes (no data), in key order: the first
         ``limit`` (all when negative) after ``after``, so a long journal can be read a page at a time."""
-        where, bound = ("AND (row_index, sample_index) > (?, ?)", after) if after is not None else ("", ())
         with self._lock:
-            rows = self._connection.execute(
-                f"SELECT row_index, sample_index, outcome FROM samples WHERE model_tag = ? {where}"
-                " ORDER BY row_index, sample_index LIMIT ?",
-                (model_tag, *bound, limit),
-            ).fetchall()
-        return [((r, s), Outcome(o)) for r, s, o in rows]
+            return _outcomes(self._connection, model_tag, after, limit)
+
+    def reader(self) -> sqlite3.Connection:
+        """A read-only connection of its own: in WAL mode it reads while a commit is under way,
+        where the shared connection would wait for the commit's disk sync."""
+        try:
+            return sqlite3.connect(
+                f"{self.path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise JournalError(f"cannot read the journal {self.path}: {exc}") from exc
 
     def iter_records(
         self, model_tag: str = PRIMARY, *, start: Key = (0, 0), stop: Key | None = None, page: int = 64
@@ -398,12 +402,27 @@ class Journal:
         self.close()
 
 
+def _outcomes(
+    connection: sqlite3.Connection, model_tag: str, after: Key | None, limit: int
+) -> list[tuple[Key, Outcome]]:
+    where, bound = ("AND (row_index, sample_index) > (?, ?)", after) if after is not None else ("", ())
+    rows = connection.execute(
+        f"SELECT row_index, sample_index, outcome FROM samples WHERE model_tag = ? {where}"
+        " ORDER BY row_index, sample_index LIMIT ?",
+        (model_tag, *bound, limit),
+    ).fetchall()
+    return [((r, s), Outcome(o)) for r, s, o in rows]
+
+
 class FinishedKeys:
     """Answers "is this key finished?" for keys asked in ascending order, reading the journal's
-    outcomes a page at a time alongside, so a run's whole key set is never held."""
+    outcomes a page at a time alongside, so a run's whole key set is never held.
+
+    It is asked on the event loop while the run commits samples, so it reads through a connection
+    of its own (:meth:`Journal.reader`) and never waits for a commit."""
 
     def __init__(self, journal: Journal, *, retry_failed: bool, model_tag: str, page: int = 1024) -> None:
-        self.journal = journal
+        self._reader = journal.reader()
         self.retry_failed = retry_failed
         self.model_tag = model_tag
         self.page = page
@@ -418,8 +437,10 @@ class FinishedKeys:
                 self._buffered.popleft()
             if self._buffered or self._exhausted:
                 break
-            fetched = self.journal.outcomes(self.model_tag, after=self._last, limit=self.page)
+            fetched = _outcomes(self._reader, self.model_tag, self._last, self.page)
             self._exhausted = len(fetched) < self.page
+            if self._exhausted:
+                self._reader.close()
             if fetched:
                 self._last = fetched[-1][0]
             self._buffered.extend(fetched)
