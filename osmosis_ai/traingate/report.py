@@ -160,6 +160,11 @@ class RunTally:
         if status in TERMINAL_STATUSES:
             self.latencies.append(float(record["latency_ms"]))
             self.replayed_terminal += replayed
+        self._count_protocol(record, rollout_id, outcome)
+        self._count_failure(record, rollout_id, status, outcome)
+
+    def _count_protocol(self, record: dict[str, Any], rollout_id: str, outcome: Outcome) -> None:
+        """Append-only violations, refused calls and gateway errors: what the TrainGate checked."""
         violations = record.get("append_only_violations") or []
         self.violations += len(violations)
         self.rollouts_with_violations += bool(violations)
@@ -172,6 +177,9 @@ class RunTally:
         self.gateway_errors += len(errors)
         if errors and self.first_gateway_error is None:
             self.first_gateway_error = errors[0]
+
+    def _count_failure(self, record: dict[str, Any], rollout_id: str, status: str, outcome: Outcome) -> None:
+        """Reward errors, infrastructure failures by kind, agent errors and the run's first failure."""
         reward_error, error_message = record.get("reward_error"), record.get("error_message")
         if reward_error:
             self.reward_errors += 1
@@ -187,6 +195,7 @@ class RunTally:
             if len(self.agent_errors) < EXAMPLES:
                 self.agent_errors.append(Example(rollout_id, outcome, error_message or "(no error message)"))
         if outcome is not Outcome.COMPLETED and self.first_failure is None:
+            errors = record.get("gateway_errors") or []
             why = reward_error or error_message or (errors[-1] if errors else "")
             if outcome is Outcome.NO_MODEL_CALLS:
                 why = "the agent finished without calling the model"
