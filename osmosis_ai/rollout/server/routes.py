@@ -135,14 +135,12 @@ class FastInit:
         """``None`` once answered; else the ``receive`` the framework reads the request from."""
         if scope["method"] != "POST" or scope["path"] != INIT_PATH:
             return receive
-        authorization = length = content_type = None
+        headers: dict[bytes, bytes] = {}
         for name, value in scope["headers"]:
-            if name == b"authorization":
-                authorization = value
-            elif name == b"content-length":
-                length = value
-            elif name == b"content-type":
-                content_type = value
+            headers.setdefault(name, value)  # the first of repeated headers, as Starlette reads them
+        authorization = headers.get(b"authorization")
+        length = headers.get(b"content-length")
+        content_type = headers.get(b"content-type")
         if self.api_key is not None and not authorized(authorization, self.api_key):
             return receive
         if length is None or not length.isdigit() or int(length) > self.limit:
