@@ -13,7 +13,8 @@ memory idle and with ``--inflight`` rollouts held in flight (the driver's ``--ll
 second server with ``--max-concurrent`` rollouts allowed to run at once (the callback pool then has a
 connection for each). Last, the tricks the server keeps for speed, each against its plain
 version in servers started side by side (``--trick-rounds`` interleaved concurrency-50 runs, best
-kept): validating a valid init body in one step instead of through FastAPI's body handling, and
+kept): answering a valid init below the framework, its body validated in one step, instead of
+through FastAPI's routing and body handling, and
 ``tune_gc()`` instead of the default garbage collector settings; and one cost the same way: the
 outbox in a file (as ``osmosis serve`` keeps it) against the outbox in memory. Then the init
 admission limit (``create_app(max_concurrent_inits=...)``) against none, by the memory of the same

@@ -7,11 +7,15 @@ without being buffered. A body without a ``Content-Type`` is read as JSON, the p
 type (FastAPI versions differ on that). FastAPI reads and validates the body before it runs any
 dependency, so these checks wrap the route's handler (:class:`InitRoute`).
 
-Init is the server's hot path, so :class:`InitRoute` first tries the body with one
-``RolloutRequest.model_validate_json`` call and, when that succeeds, calls the endpoint itself. Any
-body it does not accept goes through FastAPI's own request handling, which answers it exactly as for
-any FastAPI route (422 with FastAPI's error list, 400 for a body it cannot parse). The
-``init fast path`` line of ``benchmarks/rollout_server.py`` measures what this buys.
+Init is the server's hot path, so the common init never reaches the framework: :class:`FastInit`,
+called from :class:`InitAdmission`, takes an authorized ``POST`` with a ``Content-Length`` within the
+limit and a JSON (or absent) ``Content-Type``, reads the body, validates it with one
+``RolloutRequest.model_validate_json`` call and calls the endpoint itself, skipping Starlette's
+exception middleware, routing and request wrappers. Every other request goes on to the route as it
+came, or with the body already read replayed, so the 401, the 413 before the body is read, 422 with
+FastAPI's error list and 400 for a body FastAPI cannot parse all stay FastAPI's own answers.
+:class:`InitRoute` keeps the same one-call validation for the bodies that reach it. The
+``init fast path`` line of ``benchmarks/rollout_server.py`` measures what both buy.
 
 In front of everything, :class:`InitAdmission` lets at most ``max_concurrent_inits`` inits into the
 application at once; the rest wait before any framework code runs. An init that waits inside (for
@@ -24,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, HTTPException, Request
@@ -83,11 +87,15 @@ def _bounded(receive: Receive, limit: int) -> Receive:
 
 
 class InitAdmission:
-    """ASGI middleware: at most ``limit`` init requests inside the application at once (module docstring)."""
+    """ASGI middleware: at most ``limit`` init requests inside the application at once (module docstring).
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    With ``fast_init`` it also answers the inits that need nothing from the framework (module docstring).
+    """
+
+    def __init__(self, app: ASGIApp, limit: int, fast_init: FastInit | None = None) -> None:
         self.app = app
         self.limit = limit
+        self.fast_init = fast_init
         self._slots: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -96,6 +104,11 @@ class InitAdmission:
             await self.app(scope, receive, send)
             return
         async with self._slots_of(asyncio.get_running_loop()):
+            if self.fast_init is not None:
+                unanswered = await self.fast_init(scope, receive, send)
+                if unanswered is None:
+                    return
+                receive = unanswered
             await self.app(scope, receive, send)
 
     def _slots_of(self, loop: asyncio.AbstractEventLoop) -> asyncio.Semaphore:
@@ -103,6 +116,68 @@ class InitAdmission:
         if self._slots is None or self._loop is not loop:
             self._slots, self._loop = asyncio.Semaphore(self.limit), loop
         return self._slots
+
+
+class FastInit:
+    """The init fast path below the framework: an authorized ``POST`` of a declared, allowed length
+    and JSON type whose body validates in one ``RolloutRequest.model_validate_json`` goes straight
+    to the endpoint. Anything else goes on to :class:`InitRoute` unread, or with the body it read
+    replayed, and gets the framework's own answer."""
+
+    def __init__(
+        self, endpoint: Callable[[RolloutRequest], Awaitable[Response]], api_key: str | None, limit: int
+    ) -> None:
+        self.endpoint = endpoint
+        self.api_key = api_key.encode() if api_key is not None else None
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
+        """``None`` once answered; else the ``receive`` the framework reads the request from."""
+        if scope["method"] != "POST" or scope["path"] != INIT_PATH:
+            return receive
+        headers: dict[bytes, bytes] = {}
+        for name, value in scope["headers"]:
+            headers.setdefault(name, value)  # the first of repeated headers, as Starlette reads them
+        authorization = headers.get(b"authorization")
+        length = headers.get(b"content-length")
+        content_type = headers.get(b"content-type")
+        if self.api_key is not None and not authorized(authorization, self.api_key):
+            return receive
+        if length is None or not length.isdigit() or int(length) > self.limit:
+            return receive
+        if not _is_plain_json(None if content_type is None else content_type.decode("latin-1")):
+            return receive
+        first = await receive()
+        if first["type"] != "http.request":  # the client went away: the framework handles it
+            return _replaying(first, receive)
+        body = first.get("body", b"")
+        more = first.get("more_body", False)
+        if more:
+            chunks = [body]
+            while more:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return _replaying({**first, "body": b"".join(chunks), "more_body": True}, receive)
+                chunks.append(message.get("body", b""))
+                more = message.get("more_body", False)
+            body = b"".join(chunks)
+        try:
+            rollout = RolloutRequest.model_validate_json(body)
+        except ValidationError:
+            return _replaying({"type": "http.request", "body": body, "more_body": False}, receive)
+        response = await self.endpoint(rollout)
+        await response(scope, receive, send)
+        return None
+
+
+def _replaying(message: Message, receive: Receive) -> Receive:
+    """``receive`` that gives ``message`` first, then what ``receive`` gives."""
+    pending: list[Message] = [message]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
 
 
 class InitRoute(APIRoute):
@@ -240,4 +315,5 @@ def add_routes(
     app.add_exception_handler(RequestValidationError, _unprocessable)
     app.add_api_route("/health", health, methods=["GET"])
     app.add_api_route("/platform/health", platform_health, methods=["GET"])
-    app.add_middleware(InitAdmission, limit=max_concurrent_inits)
+    fast_init = FastInit(init, api_key, max_body_bytes) if InitRoute.fast_path else None
+    app.add_middleware(InitAdmission, limit=max_concurrent_inits, fast_init=fast_init)

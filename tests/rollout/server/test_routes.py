@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -586,3 +587,20 @@ def test_inits_beyond_max_concurrent_inits_wait_outside_and_all_get_their_answer
 def test_max_concurrent_inits_must_be_positive():
     with pytest.raises(RolloutValueError, match="max_concurrent_inits"):
         create_app(ScriptedAgent(), settings=fast_settings(), max_concurrent_inits=0)
+
+
+def test_an_init_whose_client_leaves_mid_body_starts_nothing_and_frees_its_admission(
+    serve, http, trainer: TrainerStandIn
+):
+    server = serve(ScriptedAgent(), max_concurrent_inits=1)  # a slot kept would block the next init
+    body = json.dumps(init_body("left-mid-body", trainer.url)).encode()
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+    head = f"POST /v1/rollout/init HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+    with socket.create_connection((host, int(port)), timeout=5) as client:
+        client.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body[:20])
+        time.sleep(0.2)  # the server has read the head and the first part of the body
+    health = http.get(f"{server.url}/health").json()
+    assert health["active_rollouts"] == 0 and health["completed_rollouts"] == 0
+    response = http.post(f"{server.url}/v1/rollout/init", content=body)
+    assert response.status_code == 202, response.text
+    trainer.wait_completed("left-mid-body")
