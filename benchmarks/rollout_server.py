@@ -63,11 +63,11 @@ import uvicorn
 
 from examples.calculator.agent import agent_loop
 from osmosis_ai.rollout.server.app import create_app
-from osmosis_ai.rollout.server.routes import InitRoute
+from osmosis_ai.rollout.server.routes import FastInit
 from osmosis_ai.rollout.server.runner import tune_gc
 
 port, variant = int(sys.argv[1]), sys.argv[2]
-InitRoute.fast_path = variant != "fastapi_body"
+FastInit.enabled = variant != "fastapi_body"
 outbox = ":memory:" if variant == "memory_outbox" else tempfile.mkdtemp() + "/outbox.sqlite3"
 inits = 10**9 if variant == "no_admission" else 64
 app = create_app(agent_loop, outbox_path=outbox, max_concurrent_inits=inits)

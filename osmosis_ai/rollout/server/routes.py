@@ -13,9 +13,8 @@ limit and a JSON (or absent) ``Content-Type``, reads the body, validates it with
 ``RolloutRequest.model_validate_json`` call and calls the endpoint itself, skipping Starlette's
 exception middleware, routing and request wrappers. Every other request goes on to the route as it
 came, or with the body already read replayed, so the 401, the 413 before the body is read, 422 with
-FastAPI's error list and 400 for a body FastAPI cannot parse all stay FastAPI's own answers.
-:class:`InitRoute` keeps the same one-call validation for the bodies that reach it. The
-``init fast path`` line of ``benchmarks/rollout_server.py`` measures what both buy.
+FastAPI's error list and 400 for a body FastAPI cannot parse all stay FastAPI's own answers. The
+``init fast path`` line of ``benchmarks/rollout_server.py`` measures what it buys.
 
 In front of everything, :class:`InitAdmission` lets at most ``max_concurrent_inits`` inits into the
 application at once; the rest wait before any framework code runs. An init that waits inside (for
@@ -124,6 +123,8 @@ class FastInit:
     to the endpoint. Anything else goes on to :class:`InitRoute` unread, or with the body it read
     replayed, and gets the framework's own answer."""
 
+    enabled = True  # False sends every init through FastAPI (the benchmark's plain version)
+
     def __init__(
         self, endpoint: Callable[[RolloutRequest], Awaitable[Response]], api_key: str | None, limit: int
     ) -> None:
@@ -181,9 +182,7 @@ def _replaying(message: Message, receive: Receive) -> Receive:
 
 
 class InitRoute(APIRoute):
-    """The init route: 401 and 413 before the body is read, then the fast path (module docstring)."""
-
-    fast_path = True  # False sends every body through FastAPI's handling (the benchmark's plain version)
+    """The init route: 401 and 413 before the body is read, then FastAPI's own handling (module docstring)."""
 
     def __init__(
         self,
@@ -200,8 +199,7 @@ class InitRoute(APIRoute):
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
-        api_key, limit, endpoint = self.api_key, self.max_body_bytes, self.endpoint
-        fast_path = self.fast_path
+        api_key, limit = self.api_key, self.max_body_bytes
 
         async def guarded(request: Request) -> Response:
             if api_key is not None and not authorized(_authorization(request), api_key):
@@ -223,14 +221,6 @@ class InitRoute(APIRoute):
                 scope = request.scope
                 scope = {**scope, "headers": [*scope["headers"], (b"content-type", b"application/json")]}
                 request = Request(scope, request.receive)
-            if fast_path and _is_plain_json(content_type):
-                try:
-                    rollout = RolloutRequest.model_validate_json(await request.body())
-                except ValidationError:
-                    pass  # FastAPI's handler answers it, from the body already read
-                else:
-                    response: Response = await endpoint(rollout)
-                    return response
             return await handler(request)
 
         return guarded
@@ -315,5 +305,5 @@ def add_routes(
     app.add_exception_handler(RequestValidationError, _unprocessable)
     app.add_api_route("/health", health, methods=["GET"])
     app.add_api_route("/platform/health", platform_health, methods=["GET"])
-    fast_init = FastInit(init, api_key, max_body_bytes) if InitRoute.fast_path else None
+    fast_init = FastInit(init, api_key, max_body_bytes) if FastInit.enabled else None
     app.add_middleware(InitAdmission, limit=max_concurrent_inits, fast_init=fast_init)
