@@ -285,22 +285,48 @@ def _finite(value: Any) -> Any:
     return value
 
 
-class RecordWriter:
-    """Writes one JSON line per rollout as soon as it ends, so a long run keeps what it has done.
+# The records a resumed run already has (from its journal) for sequence numbers start <= seq < stop,
+# in order; called in the writer thread, and read lazily there.
+Premade = Callable[[int, int], Iterable[dict[str, Any]]]
 
-    Lines are encoded and written by one writer thread, in the order :meth:`write` was called, so a
-    big record (megabytes of token ids) never stalls the event loop the rollouts share. A failed
-    write (a full disk) raises its :class:`OSError` and is kept in :attr:`error`.
+
+class OrderedRecordWriter:
+    """Writes the records in sequence order — (row, sample) — whatever order the rollouts end in.
+
+    A record that ends before an earlier one waits in memory until every earlier record is written
+    (if the run ends first, the waiting records are written at the exit, in order, with gaps).
+    :meth:`admit` holds back the start of rollout ``seq`` until fewer than ``window`` records are
+    ahead of the first unwritten one, so at most ``window`` records ever wait: memory stays bounded,
+    at the price of a pause when one rollout is far slower than the ``window`` after it.
+
+    Lines are encoded and written by one writer thread, so a big record (megabytes of token ids)
+    never stalls the event loop the rollouts share. A failed write (a full disk) raises its
+    :class:`OSError` and is kept in :attr:`error`.
+
+    A resumed run skips the rollouts its journal has; ``premade(start, stop)`` gives their records.
+    Every sequence number below the last admitted one (or below :meth:`complete`'s end) that was
+    not admitted is such a rollout, and its record is written in its place, read a stretch at a time
+    by the writer thread, so the file comes out whole and in order.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, window: int, premade: Premade | None = None) -> None:
+        if window < 1:
+            raise ValueError(f"window must be at least 1, got {window}")
+        self.window = window
+        self.premade = premade
+        self._pending: dict[int, dict[str, Any]] = {}
+        self._admitted: set[int] = set()  # admitted and not written yet
+        self._decided = 0  # every sequence number below this was admitted or is premade
+        self._next = 0
+        self._moved = asyncio.Condition()
+        self._draining = asyncio.Lock()
         self.path = Path(path)
         self.count = 0
         self.error: OSError | None = None
         self._handle: TextIO | None = None
         self._thread: ThreadPoolExecutor | None = None
 
-    def __enter__(self) -> RecordWriter:
+    def __enter__(self) -> OrderedRecordWriter:
         try:
             self._handle = self.path.open("w", encoding="utf-8")
         except OSError as exc:
@@ -323,64 +349,6 @@ class RecordWriter:
                 if self.error is None:  # the first failure is the one to report
                     self.error = exc
                     raise
-
-    def _write_remaining(self, handle: TextIO) -> None:
-        """At the end, write what is still held back (nothing here; see :class:`OrderedRecordWriter`)."""
-
-    async def write(self, session: RolloutSession) -> None:
-        """Write ``session``'s record; returns once the line is flushed to the file."""
-        await self._write(session.to_record())  # a shallow snapshot, taken on the loop that mutates sessions
-
-    async def _write(self, *records: dict[str, Any], premade: tuple[int, int] = (0, 0)) -> None:
-        """Write ``records``, then (ordered writer) the premade records of ``premade`` = (start, stop)."""
-        if self._handle is None or self._thread is None:
-            raise RuntimeError("RecordWriter used outside 'with'")
-        made = self._premade_records(*premade)
-        try:
-            written = await asyncio.get_running_loop().run_in_executor(
-                self._thread, _write_lines, self._handle, [*records], made
-            )
-        except OSError as exc:
-            self.error = exc
-            raise
-        self.count += written
-
-    def _premade_records(self, start: int, stop: int) -> Iterable[dict[str, Any]]:
-        return ()
-
-
-# The records a resumed run already has (from its journal) for sequence numbers start <= seq < stop,
-# in order; called in the writer thread, and read lazily there.
-Premade = Callable[[int, int], Iterable[dict[str, Any]]]
-
-
-class OrderedRecordWriter(RecordWriter):
-    """Writes the records in sequence order — (row, sample) — whatever order the rollouts end in.
-
-    A record that ends before an earlier one waits in memory until every earlier record is written
-    (if the run ends first, the waiting records are written at the exit, in order, with gaps).
-    :meth:`admit` holds back the start of rollout ``seq`` until fewer than ``window`` records are
-    ahead of the first unwritten one, so at most ``window`` records ever wait: memory stays bounded,
-    at the price of a pause when one rollout is far slower than the ``window`` after it.
-
-    A resumed run skips the rollouts its journal has; ``premade(start, stop)`` gives their records.
-    Every sequence number below the last admitted one (or below :meth:`complete`'s end) that was
-    not admitted is such a rollout, and its record is written in its place, read a stretch at a time
-    by the writer thread, so the file comes out whole and in order.
-    """
-
-    def __init__(self, path: str | Path, *, window: int, premade: Premade | None = None) -> None:
-        super().__init__(path)
-        if window < 1:
-            raise ValueError(f"window must be at least 1, got {window}")
-        self.window = window
-        self.premade = premade
-        self._pending: dict[int, dict[str, Any]] = {}
-        self._admitted: set[int] = set()  # admitted and not written yet
-        self._decided = 0  # every sequence number below this was admitted or is premade
-        self._next = 0
-        self._moved = asyncio.Condition()
-        self._draining = asyncio.Lock()
 
     def _write_remaining(self, handle: TextIO) -> None:
         # The run ended early (Ctrl-C, an error): keep the records that finished — those waiting and
@@ -419,18 +387,29 @@ class OrderedRecordWriter(RecordWriter):
         self._decided = max(self._decided, end)
         await self._drain()
 
-    async def put(self, seq: int, session: RolloutSession) -> None:
-        """Hand over the record of rollout ``seq``; every record whose turn has come is written."""
-        await self.put_record(seq, session.to_record())
-
     async def put_record(self, seq: int, record: dict[str, Any]) -> None:
-        """:meth:`put` for a record already made (a shallow snapshot taken on the loop)."""
+        """Hand over the record of rollout ``seq`` (a shallow snapshot taken on the loop that mutates
+        sessions); every record whose turn has come is written."""
         self._pending[seq] = record
         if seq != self._next or self._draining.locked():
             # Not this record's turn, or a drain is running and will reach it: do not wait (and
             # hold a rollout slot) for the writes of others.
             return
         await self._drain()
+
+    async def _write(self, *records: dict[str, Any], premade: tuple[int, int] = (0, 0)) -> None:
+        """Write ``records``, then the premade records of ``premade`` = (start, stop)."""
+        if self._handle is None or self._thread is None:
+            raise RuntimeError("OrderedRecordWriter used outside 'with'")
+        made = self._premade_records(*premade)
+        try:
+            written = await asyncio.get_running_loop().run_in_executor(
+                self._thread, _write_lines, self._handle, [*records], made
+            )
+        except OSError as exc:
+            self.error = exc
+            raise
+        self.count += written
 
     def _premade_records(self, start: int, stop: int) -> Iterator[dict[str, Any]]:
         if self.premade is not None and start < stop:  # a generator: the journal is read in the writer thread

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from osmosis_ai.traingate.report import RecordWriter
+from osmosis_ai.traingate.report import OrderedRecordWriter
 from osmosis_ai.traingate.session import RolloutSession, TurnRecord
 from osmosis_ai.traingate.tokenizer import ByteTokenizer, render_prompt
 
@@ -64,8 +64,10 @@ async def test_big_records_are_written_in_order_without_stalling_the_loop(tmp_pa
     transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), pipe)
     try:
         drained = asyncio.create_task(reader.read())  # everything, up to the writer's close
-        with RecordWriter(path) as writer:
-            await asyncio.gather(*(writer.write(s) for s in sessions))
+        with OrderedRecordWriter(path, window=len(sessions)) as writer:
+            for seq in range(len(sessions)):
+                await writer.admit(seq)
+            await asyncio.gather(*(writer.put_record(seq, s.to_record()) for seq, s in enumerate(sessions)))
         data = await drained
     finally:
         transport.close()
@@ -78,8 +80,6 @@ async def test_big_records_are_written_in_order_without_stalling_the_loop(tmp_pa
 
 
 async def test_ordered_writer_writes_in_sequence_and_bounds_what_waits(tmp_path: Path) -> None:
-    from osmosis_ai.traingate.report import OrderedRecordWriter
-
     path = tmp_path / "ordered.jsonl"
     sessions = [
         RolloutSession(f"r{i}", i, 0, "key", [{"role": "user", "content": "q"}], {}) for i in range(4)
@@ -87,15 +87,15 @@ async def test_ordered_writer_writes_in_sequence_and_bounds_what_waits(tmp_path:
     with OrderedRecordWriter(path, window=2) as writer:
         await writer.admit(0)
         await writer.admit(1)
-        await writer.put(1, sessions[1])  # ended first, waits for rollout 0
+        await writer.put_record(1, sessions[1].to_record())  # ended first, waits for rollout 0
         assert path.read_text() == "" and writer.waiting == 1
         third = asyncio.create_task(writer.admit(2))  # two would be waiting: held back
         await asyncio.sleep(0.05)
         assert not third.done()
-        await writer.put(0, sessions[0])  # 0 and 1 go out together; 2 may start
+        await writer.put_record(0, sessions[0].to_record())  # 0 and 1 go out together; 2 may start
         await asyncio.wait_for(third, 5)
-        await writer.put(3, sessions[3])
-        await writer.put(2, sessions[2])
+        await writer.put_record(3, sessions[3].to_record())
+        await writer.put_record(2, sessions[2].to_record())
         assert writer.waiting == 0 and writer.count == 4
     assert [json.loads(line)["rollout_id"] for line in path.read_text().splitlines()] == [
         "r0",
@@ -106,15 +106,13 @@ async def test_ordered_writer_writes_in_sequence_and_bounds_what_waits(tmp_path:
 
 
 async def test_records_waiting_when_a_run_ends_early_are_kept_in_order(tmp_path: Path) -> None:
-    from osmosis_ai.traingate.report import OrderedRecordWriter
-
     path = tmp_path / "interrupted.jsonl"
     sessions = [
         RolloutSession(f"r{i}", i, 0, "key", [{"role": "user", "content": "q"}], {}) for i in range(4)
     ]
     with OrderedRecordWriter(path, window=8) as writer:
-        await writer.put(3, sessions[3])
-        await writer.put(1, sessions[1])  # rollouts 0 and 2 never finish
+        await writer.put_record(3, sessions[3].to_record())
+        await writer.put_record(1, sessions[1].to_record())  # rollouts 0 and 2 never finish
     assert [json.loads(line)["rollout_id"] for line in path.read_text().splitlines()] == ["r1", "r3"]
     assert writer.count == 2
 
@@ -127,8 +125,6 @@ def test_non_finite_numbers_are_written_as_null() -> None:
 
 
 async def test_ordered_writer_puts_premade_records_in_the_places_of_skipped_rollouts(tmp_path: Path) -> None:
-    from osmosis_ai.traingate.report import OrderedRecordWriter
-
     journaled = {seq: {"rollout_id": f"old{seq}", "turns": []} for seq in (0, 1, 3, 6, 7)}
     asked: list[tuple[int, int]] = []
 
@@ -168,8 +164,6 @@ def test_a_tally_counts_a_record_read_back_as_it_counted_the_rollout() -> None:
 async def test_an_interrupted_resumed_run_keeps_the_premade_records_before_its_last_rollout(
     tmp_path: Path,
 ) -> None:
-    from osmosis_ai.traingate.report import OrderedRecordWriter
-
     def premade(start: int, stop: int) -> list[dict[str, object]]:
         return [{"rollout_id": f"old{seq}", "turns": []} for seq in range(start, stop)]
 
