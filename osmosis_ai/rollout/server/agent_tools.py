@@ -176,18 +176,9 @@ _THREADS = ToolsThreads()
 
 
 class GetToolsCaller:
-    """Calls one agent's ``get_tools`` without letting it stall the event loop (see the module docstring).
+    """Calls one agent's ``get_tools`` without letting it stall the event loop (see the module docstring)."""
 
-    ``always_thread`` is accepted for compatibility: every synchronous call goes to a thread.
-    """
-
-    def __init__(
-        self,
-        get_tools: Callable[[RolloutRequest], Any],
-        timeout: float | None,
-        *,
-        always_thread: bool = True,
-    ):
+    def __init__(self, get_tools: Callable[[RolloutRequest], Any], timeout: float | None) -> None:
         self._get_tools = get_tools
         self._timeout = timeout
         self._is_async = inspect.iscoroutinefunction(get_tools)
