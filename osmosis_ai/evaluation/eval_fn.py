@@ -7,21 +7,22 @@ The shape is read from the function's first parameter (through decorators that s
   last assistant message that has any (``""`` when none), ``extra_info`` the row's metadata;
 * **full** — ``fn(messages, ground_truth, metadata)``: the whole final conversation.
 
-Async functions are awaited; plain ones run in a worker thread, so a slow scorer does not stall the
-other rows. The score must be a finite real number (``bool`` is refused: ``True`` is not a score);
-anything else raises :class:`EvalFnError`. An exception from the function itself propagates, so the
-caller records the row as a ``reward_error`` instead of a score of 0.
+Functions are called the one way (:func:`osmosis_ai._usercode.call_user`: async ones awaited, plain
+ones in worker threads, so a slow scorer does not stall the other rows). The score follows the one
+score rule (:func:`osmosis_ai.rewards.score.to_score`): anything but a finite real number raises
+:class:`~osmosis_ai.errors.RewardReturnError`. An exception from the function itself propagates, so
+the caller records the row as a ``reward_error`` instead of a score of 0.
 """
 
 from __future__ import annotations
 
-import asyncio
 import inspect
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from osmosis_ai._usercode import UserThreads, call_user
 from osmosis_ai.evaluation.errors import EvalFnError
+from osmosis_ai.rewards.score import to_score
 
 SIMPLE = "simple"
 FULL = "full"
@@ -52,14 +53,6 @@ def last_assistant_text(messages: Sequence[Mapping[str, Any]]) -> str:
     return ""
 
 
-def _is_async(fn: Callable[..., Any]) -> bool:
-    target = inspect.unwrap(fn)
-    call = getattr(target, "__call__", None)  # noqa: B004 - a callable object's async __call__
-    return inspect.iscoroutinefunction(target) or (
-        not inspect.isfunction(target) and call is not None and inspect.iscoroutinefunction(call)
-    )
-
-
 class EvalFnWrapper:
     """Calls ``fn`` in its shape and checks its score; ``name`` identifies it in errors and reports."""
 
@@ -71,7 +64,12 @@ class EvalFnWrapper:
         self.mode = _mode(fn, name)
 
     async def __call__(
-        self, messages: Sequence[Mapping[str, Any]], ground_truth: Any, metadata: Mapping[str, Any]
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        ground_truth: Any,
+        metadata: Mapping[str, Any],
+        *,
+        threads: UserThreads | None = None,
     ) -> float:
         if self.mode == SIMPLE:
             kwargs: dict[str, Any] = {
@@ -81,14 +79,5 @@ class EvalFnWrapper:
             }
         else:
             kwargs = {"messages": list(messages), "ground_truth": ground_truth, "metadata": dict(metadata)}
-        if _is_async(self.fn):
-            value = await self.fn(**kwargs)
-        else:
-            value = await asyncio.to_thread(self.fn, **kwargs)
-            if inspect.isawaitable(value):
-                value = await value
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise EvalFnError(
-                f"eval function {self.name!r} returned {value!r}; it must return a finite number"
-            )
-        return float(value)
+        value = await call_user(self.fn, threads=threads, **kwargs)
+        return to_score(value, self.name, kind="eval function")

@@ -24,6 +24,7 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
+from osmosis_ai._usercode import is_async_callable
 from osmosis_ai.errors import RewardSignatureError
 
 _STR_NAMES = ("str", "builtins.str")
@@ -108,13 +109,6 @@ def function_name(func: Callable[..., Any]) -> str:
     target = _strip_partials(func)
     name = getattr(target, "__name__", None)
     return name if isinstance(name, str) else type(target).__name__
-
-
-def is_async_callable(func: Callable[..., Any]) -> bool:
-    """Whether calling ``func`` returns an awaitable: async functions, partials of them, and
-    objects whose class defines ``async def __call__``."""
-    target = _strip_partials(func)
-    return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(_class_call(target))
 
 
 def _class_call(obj: Any) -> Any:

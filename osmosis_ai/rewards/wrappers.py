@@ -3,20 +3,18 @@
 Rewards are called once per sample during training, so the wrappers are built for speed: every
 decision is taken when the decorator runs, the common call (positional arguments, a ``float``
 result) takes one branch for ``data_source`` and one type test, and anything slower (ints,
-``numbers.Real`` types such as ``Fraction`` or numpy scalars, errors) is left to :func:`to_score`.
-A finite float ``r`` is recognised by ``r - r == 0.0``, which is false for NaN and both infinities.
+``numbers.Real`` types such as ``Fraction`` or numpy scalars, errors) is left to the one score rule,
+:func:`osmosis_ai.rewards.score.to_score`.
 """
 
 from __future__ import annotations
 
 import inspect
-import numbers
 from collections.abc import Callable
 from typing import Any
 
-from osmosis_ai.errors import RewardArgumentError, RewardReturnError
-
-_REPR_LIMIT = 120
+from osmosis_ai.errors import RewardArgumentError
+from osmosis_ai.rewards.score import describe_value, to_score
 
 
 def sync_wrapper(
@@ -68,28 +66,6 @@ def async_wrapper(
     return classic
 
 
-def to_score(value: object, function_name: str) -> float:
-    """Slow path of the return check: any finite real number except ``bool``, as a ``float``."""
-    if type(value) is int or (isinstance(value, numbers.Real) and not isinstance(value, bool)):
-        try:
-            score = float(value)
-        except (OverflowError, TypeError, ValueError):
-            score = float("nan")
-        if score - score == 0.0:
-            return score
-    raise RewardReturnError(_return_problem(value, function_name), function_name=function_name)
-
-
-def _return_problem(value: object, function_name: str) -> str:
-    problem = (
-        f"reward function {function_name!r} must return a finite real number (a float, or an int), "
-        f"got {_describe_value(value)}"
-    )
-    if hasattr(value, "__await__"):
-        problem += "; it returned an awaitable, so declare it `async def` to have it awaited"
-    return problem
-
-
 def argument_checked(
     func: Callable[..., Any], signature: inspect.Signature, function_name: str
 ) -> Callable[..., Any]:
@@ -125,20 +101,12 @@ def _argument_problem(arguments: dict[str, Any]) -> str:
         return "argument 'solution_str' is missing"
     solution = arguments["solution_str"]
     if not isinstance(solution, str):
-        return f"argument 'solution_str' must be a str, got {_describe_value(solution)}"
+        return f"argument 'solution_str' must be a str, got {describe_value(solution)}"
     if "ground_truth" not in arguments:
         return "argument 'ground_truth' is missing"
     truth = arguments["ground_truth"]
     if truth is not None and not isinstance(truth, str):
-        return f"argument 'ground_truth' must be a str or None, got {_describe_value(truth)}"
+        return f"argument 'ground_truth' must be a str or None, got {describe_value(truth)}"
     if "extra_info" not in arguments:
         return "argument 'extra_info' is missing (pass None when there is nothing to pass)"
     return ""
-
-
-def _describe_value(value: object) -> str:
-    """``repr(value)`` (shortened) and its type name, for error messages."""
-    text = repr(value)
-    if len(text) > _REPR_LIMIT:
-        text = text[: _REPR_LIMIT - 3] + "..."
-    return f"{text} of type {type(value).__name__}"

@@ -1,46 +1,27 @@
 """Trainer-side rewards: a function with the classic ``(solution_str, ground_truth, extra_info)`` signature.
 
 The reward is computed on the content of the last assistant message, the convention of
-``osmosis eval``'s simple mode. Synchronous functions run in a worker thread so a slow reward never
-stalls the gateway; coroutine functions are awaited. (``osmosis rollout run --reward MODULE:FN``
-loads the function: :func:`osmosis_ai.cli.loading.load_reward`.)
+``osmosis eval``'s simple mode, called the one way user code is called
+(:func:`osmosis_ai._usercode.call_user`) and checked by the one score rule
+(:func:`osmosis_ai.rewards.score.to_score`). (``osmosis rollout run --reward MODULE:FN`` loads the
+function: :func:`osmosis_ai.cli.loading.load_reward`.)
 """
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-import math
 from collections.abc import Callable
 from typing import Any
 
-from osmosis_ai.errors import RewardReturnError
+from osmosis_ai._usercode import call_user
+from osmosis_ai.evaluation.eval_fn import last_assistant_text
+from osmosis_ai.rewards.score import to_score
 
 RewardFn = Callable[..., Any]
-
-
-def last_assistant_content(messages: list[dict[str, Any]]) -> str:
-    """Content of the last assistant message whose content is not None, as text ("" if none)."""
-    for message in reversed(messages):
-        if message.get("role") == "assistant" and message.get("content") is not None:
-            return str(message["content"])
-    return ""
 
 
 async def compute_reward(
     fn: RewardFn, messages: list[dict[str, Any]], ground_truth: str, extra_info: dict[str, Any]
 ) -> float:
-    """Call ``fn(solution_str, ground_truth, extra_info)`` and check it returns a finite number."""
-    solution = last_assistant_content(messages)
-    if inspect.iscoroutinefunction(fn):
-        value = await fn(solution, ground_truth, extra_info)
-    else:
-        value = await asyncio.to_thread(fn, solution, ground_truth, extra_info)
-        if inspect.isawaitable(value):
-            value = await value
-    if not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise RewardReturnError(
-            f"the reward function returned {value!r}; it must return a finite number",
-            function_name=getattr(fn, "__name__", ""),
-        )
-    return float(value)
+    """Call ``fn(solution_str, ground_truth, extra_info)`` and check its score."""
+    value = await call_user(fn, last_assistant_text(messages), ground_truth, extra_info)
+    return to_score(value, getattr(fn, "__name__", "") or type(fn).__name__)

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from osmosis_ai.evaluation.pool import run_bounded
+from osmosis_ai._pool import run_bounded
 from osmosis_ai.traingate.gateway import TrainGate
 from osmosis_ai.traingate.launcher import InitRejected, RolloutLauncher, ServerUnreachable
 from osmosis_ai.traingate.reward import RewardFn, compute_reward
@@ -155,7 +155,7 @@ async def stream_rollouts(
     at once; return how many ran.
 
     Rows are taken from the iterable only a bounded distance ahead of the rollouts in flight
-    (:func:`~osmosis_ai.evaluation.pool.run_bounded`), so a dataset is never held whole.
+    (:func:`~osmosis_ai._pool.run_bounded`), so a dataset is never held whole.
     Each rollout has a sequence number (``position * n + sample``); ``admit(seq)``, if given, is
     awaited before that rollout starts (an in-order writer uses it to bound what it buffers).
     ``skip(row, sample)``, if given, is asked once per rollout in sequence order and a rollout it

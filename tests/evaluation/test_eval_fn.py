@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from osmosis_ai import osmosis_reward
+from osmosis_ai.errors import RewardReturnError
 from osmosis_ai.evaluation.errors import EvalFnError
 from osmosis_ai.evaluation.eval_fn import FULL, SIMPLE, EvalFnWrapper
 
@@ -56,7 +57,7 @@ async def test_a_non_score_is_refused(value: Any) -> None:
     def bad(solution_str: str, ground_truth: str, extra_info: dict[str, Any]) -> Any:
         return value
 
-    with pytest.raises(EvalFnError, match="must return a finite number"):
+    with pytest.raises(RewardReturnError, match="eval function 'bad' must return a finite real number"):
         await EvalFnWrapper(bad, "bad")(MESSAGES, "4", {})
 
 

@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from osmosis_ai._pool import run_bounded
 from osmosis_ai.cli import output
 from osmosis_ai.evaluation.errors import SystemicProviderError
 from osmosis_ai.evaluation.journal import PRIMARY, Journal, SampleRecord
 from osmosis_ai.evaluation.outcome import Outcome
-from osmosis_ai.evaluation.pool import run_bounded
 from osmosis_ai.evaluation.runner import LocalRunner, RowResult
 
 

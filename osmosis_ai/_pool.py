@@ -1,30 +1,66 @@
-"""Running work items with a concurrency limit: the loop every batch command shares.
+"""The one bounded pool: work items taken lazily, a concurrency limit, the first failure stops all.
 
-:func:`run_bounded` takes items from an iterable at most two per slot ahead of the ones running
-(a dataset streamed through it is never held whole), runs ``work(item)`` for each with at most ``concurrency`` in
-flight, and stops taking new items once ``stop()`` says so — the ones in flight finish. The first
-exception a work item raises cancels the others and is raised, as is one raised by the iterable or
-by ``before_start``. ``osmosis rollout run`` drives rollouts over the wire with it
-(:func:`osmosis_ai.traingate.runner.stream_rollouts`); each item ends in its own outcome, which
-the work function records.
+Every batch loop of the SDK runs through :func:`run_bounded`: the run engine's items, judge
+batches, ``eval-rubric``. It takes items from an iterable at most :data:`LOOKAHEAD` per slot ahead
+of the ones running (a dataset streamed through it is never held whole), runs ``work(item)`` for
+each with at most the limit in flight, and stops taking new items once ``stop()`` says so (the
+ones in flight finish). The first exception a work item raises cancels the others and is raised,
+as is one raised by the iterable or by ``before_start``.
+
+The limit is a number or a :class:`Limit`: an object that hands out slots and may change how many
+it hands out while the run goes on (the adaptive concurrency of :mod:`osmosis_ai.models`). A
+number is a :class:`FixedLimit`.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
 
 LOOKAHEAD = 2  # items taken per slot: one running, one waiting for it
 
 
+@runtime_checkable
+class Limit(Protocol):
+    """Slots for work in flight. ``ceiling`` is the most it will ever hand out at once."""
+
+    @property
+    def ceiling(self) -> int: ...
+
+    async def acquire(self) -> None: ...
+
+    def release(self) -> None: ...
+
+
+class FixedLimit:
+    """A limit of ``n`` slots that never changes."""
+
+    def __init__(self, n: int) -> None:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"concurrency must be a whole number of at least 1, got {n!r}")
+        self.ceiling = n
+        self._slots = asyncio.Semaphore(n)
+
+    async def acquire(self) -> None:
+        await self._slots.acquire()
+
+    def release(self) -> None:
+        self._slots.release()
+
+
+def as_limit(concurrency: int | Limit) -> Limit:
+    """``concurrency`` as a :class:`Limit` (a number becomes a :class:`FixedLimit`)."""
+    return concurrency if isinstance(concurrency, Limit) else FixedLimit(concurrency)
+
+
 async def run_bounded(
     items: Iterable[T],
     work: Callable[[T], Awaitable[None]],
     *,
-    concurrency: int,
+    concurrency: int | Limit,
     before_start: Callable[[int], Awaitable[None]] | None = None,
     stop: Callable[[], bool] | None = None,
 ) -> int:
@@ -33,13 +69,11 @@ async def run_bounded(
     ``before_start(n)`` is awaited before the ``n``-th item (0-based) is taken, e.g. to hold back
     items a consumer cannot buffer yet. Items start in the order they were taken.
     """
-    if concurrency < 1:
-        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
-    slots = asyncio.Semaphore(concurrency)
+    limit = as_limit(concurrency)
     # Items taken but not finished: the running ones plus as many queued for a slot, so a freed slot
     # goes straight to a waiting task (as with one task per item) while the iterable is still read
     # only a bounded distance ahead.
-    taken = asyncio.Semaphore(LOOKAHEAD * concurrency)
+    taken = asyncio.Semaphore(LOOKAHEAD * limit.ceiling)
     tasks: set[asyncio.Task[None]] = set()
     failure: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
     started = 0
@@ -55,11 +89,14 @@ async def run_bounded(
     async def guarded(item: T) -> None:
         nonlocal started
         try:
-            async with slots:
+            await limit.acquire()
+            try:
                 if stopped():
                     return
                 started += 1
                 await work(item)
+            finally:
+                limit.release()
         finally:
             taken.release()
 
