@@ -152,7 +152,14 @@ async def _eval(args: argparse.Namespace) -> int:
         stop = None
         if remaining:
             stop = await _run(
-                args, agent_loop, eval_fns, reader, journal, todo, params, done=planned - remaining
+                args,
+                agent_loop,
+                eval_fns,
+                reader.iter_indexed(selected, args.offset),
+                journal,
+                todo,
+                params,
+                done=planned - remaining,
             )
         records = {tag: journal.records(tag) for tag in tags}
         finished = all(not journal.to_run(keys, model_tag=tag) for tag in tags)
@@ -169,7 +176,7 @@ async def _run(
     args: argparse.Namespace,
     agent_loop: Any,
     eval_fns: list[Any],
-    reader: Any,
+    rows: Any,
     journal: Any,
     todo: dict[str, list[tuple[int, int]]],
     params: dict[str, Any],
@@ -177,51 +184,48 @@ async def _run(
     done: int,
 ) -> str | None:
     """Preflight each model, then run the missing samples with a progress bar or plain lines."""
+    from osmosis_ai._usercode import UserThreads
     from osmosis_ai.cli import output
-    from osmosis_ai.cli.eval.samples import Contender, progress_reporter, run_samples
+    from osmosis_ai.cli.eval.samples import progress_reporter, run_samples
     from osmosis_ai.evaluation.errors import SystemicProviderError
     from osmosis_ai.evaluation.journal import BASELINE, PRIMARY
     from osmosis_ai.evaluation.llm_client import ExternalLLMClient
-    from osmosis_ai.evaluation.runner import LocalRunner
+    from osmosis_ai.runs.engine import Pipeline
+    from osmosis_ai.runs.executors.local import InProcessExecutor, LocalModel
+    from osmosis_ai.runs.scorer import Scorer, eval_function
 
     endpoints = {PRIMARY: (args.model, args.api_key, args.base_url),
                  BASELINE: (args.baseline_model, args.baseline_api_key, args.baseline_base_url)}  # fmt: skip
-    contenders = []
+    models: dict[str, LocalModel] = {}
     for tag in (tag for tag, keys in todo.items() if keys):  # a model with nothing left costs no preflight
         model, key, url = endpoints[tag]
         client = ExternalLLMClient(model, api_key=key, api_base=url)
         prefix = "eval" if tag == PRIMARY else "eval-baseline"
         metadata = {"execution_mode": "eval"} | ({} if tag == PRIMARY else {"model_tag": BASELINE})
-        runner = LocalRunner(agent_loop, client, rollout_id_prefix=prefix, request_metadata=metadata,
-                             max_turns=args.max_turns, completion_params=params,
-                             debug_dir=DEBUG_DIR if args.debug else None)  # fmt: skip
-        contenders.append(Contender(tag, client, runner))
-    for contender in contenders:
-        say(f"{'Baseline' if contender.tag == BASELINE else 'Model'}: {contender.client.display_name}",
-            quiet=args.quiet)  # fmt: skip
+        models[tag] = LocalModel(client, prefix, metadata)
+    for tag, local in models.items():
+        say(f"{'Baseline' if tag == BASELINE else 'Model'}: {local.client.display_name}", quiet=args.quiet)
         try:
-            await contender.client.preflight_check()
+            await local.client.preflight_check()
         except SystemicProviderError as exc:
-            if contender.tag == PRIMARY:
+            if tag == PRIMARY:
                 raise
             raise CLIError(f"(baseline) {exc}") from exc
-    wanted: dict[int, list[tuple[int, str]]] = {}
-    for tag, keys in todo.items():
-        for row, sample in keys:
-            wanted.setdefault(row, []).append((sample, tag))
-    for runs in wanted.values():
-        runs.sort(key=lambda run: (run[0], run[1] != PRIMARY))
+    # Synchronous agent and eval-function code gets a thread per sample in flight, its own.
+    threads = UserThreads(args.batch_size, name="osmosis-eval")
+    executor = InProcessExecutor(agent_loop, models, max_turns=args.max_turns, completion_params=params,
+                                 debug_dir=DEBUG_DIR if args.debug else None, threads=threads)  # fmt: skip
+    pipeline = Pipeline(executor, Scorer([eval_function(fn) for fn in eval_fns], threads=threads))
     total = done + sum(len(keys) for keys in todo.values())
     remaining = total - done
     bar = not args.quiet and output.wants_progress(None, remaining)
-    first, last = min(wanted), max(wanted)
     with output.progress_bar(remaining, "eval", enabled=bar) as advance:
         report = progress_reporter(total=total, done=done, quiet=args.quiet, tagged=BASELINE in todo,
                                    advance=advance, bar=bar)  # fmt: skip
         return await run_samples(
-            contenders=contenders, eval_fns=eval_fns, rows=reader.iter_indexed(last - first + 1, first),
-            todo=wanted, journal=journal, batch_size=args.batch_size, log_samples=args.log_samples,
-            on_sample=report,
+            pipeline=pipeline, rows=rows, n=args.n, tags=list(models),
+            journal=journal, retry_failed=args.retry_failed, batch_size=args.batch_size,
+            log_samples=args.log_samples, on_sample=report,
         )  # fmt: skip
 
 

@@ -377,7 +377,8 @@ async def test_a_non_finite_agent_reward_is_a_reward_error_and_never_nan_in_the_
     assert code == 1
     assert stdout == "1 rollout: 0 completed (0.0%), reward_error 1\n"
     assert stderr.startswith("Error: the rollout failed (reward_error 1); first: ")
-    assert "non-finite reward (nan)" in stderr and len(stderr.splitlines()) == 1
+    assert "the agent's reward must be a finite real number (a float, or an int), got nan" in stderr
+    assert len(stderr.splitlines()) == 1
     text = out.read_text()
     assert "NaN" not in text
     record = json.loads(text)
