@@ -18,7 +18,6 @@ have no score: they are counted, never scored 0. Exit status by the shared rule
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import hashlib
 import json
@@ -38,6 +37,7 @@ from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.eval import cache
 from osmosis_ai.cli.loading import agent_spec
 from osmosis_ai.cli.output import interrupted, say, setup_logging
+from osmosis_ai.cli.running import run_command
 from osmosis_ai.cli.summary import add_summary_arguments, finish_run, show_summary
 from osmosis_ai.consts import PACKAGE_VERSION
 
@@ -79,10 +79,7 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError("--baseline-base-url and --baseline-api-key need --baseline-model")
     setup_logging(logging.DEBUG if args.debug else None)
     args.quiet = args.quiet or args.json
-    try:
-        return asyncio.run(_eval(args))
-    except KeyboardInterrupt:
-        return interrupted("run")
+    return run_command(lambda: _eval(args), on_interrupt=lambda: interrupted("run"))
 
 
 def _task_id(args: argparse.Namespace, dataset: Path) -> str:
@@ -215,7 +212,9 @@ async def _run(
     threads = UserThreads(args.batch_size, name="osmosis-eval")
     executor = InProcessExecutor(agent_loop, models, max_turns=args.max_turns, completion_params=params,
                                  debug_dir=DEBUG_DIR if args.debug else None, threads=threads)  # fmt: skip
-    pipeline = Pipeline(executor, Scorer([eval_function(fn) for fn in eval_fns], threads=threads))
+    pipeline = Pipeline(
+        executor, Scorer([eval_function(fn) for fn in eval_fns], threads=threads), timeout=args.timeout
+    )
     total = done + sum(len(keys) for keys in todo.values())
     remaining = total - done
     bar = not args.quiet and output.wants_progress(None, remaining)

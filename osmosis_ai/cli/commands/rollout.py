@@ -38,6 +38,7 @@ from osmosis_ai.cli.arguments import (
 )
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import setup_logging
+from osmosis_ai.cli.running import run_command
 from osmosis_ai.cli.summary import Figures, add_summary_arguments, finish_run, show_summary
 
 if TYPE_CHECKING:
@@ -166,10 +167,7 @@ def run(args: argparse.Namespace) -> int:
         from osmosis_ai.cli.commands.rollout_check import check
 
         return asyncio.run(check(args))
-    try:
-        return asyncio.run(_run(args))
-    except KeyboardInterrupt:
-        return output.interrupted("rollout")
+    return run_command(lambda: _run(args), on_interrupt=lambda: output.interrupted("rollout"))
 
 
 @contextlib.asynccontextmanager

@@ -12,7 +12,6 @@ run at once.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 import sys
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from osmosis_ai.cli.arguments import add_agent_run_arguments, open_dataset, whole_number
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import progress_bar, say, setup_logging, wants_progress
+from osmosis_ai.cli.running import INTERRUPTED, run_command
 from osmosis_ai.cli.summary import add_summary_arguments, finish_run, show_summary
 from osmosis_ai.consts import PACKAGE_VERSION
 from osmosis_ai.evaluation.outcome import OutcomeCounts, verdict
@@ -61,7 +61,12 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError("--row needs --interactive")
     setup_logging(logging.DEBUG if args.debug else None)
     args.quiet = args.quiet or args.json
-    return asyncio.run(_test(args))
+    return run_command(lambda: _test(args), on_interrupt=_interrupted)
+
+
+def _interrupted() -> int:
+    print("Interrupted.", file=sys.stderr)
+    return INTERRUPTED
 
 
 async def _test(args: argparse.Namespace) -> int:
@@ -188,7 +193,7 @@ def _pipeline(args: argparse.Namespace, agent_loop: Any, client: Any) -> Pipelin
         completion_params=params,
         debug_dir=DEBUG_DIR if args.debug else None,
     )
-    return Pipeline(executor, Scorer())
+    return Pipeline(executor, Scorer(), timeout=args.timeout)
 
 
 async def _interactive(args: argparse.Namespace, agent_loop: Any, client: Any, reader: Any, last: int) -> int:
