@@ -17,13 +17,13 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, NoReturn
 
 GRACE_SECONDS = 5.0
 INTERRUPTED = 130
 
 
-def _exit_now() -> None:
+def _exit_now() -> NoReturn:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed or broken pipe: nothing to say there
             stream.flush()
