@@ -20,10 +20,18 @@ from collections.abc import Callable, Coroutine
 from typing import Any, NoReturn
 
 GRACE_SECONDS = 5.0
+HINT_SECONDS = 1.0  # a stop that takes longer than this says so, and how to skip it
 INTERRUPTED = 130
 
 
+def _hint() -> None:
+    with contextlib.suppress(OSError, ValueError):
+        print("Interrupted: still stopping... (Ctrl-C again to quit at once)", file=sys.stderr, flush=True)
+
+
 def _exit_now() -> NoReturn:
+    with contextlib.suppress(OSError, ValueError):
+        print("Interrupted: stopped at once; what was committed to a journal is kept.", file=sys.stderr)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed or broken pipe: nothing to say there
             stream.flush()
@@ -34,6 +42,7 @@ def run_command(main: Callable[[], Coroutine[Any, Any, int]], *, on_interrupt: C
     """``asyncio.run(main())`` with the Ctrl-C rule of the module docstring; ``on_interrupt()`` says
     what was kept (on stderr) and returns the exit status, once the cancelled command has unwound."""
     state: dict[str, Any] = {}
+    timers: list[threading.Timer] = []
 
     async def wrapped() -> int:
         state["loop"], state["task"] = asyncio.get_running_loop(), asyncio.current_task()
@@ -44,11 +53,12 @@ def run_command(main: Callable[[], Coroutine[Any, Any, int]], *, on_interrupt: C
         if state.get("interrupted") or loop is None or task is None or loop.is_closed():
             _exit_now()
         state["interrupted"] = True
-        print("\nInterrupted: stopping (Ctrl-C again to quit at once)", file=sys.stderr, flush=True)
         loop.call_soon_threadsafe(task.cancel)
-        watchdog = threading.Timer(GRACE_SECONDS, _exit_now)
-        watchdog.daemon = True
-        watchdog.start()
+        for delay, action in ((HINT_SECONDS, _hint), (GRACE_SECONDS, _exit_now)):
+            timer = threading.Timer(delay, action)
+            timer.daemon = True
+            timer.start()
+            timers.append(timer)
 
     if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
         return asyncio.run(wrapped())
@@ -61,3 +71,5 @@ def run_command(main: Callable[[], Coroutine[Any, Any, int]], *, on_interrupt: C
         return on_interrupt()
     finally:
         signal.signal(signal.SIGINT, previous)
+        for timer in timers:  # the command unwound in time: nothing left to force
+            timer.cancel()

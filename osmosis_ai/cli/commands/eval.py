@@ -83,8 +83,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _task_id(args: argparse.Namespace, dataset: Path) -> str:
-    """What names a journal: the agent, eval functions, models and dataset file (the rest is checked)."""
+    """What names a journal: the agent, eval functions, models, dataset file and the rows selected, so
+    shards of one dataset (``--offset``/``--limit``) run side by side (the rest is checked)."""
     named = [agent_spec(args), args.eval_fn, args.model, str(dataset.resolve())]
+    if args.offset or args.limit is not None:
+        named.append([args.offset, args.limit])
     if args.baseline_model:
         named.append([args.baseline_model, args.baseline_base_url])
     return hashlib.sha256(json.dumps(named).encode()).hexdigest()[:12]
@@ -92,10 +95,12 @@ def _task_id(args: argparse.Namespace, dataset: Path) -> str:
 
 async def _eval(args: argparse.Namespace) -> int:
     from osmosis_ai.cli.eval.report import check_output_path
+    from osmosis_ai.cli.journals import open_journal, resuming_line
     from osmosis_ai.cli.loading import agent_digest, load_agent, load_attribute, source_digest
     from osmosis_ai.evaluation.eval_fn import EvalFnWrapper
-    from osmosis_ai.evaluation.journal import BASELINE, PRIMARY, Journal, file_digest
+    from osmosis_ai.evaluation.journal import BASELINE, PRIMARY, file_digest
     from osmosis_ai.evaluation.journal_store import journal_path, journal_root, samples_path
+    from osmosis_ai.evaluation.outcome import Outcome
 
     if len(set(args.eval_fn)) != len(args.eval_fn):
         raise CLIError("each --eval-fn may be given once")
@@ -131,13 +136,14 @@ async def _eval(args: argparse.Namespace) -> int:
     )
     labels = {"model": args.model, "dataset": args.dataset, "module": agent_spec(args),
               "baseline_model": args.baseline_model}  # fmt: skip
-    journal = Journal.open(journal_file, description, fresh=args.fresh, labels=labels,
+    journal = open_journal(journal_file, description, fresh=args.fresh, labels=labels,
                            samples_path=samples_path(journal_file) if args.log_samples else None)  # fmt: skip
     tags = [PRIMARY, BASELINE] if args.baseline_model else [PRIMARY]
     with contextlib.closing(journal):
         keys = [
             (row, sample) for row in range(args.offset, args.offset + selected) for sample in range(args.n)
         ]
+        wanted = set(keys)
         todo = {tag: journal.to_run(keys, retry_failed=args.retry_failed, model_tag=tag) for tag in tags}
         planned = len(keys) * len(tags)
         remaining = sum(len(t) for t in todo.values())
@@ -145,7 +151,13 @@ async def _eval(args: argparse.Namespace) -> int:
         say(f"Dataset: {reader.file_path} ({selected} rows x {args.n} runs{models}); journal {journal_file}",
             quiet=args.quiet)  # fmt: skip
         if remaining < planned:
-            say(f"Resuming: {planned - remaining} of {planned} runs already finished", quiet=args.quiet)
+            failed = sum(
+                o is Outcome.MODEL_ERROR for tag in tags for key, o in journal.outcomes(tag) if key in wanted
+            )
+            line = resuming_line(
+                planned - remaining, planned, "run", failed=failed, retry_failed=args.retry_failed
+            )
+            say(line, quiet=args.quiet)
         stop = None
         if remaining:
             stop = await _run(
