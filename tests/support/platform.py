@@ -12,7 +12,6 @@ Every request is recorded (method, path, ``Authorization`` header) in ``platform
 from __future__ import annotations
 
 import secrets
-import subprocess
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -25,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from tests.support.cli import osmosis
+from tests.support.cli import Ran, cli, osmosis
 from tests.support.threaded_server import ThreadedServer
 
 
@@ -252,13 +251,20 @@ class StandInPlatform:
 
 
 def osmosis_on(
-    platform: StandInPlatform, config_dir: Path, *args: str, env: dict[str, str] | None = None, **kwargs: Any
-) -> subprocess.CompletedProcess[str]:
-    """``osmosis *args`` pointed at ``platform`` with its credentials in ``config_dir``.
+    platform: StandInPlatform,
+    config_dir: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    process: bool = False,
+    **kwargs: Any,
+) -> Ran:
+    """``osmosis *args`` pointed at ``platform`` with its credentials in ``config_dir``, through the
+    command line's ``main()`` in this process (with ``process``, as a subprocess).
 
     Fails the test if any token the stand-in ever issued appears in the command's output.
     """
-    result = osmosis(
+    run = osmosis if process else cli
+    result = run(
         *args, env={"OSMOSIS_PLATFORM_URL": platform.url, "OSMOSIS_CONFIG_DIR": str(config_dir), **(env or {})},
         **kwargs,
     )  # fmt: skip

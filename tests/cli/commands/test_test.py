@@ -1,24 +1,27 @@
-"""``osmosis test`` as a subprocess, the agent's model calls answered by the local OpenAI-compatible stand-in."""
+"""``osmosis test`` through its ``main()`` in this process (the calculator example also as a subprocess, and
+on a terminal), the agent's model calls answered by the local OpenAI-compatible stand-in."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
-from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, assert_summary_table_matches, osmosis
+from tests.support.cli import (
+    CALCULATOR,
+    CALCULATOR_DATASET,
+    Ran,
+    assert_summary_table_matches,
+    cli,
+    osmosis,
+)
 from tests.support.openai_server import OpenAIServer, Reply
 
 OUTCOME_AGENT = "tests.support.agents:agent_loop"
 ROWS = len(CALCULATOR_DATASET.read_text().splitlines())
 
 
-def _test(
-    url: str, *args: str, agent: str = CALCULATOR, dataset: Path = CALCULATOR_DATASET
-) -> subprocess.CompletedProcess[str]:
-    return osmosis(
-        "test", "-m", agent, "-d", str(dataset), "--model", "local-model", "--base-url", url, *args
-    )
+def _test(url: str, *args: str, agent: str = CALCULATOR, dataset: Path = CALCULATOR_DATASET) -> Ran:
+    return cli("test", "-m", agent, "-d", str(dataset), "--model", "local-model", "--base-url", url, *args)
 
 
 def _modes(tmp_path: Path, *modes: str) -> Path:
@@ -33,7 +36,10 @@ def _modes(tmp_path: Path, *modes: str) -> Path:
 def test_the_calculator_example_runs_unchanged(openai_server: OpenAIServer, tmp_path: Path) -> None:
     openai_server.default = Reply(content="The answer is 42")
     out = tmp_path / "results" / "out.json"
-    result = _test(openai_server.url, "--offset", "2", "--limit", "3", "--temperature", "0.5", "-o", str(out))
+    result = osmosis(  # as a subprocess, the way users run it
+        "test", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--model", "local-model",
+        "--base-url", openai_server.url, "--offset", "2", "--limit", "3", "--temperature", "0.5", "-o", str(out),
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("osmosis-rollout-test v")
@@ -98,7 +104,7 @@ agent_loop = Traced()
 def test_debug_writes_the_agents_traces(openai_server: OpenAIServer, tmp_path: Path) -> None:
     (tmp_path / "traced_agent.py").write_text(TRACING_AGENT)
     openai_server.default = Reply(content="seven")
-    result = osmosis(
+    result = cli(
         "test", "-m", "traced_agent:agent_loop", "-d", str(CALCULATOR_DATASET), "--limit", "1",
         "--model", "m", "--base-url", openai_server.url, "--debug", cwd=tmp_path,
     )  # fmt: skip
