@@ -64,7 +64,8 @@ class StandInPlatform:
     ``cli_auth`` is what the browser login page does: ``"approve"`` or an error code."""
 
     device_script: list[str] = field(default_factory=list)
-    device_interval: float = 0.0
+    # The client reads an interval of 0 as "none given" and waits RFC 8628's default of 5 s between polls.
+    device_interval: float = 0.01
     device_token_key: str = "token"
     device_org: tuple[str, str] = ("org-1", "Acme")
     device_org_by_name: dict[str, tuple[str, str]] = field(default_factory=dict)
