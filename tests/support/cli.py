@@ -215,7 +215,7 @@ async def cli_async(
 def osmosis(
     *args: str,
     cwd: Path = REPO,
-    timeout: float = 60,
+    timeout: float = 100,
     home: Path | None = None,
     env: dict[str, str] | None = None,
     input: str | None = None,

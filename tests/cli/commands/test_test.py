@@ -1,5 +1,6 @@
-"""``osmosis test`` through its ``main()`` in this process (the calculator example also as a subprocess, and
-on a terminal), the agent's model calls answered by the local OpenAI-compatible stand-in."""
+"""``osmosis test`` through its ``main()`` in this process (and as a subprocess on a terminal, with
+``tests/cli/test_interactive.py``'s Ctrl-C), the agent's model calls answered by the local
+OpenAI-compatible stand-in."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from tests.support.cli import (
     Ran,
     assert_summary_table_matches,
     cli,
-    osmosis,
 )
 from tests.support.openai_server import OpenAIServer, Reply
 
@@ -36,10 +36,7 @@ def _modes(tmp_path: Path, *modes: str) -> Path:
 def test_the_calculator_example_runs_unchanged(openai_server: OpenAIServer, tmp_path: Path) -> None:
     openai_server.default = Reply(content="The answer is 42")
     out = tmp_path / "results" / "out.json"
-    result = osmosis(  # as a subprocess, the way users run it
-        "test", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--model", "local-model",
-        "--base-url", openai_server.url, "--offset", "2", "--limit", "3", "--temperature", "0.5", "-o", str(out),
-    )  # fmt: skip
+    result = _test(openai_server.url, "--offset", "2", "--limit", "3", "--temperature", "0.5", "-o", str(out))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("osmosis-rollout-test v")

@@ -1,7 +1,7 @@
-"""``--mcp DIR`` / ``--mcp-url URL`` end to end, through the command line's ``main()`` (``osmosis test`` on a
-tools directory also as a subprocess): ``osmosis test`` and ``osmosis eval`` against the local
-OpenAI-compatible stand-in, ``osmosis rollout run`` (in-process, and against ``osmosis serve --mcp`` in
-a subprocess) with the scripted policy, and the one-line errors."""
+"""``--mcp DIR`` / ``--mcp-url URL`` end to end, through the command line's ``main()``: ``osmosis test`` and
+``osmosis eval`` against the local OpenAI-compatible stand-in, ``osmosis rollout run`` (in-process, and
+against ``osmosis serve --mcp`` in a subprocess) with the scripted policy, and the one-line errors (the
+one without fastmcp in a subprocess)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_osmosis_test_runs_an_mcp_directory_against_a_model(
 ) -> None:
     openai_server.handler = calculator_model
     out = tmp_path / "results.json"
-    result = osmosis(
+    result = cli(
         "test", "--mcp", str(CALCULATOR_MCP), "-d", str(CALCULATOR_DATASET), "--model", "local-model",
         "--base-url", openai_server.url, "-o", str(out),
     )  # fmt: skip
