@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from osmosis_ai.evaluation.journal import Journal
-from tests.support.cli import osmosis
+from tests.support.cli import cli
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.sockets import free_port
 
@@ -24,7 +24,7 @@ def _data(tmp_path: Path, rows: int = 4) -> Path:
 
 
 def _eval(url: str, data: Path, *args: str, cwd: Path) -> tuple[int, str, str]:
-    done = osmosis("eval", "-m", AGENT, "-d", str(data), "--eval-fn", "tests.support.evals:exact", "--model", "m",
+    done = cli("eval", "-m", AGENT, "-d", str(data), "--eval-fn", "tests.support.evals:exact", "--model", "m",
                    "--base-url", url, *args, env={"OSMOSIS_CACHE_DIR": str(cwd / "cache")})  # fmt: skip
     return done.returncode, done.stdout, done.stderr
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.support.cli import osmosis
+from tests.support.cli import cli
 from tests.support.openai_server import OpenAIServer, Reply
 
 AGENT = "tests.support.agents:agent_loop"
@@ -26,7 +26,7 @@ def test_an_agent_that_exits_fails_only_its_own_row(openai_server: OpenAIServer,
     openai_server.default = Reply(content="2")
     data = _data(tmp_path, "ok", "exit", "interrupt", "ok")
     out = tmp_path / "out.json"
-    result = osmosis("test", "-m", AGENT, "-d", str(data), "--model", "m", "--base-url", openai_server.url,
+    result = cli("test", "-m", AGENT, "-d", str(data), "--model", "m", "--base-url", openai_server.url,
                      "-o", str(out), "--max-failure-rate", "0.5")  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert (
@@ -40,7 +40,7 @@ def test_an_agent_that_exits_fails_only_its_own_row(openai_server: OpenAIServer,
 def test_an_eval_function_that_exits_is_a_reward_error(openai_server: OpenAIServer, tmp_path: Path) -> None:
     openai_server.default = Reply(content="2")
     data = _data(tmp_path, "ok", "exit-eval", "interrupt-eval")
-    result = osmosis("eval", "-m", AGENT, "-d", str(data), "--eval-fn", "tests.support.evals:exits",
+    result = cli("eval", "-m", AGENT, "-d", str(data), "--eval-fn", "tests.support.evals:exits",
                      "--model", "m", "--base-url", openai_server.url, "--journal", str(tmp_path / "j.sqlite"),
                      "--batch-size", "3")  # fmt: skip
     assert result.returncode == 1
