@@ -48,8 +48,8 @@ def _dataset_preview(path: Path) -> list[str]:
     return lines
 
 
-def render_preview(path: Path) -> list[str]:
-    """The lines ``osmosis preview -p PATH`` prints; ``CLIError`` for a missing or unknown file."""
+def _checked(path: Path) -> tuple[Path, str]:
+    """``path`` (``~`` expanded) and its kind, ``"rubric_configs"`` or ``"jsonl_records"``."""
     path = path.expanduser()
     if not path.exists():
         raise CLIError(f"Path {path} does not exist")
@@ -57,8 +57,25 @@ def render_preview(path: Path) -> list[str]:
         raise CLIError(f"Path {path} is a directory; expected a file")
     suffix = path.suffix.lower()
     if suffix in CONFIG_SUFFIXES:
-        return _config_preview(path)
+        return path, "rubric_configs"
     if suffix in DATASET_SUFFIXES:
-        return _dataset_preview(path)
+        return path, "jsonl_records"
     accepted = ", ".join(CONFIG_SUFFIXES + DATASET_SUFFIXES)
     raise CLIError(f"Unsupported file type '{path.suffix or '(none)'}' for {path}; accepted: {accepted}")
+
+
+def render_preview(path: Path) -> list[str]:
+    """The lines ``osmosis preview -p PATH`` prints; ``CLIError`` for a missing or unknown file."""
+    path, kind = _checked(path)
+    return _config_preview(path) if kind == "rubric_configs" else _dataset_preview(path)
+
+
+def preview_object(path: Path) -> dict[str, Any]:
+    """What ``osmosis preview -p PATH --json`` prints: the file, its kind and its entries as read."""
+    path, kind = _checked(path)
+    if kind == "rubric_configs":
+        suite = load_rubric_suite(path, strict=False)
+        items = [{"label": entry.label, "config": entry.raw} for entry in suite.entries]
+    else:
+        items = load_json_objects(path)
+    return {"path": str(path), "kind": kind, "count": len(items), "items": items}

@@ -241,7 +241,7 @@ def test_bad_max_failure_rate_is_a_usage_error() -> None:
         "--max-failure-rate",
         "2",
     )
-    assert result.returncode == 2 and "must be between 0 and 1" in result.stderr
+    assert result.returncode == 1 and "must be between 0 and 1" in result.stderr
 
 
 # -- a LiteLLM policy against the OpenAI-compatible stand-in, through LiteLLM's real code path ---------
