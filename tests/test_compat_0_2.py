@@ -141,3 +141,58 @@ def test_names_and_keywords_of_0_2() -> None:
     assert step.message == {} and step.tool_calls == [] and step.finish_reason is None
     client = InteractiveLLMClient(wrapped_client=object(), on_step=lambda step: True)
     assert client.wrapped is not None
+
+
+def test_the_0_2_command_classes_configure_and_run_a_command(capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from osmosis_ai.cli_commands import PreviewCommand
+    from osmosis_ai.rollout.cli import EvalCommand, ServeCommand, TestCommand, ValidateCommand
+    from osmosis_ai.rollout.eval.evaluation.cli import EvalCommand as EvalAtItsPath
+    from osmosis_ai.rollout.eval.test_mode.cli import TestCommand as TestAtItsPath
+
+    assert EvalAtItsPath is EvalCommand and TestAtItsPath is TestCommand
+    parser = argparse.ArgumentParser(prog="osmosis preview")
+    PreviewCommand().configure_parser(parser)
+    args = parser.parse_args(["-p", str(Path(__file__).parents[1] / "examples" / "sample_data.jsonl")])
+    assert args.handler(args) == 0
+    assert capsys.readouterr().out.startswith("Loaded 2 JSONL record(s) from ")
+    for command in (ServeCommand(), TestCommand(), ValidateCommand()):  # a plain parser of the caller's
+        plain = argparse.ArgumentParser()
+        command.configure_parser(plain)
+        assert (
+            plain.parse_args(
+                ["-m", "agent:loop", "-d", "x.jsonl"]
+                if not isinstance(command, (ServeCommand, ValidateCommand))
+                else ["-m", "agent:loop"]
+            ).module
+            == "agent:loop"
+        )
+
+
+def test_cli_services_keeps_the_config_and_record_helpers() -> None:
+    from osmosis_ai.cli_services import (
+        CLIError,
+        discover_rubric_config_path,
+        load_jsonl_records,
+        load_rubric_configs,
+        load_rubric_suite,
+        render_json_records,
+        render_yaml_items,
+    )
+
+    examples = Path(__file__).parents[1] / "examples"
+    suite = load_rubric_suite(examples / "rubric_configs.yaml")
+    assert suite.available_ids() == ["policy_grounding", "support_followup"]
+    items = load_rubric_configs(examples / "rubric_configs.yaml")
+    assert render_yaml_items(items, "Rubric config").startswith(
+        "Rubric config #1 (rubrics[0])\nid: support_followup"
+    )
+    assert (
+        discover_rubric_config_path(None, examples / "sample_data.jsonl")
+        == (examples / "rubric_configs.yaml").resolve()
+    )
+    records = load_jsonl_records(examples / "sample_data.jsonl")
+    assert render_json_records(records).splitlines()[0] == "JSONL record #1"
+    with pytest.raises(CLIError):
+        discover_rubric_config_path(str(examples / "missing.yaml"), examples / "sample_data.jsonl")

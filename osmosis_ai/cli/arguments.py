@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from osmosis_ai.cli.errors import CLIError
-from osmosis_ai.cli.parser import Exclusive, OutOfRange, add_exclusive
+from osmosis_ai.cli.parser import OptionGroup, OutOfRange, add_exclusive
 
 if TYPE_CHECKING:
     from osmosis_ai.evaluation.dataset import DatasetReader
@@ -67,7 +67,7 @@ def add_agent_arguments(
     module_help: str,
     required: bool = True,
     missing_is_usage: bool = False,
-) -> Exclusive:
+) -> OptionGroup:
     """The required choice of the agent: ``-m MODULE:ATTR``, ``--mcp DIR`` or ``--mcp-url URL``.
 
     Two of them, or none with ``required``, is a value error (exit status 1, as 0.2's test and eval

@@ -25,7 +25,7 @@ import re
 import sys
 from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from osmosis_ai.cli.errors import CLIError
 
@@ -222,12 +222,17 @@ class Exclusive:
         return action
 
 
+class OptionGroup(Protocol):
+    """Where options are added: an :class:`Exclusive`, or argparse's mutually exclusive group."""
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action: ...
+
+
 def add_exclusive(
     parser: argparse.ArgumentParser, *, required: bool = False, missing_is_usage: bool = False
-) -> Exclusive:
-    """:meth:`Parser.add_exclusive` for a parser typed as a plain ``ArgumentParser``."""
-    if not isinstance(parser, Parser):
-        raise TypeError(
-            f"{parser.prog}: the osmosis command line builds its parsers with osmosis_ai.cli.parser.Parser"
-        )
-    return parser.add_exclusive(required=required, missing_is_usage=missing_is_usage)
+) -> OptionGroup:
+    """:meth:`Parser.add_exclusive`; on a plain ``argparse.ArgumentParser`` (a 0.2 command object
+    configuring a parser of its caller's), argparse's own mutually exclusive group."""
+    if isinstance(parser, Parser):
+        return parser.add_exclusive(required=required, missing_is_usage=missing_is_usage)
+    return parser.add_mutually_exclusive_group(required=required)

@@ -32,20 +32,38 @@ def _yaml(value: Any) -> str:
     return yaml.dump(value, Dumper=_BlockDumper, sort_keys=False, indent=2, allow_unicode=True).rstrip("\n")
 
 
+def yaml_blocks(items: list[tuple[str | None, Any]], heading: str) -> list[str]:
+    """``heading #i (label)`` and the item as YAML, for each ``(label, item)``, blank-line separated."""
+    lines: list[str] = []
+    for index, (label, item) in enumerate(items, start=1):
+        lines += ([""] if lines else []) + [
+            f"{heading} #{index}" + (f" ({label})" if label else ""),
+            _yaml(item),
+        ]
+    return lines
+
+
+def json_blocks(records: list[Any], heading: str = "JSONL record") -> list[str]:
+    """``heading #i`` and the record as indented JSON, for each record, blank-line separated."""
+    lines: list[str] = []
+    for index, record in enumerate(records, start=1):
+        lines += ([""] if lines else []) + [
+            f"{heading} #{index}",
+            json.dumps(record, indent=2, ensure_ascii=False),
+        ]
+    return lines
+
+
 def _config_preview(path: Path) -> list[str]:
     suite = load_rubric_suite(path, strict=False)
-    lines = [f"Loaded {len(suite.entries)} rubric config(s) from {path}"]
-    for index, entry in enumerate(suite.entries, start=1):
-        lines += ["", f"Rubric config #{index} ({entry.label})", _yaml(entry.raw)]
-    return lines
+    blocks = yaml_blocks([(entry.label, entry.raw) for entry in suite.entries], "Rubric config")
+    return [f"Loaded {len(suite.entries)} rubric config(s) from {path}", *([""] if blocks else []), *blocks]
 
 
 def _dataset_preview(path: Path) -> list[str]:
     records = load_json_objects(path)
-    lines = [f"Loaded {len(records)} JSONL record(s) from {path}"]
-    for index, record in enumerate(records, start=1):
-        lines += ["", f"JSONL record #{index}", json.dumps(record, indent=2, ensure_ascii=False)]
-    return lines
+    blocks = json_blocks(records)
+    return [f"Loaded {len(records)} JSONL record(s) from {path}", *([""] if blocks else []), *blocks]
 
 
 def _checked(path: Path) -> tuple[Path, str]:
