@@ -177,10 +177,20 @@ class Parser(argparse.ArgumentParser):
                 if action is not None:
                     continue
             if action is None:
-                unknown.append(name)
+                if not self._known_below(name):
+                    unknown.append(name)
             elif action.nargs != 0 and "=" not in word:
                 next(words, None)  # the option's value, even if it starts with '-'
         return unknown
+
+    def _known_below(self, name: str) -> bool:
+        """Whether a sub-command of this parser takes the option ``name`` (``rollout --json``: the
+        sub-command is what is missing)."""
+        return any(
+            isinstance(action, argparse._SubParsersAction)
+            and any(name in sub._option_string_actions for sub in action.choices.values())
+            for action in self._actions
+        )
 
     def _unrecognized_message(self, extras: Sequence[str]) -> str:
         options = [word for word in extras if word.startswith("-") and not _NEGATIVE_NUMBER.match(word)]

@@ -134,3 +134,11 @@ def test_python_m_osmosis_ai_cli_runs_the_command_line() -> None:
         [sys.executable, "-m", "osmosis_ai.cli", "evl"], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 2 and "did you mean 'eval'?" in result.stderr
+
+
+def test_an_option_of_the_sub_commands_names_the_missing_sub_command(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # --quiet belongs to `rollout run`: what is missing is the sub-command, not a valid option.
+    err = usage_error(capsys, ["rollout", "--quiet"])
+    assert "osmosis rollout: error: the following arguments are required: {run,bench,check}" in err
