@@ -11,7 +11,7 @@ from osmosis_ai.auth.settings import CALLBACK_PORTS, DEFAULT_PLATFORM_URL, DEFAU
 from osmosis_ai.auth.store import FORMAT_VERSION as CREDENTIALS_VERSION
 
 LOCAL_SERVER_PORT_START = CALLBACK_PORTS.start
-LOCAL_SERVER_PORT_END = CALLBACK_PORTS.stop - 1  # inclusive, as in 0.2
+LOCAL_SERVER_PORT_END = CALLBACK_PORTS.stop - 1  # inclusive
 
 __all__ = [
     "CALLBACK_PORTS",

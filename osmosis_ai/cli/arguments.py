@@ -2,7 +2,7 @@
 they select.
 
 A word that is not a number is a usage error (exit status 2); a number outside its range is a value
-error (``Error: --n: ...``, exit status 1), as in 0.2 (:mod:`osmosis_ai.cli.parser`)."""
+error (``Error: --n: ...``, exit status 1); see :mod:`osmosis_ai.cli.parser`."""
 
 from __future__ import annotations
 
@@ -70,9 +70,8 @@ def add_agent_arguments(
 ) -> OptionGroup:
     """The required choice of the agent: ``-m MODULE:ATTR``, ``--mcp DIR`` or ``--mcp-url URL``.
 
-    Two of them, or none with ``required``, is a value error (exit status 1, as 0.2's test and eval
-    had it; a usage error, exit status 2, with ``missing_is_usage``, for ``serve``, whose ``-m`` 0.2
-    required). With ``required=False`` the command checks the choice itself (it has sub-commands).
+    Two of them, or none with ``required``, is a value error (exit status 1; none is a usage error,
+    exit status 2, with ``missing_is_usage``, for ``serve``, whose ``-m`` is required outright). With ``required=False`` the command checks the choice itself (it has sub-commands).
     Returns the group so a command can add another way to name it (``rollout run --url``);
     :func:`osmosis_ai.cli.loading.load_agent` turns the parsed choice into an agent loop.
     """

@@ -1,4 +1,4 @@
-"""The ``osmosis`` argument parser: no abbreviations, "did you mean" on typos, and 0.2's two exit statuses.
+"""The ``osmosis`` argument parser: no abbreviations, "did you mean" on typos, two exit statuses.
 
 Every parser and sub-parser of the command line is a :class:`Parser`:
 
@@ -7,7 +7,7 @@ Every parser and sub-parser of the command line is a :class:`Parser`:
   unknown option, which argparse would otherwise report from the top-level parser;
 * an unknown option, command or choice comes with the closest known names (:mod:`difflib`), and an
   unknown option is reported as itself even when argparse would complain about what follows it
-  (``eval --modle X`` used to read ``X`` as a sub-command);
+  (in ``eval --modle X``, the mistake is ``--modle``, not ``X`` in the sub-command's place);
 * a malformed command line (unknown option, missing argument, a word where a number belongs) is a
   usage error, exit status 2; a well-formed value outside its range (``--n 0``) or options that
   cannot be combined (``-m`` with ``--mcp``, ``--fresh`` with ``--retry-failed``) raise
@@ -74,9 +74,9 @@ class Parser(argparse.ArgumentParser):
 
     def add_exclusive(self, *, required: bool = False, missing_is_usage: bool = False) -> Exclusive:
         """Options of which at most one may be given (exactly one with ``required``). Two of them is a
-        value error (exit status 1), as in 0.2's test and eval commands; none of a required group is
-        one too, or a usage error (exit status 2) with ``missing_is_usage``, for a command whose
-        0.2 option was plainly required (``serve -m``)."""
+        value error (exit status 1); none of a required group is one too, or a usage error (exit
+        status 2) with ``missing_is_usage``, for a command whose option is required outright
+        (``serve -m``)."""
         group = Exclusive(self, required=required, missing_is_usage=missing_is_usage)
         self._exclusive.append(group)
         return group
@@ -241,7 +241,7 @@ class OptionGroup(Protocol):
 def add_exclusive(
     parser: argparse.ArgumentParser, *, required: bool = False, missing_is_usage: bool = False
 ) -> OptionGroup:
-    """:meth:`Parser.add_exclusive`; on a plain ``argparse.ArgumentParser`` (a 0.2 command object
+    """:meth:`Parser.add_exclusive`; on a plain ``argparse.ArgumentParser`` (a command object
     configuring a parser of its caller's), argparse's own mutually exclusive group."""
     if isinstance(parser, Parser):
         return parser.add_exclusive(required=required, missing_is_usage=missing_is_usage)
