@@ -5,6 +5,8 @@ that far)."""
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,18 @@ from osmosis_ai.cli.main import COMMANDS, main
 from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, REPO, osmosis
 
 MISSING = "no-such-file.jsonl"
+
+
+@pytest.fixture(autouse=True)
+def _logging_restored() -> Iterator[None]:
+    """The commands run in-process here set up logging the way a command line does (a stderr handler,
+    the agents' own failures silenced); other tests get the logging they had."""
+    root, rollout = logging.getLogger(), logging.getLogger("osmosis_ai.rollout")
+    handlers, level, rollout_level = list(root.handlers), root.level, rollout.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    rollout.setLevel(rollout_level)
 
 
 def one_object(stdout: str) -> dict[str, Any]:
