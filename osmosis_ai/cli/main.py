@@ -66,6 +66,9 @@ COMMANDS: dict[str, Command] = {
     "report": Command(
         "osmosis_ai.cli.commands.report", "Turn results files into one self-contained HTML report"
     ),
+    "completion": Command(
+        "osmosis_ai.cli.commands.completion", "Print the shell completion script for bash, zsh or fish"
+    ),
 }
 
 
@@ -85,16 +88,18 @@ def top_level_help() -> str:
 
 
 def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
-    """The full parser; only the ``selected`` command's module is imported to add its options."""
-    import argparse
+    """The full parser; only the ``selected`` command's module is imported to add its options
+    (``selected="*"``: every command's, for shell completion)."""
     import importlib
 
-    parser = argparse.ArgumentParser(prog="osmosis", description=DESCRIPTION)
+    from osmosis_ai.cli.parser import Parser
+
+    parser = Parser(prog="osmosis", description=DESCRIPTION)
     parser.add_argument("-V", "--version", action="version", version=VERSION)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, command in COMMANDS.items():
         sub = subparsers.add_parser(name, help=command.help, description=command.help)
-        if name == selected:
+        if selected in (name, "*"):
             importlib.import_module(command.module).add_arguments(sub)
     return parser
 
@@ -147,30 +152,60 @@ def _verbose(args: argparse.Namespace) -> bool:
     )
 
 
+def _wants_json(arguments: Sequence[str]) -> bool:
+    options = arguments[: arguments.index("--")] if "--" in arguments else arguments
+    return "--json" in options
+
+
 def _dispatch(arguments: list[str]) -> int:
     import importlib
 
+    from osmosis_ai.cli import output
+    from osmosis_ai.cli.parser import JSON_ERRORS
     from osmosis_ai.errors import OsmosisError
 
-    parser = build_parser(_selected_command(arguments))
-    args = parser.parse_args(arguments)
-    if args.command is None:
-        parser.print_help()
-        return 1
-    _load_dotenv()
-    command = COMMANDS[args.command]
-    reported: tuple[type[Exception], ...] = (OsmosisError, *command.reported)
+    as_json = _wants_json(arguments)
+    token = JSON_ERRORS.set(as_json)
+    selected = _selected_command(arguments)
+    reported: tuple[type[Exception], ...] = (OsmosisError,)
+    if selected is not None:
+        reported += COMMANDS[selected].reported
+    args: argparse.Namespace | None = None
     try:
-        status: int = importlib.import_module(command.module).run(args)
-    except reported as exc:
-        # The one place where a failure becomes the user's ``Error: ...`` line.
-        from osmosis_ai.cli.output import error
+        with output.json_result(enabled=as_json) as result:
+            try:
+                parser = build_parser(selected)
+                args = parser.parse_args(arguments)
+                if args.command is None:
+                    parser.print_help()
+                    return 1
+                _load_dotenv()
+                status: int = importlib.import_module(COMMANDS[args.command].module).run(args)
+            except reported as exc:
+                # The one place where a failure becomes the user's ``Error: ...`` line (or, under
+                # --json, the ``{"error": ...}`` object).
+                if (
+                    args is not None
+                    and _verbose(args)
+                    and isinstance(getattr(exc, "user_traceback", None), str)
+                ):
+                    print(exc.user_traceback, file=sys.stderr)  # type: ignore[attr-defined]
+                result.fail(exc, command=_command_path(args, selected))
+                output.error(exc)
+                return 1
+            except KeyboardInterrupt:
+                result.fail(KeyboardInterrupt("interrupted"), command=_command_path(args, selected))
+                print("Interrupted.", file=sys.stderr)
+                return 130
+            if status != 0:
+                result.failed_quietly(status, command=_command_path(args, selected))
+            return status
+    finally:
+        JSON_ERRORS.reset(token)
 
-        if _verbose(args) and isinstance(getattr(exc, "user_traceback", None), str):
-            print(exc.user_traceback, file=sys.stderr)  # type: ignore[attr-defined]
-        error(exc)
-        return 1
-    except KeyboardInterrupt:
-        print("Interrupted.", file=sys.stderr)
-        return 130
-    return status
+
+def _command_path(args: argparse.Namespace | None, selected: str | None) -> str:
+    path = getattr(args, "command_path", None)
+    if isinstance(path, str):
+        return path
+    return f"osmosis {selected}" if selected else "osmosis"

@@ -57,7 +57,8 @@ LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_agent_arguments(parser, module_help="agent loop as 'module.path:attribute' (instance or class)")
+    add_agent_arguments(parser, module_help="agent loop as 'module.path:attribute' (instance or class)",
+                        missing_is_usage=True)  # fmt: skip
     parser.add_argument(
         "-p",
         "--port",
@@ -125,6 +126,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--docs", action="store_true", help="serve /docs, /redoc and /openapi.json")
     parser.add_argument("--access-log", action="store_true", help="log every HTTP request")
+    parser.add_argument(
+        "--json", action="store_true", help='report a failure to start as one {"error": ...} object on stdout'
+    )
 
 
 def _configure_logging(level: str) -> None:
