@@ -17,7 +17,7 @@ kept): answering a valid init below the framework, its body validated in one ste
 through FastAPI's routing and body handling, and
 ``tune_gc()`` instead of the default garbage collector settings; and one cost the same way: the
 outbox in a file (as ``osmosis serve`` keeps it) against the outbox in memory. Then the init
-admission limit (``create_app(max_concurrent_inits=...)``) against none, by the memory of the same
+admission limit (``ServerConfig(max_concurrent_inits=...)``) against none, by the memory of the same
 ``--inflight`` burst, each round in fresh servers (``--trick-rounds`` rounds, median kept).
 Loopback only; every process is stopped at the end; bounded in time.
 """
@@ -62,7 +62,8 @@ import tempfile
 import uvicorn
 
 from examples.calculator.agent import agent_loop
-from osmosis_ai.rollout.server.app import create_app
+from osmosis_ai.rollout.config import get_settings
+from osmosis_ai.rollout.server import ServerConfig, create_app
 from osmosis_ai.rollout.server.routes import FastInit
 from osmosis_ai.rollout.server.runner import tune_gc
 
@@ -70,7 +71,8 @@ port, variant = int(sys.argv[1]), sys.argv[2]
 FastInit.enabled = variant != "fastapi_body"
 outbox = ":memory:" if variant == "memory_outbox" else tempfile.mkdtemp() + "/outbox.sqlite3"
 inits = 10**9 if variant == "no_admission" else 64
-app = create_app(agent_loop, outbox_path=outbox, max_concurrent_inits=inits)
+server = get_settings().server.model_copy(update={"outbox_path": outbox})
+app = create_app(agent_loop, config=ServerConfig(server=server, max_concurrent_inits=inits))
 if variant == "tune_gc":
     tune_gc()
 uvicorn.run(app, host="127.0.0.1", port=port, log_level="critical", access_log=False)

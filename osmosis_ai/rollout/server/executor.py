@@ -51,9 +51,10 @@ from osmosis_ai.rollout.server.outbox import Outbox
 from osmosis_ai.rollout.server.state import AppState, RolloutRecord
 
 if TYPE_CHECKING:
-    from osmosis_ai.rollout.config.settings import RolloutClientSettings, RolloutSettings
+    from osmosis_ai.rollout.config.settings import RolloutClientSettings
     from osmosis_ai.rollout.core.base import RolloutAgentLoop
     from osmosis_ai.rollout.core.schemas import OpenAIFunctionToolSchema, RolloutMetrics, RolloutRequest
+    from osmosis_ai.rollout.server.config import ServerConfig
 
 logger = logging.getLogger(__name__)
 
@@ -107,27 +108,17 @@ ALREADY_COMPLETE = 409  # TrainGate's answer for a rollout it already has: deliv
 class RolloutExecutor:
     """Starts rollouts for one app and reports their outcome to TrainGate."""
 
-    def __init__(
-        self,
-        agent_loop: RolloutAgentLoop,
-        state: AppState,
-        *,
-        settings: RolloutSettings,
-        debug_dir: str | None = None,
-        queue_limit: int | None = None,
-        tools_exclude_none: bool = False,
-        outbox: Outbox | None = None,
-    ) -> None:
+    def __init__(self, agent_loop: RolloutAgentLoop, state: AppState, config: ServerConfig) -> None:
         self.agent_loop = agent_loop
         self.state = state
-        self.settings = settings
-        self.debug_dir = debug_dir
-        self.queue_limit = queue_limit
-        self.timeout = settings.server.request_timeout_seconds or None  # 0: no deadline
-        self.abandon_grace = settings.server.abandon_grace_seconds
-        self.delivery_window = settings.server.delivery_window_seconds
-        self.client_settings = _pool_for(settings.client, state.max_concurrent)
-        self.outbox = outbox if outbox is not None else Outbox()
+        self.debug_dir = config.debug_dir
+        self.queue_limit = config.server.max_queued_rollouts
+        self.timeout = config.server.request_timeout_seconds or None  # 0: no deadline
+        self.abandon_grace = config.server.abandon_grace_seconds
+        self.delivery_window = config.server.delivery_window_seconds
+        self.client_settings = _pool_for(config.client, state.max_concurrent)
+        self.tools_exclude_none = config.tools_exclude_none
+        self.outbox = Outbox(config.server.outbox_path)
         self.accepting = True
         self.abandoned = 0  # rollouts whose agent ignored cancellation (their tasks run on, unowned)
         self._abandoned: set[asyncio.Task[Any]] = set()
@@ -137,7 +128,6 @@ class RolloutExecutor:
         # Callbacks the outbox could not store (disk full): delivered from memory.
         self._unstored: dict[str, _Callback] = {}
         self._checkpointing = False
-        self.tools_exclude_none = tools_exclude_none
         self._validate_tools = ToolsCache()
         self._get_tools = GetToolsCaller(agent_loop.get_tools, self.timeout)
 
@@ -476,12 +466,20 @@ class RolloutExecutor:
 
         future.add_done_callback(done)
 
-    def resend_stored(self) -> int:
-        """Start delivering every callback left in the outbox (by an earlier run); returns how many."""
+    def start_deliveries(self, record_ttl: float) -> None:
+        """Drop stored callbacks older than ``record_ttl`` and start delivering the rest (left by an
+        earlier run on the same outbox file)."""
+        dropped = self.outbox.prune(record_ttl)
+        if dropped:
+            logger.warning("outbox: dropped %d callbacks older than the record TTL", dropped)
         stored = self.outbox.all()
         for delivery in stored:
             self._resend(delivery.key)
-        return len(stored)
+        if stored:
+            logger.info("outbox: re-sending %d terminal callbacks left by an earlier run", len(stored))
+
+    def close(self) -> None:
+        self.outbox.close()
 
     @property
     def pending_deliveries(self) -> int:

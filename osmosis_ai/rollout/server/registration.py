@@ -18,7 +18,6 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +26,7 @@ from osmosis_ai.consts import PACKAGE_VERSION
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.config.settings import RolloutServerSettings
+    from osmosis_ai.rollout.server.config import ServerConfig
 
 logger = logging.getLogger(__name__)
 
@@ -280,20 +280,15 @@ def log_registration_result(result: RegistrationResult) -> None:
         logger.warning("registration with the Osmosis Platform failed: %s", result.error)
 
 
-async def register_when_ready(
-    *,
-    host: str,
-    port: int,
-    agent_loop_name: str,
-    credentials: Any,
-    api_key: str | None,
-    settings: RolloutServerSettings,
-    on_result: Callable[[RegistrationResult], object] | None = None,
-) -> RegistrationResult:
-    """Wait for the server's own ``/health``, register once, and hand the outcome to ``on_result``
-    (default: :func:`log_registration_result`). The lifespan runs this as a task."""
-    if not await _wait_until_ready(host, port, settings):
+async def register_when_ready(config: ServerConfig, agent_loop_name: str) -> RegistrationResult:
+    """Wait for the server's own ``/health``, register once, and hand the outcome to
+    ``config.on_registration`` (default: :func:`log_registration_result`). The lifespan runs this as
+    a task when ``config.registers``."""
+    assert config.host is not None and config.port is not None
+    if not await _wait_until_ready(config.host, config.port, config.server):
         logger.warning("the server did not answer /health in time; registering anyway")
-    result = await aregister_with_platform(host, port, agent_loop_name, credentials, api_key)
-    (on_result or log_registration_result)(result)
+    result = await aregister_with_platform(
+        config.host, config.port, agent_loop_name, config.credentials, config.api_key
+    )
+    (config.on_registration or log_registration_result)(result)
     return result

@@ -44,6 +44,7 @@ from osmosis_ai.rollout.server.executor import _InitRefused
 from osmosis_ai.rollout.server.isolation import forget_traceback
 
 if TYPE_CHECKING:
+    from osmosis_ai.rollout.server.config import ServerConfig
     from osmosis_ai.rollout.server.executor import RolloutExecutor
     from osmosis_ai.rollout.server.state import AppState
 
@@ -66,7 +67,7 @@ def _is_plain_json(content_type: str | None) -> bool:
 
 def _too_large(limit: int) -> HTTPException:
     return HTTPException(
-        413, f"request body exceeds the limit of {limit} bytes (create_app(max_request_bytes=...))"
+        413, f"request body exceeds the limit of {limit} bytes (ServerConfig(max_request_bytes=...))"
     )
 
 
@@ -255,16 +256,9 @@ async def _unprocessable(request: Request, exc: Exception) -> Response:
         return JSONResponse({"detail": plain}, 422)
 
 
-def add_routes(
-    app: FastAPI,
-    state: AppState,
-    executor: RolloutExecutor,
-    *,
-    api_key: str | None,
-    max_body_bytes: int,
-    max_concurrent_inits: int,
-) -> None:
+def add_routes(app: FastAPI, state: AppState, executor: RolloutExecutor, config: ServerConfig) -> None:
     """Add the three endpoints to ``app``, and :class:`InitAdmission` in front of them."""
+    api_key, max_body_bytes = config.api_key, config.max_request_bytes
 
     async def init(request: RolloutRequest) -> Response:
         try:
@@ -306,4 +300,4 @@ def add_routes(
     app.add_api_route("/health", health, methods=["GET"])
     app.add_api_route("/platform/health", platform_health, methods=["GET"])
     fast_init = FastInit(init, api_key, max_body_bytes) if FastInit.enabled else None
-    app.add_middleware(InitAdmission, limit=max_concurrent_inits, fast_init=fast_init)
+    app.add_middleware(InitAdmission, limit=config.max_concurrent_inits, fast_init=fast_init)

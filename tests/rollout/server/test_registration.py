@@ -21,7 +21,7 @@ from tests.support.server import (
     PlatformStandIn,
     RunningServer,
     ScriptedAgent,
-    fast_settings,
+    fast_config,
 )
 from tests.support.sockets import free_port, listener
 
@@ -48,15 +48,14 @@ def _serve_and_register(bind_host: str) -> tuple[int, RegistrationResult]:
         results.append(result)
         registered.set()
 
-    app = create_app(
-        ScriptedAgent(),
-        settings=fast_settings(),
+    config = fast_config(
         api_key=KEY,
         credentials=PlatformCredentials("platform-token"),
-        server_host=bind_host,
-        server_port=port,
+        host=bind_host,
+        port=port,
         on_registration=on_registration,
     )
+    app = create_app(ScriptedAgent(), config=config)
     server = RunningServer(app, sock).start()
     try:
         assert registered.wait(30)
