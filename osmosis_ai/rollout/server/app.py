@@ -50,7 +50,7 @@ class LifecycleManager:
             try:
                 await self._stop()
             finally:
-                self.executor.close()
+                self.executor.deliveries.close()
 
     async def drain(self) -> None:
         """Stop accepting rollouts, let in-flight ones finish for the grace period, end the rest with ERROR.
@@ -82,7 +82,7 @@ class LifecycleManager:
         if config.debug_dir:
             logger.info("per-rollout debug traces go to %s", config.debug_dir)
         self.state.start_cleanup_task()
-        self.executor.start_deliveries(self.state.record_ttl)
+        self.executor.deliveries.start(older_than_seconds=self.state.record_ttl)
         if config.on_startup is not None:
             await config.on_startup()
         if config.registers:
@@ -107,7 +107,7 @@ class LifecycleManager:
             # Nothing should be left after the drain; whatever is reports ERROR within what is left
             # of the same callback budget.
             await self.state.cancel_all(timeout=self.executor.callback_time_left())
-            await self.executor.stop_deliveries()
+            await self.executor.deliveries.stop(self.executor.callback_time_left())
             self.executor.close_abandoned()
             await _close_shared_transport()
 

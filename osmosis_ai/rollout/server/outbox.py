@@ -28,7 +28,7 @@ import logging
 import os
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -51,14 +51,15 @@ CREATE TABLE IF NOT EXISTS outbox (
 
 @dataclass(frozen=True)
 class Delivery:
-    """One unacknowledged terminal callback."""
+    """One terminal callback: its dedup key, where it goes, its encoded ``RolloutResponse``, and when
+    it was committed (``time.time()``)."""
 
     key: str
     rollout_id: str
     server_url: str
     api_key: str | None
     body: bytes
-    created: float
+    created: float = field(default_factory=time.time)
 
 
 def _create_private(path: Path) -> None:
@@ -98,9 +99,17 @@ class Outbox:
         """Whether enough has been written since the last checkpoint to run one."""
         return self.durable and self._writes >= CHECKPOINT_EVERY_WRITES
 
-    def put(self, key: str, rollout_id: str, server_url: str, api_key: str | None, body: bytes) -> None:
-        """Commit the terminal callback of ``key`` (replacing an older one of the same key)."""
-        row = (key, rollout_id, server_url, api_key, body, time.time())
+    def put(self, delivery: Delivery) -> None:
+        """Commit ``delivery`` (replacing an older one of the same key)."""
+        key = delivery.key
+        row = (
+            key,
+            delivery.rollout_id,
+            delivery.server_url,
+            delivery.api_key,
+            delivery.body,
+            delivery.created,
+        )
         if key in self._removed:  # a rollout started afresh: its old row goes first
             self.flush()
         try:

@@ -6,14 +6,14 @@ import os
 import stat
 from pathlib import Path
 
-from osmosis_ai.rollout.server.outbox import FLUSH_EVERY, Outbox
+from osmosis_ai.rollout.server.outbox import FLUSH_EVERY, Delivery, Outbox
 
 
 def test_committed_rows_survive_a_reopen_and_acknowledged_ones_do_not(tmp_path: Path):
     path = tmp_path / "state" / "outbox.sqlite3"
     first = Outbox(path)
-    first.put("k1", "r1", "http://trainer", "cb-key", b'{"status": "COMPLETED"}')
-    first.put("k2", "r2", "http://trainer", None, b"{}")
+    first.put(Delivery("k1", "r1", "http://trainer", "cb-key", b'{"status": "COMPLETED"}'))
+    first.put(Delivery("k2", "r2", "http://trainer", None, b"{}"))
     first.remove("k2")
     assert first.pending == 1
     assert first.get("k2") is None  # removed, even before the batch is flushed
@@ -30,13 +30,13 @@ def test_committed_rows_survive_a_reopen_and_acknowledged_ones_do_not(tmp_path: 
 def test_removals_are_flushed_in_batches_and_a_fresh_put_replaces_the_old_row(tmp_path: Path):
     outbox = Outbox(tmp_path / "o.sqlite3")
     for index in range(FLUSH_EVERY + 1):
-        outbox.put(f"k{index}", f"r{index}", "http://t", None, b"{}")
+        outbox.put(Delivery(f"k{index}", f"r{index}", "http://t", None, b"{}"))
     for index in range(FLUSH_EVERY):
         outbox.remove(f"k{index}")
     assert outbox.pending == 1
     assert [d.key for d in Outbox(tmp_path / "o.sqlite3").all()] == [f"k{FLUSH_EVERY}"]  # on disk already
-    outbox.put("k0", "r0-again", "http://t", None, b'{"again": true}')  # a rollout started afresh
-    outbox.put(f"k{FLUSH_EVERY}", "replaced", "http://t", None, b"{}")
+    outbox.put(Delivery("k0", "r0-again", "http://t", None, b'{"again": true}'))  # a rollout started afresh
+    outbox.put(Delivery(f"k{FLUSH_EVERY}", "replaced", "http://t", None, b"{}"))
     assert outbox.pending == 2
     stored = outbox.get(f"k{FLUSH_EVERY}")
     assert stored is not None and stored.rollout_id == "replaced"
@@ -47,7 +47,7 @@ def test_removals_are_flushed_in_batches_and_a_fresh_put_replaces_the_old_row(tm
 def test_in_memory_outbox_and_pruning(tmp_path: Path):
     outbox = Outbox()
     assert not outbox.durable
-    outbox.put("old", "r", "http://t", None, b"{}")
+    outbox.put(Delivery("old", "r", "http://t", None, b"{}"))
     assert outbox.prune(older_than_seconds=3600) == 0
     assert outbox.prune(older_than_seconds=-1) == 1
     assert outbox.pending == 0
@@ -57,7 +57,7 @@ def test_in_memory_outbox_and_pruning(tmp_path: Path):
 def test_keys_not_stored_are_answered_without_changing_the_count(tmp_path: Path):
     path = tmp_path / "o.sqlite3"
     outbox = Outbox(path)
-    outbox.put("k1", "r1", "http://t", None, b"{}")
+    outbox.put(Delivery("k1", "r1", "http://t", None, b"{}"))
     outbox.remove("never-stored")  # e.g. a callback delivered from memory after the disk failed
     assert outbox.get("never-stored") is None
     assert outbox.pending == 1
