@@ -69,11 +69,11 @@ import uvicorn
 from examples.calculator.agent import agent_loop
 from osmosis_ai.rollout.config import get_settings
 from osmosis_ai.rollout.server import ServerConfig, create_app
-from osmosis_ai.rollout.server.routes import FastInit
+from osmosis_ai.rollout.server.routes import InitGate
 from osmosis_ai.rollout.server.runner import tune_gc
 
 variant, port = sys.argv[1], int(sys.argv[2])
-FastInit.enabled = variant != "fastapi_body"
+InitGate.fast = variant != "fastapi_body"
 outbox = ":memory:" if variant == "memory_outbox" else tempfile.mkdtemp() + "/outbox.sqlite3"
 inits = 10**9 if variant == "no_admission" else 64
 server = get_settings().server.model_copy(update={"outbox_path": outbox})

@@ -610,3 +610,24 @@ def test_an_init_whose_client_leaves_mid_body_starts_nothing_and_frees_its_admis
     response = http.post(f"{server.url}/v1/rollout/init", content=body)
     assert response.status_code == 202, response.text
     trainer.wait_completed("left-mid-body")
+
+
+def test_an_app_mounted_under_a_prefix_keeps_its_gate(http, trainer: TrainerStandIn):
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    from tests.support.server import RunningServer
+
+    outer = Starlette(
+        routes=[Mount("/rollouts", app=create_app(ScriptedAgent(), api_key=KEY, settings=fast_settings()))]
+    )
+    server = RunningServer(outer).start()
+    try:
+        init = f"{server.url}/rollouts/v1/rollout/init"
+        assert http.post(init, content=b"{not json").status_code == 401  # the key before the body
+        headers = {"Authorization": f"Bearer {KEY}"}
+        response = http.post(init, json=init_body("mounted", trainer.url), headers=headers)
+        assert response.status_code == 202, response.text
+        assert trainer.wait_completed("mounted")["status"] == "COMPLETED"
+    finally:
+        server.stop()
