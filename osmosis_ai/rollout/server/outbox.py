@@ -16,10 +16,7 @@ readable by its owner only.
 Writes run on the event loop: a commit to the WAL is a write to the page cache without ``fsync``
 (tens of microseconds; measured in docs/design.md), cheaper than a thread hop. The checkpoint, which
 does ``fsync``, runs in a worker thread on its own connection (:meth:`Outbox.checkpoint`), never on
-the loop; the automatic one is off. Acknowledged rows are deleted in batches
-(:meth:`Outbox.remove` then :meth:`Outbox.flush`, at the latest ``FLUSH_EVERY`` removals later): a
-killed process may re-send a few results TrainGate already has, which at-least-once allows, and
-the happy path pays one commit per rollout instead of two.
+the loop; the automatic one is off. An acknowledged row is deleted at once, in its own commit.
 """
 
 from __future__ import annotations
@@ -35,7 +32,6 @@ logger = logging.getLogger(__name__)
 
 MEMORY = ":memory:"
 CHECKPOINT_EVERY_WRITES = 2000
-FLUSH_EVERY = 64
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox (
@@ -87,12 +83,11 @@ class Outbox:
         self._db.execute(_SCHEMA)
         self._keys = self._stored_keys()  # so that asking for a key not stored costs no query
         self._writes = 0
-        self._removed: set[str] = set()  # acknowledged, not deleted yet (see flush)
 
     @property
     def pending(self) -> int:
         """Rows not acknowledged yet."""
-        return len(self._keys) - len(self._removed)
+        return len(self._keys)
 
     @property
     def wants_checkpoint(self) -> bool:
@@ -110,8 +105,6 @@ class Outbox:
             delivery.body,
             delivery.created,
         )
-        if key in self._removed:  # a rollout started afresh: its old row goes first
-            self.flush()
         try:
             self._db.execute("INSERT INTO outbox VALUES (?, ?, ?, ?, ?, ?)", row)
         except sqlite3.IntegrityError:  # a rollout started afresh after a duplicate init
@@ -125,43 +118,26 @@ class Outbox:
         self._writes += 1
 
     def remove(self, key: str) -> None:
-        """Forget the row of ``key`` (acknowledged or rejected); deleted with the next :meth:`flush`."""
+        """Delete the row of ``key`` (acknowledged or rejected)."""
         if key not in self._keys:
             return
-        self._removed.add(key)
-        if len(self._removed) >= FLUSH_EVERY:
-            self.flush()
-
-    def flush(self) -> None:
-        """Delete the removed rows, in one transaction."""
-        if not self._removed:
-            return
-        removed, self._removed = self._removed, set()
-        self._db.execute("BEGIN")
-        try:
-            self._db.executemany("DELETE FROM outbox WHERE key = ?", [(key,) for key in removed])
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
-        self._keys -= removed
+        self._db.execute("DELETE FROM outbox WHERE key = ?", (key,))
+        self._keys.discard(key)
         self._writes += 1
 
     def get(self, key: str) -> Delivery | None:
         """The unacknowledged callback of ``key``, if any."""
-        if key in self._removed or key not in self._keys:
+        if key not in self._keys:
             return None
         row = self._db.execute("SELECT * FROM outbox WHERE key = ?", (key,)).fetchone()
         return None if row is None else Delivery(*row)
 
     def all(self) -> list[Delivery]:
         """Every unacknowledged callback, oldest first."""
-        self.flush()
         return [Delivery(*row) for row in self._db.execute("SELECT * FROM outbox ORDER BY created")]
 
     def prune(self, older_than_seconds: float) -> int:
         """Drop rows older than ``older_than_seconds`` (TrainGate stopped waiting for them); returns how many."""
-        self.flush()
         before = self._db.total_changes
         self._db.execute("DELETE FROM outbox WHERE created < ?", (time.time() - older_than_seconds,))
         dropped = self._db.total_changes - before
@@ -183,5 +159,4 @@ class Outbox:
             db.close()
 
     def close(self) -> None:
-        self.flush()
         self._db.close()
