@@ -43,7 +43,6 @@ class Deliveries:
         self.window_seconds = window_seconds
         self._running: dict[str, tuple[asyncio.Task[Any], asyncio.Event]] = {}  # by dedup key
         self._unstored: dict[str, Delivery] = {}  # the outbox could not take them (disk full)
-        self._checkpointing = False
 
     @property
     def pending(self) -> int:
@@ -157,7 +156,6 @@ class Deliveries:
         else:
             self._forget(delivery.key)
             logger.debug("rollout %s: terminal callback acknowledged", delivery.rollout_id)
-        self._maybe_checkpoint()
 
     def _forget(self, key: str) -> None:
         self._unstored.pop(key, None)
@@ -165,16 +163,3 @@ class Deliveries:
             self.outbox.remove(key)
         except Exception:
             logger.exception("cannot remove the delivered callback %r from the outbox", key)
-
-    def _maybe_checkpoint(self) -> None:
-        if self._checkpointing or not self.outbox.wants_checkpoint:
-            return
-        self._checkpointing = True
-        future = asyncio.get_running_loop().run_in_executor(None, self.outbox.checkpoint)
-
-        def done(f: asyncio.Future[None]) -> None:
-            self._checkpointing = False
-            if not f.cancelled() and f.exception() is not None:
-                logger.error("outbox checkpoint failed: %s", f.exception())
-
-        future.add_done_callback(done)

@@ -14,9 +14,9 @@ still re-send them, but a killed process loses them. The file holds callback key
 readable by its owner only.
 
 Writes run on the event loop: a commit to the WAL is a write to the page cache without ``fsync``
-(tens of microseconds; measured in docs/design.md), cheaper than a thread hop. The checkpoint, which
-does ``fsync``, runs in a worker thread on its own connection (:meth:`Outbox.checkpoint`), never on
-the loop; the automatic one is off. An acknowledged row is deleted at once, in its own commit.
+(tens of microseconds; measured in docs/design.md), cheaper than a thread hop. SQLite checkpoints
+the WAL into the file itself, every 1,000 pages, in the commit that crosses the mark. An acknowledged
+row is deleted at once, in its own commit.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 MEMORY = ":memory:"
-CHECKPOINT_EVERY_WRITES = 2000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox (
@@ -79,20 +78,13 @@ class Outbox:
         if self.durable:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA wal_autocheckpoint=0")  # see checkpoint()
         self._db.execute(_SCHEMA)
         self._keys = self._stored_keys()  # so that asking for a key not stored costs no query
-        self._writes = 0
 
     @property
     def pending(self) -> int:
         """Rows not acknowledged yet."""
         return len(self._keys)
-
-    @property
-    def wants_checkpoint(self) -> bool:
-        """Whether enough has been written since the last checkpoint to run one."""
-        return self.durable and self._writes >= CHECKPOINT_EVERY_WRITES
 
     def put(self, delivery: Delivery) -> None:
         """Commit ``delivery`` (replacing an older one of the same key)."""
@@ -115,7 +107,6 @@ class Outbox:
             )
         else:
             self._keys.add(key)
-        self._writes += 1
 
     def remove(self, key: str) -> None:
         """Delete the row of ``key`` (acknowledged or rejected)."""
@@ -123,7 +114,6 @@ class Outbox:
             return
         self._db.execute("DELETE FROM outbox WHERE key = ?", (key,))
         self._keys.discard(key)
-        self._writes += 1
 
     def get(self, key: str) -> Delivery | None:
         """The unacknowledged callback of ``key``, if any."""
@@ -146,17 +136,6 @@ class Outbox:
 
     def _stored_keys(self) -> set[str]:
         return {key for (key,) in self._db.execute("SELECT key FROM outbox")}
-
-    def checkpoint(self) -> None:
-        """Move the WAL into the database file; for a worker thread (it opens its own connection)."""
-        self._writes = 0
-        if not self.durable:
-            return
-        db = sqlite3.connect(self.path, isolation_level=None)
-        try:
-            db.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        finally:
-            db.close()
 
     def close(self) -> None:
         self._db.close()

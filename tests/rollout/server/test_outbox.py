@@ -40,7 +40,6 @@ def test_removed_rows_leave_the_file_at_once_and_a_fresh_put_replaces_the_old_ro
     assert outbox.pending == 2
     stored = outbox.get("k2")
     assert stored is not None and stored.rollout_id == "replaced"
-    outbox.checkpoint()
     outbox.close()
 
 
