@@ -26,6 +26,16 @@ def _delivery(trainer: TrainerStandIn, key: str = "k-1", rollout_id: str = "r-1"
     return Delivery(key, rollout_id, trainer.url, "cb-key", BODY)
 
 
+async def _sending(deliveries: Deliveries, trainer: TrainerStandIn) -> asyncio.Task[None]:
+    """A callback committed and being delivered, once TrainGate has its first attempt."""
+    delivery = _delivery(trainer)
+    deliveries.commit(delivery)
+    sending = asyncio.create_task(deliveries.deliver(delivery))
+    while not trainer.completed_requests:
+        await asyncio.sleep(0.01)
+    return sending
+
+
 async def test_a_callback_is_stored_before_it_is_sent_and_removed_once_acknowledged(
     trainer: TrainerStandIn, tmp_path: Path
 ):
@@ -33,11 +43,7 @@ async def test_a_callback_is_stored_before_it_is_sent_and_removed_once_acknowled
     deliveries = _deliveries(path)
     held = threading.Event()
     trainer.queue_completed(Reply(gate=held))
-    delivery = _delivery(trainer)
-    deliveries.commit(delivery)
-    sending = asyncio.create_task(deliveries.deliver(delivery))
-    while not trainer.completed_requests:
-        await asyncio.sleep(0.01)
+    sending = await _sending(deliveries, trainer)
     assert [d.key for d in Outbox(path).all()] == ["k-1"]  # on disk while TrainGate has not answered
     assert deliveries.pending == 1
     held.set()
@@ -52,11 +58,7 @@ async def test_a_callback_is_stored_before_it_is_sent_and_removed_once_acknowled
 async def test_a_repeated_init_wakes_a_delivery_waiting_out_retry_after(trainer: TrainerStandIn):
     deliveries = _deliveries()
     trainer.queue_completed(Reply(status=503, headers={"Retry-After": "600"}))
-    delivery = _delivery(trainer)
-    deliveries.commit(delivery)
-    sending = asyncio.create_task(deliveries.deliver(delivery))
-    while not trainer.completed_requests:
-        await asyncio.sleep(0.01)
+    sending = await _sending(deliveries, trainer)
     assert deliveries.resend("k-1")  # TrainGate asks again: it is up
     await asyncio.wait_for(sending, 10)  # long before the 600 s it asked for
     assert [r.status for r in trainer.completed_requests] == [503, 200]
@@ -118,11 +120,7 @@ async def test_stop_cancels_deliveries_still_running_at_the_end_of_the_budget(
 ):
     deliveries = _deliveries(tmp_path / "outbox.sqlite3")
     trainer.queue_completed(Reply(status=503, headers={"Retry-After": "600"}))
-    delivery = _delivery(trainer)
-    deliveries.commit(delivery)
-    sending = asyncio.create_task(deliveries.deliver(delivery))
-    while not trainer.completed_requests:
-        await asyncio.sleep(0.01)
+    sending = await _sending(deliveries, trainer)
     assert await deliveries.stop(timeout=0.1) == 1
     assert sending.cancelled()
     deliveries.close()
