@@ -46,7 +46,12 @@ def validate_and_report(agent_loop: RolloutAgentLoop, *, verbose: bool = False) 
     from osmosis_ai.rollout.validator import validate_agent_loop
 
     result = validate_agent_loop(agent_loop)
-    name = result.agent_name or type(agent_loop).__name__
+    report_validation(result, result.agent_name or type(agent_loop).__name__, verbose=verbose)
+    return result
+
+
+def report_validation(result: ValidationResult, name: str, *, verbose: bool = False) -> None:
+    """Print the report of a validation of the agent loop called ``name``."""
     warnings = [f"  - {warning}" for warning in result.warnings] if verbose else []
     if result.valid:
         console.print(console.escape(f"Agent loop {name!r} validated successfully ({result.tool_count} tools)."),
@@ -55,11 +60,10 @@ def validate_and_report(agent_loop: RolloutAgentLoop, *, verbose: bool = False) 
             console.print(f"{len(result.warnings)} warning(s){':' if verbose else ' (use -v to list them)'}")
         for line in warnings:
             console.print(console.escape(line), style="yellow")
-        return result
+        return
     lines = [f"Agent loop {name!r} failed validation with {len(result.errors)} error(s):"]
     lines += [f"  - {error}" for error in result.errors]
     if warnings:
         lines += [f"{len(result.warnings)} warning(s):", *warnings]
     for line in lines:
         console.print_error(line)
-    return result
