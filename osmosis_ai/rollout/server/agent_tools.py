@@ -22,9 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter
 
-from osmosis_ai._usercode import UserThreads
+from osmosis_ai._usercode import UserThreads, contain
 from osmosis_ai.rollout.core.schemas import OpenAIFunctionToolSchema
-from osmosis_ai.rollout.server.isolation import contain
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.core.schemas import RolloutRequest

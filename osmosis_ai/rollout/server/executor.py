@@ -39,13 +39,13 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from osmosis_ai._usercode import UserCodeRaised, contain, forget_traceback
 from osmosis_ai.rollout.client import OsmosisLLMClient
 from osmosis_ai.rollout.core.base import RolloutContext, RolloutResult
 from osmosis_ai.rollout.core.exceptions import RolloutValueError
 from osmosis_ai.rollout.core.schemas import InitResponse
 from osmosis_ai.rollout.server.agent_tools import GetToolsCaller, ToolsCache
 from osmosis_ai.rollout.server.delivery import Deliveries
-from osmosis_ai.rollout.server.isolation import AgentRaised, contain, forget_traceback
 from osmosis_ai.rollout.server.outbox import Delivery, Outbox
 from osmosis_ai.rollout.server.state import AppState, RolloutRecord
 
@@ -261,13 +261,13 @@ class RolloutExecutor:
             return self._failure(ctx, "the agent loop raised CancelledError")
         exc = agent.exception()
         if exc is not None:
-            shown = exc.original if isinstance(exc, AgentRaised) else exc
+            shown = exc.original if isinstance(exc, UserCodeRaised) else exc
             logger.error(
                 "agent loop failed for rollout %s",
                 rollout_id,
                 exc_info=(type(shown), shown, shown.__traceback__),
             )
-            message = str(exc) if isinstance(exc, AgentRaised) else _error_text(exc)
+            message = str(exc) if isinstance(exc, UserCodeRaised) else _error_text(exc)
             forget_traceback(shown)
             forget_traceback(exc)
             return self._failure(ctx, message)

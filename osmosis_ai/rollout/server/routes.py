@@ -34,10 +34,10 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from osmosis_ai._usercode import forget_traceback
 from osmosis_ai.rollout.core.schemas import RolloutRequest
 from osmosis_ai.rollout.server.api_key import authorized
 from osmosis_ai.rollout.server.executor import _InitRefused
-from osmosis_ai.rollout.server.isolation import forget_traceback
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.server.config import ServerConfig
