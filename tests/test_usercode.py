@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from osmosis_ai._usercode import UserCodeRaised, UserThreads, call_user, is_async_callable
+from osmosis_ai._usercode import UserCodeRaised, UserThreads, call_inline, call_user, is_async_callable
 
 
 async def _coroutine(x: int) -> int:
@@ -70,6 +70,21 @@ async def test_base_exceptions_come_back_as_an_ordinary_error(raised: BaseExcept
     for function in (sync, asynchronous):
         with pytest.raises(UserCodeRaised) as caught:
             await call_user(function)
+        assert caught.value.original is raised
+
+
+def test_call_inline_runs_on_this_thread_and_contains_base_exceptions() -> None:
+    assert call_inline(threading.get_ident) == threading.get_ident()
+    assert call_inline(lambda x, *, y: x + y, 1, y=2) == 3
+    with pytest.raises(ValueError, match="ordinary"):
+        call_inline(int, "ordinary")
+    for raised in (SystemExit(3), KeyboardInterrupt()):
+
+        def sync(raised: BaseException = raised) -> None:
+            raise raised
+
+        with pytest.raises(UserCodeRaised) as caught:
+            call_inline(sync)
         assert caught.value.original is raised
 
 
