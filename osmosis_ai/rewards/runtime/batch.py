@@ -14,7 +14,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from typing import Any
 
 from osmosis_ai.rewards.runtime.errors import RewardRuntimeError
-from osmosis_ai.rewards.runtime.sample import SampleResult, as_sample
+from osmosis_ai.rewards.runtime.sample import SampleResult, prepare
 from osmosis_ai.rewards.runtime.scoring import DEFAULT_TIMEOUT, RewardRuntime, Row
 
 
@@ -65,10 +65,10 @@ async def ascore_batch(
     runtime = RewardRuntime(
         reward, timeout=timeout, workers=workers, memory_limit_mb=memory_limit_mb, concurrency=concurrency
     )
-    samples = [as_sample(row, index) for index, row in enumerate(rows)]
-    results: list[Any] = [None] * len(samples)
+    arguments = [prepare(row, index, runtime.target.mode) for index, row in enumerate(rows)]
+    results: list[Any] = [None] * len(arguments)
     async with runtime:
-        async for result in runtime.stream(samples):
+        async for result in runtime._stream(arguments, None, prepared=True):
             assert result.index is not None
             results[result.index] = result
     return results

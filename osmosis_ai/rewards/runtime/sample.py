@@ -35,9 +35,9 @@ class Sample:
     extra_info: Mapping[str, Any] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class SampleResult:
-    """How scoring one sample ended.
+    """How scoring one sample ended (a plain record: made once per sample, so made cheaply).
 
     ``outcome`` is ``completed`` (``score`` is a finite float), ``reward_error`` (the reward raised
     or returned no score), ``reward_timeout`` (it ran past the timeout and was stopped) or
@@ -59,46 +59,37 @@ class SampleResult:
         return self.outcome is Outcome.COMPLETED
 
 
-def as_sample(row: Sample | Mapping[str, Any], index: int | None) -> Sample:
-    """``row`` as a :class:`Sample`, or :class:`RewardInputError` naming the row and the field."""
+def prepare(row: Sample | Mapping[str, Any], index: int | None, mode: str) -> tuple[Any, Any, dict[str, Any]]:
+    """The reward's three arguments for ``row`` in shape ``mode`` (see the module docstring), or
+    :class:`RewardInputError` naming the row and the field."""
     if isinstance(row, Sample):
-        sample = row
+        truth, solution, messages, extra = row.ground_truth, row.solution_str, row.messages, row.extra_info
     elif isinstance(row, Mapping):
         if "ground_truth" not in row:
             raise _bad(index, f"has no 'ground_truth' (its keys: {_keys(row)})")
-        sample = Sample(
-            ground_truth=row["ground_truth"],
-            solution_str=row.get("solution_str"),
-            messages=row.get("messages"),
-            extra_info=row.get("extra_info", row.get("metadata")),
-        )
+        truth, solution, messages = row["ground_truth"], row.get("solution_str"), row.get("messages")
+        extra = row.get("extra_info", row.get("metadata"))
     else:
         raise _bad(index, f"is a {type(row).__name__}; a row is a mapping or a Sample")
-    if sample.solution_str is None and sample.messages is None:
+    if solution is None and messages is None:
         raise _bad(index, "has neither 'solution_str' nor 'messages'")
-    if sample.solution_str is not None and not isinstance(sample.solution_str, str):
-        raise _bad(index, f"'solution_str' must be a string, got {describe_value(sample.solution_str)}")
-    if sample.messages is not None and (
-        isinstance(sample.messages, (str, bytes, Mapping)) or not isinstance(sample.messages, Sequence)
+    if solution is not None and not isinstance(solution, str):
+        raise _bad(index, f"'solution_str' must be a string, got {describe_value(solution)}")
+    if messages is not None and (
+        isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence)
     ):
-        raise _bad(index, f"'messages' must be a list of messages, got {describe_value(sample.messages)}")
-    if sample.extra_info is not None and not isinstance(sample.extra_info, Mapping):
-        raise _bad(index, f"'extra_info' must be a mapping, got {describe_value(sample.extra_info)}")
-    return sample
-
-
-def arguments(sample: Sample, mode: str) -> tuple[Any, Any, dict[str, Any]]:
-    """The reward's three arguments for ``sample`` in shape ``mode`` (see the module docstring)."""
-    extra = dict(sample.extra_info or {})
+        raise _bad(index, f"'messages' must be a list of messages, got {describe_value(messages)}")
+    if extra is None:
+        extra = {}
+    elif isinstance(extra, Mapping):
+        extra = dict(extra)
+    else:
+        raise _bad(index, f"'extra_info' must be a mapping, got {describe_value(extra)}")
     if mode == SIMPLE:
-        solution = sample.solution_str
-        if solution is None:
-            solution = last_assistant_text(sample.messages or ())
-        return solution, sample.ground_truth, extra
-    messages = sample.messages
+        return (solution if solution is not None else last_assistant_text(messages or ())), truth, extra
     if messages is None:
-        messages = [{"role": "assistant", "content": sample.solution_str}]
-    return list(messages), sample.ground_truth, extra
+        return [{"role": "assistant", "content": solution}], truth, extra
+    return list(messages), truth, extra
 
 
 def _keys(row: Mapping[str, Any]) -> str:

@@ -31,7 +31,7 @@ from osmosis_ai.rewards.runtime.errors import RewardInputError, RewardRuntimeErr
 from osmosis_ai.rewards.runtime.inprocess import CANNOT_KILL, InProcess
 from osmosis_ai.rewards.runtime.pool import MAX_BATCH, ProcessPool
 from osmosis_ai.rewards.runtime.protocol import WorkerSettings
-from osmosis_ai.rewards.runtime.sample import Sample, SampleResult, arguments, as_sample
+from osmosis_ai.rewards.runtime.sample import Sample, SampleResult, prepare
 from osmosis_ai.rewards.runtime.stats import RuntimeStats
 from osmosis_ai.rewards.runtime.target import resolve
 
@@ -174,7 +174,7 @@ class RewardRuntime:
     async def score(self, sample: Row, *, index: int | None = None) -> SampleResult:
         """Score one sample; ``index`` is copied into the result. Safe to call from many tasks at once."""
         await self.start()
-        args = self._arguments(sample, index)
+        args = prepare(sample, index, self.target.mode)
         future: asyncio.Future[SampleResult] = asyncio.get_running_loop().create_future()
         job: Any = self._backend.submit(args, index, lambda outcome: _settle(future, outcome))
         try:
@@ -183,16 +183,24 @@ class RewardRuntime:
             if not future.done():
                 self._backend.drop(job)
 
-    async def stream(
+    def stream(
         self, rows: Iterable[Row] | AsyncIterable[Row], *, max_in_flight: int | None = None
     ) -> AsyncIterator[SampleResult]:
         """Score ``rows`` (taken lazily, at most ``max_in_flight`` ahead) and yield each result as it
         finishes; ``result.index`` is the row's position. A row that cannot be scored as given stops
         the taking of rows: what is in flight is still yielded, then :class:`RewardInputError` is raised.
         """
+        return self._stream(rows, max_in_flight, prepared=False)
+
+    async def _stream(
+        self, rows: Iterable[Any] | AsyncIterable[Any], max_in_flight: int | None, *, prepared: bool
+    ) -> AsyncIterator[SampleResult]:
+        """:meth:`stream`; with ``prepared``, ``rows`` holds arguments :func:`prepare` made already."""
         await self.start()
-        limit = max_in_flight if max_in_flight is not None else self._default_in_flight()
-        _check_count("max_in_flight", limit)
+        limit = _check_count(
+            "max_in_flight", max_in_flight if max_in_flight is not None else self._default_in_flight()
+        )
+        mode, submit = self.target.mode, self._backend.submit
         finished: deque[Any] = deque()
         wake = asyncio.Event()
         jobs: dict[int, Any] = {}
@@ -218,7 +226,8 @@ class RewardRuntime:
                         exhausted = True
                         break
                     try:
-                        jobs[taken] = self._backend.submit(self._arguments(row, taken), taken, deliver(taken))
+                        args = row if prepared else prepare(row, taken, mode)
+                        jobs[taken] = submit(args, taken, deliver(taken))
                     except RewardInputError as exc:
                         problem, exhausted = exc, True
                         break
@@ -252,9 +261,6 @@ class RewardRuntime:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
-
-    def _arguments(self, row: Row, index: int | None) -> tuple[Any, ...]:
-        return arguments(as_sample(row, index), self.target.mode)
 
     def _default_in_flight(self) -> int:
         if not self.isolated:
