@@ -26,6 +26,7 @@ from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
+from osmosis_ai._usercode import UserThreads
 from osmosis_ai.rewards.runtime import worker as worker_module
 from osmosis_ai.rewards.runtime.errors import RewardInputError, RewardRuntimeError, RewardSettingError
 from osmosis_ai.rewards.runtime.inprocess import CANNOT_KILL, InProcess
@@ -71,7 +72,8 @@ class RewardRuntime:
             ``reward_crash``. Needs workers.
         concurrency: samples each worker runs at once (default 1 for a synchronous reward, which
             then runs on the worker's main thread, 16 for an async one). A synchronous reward that
-            waits on the network, such as a rubric calling a judge, wants more.
+            waits on the network, such as a rubric calling a judge, wants more. In-process, a
+            synchronous reward runs in as many threads as the SDK's shared ones by default.
         output_limit: characters of each sample's printed output kept in its result.
         kind: what the reward is called in error messages (``"eval function"``).
     """
@@ -101,7 +103,10 @@ class RewardRuntime:
             )
         output_limit = _check_count("output_limit", output_limit, minimum=0)
         self.target = resolve(reward, by_name=self.workers > 0)
-        default_concurrency = DEFAULT_ASYNC_CONCURRENCY if self.target.is_async else 1
+        if self.target.is_async:
+            default_concurrency = DEFAULT_ASYNC_CONCURRENCY
+        else:  # a worker calls a sync reward on its main thread; in-process it needs threads to overlap
+            default_concurrency = 1 if self.workers else UserThreads().max_threads
         self.concurrency = (
             default_concurrency if concurrency is None else _check_count("concurrency", concurrency)
         )

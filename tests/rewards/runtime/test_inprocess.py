@@ -20,7 +20,7 @@ def row(action: str) -> dict[str, Any]:
 
 
 async def test_it_says_plainly_that_it_cannot_kill() -> None:
-    runtime = RewardRuntime(f"{H}:hostile", workers=0, timeout=5)
+    runtime = RewardRuntime(f"{H}:hostile", workers=0, timeout=5, concurrency=1)
     assert not runtime.isolated and runtime.pids == ()
     assert runtime.describe() == (
         f"{H}:hostile: in-process (workers=0): a reward that hangs keeps running and one that crashes "
