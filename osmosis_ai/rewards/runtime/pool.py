@@ -116,13 +116,16 @@ class ProcessPool:
 
     async def start(self) -> None:
         workers = [self._new_worker() for _ in range(self.size)]
-        results = await asyncio.gather(*(w.start(START_TIMEOUT) for w in workers), return_exceptions=True)
-        failure = next((r for r in results if isinstance(r, BaseException)), None)
-        if failure is not None:
+        try:
+            results = await asyncio.gather(*(w.start(START_TIMEOUT) for w in workers), return_exceptions=True)
+            failure = next((r for r in results if isinstance(r, BaseException)), None)
+            if failure is not None:
+                raise failure
+        except BaseException:  # a worker that failed, or the caller cancelled the start: none stays
             for worker in workers:
                 worker.kill_now()
                 self._forget(worker)
-            raise failure
+            raise
         for worker in workers:
             self._held[worker] = {}
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from osmosis_ai._usercode import UserThreads
 from osmosis_ai.rewards.runtime import worker as worker_module
-from osmosis_ai.rewards.runtime.errors import RewardInputError, RewardRuntimeError, RewardSettingError
+from osmosis_ai.rewards.runtime.errors import RewardRuntimeError, RewardSettingError
 from osmosis_ai.rewards.runtime.inprocess import CANNOT_KILL, InProcess
 from osmosis_ai.rewards.runtime.pool import MAX_BATCH, ProcessPool
 from osmosis_ai.rewards.runtime.protocol import WorkerSettings
@@ -173,7 +173,7 @@ class RewardRuntime:
             self._starting = asyncio.Lock()
         async with self._starting:
             if not self._started:
-                await self._backend.start()
+                await self._backend.start()  # on failure or cancellation it leaves no worker behind
                 self._started = True
 
     async def score(self, sample: Row, *, index: int | None = None) -> SampleResult:
@@ -192,8 +192,9 @@ class RewardRuntime:
         self, rows: Iterable[Row] | AsyncIterable[Row], *, max_in_flight: int | None = None
     ) -> AsyncIterator[SampleResult]:
         """Score ``rows`` (taken lazily, at most ``max_in_flight`` ahead) and yield each result as it
-        finishes; ``result.index`` is the row's position. A row that cannot be scored as given stops
-        the taking of rows: what is in flight is still yielded, then :class:`RewardInputError` is raised.
+        finishes; ``result.index`` is the row's position. A row that cannot be scored as given
+        (:class:`RewardInputError`), or an error from ``rows`` itself, stops the taking of rows: what
+        is in flight is still yielded, then the error is raised.
         """
         return self._stream(rows, max_in_flight, prepared=False)
 
@@ -209,7 +210,7 @@ class RewardRuntime:
         finished: deque[Any] = deque()
         wake = asyncio.Event()
         jobs: dict[int, Any] = {}
-        problem: RewardInputError | None = None
+        problem: Exception | None = None
         sync_rows = iter(rows) if isinstance(rows, Iterable) else None
         async_rows = aiter(rows) if sync_rows is None else None  # type: ignore[arg-type]
         taken, exhausted = 0, False
@@ -227,13 +228,12 @@ class RewardRuntime:
                 while not exhausted and len(jobs) < limit:
                     try:
                         row = next(sync_rows) if sync_rows is not None else await anext(async_rows)  # type: ignore[arg-type]
+                        args = row if prepared else prepare(row, taken, mode)
+                        jobs[taken] = submit(args, taken, deliver(taken))
                     except (StopIteration, StopAsyncIteration):
                         exhausted = True
                         break
-                    try:
-                        args = row if prepared else prepare(row, taken, mode)
-                        jobs[taken] = submit(args, taken, deliver(taken))
-                    except RewardInputError as exc:
+                    except Exception as exc:  # a bad row, or the rows' own source failing: finish what runs
                         problem, exhausted = exc, True
                         break
                     taken += 1

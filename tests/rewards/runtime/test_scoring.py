@@ -200,6 +200,20 @@ async def test_rows_are_taken_lazily_and_at_most_max_in_flight_ahead(pool: Rewar
     assert consumed == 300
 
 
+@pytest.mark.asyncio(loop_scope="module")
+async def test_rows_that_fail_midway_stop_the_stream_after_what_is_in_flight(pool: RewardRuntime) -> None:
+    def rows() -> Any:
+        yield row("score:1")
+        yield row("score:2")
+        raise OSError("the dataset went away")
+
+    seen: list[SampleResult] = []
+    with pytest.raises(OSError, match="the dataset went away"):
+        async for result in pool.stream(rows()):
+            seen.append(result)
+    assert sorted(r.score or 0 for r in seen) == [1.0, 2.0]
+
+
 # -- shapes, modes and state ----------------------------------------------------------------------
 
 
@@ -375,6 +389,14 @@ async def test_a_stream_abandoned_early_ends_every_worker() -> None:
             assert result.ok
             assert len(children() - before) == 2
             break
+    assert children() == before
+
+
+async def test_a_start_cancelled_midway_leaves_no_worker() -> None:
+    before = children()
+    runtime = RewardRuntime(HOSTILE, workers=2, timeout=30)
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(runtime.start(), 0.01)  # cancelled while the workers import the reward
     assert children() == before
 
 
