@@ -235,6 +235,23 @@ async def test_sync_async_decorated_eval_functions_and_closures_all_score() -> N
         assert (result.outcome, result.score) == (C, score), reward
 
 
+async def test_workers_import_the_users_modules_from_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "helpers_in_cwd.py").write_text("BONUS = 5.0\n")
+    (tmp_path / "rewards_in_cwd.py").write_text(
+        textwrap.dedent("""
+        from helpers_in_cwd import BONUS  # a sibling module, found the way the parent finds it
+        def score(solution_str, ground_truth, extra_info=None):
+            return BONUS + len(solution_str)
+    """)
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the parent's import puts the directory first
+    async with RewardRuntime("rewards_in_cwd:score", workers=1, timeout=10) as runtime:
+        assert (await runtime.score(row("abc"))).score == 8.0
+
+
 async def test_module_state_lives_on_in_a_worker_across_samples() -> None:
     async with RewardRuntime(HOSTILE, workers=1, timeout=10) as runtime:
         first = [r.score for r in await collect(runtime, [row("calls")] * 3)]
