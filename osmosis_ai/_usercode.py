@@ -154,7 +154,10 @@ class UserThreads:
             self._queue.append(job)
             if self._idle:
                 self._wake.notify()
-            elif self._threads < self.max_threads:
+            # An idle thread woken for an earlier call may not have taken it yet: start another
+            # whenever more calls wait than idle threads could take, or this one may sit behind a
+            # call that never returns.
+            if len(self._queue) > self._idle and self._threads < self.max_threads:
                 self._threads += 1
                 threading.Thread(target=self._serve, name=self.name, daemon=True).start()
         try:

@@ -101,6 +101,22 @@ async def test_a_blocked_call_holds_only_its_own_thread() -> None:
     assert await blocked is True
 
 
+async def test_a_call_queued_behind_a_blocking_one_gets_a_thread_of_its_own() -> None:
+    """The idle thread woken for the blocking call has not taken it yet when the next call comes:
+    that call must still get the second thread, not wait behind the blocked one for good."""
+    for _ in range(30):  # the window is a race; thirty rounds catch it nearly always
+        threads = UserThreads(2)
+        await threads.call(int)  # one thread, idle now
+        release = threading.Event()
+        blocked = asyncio.ensure_future(threads.call(release.wait))
+        quick = asyncio.ensure_future(threads.call(lambda: 2))
+        try:
+            assert await asyncio.wait_for(quick, 10) == 2
+        finally:
+            release.set()
+            await blocked
+
+
 async def test_never_more_threads_than_the_limit() -> None:
     threads = UserThreads(3)
     lock = threading.Lock()
