@@ -16,6 +16,8 @@ return, and may raise anything, ``SystemExit`` and ``KeyboardInterrupt`` include
   an ordinary exception: asyncio re-raises ``SystemExit`` and ``KeyboardInterrupt`` out of the event
   loop, which would end every other item of the run with the one that raised.
 * :func:`call_user` puts the three together: ``await call_user(fn, *args, threads=...)``.
+* :func:`call_inline` is the synchronous twin of :func:`contain` for a thread that exists only to run
+  user code, with no event loop to protect: a reward worker process's main thread.
 
 Only the standard library is imported here, and ``asyncio`` only inside the functions that need
 it: the reward decorators read :func:`is_async_callable` at decoration time.
@@ -78,6 +80,17 @@ async def contain(call: Callable[[], Awaitable[T]]) -> T:
     try:
         return await call()
     except (Exception, asyncio.CancelledError):
+        raise
+    except BaseException as exc:
+        raise UserCodeRaised(exc) from None
+
+
+def call_inline(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """``function(*args, **kwargs)`` on this thread; a ``BaseException`` that is not an ``Exception``
+    comes back as :class:`UserCodeRaised`. Only for a thread that runs nothing but user code."""
+    try:
+        return function(*args, **kwargs)
+    except Exception:
         raise
     except BaseException as exc:
         raise UserCodeRaised(exc) from None

@@ -58,6 +58,11 @@ classes that exist, both ways, so a new error class means a new line here::
     │   ├── PlatformAPIError                        osmosis_ai.auth.errors
     │   └── AuthenticationExpiredError              osmosis_ai.auth.errors
     ├── ReportInputError (ValueError)               osmosis_ai.report.errors
+    ├── RewardRuntimeError (RuntimeError)           osmosis_ai.rewards.runtime.errors
+    │   ├── RewardLoadError (ValueError)            osmosis_ai.rewards.runtime.errors
+    │   ├── RewardSettingError (ValueError)         osmosis_ai.rewards.runtime.errors
+    │   ├── RewardInputError (ValueError)           osmosis_ai.rewards.runtime.errors
+    │   └── WorkerStartError                        osmosis_ai.rewards.runtime.errors
     └── TrainGateError                              osmosis_ai.traingate.errors
         ├── PolicyError                             osmosis_ai.traingate.errors
         ├── InitRejected                            osmosis_ai.traingate.launcher
@@ -69,7 +74,9 @@ provider call; the rollout errors are the agent-side SDK (calls to TrainGate, ag
 definition, tools); ``AuthError`` and its children are Platform login, stored credentials and
 Platform calls; ``ServeError`` is a server that cannot start; the evaluation errors are the shared
 dataset reader's, the model client's, the eval functions' and the run journal's; the TrainGate
-errors are the local trainer's; ``ReportInputError`` is a results file the HTML report cannot read.
+errors are the local trainer's; ``ReportInputError`` is a results file the HTML report cannot read;
+the ``RewardRuntimeError`` family is the reward runtime's (a reward that cannot be loaded, bad
+settings or rows, worker processes that cannot start; a reward failing on a sample is an outcome).
 The command line's own error class lives in ``osmosis_ai/cli/errors.py``
 (an application error, not part of this tree): library code never raises it.
 """

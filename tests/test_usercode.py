@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from osmosis_ai._usercode import UserCodeRaised, UserThreads, call_user, is_async_callable
+from osmosis_ai._usercode import UserCodeRaised, UserThreads, call_inline, call_user, is_async_callable
 
 
 async def _coroutine(x: int) -> int:
@@ -73,6 +73,21 @@ async def test_base_exceptions_come_back_as_an_ordinary_error(raised: BaseExcept
         assert caught.value.original is raised
 
 
+def test_call_inline_runs_on_this_thread_and_contains_base_exceptions() -> None:
+    assert call_inline(threading.get_ident) == threading.get_ident()
+    assert call_inline(lambda x, *, y: x + y, 1, y=2) == 3
+    with pytest.raises(ValueError, match="ordinary"):
+        call_inline(int, "ordinary")
+    for raised in (SystemExit(3), KeyboardInterrupt()):
+
+        def sync(raised: BaseException = raised) -> None:
+            raise raised
+
+        with pytest.raises(UserCodeRaised) as caught:
+            call_inline(sync)
+        assert caught.value.original is raised
+
+
 async def test_a_blocked_call_holds_only_its_own_thread() -> None:
     threads = UserThreads(2)
     release = threading.Event()
@@ -84,6 +99,22 @@ async def test_a_blocked_call_holds_only_its_own_thread() -> None:
     finally:
         release.set()
     assert await blocked is True
+
+
+async def test_a_call_queued_behind_a_blocking_one_gets_a_thread_of_its_own() -> None:
+    """The idle thread woken for the blocking call has not taken it yet when the next call comes:
+    that call must still get the second thread, not wait behind the blocked one for good."""
+    for _ in range(30):  # the window is a race; thirty rounds catch it nearly always
+        threads = UserThreads(2)
+        await threads.call(int)  # one thread, idle now
+        release = threading.Event()
+        blocked = asyncio.ensure_future(threads.call(release.wait))
+        quick = asyncio.ensure_future(threads.call(lambda: 2))
+        try:
+            assert await asyncio.wait_for(quick, 10) == 2
+        finally:
+            release.set()
+            await blocked
 
 
 async def test_never_more_threads_than_the_limit() -> None:

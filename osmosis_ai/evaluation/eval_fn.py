@@ -26,6 +26,19 @@ from osmosis_ai.rewards.score import to_score
 
 SIMPLE = "simple"
 FULL = "full"
+PARAMETERS = {
+    SIMPLE: ("solution_str", "ground_truth", "extra_info"),
+    FULL: ("messages", "ground_truth", "metadata"),
+}
+"""The parameters each shape is called with, by keyword, in this order."""
+SHAPES = "'solution_str' (fn(solution_str, ground_truth, extra_info)) or 'messages' (fn(messages, ground_truth, metadata))"
+"""The two shapes, as error messages name them."""
+
+
+def shape_of(parameters: list[str]) -> str | None:
+    """The shape a function with these parameter names is called in, or ``None`` when it fits neither."""
+    first = parameters[0] if parameters else None
+    return next((mode for mode, names in PARAMETERS.items() if names[0] == first), None)
 
 
 def _mode(fn: Callable[..., Any], name: str) -> str:
@@ -33,16 +46,12 @@ def _mode(fn: Callable[..., Any], name: str) -> str:
         parameters = list(inspect.signature(fn).parameters)  # follows __wrapped__
     except (TypeError, ValueError) as exc:
         raise EvalFnError(f"eval function {name!r}: cannot read its signature: {exc}") from exc
-    first = parameters[0] if parameters else None
-    if first == "solution_str":
-        return SIMPLE
-    if first == "messages":
-        return FULL
-    raise EvalFnError(
-        f"eval function {name!r} takes ({', '.join(parameters)}); its first parameter must be "
-        "'solution_str' (fn(solution_str, ground_truth, extra_info)) or 'messages' "
-        "(fn(messages, ground_truth, metadata))"
-    )
+    mode = shape_of(parameters)
+    if mode is None:
+        raise EvalFnError(
+            f"eval function {name!r} takes ({', '.join(parameters)}); its first parameter must be {SHAPES}"
+        )
+    return mode
 
 
 def last_assistant_text(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -72,12 +81,9 @@ class EvalFnWrapper:
         threads: UserThreads | None = None,
     ) -> float:
         if self.mode == SIMPLE:
-            kwargs: dict[str, Any] = {
-                "solution_str": last_assistant_text(messages),
-                "ground_truth": ground_truth,
-                "extra_info": dict(metadata),
-            }
+            values: tuple[Any, ...] = (last_assistant_text(messages), ground_truth, dict(metadata))
         else:
-            kwargs = {"messages": list(messages), "ground_truth": ground_truth, "metadata": dict(metadata)}
+            values = (list(messages), ground_truth, dict(metadata))
+        kwargs = dict(zip(PARAMETERS[self.mode], values, strict=True))
         value = await call_user(self.fn, threads=threads, **kwargs)
         return to_score(value, self.name, kind="eval function")

@@ -6,6 +6,8 @@ score of 0 and drag an average down. :class:`OutcomeCounts` tallies a run, and :
 applies the one rule every command uses for its exit status:
 
 * any ``infra_error`` or ``timeout`` fails the run (the run did not measure what it was meant to);
+  a reward that hangs (``reward_timeout``) or takes its process down (``reward_crash``) is the
+  scored code failing on that unit, not the machinery, so it counts like ``reward_error``;
 * a run in which nothing completed fails;
 * otherwise the run fails when the share of failed units is above the allowed failure rate
   (``0`` by default: every unit must complete).
@@ -36,6 +38,10 @@ class Outcome(str, enum.Enum):
     """The agent finished without ever calling the model, so its result says nothing about the model."""
     REWARD_ERROR = "reward_error"
     """The agent finished but the reward or eval function raised or returned no usable score."""
+    REWARD_TIMEOUT = "reward_timeout"
+    """The reward or eval function did not return within its time limit (it was stopped, not scored)."""
+    REWARD_CRASH = "reward_crash"
+    """The reward or eval function took its process down (exit, fatal signal) or ran out of memory."""
 
     @property
     def is_infrastructure(self) -> bool:

@@ -6,7 +6,7 @@ import pytest
 
 from osmosis_ai.evaluation.outcome import Outcome, OutcomeCounts, verdict
 
-C, A, M, INF, T, N, R = (
+C, A, M, INF, T, N, R, RT, RC = (
     Outcome.COMPLETED,
     Outcome.AGENT_ERROR,
     Outcome.MODEL_ERROR,
@@ -14,12 +14,15 @@ C, A, M, INF, T, N, R = (
     Outcome.TIMEOUT,
     Outcome.NO_MODEL_CALLS,
     Outcome.REWARD_ERROR,
+    Outcome.REWARD_TIMEOUT,
+    Outcome.REWARD_CRASH,
 )
 
 
-def test_the_seven_outcomes_and_their_names() -> None:
+def test_the_nine_outcomes_and_their_names() -> None:
     assert [o.value for o in Outcome] == [
         "completed", "agent_error", "model_error", "infra_error", "timeout", "no_model_calls", "reward_error",
+        "reward_timeout", "reward_crash",
     ]  # fmt: skip
     assert {o for o in Outcome if o.is_infrastructure} == {INF, T}
     assert str(Outcome.NO_MODEL_CALLS) == "no_model_calls" and Outcome("timeout") is T
@@ -48,6 +51,14 @@ def test_counts_describe_failures_beside_the_pass_rate() -> None:
             "1 of 2 rows failed (reward_error 1): failure rate 50.0% is above the allowed failure rate 0.0%",
         ),
         ([C, R], 0.5, None),
+        # a hung or crashing reward is the scored code failing, not the machinery: the failure rate decides
+        (
+            [C, RT, RC, C],
+            0.25,
+            "2 of 4 rows failed (reward_timeout 1, reward_crash 1): failure rate 50.0% is above",
+        ),
+        ([C, RT, RC, C], 0.5, None),
+        ([RT, RC], 1.0, "all 2 rows failed (reward_timeout 1, reward_crash 1)"),
         (
             [C, C, C, A],
             0.2,
