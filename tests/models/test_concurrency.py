@@ -11,6 +11,9 @@ import json
 
 import pytest
 
+from benchmarks.adaptive_concurrency import drive
+from benchmarks.capacity_server import CapacityServer, capacity_server
+from osmosis_ai._http import shared_pool
 from osmosis_ai._pool import FixedLimit, Limit, run_bounded
 from osmosis_ai.models.concurrency import (
     MAX_PAUSE,
@@ -306,6 +309,32 @@ async def test_run_bounded_never_starts_work_past_the_limit_as_it_changes() -> N
     assert await run_bounded(range(500), work, concurrency=limit) == 500
     assert limit.in_flight == 0 and reasons(limit).count("refused") >= 1
     assert all(held <= limit.ceiling for held, _ in over)
+
+
+# -- end to end, over real sockets -----------------------------------------------------------------
+
+
+async def test_end_to_end_it_backs_off_a_real_server_and_reads_its_metrics() -> None:
+    server = CapacityServer(4, latency=0.02, retry_after=0.05)
+    async with capacity_server(server) as base_url:
+        limit = AdaptiveLimit(initial=32, metrics_url=metrics_url_for(base_url))  # far past 2 x 4
+        run = await drive(base_url, limit, "auto", 2.0, shared_pool())
+    summary = limit.summary()
+    assert server.stats.refused > 0 and summary["requests"]["refused"] == server.stats.refused
+    assert summary["changes"]["refused"] >= 1 and summary["lowest"] < 8
+    assert limit.limit <= 8  # where it ended, the server no longer refuses
+    assert run.completed > 0 and summary["requests"]["success"] == server.stats.served
+    assert summary["metrics"]["readings"] >= 1
+
+
+async def test_end_to_end_a_server_without_metrics_is_asked_once() -> None:
+    server = CapacityServer(4, latency=0.01, metrics=False)
+    async with capacity_server(server) as base_url:
+        limit = AdaptiveLimit(metrics_url=metrics_url_for(base_url))
+        await drive(base_url, limit, "auto", 1.5, shared_pool())
+    summary = limit.summary()
+    assert summary["metrics"] == {"readings": 0, "state": f"{metrics_url_for(base_url)} answered 404"}
+    assert summary["requests"]["success"] == server.stats.served > 0
 
 
 # -- server metrics --------------------------------------------------------------------------------
