@@ -144,13 +144,14 @@ async def drive(
     helpers = [asyncio.create_task(watch())]
     if halve is not None:
         helpers.append(asyncio.create_task(halve_later(halve)))
-    watcher = asyncio.create_task(watch())
     try:
         await run_bounded(
             itertools.count(), one, concurrency=limit, stop=lambda: time.monotonic() >= deadline
         )
     finally:
-        watcher.cancel()
+        for helper in helpers:
+            helper.cancel()
+        await asyncio.gather(*helpers, return_exceptions=True)
     if isinstance(limit, AdaptiveLimit):
         await limit.aclose()
         run.summary = limit.summary()
