@@ -19,7 +19,7 @@ the measurements that chose them, are in docs/design.md ("Concurrency that tunes
 * **Refusals and timeouts** (429, 503, no answer in time) cut the limit to 0.7x at once. A refusal of
   a request sent before the last cut is old news and changes nothing. A ``Retry-After`` holds growth
   until it has passed and, when the server refuses everything (refused again with nothing served
-  since the last cut), new admissions too; it is capped at 60 s (as the retry policy caps it) and
+  since the last cut, a typical latency or more after it), new admissions too; it is capped at 60 s (as the retry policy caps it) and
   counted from the refusal that carried it, so refusals never hold the limit longer than the server
   last asked, however long they go on.
 * **Server metrics** (``/metrics`` beside ``/v1``), read about once a second while requests flow,
@@ -425,15 +425,16 @@ class AdaptiveLimit:
 
     def _cut(self, now: float, reason: str, retry_after: float | None) -> None:
         self._slow_start = False
+        # Refused again with nothing served since the last cut, though a served answer had time to
+        # come (refusals come back faster): the server refuses everything, as a rate limit does.
+        refusing = not self._answered_since_cut and now - self._last_cut >= self._typical_latency()
         self._last_cut = now
+        self._answered_since_cut = False
         if retry_after is not None and retry_after > 0:
             until = now + min(retry_after, MAX_PAUSE)
             self._grow_after = max(self._grow_after, until)
-            if not self._answered_since_cut:
-                # Refused again with nothing served in between: the server refuses everything (a
-                # rate limit), so it is asked nothing new until its hint has passed.
+            if refusing:  # ... so it is asked nothing new until its hint has passed
                 self._pause_until = max(self._pause_until, until)
-        self._answered_since_cut = False
         self._change(now, self._level * BACKOFF, reason)
 
     def _round_size(self) -> int:

@@ -231,6 +231,22 @@ def test_refused_again_with_nothing_served_it_admits_nothing_until_the_hint_pass
     assert limit.try_acquire()
 
 
+def test_a_refusal_that_comes_back_before_any_answer_could_does_not_pause_it() -> None:
+    # Refusals come back at once, answers after a latency: a second refusal sooner than that after
+    # a cut says nothing about whether the server still serves anyone.
+    clock = Clock()
+    limit = AdaptiveLimit(initial=8, clock=clock)
+    serve(limit, clock, 1.0, rounds=2)  # a floor of about one second
+    limit.observe(CallOutcome.REFUSED, 0.001, retry_after=5.0)
+    clock.now += 0.1
+    limit.observe(CallOutcome.REFUSED, 0.001, retry_after=5.0)
+    assert limit.try_acquire()
+    limit.release()
+    clock.now += 1.5
+    limit.observe(CallOutcome.REFUSED, 0.001, retry_after=5.0)  # still nothing served, a latency on
+    assert not limit.try_acquire()
+
+
 def test_a_hint_never_holds_admissions_longer_than_the_cap_nor_is_stretched_by_old_news() -> None:
     clock = Clock()
     limit = AdaptiveLimit(initial=8, clock=clock)
