@@ -25,7 +25,7 @@ the measurements that chose them, are in docs/design.md ("Concurrency that tunes
 * **Server metrics** (``/metrics`` beside ``/v1``), read about once a second while requests flow,
   through the SDK's shared HTTP pool, off the path of every model call: waiting requests over
   running ones count as queueing the way latency does (one trim per reading); rising preemptions
-  trim to 0.85x; a KV cache 90% full holds growth; with no queue and room in the cache, latency may
+  trim to 0.85x; with no queue and room in the cache (under 90% full), latency may
   rise to twice the thresholds (the batch growing, not a queue). A reading older than 5 s is
   ignored and latency alone decides.
 
@@ -65,7 +65,7 @@ MAX_GROWTH = 0.4
 BACKOFF = 0.7  # the cut on a refusal or a timeout
 MAX_TRIM = 0.5  # a latency or queue trim never takes more than half
 PREEMPTION_BACKOFF = 0.85
-KV_FULL = 0.9
+KV_FULL = 0.9  # a cache this full leaves no room for a growing batch
 MAX_PAUSE = 60.0  # the longest a Retry-After holds admissions
 POLL_INTERVAL = 1.0
 POLL_TIMEOUT = 5.0
@@ -401,7 +401,6 @@ class AdaptiveLimit:
         elif (
             ratio <= GROW_BELOW * scale
             and (queue is None or queue <= GROW_BELOW)
-            and not full
             and self._peak >= math.ceil(IN_USE * self.limit)
             and now >= self._grow_after
         ):
