@@ -211,9 +211,6 @@ class LimitHistory:
     def __iter__(self) -> Iterator[LimitChange]:
         return iter(tuple(self._changes))
 
-    def __len__(self) -> int:
-        return len(self._changes)
-
 
 # -- the limit ---------------------------------------------------------------------------------------
 
