@@ -9,7 +9,8 @@ between requests and results would show. ``--delay`` seconds are waited before e
 stand for a provider's latency. The first line on stdout is the port it listens on.
 
 :class:`StubProcess` starts it for the length of a ``with`` block, in a separate process so its
-CPU time is not counted against the client being measured.
+CPU time is not counted against the client being measured (:class:`ServerProcess` does the same
+for the other stand-ins).
 """
 
 from __future__ import annotations
@@ -74,21 +75,24 @@ async def _serve(delay: float, port: int) -> None:
         await runner.cleanup()
 
 
-class StubProcess:
-    """The stub in a child process; ``with StubProcess(delay) as api_base:`` gives its ``/v1`` URL."""
+class ServerProcess:
+    """``python -m module *arguments`` in a child process, for a ``with`` block that gets its ``/v1`` URL.
 
-    def __init__(self, delay: float) -> None:
-        self.delay = delay
+    The module is a server of this package that prints the port it listens on as its first line.
+    """
+
+    def __init__(self, module: str, *arguments: str, name: str) -> None:
+        self.command = [sys.executable, "-m", module, *arguments]
+        self.name = name
         self._process: subprocess.Popen[str] | None = None
 
     def __enter__(self) -> str:
-        command = [sys.executable, "-m", "benchmarks.openai_stub", "--delay", str(self.delay)]
-        self._process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        self._process = subprocess.Popen(self.command, stdout=subprocess.PIPE, text=True)
         assert self._process.stdout is not None
         port = self._process.stdout.readline().strip()
         if not port.isdigit():
             self.__exit__()
-            raise RuntimeError("the OpenAI stub did not start")
+            raise RuntimeError(f"{self.name} did not start")
         return f"http://127.0.0.1:{port}/v1"
 
     def __exit__(self, *exc_info: object) -> None:
@@ -96,6 +100,14 @@ class StubProcess:
             self._process.terminate()
             self._process.wait(timeout=10)
             self._process = None
+
+
+class StubProcess(ServerProcess):
+    """The stub in a child process; ``with StubProcess(delay) as api_base:`` gives its ``/v1`` URL."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__("benchmarks.openai_stub", "--delay", str(delay), name="the OpenAI stub")
+        self.delay = delay
 
 
 def main() -> None:

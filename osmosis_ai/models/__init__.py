@@ -1,0 +1,1 @@
+"""Calling models: the client side of chat completions and how many run at once."""
