@@ -141,3 +141,17 @@ def open_dataset(args: argparse.Namespace) -> tuple[DatasetReader, int, int]:
         )
     reader.read(limit=1, offset=args.offset)
     return reader, total, selected
+
+
+def add_reward_runtime_arguments(parser: argparse.ArgumentParser, *, what: str) -> None:
+    """How the reward runtime scores (``what``: "eval functions", "the reward"): ``--reward-timeout``,
+    ``--reward-workers``, ``--reward-memory-limit``. Defaults that protect: a timeout, and worker
+    processes (one per CPU) that a hung or crashing reward cannot take the run down with."""
+    parser.add_argument("--reward-timeout", type=finite_number(0), default=60.0, metavar="SECONDS",
+                        help=f"time {what} may take per sample, measured where they run; past it the "
+                        "sample is 'reward_timeout' and its worker is replaced (default 60; 0: no limit)")  # fmt: skip
+    parser.add_argument("--reward-workers", type=whole_number(0), metavar="N",
+                        help=f"worker processes scoring with {what} (default: one per CPU; 0 scores in this "
+                        "process, where a hung one cannot be stopped)")  # fmt: skip
+    parser.add_argument("--reward-memory-limit", type=whole_number(1), metavar="MB",
+                        help="memory limit of each worker process; past it the sample is 'reward_crash'")  # fmt: skip

@@ -123,6 +123,23 @@ def load_reward(spec: str) -> Callable[..., Any]:
     return fn
 
 
+def reward_runtime(spec: str, args: argparse.Namespace, *, kind: str) -> Any:
+    """The reward runtime scoring with ``spec`` as ``--reward-timeout``/``--reward-workers``/
+    ``--reward-memory-limit`` say (the function is checked by the caller first: :func:`load_attribute`)."""
+    from osmosis_ai.rewards.runtime import RewardRuntime, RewardRuntimeError
+
+    try:
+        return RewardRuntime(
+            spec,
+            timeout=args.reward_timeout or None,
+            workers=args.reward_workers,
+            memory_limit_mb=args.reward_memory_limit,
+            kind=kind,
+        )
+    except RewardRuntimeError as exc:
+        raise CLIError(f"{kind} {spec!r}: {exc}") from None
+
+
 def load_agent(args: argparse.Namespace) -> RolloutAgentLoop:
     """The agent loop chosen on the command line (see :func:`osmosis_ai.cli.arguments.add_agent_arguments`):
     ``-m`` imports it, ``--mcp DIR`` and ``--mcp-url URL`` build an ``MCPAgentLoop`` over those tools."""

@@ -20,7 +20,7 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from osmosis_ai._usercode import UserThreads, call_user
+from osmosis_ai._usercode import call_user
 from osmosis_ai.evaluation.errors import EvalFnError
 from osmosis_ai.rewards.score import to_score
 
@@ -77,13 +77,11 @@ class EvalFnWrapper:
         messages: Sequence[Mapping[str, Any]],
         ground_truth: Any,
         metadata: Mapping[str, Any],
-        *,
-        threads: UserThreads | None = None,
     ) -> float:
         if self.mode == SIMPLE:
             values: tuple[Any, ...] = (last_assistant_text(messages), ground_truth, dict(metadata))
         else:
             values = (list(messages), ground_truth, dict(metadata))
         kwargs = dict(zip(PARAMETERS[self.mode], values, strict=True))
-        value = await call_user(self.fn, threads=threads, **kwargs)
+        value = await call_user(self.fn, **kwargs)
         return to_score(value, self.name, kind="eval function")

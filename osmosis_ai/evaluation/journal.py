@@ -52,7 +52,7 @@ from osmosis_ai.evaluation.errors import EvaluationError
 from osmosis_ai.evaluation.outcome import Outcome
 
 SCHEMA_VERSION = "2"
-RETRIED_WITH_RETRY_FAILED = frozenset({Outcome.MODEL_ERROR})
+RETRIED_WITH_RETRY_FAILED = frozenset({Outcome.MODEL_ERROR, Outcome.REWARD_TIMEOUT, Outcome.REWARD_CRASH})
 PRIMARY = "primary"
 BASELINE = "baseline"
 IN_PROGRESS = "in_progress"

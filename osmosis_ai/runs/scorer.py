@@ -7,6 +7,11 @@ eval functions, a trainer-side reward) and where the item's ``reward`` comes fro
 :func:`osmosis_ai.rewards.score.to_score`: the agent's reported reward when it is the reward, and
 every function's return. A function that raises or returns something else makes the item a
 ``reward_error`` with the reason (the others still run, so every error is reported at once).
+
+The functions the commands score with run in the reward runtime (:func:`runtime_function`, over a
+:class:`~osmosis_ai.rewards.runtime.RewardRuntime`): a reward that hangs is killed at its timeout
+(``reward_timeout``), one that takes its worker down fails only its sample (``reward_crash``), and a
+runtime that cannot score at all is the run's infrastructure failing (``infra_error``).
 """
 
 from __future__ import annotations
@@ -26,24 +31,20 @@ from osmosis_ai.runs.result import Attempt, Result
 AGENT = "agent"
 
 
+class ScoreFailure(Exception):
+    """A score function failed in a typed way: the item ends in ``outcome`` with ``message``."""
+
+    def __init__(self, outcome: Outcome, message: str) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+
+
 @dataclass(frozen=True)
 class ScoreFn:
     """A named function scoring a completed attempt; ``score(item, attempt, threads)`` returns a float."""
 
     name: str
     score: Callable[[WorkItem, Attempt, UserThreads | None], Awaitable[float]]
-
-
-def eval_function(wrapper: Any) -> ScoreFn:
-    """An :class:`~osmosis_ai.evaluation.eval_fn.EvalFnWrapper` as a score function named like it."""
-
-    async def score(item: WorkItem, attempt: Attempt, threads: UserThreads | None) -> float:
-        result: float = await wrapper(
-            attempt.final_messages, item.row["ground_truth"], item.row, threads=threads
-        )
-        return result
-
-    return ScoreFn(wrapper.name, score)
 
 
 def reward_function(fn: Callable[..., Any], name: str = "reward") -> ScoreFn:
@@ -54,6 +55,27 @@ def reward_function(fn: Callable[..., Any], name: str = "reward") -> ScoreFn:
         return await compute_reward(
             fn, attempt.final_messages, item.row["ground_truth"], dict(item.row), threads=threads
         )
+
+    return ScoreFn(name, score)
+
+
+def runtime_function(runtime: Any, name: str) -> ScoreFn:
+    """Score with ``runtime`` (a started or startable :class:`~osmosis_ai.rewards.runtime.RewardRuntime`):
+    the final conversation, the row's ground truth, the row as ``extra_info``."""
+    from osmosis_ai.rewards.runtime import RewardInputError, RewardRuntimeError, Sample
+
+    async def score(item: WorkItem, attempt: Attempt, threads: UserThreads | None) -> float:
+        sample = Sample(item.row["ground_truth"], messages=attempt.final_messages, extra_info=dict(item.row))
+        try:
+            result = await runtime.score(sample)
+        except RewardInputError as exc:
+            raise ScoreFailure(Outcome.REWARD_ERROR, str(exc)) from None
+        except RewardRuntimeError as exc:  # closed, or workers that cannot start: the run's failure
+            raise ScoreFailure(Outcome.INFRA_ERROR, f"the reward runtime cannot score: {exc}") from None
+        if result.outcome is not Outcome.COMPLETED:
+            raise ScoreFailure(result.outcome, result.error or result.outcome.value)
+        value: float = result.score
+        return value
 
     return ScoreFn(name, score)
 
@@ -100,10 +122,14 @@ class Scorer:
                 result.reward = agent_reward(attempt.agent_reward)
             except RewardReturnError as exc:
                 result.score_errors["reward"] = str(exc)
+        failed: Outcome | None = None
         for fn in self.functions:
             try:
                 value = await _bounded(fn.score(item, attempt, self.threads), deadline)
                 result.scores[fn.name] = to_score(value, fn.name)
+            except ScoreFailure as exc:
+                result.score_errors[fn.name] = str(exc)
+                failed = failed or exc.outcome
             except asyncio.TimeoutError:
                 seconds = f" of {deadline.seconds:g}s" if deadline else ""
                 result.outcome = Outcome.TIMEOUT
@@ -116,7 +142,7 @@ class Scorer:
         if self.reward != AGENT:
             result.reward = result.scores.get(self.reward)
         if result.score_errors:
-            result.outcome = Outcome.REWARD_ERROR
+            result.outcome = failed or Outcome.REWARD_ERROR
         return result
 
 

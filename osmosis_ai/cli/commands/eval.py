@@ -29,6 +29,7 @@ from typing import Any
 from osmosis_ai.cli.arguments import (
     add_agent_run_arguments,
     add_journal_arguments,
+    add_reward_runtime_arguments,
     finite_number,
     open_dataset,
     whole_number,
@@ -57,6 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline-base-url", help="OpenAI-compatible base URL serving --baseline-model")
     parser.add_argument("--baseline-api-key", help="API key of --baseline-model")
     add_journal_arguments(parser, unit="run")
+    add_reward_runtime_arguments(parser, what="eval functions")
     parser.add_argument("--output-path", metavar="DIR",
                         help="write results_<unix>_<task id>.json under DIR/<model>/<dataset>/")  # fmt: skip
     parser.add_argument("--log-samples", action="store_true",
@@ -196,12 +198,13 @@ async def _run(
     from osmosis_ai._usercode import UserThreads
     from osmosis_ai.cli import output
     from osmosis_ai.cli.eval.samples import progress_reporter, run_samples
+    from osmosis_ai.cli.loading import reward_runtime
     from osmosis_ai.evaluation.errors import SystemicProviderError
     from osmosis_ai.evaluation.journal import BASELINE, PRIMARY
     from osmosis_ai.evaluation.llm_client import ExternalLLMClient
     from osmosis_ai.runs.engine import Pipeline
     from osmosis_ai.runs.executors.local import InProcessExecutor, LocalModel
-    from osmosis_ai.runs.scorer import Scorer, eval_function
+    from osmosis_ai.runs.scorer import Scorer, runtime_function
 
     endpoints = {PRIMARY: (args.model, args.api_key, args.base_url),
                  BASELINE: (args.baseline_model, args.baseline_api_key, args.baseline_base_url)}  # fmt: skip
@@ -220,24 +223,29 @@ async def _run(
             if tag == PRIMARY:
                 raise
             raise CLIError(f"(baseline) {exc}") from exc
-    # Synchronous agent and eval-function code gets a thread per sample in flight, its own.
+    # Synchronous agent code gets a thread per sample in flight, its own.
     threads = UserThreads(args.batch_size, name="osmosis-eval")
     executor = InProcessExecutor(agent_loop, models, max_turns=args.max_turns, completion_params=params,
                                  debug_dir=DEBUG_DIR if args.debug else None, threads=threads)  # fmt: skip
-    pipeline = Pipeline(
-        executor, Scorer([eval_function(fn) for fn in eval_fns], threads=threads), timeout=args.timeout
-    )
+    runtimes = [reward_runtime(fn.name, args, kind="eval function") for fn in eval_fns]
+    for runtime in runtimes:
+        say(f"Scoring: {runtime.describe()}", quiet=args.quiet)
+    scorer = Scorer([runtime_function(rt, fn.name) for rt, fn in zip(runtimes, eval_fns, strict=True)])
+    pipeline = Pipeline(executor, scorer, timeout=args.timeout)
     total = done + sum(len(keys) for keys in todo.values())
     remaining = total - done
     bar = not args.quiet and output.wants_progress(None, remaining)
-    with output.progress_bar(remaining, "eval", enabled=bar) as advance:
-        report = progress_reporter(total=total, done=done, quiet=args.quiet, tagged=BASELINE in todo,
-                                   advance=advance, bar=bar)  # fmt: skip
-        return await run_samples(
-            pipeline=pipeline, rows=rows, n=args.n, tags=list(models),
-            journal=journal, retry_failed=args.retry_failed, batch_size=args.batch_size,
-            log_samples=args.log_samples, on_sample=report,
-        )  # fmt: skip
+    async with contextlib.AsyncExitStack() as stack:
+        for runtime in runtimes:  # every worker process ends with the run, however it ends
+            await stack.enter_async_context(runtime)
+        with output.progress_bar(remaining, "eval", enabled=bar) as advance:
+            report = progress_reporter(total=total, done=done, quiet=args.quiet, tagged=BASELINE in todo,
+                                       advance=advance, bar=bar)  # fmt: skip
+            return await run_samples(
+                pipeline=pipeline, rows=rows, n=args.n, tags=list(models),
+                journal=journal, retry_failed=args.retry_failed, batch_size=args.batch_size,
+                log_samples=args.log_samples, on_sample=report,
+            )  # fmt: skip
 
 
 def _report(

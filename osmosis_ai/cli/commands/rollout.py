@@ -32,6 +32,7 @@ from osmosis_ai.cli import output
 from osmosis_ai.cli.arguments import (
     add_agent_arguments,
     add_journal_arguments,
+    add_reward_runtime_arguments,
     finite_number,
     fraction,
     whole_number,
@@ -138,6 +139,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     run.add_argument("-o", "--output", metavar="FILE.jsonl", help="write one JSON record per rollout")
     add_journal_arguments(run, unit="rollout")
+    add_reward_runtime_arguments(run, what="the --reward function")
     add_summary_arguments(run)
     run.add_argument(
         "--progress", action="store_true", help="show the progress bar even when not on a terminal"
@@ -257,11 +259,12 @@ async def _run_rollouts(
     """Run the rollouts the journal does not have (committing each before it counts) and write
     ``--output`` whole, in dataset order; return the writer and the wall time."""
     from osmosis_ai.cli.commands.rollout_journal import premade_records
+    from osmosis_ai.cli.loading import reward_runtime
     from osmosis_ai.runs.engine import Pipeline, run_items
     from osmosis_ai.runs.executors.traingate import TrainGateExecutor
     from osmosis_ai.runs.items import WorkItem, work_items
     from osmosis_ai.runs.result import Result
-    from osmosis_ai.runs.scorer import Scorer, reward_function
+    from osmosis_ai.runs.scorer import Scorer, runtime_function
     from osmosis_ai.traingate.gateway import TrainGate
     from osmosis_ai.traingate.launcher import RolloutLauncher
     from osmosis_ai.traingate.report import OrderedRecordWriter
@@ -307,7 +310,13 @@ async def _run_rollouts(
                 completion_params=params,
                 keep_turns=False,
             )
-            scorer = Scorer([reward_function(reward_fn)], reward="reward") if reward_fn else Scorer()
+            scorer = Scorer()
+            if reward_fn is not None:
+                runtime = await stack.enter_async_context(
+                    reward_runtime(args.reward, args, kind="reward function")
+                )
+                output.say(f"Scoring: {runtime.describe()}", quiet=args.quiet)
+                scorer = Scorer([runtime_function(runtime, "reward")], reward="reward")
             finished = journal.finished_in_order(retry_failed=args.retry_failed)
 
             def sequence(item: WorkItem) -> int:
