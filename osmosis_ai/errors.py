@@ -24,6 +24,7 @@ classes that exist, both ways, so a new error class means a new line here::
     │   ├── ModelNotFoundError                      osmosis_ai.judge.errors
     │   └── JudgeTimeoutError (TimeoutError)        osmosis_ai.judge.errors
     ├── ModelCallError                              osmosis_ai.models.errors
+    ├── ModelRouteError (ValueError)                osmosis_ai.models.errors
     ├── OsmosisRolloutError                         osmosis_ai.rollout.core.exceptions
     │   ├── OsmosisTransportError                   osmosis_ai.rollout.core.exceptions
     │   ├── OsmosisServerError                      osmosis_ai.rollout.core.exceptions
@@ -66,7 +67,8 @@ classes that exist, both ways, so a new error class means a new line here::
 What each one means is in its class docstring. In short: the ``Reward*`` errors are a reward
 function breaking its contract; the judge errors are bad arguments, an unusable reply or a failed
 provider call; ``ModelCallError`` is a model call failing, classified by the model seam (the judge,
-the local runs and the TrainGate policy turn it into their own errors); the rollout errors are the
+the local runs and the TrainGate policy turn it into their own errors), ``ModelRouteError`` a model
+name and base URL that name nothing callable; the rollout errors are the
 agent-side SDK (calls to TrainGate, agent-loop definition, tools); ``AuthError`` and its children
 are Platform login, stored credentials and Platform calls; ``ServeError`` is a server that cannot
 start; the evaluation errors are the shared dataset reader's, the model client's, the eval

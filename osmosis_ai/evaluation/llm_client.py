@@ -3,6 +3,8 @@
 One client serves a whole run. The per-row state — the tools offered to the model and the call
 counters — lives in a context variable, so rows running as separate asyncio tasks each see their
 own after :meth:`ExternalLLMClient.reset_metrics`, while the provider connections are shared.
+``model="scripted"`` is the offline calculator solver (:mod:`osmosis_ai.models.scripted`), as
+everywhere a model is named.
 
 Calls go through the model seam (:mod:`osmosis_ai.models.complete`): the route is decided once,
 on the first call, and failures are classified there:
@@ -51,6 +53,8 @@ class _RowState:
 
 def _label(model: str, api_base: str | None) -> str:
     """The LiteLLM-style id shown for ``model`` before its route is known: a bare name is OpenAI's."""
+    if model == models.SCRIPTED:
+        return model
     if api_base:
         return model if model.startswith("openai/") else f"openai/{model}"
     return model if "/" in model else f"openai/{model}"

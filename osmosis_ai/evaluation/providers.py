@@ -33,6 +33,7 @@ __all__ = [
 ]
 
 _HINTS = {
+    "missing_key": "no API key for its provider",
     "auth": "the provider refused the API key; check the key (or the provider's key variable)",
     "budget": "the provider's budget for this key is exhausted",
     "not_found": "the provider does not know this model (or this endpoint has no such route); check the name",

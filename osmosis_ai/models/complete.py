@@ -11,12 +11,15 @@ the same way for every caller (the judge, ``osmosis test``/``eval``, the local T
   is never sent to someone else's server;
 * a base URL with a name whose prefix is another LiteLLM provider (``ollama/qwen2.5``, or
   OpenAI's Responses route ``openai/responses/...``): that provider's own API at that address,
-  through LiteLLM.
+  through LiteLLM;
+* ``scripted``: the offline calculator solver (:mod:`osmosis_ai.models.scripted`), no network
+  and no key; it takes no base URL.
 
 :func:`complete` sends one request (never streamed) and returns a :class:`Completion`; failures
 raise a classified :class:`~osmosis_ai.models.errors.ModelCallError`. Retrying is the caller's:
 :func:`osmosis_ai._http.retrying` with :func:`transient` and :func:`retry_after`.
-:func:`preflight` asks for one token before a run, and raises only what no row could get past.
+:func:`preflight` checks the provider's key variables, then asks for one token; it raises only
+what no row could get past.
 """
 
 from __future__ import annotations
@@ -28,12 +31,16 @@ from typing import Any
 
 from osmosis_ai._litellm import aimport_litellm
 from osmosis_ai.models import litellm as _litellm
-from osmosis_ai.models.errors import ModelCallError
+from osmosis_ai.models import scripted
+from osmosis_ai.models.errors import ModelCallError, ModelRouteError
 
 logger = logging.getLogger(__name__)
 
 NO_KEY = "EMPTY"
 """The key sent to an OpenAI-compatible server when none is given (vLLM's documented placeholder)."""
+
+SCRIPTED = "scripted"
+"""The offline calculator solver's model name."""
 
 OPENAI_COMPATIBLE = frozenset({"openai", "hosted_vllm"})
 """Name prefixes that mean "the OpenAI-compatible server at the base URL"; dropped from the name."""
@@ -44,11 +51,13 @@ class Route:
     """Where one model's requests go: LiteLLM's model id, the base URL and the key (never in ``repr``).
 
     Behind a base URL that serves OpenAI's API, ``model`` is ``openai/<the name the server serves>``.
+    ``via`` says who answers: ``"litellm"``, or ``"scripted"`` (offline).
     """
 
     model: str
     api_base: str | None = None
     api_key: str | None = field(default=None, repr=False)
+    via: str = "litellm"
 
 
 def _needs_provider_list(model: str, api_base: str | None) -> bool:
@@ -64,6 +73,13 @@ def route(model: str, *, api_base: str | None = None, api_key: str | None = None
     """
     model = model.strip()
     api_base = api_base or None
+    if model == SCRIPTED:
+        if api_base is not None:
+            raise ModelRouteError(
+                f"'{SCRIPTED}' is the offline calculator solver and takes no base URL; to use the model "
+                f"served at {api_base}, give the name it serves"
+            )
+        return Route(SCRIPTED, via=SCRIPTED)
     if api_base is None:
         return Route(model if "/" in model else f"openai/{model}", None, api_key)
     prefix, slash, rest = model.partition("/")
@@ -160,6 +176,9 @@ async def complete(
         ModelCallError: the call failed (see :mod:`osmosis_ai.models.errors`).
     """
     params.pop("stream", None)
+    if route.via == SCRIPTED:
+        message, finish_reason = scripted.reply(messages, params.get("tools") or [])
+        return parse({"choices": [{"index": 0, "message": message, "finish_reason": finish_reason}]})
     raw = await _litellm.acomplete(
         route.model, messages, api_key=route.api_key, api_base=route.api_base, timeout=timeout, params=params
     )
@@ -177,16 +196,27 @@ def retry_after(exc: Exception) -> float | None:
 
 
 async def preflight(route: Route, *, timeout: float = 30.0, **params: Any) -> None:
-    """Ask the model of ``route`` for one token; raise what no other request could get past.
+    """Check that the model of ``route`` can answer; raise what no other request could get past.
 
-    ``params`` are the run's own request fields, so the check takes the run's route (tools and
-    token limits are left out). A systemic failure (bad key, unknown model, unroutable name, an
-    endpoint that does not answer) raises; anything else (a rate limit proves key and model good)
-    is logged at debug level and left for the run's own retries.
+    No request is sent when no key was given and the provider's key variable is unset (LiteLLM's
+    table of each provider's variables): that raises a ``missing_key`` failure naming it. Then one
+    token is asked for; ``params`` are the run's own request fields, so the check takes the run's
+    route (tools and token limits are left out). A systemic failure (bad key, unknown model,
+    unroutable name, an endpoint that does not answer) raises; anything else (a rate limit proves
+    key and model good) is logged at debug level and left for the run's own retries.
 
     Raises:
         ModelCallError: a systemic failure.
     """
+    if route.via == SCRIPTED:
+        return
+    if route.api_key is None:
+        await aimport_litellm()  # its table of key variables; off the event loop the first time
+        names = _litellm.missing_keys(route.model)
+        if names:
+            raise ModelCallError(
+                f"set {' or '.join(names)} in the environment, or pass an API key", kind="missing_key"
+            )
     params = {k: v for k, v in params.items() if k not in ("max_tokens", "tools")}
     try:
         await complete(route, [{"role": "user", "content": "hi"}], timeout=timeout, max_tokens=1, **params)

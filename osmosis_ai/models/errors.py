@@ -93,6 +93,10 @@ class ModelCallError(OsmosisError):
         return self.kind in SYSTEMIC
 
 
+class ModelRouteError(OsmosisError, ValueError):
+    """A model name and base URL that name no model the SDK can call (also a ``ValueError``)."""
+
+
 def provider_message(exc: BaseException) -> str:
     """The provider's own explanation in ``exc``: LiteLLM's class prefix and trailing noise removed, cut short."""
     return (

@@ -14,6 +14,10 @@ from typing import Any
 from osmosis_ai._litellm import aimport_litellm, import_litellm
 from osmosis_ai.models.errors import model_error
 
+# Providers that sign in by other means than an ``*_API_KEY`` variable (cloud credential chains,
+# Azure AD tokens): their keys are not checked before the first request.
+_OWN_CREDENTIALS = frozenset({"azure", "azure_ai", "bedrock", "sagemaker", "vertex_ai", "vertex_ai_beta"})
+
 
 def to_plain(response: Any) -> Any:
     """The provider reply as plain Python data (``model_dump``, ``dict`` or ``to_dict``)."""
@@ -57,3 +61,19 @@ async def acomplete(
 def is_provider(prefix: str) -> bool:
     """Whether LiteLLM knows ``prefix`` as a provider (``ollama``, ``anthropic``...); imports LiteLLM."""
     return prefix in import_litellm().provider_list
+
+
+def missing_keys(model_id: str) -> list[str]:
+    """The API-key variables ``model_id``'s provider needs and the environment lacks (any one will do).
+
+    Empty when the provider signs in by other means or LiteLLM cannot tell.
+    """
+    litellm = import_litellm()
+    try:
+        provider = litellm.get_llm_provider(model_id)[1]
+        report = litellm.validate_environment(model=model_id)
+    except Exception:  # a model LiteLLM cannot route: the preflight request reports that itself
+        return []
+    if provider in _OWN_CREDENTIALS or report.get("keys_in_environment"):
+        return []
+    return [name for name in report.get("missing_keys") or [] if str(name).endswith("_API_KEY")]
