@@ -4,8 +4,10 @@
 the same way for every caller (the judge, ``osmosis test``/``eval``, the local TrainGate's policy):
 
 * no base URL: a named provider through LiteLLM; a bare name (``gpt-4o-mini``) is OpenAI's;
-* a base URL: an OpenAI-compatible server (vLLM, SGLang, a proxy). The name is the one the server
-  serves: a bare or organisation-prefixed name (``Qwen/Qwen2.5-7B``) is sent as it is,
+* a base URL: an OpenAI-compatible server (vLLM, SGLang, a proxy), called directly over the SDK's
+  shared aiohttp pool (:mod:`osmosis_ai.models.openai_compat`) — or through LiteLLM when
+  ``OSMOSIS_FORCE_LITELLM=1`` is set (or ``force_litellm=True`` passed). The name is the one the
+  server serves: a bare or organisation-prefixed name (``Qwen/Qwen2.5-7B``) is sent as it is,
   ``openai/`` and ``hosted_vllm/`` are dropped. Without a key a placeholder (:data:`NO_KEY`) is sent:
   local servers ignore it, OpenAI-style clients insist on one, and the provider's own key variable
   is never sent to someone else's server;
@@ -25,13 +27,14 @@ what no row could get past.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from osmosis_ai._litellm import aimport_litellm
 from osmosis_ai.models import litellm as _litellm
-from osmosis_ai.models import scripted
+from osmosis_ai.models import openai_compat, scripted
 from osmosis_ai.models.errors import ModelCallError, ModelRouteError
 
 logger = logging.getLogger(__name__)
@@ -42,6 +45,9 @@ NO_KEY = "EMPTY"
 SCRIPTED = "scripted"
 """The offline calculator solver's model name."""
 
+FORCE_LITELLM_ENV = "OSMOSIS_FORCE_LITELLM"
+"""Set to ``1`` to send requests to OpenAI-compatible base URLs through LiteLLM instead of directly."""
+
 OPENAI_COMPATIBLE = frozenset({"openai", "hosted_vllm"})
 """Name prefixes that mean "the OpenAI-compatible server at the base URL"; dropped from the name."""
 
@@ -51,7 +57,8 @@ class Route:
     """Where one model's requests go: LiteLLM's model id, the base URL and the key (never in ``repr``).
 
     Behind a base URL that serves OpenAI's API, ``model`` is ``openai/<the name the server serves>``.
-    ``via`` says who answers: ``"litellm"``, or ``"scripted"`` (offline).
+    ``via`` says who sends the requests: ``"openai"`` (the direct path to such a base URL),
+    ``"litellm"``, or ``"scripted"`` (offline).
     """
 
     model: str
@@ -65,11 +72,19 @@ def _needs_provider_list(model: str, api_base: str | None) -> bool:
     return bool(api_base) and bool(slash) and prefix not in OPENAI_COMPATIBLE
 
 
-def route(model: str, *, api_base: str | None = None, api_key: str | None = None) -> Route:
+def _forced() -> bool:
+    return os.environ.get(FORCE_LITELLM_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def route(
+    model: str, *, api_base: str | None = None, api_key: str | None = None, force_litellm: bool | None = None
+) -> Route:
     """The :class:`Route` of ``model`` (see the module docstring).
 
-    A base URL with a prefixed name other than ``openai/``/``hosted_vllm/`` needs LiteLLM's
-    provider list, and so imports LiteLLM; async code calls :func:`aroute` instead.
+    ``force_litellm`` (default: the ``OSMOSIS_FORCE_LITELLM`` variable) sends an OpenAI-compatible
+    base URL's requests through LiteLLM. A base URL with a prefixed name other than
+    ``openai/``/``hosted_vllm/`` needs LiteLLM's provider list, and so imports LiteLLM; async code
+    calls :func:`aroute` instead.
     """
     model = model.strip()
     api_base = api_base or None
@@ -89,14 +104,17 @@ def route(model: str, *, api_base: str | None = None, api_key: str | None = None
         return Route(model, api_base, api_key)
     else:
         served = model
-    return Route(f"openai/{served}", api_base, api_key or NO_KEY)
+    via = "litellm" if (_forced() if force_litellm is None else force_litellm) else "openai"
+    return Route(f"openai/{served}", api_base, api_key or NO_KEY, via)
 
 
-async def aroute(model: str, *, api_base: str | None = None, api_key: str | None = None) -> Route:
+async def aroute(
+    model: str, *, api_base: str | None = None, api_key: str | None = None, force_litellm: bool | None = None
+) -> Route:
     """:func:`route` for async code: LiteLLM, when the name needs it, is imported off the event loop."""
     if _needs_provider_list(model.strip(), api_base or None):
         await aimport_litellm()
-    return route(model, api_base=api_base, api_key=api_key)
+    return route(model, api_base=api_base, api_key=api_key, force_litellm=force_litellm)
 
 
 @dataclass(frozen=True)
@@ -176,6 +194,16 @@ async def complete(
         ModelCallError: the call failed (see :mod:`osmosis_ai.models.errors`).
     """
     params.pop("stream", None)
+    if route.via == "openai":
+        raw = await openai_compat.acomplete(
+            route.model[len("openai/") :],
+            messages,
+            api_base=route.api_base or "",
+            api_key=route.api_key or NO_KEY,
+            timeout=timeout,
+            params=params,
+        )
+        return parse(raw)
     if route.via == SCRIPTED:
         message, finish_reason = scripted.reply(messages, params.get("tools") or [])
         return parse({"choices": [{"index": 0, "message": message, "finish_reason": finish_reason}]})
