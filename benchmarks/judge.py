@@ -3,25 +3,30 @@
 Run: ``.venv/bin/python -m benchmarks.judge [--judgments 64] [--concurrency 32] [--calls 200]``
 
 The judge is ``benchmarks/openai_stub.py`` running in a child process (so its CPU is not counted
-against the client), answering each request with a score derived from the candidate text, once
-with 100 ms of simulated latency and once with none.
+against the client), named by its base URL (``api_base``), answering each request with a score
+derived from the candidate text, once with 100 ms of simulated latency and once with none. A
+judge behind a base URL is called on the direct path (the SDK's own aiohttp pool); each figure is
+also taken through LiteLLM (``OSMOSIS_FORCE_LITELLM=1``), side by side.
 
 1. Throughput: the same judgments through a plain loop of ``evaluate_rubric`` and through
-   ``evaluate_rubric_batch(concurrency=32)`` (goal: >= 10x faster, identical scores).
-2. Overhead: client-process CPU time per call (``time.process_time``) of ``aevaluate_rubric``
-   versus a bare ``litellm.acompletion`` sending the same messages and response format, at zero
-   latency, interleaved in rounds on one event loop after a warm-up (goal: within 25%). Both run
-   on the judge's background loop, the one synchronous ``evaluate_rubric`` calls use.
+   ``evaluate_rubric_batch(concurrency=32)`` (goal: >= 10x faster, identical scores), on both paths.
+2. Overhead: client-process CPU time per call (``time.process_time``) of ``aevaluate_rubric`` on
+   each path versus a bare ``litellm.acompletion`` sending the same messages and response format,
+   at zero latency, interleaved in rounds on one event loop after a warm-up (goal: within 25% of
+   bare LiteLLM through LiteLLM). All run on the judge's background loop, the one synchronous
+   ``evaluate_rubric`` calls use.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from typing import Any
 
 from benchmarks.openai_stub import StubProcess
 from osmosis_ai.judge.portal import run_sync
+from osmosis_ai.models.complete import FORCE_LITELLM_ENV
 
 RUBRIC = "Score 1 when the reply answers the question correctly and politely, 0 otherwise."
 MODEL = "gpt-4o-mini"
@@ -39,22 +44,32 @@ def _items(count: int, api_base: str) -> list[dict[str, Any]]:
     ]
 
 
+def _through_litellm(on: bool) -> None:
+    os.environ[FORCE_LITELLM_ENV] = "1" if on else "0"
+
+
 def throughput(judgments: int, concurrency: int) -> dict[str, Any]:
     from osmosis_ai import evaluate_rubric, evaluate_rubric_batch
 
     with StubProcess(delay=0.1) as api_base:
         items = _items(judgments, api_base)
-        evaluate_rubric(**items[0])  # warm-up: imports, client pool
+        for path in (True, False):  # warm-up: imports, client pools
+            _through_litellm(path)
+            evaluate_rubric(**items[0])
         started = time.perf_counter()
         looped = [evaluate_rubric(**item) for item in items]
         loop_seconds = time.perf_counter() - started
-        started = time.perf_counter()
-        batched = evaluate_rubric_batch(items, concurrency=concurrency)
-        batch_seconds = time.perf_counter() - started
-    return {"loop": loop_seconds, "batch": batch_seconds, "same": looped == batched}
+        batches = {}
+        for label, path in (("direct", False), ("litellm", True)):
+            _through_litellm(path)
+            started = time.perf_counter()
+            batched = evaluate_rubric_batch(items, concurrency=concurrency)
+            batches[label] = (time.perf_counter() - started, batched == looped)
+        os.environ.pop(FORCE_LITELLM_ENV, None)
+    return {"loop": loop_seconds, "batch": batches}
 
 
-async def _cpu_per_call(calls: int, rounds: int, api_base: str) -> tuple[float, float]:
+async def _cpu_per_call(calls: int, rounds: int, api_base: str) -> dict[str, float]:
     from osmosis_ai._litellm import import_litellm
     from osmosis_ai.judge.evaluate import aevaluate_rubric
     from osmosis_ai.judge.prompt import build_messages
@@ -77,25 +92,32 @@ async def _cpu_per_call(calls: int, rounds: int, api_base: str) -> tuple[float, 
     async def bare() -> None:
         await litellm.acompletion(**bare_kwargs)
 
-    async def ours() -> None:
+    async def through_litellm() -> None:
+        _through_litellm(True)
         await aevaluate_rubric(**item)
 
-    for warm_up in (bare, ours):
+    async def direct() -> None:
+        _through_litellm(False)
+        await aevaluate_rubric(**item)
+
+    sides = {"bare": bare, "litellm": through_litellm, "direct": direct}
+    for warm_up in sides.values():
         for _ in range(20):
             await warm_up()
-    totals = {bare: 0.0, ours: 0.0}
+    totals = dict.fromkeys(sides, 0.0)
     per_round = max(1, calls // rounds)
     for _ in range(rounds):
-        for function in (bare, ours):
+        for name, function in sides.items():
             started = time.process_time()
             for _ in range(per_round):
                 await function()
-            totals[function] += time.process_time() - started
+            totals[name] += time.process_time() - started
+    os.environ.pop(FORCE_LITELLM_ENV, None)
     count = per_round * rounds
-    return totals[bare] / count, totals[ours] / count
+    return {name: total / count for name, total in totals.items()}
 
 
-def overhead(calls: int) -> tuple[float, float]:
+def overhead(calls: int) -> dict[str, float]:
     with StubProcess(delay=0.0) as api_base:
         return run_sync(_cpu_per_call(calls, rounds=5, api_base=api_base))
 
@@ -110,24 +132,30 @@ def main() -> None:
     args = parser.parse_args()
 
     speed = throughput(args.judgments, args.concurrency)
-    bare, ours = overhead(args.calls)
+    cpu = overhead(args.calls)
     n = args.judgments
-    speedup = speed["loop"] / speed["batch"]
-    extra = (ours - bare) / bare * 100
     print(f"Rubric judging against a local OpenAI-compatible server (child process), {n} judgments")
-    print(f"{'scenario':<44}{'wall s':>9}{'per judgment':>15}")
-    print(
-        f"{'loop of evaluate_rubric, 100 ms latency':<44}{speed['loop']:>9.2f}{speed['loop'] / n * 1000:>12.1f} ms"
-    )
-    batch_label = f"evaluate_rubric_batch(concurrency={args.concurrency})"
-    print(f"{batch_label:<44}{speed['batch']:>9.2f}{speed['batch'] / n * 1000:>12.1f} ms")
-    print(f"speed-up {speedup:.1f}x (goal >= 10x); identical scores: {'yes' if speed['same'] else 'NO'}")
+    print(f"{'scenario':<58}{'wall s':>9}{'per judgment':>15}")
+    label = "loop of evaluate_rubric, 100 ms latency, direct path"
+    print(f"{label:<58}{speed['loop']:>9.2f}{speed['loop'] / n * 1000:>12.1f} ms")
+    for path in ("direct", "litellm"):
+        seconds, same = speed["batch"][path]
+        where = "direct path" if path == "direct" else "through LiteLLM"
+        label = f"evaluate_rubric_batch(concurrency={args.concurrency}), {where}"
+        print(f"{label:<58}{seconds:>9.2f}{seconds / n * 1000:>12.1f} ms   "
+              f"speed-up {speed['loop'] / seconds:.1f}x, identical scores: {'yes' if same else 'NO'}")  # fmt: skip
+    print("(goal: batch >= 10x the loop)")
     print()
     print(f"Client CPU per call at zero latency ({args.calls} calls each, interleaved)")
-    print(f"{'bare litellm.acompletion':<44}{bare * 1000:>9.3f} ms")
-    print(
-        f"{'aevaluate_rubric (prompt, call, parse)':<44}{ours * 1000:>9.3f} ms   {extra:+.1f}% (goal <= +25%)"
-    )
+    bare = cpu["bare"]
+    print(f"{'bare litellm.acompletion':<58}{bare * 1000:>9.3f} ms")
+    for path, label in (
+        ("litellm", "aevaluate_rubric through LiteLLM"),
+        ("direct", "aevaluate_rubric, direct path"),
+    ):
+        ours = cpu[path]
+        print(f"{label:<58}{ours * 1000:>9.3f} ms   {(ours - bare) / bare * 100:+.1f}% of bare LiteLLM")
+    print("(goal: through LiteLLM within +25% of bare LiteLLM)")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@
   No answer at all (refused, reset, timed out) is retryable too: :class:`NoAnswer`.
 * :func:`parse_retry_after` / :func:`retry_after_from` — the server's ``Retry-After`` hint.
 * :class:`RetryPolicy` — attempts, exponential back-off with jitter, and how the hint counts.
+* :func:`retrying` — the one retry loop over a policy, used by every SDK call that asks again
+  (rollout callbacks, TrainGate's inits, model calls).
 * :func:`run_sync` — an async request from synchronous code, on a private loop in a worker thread.
 
 Requests are sent as given: no redirects followed (unless asked), no proxy from the environment
@@ -142,6 +144,43 @@ class RetryPolicy:
     def should_retry(self, attempt: int) -> bool:
         """Whether another request is allowed after failed attempt number ``attempt`` (1-based)."""
         return attempt < self.max_attempts
+
+
+def _no_hint(exc: Exception) -> float | None:
+    return None
+
+
+async def retrying(
+    attempt: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    *,
+    retryable: Callable[[Exception], bool],
+    retry_after: Callable[[Exception], float | None] = _no_hint,
+    give_up: Callable[[float], bool] | None = None,
+    on_retry: Callable[[int, Exception, float], object] | None = None,
+) -> T:
+    """Await ``attempt()`` until it returns, asking again under ``policy`` when it raises.
+
+    The SDK's one retry loop. An exception ``retryable`` accepts is followed by the policy's wait
+    (never shorter than ``retry_after(exc)``, the server's hint, capped by the policy) and another
+    attempt, while the policy allows one; ``give_up(wait)`` may stop before a wait that would be
+    pointless (a deadline it would outlast). ``on_retry(attempt, exc, wait)`` is called before each
+    wait (logging, counting). Anything else, and the last failure, is raised unchanged.
+    """
+    number = 0
+    while True:
+        number += 1
+        try:
+            return await attempt()
+        except Exception as exc:
+            if not retryable(exc) or not policy.should_retry(number):
+                raise
+            wait = policy.delay(number, retry_after(exc))
+            if give_up is not None and give_up(wait):
+                raise
+            if on_retry is not None:
+                on_retry(number, exc, wait)
+        await policy.sleep(wait)  # outside the handler: the failure's frames are not kept while waiting
 
 
 # -- the shared client --------------------------------------------------------------------------------

@@ -23,6 +23,8 @@ classes that exist, both ways, so a new error class means a new line here::
     ├── ProviderRequestError (RuntimeError)         osmosis_ai.judge.errors
     │   ├── ModelNotFoundError                      osmosis_ai.judge.errors
     │   └── JudgeTimeoutError (TimeoutError)        osmosis_ai.judge.errors
+    ├── ModelCallError                              osmosis_ai.models.errors
+    ├── ModelRouteError (ValueError)                osmosis_ai.models.errors
     ├── OsmosisRolloutError                         osmosis_ai.rollout.core.exceptions
     │   ├── OsmosisTransportError                   osmosis_ai.rollout.core.exceptions
     │   ├── OsmosisServerError                      osmosis_ai.rollout.core.exceptions
@@ -70,13 +72,16 @@ classes that exist, both ways, so a new error class means a new line here::
 
 What each one means is in its class docstring. In short: the ``Reward*`` errors are a reward
 function breaking its contract; the judge errors are bad arguments, an unusable reply or a failed
-provider call; the rollout errors are the agent-side SDK (calls to TrainGate, agent-loop
-definition, tools); ``AuthError`` and its children are Platform login, stored credentials and
-Platform calls; ``ServeError`` is a server that cannot start; the evaluation errors are the shared
-dataset reader's, the model client's, the eval functions' and the run journal's; the TrainGate
-errors are the local trainer's; ``ReportInputError`` is a results file the HTML report cannot read;
-the ``RewardRuntimeError`` family is the reward runtime's (a reward that cannot be loaded, bad
-settings or rows, worker processes that cannot start; a reward failing on a sample is an outcome).
+provider call; ``ModelCallError`` is a model call failing, classified by the model seam (the judge,
+the local runs and the TrainGate policy turn it into their own errors), ``ModelRouteError`` a model
+name and base URL that name nothing callable; the rollout errors are the
+agent-side SDK (calls to TrainGate, agent-loop definition, tools); ``AuthError`` and its children
+are Platform login, stored credentials and Platform calls; ``ServeError`` is a server that cannot
+start; the evaluation errors are the shared dataset reader's, the model client's, the eval
+functions' and the run journal's; the TrainGate errors are the local trainer's;
+``ReportInputError`` is a results file the HTML report cannot read; the ``RewardRuntimeError``
+family is the reward runtime's (a reward that cannot be loaded, bad settings or rows, worker
+processes that cannot start; a reward failing on a sample is an outcome).
 The command line's own error class lives in ``osmosis_ai/cli/errors.py``
 (an application error, not part of this tree): library code never raises it.
 """

@@ -25,6 +25,7 @@ from osmosis_ai._http import (
     is_retryable_status,
     parse_retry_after,
     retry_after_from,
+    retrying,
     run_sync,
     set_transport,
     shared_pool,
@@ -261,6 +262,68 @@ def test_delay_is_the_backoff_or_the_longer_hint_capped() -> None:
     assert policy.delay(1, retry_after=600.0) == 10.0  # capped
     jittered = RetryPolicy(base_delay=1.0, max_delay=5.0)
     assert all(2.0 <= jittered.delay(3) <= 4.0 for _ in range(50))  # drawn from the upper half
+
+
+class Flaky(Exception):
+    def __init__(self, hint: float | None = None) -> None:
+        super().__init__("flaky")
+        self.hint = hint
+
+
+def _script(*outcomes: Any) -> Any:
+    """An attempt that raises or returns each outcome in turn (an exception instance is raised)."""
+    remaining = list(outcomes)
+
+    async def attempt() -> Any:
+        outcome = remaining.pop(0)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    return attempt
+
+
+async def test_retrying_asks_again_until_an_attempt_succeeds(
+    recording_retry: RetryPolicy, sleeps: list[float]
+) -> None:
+    retried: list[tuple[int, str]] = []
+    result = await retrying(
+        _script(Flaky(), Flaky(hint=0.5), "done"),
+        recording_retry,
+        retryable=lambda exc: isinstance(exc, Flaky),
+        retry_after=lambda exc: exc.hint if isinstance(exc, Flaky) else None,
+        on_retry=lambda number, exc, wait: retried.append((number, str(exc))),
+    )
+    assert result == "done" and retried == [(1, "flaky"), (2, "flaky")]
+    assert 0.005 <= sleeps[0] <= 0.01 and sleeps[1] == 0.5  # the back-off, then the longer hint
+
+
+async def test_retrying_raises_what_is_not_retryable_and_the_last_failure(
+    recording_retry: RetryPolicy, sleeps: list[float]
+) -> None:
+    refused = ValueError("refused")
+    with pytest.raises(ValueError) as caught:
+        await retrying(_script(refused), recording_retry, retryable=lambda exc: isinstance(exc, Flaky))
+    assert caught.value is refused and sleeps == []
+    last = Flaky()
+    with pytest.raises(Flaky) as exhausted:
+        await retrying(_script(Flaky(), Flaky(), last), recording_retry, retryable=lambda exc: True)
+    assert exhausted.value is last and len(sleeps) == recording_retry.max_attempts - 1
+
+
+async def test_retrying_gives_up_before_a_wait_it_is_told_is_pointless(
+    recording_retry: RetryPolicy, sleeps: list[float]
+) -> None:
+    first = Flaky(hint=30.0)
+    with pytest.raises(Flaky) as caught:
+        await retrying(
+            _script(first, "never reached"),
+            recording_retry,
+            retryable=lambda exc: True,
+            retry_after=lambda exc: exc.hint if isinstance(exc, Flaky) else None,
+            give_up=lambda wait: wait > 1.0,  # a deadline one second away
+        )
+    assert caught.value is first and sleeps == []
 
 
 # -- the shared pool ------------------------------------------------------------------------------------

@@ -99,7 +99,9 @@ def add_agent_run_arguments(parser: argparse.ArgumentParser, *, unit: str, requi
                         required=required)  # fmt: skip
     parser.add_argument("-d", "--dataset", required=required,
                         help="dataset (.jsonl, .csv, .parquet) with system_prompt, user_prompt, ground_truth")  # fmt: skip
-    parser.add_argument("--model", default="gpt-5-mini", help="LiteLLM model (default gpt-5-mini)")
+    parser.add_argument("--model", default="gpt-5-mini",
+                        help="a LiteLLM model (default gpt-5-mini), the model served at --base-url, "
+                        "or 'scripted' (the offline calculator solver)")  # fmt: skip
     parser.add_argument("--base-url", help="OpenAI-compatible base URL serving --model")
     parser.add_argument("--api-key", help="API key (default: the provider's environment variable)")
     parser.add_argument("--limit", type=whole_number(1), help="rows to run (default: all)")

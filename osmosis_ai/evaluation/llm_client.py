@@ -1,20 +1,24 @@
-"""``ExternalLLMClient``: an agent's LLM calls answered by any LiteLLM model, for local runs.
+"""``ExternalLLMClient``: an agent's LLM calls answered by any model, for local runs.
 
 One client serves a whole run. The per-row state — the tools offered to the model and the call
 counters — lives in a context variable, so rows running as separate asyncio tasks each see their
 own after :meth:`ExternalLLMClient.reset_metrics`, while the provider connections are shared.
+``model="scripted"`` is the offline calculator solver (:mod:`osmosis_ai.models.scripted`), as
+everywhere a model is named.
 
-Failures are classified by :mod:`osmosis_ai.evaluation.providers`:
+Calls go through the model seam (:mod:`osmosis_ai.models.complete`): the route is decided once,
+on the first call, and failures are classified there:
 
 * transient ones (rate limit, server error, timeout, dropped connection) are retried with the SDK's
-  one policy (:class:`osmosis_ai._http.RetryPolicy`: exponential back-off with jitter, never sooner
-  than the provider's ``Retry-After``); each retry is counted;
+  one loop and policy (:func:`osmosis_ai._http.retrying`: exponential back-off with jitter, never
+  sooner than the provider's ``Retry-After``); each retry is counted;
 * systemic ones (bad key, exhausted budget, unknown model, unroutable model name, an endpoint that
   still does not answer after the retries) raise :class:`SystemicProviderError`: no other row can
   succeed either, so a runner stops the run;
 * anything else raises :class:`ProviderError`: this row fails, the run goes on.
 
-LiteLLM is imported on the first call (off the event loop), not when the client is built.
+LiteLLM, where the route needs it, is imported on the first call (off the event loop), not when
+the client is built.
 """
 
 from __future__ import annotations
@@ -25,18 +29,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from osmosis_ai import _http
-from osmosis_ai._litellm import aimport_litellm
-from osmosis_ai.evaluation.errors import ProviderCheckError, ProviderError, SystemicProviderError
-from osmosis_ai.evaluation.providers import (
-    ProviderFailure,
-    classify_provider_error,
-    describe_failure,
-    preflight,
-)
+from osmosis_ai.evaluation.errors import ProviderError, SystemicProviderError
+from osmosis_ai.evaluation.providers import check_error, classify_provider_error, describe_failure
+from osmosis_ai.models import complete as models
+from osmosis_ai.models.errors import ModelCallError
 
 DEFAULT_MODEL = "gpt-5-mini"
 DEFAULT_TIMEOUT = 120.0
-_RETRIED_KINDS = frozenset({"rate_limit", "server", "timeout", "connection"})
+# Arguments of a call that the client's route decides, not the agent.
+_ROUTE_KEYS = ("api_key", "api_base", "base_url", "num_retries", "max_retries")
 
 
 @dataclass
@@ -50,31 +51,17 @@ class _RowState:
     errors: list[str] = field(default_factory=list)
 
 
-def _routing_id(model: str, api_base: str | None) -> str:
-    """The LiteLLM model id: behind a base URL every name is an OpenAI-compatible model; a bare name is OpenAI's."""
+def _label(model: str, api_base: str | None) -> str:
+    """The LiteLLM-style id shown for ``model`` before its route is known: a bare name is OpenAI's."""
+    if model == models.SCRIPTED:
+        return model
     if api_base:
         return model if model.startswith("openai/") else f"openai/{model}"
     return model if "/" in model else f"openai/{model}"
 
 
-def _field(obj: Any, name: str) -> Any:
-    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
-
-
-def _plain_message(raw: Any) -> dict[str, Any]:
-    data = raw.model_dump() if hasattr(raw, "model_dump") else dict(raw or {})
-    return {k: v for k, v in data.items() if v is not None}
-
-
-def _retry_after(exc: BaseException) -> float | None:
-    headers = getattr(getattr(exc, "response", None), "headers", None) or getattr(
-        exc, "litellm_response_headers", None
-    )
-    return _http.retry_after_from(headers)
-
-
 class ExternalLLMClient:
-    """Answers ``chat_completions`` with ``model`` through LiteLLM (see the module docstring)."""
+    """Answers ``chat_completions`` with ``model`` through the model seam (see the module docstring)."""
 
     def __init__(
         self,
@@ -88,13 +75,19 @@ class ExternalLLMClient:
         if not model or not model.strip():
             raise ValueError("model must be a non-empty model name, e.g. openai/gpt-5-mini")
         self.display_name = model
-        self.model = _routing_id(model, api_base)
+        self._label = _label(model, api_base)
+        self._route: models.Route | None = None
         self._api_key = api_key
         self._api_base = api_base
         self.retry = retry or _http.RetryPolicy()
         self.timeout = timeout
         self._state: contextvars.ContextVar[_RowState] = contextvars.ContextVar(f"osmosis-llm-{id(self)}")
         self._state.set(_RowState())
+
+    @property
+    def model(self) -> str:
+        """The model id requests go to (LiteLLM's spelling, e.g. ``openai/gpt-5-mini``)."""
+        return self._route.model if self._route is not None else self._label
 
     @property
     def api_key(self) -> str | None:
@@ -151,85 +144,86 @@ class ExternalLLMClient:
 
     # -- calls ------------------------------------------------------------------------------------------
 
-    def _route(self) -> dict[str, Any]:
-        route: dict[str, Any] = {}
-        if self._api_key:
-            route["api_key"] = self._api_key
-        elif self._api_base:
-            route["api_key"] = "not-needed"  # local servers ignore it; the OpenAI client insists on one
-        if self._api_base:
-            route["api_base"] = self._api_base
-        return route
+    async def _target(self) -> models.Route:
+        if self._route is None:
+            self._route = await models.aroute(
+                self.display_name, api_base=self._api_base, api_key=self._api_key
+            )
+        return self._route
 
-    def _raise(self, failure: ProviderFailure, exc: BaseException, *, exhausted: bool) -> None:
+    def _raise(self, error: ModelCallError) -> None:
+        failure = classify_provider_error(error)
         self._row().errors.append(failure.kind)
         if failure.systemic:
             raise SystemicProviderError(
                 describe_failure(self.display_name, failure), kind=failure.kind, status=failure.status
-            ) from exc
+            ) from error
         status = f" (HTTP {failure.status})" if failure.status else ""
-        why = f"after {self.retry.max_attempts} attempts: " if exhausted else ""
+        why = f"after {self.retry.max_attempts} attempts: " if error.transient else ""
         raise ProviderError(
             f"model {self.display_name!r} call failed{status}: {why}{failure.message}",
             kind=failure.kind,
             status=failure.status,
-        ) from exc
+        ) from error
 
     async def chat_completions(self, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
         """The model's next message for ``messages``; ``kwargs`` are sampling parameters passed on."""
         from osmosis_ai.rollout.client import CompletionsResult
 
-        litellm = await aimport_litellm()
+        target = self._route or await self._target()
         row = self._row()
-        request: dict[str, Any] = {**kwargs, **self._route(), "num_retries": 0, "max_retries": 0}
-        request.setdefault("timeout", self.timeout)
+        params = {k: v for k, v in kwargs.items() if k not in _ROUTE_KEYS}
+        timeout = params.pop("timeout", None) or self.timeout
         if row.tools:
-            request["tools"] = row.tools
-        attempt = 0
-        while True:
-            attempt += 1
+            params["tools"] = row.tools
+
+        async def attempt() -> models.Completion:
             started = time.monotonic()
             try:
-                response = await litellm.acompletion(model=self.model, messages=messages, **request)
-            except Exception as exc:
+                return await models.complete(target, messages, timeout=timeout, **params)
+            finally:
                 row.latency_ms += (time.monotonic() - started) * 1000
-                failure = classify_provider_error(exc)
-                retryable = failure.kind in _RETRIED_KINDS
-                if retryable and self.retry.should_retry(attempt):
-                    row.retries += 1
-                    await self.retry.sleep(self.retry.delay(attempt, _retry_after(exc)))
-                    continue
-                if failure.kind == "connection":  # still no answer after the retries: no row will get one
-                    failure = ProviderFailure("connection", True, failure.status, failure.message)
-                self._raise(failure, exc, exhausted=retryable)
-            row.latency_ms += (time.monotonic() - started) * 1000
-            row.calls += 1
-            usage = _field(response, "usage")
-            prompt = int(_field(usage, "prompt_tokens") or 0) if usage is not None else 0
-            completion = int(_field(usage, "completion_tokens") or 0) if usage is not None else 0
-            row.prompt_tokens += prompt
-            row.response_tokens += completion
-            choice = (_field(response, "choices") or [None])[0]
-            if choice is None:
-                raise ProviderError(f"model {self.display_name!r} returned no choices", kind="bad_reply")
-            return CompletionsResult(
-                message=_plain_message(_field(choice, "message")),
-                token_ids=[],
-                logprobs=[],
-                usage={
-                    "prompt_tokens": prompt,
-                    "completion_tokens": completion,
-                    "total_tokens": prompt + completion,
-                },
-                finish_reason=str(_field(choice, "finish_reason") or "stop"),
+
+        def count(number: int, exc: Exception, wait: float) -> None:
+            row.retries += 1
+
+        try:
+            reply = await _http.retrying(
+                attempt,
+                self.retry,
+                retryable=models.transient,
+                retry_after=models.retry_after,
+                on_retry=count,
             )
+        except ModelCallError as exc:
+            self._raise(exc)
+        row.calls += 1
+        usage = reply.usage or {}
+        prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+        row.prompt_tokens += prompt
+        row.response_tokens += completion
+        if reply.message is None:
+            raise ProviderError(f"model {self.display_name!r} returned no choices", kind="bad_reply")
+        return CompletionsResult(
+            message=reply.message,
+            token_ids=[],
+            logprobs=[],
+            usage={
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            },
+            finish_reason=reply.finish_reason,
+        )
 
     async def preflight_check(self) -> None:
         """One ``max_tokens=1`` request; :class:`SystemicProviderError` if no row could succeed."""
+        target = await self._target()
         try:
-            await preflight(self.model, self._route(), timeout=min(self.timeout, 30.0))
-        except ProviderCheckError as exc:
-            raise SystemicProviderError(str(exc), kind=exc.kind, status=exc.status) from exc
+            await models.preflight(target, timeout=min(self.timeout, 30.0))
+        except ModelCallError as exc:
+            check = check_error(self.model, exc)
+            raise SystemicProviderError(str(check), kind=check.kind, status=check.status) from exc
 
     async def close(self) -> None:
         """Forget this row's tools. Idempotent.

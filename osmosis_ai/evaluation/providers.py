@@ -3,8 +3,9 @@
 A provider failure is either **systemic** — no row can succeed until someone fixes it: a bad or
 missing key, an exhausted budget, an unknown model, an endpoint that does not answer, a model name
 LiteLLM cannot route — or a **row** failure that another attempt or another row may not hit: a
-rate limit, a timeout, a context window exceeded, a server error. :func:`classify_provider_error`
-says which, from LiteLLM's exception classes first and the HTTP status and message second.
+rate limit, a timeout, a context window exceeded, a server error. The classification is the model
+seam's (:mod:`osmosis_ai.models.errors`); :func:`classify_provider_error` shows it as a
+:class:`ProviderFailure` and :func:`describe_failure` words a systemic one for the user.
 
 :func:`preflight` sends one tiny request (``max_tokens=1``) before a run starts, so a run that cannot
 work stops at once with one line instead of failing every row after its retries. Only systemic
@@ -14,50 +15,33 @@ for the rows' own retries.
 
 from __future__ import annotations
 
-import logging
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from osmosis_ai._litellm import aimport_litellm
 from osmosis_ai.evaluation.errors import ProviderCheckError
+from osmosis_ai.models import complete as models
+from osmosis_ai.models.errors import MESSAGE_LIMIT, ModelCallError, model_error, provider_message
 
-logger = logging.getLogger(__name__)
-
-MESSAGE_LIMIT = 200
-
-# LiteLLM exception class -> (kind, systemic). Looked up along the exception's MRO, most specific first.
-_BY_CLASS = {
-    "AuthenticationError": ("auth", True),
-    "PermissionDeniedError": ("auth", True),
-    "BudgetExceededError": ("budget", True),
-    "NotFoundError": ("not_found", True),
-    "APIConnectionError": ("connection", True),
-    "RateLimitError": ("rate_limit", False),
-    "Timeout": ("timeout", False),
-    "APITimeoutError": ("timeout", False),
-    "ContextWindowExceededError": ("context_window", False),
-}
-_CONNECTION_PHRASES = (
-    "connection error",
-    "connection refused",
-    "name or service not known",
-    "nodename nor servname provided",
-    "connect call failed",
-    "cannot connect to host",
-)
-_NOISE = ("\nReceived Model Group=", "Traceback", "Request to ", "give]")
-# "litellm.AuthenticationError: AuthenticationError: OpenAIException - <the provider's words>"
-_PREFIX = re.compile(r"^(?:litellm\.)?\w+(?:Error|Exception)(?::\s*|\s+-\s+)")
+__all__ = [
+    "MESSAGE_LIMIT",
+    "ProviderFailure",
+    "classify_provider_error",
+    "describe_failure",
+    "preflight",
+    "provider_message",
+]
 
 _HINTS = {
+    "missing_key": "no API key for its provider",
     "auth": "the provider refused the API key; check the key (or the provider's key variable)",
     "budget": "the provider's budget for this key is exhausted",
     "not_found": "the provider does not know this model (or this endpoint has no such route); check the name",
     "connection": "the provider's endpoint does not answer; check the base URL and the network",
     "config": "LiteLLM cannot route this model name; use provider/model, e.g. openai/gpt-4o-mini",
 }
+# The arguments of a LiteLLM call that the route carries, or that a one-token check leaves out.
+_NOT_PARAMS = frozenset({"messages", "api_key", "api_base", "custom_llm_provider", "timeout"})
 
 
 @dataclass(frozen=True)
@@ -70,52 +54,10 @@ class ProviderFailure:
     message: str
 
 
-def provider_message(exc: BaseException) -> str:
-    """The provider's own explanation in ``exc``: LiteLLM's class prefix and trailing noise removed, cut short."""
-    text = str(getattr(exc, "message", None) or exc or type(exc).__name__)
-    text = text.strip()
-    while True:
-        shorter = _PREFIX.sub("", text, count=1)
-        if shorter == text:
-            break
-        text = shorter
-    for marker in _NOISE:
-        cut = text.find(marker)
-        if cut > 0:
-            text = text[:cut]
-    text = " ".join(text.split())
-    if len(text) > MESSAGE_LIMIT:
-        text = text[:MESSAGE_LIMIT].rstrip() + "..."
-    return text or type(exc).__name__
-
-
-def _status(exc: BaseException) -> int | None:
-    status = getattr(exc, "status_code", None)
-    return status if isinstance(status, int) else None
-
-
 def classify_provider_error(exc: BaseException) -> ProviderFailure:
-    """Classify an exception raised by a LiteLLM call (or any provider client)."""
-    status = _status(exc)
-    message = provider_message(exc)
-    for cls in type(exc).__mro__:
-        known = _BY_CLASS.get(cls.__name__)
-        if known is not None:
-            return ProviderFailure(known[0], known[1], status, message)
-    lowered = str(exc).lower()
-    if "llm provider not provided" in lowered or "provider not provided" in lowered:
-        return ProviderFailure("config", True, status, message)
-    if status in (401, 403):
-        return ProviderFailure("auth", True, status, message)
-    if status == 404:
-        return ProviderFailure("not_found", True, status, message)
-    if isinstance(exc, (ConnectionError, OSError)) or any(p in lowered for p in _CONNECTION_PHRASES):
-        return ProviderFailure("connection", True, status, message)
-    if isinstance(exc, TimeoutError):
-        return ProviderFailure("timeout", False, status, message)
-    if status is not None:
-        return ProviderFailure("server" if status >= 500 else "bad_request", False, status, message)
-    return ProviderFailure("other", False, status, message)
+    """Classify an exception raised by a model call (LiteLLM's, the seam's, or any provider client's)."""
+    error = model_error(exc)
+    return ProviderFailure(error.kind, error.systemic, error.status, error.message)
 
 
 def describe_failure(model: str, failure: ProviderFailure) -> str:
@@ -126,24 +68,23 @@ def describe_failure(model: str, failure: ProviderFailure) -> str:
     return f"model {model!r} cannot be used: {hint} ({status}{failure.message})"
 
 
+def check_error(model: str, exc: ModelCallError) -> ProviderCheckError:
+    """The :class:`ProviderCheckError` that reports a failed preflight of ``model``."""
+    return ProviderCheckError(
+        describe_failure(model, classify_provider_error(exc)), kind=exc.kind, status=exc.status
+    )
+
+
 async def preflight(model: str, request: Mapping[str, Any], *, timeout: float = 30.0) -> None:
-    """Ask ``model`` for one token with LiteLLM; raise :class:`ProviderCheckError` if no row could succeed.
+    """Ask ``model`` for one token; raise :class:`ProviderCheckError` if no row could succeed.
 
     ``request`` holds the other ``litellm.acompletion`` arguments the run itself will use
-    (``api_base``, ``api_key``, ``custom_llm_provider``, ...), so the check exercises the same route.
+    (``api_base``, ``api_key``, ``extra_body``...), so the check takes the same route.
     Non-systemic failures are logged at debug level and otherwise ignored.
     """
-    litellm = await aimport_litellm()
-    kwargs = {k: v for k, v in request.items() if k not in ("messages", "max_tokens", "tools")}
-    kwargs.update(max_retries=0, num_retries=0, timeout=timeout)
+    target = await models.aroute(model, api_base=request.get("api_base"), api_key=request.get("api_key"))
+    params = {k: v for k, v in request.items() if k not in _NOT_PARAMS}
     try:
-        await litellm.acompletion(
-            model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=1, **kwargs
-        )
-    except Exception as exc:
-        failure = classify_provider_error(exc)
-        if failure.systemic:
-            raise ProviderCheckError(
-                describe_failure(model, failure), kind=failure.kind, status=failure.status
-            ) from exc
-        logger.debug("preflight of %s ended in a %s failure; the run goes on: %s", model, failure.kind, exc)
+        await models.preflight(target, timeout=timeout, **params)
+    except ModelCallError as exc:
+        raise check_error(model, exc) from exc

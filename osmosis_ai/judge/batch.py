@@ -1,16 +1,17 @@
 """Judging many outputs at once: bounded concurrency, results in input order, one shared rate limit.
 
 ``items`` are dictionaries of :func:`~osmosis_ai.judge.evaluate.aevaluate_rubric` keyword
-arguments. A fixed pool of ``concurrency`` workers takes the next item as soon as one finishes
-(a sliding window, not waves), so one slow judgment never holds up the others.
+arguments. They run on the SDK's one bounded pool (:func:`osmosis_ai._pool.run_bounded`): the
+next item starts as soon as one finishes (a sliding window, not waves), so one slow judgment
+never holds up the others.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from osmosis_ai._pool import run_bounded
 from osmosis_ai.judge.errors import JudgeInputError, JudgeSettingError
 from osmosis_ai.judge.evaluate import CacheOption, aevaluate_rubric
 from osmosis_ai.judge.portal import synchronous
@@ -63,30 +64,21 @@ async def aevaluate_rubric_batch(
     limiter = rate_limiter or (RateLimiter(requests_per_minute) if requests_per_minute else None)
     shared = {"cache": cache, "retry": retry, "rate_limiter": limiter}
     results: list[BatchResult | None] = [None] * len(work)
-    pending = iter(range(len(work)))
     done = 0
 
-    async def worker() -> None:
+    async def judge(index: int) -> None:
         nonlocal done
-        for index in pending:
-            arguments = {**shared, **work[index]}
-            try:
-                results[index] = await aevaluate_rubric(**arguments)
-            except Exception as exc:
-                if not return_exceptions:
-                    raise
-                results[index] = exc
-            done += 1
-            if on_progress is not None:
-                on_progress(done, len(work))
+        try:
+            results[index] = await aevaluate_rubric(**{**shared, **work[index]})
+        except Exception as exc:
+            if not return_exceptions:
+                raise
+            results[index] = exc
+        done += 1
+        if on_progress is not None:
+            on_progress(done, len(work))
 
-    workers = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, len(work)))]
-    try:
-        await asyncio.gather(*workers)
-    finally:
-        for task in workers:
-            task.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
+    await run_bounded(range(len(work)), judge, concurrency=concurrency)
     return results  # type: ignore[return-value]  # every slot was filled or an error was raised
 
 

@@ -1,37 +1,38 @@
-"""The one place that sends a judge request through LiteLLM.
+"""A judgment's requests to its judge model: one deadline, an optional rate limit, retries.
 
-:func:`complete` makes the call with retries (see :mod:`osmosis_ai.judge.retry`), an optional
-shared rate limit, and maps LiteLLM's many exception classes onto :class:`ProviderRequestError`
-and :class:`ModelNotFoundError` with a readable detail. It returns the reply as a plain dict.
-LiteLLM's and the OpenAI SDK's own retries are switched off so attempts are not multiplied.
+:func:`complete` sends the request through the model seam (:mod:`osmosis_ai.models.complete`),
+retries transient failures with the SDK's one loop (:func:`osmosis_ai._http.retrying`), and maps
+what is left onto :class:`ProviderRequestError` and :class:`ModelNotFoundError`, with the
+provider's own words as the detail.
 
 Every attempt runs under the judgment's :class:`Deadline`. The HTTP clients' own timeouts bound
 each read, not the call: a provider that drips its reply a byte at a time would never trip them.
 So the whole attempt is cancelled when the deadline passes, a back-off that would outlast it is
-not started, and the failure is a :class:`JudgeTimeoutError`. LiteLLM itself keeps getting the
-configured timeout, not the time remaining: it caches HTTP clients per timeout value, and a new
-value per call would build a new client per call. Waiting for a rate-limit slot is
+not started, and the failure is a :class:`JudgeTimeoutError`. The model call itself keeps getting
+the configured timeout, not the time remaining: LiteLLM caches HTTP clients per timeout value,
+and a new value per call would build a new client per call. Waiting for a rate-limit slot is
 queueing, not the judge's time, and moves the deadline by as long as it took.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from osmosis_ai._litellm import import_litellm
+from osmosis_ai import _http
 from osmosis_ai.judge.errors import JudgeTimeoutError, ModelNotFoundError, ProviderRequestError
 from osmosis_ai.judge.ratelimit import RateLimiter
-from osmosis_ai.judge.retry import RetryPolicy, is_transient, retry_after_seconds
+from osmosis_ai.judge.retry import RetryPolicy
+from osmosis_ai.models import complete as models
+from osmosis_ai.models.errors import ModelCallError
 
 logger = logging.getLogger(__name__)
 
 _DEADLINE_SLACK = 0.05  # seconds: a failure this close to the deadline is the deadline's doing
-
-_PROVIDER_ERRORS = ("APIError", "RateLimitError", "AuthenticationError", "Timeout", "APIConnectionError")
 
 
 @dataclass(frozen=True)
@@ -56,25 +57,19 @@ class JudgeRequest:
         """Whether the provider was asked for the verdict's JSON schema (not just any JSON)."""
         return self.response_format.get("type") == "json_schema"
 
-    def litellm_kwargs(self, messages: list[dict[str, str]]) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {
-            "model": self.model_id,
-            "messages": messages,
-            "response_format": self.response_format,
-            "timeout": self.timeout,
-            "drop_params": True,
-            "max_retries": 0,
-            "num_retries": 0,
-        }
-        if self.api_key is not None:
-            kwargs["api_key"] = self.api_key
-        if self.api_base is not None:
-            kwargs["api_base"] = self.api_base
+    @functools.cached_property
+    def route(self) -> models.Route:
+        """Where the judge's requests go (decided once per judgment)."""
+        return models.route(self.model_id, api_base=self.api_base, api_key=self.api_key)
+
+    def params(self) -> dict[str, Any]:
+        """The request's fields besides the messages; LiteLLM drops those the model does not take."""
+        params: dict[str, Any] = {"response_format": self.response_format, "drop_params": True}
         if self.temperature is not None:
-            kwargs["temperature"] = self.temperature
+            params["temperature"] = self.temperature
         if self.reasoning_effort is not None:
-            kwargs["reasoning_effort"] = self.reasoning_effort
-        return kwargs
+            params["reasoning_effort"] = self.reasoning_effort
+        return params
 
 
 class Deadline:
@@ -100,48 +95,15 @@ class Deadline:
         )
 
 
-def error_detail(exc: BaseException) -> str:
-    """The most informative message carried by a provider exception."""
-    for attribute in ("message", "detail", "error"):
-        value = getattr(exc, attribute, None)
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict):
-            for key in ("message", "code"):
-                if isinstance(error.get(key), str) and error[key].strip():
-                    return str(error[key]).strip()
-        elif isinstance(error, str) and error.strip():
-            return error.strip()
-    return str(exc).strip() or f"{type(exc).__name__} encountered while contacting provider."
-
-
-def _as_provider_error(exc: Exception, request: JudgeRequest) -> Exception:
-    litellm = import_litellm()
-    if isinstance(exc, litellm.NotFoundError):
+def _as_provider_error(exc: ModelCallError, request: JudgeRequest) -> ProviderRequestError:
+    if exc.kind == "not_found":
         return ModelNotFoundError(
             request.provider,
             request.model,
             f"Model '{request.model_id}' was not found; check the model identifier and that your "
-            f"account can access it. ({error_detail(exc)})",
+            f"account can access it. ({exc.message})",
         )
-    if isinstance(exc, tuple(getattr(litellm, name) for name in _PROVIDER_ERRORS)):
-        return ProviderRequestError(request.provider, request.model, error_detail(exc))
-    return exc
-
-
-def to_plain(response: Any) -> Any:
-    """The provider reply as plain Python data (``model_dump``, ``dict`` or ``to_dict``)."""
-    for method in ("model_dump", "dict", "to_dict"):
-        convert = getattr(response, method, None)
-        if callable(convert):
-            try:
-                return convert()
-            except Exception:  # a converter that does not apply to this object: try the next one
-                continue
-    return response
+    return ProviderRequestError(request.provider, request.model, exc.message)
 
 
 async def _acquire(limiter: RateLimiter | None, deadline: Deadline) -> None:
@@ -159,8 +121,8 @@ async def complete(
     retry: RetryPolicy,
     limiter: RateLimiter | None = None,
     deadline: Deadline | None = None,
-) -> Any:
-    """Send ``messages`` to the judge and return the reply as plain data; retry transient failures.
+) -> models.Completion:
+    """Send ``messages`` to the judge and return its reply; retry transient failures.
 
     ``deadline`` (default: ``request.timeout`` from now) bounds all attempts together.
 
@@ -169,29 +131,36 @@ async def complete(
         JudgeTimeoutError: the deadline passed before a reply arrived.
         ProviderRequestError: any other provider failure, after the allowed retries.
     """
-    litellm = import_litellm()
-    deadline = deadline or Deadline(request.timeout)
-    kwargs = request.litellm_kwargs(messages)
-    attempt = 0
-    while True:
-        attempt += 1
-        await _acquire(limiter, deadline)
-        remaining = deadline.remaining()
+    bound = deadline or Deadline(request.timeout)
+    target, params = request.route, request.params()
+
+    async def attempt() -> models.Completion:
+        await _acquire(limiter, bound)
+        remaining = bound.remaining()
         if remaining <= 0:
-            raise deadline.expired_error(request)
+            raise bound.expired_error(request)
         try:
-            return to_plain(await asyncio.wait_for(litellm.acompletion(**kwargs), remaining))
+            call = models.complete(target, messages, timeout=request.timeout, **params)
+            return await asyncio.wait_for(call, remaining)
         except Exception as exc:
-            if deadline.remaining() <= _DEADLINE_SLACK:
-                raise deadline.expired_error(request) from exc
-            wait = retry.delay(attempt, retry_after_seconds(exc))
-            if attempt >= retry.max_attempts or not is_transient(exc) or wait >= deadline.remaining():
-                raise _as_provider_error(exc, request) from exc
-            logger.info(
-                "judge %s attempt %d failed (%s); retrying in %.2fs",
-                request.model_id,
-                attempt,
-                type(exc).__name__,
-                wait,
-            )
-            await retry.sleep(wait)
+            if bound.remaining() <= _DEADLINE_SLACK:
+                raise bound.expired_error(request) from exc
+            raise
+
+    def log(number: int, exc: Exception, wait: float) -> None:
+        kind = exc.kind if isinstance(exc, ModelCallError) else type(exc).__name__
+        logger.info(
+            "judge %s attempt %d failed (%s); retrying in %.2fs", request.model_id, number, kind, wait
+        )
+
+    try:
+        return await _http.retrying(
+            attempt,
+            retry,
+            retryable=models.transient,
+            retry_after=models.retry_after,
+            give_up=lambda wait: wait >= bound.remaining(),
+            on_retry=log,
+        )
+    except ModelCallError as exc:
+        raise _as_provider_error(exc, request) from exc

@@ -41,6 +41,7 @@ from osmosis_ai.judge.ratelimit import RateLimiter
 from osmosis_ai.judge.retry import RetryPolicy
 from osmosis_ai.judge.routing import default_timeout, litellm_model_id, response_format, sends_temperature
 from osmosis_ai.judge.types import ModelInfo, RewardRubricRunResult
+from osmosis_ai.models.complete import Completion
 
 CacheOption = JudgmentCache | str | os.PathLike[str] | bool | None
 
@@ -172,11 +173,8 @@ def _cache_key(plan: _Plan, request: JudgeRequest) -> str:
     )
 
 
-def _reply_text(raw: Any) -> str:
-    try:
-        content = raw["choices"][0]["message"]["content"]
-    except (KeyError, IndexError, TypeError):
-        content = None
+def _reply_text(reply: Completion) -> str:
+    content = reply.message.get("content") if reply.message is not None else None
     if not isinstance(content, str) or not content.strip():
         raise VerdictError("the response did not include any content")
     return content.strip()
@@ -189,10 +187,10 @@ async def _ask(
     deadline = Deadline(request.timeout)
     messages = request.messages
     for round_number in range(1, retry.malformed_retries + 2):
-        raw = await complete(request, messages, retry=retry, limiter=limiter, deadline=deadline)
+        reply = await complete(request, messages, retry=retry, limiter=limiter, deadline=deadline)
         content = ""
         try:
-            content = _reply_text(raw)
+            content = _reply_text(reply)
             if len(content) > MAX_REPLY_CHARS:  # asking again would cost as much: not retried
                 raise ProviderRequestError(
                     request.provider,
@@ -200,7 +198,7 @@ async def _ask(
                     f"the reply is {len(content)} characters long; at most {MAX_REPLY_CHARS} are read",
                 )
             verdict = parse_verdict(content, structured=request.structured, quoted=request.quoted)
-            return verdict, raw, round_number
+            return verdict, reply.raw, round_number
         except VerdictError as exc:
             if round_number > retry.malformed_retries:
                 raise ProviderRequestError(request.provider, request.model, str(exc)) from exc

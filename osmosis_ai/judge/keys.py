@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from osmosis_ai.judge.errors import JudgeInputError, MissingAPIKeyError
+from osmosis_ai.models.complete import NO_KEY
 
 DEFAULT_API_KEY_ENV: dict[str, str] = {
     "openai": "OPENAI_API_KEY",
@@ -39,7 +40,7 @@ DEFAULT_API_KEY_ENV: dict[str, str] = {
 
 CREDENTIAL_CHAIN_PROVIDERS = frozenset({"bedrock", "vertex_ai", "sagemaker"})
 # Sent to a self-hosted endpoint that needs no key: OpenAI-style clients refuse to send no key at all.
-NO_KEY_PLACEHOLDER = "EMPTY"
+NO_KEY_PLACEHOLDER = NO_KEY
 KEYLESS_PROVIDERS = frozenset(
     {"ollama", "ollama_chat", "hosted_vllm", "vllm", "lm_studio", "llamafile", "xinference", "triton"}
 )

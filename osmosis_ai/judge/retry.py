@@ -1,18 +1,15 @@
 """When and how long to wait before asking a judge provider again.
 
-The policy, the retryable statuses and the ``Retry-After`` rule are the SDK's one set
-(:mod:`osmosis_ai._http`): transient failures (the retryable statuses, timeouts, dropped connections)
-are retried with exponential back-off and jitter, never sooner than the provider's ``Retry-After``;
-everything else (bad key, unknown model, bad request) fails at once. The judge adds one limit of its
-own, ``malformed_retries``. Provider calls go through LiteLLM, so only the policy comes from the seam,
-not the HTTP client.
+The policy and the loop are the SDK's one set (:mod:`osmosis_ai._http`), and which failures are
+transient is the model seam's (:mod:`osmosis_ai.models.errors`): rate limits, server errors,
+timeouts and dropped connections are retried with exponential back-off and jitter, never sooner
+than the provider's ``Retry-After``; everything else (bad key, unknown model, bad request) fails at
+once. The judge adds one limit of its own, ``malformed_retries``.
 """
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
-from typing import Any
 
 from osmosis_ai import _http
 
@@ -32,24 +29,3 @@ class RetryPolicy(_http.RetryPolicy):
     """
 
     malformed_retries: int = 1
-
-
-_TRANSIENT_NAMES = frozenset({"Timeout", "APITimeoutError", "APIConnectionError", "ServiceUnavailableError"})
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Whether ``exc`` (a LiteLLM/OpenAI error) is worth retrying."""
-    if isinstance(exc, (TimeoutError, asyncio.TimeoutError, ConnectionError)):
-        return True
-    if type(exc).__name__ in _TRANSIENT_NAMES:
-        return True
-    status = getattr(exc, "status_code", None)
-    return isinstance(status, int) and _http.is_retryable_status(status)
-
-
-def retry_after_seconds(exc: BaseException) -> float | None:
-    """The provider's ``Retry-After`` (or ``retry-after-ms``) hint carried by ``exc``, in seconds."""
-    headers: Any = getattr(getattr(exc, "response", None), "headers", None) or getattr(
-        exc, "litellm_response_headers", None
-    )
-    return _http.retry_after_from(headers)

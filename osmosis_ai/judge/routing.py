@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 from osmosis_ai._litellm import import_litellm
@@ -47,9 +48,13 @@ def default_timeout(provider: str, model: str) -> float:
     return _PROVIDER_TIMEOUTS.get(provider, DEFAULT_REQUEST_TIMEOUT_SECONDS)
 
 
+_DEFAULT_TEMPERATURE_ONLY = re.compile(r"^(?:gpt-5|o\d)")
+
+
 def sends_temperature(model: str) -> bool:
-    """gpt-5 models accept only their default temperature, so none is sent to them."""
-    return not model.lower().rsplit("/", 1)[-1].startswith("gpt-5")
+    """OpenAI's reasoning models (gpt-5, o1, o3, o4...) accept only their default temperature, so
+    none is sent to them, on every route (an OpenAI-compatible base URL gets no LiteLLM to drop it)."""
+    return _DEFAULT_TEMPERATURE_ONLY.match(model.lower().rsplit("/", 1)[-1]) is None
 
 
 @functools.lru_cache(maxsize=256)

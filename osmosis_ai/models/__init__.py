@@ -1,1 +1,8 @@
-"""Calling models: the client side of chat completions and how many run at once."""
+"""The one model-call seam: every chat completion the SDK asks of a model goes through here, and
+how many run at once.
+
+``complete`` (routing decided once, the call, the reply parsed the same from every route),
+``litellm`` (named providers through LiteLLM), ``openai_compat`` (base URLs over the SDK's own
+HTTP pool), ``errors`` (one classification of failures), ``concurrency`` (the adaptive limit).
+Import the modules themselves; this package imports nothing, so it stays cheap to import.
+"""

@@ -46,6 +46,7 @@ from osmosis_ai._http import (
     get_shared_transport,
     is_retryable_status,
     parse_retry_after,
+    retrying,
 )
 from osmosis_ai._http import Response as TransportResponse
 from osmosis_ai.rollout.config.settings import RolloutClientSettings, get_settings
@@ -200,6 +201,15 @@ def _status(status: Any) -> RolloutStatus:
         raise RolloutValueError(
             f"{status!r} is not a valid RolloutStatus; use 'COMPLETED' or 'ERROR'"
         ) from exc
+
+
+class _Retryable(Exception):
+    """A failed attempt worth repeating: the error to raise if it stays the last, and the server's hint."""
+
+    def __init__(self, error: OsmosisRolloutError, retry_after: float | None) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.retry_after = retry_after
 
 
 class OsmosisLLMClient:
@@ -460,51 +470,56 @@ class OsmosisLLMClient:
         """
         settings = self.settings
         transport = self._transport or get_shared_transport(settings.max_connections)
-        policy: RetryPolicy | None = None  # built at the first failure: most calls never need it
-        attempt = 0
-        while True:
-            attempt += 1
+        loop = asyncio.get_running_loop()
+        policy = RetryPolicy(
+            max_attempts=max(retries, 0) + 1 if until is None else sys.maxsize,
+            base_delay=settings.retry_base_delay,
+            max_delay=settings.retry_max_delay,
+            max_retry_after=settings.retry_max_delay if until is None else math.inf,
+            sleep=sleep or asyncio.sleep,
+        )
+        attempts = 0
+
+        async def attempt() -> tuple[TransportResponse, float]:
+            nonlocal attempts
+            attempts += 1
             started = time.perf_counter()
-            retry_after: float | None = None
             try:
                 response = await transport.post(
                     url, body, headers, self.timeout_seconds, settings.connect_timeout_seconds
                 )
             except NoAnswer as exc:
-                error: OsmosisRolloutError = (
-                    OsmosisTimeoutError(str(exc)) if exc.timed_out else OsmosisTransportError(str(exc))
-                )
-                error.__cause__ = exc
-            else:
-                if 200 <= response.status < 300:
-                    return response, time.perf_counter() - started
-                error = self._retryable_error(url, response)
-                retry_after = parse_retry_after(response.retry_after)
-            if policy is None:
-                policy = RetryPolicy(
-                    max_attempts=max(retries, 0) + 1 if until is None else sys.maxsize,
-                    base_delay=settings.retry_base_delay,
-                    max_delay=settings.retry_max_delay,
-                    max_retry_after=settings.retry_max_delay if until is None else math.inf,
-                    sleep=sleep or asyncio.sleep,
-                )
-            out_of_time = until is not None and asyncio.get_running_loop().time() >= until
-            if out_of_time or not policy.should_retry(attempt):
-                logger.error(
-                    "Rollout %s: POST %s failed after %d attempts: %s", self.rollout_id, url, attempt, error
-                )
-                raise error
-            delay = policy.delay(attempt, retry_after)
+                error = OsmosisTimeoutError(str(exc)) if exc.timed_out else OsmosisTransportError(str(exc))
+                raise _Retryable(error, None) from exc
+            if 200 <= response.status < 300:
+                return response, time.perf_counter() - started
+            raise _Retryable(self._retryable_error(url, response), parse_retry_after(response.retry_after))
+
+        def log(number: int, exc: Exception, wait: float) -> None:
             logger.warning(
                 "Rollout %s: attempt %d%s of POST %s failed (%s); retrying in %.2fs",
                 self.rollout_id,
-                attempt,
+                number,
                 "" if until is not None else f"/{policy.max_attempts}",
                 url,
-                error,
-                delay,
+                exc,
+                wait,
             )
-            await policy.sleep(delay)
+
+        try:
+            return await retrying(
+                attempt,
+                policy,
+                retryable=lambda exc: isinstance(exc, _Retryable),
+                retry_after=lambda exc: exc.retry_after if isinstance(exc, _Retryable) else None,
+                give_up=None if until is None else lambda _wait: loop.time() >= until,
+                on_retry=log,
+            )
+        except _Retryable as exc:
+            logger.error(
+                "Rollout %s: POST %s failed after %d attempts: %s", self.rollout_id, url, attempts, exc
+            )
+            raise exc.error from exc.__cause__
 
     def _retryable_error(self, url: str, response: TransportResponse) -> OsmosisRolloutError:
         """The error to retry for a non-2xx answer; raises at once when the status is not retryable."""

@@ -3,8 +3,8 @@
 Outcomes the caller must tell apart are typed: :class:`InitRejected` (the server answered, but not
 with 200/202 — status and body kept for the report) and :class:`ServerUnreachable` (no answer at
 all). Both are infrastructure failures, not agent errors. A retryable answer (a full queue's 429, a
-draining server's 503...) or no answer is asked again under the seam's
-:class:`~osmosis_ai._http.RetryPolicy`, honouring ``Retry-After``; that is safe because the init
+draining server's 503...) or no answer is asked again by the seam's one retry loop
+(:func:`~osmosis_ai._http.retrying`), honouring ``Retry-After``; that is safe because the init
 carries the rollout id as its idempotency key.
 """
 
@@ -20,6 +20,7 @@ from osmosis_ai._http import (
     RetryPolicy,
     is_retryable_status,
     parse_retry_after,
+    retrying,
     shared_pool,
 )
 from osmosis_ai.rollout.core.schemas import InitResponse, RolloutRequest
@@ -115,11 +116,10 @@ class RolloutLauncher:
             raise InitRejected(url, response.status, f"unreadable init response ({exc}): {text}") from exc
 
     async def _post(self, url: str, body: bytes) -> Response:
+        """The answer to the init: the first one that is not retryable, or the last one."""
         pool = shared_pool(self._max_connections)
-        attempt = 0
-        while True:
-            attempt += 1
-            retry_after = None
+
+        async def attempt() -> Response:
             try:
                 response = await pool.request(
                     "POST",
@@ -130,16 +130,33 @@ class RolloutLauncher:
                     connect_timeout=self._connect_timeout,
                 )
             except NoAnswer as exc:
-                if not self.retry.should_retry(attempt):
-                    raise ServerUnreachable(
-                        f"cannot reach the rollout server at {self.server_url} (is it running?): {exc}"
-                    ) from exc
-                reason = str(exc)
-            else:
-                if not is_retryable_status(response.status) or not self.retry.should_retry(attempt):
-                    return response
-                retry_after = parse_retry_after(response.retry_after)
-                reason = f"HTTP {response.status}"
-            delay = self.retry.delay(attempt, retry_after)
-            logger.info("init %s attempt %d failed (%s); retrying in %.2fs", url, attempt, reason, delay)
-            await self.retry.sleep(delay)
+                raise ServerUnreachable(
+                    f"cannot reach the rollout server at {self.server_url} (is it running?): {exc}"
+                ) from exc
+            if is_retryable_status(response.status):
+                raise _RetryableAnswer(response)
+            return response
+
+        def log(number: int, exc: Exception, wait: float) -> None:
+            reason = str(exc.__cause__) if isinstance(exc, ServerUnreachable) else str(exc)
+            logger.info("init %s attempt %d failed (%s); retrying in %.2fs", url, number, reason, wait)
+
+        try:
+            return await retrying(
+                attempt,
+                self.retry,
+                retryable=lambda exc: isinstance(exc, (ServerUnreachable, _RetryableAnswer)),
+                retry_after=lambda exc: exc.retry_after if isinstance(exc, _RetryableAnswer) else None,
+                on_retry=log,
+            )
+        except _RetryableAnswer as exc:
+            return exc.response
+
+
+class _RetryableAnswer(Exception):
+    """An answer worth asking again (a full queue's 429, a draining server's 503)."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(f"HTTP {response.status}")
+        self.response = response
+        self.retry_after = parse_retry_after(response.retry_after)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from benchmarks.eval_throughput import _dataset, run_bare, run_eval
 from benchmarks.openai_stub import StubProcess
+from osmosis_ai.models.complete import FORCE_LITELLM_ENV
 
 
 @pytest.fixture
@@ -23,8 +25,13 @@ def logging_restored() -> Iterator[None]:
     rollout.setLevel(saved[2])
 
 
-def test_eval_throughput_measures_both_sides(tmp_path: Path, logging_restored: None) -> None:
+def test_eval_throughput_measures_every_side(tmp_path: Path, logging_restored: None) -> None:
+    before = os.environ.get(FORCE_LITELLM_ENV)
     with StubProcess(delay=0.0) as api_base:
-        wall, cpu = run_eval(api_base, _dataset(tmp_path, 3), tmp_path / "j.sqlite", n=2, batch_size=4)
+        for litellm in (False, True):
+            journal = tmp_path / f"j-{litellm}.sqlite"
+            wall, cpu = run_eval(api_base, _dataset(tmp_path, 3), journal, n=2, batch_size=4, litellm=litellm)
+            assert wall > 0 and cpu > 0
         bare_wall, bare_cpu = run_bare(api_base, 4, 2)
-    assert wall > 0 and cpu > 0 and bare_wall > 0 and bare_cpu > 0
+    assert bare_wall > 0 and bare_cpu > 0
+    assert os.environ.get(FORCE_LITELLM_ENV) == before  # the path is chosen for the run only

@@ -40,7 +40,10 @@ def test_default_timeouts(provider: str, model: str, seconds: float) -> None:
 
 def test_gpt5_gets_no_temperature() -> None:
     assert not sends_temperature("gpt-5-mini") and not sends_temperature("openai/gpt-5")
-    assert sends_temperature("gpt-4o")
+    assert (
+        not sends_temperature("o3-mini") and not sends_temperature("o1") and not sends_temperature("o4-mini")
+    )
+    assert sends_temperature("gpt-4o") and sends_temperature("olmo-7b")
 
 
 def test_reasoning_models_drop_unsupported_parameters(

@@ -23,7 +23,9 @@ Behaviour:
   whole JSON response instead (errors, logprobs, tool calls, anything); ``status`` >= 400 without
   ``body`` sends an OpenAI-style error object; ``delay`` seconds are waited before answering and
   the wait ends early if the client disconnects (a client timeout does not leave work behind);
-  ``gate`` (a ``threading.Event``) holds the answer until the test sets it (at most a minute).
+  ``gate`` (a ``threading.Event``) holds the answer until the test sets it (at most a minute);
+  ``raw`` (bytes) is sent as the body verbatim (malformed JSON, say); ``drop=True`` starts a 200
+  answer and closes the connection in the middle of its body.
 * ``in_flight``: requests held right now (``in_flight.now``) and the most at once (``in_flight.peak``).
 * ``requests`` records every request (``path``, lower-cased ``headers``, parsed ``json``), also for
   unknown paths (answered 404). ``reset()`` clears queue, records, handler and default.
@@ -62,6 +64,8 @@ class Reply:
     delay: float = 0.0
     body: dict[str, Any] | None = None
     gate: threading.Event | None = None
+    raw: bytes | None = None
+    drop: bool = False
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,12 @@ class OpenAIServer(StandInServer):
         with self.in_flight:
             if await client_left_while_held(receive, reply.delay, reply.gate):
                 return
+            if reply.drop:
+                await _drop(send)
+                return
+            if reply.raw is not None:
+                await send_json_bytes(send, reply.status, reply.raw, reply.headers)
+                return
             if reply.body is not None:
                 body = reply.body
             elif reply.status >= 400:
@@ -173,3 +183,10 @@ class OpenAIServer(StandInServer):
     @staticmethod
     async def _send(send: Any, status: int, body: dict[str, Any], headers: dict[str, str]) -> None:
         await send_json_bytes(send, status, json.dumps(body).encode(), headers)
+
+
+async def _drop(send: Any) -> None:
+    """Start an answer and leave it unfinished: the server closes the connection mid-body."""
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"1000")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": b'{"id": "chatcmpl-', "more_body": True})

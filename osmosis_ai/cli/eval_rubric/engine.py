@@ -2,8 +2,8 @@
 
 The engine turns a :class:`~osmosis_ai.cli.eval_rubric.config.RubricConfig` and a
 :class:`~osmosis_ai.cli.eval_rubric.dataset.RubricRecord` into judge arguments (record values override the
-config's), runs every ``(record, run)`` pair through a sliding window of ``concurrency`` workers,
-and records each outcome as an :class:`EvaluationRun`. A failed run is recorded, never raised, so
+config's), runs every ``(record, run)`` pair on the SDK's one bounded pool (``concurrency`` at
+once, :func:`osmosis_ai._pool.run_bounded`), and records each outcome as an :class:`EvaluationRun`. A failed run is recorded, never raised, so
 one bad record does not lose the others. Each run also ends in a typed
 :class:`~osmosis_ai.evaluation.outcome.Outcome`: a judge call the provider could not serve (after the
 judge's own retries) is ``infra_error``/``timeout`` when the provider or the network failed and
@@ -11,7 +11,7 @@ judge's own retries) is ``infra_error``/``timeout`` when the provider or the net
 ``reward_error``. A judgment served from the judgment cache is marked ``cached``.
 
 The evaluate function defaults to :func:`~osmosis_ai.judge.evaluate.aevaluate_rubric`. A custom
-rubric function (sync or async) that declares neither ``rubric``/``model_info`` nor ``**kwargs`` is
+rubric function (sync or async, called the SDK's one way: :func:`osmosis_ai._usercode.call_user`) that declares neither ``rubric``/``model_info`` nor ``**kwargs`` is
 called with the parameters it names among ``solution_str``, ``ground_truth`` and ``extra_info``;
 its ``extra_info`` carries the judge settings with the *name* of the key variable, never the key.
 """
@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from osmosis_ai._pool import run_bounded
+from osmosis_ai._usercode import call_user
 from osmosis_ai.cli.eval_rubric.config import RubricConfig
 from osmosis_ai.cli.eval_rubric.dataset import RubricRecord
 from osmosis_ai.cli.output import progress_bar, wants_progress
@@ -257,10 +259,7 @@ class RubricEvaluationEngine:
                 "extra_info": _custom_extra_info(arguments),
             }
             kwargs = {k: v for k, v in available.items() if k in inspect.signature(function).parameters}
-        if inspect.iscoroutinefunction(function):
-            return await function(**kwargs)
-        result = await asyncio.to_thread(function, **kwargs)
-        return await result if inspect.isawaitable(result) else result
+        return await call_user(function, **kwargs)
 
     async def _run_once(self, config: RubricConfig, record: RubricRecord, run_index: int) -> EvaluationRun:
         started_at = datetime.now(timezone.utc)
@@ -300,17 +299,17 @@ class RubricEvaluationEngine:
         for position, record in enumerate(records, start=1):
             label, record_id = _record_identity(record, position)
             results.append(RecordResult(record, position, label, record_id, [None] * number))  # type: ignore[list-item]
-        jobs = iter([(result, run) for result in results for run in range(number)])
-        total = len(records) * number
+        jobs = [(result, run) for result in results for run in range(number)]
+        total = len(jobs)
 
         with progress_bar(
             total, f"Rubric '{config.rubric_id}'", enabled=wants_progress(self.progress, total)
         ) as advance:
 
-            async def worker() -> None:
-                for result, run in jobs:
-                    result.runs[run] = await self._run_once(config, result.record, run + 1)
-                    advance()
+            async def judge(job: tuple[RecordResult, int]) -> None:
+                result, run = job
+                result.runs[run] = await self._run_once(config, result.record, run + 1)
+                advance()
 
-            await asyncio.gather(*(worker() for _ in range(min(self.concurrency, total))))
+            await run_bounded(jobs, judge, concurrency=self.concurrency)
         return results

@@ -10,13 +10,19 @@ __all__ = ["Generation", "Policy", "make_policy"]
 def make_policy(
     model: str, *, base_url: str | None = None, api_key: str | None = None, request_token_ids: bool = False
 ) -> Policy:
-    """``"scripted"`` -> the offline calculator solver; anything else -> a LiteLLM model.
+    """``"scripted"`` -> the offline calculator solver; anything else -> a model through the model seam.
 
     ``request_token_ids`` makes an OpenAI-compatible server behind ``base_url`` return its token ids.
+
+    Raises:
+        ModelRouteError: ``"scripted"`` with a ``base_url`` (the solver is offline).
     """
-    if model == "scripted":
+    from osmosis_ai.models.complete import SCRIPTED, route
+
+    if model.strip() == SCRIPTED:
         from osmosis_ai.traingate.policy.scripted import ScriptedPolicy
 
+        route(model, api_base=base_url)  # refuses a base URL
         return ScriptedPolicy()
     from osmosis_ai.traingate.policy.litellm import LiteLLMPolicy
 

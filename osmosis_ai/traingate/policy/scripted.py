@@ -1,46 +1,17 @@
-"""A scripted stand-in for a model that solves the calculator example by calling its tools.
-
-It is not a model: it reads the single ``A op B`` expression in the last user message, calls the
-matching tool (``add``/``subtract``/``multiply``/``divide``) with ``{"a": A, "b": B}``, and once a
-tool result is back answers ``"The answer is #### <tool result>"``. It is deterministic and needs no
-network or weights, which makes it the policy of ``make demo`` and of the end-to-end tests.
-"""
+"""The scripted policy: the offline calculator solver of :mod:`osmosis_ai.models.scripted` as a TrainGate policy."""
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
+from osmosis_ai.models.scripted import find_expression, reply
 from osmosis_ai.traingate.policy.base import Generation, Message, Policy
 
-_NUMBER = r"-?\d+(?:\.\d+)?"
-_BINARY = re.compile(rf"^({_NUMBER})\s*([-+*/])\s*({_NUMBER})$")
-# A maximal chain "N op N op N ...": only a chain of exactly one operator is a binary expression.
-_CHAIN = re.compile(rf"(?<![\w.]){_NUMBER}(?:\s*[-+*/]\s*{_NUMBER})+(?!\w|\.\d)")
-_TOOL_FOR_OPERATOR = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide"}
-
-
-def _number(text: str) -> int | float:
-    return float(text) if "." in text else int(text)
-
-
-def find_expression(text: str) -> tuple[str, int | float, int | float] | None:
-    """The tool name and operands of the single ``A op B`` in ``text``; ``None`` unless exactly one."""
-    chains = _CHAIN.findall(text)
-    binary = _BINARY.match(chains[0]) if len(chains) == 1 else None
-    if binary is None:
-        return None
-    left, operator, right = binary.groups()
-    return _TOOL_FOR_OPERATOR[operator], _number(left), _number(right)
-
-
-def _last(messages: list[Message], role: str) -> Message | None:
-    return next((m for m in reversed(messages) if m.get("role") == role), None)
+__all__ = ["ScriptedPolicy", "find_expression"]
 
 
 class ScriptedPolicy(Policy):
-    """Deterministic calculator solver; see the module docstring."""
+    """Deterministic calculator solver (see :mod:`osmosis_ai.models.scripted`)."""
 
     name = "scripted"
     deterministic = True
@@ -48,25 +19,5 @@ class ScriptedPolicy(Policy):
     async def generate(
         self, messages: list[Message], *, tools: list[Message], params: dict[str, Any]
     ) -> Generation:
-        if messages and messages[-1].get("role") == "tool":
-            result = str(messages[-1].get("content", "")).strip()
-            return Generation({"role": "assistant", "content": f"The answer is #### {result}"})
-        user = _last(messages, "user")
-        found = find_expression(str(user.get("content", ""))) if user else None
-        if found is None:
-            text = "I could not find a single 'A op B' expression to compute."
-            return Generation({"role": "assistant", "content": text})
-        tool, a, b = found
-        offered = {t.get("function", {}).get("name") for t in tools}
-        if tool not in offered:
-            text = f"I need the tool {tool!r}, but this rollout offers {sorted(n for n in offered if n)}."
-            return Generation({"role": "assistant", "content": text})
-        call_index = sum(1 for m in messages if m.get("role") == "assistant")
-        call = {
-            "id": f"call_{call_index}",
-            "type": "function",
-            "function": {"name": tool, "arguments": json.dumps({"a": a, "b": b})},
-        }
-        return Generation(
-            {"role": "assistant", "content": "", "tool_calls": [call]}, finish_reason="tool_calls"
-        )
+        message, finish_reason = reply(messages, tools)
+        return Generation(message, finish_reason=finish_reason)

@@ -81,3 +81,25 @@ async def test_outcomes_of_judge_calls(openai_server: OpenAIServer, tmp_path: Pa
         Outcome.MODEL_ERROR,  # this request was refused
         Outcome.COMPLETED,
     ]
+
+
+async def test_sync_rubric_functions_run_off_the_event_loop_and_cannot_end_the_run(tmp_path: Path) -> None:
+    import threading
+
+    suite = suite_from(tmp_path, f"rubrics:\n  - {{id: a, rubric: A, {MODEL}}}\n")
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(json.dumps({"rubric_id": "a", "solution_str": str(n)}) + "\n" for n in range(6)))
+    threads: list[threading.Thread] = []
+
+    def rubric_fn(solution_str: str) -> float:
+        threads.append(threading.current_thread())
+        if solution_str == "2":
+            raise SystemExit(3)  # would end the event loop, and every other run with it
+        return int(solution_str) / 10
+
+    results = await RubricEvaluationEngine(rubric_fn, progress=False, concurrency=3).run(
+        suite.get("a"), load_records(path, "a"), 1
+    )
+    assert [r.runs[0].score for r in results] == [0.0, 0.1, None, 0.3, 0.4, 0.5]  # input order
+    assert results[2].runs[0].status == "error" and "SystemExit" in (results[2].runs[0].error or "")
+    assert threading.main_thread() not in threads

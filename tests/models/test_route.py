@@ -1,0 +1,58 @@
+"""Routing decided once, the same for every caller: named providers vs an OpenAI-compatible base URL."""
+
+from __future__ import annotations
+
+import pytest
+
+from osmosis_ai.evaluation.llm_client import ExternalLLMClient
+from osmosis_ai.models.complete import NO_KEY, Route, route
+from osmosis_ai.traingate.policy import make_policy
+from tests.support.openai_server import OpenAIServer
+
+BASE = "http://127.0.0.1:8000/v1"
+
+
+@pytest.mark.parametrize(
+    ("model", "api_base", "expected"),
+    [
+        ("gpt-4o-mini", None, Route("openai/gpt-4o-mini")),  # a bare name is OpenAI's
+        ("anthropic/claude-sonnet-4-5", None, Route("anthropic/claude-sonnet-4-5")),
+        ("local-model", BASE, Route("openai/local-model", BASE, NO_KEY, "openai")),
+        ("openai/local-model", BASE, Route("openai/local-model", BASE, NO_KEY, "openai")),
+        ("hosted_vllm/Qwen/Qwen2.5-7B", BASE, Route("openai/Qwen/Qwen2.5-7B", BASE, NO_KEY, "openai")),
+        ("Qwen/Qwen2.5-7B", BASE, Route("openai/Qwen/Qwen2.5-7B", BASE, NO_KEY, "openai")),  # an organisation
+        ("ollama/qwen2.5", BASE, Route("ollama/qwen2.5", BASE)),  # a provider with its own API there
+        ("openai/responses/gpt-5", BASE, Route("openai/responses/gpt-5", BASE)),
+        ("scripted", None, Route("scripted", via="scripted")),
+    ],
+)  # fmt: skip
+def test_routes(model: str, api_base: str | None, expected: Route) -> None:
+    assert route(model, api_base=api_base) == expected
+    assert route(model, api_base=api_base) == expected  # the same every time
+
+
+def test_litellm_can_be_forced_for_a_base_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    forced = Route("openai/local-model", BASE, NO_KEY, "litellm")
+    assert route("local-model", api_base=BASE, force_litellm=True) == forced
+    monkeypatch.setenv("OSMOSIS_FORCE_LITELLM", "1")
+    assert route("local-model", api_base=BASE) == forced
+    assert route("local-model", api_base=BASE, force_litellm=False).via == "openai"  # the keyword wins
+    monkeypatch.setenv("OSMOSIS_FORCE_LITELLM", "0")
+    assert route("local-model", api_base=BASE).via == "openai"
+
+
+def test_a_given_key_is_kept_and_never_shown() -> None:
+    target = route("local-model", api_base=BASE, api_key="sk-secret")
+    assert target.api_key == "sk-secret" and "sk-secret" not in repr(target)
+
+
+async def test_a_key_less_base_url_works_alike_for_local_runs_and_the_policy(
+    openai_server: OpenAIServer,
+) -> None:
+    client = ExternalLLMClient("openai/local-model", api_base=openai_server.url)
+    await client.chat_completions([{"role": "user", "content": "hi"}])
+    policy = make_policy("openai/local-model", base_url=openai_server.url)
+    await policy.generate([{"role": "user", "content": "hi"}], tools=[], params={})
+    first, second = openai_server.requests
+    assert first.json["model"] == second.json["model"] == "local-model"
+    assert first.headers["authorization"] == second.headers["authorization"] == f"Bearer {NO_KEY}"
