@@ -22,7 +22,7 @@ from typing import Any
 from osmosis_ai.cli.arguments import add_agent_run_arguments, open_dataset, whole_number
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import progress_bar, say, setup_logging, wants_progress
-from osmosis_ai.cli.summary import add_summary_arguments, finish_run, show_summary
+from osmosis_ai.cli.summary import add_summary_arguments, check_run_outputs, finish_run, show_summary
 from osmosis_ai.consts import PACKAGE_VERSION
 
 ERROR_PREVIEW = 200
@@ -67,8 +67,7 @@ async def _test(args: argparse.Namespace) -> int:
     from osmosis_ai.evaluation.runner import LocalRunner, RowResult
 
     output = Path(args.output) if args.output else None
-    if output is not None and output.is_dir():
-        raise CLIError(f"cannot write --output {output}: it is a directory")
+    check_run_outputs(args)
     mode = " (Interactive Mode)" if args.interactive else ""
     say(quiet=args.quiet, line=f"osmosis-rollout-test v{PACKAGE_VERSION}{mode}")
     agent_loop = load_agent(args)
@@ -193,10 +192,6 @@ async def _interactive(
 
 
 def _write_json(path: Path, document: Any) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(path.name + ".tmp")
-        temporary.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        temporary.replace(path)
-    except OSError as exc:
-        raise CLIError(f"cannot write --output {path}: {exc.strerror or exc}") from exc
+    from osmosis_ai.cli.output_file import write_output
+
+    write_output(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n", flag="--output")
