@@ -146,7 +146,7 @@ def trainer(target: str, *flags: str) -> dict[str, Any]:
         *flags,
     ]
     out = subprocess.run(args, capture_output=True, text=True, timeout=180, check=False)
-    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    lines = [line for line in out.stdout.split("\n") if line.startswith("{")]  # JSON may hold U+2028
     if not lines:
         raise RuntimeError(f"{TRAINER.name} failed: {out.stderr[-500:]}")
     result: dict[str, Any] = json.loads(lines[-1])

@@ -78,7 +78,9 @@ def read_document(document: Any, source: str) -> Run:
 
 def _json_lines(text: str, source: str) -> list[Any]:
     records = []
-    for number, line in enumerate(text.splitlines(), 1):
+    # Only "\n" ends a JSON line: str.splitlines() would also cut at U+2028, U+2029, U+0085 and the
+    # other separators that JSON strings may hold unescaped (the writers keep non-ASCII text as is).
+    for number, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:
