@@ -189,6 +189,12 @@ def interrupted(unit: str) -> int:
     return 130
 
 
+def warn(message: str) -> None:
+    """One ``Warning: <message>`` line on stderr (shown with ``-q`` and ``--json`` too): something the
+    command recovered from and the user should know about."""
+    print(f"Warning: {message}", file=sys.stderr, flush=True)
+
+
 def one_line(text: str, limit: int = 200) -> str:
     """``text`` on one line (whitespace runs become one space), cut to ``limit`` characters with ``...``."""
     flat = " ".join(text.split())

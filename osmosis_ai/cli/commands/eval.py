@@ -38,7 +38,7 @@ from osmosis_ai.cli.arguments import (
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.eval import cache
 from osmosis_ai.cli.loading import agent_spec
-from osmosis_ai.cli.output import interrupted, say, setup_logging
+from osmosis_ai.cli.output import interrupted, say, setup_logging, warn
 from osmosis_ai.cli.summary import add_summary_arguments, check_run_outputs, finish_run, show_summary
 from osmosis_ai.consts import PACKAGE_VERSION
 
@@ -138,6 +138,8 @@ async def _eval(args: argparse.Namespace) -> int:
               "baseline_model": args.baseline_model}  # fmt: skip
     journal = Journal.open(journal_file, description, fresh=args.fresh, labels=labels,
                            samples_path=samples_path(journal_file) if args.log_samples else None)  # fmt: skip
+    if journal.set_aside is not None:
+        warn(journal.set_aside.describe())
     tags = [PRIMARY, BASELINE] if args.baseline_model else [PRIMARY]
     with contextlib.closing(journal):
         keys = [

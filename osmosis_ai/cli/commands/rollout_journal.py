@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from osmosis_ai.cli.output import say
+from osmosis_ai.cli.output import say, warn
 
 if TYPE_CHECKING:
     from osmosis_ai.evaluation.dataset import DatasetReader
@@ -110,12 +110,15 @@ def open_journal(args: argparse.Namespace, reader: DatasetReader, reward_fn: Any
 
     labels = {"command": COMMAND, "model": args.model, "dataset": args.dataset,
               "module": args.url or agent_spec(args)}  # fmt: skip
-    return Journal.open(
+    journal = Journal.open(
         journal_file(args, reader),
         description(args, reader, reward_fn, agent_loop),
         fresh=args.fresh,
         labels=labels,
     )
+    if journal.set_aside is not None:
+        warn(journal.set_aside.describe())
+    return journal
 
 
 def replay(journal: Journal, tally: RunTally, *, retry_failed: bool) -> int:
