@@ -6,6 +6,7 @@ checks them, and runs the agent with a :class:`~osmosis_ai.rollout.RolloutContex
 shared :class:`~osmosis_ai.evaluation.llm_client.ExternalLLMClient`. How the row ended:
 
 * the agent completed after calling the model → ``completed``; without calling it → ``no_model_calls``;
+  a reward it gives that is not a score (NaN, inf, a bool, ... by the one score rule) → ``reward_error``;
 * the agent reported an error, or raised → ``agent_error`` (its message kept), unless a model call of
   this row failed → ``model_error``;
 * invalid tools → ``agent_error``; the row's time limit passed → ``timeout``;
@@ -24,9 +25,11 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from osmosis_ai.errors import RewardReturnError
 from osmosis_ai.evaluation.errors import ProviderError, SystemicProviderError, ToolValidationError
 from osmosis_ai.evaluation.outcome import Outcome, OutcomeCounts
 from osmosis_ai.evaluation.requests import dataset_row_to_request
+from osmosis_ai.rewards.score import to_score
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI-compatible providers accept
 
@@ -219,9 +222,15 @@ class LocalRunner:
         if getattr(answer, "status", None) == "COMPLETED":
             calls = self.llm_client.get_metrics().num_llm_calls
             result.outcome = Outcome.COMPLETED if calls else Outcome.NO_MODEL_CALLS
-            result.reward = getattr(answer, "reward", None)
             if not calls:
                 result.error = "the agent finished without calling the model"
+            reward = getattr(answer, "reward", None)
+            if reward is not None:  # an agent may leave scoring to others; what it gives obeys the score rule
+                try:
+                    result.reward = to_score(reward, getattr(self.agent_loop, "name", ""), kind="agent loop")
+                except RewardReturnError as exc:
+                    if calls:
+                        result.outcome, result.error = Outcome.REWARD_ERROR, str(exc)
             return
         failed_calls = getattr(self.llm_client, "failed_calls", 0)
         result.outcome = Outcome.MODEL_ERROR if failed_calls else Outcome.AGENT_ERROR
