@@ -23,15 +23,19 @@ VERSION = f"{package_name} {PACKAGE_VERSION}"
 
 
 class Command:
-    """A sub-command: the module that implements it, its one-line help, and the builtin exception
-    types it reports as ``Error: ...`` besides the SDK's own (``OsmosisError``)."""
+    """A sub-command: the module that implements it, its one-line help, the builtin exception
+    types it reports as ``Error: ...`` besides the SDK's own (``OsmosisError``), and whether it
+    runs user code in-process (then ``--json`` keeps what that code prints off stdout)."""
 
-    __slots__ = ("help", "module", "reported")
+    __slots__ = ("help", "module", "reported", "user_code")
 
-    def __init__(self, module: str, help: str, reported: tuple[type[Exception], ...] = ()) -> None:
+    def __init__(
+        self, module: str, help: str, reported: tuple[type[Exception], ...] = (), *, user_code: bool = False
+    ) -> None:
         self.module = module
         self.help = help
         self.reported = reported
+        self.user_code = user_code
 
 
 COMMANDS: dict[str, Command] = {
@@ -54,14 +58,17 @@ COMMANDS: dict[str, Command] = {
     ),
     "validate": Command("osmosis_ai.cli.commands.validate", "Check a RolloutAgentLoop without serving it"),
     "rollout": Command(
-        "osmosis_ai.cli.commands.rollout", "Run rollouts end to end against a local TrainGate"
+        "osmosis_ai.cli.commands.rollout", "Run rollouts end to end against a local TrainGate", user_code=True
     ),
     "eval": Command(
         "osmosis_ai.cli.commands.eval",
         "Evaluate an agent loop over a dataset with eval functions, n runs per row",
+        user_code=True,
     ),
     "test": Command(
-        "osmosis_ai.cli.commands.test", "Run an agent loop in-process over a dataset with a LiteLLM model"
+        "osmosis_ai.cli.commands.test",
+        "Run an agent loop in-process over a dataset with a LiteLLM model",
+        user_code=True,
     ),
     "report": Command(
         "osmosis_ai.cli.commands.report", "Turn results files into one self-contained HTML report"
@@ -161,7 +168,13 @@ def _dispatch(arguments: list[str]) -> int:
     command = COMMANDS[args.command]
     reported: tuple[type[Exception], ...] = (OsmosisError, *command.reported)
     try:
-        status: int = importlib.import_module(command.module).run(args)
+        if command.user_code and getattr(args, "json", False):
+            from osmosis_ai.cli.output import user_output_to_stderr
+
+            with user_output_to_stderr():
+                status: int = importlib.import_module(command.module).run(args)
+        else:
+            status = importlib.import_module(command.module).run(args)
     except reported as exc:
         # The one place where a failure becomes the user's ``Error: ...`` line.
         from osmosis_ai.cli.output import error

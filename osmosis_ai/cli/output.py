@@ -189,6 +189,52 @@ def interrupted(unit: str) -> int:
     return 130
 
 
+_result_stream: IO[str] | None = None
+
+
+def result_stream() -> IO[str]:
+    """Where a command's ``--json`` result is written: stdout (the real one, also while
+    :func:`user_output_to_stderr` sends everything else to stderr)."""
+    return _result_stream if _result_stream is not None else sys.stdout
+
+
+def _fileno(stream: Any) -> int | None:
+    try:
+        return int(stream.fileno())
+    except (AttributeError, OSError, ValueError):  # a stream without a file descriptor (captured)
+        return None
+
+
+@contextmanager
+def user_output_to_stderr() -> Iterator[None]:
+    """While a ``--json`` command runs user code: stdout carries its JSON result only.
+
+    ``sys.stdout`` is stderr meanwhile, and so is file descriptor 1 when stdout has one, so what
+    the user's agent, reward or eval function prints (``print``, C extensions, subprocesses) lands
+    on stderr; :func:`result_stream` writes to the real stdout.
+    """
+    global _result_stream
+    saved = sys.stdout
+    saved.flush()
+    out, err = _fileno(saved), _fileno(sys.stderr)
+    kept = os.dup(out) if out is not None and err is not None else None
+    if kept is not None and out is not None and err is not None:
+        os.dup2(err, out)
+        _result_stream = os.fdopen(kept, "w", encoding=getattr(saved, "encoding", None) or "utf-8")
+    else:
+        _result_stream = saved
+    sys.stdout = sys.stderr
+    try:
+        yield
+    finally:
+        sys.stdout = saved
+        stream, _result_stream = _result_stream, None
+        stream.flush()
+        if kept is not None and out is not None:
+            os.dup2(kept, out)
+            stream.close()
+
+
 def warn(message: str) -> None:
     """One ``Warning: <message>`` line on stderr (shown with ``-q`` and ``--json`` too): something the
     command recovered from and the user should know about."""

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_ai.cli.arguments import absolute_path
-from osmosis_ai.cli.output import console, say
+from osmosis_ai.cli.output import console, result_stream, say
 
 TYPE_CHECKING = False  # the report package loads only when a summary is drawn
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def summary_object(run: Run, summary: Summary) -> dict[str, Any]:
 def print_summary(run: Run, summary: Summary, *, as_json: bool = False) -> None:
     """The summary table on stdout, or (``as_json``) its object as one line of JSON."""
     if as_json:
-        print(json.dumps(summary_object(run, summary), ensure_ascii=False), flush=True)
+        print(json.dumps(summary_object(run, summary), ensure_ascii=False), file=result_stream(), flush=True)
         return
     console.table(summary_rows(run, summary), title=f"Summary ({run.kind}: {run.source})")
 

@@ -451,7 +451,7 @@ async def _bench(args: argparse.Namespace) -> int:
         "append_only_violations": summary.violations,
     }
     if args.json:
-        print(json.dumps(figures))
+        print(json.dumps(figures), file=output.result_stream())
     else:
         print(
             f"{summary.rollouts} rollouts, concurrency {args.concurrency}, {args.tool_turns} tool turn(s): "
