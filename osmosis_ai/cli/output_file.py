@@ -141,13 +141,17 @@ def open_output(path: str | Path, *, flag: str) -> TextIO:
 
 def _write_in_place(path: Path, data: bytes) -> None:
     # No O_CREAT: if the device or FIFO went away meanwhile, nothing is created in its place.
-    descriptor = os.open(path, os.O_WRONLY | os.O_NOCTTY)
+    descriptor = os.open(path, os.O_WRONLY | getattr(os, "O_NOCTTY", 0))
     with os.fdopen(descriptor, "wb") as handle:
         handle.write(data)
 
 
 def _umask() -> int:
-    mask = os.umask(0o022)  # reading the umask means setting it; put it straight back
+    with contextlib.suppress(OSError, ValueError):  # Linux says it without changing it
+        for line in Path("/proc/self/status").read_text().split("\n"):
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)  # elsewhere reading the umask means setting it; put it straight back
     os.umask(mask)
     return mask
 
@@ -158,13 +162,12 @@ def _replace(target: Path, data: bytes, found: os.stat_result | None) -> None:
     descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(descriptor, "wb") as handle:
-            if found is None:
-                os.fchmod(handle.fileno(), 0o666 & ~_umask())
-            else:
-                os.fchmod(handle.fileno(), stat.S_IMODE(found.st_mode))
-                if found.st_uid != os.geteuid():
-                    with contextlib.suppress(OSError):  # only root may give a file away
-                        os.fchown(handle.fileno(), found.st_uid, found.st_gid)
+            if hasattr(os, "fchmod"):  # POSIX: mkstemp made it 0600
+                mode = 0o666 & ~_umask() if found is None else stat.S_IMODE(found.st_mode)
+                os.fchmod(handle.fileno(), mode)
+            if found is not None and hasattr(os, "fchown") and found.st_uid != os.geteuid():
+                with contextlib.suppress(OSError):  # only root may give a file away
+                    os.fchown(handle.fileno(), found.st_uid, found.st_gid)
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
