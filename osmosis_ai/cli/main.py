@@ -167,14 +167,11 @@ def _dispatch(arguments: list[str]) -> int:
     _load_dotenv()
     command = COMMANDS[args.command]
     reported: tuple[type[Exception], ...] = (OsmosisError, *command.reported)
-    try:
-        if command.user_code and getattr(args, "json", False):
-            from osmosis_ai.cli.output import user_output_to_stderr
+    from osmosis_ai.cli.output import logging_restored, user_output_to_stderr
 
-            with user_output_to_stderr():
-                status: int = importlib.import_module(command.module).run(args)
-        else:
-            status = importlib.import_module(command.module).run(args)
+    try:
+        with logging_restored(), user_output_to_stderr(command.user_code and getattr(args, "json", False)):
+            status: int = importlib.import_module(command.module).run(args)
     except reported as exc:
         # The one place where a failure becomes the user's ``Error: ...`` line.
         from osmosis_ai.cli.output import error

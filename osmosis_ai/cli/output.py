@@ -176,6 +176,22 @@ def setup_logging(level: int | None) -> None:
         logging.getLogger("osmosis_ai.rollout").setLevel(logging.CRITICAL)
 
 
+@contextmanager
+def logging_restored() -> Iterator[None]:
+    """Undo what :func:`setup_logging` did once the block ends (its root handler, the levels), so a
+    command run in-process through ``main()`` leaves the caller's logging as it found it."""
+    import logging
+
+    root, quieted = logging.getLogger(), logging.getLogger("osmosis_ai.rollout")
+    handlers, levels = list(root.handlers), (root.level, quieted.level)
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(levels[0])
+        quieted.setLevel(levels[1])
+
+
 def say(line: str, *, quiet: bool) -> None:
     """One line of a command's running commentary on stdout, unless ``-q`` asked for the outcome only."""
     if not quiet:
@@ -206,14 +222,17 @@ def _fileno(stream: Any) -> int | None:
 
 
 @contextmanager
-def user_output_to_stderr() -> Iterator[None]:
-    """While a ``--json`` command runs user code: stdout carries its JSON result only.
+def user_output_to_stderr(enabled: bool = True) -> Iterator[None]:
+    """While a ``--json`` command runs user code (``enabled``): stdout carries its JSON result only.
 
     ``sys.stdout`` is stderr meanwhile, and so is file descriptor 1 when stdout has one, so what
     the user's agent, reward or eval function prints (``print``, C extensions, subprocesses) lands
     on stderr; :func:`result_stream` writes to the real stdout.
     """
     global _result_stream
+    if not enabled:
+        yield
+        return
     saved = sys.stdout
     saved.flush()
     out, err = _fileno(saved), _fileno(sys.stderr)
