@@ -61,13 +61,13 @@ async def run_bounded(
     work: Callable[[T], Awaitable[None]],
     *,
     concurrency: int | Limit,
-    before_start: Callable[[int], Awaitable[None]] | None = None,
+    before_start: Callable[[T], Awaitable[None]] | None = None,
     stop: Callable[[], bool] | None = None,
 ) -> int:
     """Run ``work`` on every item, at most ``concurrency`` at once; return how many were started.
 
-    ``before_start(n)`` is awaited before the ``n``-th item (0-based) is taken, e.g. to hold back
-    items a consumer cannot buffer yet. Items start in the order they were taken.
+    ``before_start(item)`` is awaited once an item is taken and before it is started, e.g. to hold
+    back items a consumer cannot buffer yet. Items start in the order they were taken.
     """
     limit = as_limit(concurrency)
     # Items taken but not finished: the running ones plus as many queued for a slot, so a freed slot
@@ -106,10 +106,14 @@ async def run_bounded(
 
     async def produce() -> None:
         # A task of its own, so a failure can interrupt it wherever it waits (room, before_start).
-        for position, item in enumerate(items):
-            if before_start is not None:
-                await before_start(position)
+        for item in items:
             await taken.acquire()
+            if before_start is not None:
+                try:
+                    await before_start(item)
+                except BaseException:
+                    taken.release()
+                    raise
             if stopped():
                 taken.release()
                 return

@@ -141,7 +141,9 @@ class UserThreads:
             self._queue.append(job)
             if self._idle:
                 self._wake.notify()
-            elif self._threads < self.max_threads:
+            # A notified thread counts as idle until it wakes: compare the waiting calls, not the
+            # notifications, with the idle threads, so a burst of calls never waits for one thread.
+            if len(self._queue) > self._idle and self._threads < self.max_threads:
                 self._threads += 1
                 threading.Thread(target=self._serve, name=self.name, daemon=True).start()
         try:

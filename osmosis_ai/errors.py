@@ -45,7 +45,8 @@ classes that exist, both ways, so a new error class means a new line here::
     │   ├── EvalFnError                             osmosis_ai.evaluation.errors
     │   ├── JournalError                            osmosis_ai.evaluation.journal
     │   │   ├── JournalCorruptError                 osmosis_ai.evaluation.journal
-    │   │   └── JournalMismatchError                osmosis_ai.evaluation.journal
+    │   │   ├── JournalMismatchError                osmosis_ai.evaluation.journal
+    │   │   └── JournalLockedError                  osmosis_ai.evaluation.journal
     │   ├── ProviderCheckError                      osmosis_ai.evaluation.errors
     │   ├── ProviderError                           osmosis_ai.evaluation.errors
     │   │   └── SystemicProviderError               osmosis_ai.evaluation.errors

@@ -47,6 +47,7 @@ class Answer:
     body: bytes = b"{}"
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    release: threading.Event | None = None  # answered once set (at most 30 s later)
 
 
 class ScriptedServer(StandInServer):
@@ -82,6 +83,8 @@ class ScriptedServer(StandInServer):
         with self.in_flight:
             if answer.delay:
                 await asyncio.sleep(answer.delay)
+            if answer.release is not None:
+                await asyncio.to_thread(answer.release.wait, 30)
             await send_json_bytes(send, answer.status, answer.body, answer.headers)
 
 
@@ -308,15 +311,23 @@ async def test_the_pool_bounds_concurrent_connections(server: ScriptedServer) ->
 
 
 async def test_the_timeout_does_not_count_the_wait_for_a_connection(server: ScriptedServer) -> None:
-    # One connection, three requests held 0.3 s each: the last one waits 0.6 s before it is sent,
-    # longer than its timeout, and still succeeds, because the timeout bounds the answer only.
-    server.default = Answer(delay=0.3)
+    # One connection, held by a first request until the second has waited for it twice its timeout:
+    # the second still succeeds, because the timeout bounds the answer only (which comes at once).
+    release = threading.Event()
+    server.answer(Answer(release=release))
     pool = Pool(max_connections=1)
     try:
-        answers = await asyncio.gather(*(pool.request("GET", server.url, timeout=0.5) for _ in range(3)))
+        holder = asyncio.ensure_future(pool.request("GET", server.url, timeout=30.0))
+        while not server.requests:
+            await asyncio.sleep(0.01)
+        queued = asyncio.ensure_future(pool.request("GET", server.url, timeout=0.5))
+        await asyncio.sleep(1.0)  # the time the queued request spends waiting for the connection
+        release.set()
+        answers = await asyncio.gather(holder, queued)
     finally:
+        release.set()
         await pool.aclose()
-    assert [a.status for a in answers] == [200] * 3
+    assert [a.status for a in answers] == [200] * 2
     assert server.in_flight.peak == 1
 
 

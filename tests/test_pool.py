@@ -62,17 +62,20 @@ async def test_stop_takes_no_new_items_and_lets_the_running_ones_finish() -> Non
     assert started == len(finished) and 3 <= started <= 5
 
 
-async def test_before_start_is_awaited_with_each_position() -> None:
-    positions: list[int] = []
+async def test_before_start_is_awaited_with_each_item_before_it_starts() -> None:
+    admitted: list[str] = []
+    started: list[str] = []
 
-    async def before(position: int) -> None:
-        positions.append(position)
+    async def before(item: str) -> None:
+        assert item not in started
+        admitted.append(item)
 
     async def work(item: str) -> None:
-        return None
+        assert item in admitted
+        started.append(item)
 
     assert await run_bounded("abc", work, concurrency=1, before_start=before) == 3
-    assert positions == [0, 1, 2]
+    assert admitted == started == ["a", "b", "c"]
 
 
 class Valve:

@@ -105,6 +105,9 @@ def add_agent_run_arguments(parser: argparse.ArgumentParser, *, unit: str, requi
     parser.add_argument("--max-turns", type=whole_number(1), default=10, help="max_turns of each request")
     parser.add_argument("--max-tokens", type=whole_number(1), help="completion_params.max_tokens")
     parser.add_argument("--temperature", type=finite_number(), help="completion_params.temperature")
+    parser.add_argument("--timeout", type=finite_number(0, exclusive=True), metavar="SECONDS",
+                        help=f"time limit of each {unit}, the agent and its scoring together; a {unit} past it "
+                        "ends as 'timeout' (default: none)")  # fmt: skip
     parser.add_argument("--max-failure-rate", type=fraction, default=0.0, metavar="FRACTION",
                         help=f"share of {unit}s (0-1) that may fail without failing the command (default 0)")  # fmt: skip
     parser.add_argument(

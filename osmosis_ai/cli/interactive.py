@@ -30,8 +30,11 @@ from typing import Any
 
 from osmosis_ai.cli.output import console
 from osmosis_ai.evaluation.dataset import DatasetReader
+from osmosis_ai.evaluation.errors import SystemicProviderError
 from osmosis_ai.evaluation.interactive import InteractiveLLMClient, InteractiveStep, parse_arguments
-from osmosis_ai.evaluation.runner import LocalRunner, RowResult
+from osmosis_ai.runs.engine import ProcessItem
+from osmosis_ai.runs.items import WorkItem
+from osmosis_ai.runs.result import Result
 
 Message = dict[str, Any]
 
@@ -180,7 +183,7 @@ class InteractiveSession:
         )
         self.reader = reader
         self.first, self.last = first, last
-        self.results: list[RowResult] = []
+        self.results: list[Result] = []
         self.aborted_rows = 0
         self._messages: list[Message] = []  # the conversation as of the latest model answer
         self._shown = 0  # messages of the conversation already printed
@@ -246,7 +249,7 @@ class InteractiveSession:
 
     # -- the session ---------------------------------------------------------------------------------
 
-    async def run(self, runner: LocalRunner, start: int | None) -> list[RowResult]:
+    async def run(self, process: ProcessItem, start: int | None) -> list[Result]:
         """Run ``start`` first (if given), then whatever rows the person asks for, until they quit."""
         following = self.first
         row: int | None = start
@@ -257,7 +260,7 @@ class InteractiveSession:
                     return self.results
             following = row + 1
             self._jump = None
-            after = await self._run_row(runner, row)
+            after = await self._run_row(process, row)
             row = self._jump
             if row is None and not after:
                 return self.results
@@ -284,7 +287,7 @@ class InteractiveSession:
                 continue
             print(command.problem or "give a row number, Enter for the next row, or q to quit")
 
-    async def _run_row(self, runner: LocalRunner, index: int) -> bool:
+    async def _run_row(self, process: ProcessItem, index: int) -> bool:
         """Run row ``index``; whether the session goes on afterwards."""
         row = self.reader.read(limit=1, offset=index)[0]
         self._continue = False
@@ -296,7 +299,9 @@ class InteractiveSession:
         ]
         show_messages(initial)
         self._messages, self._shown = initial, len(initial)
-        result = await runner.run_row(row, index)
+        result = await process(WorkItem(index, 0, row))
+        if result.attempt.systemic is not None:
+            raise SystemicProviderError(result.attempt.systemic)
         if self.client.aborted:
             self.aborted_rows += 1
             print(_styled("Aborted by user", "yellow"))
@@ -305,8 +310,9 @@ class InteractiveSession:
         self._show_result(result)
         return await self._after(result)
 
-    def _show_result(self, result: RowResult) -> None:
-        _separator(f"Result: row {result.row_index}")
+    def _show_result(self, result: Result) -> None:
+        attempt = result.attempt
+        _separator(f"Result: row {result.item.row_index}")
         if result.success:
             print(f"{_styled('Status:', 'bold')} {_styled(result.outcome.value, 'green')}")
         else:
@@ -314,19 +320,19 @@ class InteractiveSession:
             print(f"{_styled('ERROR', 'bold red')} [{result.outcome.value}]{error}")
         reward = "-" if result.reward is None else f"{result.reward:g}"
         print(f"{_styled('Reward:', 'bold')} {reward}")
-        print(f"{_styled('Finish reason:', 'bold')} {result.finish_reason or '-'}")
-        print(f"{_styled('Duration:', 'bold')} {result.duration_ms / 1000:.2f}s")
-        calls = f"{result.num_llm_calls} LLM call" + ("" if result.num_llm_calls == 1 else "s")
-        print(f"{_styled('Tokens:', 'bold')} {result.tokens:,} ({calls})")
+        print(f"{_styled('Finish reason:', 'bold')} {attempt.finish_reason or '-'}")
+        print(f"{_styled('Duration:', 'bold')} {attempt.duration_ms / 1000:.2f}s")
+        calls = f"{attempt.num_llm_calls} LLM call" + ("" if attempt.num_llm_calls == 1 else "s")
+        print(f"{_styled('Tokens:', 'bold')} {attempt.tokens:,} ({calls})")
 
-    async def _after(self, result: RowResult) -> bool:
+    async def _after(self, result: Result) -> bool:
         while True:
             line = await read_line("[m]essages, Enter for the next row, [r]ow N, [q]uit > ")
             if line is None:
                 return False
             command = parse_command(line)
             if command.name == "messages":
-                show_messages(result.final_messages or self._messages)
+                show_messages(result.attempt.final_messages or self._messages)
             elif command.name == "quit":
                 return False
             elif command.name == "row" and command.row is not None:

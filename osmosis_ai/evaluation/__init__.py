@@ -3,8 +3,8 @@
 The one dataset reader (:class:`DatasetReader`, :func:`iter_raw`), the one outcome model
 (:class:`Outcome`, :class:`OutcomeCounts`, :func:`verdict` — the exit-status rule), the
 classification of model-provider failures (:func:`classify_provider_error`, :func:`preflight`), and
-the in-process model client and runner of local runs (:class:`ExternalLLMClient`,
-:func:`dataset_row_to_request`, :class:`LocalRunner`), and the statistics an evaluation reports
+the in-process model client of local runs (:class:`ExternalLLMClient`,
+:func:`dataset_row_to_request`; the runs themselves are the run engine's, :mod:`osmosis_ai.runs`), and the statistics an evaluation reports
 with their intervals (:func:`pass_at_k`, :func:`wilson_interval`, :func:`bootstrap_interval`,
 :func:`paired_difference`), eval functions (:class:`EvalFnWrapper`) and the crash-safe journal of
 finished samples (:class:`Journal`).
@@ -33,7 +33,6 @@ _EXPORTS: dict[str, str] = {
     "dataset_row_to_request": "osmosis_ai.evaluation.requests",
     "classify_provider_error": "osmosis_ai.evaluation.providers",
     "preflight": "osmosis_ai.evaluation.providers",
-    "LocalRunner": "osmosis_ai.evaluation.runner",
     "EvalFnWrapper": "osmosis_ai.evaluation.eval_fn",
     "Journal": "osmosis_ai.evaluation.journal",
     "SampleRecord": "osmosis_ai.evaluation.journal",

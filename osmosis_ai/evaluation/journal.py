@@ -17,7 +17,13 @@ A journal belongs to one configuration, identified by a fingerprint of what dete
 (agent source, eval functions, model, flags, dataset content — the caller decides, see
 :func:`fingerprint` and :func:`file_digest`). Opening it with another fingerprint raises
 :class:`JournalMismatchError` naming what changed; ``fresh=True`` moves the old file aside as a
-backup and starts over.
+backup and starts over. A journal with no sample in it holds nothing to lose, so it is simply
+claimed for the new configuration (a run that failed before its first sample, say at its preflight,
+never traps the corrected command).
+
+One run at a time: :meth:`Journal.open` takes an exclusive lock (``flock`` on ``<journal>.lock``,
+released when the journal is closed or the process ends, however it ends), and a second run on the
+same journal is refused with :class:`JournalLockedError` naming the process that holds it.
 
 Samples that ended in an infrastructure failure (``infra_error``, ``timeout``) are kept for the
 record but are not *finished*: a resumed run runs them again. ``retry_failed=True`` also reruns
@@ -31,7 +37,9 @@ import contextlib
 import hashlib
 import json
 import os
+import socket
 import sqlite3
+import sys
 import threading
 import time
 from collections import deque
@@ -66,9 +74,18 @@ class JournalCorruptError(JournalError):
 class JournalMismatchError(JournalError):
     """The journal was made for another configuration; ``changed`` names the parts that differ."""
 
-    def __init__(self, message: str, *, changed: list[str]) -> None:
+    def __init__(self, message: str, *, changed: list[str], path: Path | None = None) -> None:
         super().__init__(message)
         self.changed = changed
+        self.path = path
+
+
+class JournalLockedError(JournalError):
+    """Another run holds the journal; ``holder`` describes it (process id, host, command) when known."""
+
+    def __init__(self, message: str, *, holder: str | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 def runs_again(outcome: Outcome, *, retry_failed: bool = False) -> bool:
@@ -146,6 +163,7 @@ class Journal:
         self._lock = threading.Lock()
         self._pending: list[tuple[SampleRecord, asyncio.Future[None]]] = []
         self._writer: asyncio.Task[None] | None = None
+        self._lock_fd: int | None = None
 
     @classmethod
     def open(
@@ -168,6 +186,28 @@ class Journal:
         """
         file = Path(path)
         samples = Path(samples_path) if samples_path is not None else None
+        try:
+            file.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise JournalError(f"cannot open the journal {file}: {exc}") from exc
+        lock = _lock(file)
+        try:
+            return cls._open_locked(file, description, fresh=fresh, labels=labels, samples=samples, lock=lock)
+        except BaseException:
+            os.close(lock)
+            raise
+
+    @classmethod
+    def _open_locked(
+        cls,
+        file: Path,
+        description: Mapping[str, Any],
+        *,
+        fresh: bool,
+        labels: Mapping[str, Any] | None,
+        samples: Path | None,
+        lock: int,
+    ) -> Journal:
         if fresh and file.exists():
             _move_aside(file, samples, "bak", fold=True)
         try:
@@ -176,6 +216,7 @@ class Journal:
             kept = _move_aside(file, samples, "corrupt", fold=False)
             journal = cls._open(file, samples, dict(description), dict(labels or {}))
             journal.set_aside = SetAside(file, kept, str(exc))
+        journal._lock_fd = lock
         return journal
 
     @classmethod
@@ -184,7 +225,6 @@ class Journal:
     ) -> Journal:
         existed = file.exists() and file.stat().st_size > 0
         try:
-            file.parent.mkdir(parents=True, exist_ok=True)
             connection = sqlite3.connect(file, check_same_thread=False, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
             raise JournalError(f"cannot open the journal {file}: {exc}") from exc
@@ -262,9 +302,12 @@ class Journal:
     def _claim(self, description: dict[str, Any], labels: dict[str, Any]) -> None:
         stored = dict(self._connection.execute("SELECT key, value FROM meta").fetchall())
         wanted = fingerprint(description)
+        if stored and stored.get("fingerprint") != wanted and self._is_empty():
+            stored = {}  # nothing recorded under the old configuration: nothing to keep
         if not stored:
             with self._lock:
                 self._connection.execute("BEGIN IMMEDIATE")
+                self._connection.execute("DELETE FROM meta")
                 self._connection.executemany(
                     "INSERT INTO meta VALUES (?, ?)",
                     [
@@ -290,12 +333,16 @@ class Journal:
         changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
         if stored.get("schema") != SCHEMA_VERSION:
             changed = ["schema", *changed]
-        self._connection.close()
+        self._connection.close()  # (the lock is released by open, which is raising this)
         raise JournalMismatchError(
             f"the journal {self.path} belongs to another run: {', '.join(changed)} changed since it was "
             "written; start over with a fresh journal (the old one is kept as a backup)",
             changed=changed,
+            path=self.path,
         )
+
+    def _is_empty(self) -> bool:
+        return self._connection.execute("SELECT 1 FROM samples LIMIT 1").fetchone() is None
 
     @staticmethod
     def inspect(path: str | Path) -> JournalInfo | None:
@@ -495,8 +542,12 @@ class Journal:
             self._connection.execute("UPDATE meta SET value = ? WHERE key = 'status'", (status,))
 
     def close(self) -> None:
+        """Close the journal and release its lock. Idempotent."""
         with self._lock:
             self._connection.close()
+        if self._lock_fd is not None:
+            fd, self._lock_fd = self._lock_fd, None
+            os.close(fd)
 
     def __enter__(self) -> Journal:
         return self
@@ -550,6 +601,35 @@ def _move_aside(file: Path, samples: Path | None, tag: str, *, fold: bool) -> Pa
     except OSError as exc:
         raise JournalError(f"cannot move the old journal {file} aside: {exc.strerror or exc}") from exc
     return kept
+
+
+def _lock(file: Path) -> int:
+    """Take ``<file>.lock`` exclusively, write who holds it, and return its descriptor (closing it
+    releases the lock; so does the process ending). :class:`JournalLockedError` when another holds it."""
+    path = file.with_name(file.name + ".lock")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise JournalError(f"cannot lock the journal {file}: {exc.strerror or exc}") from exc
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no advisory locks to take
+        return fd
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(fd, 512, 0).decode("utf-8", "replace").strip() or None
+        os.close(fd)
+        who = f" ({holder})" if holder else ""
+        raise JournalLockedError(
+            f"the journal {file} is in use by another run{who}; wait for it to finish, or give this "
+            "run a journal of its own",
+            holder=holder,
+        ) from None
+    command = " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))[:200]
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}: {command}".encode(), 0)
+    return fd
 
 
 def _outcomes(

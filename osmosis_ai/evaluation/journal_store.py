@@ -98,9 +98,9 @@ def entries(root: Path) -> Iterator[Entry]:
 
 
 def remove(entry: Entry, root: Path) -> None:
-    """Delete a journal with its write-ahead log and samples file, then its directories if left empty."""
+    """Delete a journal with its write-ahead log, lock and samples file, then its directories if left empty."""
     journal = entry.info.path
-    for path in (journal, journal.with_name(journal.name + "-wal"), journal.with_name(journal.name + "-shm"),
+    for path in (journal, *(journal.with_name(journal.name + suffix) for suffix in ("-wal", "-shm", ".lock")),
                  samples_path(journal)):  # fmt: skip
         path.unlink(missing_ok=True)
     parent = journal.parent

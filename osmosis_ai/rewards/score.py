@@ -22,7 +22,8 @@ _REPR_LIMIT = 120
 def to_score(value: object, function_name: str, *, kind: str = "reward function") -> float:
     """``value`` as a finite ``float``, or :class:`~osmosis_ai.errors.RewardReturnError` saying why not.
 
-    ``kind`` names what returned it in the message (``"eval function"``, ``"the agent's reward"``).
+    ``kind`` names what returned it in the message (``"reward function"``, ``"eval function"``); with
+    an empty ``function_name`` the message names ``kind`` alone (``"the agent's reward"``).
     """
     if type(value) is float and value - value == 0.0:
         return value
@@ -38,8 +39,11 @@ def to_score(value: object, function_name: str, *, kind: str = "reward function"
 
 def return_problem(value: object, function_name: str, kind: str = "reward function") -> str:
     """Why ``value`` is not a score, in one sentence naming the function."""
-    named = f"{kind} {function_name!r}" if function_name else kind
-    problem = f"{named} must return a finite real number (a float, or an int), got {describe_value(value)}"
+    if function_name:
+        problem = f"{kind} {function_name!r} must return a finite real number (a float, or an int)"
+    else:
+        problem = f"{kind} must be a finite real number (a float, or an int)"
+    problem += f", got {describe_value(value)}"
     if isinstance(value, bool):
         problem += "; a bool is not a score: return 1.0 or 0.0"
     elif hasattr(value, "__await__"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from osmosis_ai._usercode import call_user
+from osmosis_ai._usercode import UserThreads, call_user
 from osmosis_ai.evaluation.eval_fn import last_assistant_text
 from osmosis_ai.rewards.score import to_score
 
@@ -20,8 +20,13 @@ RewardFn = Callable[..., Any]
 
 
 async def compute_reward(
-    fn: RewardFn, messages: list[dict[str, Any]], ground_truth: str, extra_info: dict[str, Any]
+    fn: RewardFn,
+    messages: list[dict[str, Any]],
+    ground_truth: str,
+    extra_info: dict[str, Any],
+    *,
+    threads: UserThreads | None = None,
 ) -> float:
     """Call ``fn(solution_str, ground_truth, extra_info)`` and check its score."""
-    value = await call_user(fn, last_assistant_text(messages), ground_truth, extra_info)
+    value = await call_user(fn, last_assistant_text(messages), ground_truth, extra_info, threads=threads)
     return to_score(value, getattr(fn, "__name__", "") or type(fn).__name__)

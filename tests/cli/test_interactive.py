@@ -1,14 +1,14 @@
-"""``osmosis test -i`` as a subprocess driven through its stdin, the model played by the OpenAI stand-in."""
+"""``osmosis test -i`` through the command line's ``main()``, driven through its stdin (and on a terminal, as a
+subprocess, for Ctrl-C), the model played by the OpenAI stand-in."""
 
 from __future__ import annotations
 
-import subprocess
 from typing import Any
 
 import pytest
 
 from osmosis_ai.cli.interactive import Command, parse_command
-from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, osmosis
+from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, Ran, cli
 from tests.support.openai_server import OpenAIServer, Reply, completion_body
 
 
@@ -24,8 +24,8 @@ def _tool_call_then_answer(payload: Any) -> Reply:
     return Reply(body=body)
 
 
-def _interactive(url: str, stdin: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return osmosis(
+def _interactive(url: str, stdin: str, *args: str) -> Ran:
+    return cli(
         "test", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--model", "m", "--base-url", url,
         "-i", *args, input=stdin,
     )  # fmt: skip
@@ -93,7 +93,7 @@ def test_ctrl_c_at_a_prompt_ends_the_session_at_once(openai_server: OpenAIServer
 
 
 def test_row_needs_interactive_and_a_row_in_range(openai_server: OpenAIServer) -> None:
-    no_i = osmosis("test", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--row", "1")
+    no_i = cli("test", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--row", "1")
     assert no_i.returncode == 1 and no_i.stderr == "Error: --row needs --interactive\n"
     out_of_range = _interactive(openai_server.url, "", "--row", "9", "--offset", "2", "--limit", "3")
     assert out_of_range.returncode == 1
@@ -128,18 +128,19 @@ async def test_waiting_for_the_console_leaves_the_event_loop_running(monkeypatch
     read_end, write_end = os.pipe()
     with os.fdopen(read_end) as stdin, os.fdopen(write_end, "w") as typist:
         monkeypatch.setattr("sys.stdin", stdin)
-        ticks = 0
+        ticked = asyncio.Event()
 
         async def ticker() -> None:
-            nonlocal ticks
-            while True:
-                ticks += 1
-                await asyncio.sleep(0.01)
+            for _ in range(5):
+                await asyncio.sleep(0)
+            ticked.set()
 
-        ticking = asyncio.create_task(ticker())
         answer = asyncio.create_task(read_line("> "))
-        await asyncio.sleep(0.2)  # nobody has typed yet: the loop must have kept ticking
-        assert not answer.done() and ticks >= 2
+        ticking = asyncio.create_task(ticker())
+        # Nobody has typed yet: the loop goes on running other tasks while the line is awaited (a read
+        # that blocked the loop would hold the ticker back until the line came, which it never does).
+        await asyncio.wait_for(ticked.wait(), 5)
+        assert not answer.done()
         typist.write("r 3\n")
         typist.flush()
         assert await asyncio.wait_for(answer, 5) == "r 3"

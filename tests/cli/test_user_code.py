@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import osmosis
+from tests.support.cli import cli
 
 MODULES = {
     "exits.py": "import sys\n\nsys.exit(7)\n",
@@ -46,7 +46,7 @@ def modules(tmp_path: Path) -> Path:
 def test_an_import_failure_is_one_line_naming_the_users_file(
     modules: Path, module: str, message: str
 ) -> None:
-    result = osmosis("validate", "-m", f"{module}:agent", cwd=modules)
+    result = cli("validate", "-m", f"{module}:agent", cwd=modules)
     assert result.returncode == 1
     assert result.stderr.startswith(f"Error: {message.format(dir=modules)}"), result.stderr
     assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
@@ -61,7 +61,7 @@ def test_an_import_failure_is_one_line_naming_the_users_file(
 )
 def test_verbose_shows_the_users_traceback_only(modules: Path, command: list[str]) -> None:
     (modules / "d.jsonl").write_text('{"user_prompt": "hi"}\n', encoding="utf-8")
-    result = osmosis(*command, cwd=modules)
+    result = cli(*command, cwd=modules)
     assert result.returncode == 1
     traceback, error = result.stderr.rstrip("\n").rsplit("\n", 1)
     assert error.startswith("Error: importing module 'raises' failed")

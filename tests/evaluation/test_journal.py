@@ -165,3 +165,31 @@ def test_records_are_read_a_page_at_a_time_in_key_order_and_finished_keys_in_ste
             (0, 0),
             (2, 1),
         ]  # infrastructure failures always rerun; model errors with retry_failed
+
+
+def test_a_journal_with_no_sample_is_claimed_by_the_next_configuration(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    Journal.open(path, DESCRIPTION).close()  # e.g. a run that failed at its preflight
+    with Journal.open(path, {**DESCRIPTION, "base_url": "http://fixed"}) as journal:
+        journal.record(SampleRecord(0, 0, Outcome.COMPLETED))
+    with pytest.raises(JournalMismatchError, match="base_url changed"):
+        Journal.open(path, DESCRIPTION)  # now it holds a sample: refused
+
+
+def test_one_run_at_a_time_and_the_lock_goes_with_the_journal(tmp_path: Path) -> None:
+    import os
+
+    from osmosis_ai.evaluation.journal import JournalLockedError
+
+    path = tmp_path / "j.sqlite"
+    first = Journal.open(path, DESCRIPTION)
+    with pytest.raises(JournalLockedError, match=rf"in use by another run \(pid {os.getpid()} on "):
+        Journal.open(path, DESCRIPTION)
+    first.close()
+    first.close()  # idempotent
+    Journal.open(path, DESCRIPTION).close()  # free again
+    with pytest.raises(JournalMismatchError):
+        with Journal.open(path, DESCRIPTION) as journal:
+            journal.record(SampleRecord(0, 0, Outcome.COMPLETED))
+        Journal.open(path, {**DESCRIPTION, "model": "other"})
+    Journal.open(path, DESCRIPTION).close()  # a refused open released the lock it took

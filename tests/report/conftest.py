@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +30,9 @@ def rollouts(results_dir: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def local_results(results_dir: Path) -> Iterator[dict[str, Path]]:
-    """``test``, ``eval`` and ``eval-rubric`` outputs, written side by side (each command is its own
-    process), their model calls answered by the stand-in: the agent's (they offer tools) with an
-    answer, the judge's with a verdict."""
+    """``test``, ``eval`` and ``eval-rubric`` outputs, written one after the other (each through the
+    command line's ``main()``), their model calls answered by the stand-in: the agent's (they offer
+    tools) with an answer, the judge's with a verdict."""
 
     def reply(payload: Any) -> Reply:
         if payload.get("tools"):
@@ -41,7 +40,6 @@ def local_results(results_dir: Path) -> Iterator[dict[str, Path]]:
         return Reply(content=json.dumps({"score": 0.75, "explanation": "polite enough"}))
 
     writers = {"test": write_test_results, "eval": write_eval_results, "eval-rubric": write_rubric_results}
-    with OpenAIServer() as server, ThreadPoolExecutor(max_workers=len(writers)) as pool:
+    with OpenAIServer() as server:
         server.handler = reply
-        futures = {kind: pool.submit(write, results_dir, server.url) for kind, write in writers.items()}
-        yield {kind: future.result() for kind, future in futures.items()}
+        yield {kind: write(results_dir, server.url) for kind, write in writers.items()}

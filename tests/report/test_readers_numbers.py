@@ -16,7 +16,7 @@ from osmosis_ai.report.errors import ReportInputError
 from osmosis_ai.report.figures import summarize
 from osmosis_ai.report.readers import parse_results
 from osmosis_ai.report.render import render_report
-from tests.support.cli_inprocess import run_osmosis
+from tests.support.cli import cli
 
 ROLLOUT = '{{"rollout_id": "r-{i}", "row_index": {i}, "status": "COMPLETED", "reward": {reward}, "latency_ms": {latency}}}'
 TEST_DOCUMENT = (
@@ -66,16 +66,14 @@ def test_nesting_too_deep_is_one_line(text: str) -> None:
     assert str(caught.value).startswith("deep.json: arrays/objects nest too deeply to read; expected")
 
 
-def test_the_command_reads_them_or_says_why_in_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_the_command_reads_them_or_says_why_in_one_line(tmp_path: Path) -> None:
     huge = tmp_path / "huge.json"
     huge.write_text(TEST_DOCUMENT)
-    ran = run_osmosis(capsys, "report", str(huge), "-o", str(tmp_path / "r.html"), "--json")
-    assert ran.status == 0, ran.stderr
+    ran = cli("report", str(huge), "-o", str(tmp_path / "r.html"), "--json")
+    assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout)["runs"][0]["rows"] == 2
     deep = tmp_path / "deep.jsonl"
     deep.write_text("[" * 100_000 + "]" * 100_000 + "\n")
-    ran = run_osmosis(capsys, "report", str(deep), "-o", str(tmp_path / "d.html"))
-    assert ran.status == 1 and len(ran.stderr.splitlines()) == 1
+    ran = cli("report", str(deep), "-o", str(tmp_path / "d.html"))
+    assert ran.returncode == 1 and len(ran.stderr.splitlines()) == 1
     assert ran.stderr.startswith(f"Error: {deep}: arrays/objects nest too deeply to read")

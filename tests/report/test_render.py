@@ -3,6 +3,7 @@ Chromium with the network taken away (the DOM after the scripts ran, a screensho
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import gzip
 import json
@@ -124,7 +125,10 @@ async def test_the_table_sorts_filters_searches_and_opens_rows_offline(
 async def test_two_runs_side_by_side_show_their_differences(
     results_dir: Path, rollouts: Path, tmp_path: Path
 ) -> None:
-    after = read_results(write_rollout_results(results_dir, "changed.jsonl", rewards=(0.0, 0.5, 1.0, 1.0)))
+    written = asyncio.to_thread(
+        write_rollout_results, results_dir, "changed.jsonl", rewards=(0.0, 0.5, 1.0, 1.0)
+    )
+    after = read_results(await written)
     page = _write(tmp_path / "compare.html", [read_results(rollouts), after])
     async with open_page(page.as_uri(), offline=True) as browser:
         changes = await browser.evaluate(

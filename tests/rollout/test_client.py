@@ -495,15 +495,26 @@ async def test_trainer_error_bodies_are_redacted_before_they_are_logged_or_raise
         assert secret not in shown
 
 
-async def test_send_completion_retries_for_a_window_and_honours_retry_after(trainer: TrainerStandIn) -> None:
+async def test_send_completion_retries_for_a_window_and_honours_retry_after(
+    trainer: TrainerStandIn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    waits: list[float] = []  # every asyncio.sleep of the test's loop (the stand-in's too), waited for real
+    real_sleep = asyncio.sleep
+
+    async def recorded_sleep(seconds: float, result: Any = None) -> Any:
+        waits.append(seconds)
+        return await real_sleep(seconds, result)
+
+    monkeypatch.setattr(asyncio, "sleep", recorded_sleep)
     trainer.queue_completed(
         Reply(status=503), Reply(status=429, headers={"Retry-After": "0.3"}), Reply(status=502)
     )
     client = OsmosisLLMClient(trainer.url, "r-window", settings=FAST)
     body = client.encode_completion("COMPLETED", [], reward=1.0)
-    started = time.monotonic()
     await client.send_completion(body, window_seconds=30)
-    assert time.monotonic() - started >= 0.3  # the Retry-After was waited out
+    assert 0.3 in waits  # the 429's Retry-After, waited out as given (the back-off waits are jittered)
     assert [r.status for r in trainer.completed_requests] == [503, 429, 502, 200]
     trainer.queue_completed(*[Reply(status=503)] * 50)
     with pytest.raises(OsmosisServerError):

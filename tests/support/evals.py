@@ -20,3 +20,15 @@ def broken(solution_str: str, ground_truth: str, extra_info: dict[str, Any]) -> 
     if extra_info.get("mode") == "break-eval":
         raise ValueError("the eval function broke on purpose")
     return 1.0
+
+
+def exits(solution_str: str, ground_truth: str, extra_info: dict[str, Any]) -> float:
+    """Calls ``sys.exit`` on rows whose mode column says ``exit-eval``, raises ``KeyboardInterrupt``
+    on ``interrupt-eval``."""
+    import sys
+
+    if extra_info.get("mode") == "exit-eval":
+        sys.exit(4)
+    if extra_info.get("mode") == "interrupt-eval":
+        raise KeyboardInterrupt
+    return 1.0

@@ -12,7 +12,6 @@ Every request is recorded (method, path, ``Authorization`` header) in ``platform
 from __future__ import annotations
 
 import secrets
-import subprocess
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -25,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from tests.support.cli import osmosis
+from tests.support.cli import Ran, cli, osmosis
 from tests.support.threaded_server import ThreadedServer
 
 
@@ -65,7 +64,8 @@ class StandInPlatform:
     ``cli_auth`` is what the browser login page does: ``"approve"`` or an error code."""
 
     device_script: list[str] = field(default_factory=list)
-    device_interval: float = 0.0
+    # The client reads an interval of 0 as "none given" and waits RFC 8628's default of 5 s between polls.
+    device_interval: float = 0.01
     device_token_key: str = "token"
     device_org: tuple[str, str] = ("org-1", "Acme")
     device_org_by_name: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -252,13 +252,20 @@ class StandInPlatform:
 
 
 def osmosis_on(
-    platform: StandInPlatform, config_dir: Path, *args: str, env: dict[str, str] | None = None, **kwargs: Any
-) -> subprocess.CompletedProcess[str]:
-    """``osmosis *args`` pointed at ``platform`` with its credentials in ``config_dir``.
+    platform: StandInPlatform,
+    config_dir: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    process: bool = False,
+    **kwargs: Any,
+) -> Ran:
+    """``osmosis *args`` pointed at ``platform`` with its credentials in ``config_dir``, through the
+    command line's ``main()`` in this process (with ``process``, as a subprocess).
 
     Fails the test if any token the stand-in ever issued appears in the command's output.
     """
-    result = osmosis(
+    run = osmosis if process else cli
+    result = run(
         *args, env={"OSMOSIS_PLATFORM_URL": platform.url, "OSMOSIS_CONFIG_DIR": str(config_dir), **(env or {})},
         **kwargs,
     )  # fmt: skip

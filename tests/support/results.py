@@ -1,4 +1,4 @@
-"""Real results files, written by the real commands (as subprocesses), for the report tests.
+"""Real results files, written by the real commands (through ``main()``), for the report tests.
 
 ``write_rollout_results`` runs ``osmosis rollout run`` with the offline scripted policy and the report
 tests' agent (``tests.report.agents``): 4 rows x 2 samples where row 1 edits its history (an
@@ -12,12 +12,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, osmosis
+from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, cli
 
 REPORT_AGENT = "tests.report.agents:agent_loop"
 PROMPTS = ("What is 12 + 7?", "What is 2 + 3?", "What is 4 + 4?", "What is 6 * 7?")
 MODES = ("ok", "rewrite", "fail", "ok")
 DEFAULT_REWARDS = (1.0, 0.5, 0.0, 0.25)
+
+
+def _own_cache(directory: Path) -> dict[str, str]:
+    """A journal root inside ``directory``: these session-wide runs happen outside any test, so the
+    per-test cache directory of ``tests/conftest.py`` is not set, and must not fall back to the
+    developer's own ``~/.cache``."""
+    return {"OSMOSIS_CACHE_DIR": str(directory / "cache")}
 
 
 def _check(result: object, what: str) -> None:
@@ -36,9 +43,9 @@ def write_rollout_results(
     ]
     dataset.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     out = directory / name
-    result = osmosis(
+    result = cli(
         "rollout", "run", "-m", REPORT_AGENT, "-d", str(dataset), "--model", "scripted", "--n", "2",
-        "--max-failure-rate", "1", "-q", "-o", str(out),
+        "--max-failure-rate", "1", "-q", "-o", str(out), env=_own_cache(directory),
     )  # fmt: skip
     _check(result, "rollout run")
     return out
@@ -47,9 +54,9 @@ def write_rollout_results(
 def _local_run(directory: Path, command: str, server_url: str, *extra: str) -> Path:
     """``osmosis test`` or ``osmosis eval`` over the calculator's first rows, written to ``COMMAND.json``."""
     out = directory / f"{command}.json"
-    result = osmosis(
+    result = cli(
         command, "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--model", "local-model", "--base-url",
-        server_url, "-q", "-o", str(out), *extra,
+        server_url, "-q", "-o", str(out), *extra, env=_own_cache(directory),
     )  # fmt: skip
     _check(result, command)
     return out
@@ -83,7 +90,7 @@ def write_rubric_results(directory: Path, server_url: str) -> Path:
     home = directory / "home"
     home.mkdir(exist_ok=True)
     out = directory / "rubric.json"
-    result = osmosis(
+    result = cli(
         "eval-rubric", "-r", "tone", "-d", "judged.jsonl", "-n", "2", "-b", "baseline.json", "-o", str(out),
         cwd=directory, home=home,
     )  # fmt: skip

@@ -268,22 +268,36 @@ async def test_a_crashing_policy_costs_one_answer_not_the_gateway() -> None:
 async def test_skipped_rollouts_are_not_run_and_the_rest_are_admitted_by_their_sequence_number(
     calculator_rows: list[dict[str, Any]],
 ) -> None:
-    from osmosis_ai.traingate.runner import stream_rollouts
+    from osmosis_ai.runs.engine import Pipeline, run_items
+    from osmosis_ai.runs.executors.traingate import TrainGateExecutor
+    from osmosis_ai.runs.items import WorkItem, work_items
+    from osmosis_ai.runs.result import Result
+    from osmosis_ai.runs.scorer import Scorer
+    from osmosis_ai.traingate.launcher import RolloutLauncher
 
     done = {(0, 0), (0, 1), (1, 1), (3, 0)}  # what a journal already has
     admitted: list[int] = []
     ran: list[tuple[int, int]] = []
 
-    async def admit(seq: int) -> None:
-        admitted.append(seq)
+    async def admit(item: WorkItem) -> None:
+        admitted.append(item.row_index * 2 + item.sample_index)
 
-    async def finished(session: Any) -> None:
-        ran.append((session.row_index, session.sample_index))
+    def finished(result: Result) -> None:
+        ran.append(result.item.key)
 
     rows = calculator_rows[:4]
-    async with serve_agent_loop_locally(calculator_agent) as url, TrainGate(ScriptedPolicy()) as gate:
-        started = await stream_rollouts(gate, iter(rows), RunConfig(url, n=2, concurrency=2, timeout=10),
-                                        on_done=finished, admit=admit, skip=lambda r, s: (r, s) in done)  # fmt: skip
+    async with (
+        serve_agent_loop_locally(calculator_agent) as url,
+        TrainGate(ScriptedPolicy()) as gate,
+        RolloutLauncher(url) as launcher,
+    ):
+        report = await run_items(
+            work_items(enumerate(rows), n=2, skip=lambda item: item.key in done),
+            Pipeline(TrainGateExecutor(gate, launcher, timeout=10), Scorer()),
+            concurrency=2,
+            on_result=finished,
+            before_start=admit,
+        )
     wanted = [(r, s) for r in range(4) for s in range(2) if (r, s) not in done]
-    assert started == len(wanted) and sorted(ran) == wanted
+    assert report.started == len(wanted) and sorted(ran) == wanted
     assert admitted == [r * 2 + s for r, s in wanted]

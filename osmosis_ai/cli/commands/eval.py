@@ -18,7 +18,6 @@ have no score: they are counted, never scored 0. Exit status by the shared rule
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import hashlib
 import json
@@ -38,7 +37,8 @@ from osmosis_ai.cli.arguments import (
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.eval import cache
 from osmosis_ai.cli.loading import agent_spec
-from osmosis_ai.cli.output import interrupted, say, setup_logging, warn
+from osmosis_ai.cli.output import interrupted, say, setup_logging
+from osmosis_ai.cli.running import run_command
 from osmosis_ai.cli.summary import add_summary_arguments, check_run_outputs, finish_run, show_summary
 from osmosis_ai.consts import PACKAGE_VERSION
 
@@ -80,15 +80,15 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError("--baseline-base-url and --baseline-api-key need --baseline-model")
     setup_logging(logging.DEBUG if args.debug else None)
     args.quiet = args.quiet or args.json
-    try:
-        return asyncio.run(_eval(args))
-    except KeyboardInterrupt:
-        return interrupted("run")
+    return run_command(lambda: _eval(args), on_interrupt=lambda: interrupted("run"))
 
 
 def _task_id(args: argparse.Namespace, dataset: Path) -> str:
-    """What names a journal: the agent, eval functions, models and dataset file (the rest is checked)."""
+    """What names a journal: the agent, eval functions, models, dataset file and the rows selected, so
+    shards of one dataset (``--offset``/``--limit``) run side by side (the rest is checked)."""
     named = [agent_spec(args), args.eval_fn, args.model, str(dataset.resolve())]
+    if args.offset or args.limit is not None:
+        named.append([args.offset, args.limit])
     if args.baseline_model:
         named.append([args.baseline_model, args.baseline_base_url])
     return hashlib.sha256(json.dumps(named).encode()).hexdigest()[:12]
@@ -96,10 +96,12 @@ def _task_id(args: argparse.Namespace, dataset: Path) -> str:
 
 async def _eval(args: argparse.Namespace) -> int:
     from osmosis_ai.cli.eval.report import check_output_path
+    from osmosis_ai.cli.journals import open_journal, resuming_line
     from osmosis_ai.cli.loading import agent_digest, load_agent, load_attribute, source_digest
     from osmosis_ai.evaluation.eval_fn import EvalFnWrapper
-    from osmosis_ai.evaluation.journal import BASELINE, PRIMARY, Journal, file_digest
+    from osmosis_ai.evaluation.journal import BASELINE, PRIMARY, file_digest
     from osmosis_ai.evaluation.journal_store import journal_path, journal_root, samples_path
+    from osmosis_ai.evaluation.outcome import Outcome
 
     if len(set(args.eval_fn)) != len(args.eval_fn):
         raise CLIError("each --eval-fn may be given once")
@@ -136,15 +138,14 @@ async def _eval(args: argparse.Namespace) -> int:
     )
     labels = {"model": args.model, "dataset": args.dataset, "module": agent_spec(args),
               "baseline_model": args.baseline_model}  # fmt: skip
-    journal = Journal.open(journal_file, description, fresh=args.fresh, labels=labels,
+    journal = open_journal(journal_file, description, fresh=args.fresh, labels=labels,
                            samples_path=samples_path(journal_file) if args.log_samples else None)  # fmt: skip
-    if journal.set_aside is not None:
-        warn(journal.set_aside.describe())
     tags = [PRIMARY, BASELINE] if args.baseline_model else [PRIMARY]
     with contextlib.closing(journal):
         keys = [
             (row, sample) for row in range(args.offset, args.offset + selected) for sample in range(args.n)
         ]
+        wanted = set(keys)
         todo = {tag: journal.to_run(keys, retry_failed=args.retry_failed, model_tag=tag) for tag in tags}
         planned = len(keys) * len(tags)
         remaining = sum(len(t) for t in todo.values())
@@ -152,11 +153,24 @@ async def _eval(args: argparse.Namespace) -> int:
         say(f"Dataset: {reader.file_path} ({selected} rows x {args.n} runs{models}); journal {journal_file}",
             quiet=args.quiet)  # fmt: skip
         if remaining < planned:
-            say(f"Resuming: {planned - remaining} of {planned} runs already finished", quiet=args.quiet)
+            failed = sum(
+                o is Outcome.MODEL_ERROR for tag in tags for key, o in journal.outcomes(tag) if key in wanted
+            )
+            line = resuming_line(
+                planned - remaining, planned, "run", failed=failed, retry_failed=args.retry_failed
+            )
+            say(line, quiet=args.quiet)
         stop = None
         if remaining:
             stop = await _run(
-                args, agent_loop, eval_fns, reader, journal, todo, params, done=planned - remaining
+                args,
+                agent_loop,
+                eval_fns,
+                reader.iter_indexed(selected, args.offset),
+                journal,
+                todo,
+                params,
+                done=planned - remaining,
             )
         records = {tag: journal.records(tag) for tag in tags}
         finished = all(not journal.to_run(keys, model_tag=tag) for tag in tags)
@@ -173,7 +187,7 @@ async def _run(
     args: argparse.Namespace,
     agent_loop: Any,
     eval_fns: list[Any],
-    reader: Any,
+    rows: Any,
     journal: Any,
     todo: dict[str, list[tuple[int, int]]],
     params: dict[str, Any],
@@ -181,51 +195,50 @@ async def _run(
     done: int,
 ) -> str | None:
     """Preflight each model, then run the missing samples with a progress bar or plain lines."""
+    from osmosis_ai._usercode import UserThreads
     from osmosis_ai.cli import output
-    from osmosis_ai.cli.eval.samples import Contender, progress_reporter, run_samples
+    from osmosis_ai.cli.eval.samples import progress_reporter, run_samples
     from osmosis_ai.evaluation.errors import SystemicProviderError
     from osmosis_ai.evaluation.journal import BASELINE, PRIMARY
     from osmosis_ai.evaluation.llm_client import ExternalLLMClient
-    from osmosis_ai.evaluation.runner import LocalRunner
+    from osmosis_ai.runs.engine import Pipeline
+    from osmosis_ai.runs.executors.local import InProcessExecutor, LocalModel
+    from osmosis_ai.runs.scorer import Scorer, eval_function
 
     endpoints = {PRIMARY: (args.model, args.api_key, args.base_url),
                  BASELINE: (args.baseline_model, args.baseline_api_key, args.baseline_base_url)}  # fmt: skip
-    contenders = []
+    models: dict[str, LocalModel] = {}
     for tag in (tag for tag, keys in todo.items() if keys):  # a model with nothing left costs no preflight
         model, key, url = endpoints[tag]
         client = ExternalLLMClient(model, api_key=key, api_base=url)
         prefix = "eval" if tag == PRIMARY else "eval-baseline"
         metadata = {"execution_mode": "eval"} | ({} if tag == PRIMARY else {"model_tag": BASELINE})
-        runner = LocalRunner(agent_loop, client, rollout_id_prefix=prefix, request_metadata=metadata,
-                             max_turns=args.max_turns, completion_params=params,
-                             debug_dir=DEBUG_DIR if args.debug else None)  # fmt: skip
-        contenders.append(Contender(tag, client, runner))
-    for contender in contenders:
-        say(f"{'Baseline' if contender.tag == BASELINE else 'Model'}: {contender.client.display_name}",
-            quiet=args.quiet)  # fmt: skip
+        models[tag] = LocalModel(client, prefix, metadata)
+    for tag, local in models.items():
+        say(f"{'Baseline' if tag == BASELINE else 'Model'}: {local.client.display_name}", quiet=args.quiet)
         try:
-            await contender.client.preflight_check()
+            await local.client.preflight_check()
         except SystemicProviderError as exc:
-            if contender.tag == PRIMARY:
+            if tag == PRIMARY:
                 raise
             raise CLIError(f"(baseline) {exc}") from exc
-    wanted: dict[int, list[tuple[int, str]]] = {}
-    for tag, keys in todo.items():
-        for row, sample in keys:
-            wanted.setdefault(row, []).append((sample, tag))
-    for runs in wanted.values():
-        runs.sort(key=lambda run: (run[0], run[1] != PRIMARY))
+    # Synchronous agent and eval-function code gets a thread per sample in flight, its own.
+    threads = UserThreads(args.batch_size, name="osmosis-eval")
+    executor = InProcessExecutor(agent_loop, models, max_turns=args.max_turns, completion_params=params,
+                                 debug_dir=DEBUG_DIR if args.debug else None, threads=threads)  # fmt: skip
+    pipeline = Pipeline(
+        executor, Scorer([eval_function(fn) for fn in eval_fns], threads=threads), timeout=args.timeout
+    )
     total = done + sum(len(keys) for keys in todo.values())
     remaining = total - done
     bar = not args.quiet and output.wants_progress(None, remaining)
-    first, last = min(wanted), max(wanted)
     with output.progress_bar(remaining, "eval", enabled=bar) as advance:
         report = progress_reporter(total=total, done=done, quiet=args.quiet, tagged=BASELINE in todo,
                                    advance=advance, bar=bar)  # fmt: skip
         return await run_samples(
-            contenders=contenders, eval_fns=eval_fns, rows=reader.iter_indexed(last - first + 1, first),
-            todo=wanted, journal=journal, batch_size=args.batch_size, log_samples=args.log_samples,
-            on_sample=report,
+            pipeline=pipeline, rows=rows, n=args.n, tags=list(models),
+            journal=journal, retry_failed=args.retry_failed, batch_size=args.batch_size,
+            log_samples=args.log_samples, on_sample=report,
         )  # fmt: skip
 
 

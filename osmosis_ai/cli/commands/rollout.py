@@ -38,6 +38,7 @@ from osmosis_ai.cli.arguments import (
 )
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import setup_logging
+from osmosis_ai.cli.running import run_command
 from osmosis_ai.cli.summary import Figures, add_summary_arguments, check_run_outputs, finish_run, show_summary
 
 if TYPE_CHECKING:
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
 
     from osmosis_ai.evaluation.journal import Journal
     from osmosis_ai.traingate.report import OrderedRecordWriter, RolloutLine, RunSummary, RunTally
-    from osmosis_ai.traingate.session import RolloutSession
 
 SERVER_KEY_ENV = "OSMOSIS_SERVER_API_KEY"
 PER_ROLLOUT_TABLE_LIMIT = 20  # larger runs get the summary only; --output has every rollout
@@ -170,10 +170,7 @@ def run(args: argparse.Namespace) -> int:
         from osmosis_ai.cli.commands.rollout_check import check
 
         return asyncio.run(check(args))
-    try:
-        return asyncio.run(_run(args))
-    except KeyboardInterrupt:
-        return output.interrupted("rollout")
+    return run_command(lambda: _run(args), on_interrupt=lambda: output.interrupted("rollout"))
 
 
 @contextlib.asynccontextmanager
@@ -264,10 +261,14 @@ async def _run_rollouts(
     ``--output`` whole, in dataset order; return the writer and the wall time."""
     from osmosis_ai.cli.commands.rollout_journal import premade_records
     from osmosis_ai.cli.output_file import open_output
-    from osmosis_ai.evaluation.journal import SampleRecord
+    from osmosis_ai.runs.engine import Pipeline, run_items
+    from osmosis_ai.runs.executors.traingate import TrainGateExecutor
+    from osmosis_ai.runs.items import WorkItem, work_items
+    from osmosis_ai.runs.result import Result
+    from osmosis_ai.runs.scorer import Scorer, reward_function
     from osmosis_ai.traingate.gateway import TrainGate
+    from osmosis_ai.traingate.launcher import RolloutLauncher
     from osmosis_ai.traingate.report import OrderedRecordWriter
-    from osmosis_ai.traingate.runner import RunConfig, stream_rollouts
 
     params = {
         k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens)) if v is not None
@@ -302,38 +303,48 @@ async def _run_rollouts(
                 TrainGate(policy, tokenizer=tokenizer, host=args.gateway_host)
             )
             url, key = await stack.enter_async_context(rollout_server(args, agent_loop))
-            config = RunConfig(
-                server_url=url,
-                server_api_key=key,
-                n=args.n,
-                concurrency=args.concurrency,
+            launcher = await stack.enter_async_context(
+                RolloutLauncher(url, api_key=key, max_connections=max(args.concurrency, 1))
+            )
+            executor = TrainGateExecutor(
+                gate,
+                launcher,
                 timeout=args.timeout,
                 max_turns=args.max_turns,
                 completion_params=params,
-                reward_fn=reward_fn,
+                keep_turns=False,
             )
+            scorer = Scorer([reward_function(reward_fn)], reward="reward") if reward_fn else Scorer()
+            finished = journal.finished_in_order(retry_failed=args.retry_failed)
+
+            def sequence(item: WorkItem) -> int:
+                return item.row_index * args.n + item.sample_index
+
+            admit = None if writer is None else (lambda item: writer.admit(sequence(item)))
+
             started = time.perf_counter()
             with progress as advance:
 
-                async def finished(session: RolloutSession) -> None:
-                    record = session.to_record()
-                    # Committed before it counts: a crash from here on loses nothing that was counted.
-                    sample = SampleRecord(session.row_index, session.sample_index, session.outcome, record)
-                    await journal.arecord(sample)
+                async def counted(result: Result) -> None:
+                    record = result.record()  # committed to the journal by the engine before this
                     tally.add_record(record)
                     if writer is not None:
                         # Written as soon as every earlier rollout is, in dataset order, by a writer thread.
-                        await writer.put_record(session.row_index * args.n + session.sample_index, record)
-                    session.release_turns()
+                        await writer.put_record(sequence(result.item), record)
                     advance()
 
-                await stream_rollouts(
-                    gate,
-                    reader.iter_rows(),
-                    config,
-                    on_done=finished,
-                    admit=writer.admit if writer is not None else None,
-                    skip=journal.finished_in_order(retry_failed=args.retry_failed),
+                await run_items(
+                    work_items(
+                        enumerate(reader.iter_rows()),
+                        n=args.n,
+                        skip=lambda item: finished(item.row_index, item.sample_index),
+                    ),
+                    # --timeout bounds each rollout from its init to its callback, and its scoring too.
+                    Pipeline(executor, scorer, timeout=args.timeout),
+                    concurrency=args.concurrency,
+                    journal=journal,
+                    on_result=counted,
+                    before_start=admit,
                 )
                 if writer is not None:
                     await writer.complete(total)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from osmosis_ai.cli.output import say, warn
+from osmosis_ai.cli.output import say
 
 if TYPE_CHECKING:
     from osmosis_ai.evaluation.dataset import DatasetReader
@@ -105,20 +105,17 @@ def journal_file(args: argparse.Namespace, reader: DatasetReader) -> Path:
 
 def open_journal(args: argparse.Namespace, reader: DatasetReader, reward_fn: Any, agent_loop: Any) -> Journal:
     """The run's journal (a changed configuration is refused with what changed; ``--fresh`` starts over)."""
+    from osmosis_ai.cli.journals import open_journal
     from osmosis_ai.cli.loading import agent_spec
-    from osmosis_ai.evaluation.journal import Journal
 
     labels = {"command": COMMAND, "model": args.model, "dataset": args.dataset,
               "module": args.url or agent_spec(args)}  # fmt: skip
-    journal = Journal.open(
+    return open_journal(
         journal_file(args, reader),
         description(args, reader, reward_fn, agent_loop),
         fresh=args.fresh,
         labels=labels,
     )
-    if journal.set_aside is not None:
-        warn(journal.set_aside.describe())
-    return journal
 
 
 def replay(journal: Journal, tally: RunTally, *, retry_failed: bool) -> int:
@@ -145,12 +142,14 @@ def premade_records(journal: Journal, n: int) -> Callable[[int, int], Iterator[d
 
 def say_resuming(args: argparse.Namespace, journal: Journal, replayed: int, total: int) -> None:
     """The resume line (and, for ``--url``, that the server's code is not in the fingerprint)."""
+    from osmosis_ai.cli.journals import resuming_line
+    from osmosis_ai.evaluation.outcome import Outcome
+
     if not replayed:
         return
-    say(
-        f"Resuming: {replayed} of {total} rollouts already finished (journal {journal.path})",
-        quiet=args.quiet,
-    )
+    failed = 0 if args.retry_failed else sum(o is Outcome.MODEL_ERROR for _, o in journal.outcomes())
+    line = resuming_line(replayed, total, "rollout", failed=failed, retry_failed=args.retry_failed)
+    say(f"{line} (journal {journal.path})", quiet=args.quiet)
     if args.url:
         say(f"Note: the code behind --url {args.url} cannot be fingerprinted; if it changed since, "
             "rerun with --fresh", quiet=args.quiet)  # fmt: skip

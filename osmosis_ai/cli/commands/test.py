@@ -12,18 +12,22 @@ run at once.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli.arguments import add_agent_run_arguments, open_dataset, whole_number
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import progress_bar, say, setup_logging, wants_progress
+from osmosis_ai.cli.running import INTERRUPTED, run_command
 from osmosis_ai.cli.summary import add_summary_arguments, check_run_outputs, finish_run, show_summary
 from osmosis_ai.consts import PACKAGE_VERSION
+from osmosis_ai.evaluation.outcome import OutcomeCounts, verdict
+
+if TYPE_CHECKING:
+    from osmosis_ai.runs.engine import Pipeline
 
 ERROR_PREVIEW = 200
 DEBUG_DIR = "test_debug"
@@ -57,14 +61,20 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError("--row needs --interactive")
     setup_logging(logging.DEBUG if args.debug else None)
     args.quiet = args.quiet or args.json
-    return asyncio.run(_test(args))
+    return run_command(lambda: _test(args), on_interrupt=_interrupted)
+
+
+def _interrupted() -> int:
+    print("Interrupted.", file=sys.stderr)
+    return INTERRUPTED
 
 
 async def _test(args: argparse.Namespace) -> int:
     from osmosis_ai.cli.loading import load_agent
     from osmosis_ai.evaluation.llm_client import ExternalLLMClient
-    from osmosis_ai.evaluation.outcome import verdict
-    from osmosis_ai.evaluation.runner import LocalRunner, RowResult
+    from osmosis_ai.runs.engine import run_items
+    from osmosis_ai.runs.items import work_items
+    from osmosis_ai.runs.result import Result
 
     output = Path(args.output) if args.output else None
     check_run_outputs(args)
@@ -78,9 +88,6 @@ async def _test(args: argparse.Namespace) -> int:
         raise CLIError(f"--row {args.row} is out of range; valid rows are {valid}")
     say(quiet=args.quiet, line=f"Dataset: {reader.file_path} ({total} rows, running {selected})")
     client = ExternalLLMClient(args.model, api_key=args.api_key, api_base=args.base_url)
-    params = {
-        k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens)) if v is not None
-    }
     async with client:
         say(
             quiet=args.quiet,
@@ -88,30 +95,21 @@ async def _test(args: argparse.Namespace) -> int:
         )
         await client.preflight_check()  # a bad key or model: one line, nothing run
         if args.interactive:
-            return await _interactive(args, agent_loop, client, reader, last, params)
-        runner = LocalRunner(
-            agent_loop,
-            client,
-            rollout_id_prefix="test",
-            request_metadata={"execution_mode": "test", "test_mode": True},
-            max_turns=args.max_turns,
-            completion_params=params,
-            debug_dir=DEBUG_DIR if args.debug else None,
-        )
-        done = 0
+            return await _interactive(args, agent_loop, client, reader, last)
+        results: list[Result] = []
         # On a terminal a bar counts the rows and only failed rows get a line; piped, every row does.
         bar = not args.quiet and wants_progress(None, selected, sys.stdout)
 
-        def show(result: RowResult) -> None:
-            nonlocal done
-            done += 1
+        def show(result: Result) -> None:
+            results.append(result)
             advance()
             if bar and result.success:
                 return
+            attempt = result.attempt
             status = "OK" if result.success else f"FAILED [{result.outcome.value}]"
             line = (
-                f"[{done}/{selected}] Row {result.row_index}: {status} "
-                f"({format_duration(result.duration_ms)}, {result.tokens:,} tokens)"
+                f"[{len(results)}/{selected}] Row {result.item.row_index}: {status} "
+                f"({format_duration(attempt.duration_ms)}, {attempt.tokens:,} tokens)"
             )
             if result.error and not result.success:
                 error = " ".join(result.error.split())
@@ -119,34 +117,55 @@ async def _test(args: argparse.Namespace) -> int:
             say(quiet=args.quiet, line=line)
 
         with progress_bar(selected, "rows", enabled=bar, stderr=False) as advance:
-            batch = await runner.run(reader.iter_indexed(args.limit, args.offset), on_result=show)
-    counts = batch.counts
+            # Rows run one after another: a readable log, and the order interactive inspection keeps.
+            report = await run_items(
+                work_items(reader.iter_indexed(args.limit, args.offset)),
+                _pipeline(args, agent_loop, client),
+                concurrency=1,
+                on_result=show,
+            )
+    stop = report.stop_reason
+    counts = OutcomeCounts.of(r.outcome for r in results)
+    duration = sum(r.attempt.duration_ms for r in results)
+    tokens = sum(r.attempt.tokens for r in results)
+    retries = sum(r.attempt.retries for r in results)
     say(quiet=args.quiet, line="")
     say(quiet=args.quiet, line="Summary:")
-    say(quiet=args.quiet, line=f"  Duration: {format_duration(batch.total_duration_ms)}")
-    say(quiet=args.quiet, line=f"  Total tokens: {batch.total_tokens:,}")
-    if batch.total_retries:
-        say(
-            quiet=args.quiet,
-            line=f"  Retried model calls: {batch.total_retries} (transient provider failures)",
-        )
-    if batch.stopped_early:
-        say(quiet=args.quiet, line=f"  Stopped early: {batch.stop_reason}")
+    say(quiet=args.quiet, line=f"  Duration: {format_duration(duration)}")
+    say(quiet=args.quiet, line=f"  Total tokens: {tokens:,}")
+    if retries:
+        say(quiet=args.quiet, line=f"  Retried model calls: {retries} (transient provider failures)")
+    if stop is not None:
+        say(quiet=args.quiet, line=f"  Stopped early: {stop}")
     line = counts.describe("row")
-    rewards = [r.reward for r in batch.results if r.success and r.reward is not None]
+    rewards = [r.reward for r in results if r.success and r.reward is not None]
     if rewards:
         line += f"; mean reward {sum(rewards) / len(rewards):.3f} over {len(rewards)} completed"
-    if batch.stopped_early:
+    if stop is not None:
         line += f"; stopped after {counts.total} of {selected} rows"
-    document, source = batch.to_dict(), str(output or "osmosis test")
+    document = {
+        "summary": {
+            "total": counts.total,
+            "passed": counts.completed,
+            "failed": counts.failed,
+            "total_duration_ms": round(duration, 3),
+            "total_tokens": tokens,
+            "retried_calls": retries,
+            "outcomes": counts.to_dict(),
+            "stopped_early": stop is not None,
+            "stop_reason": stop,
+        },
+        "results": [r.record() for r in results],
+    }
+    source = str(output or "osmosis test")
     figures = show_summary(args, document, source)
     say(line, quiet=args.json)
     if output is not None:
         _write_json(output, document)
         say(quiet=args.quiet, line=f"Wrote results to {output}")
     finish_run(args, document, source, figures)
-    if batch.stopped_early:
-        raise CLIError(f"the run stopped: {batch.stop_reason}")
+    if stop is not None:
+        raise CLIError(f"the run stopped: {stop}")
     reason = verdict(
         counts, max_failure_rate=args.max_failure_rate, unit="row", limit_name="--max-failure-rate"
     )
@@ -155,29 +174,32 @@ async def _test(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _interactive(
-    args: argparse.Namespace,
-    agent_loop: Any,
-    client: Any,
-    reader: Any,
-    last: int,
-    params: dict[str, Any],
-) -> int:
-    from osmosis_ai.cli.interactive import InteractiveSession
-    from osmosis_ai.evaluation.outcome import OutcomeCounts, verdict
-    from osmosis_ai.evaluation.runner import LocalRunner
+def _pipeline(args: argparse.Namespace, agent_loop: Any, client: Any) -> Pipeline:
+    """The agent in-process with ``client`` answering its model calls, scored by the agent's own reward."""
+    from osmosis_ai.runs.engine import Pipeline
+    from osmosis_ai.runs.executors.local import InProcessExecutor, LocalModel
+    from osmosis_ai.runs.items import PRIMARY
+    from osmosis_ai.runs.scorer import Scorer
 
-    session = InteractiveSession(client, reader, args.offset, last)
-    runner = LocalRunner(
+    params = {
+        k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens)) if v is not None
+    }
+    model = LocalModel(client, "test", {"execution_mode": "test", "test_mode": True})
+    executor = InProcessExecutor(
         agent_loop,
-        session.client,
-        rollout_id_prefix="test",
-        request_metadata={"execution_mode": "test", "test_mode": True},
+        {PRIMARY: model},
         max_turns=args.max_turns,
         completion_params=params,
         debug_dir=DEBUG_DIR if args.debug else None,
     )
-    results = await session.run(runner, args.row)
+    return Pipeline(executor, Scorer(), timeout=args.timeout)
+
+
+async def _interactive(args: argparse.Namespace, agent_loop: Any, client: Any, reader: Any, last: int) -> int:
+    from osmosis_ai.cli.interactive import InteractiveSession
+
+    session = InteractiveSession(client, reader, args.offset, last)
+    results = await session.run(_pipeline(args, agent_loop, session.client), args.row)
     counts = OutcomeCounts.of(r.outcome for r in results)
     line = counts.describe("row")
     if session.aborted_rows:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli_inprocess import isolate, run_osmosis
+from tests.support.cli import cli
 from tests.support.openai_server import OpenAIServer, Reply
 
 pa = pytest.importorskip("pyarrow")
@@ -18,11 +18,6 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 AGENT = "tests.support.agents:agent_loop"
 CALCULATOR = "examples.calculator.agent:agent_loop"
-
-
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch: pytest.MonkeyPatch) -> None:
-    isolate(monkeypatch)
 
 
 def _parquet(tmp_path: Path, extra: dict[str, object]) -> Path:
@@ -53,12 +48,12 @@ def _commands(url: str, data: Path, tmp_path: Path) -> dict[str, list[str]]:
 
 @pytest.mark.parametrize("command", ["test", "eval", "rollout"])
 def test_dates_decimals_and_durations_reach_the_agent_as_json(
-    command: str, openai_server: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    command: str, openai_server: OpenAIServer, tmp_path: Path
 ) -> None:
     openai_server.default = Reply(content="19")
     data = _parquet(tmp_path, EXTRAS)
-    ran = run_osmosis(capsys, *_commands(openai_server.url, data, tmp_path)[command])
-    assert ran.status == 0, ran.stderr
+    ran = cli(*_commands(openai_server.url, data, tmp_path)[command])
+    assert ran.returncode == 0, ran.stderr
     unit = "rollouts" if command == "rollout" else "rows" if command == "test" else "runs"
     assert ran.stdout.startswith(f"2 {unit}: 2 completed (100.0%)")
     if command != "rollout":
@@ -68,11 +63,11 @@ def test_dates_decimals_and_durations_reach_the_agent_as_json(
 
 @pytest.mark.parametrize("command", ["test", "eval", "rollout"])
 def test_a_binary_column_is_one_line_before_any_model_call(
-    command: str, openai_server: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    command: str, openai_server: OpenAIServer, tmp_path: Path
 ) -> None:
     data = _parquet(tmp_path, {"image": b"\x89PNG"})
-    ran = run_osmosis(capsys, *_commands(openai_server.url, data, tmp_path)[command])
-    assert ran.status == 1
+    ran = cli(*_commands(openai_server.url, data, tmp_path)[command])
+    assert ran.returncode == 1
     assert ran.stderr == (
         f"Error: {data}: row 0, column 'image': binary data (4 bytes) cannot travel in a request's JSON "
         "metadata; convert that column to strings (e.g. base64) or drop it\n"
@@ -82,13 +77,13 @@ def test_a_binary_column_is_one_line_before_any_model_call(
 
 @pytest.mark.parametrize("command", ["test", "rollout"])
 def test_a_lone_surrogate_in_a_later_row_is_one_line(
-    command: str, openai_server: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    command: str, openai_server: OpenAIServer, tmp_path: Path
 ) -> None:
     openai_server.default = Reply(content="19")
     data = tmp_path / "data.jsonl"
     good = json.dumps({"system_prompt": "s", "user_prompt": "What is 12 + 7?", "ground_truth": "19"})
     data.write_text(good + "\n" + good.replace("7?", "7? \\ud800") + "\n")
-    ran = run_osmosis(capsys, *_commands(openai_server.url, data, tmp_path)[command])
-    assert ran.status == 1
+    ran = cli(*_commands(openai_server.url, data, tmp_path)[command])
+    assert ran.returncode == 1
     assert ran.stderr.startswith(f"Error: {data}: row 1, column 'user_prompt' (line 2): holds the escape")
     assert len(ran.stderr.splitlines()) == 1

@@ -1,15 +1,15 @@
-"""``osmosis eval`` as a subprocess against the local OpenAI-compatible stand-in: scores, pass@k, the journal."""
+"""``osmosis eval`` through its ``main()`` against the local OpenAI-compatible stand-in: scores, pass@k, the
+journal (as a subprocess for the output layout, and for the run killed with SIGKILL)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.cli import assert_summary_table_matches, osmosis
+from tests.support.cli import Ran, assert_summary_table_matches, cli, osmosis
 from tests.support.openai_server import OpenAIServer, Reply
 
 AGENT = "tests.support.agents:agent_loop"
@@ -25,11 +25,15 @@ def _data(tmp_path: Path, truths: list[str], mode: str = "ok") -> Path:
     return path
 
 
-def _eval(url: str, data: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return osmosis(
+def _command(url: str, data: Path, tmp_path: Path, *args: str) -> list[str]:
+    return [
         "eval", "-m", AGENT, "-d", str(data), "--eval-fn", "tests.support.evals:exact", "--model", "m",
         "--base-url", url, "--journal", str(tmp_path / "journal.sqlite"), *args,
-    )  # fmt: skip
+    ]  # fmt: skip
+
+
+def _eval(url: str, data: Path, tmp_path: Path, *args: str) -> Ran:
+    return cli(*_command(url, data, tmp_path, *args))
 
 
 def test_scores_pass_at_k_and_resume(openai_server: OpenAIServer, tmp_path: Path) -> None:
@@ -100,7 +104,7 @@ def test_failed_runs_are_counted_not_scored(
     openai_server.default = Reply(content="2")
     data = _data(tmp_path, ["2", "2"], mode=mode)
     out = tmp_path / "r.json"
-    result = osmosis(
+    result = cli(
         "eval", "-m", AGENT, "-d", str(data), "--eval-fn", "tests.support.evals:broken", "--model", "m",
         "--base-url", openai_server.url, "--journal", str(tmp_path / "j.sqlite"), "-q", "-o", str(out),
     )  # fmt: skip
@@ -117,10 +121,11 @@ def test_killed_with_sigkill_and_resumed_gives_the_uninterrupted_result(
 ) -> None:
     import random
     import signal
+    import subprocess
     import sys
-    import time
 
     from tests.support.cli import REPO, subprocess_env
+    from tests.support.waiting import wait_until
 
     truths = [str(i % 3) for i in range(10)]
     data = _data(tmp_path, truths)
@@ -134,39 +139,29 @@ def test_killed_with_sigkill_and_resumed_gives_the_uninterrupted_result(
 
     def command(journal: str, report: str) -> list[str]:
         return [
-            sys.executable, "-m", "osmosis_ai", "eval", "-m", AGENT, "-d", str(data), "--eval-fn",
-            "tests.support.evals:exact", "--model", "m", "--base-url", openai_server.url, "--n", "2",
-            "--batch-size", "3", "--journal", str(tmp_path / journal), "-q", "-o", str(tmp_path / report), *extra,
+            "eval", "-m", AGENT, "-d", str(data), "--eval-fn", "tests.support.evals:exact", "--model", "m",
+            "--base-url", openai_server.url, "--n", "2", "--batch-size", "3", "--journal", str(tmp_path / journal),
+            "-q", "-o", str(tmp_path / report), *extra,
         ]  # fmt: skip
 
-    whole = subprocess.run(
-        command("whole.sqlite", "whole.json"),
-        cwd=REPO,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    whole = cli(*command("whole.sqlite", "whole.json"))
     assert whole.returncode == 0, whole.stderr
     openai_server.reset()
     openai_server.handler = answer
     kill_at = random.Random(7).randrange(3, 36 if baseline else 18)
-    victim = subprocess.Popen(command("resumed.sqlite", "resumed.json"), cwd=REPO, env=subprocess_env(),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    deadline = time.monotonic() + 60
-    while len(openai_server.requests) < kill_at and time.monotonic() < deadline and victim.poll() is None:
-        time.sleep(0.005)
+    # The run to kill needs a process of its own: SIGKILL leaves it no chance to tidy up.
+    victim = subprocess.Popen([sys.executable, "-m", "osmosis_ai", *command("resumed.sqlite", "resumed.json")],
+                              cwd=REPO, env=subprocess_env(), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)  # fmt: skip
+    wait_until(
+        lambda: len(openai_server.requests) >= kill_at or victim.poll() is not None,
+        timeout=60,
+        what=f"{kill_at} model calls",
+    )
     victim.send_signal(signal.SIGKILL)
     victim.wait(timeout=30)
     assert not (tmp_path / "resumed.json").exists()  # it really died mid-run
-    resumed = subprocess.run(
-        command("resumed.sqlite", "resumed.json"),
-        cwd=REPO,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    resumed = cli(*command("resumed.sqlite", "resumed.json"))
     assert resumed.returncode == 0, resumed.stderr
 
     def essentials(name: str) -> list[tuple[int, int, str, str, dict[str, float]]]:
@@ -262,8 +257,10 @@ def test_flags_that_need_or_exclude_others(
 def test_the_output_file_has_the_0_2_layout(openai_server: OpenAIServer, tmp_path: Path) -> None:
     openai_server.default = Reply(content="2")
     out = tmp_path / "r.json"
-    result = _eval(openai_server.url, _data(tmp_path, ["2", "3"]), tmp_path, "--n", "2", "-o", str(out),
-                   "--max-failure-rate", "1")  # fmt: skip
+    result = osmosis(  # as a subprocess, the way users run it
+        *_command(openai_server.url, _data(tmp_path, ["2", "3"]), tmp_path, "--n", "2", "-o", str(out),
+                  "--max-failure-rate", "1")
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert_summary_table_matches(result.stdout, out, "4 runs: 4 completed")
     document = json.loads(out.read_text())
@@ -288,7 +285,7 @@ def test_output_path_and_log_samples_lay_out_the_results(openai_server: OpenAISe
     results = tmp_path / "results"
     command = ["eval", "-m", AGENT, "-d", str(data), "--eval-fn", "tests.support.evals:exact", "--model", "Org/M 1",
                "--base-url", openai_server.url, "--n", "2", "--log-samples", "--output-path", str(results), "-q"]  # fmt: skip
-    result = osmosis(*command, env={"OSMOSIS_CACHE_DIR": str(cache)})
+    result = cli(*command, env={"OSMOSIS_CACHE_DIR": str(cache)})
     assert result.returncode == 0, result.stderr
     (journal,) = (cache / "eval" / "org-m-1" / "data").glob("*.sqlite")
     task_id = journal.stem
@@ -306,7 +303,7 @@ def test_output_path_and_log_samples_lay_out_the_results(openai_server: OpenAISe
     ]  # fmt: skip
     assert lines[0]["messages"][-1] == {"role": "assistant", "content": "2"}
     assert (journal.parent / f"{task_id}.samples.jsonl").exists()  # kept beside the journal
-    inside = osmosis(
+    inside = cli(
         *command[:-4], "--output-path", str(cache / "eval" / "x"), env={"OSMOSIS_CACHE_DIR": str(cache)}
     )
     assert inside.returncode == 1 and "is inside the journal directory" in inside.stderr

@@ -1,4 +1,5 @@
-"""``osmosis eval-rubric`` as a subprocess, judging against the loopback OpenAI-compatible server."""
+"""``osmosis eval-rubric`` through the command line's ``main()`` (end to end also as a subprocess), judging
+against the loopback OpenAI-compatible server."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cli import assert_summary_table_matches, osmosis
+from tests.support.cli import assert_summary_table_matches, cli, osmosis
 from tests.support.openai_server import OpenAIServer, Reply
 
 
@@ -113,7 +114,7 @@ def test_eval_rubric_default_report_location_and_failures(
     openai_server.default = Reply(status=400)
     write_config(tmp_path / "rubric_configs.yaml", openai_server.url)
     write_data(tmp_path / "data.jsonl", [{"rubric_id": "tone", "solution_str": "hi"}])
-    result = osmosis("eval-rubric", "-r", "tone", "-d", "data.jsonl", cwd=tmp_path, home=home)
+    result = cli("eval-rubric", "-r", "tone", "-d", "data.jsonl", cwd=tmp_path, home=home)
     # Nothing was judged: the report is written, and the command fails with the reason.
     assert result.returncode == 1
     assert result.stderr == "Error: the judgment failed (model_error 1)\n"
@@ -149,7 +150,7 @@ def test_eval_rubric_user_errors_fail_fast(
     )
     if "-d" not in args:
         args = [*args, "-d", "data.jsonl"]
-    result = osmosis("eval-rubric", *args, cwd=tmp_path, home=home)
+    result = cli("eval-rubric", *args, cwd=tmp_path, home=home)
     assert result.returncode == 1
     assert result.stderr.startswith("Error: ") and message in result.stderr, result.stderr
     assert openai_server.requests == []
@@ -161,7 +162,7 @@ def test_eval_rubric_names_the_line_of_a_too_deeply_nested_record(
     write_config(tmp_path / "rubric_configs.yaml", openai_server.url)
     deep = '{"rubric_id": "tone", "solution_str": ' + '{"a":' * 100_000 + "1" + "}" * 100_000 + "}"
     (tmp_path / "data.jsonl").write_text('{"rubric_id": "tone", "solution_str": "y"}\n\n' + deep + "\n")
-    result = osmosis("eval-rubric", "-r", "tone", "-d", "data.jsonl", cwd=tmp_path, home=home)
+    result = cli("eval-rubric", "-r", "tone", "-d", "data.jsonl", cwd=tmp_path, home=home)
     assert result.returncode == 1
     assert result.stderr == "Error: data.jsonl:3: the JSON is nested too deeply to read; flatten the record\n"
     assert openai_server.requests == []
@@ -180,9 +181,7 @@ def test_eval_rubric_unwritable_report_location_fails_before_any_call(
         output, blocker = tmp_path / "afile" / "report.json", f"{tmp_path / 'afile'} is not a directory"
     write_config(tmp_path / "rubric_configs.yaml", openai_server.url)
     write_data(tmp_path / "data.jsonl", [{"rubric_id": "tone", "solution_str": "hi"}])
-    result = osmosis(
-        "eval-rubric", "-r", "tone", "-d", "data.jsonl", "-o", str(output), cwd=tmp_path, home=home
-    )
+    result = cli("eval-rubric", "-r", "tone", "-d", "data.jsonl", "-o", str(output), cwd=tmp_path, home=home)
     assert result.returncode == 1
     assert result.stderr.startswith(f"Error: Cannot write report {output}: {blocker}"), result.stderr
     assert "-o/--output" in result.stderr and "Traceback" not in result.stderr
@@ -205,9 +204,7 @@ def test_eval_rubric_report_write_failure_keeps_the_text_report(
     write_config(tmp_path / "rubric_configs.yaml", openai_server.url)
     write_data(tmp_path / "data.jsonl", [{"rubric_id": "tone", "solution_str": "hi"}])
     report = out / "report.json"
-    result = osmosis(
-        "eval-rubric", "-r", "tone", "-d", "data.jsonl", "-o", str(report), cwd=tmp_path, home=home
-    )
+    result = cli("eval-rubric", "-r", "tone", "-d", "data.jsonl", "-o", str(report), cwd=tmp_path, home=home)
     assert result.returncode == 1
     assert "Run 01 [SUCCESS]\n    score: 0.5000\n    preview: hi\n    explanation: kept" in result.stdout
     assert "Wrote evaluation results" not in result.stdout
@@ -223,23 +220,23 @@ def test_eval_rubric_failure_rate_and_infrastructure_failures(
     write_data(tmp_path / "data.jsonl", [{"rubric_id": "tone", "solution_str": s} for s in ("a", "b")])
     run = ("eval-rubric", "-r", "tone", "-d", "data.jsonl", "-o", "out.json", "--concurrency", "1")
     openai_server.queue(Reply(status=400))  # one judgment's reply is refused, the other is fine
-    result = osmosis(*run, cwd=tmp_path, home=home)
+    result = cli(*run, cwd=tmp_path, home=home)
     assert result.returncode == 1
     assert result.stderr == (
         "Error: 1 of 2 judgments failed (model_error 1): failure rate 50.0% is above --max-failure-rate 0.0%\n"
     )
     assert result.stdout.endswith("2 judgments: 1 completed (50.0%), model_error 1\n")
     openai_server.queue(Reply(status=400))
-    result = osmosis(*run, "--max-failure-rate", "0.5", cwd=tmp_path, home=home)
+    result = cli(*run, "--max-failure-rate", "0.5", cwd=tmp_path, home=home)
     assert result.returncode == 0, result.stderr
     # A provider refusing the key is no judgment of the answer: it fails the run whatever the limit.
     openai_server.queue(Reply(status=401))
-    result = osmosis(*run, "--max-failure-rate", "1", cwd=tmp_path, home=home)
+    result = cli(*run, "--max-failure-rate", "1", cwd=tmp_path, home=home)
     assert result.returncode == 1
     assert result.stderr.startswith(
         "Error: 1 of 2 judgments ended in an infrastructure failure (infra_error 1)"
     )
-    result = osmosis(*run, "--max-failure-rate", "1.5", cwd=tmp_path, home=home)
+    result = cli(*run, "--max-failure-rate", "1.5", cwd=tmp_path, home=home)
     assert result.returncode == 2 and "must be between 0 and 1" in result.stderr
 
 
@@ -248,7 +245,7 @@ def test_eval_rubric_repeats_served_from_the_cache_are_marked(
 ) -> None:
     write_config(tmp_path / "rubric_configs.yaml", openai_server.url)
     write_data(tmp_path / "data.jsonl", [{"rubric_id": "tone", "solution_str": "hi"}])
-    result = osmosis(
+    result = cli(
         "eval-rubric", "-r", "tone", "-d", "data.jsonl", "-n", "3", "--cache", "--concurrency", "1",
         "-o", "out.json", cwd=tmp_path, home=home,
     )  # fmt: skip

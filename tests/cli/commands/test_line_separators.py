@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from osmosis_ai.report.readers import parse_results
-from tests.support.cli import CALCULATOR, CALCULATOR_DATASET
-from tests.support.cli_inprocess import isolate, run_osmosis
+from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, cli
 
 SEPARATORS = ("\u2028", "\u2029", "\u0085")
 
@@ -26,18 +25,17 @@ def _dataset(tmp_path: Path) -> Path:
 
 
 def test_rollout_records_with_line_separators_are_read_by_the_report(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    isolate(monkeypatch)
     records, page = tmp_path / "out.jsonl", tmp_path / "run.html"
-    ran = run_osmosis(capsys, "rollout", "run", "-m", CALCULATOR, "-d", str(_dataset(tmp_path)),
+    ran = cli("rollout", "run", "-m", CALCULATOR, "-d", str(_dataset(tmp_path)),
                       "--model", "scripted", "-o", str(records), "--report", str(page), "-q")  # fmt: skip
-    assert ran.status == 0, ran.stderr
+    assert ran.returncode == 0, ran.stderr
     assert ran.stdout == "3 rollouts: 3 completed (100.0%); mean reward 1.000 over 3 completed\n"
     text = records.read_text(encoding="utf-8")
     assert all(separator in text for separator in SEPARATORS)  # written as they are, unescaped
-    again = run_osmosis(capsys, "report", str(records), "-o", str(tmp_path / "again.html"), "--json")
-    assert again.status == 0, again.stderr
+    again = cli("report", str(records), "-o", str(tmp_path / "again.html"), "--json")
+    assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["runs"][0]["rows"] == 3
 
 

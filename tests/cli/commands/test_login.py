@@ -137,18 +137,19 @@ def test_with_an_os_keyring_the_token_stays_out_of_the_file(
     platform: StandInPlatform, config: Path, tmp_path: Path
 ):
     pytest.importorskip("keyring", reason="the optional 'keyring' package is not installed")
+    # Subprocesses: keyring picks its backend from PYTHON_KEYRING_BACKEND once per process.
     keyring_file = tmp_path / "keyring.json"
     env = {
         "OSMOSIS_KEYRING": "1",
         "PYTHON_KEYRING_BACKEND": "tests.support.keyring_backend.FileKeyring",
         "OSMOSIS_TEST_KEYRING_FILE": str(keyring_file),
     }
-    result = osmosis_on(platform, config, "login", "--device", env=env)
+    result = osmosis_on(platform, config, "login", "--device", env=env, process=True)
     assert result.returncode == 0, result.stderr
     (token,) = platform.tokens
     assert token.encode() not in (config / "credentials.json").read_bytes()
     assert token in json.loads(keyring_file.read_text()).values()
-    assert osmosis_on(platform, config, "whoami", env=env).returncode == 0
-    logout = osmosis_on(platform, config, "logout", "-y", env=env)
+    assert osmosis_on(platform, config, "whoami", env=env, process=True).returncode == 0
+    logout = osmosis_on(platform, config, "logout", "-y", env=env, process=True)
     assert "the token is revoked" in logout.stdout  # read back from the keyring to revoke it
     assert json.loads(keyring_file.read_text()) == {}

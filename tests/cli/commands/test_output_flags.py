@@ -10,17 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import CALCULATOR, CALCULATOR_DATASET
-from tests.support.cli_inprocess import isolate, run_osmosis
+from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, cli
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.special_files import FifoReader, char_device, still_char_device, symlink_to_file
 
 AGENT = "tests.support.agents:agent_loop"
-
-
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch: pytest.MonkeyPatch) -> None:
-    isolate(monkeypatch)
 
 
 def _rows(tmp_path: Path) -> Path:
@@ -79,11 +73,10 @@ def answering(openai_server: OpenAIServer) -> str:
 @pytest.mark.parametrize(("command", "flag", "whole"), FLAGS, ids=IDS)
 def test_a_character_device_stays_a_device(
     command: str, flag: str, whole: Callable[[bytes], None], answering: str, tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     device = char_device(tmp_path / "null")
-    ran = run_osmosis(capsys, *_command(command, answering, tmp_path), flag, str(device))
-    assert ran.status == 0, ran.stderr
+    ran = cli(*_command(command, answering, tmp_path), flag, str(device))
+    assert ran.returncode == 0, ran.stderr
     assert still_char_device(device)
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".null")]
 
@@ -91,12 +84,11 @@ def test_a_character_device_stays_a_device(
 @pytest.mark.parametrize(("command", "flag", "whole"), FLAGS, ids=IDS)
 def test_a_fifo_gets_the_whole_file_and_stays_a_fifo(
     command: str, flag: str, whole: Callable[[bytes], None], answering: str, tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     fifo = FifoReader(tmp_path / "pipe")
-    ran = run_osmosis(capsys, *_command(command, answering, tmp_path), flag, str(fifo.path))
+    ran = cli(*_command(command, answering, tmp_path), flag, str(fifo.path))
     data = fifo.received()
-    assert ran.status == 0, ran.stderr
+    assert ran.returncode == 0, ran.stderr
     whole(data)
     assert fifo.path.is_fifo()
 
@@ -104,12 +96,11 @@ def test_a_fifo_gets_the_whole_file_and_stays_a_fifo(
 @pytest.mark.parametrize(("command", "flag", "whole"), FLAGS, ids=IDS)
 def test_a_symlink_stays_a_link_to_the_written_file(
     command: str, flag: str, whole: Callable[[bytes], None], answering: str, tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     target = tmp_path / "kept" / "results"
     link = symlink_to_file(tmp_path / "latest", target)
-    ran = run_osmosis(capsys, *_command(command, answering, tmp_path), flag, str(link))
-    assert ran.status == 0, ran.stderr
+    ran = cli(*_command(command, answering, tmp_path), flag, str(link))
+    assert ran.returncode == 0, ran.stderr
     assert link.is_symlink() and os.readlink(link) == str(target)
     whole(target.read_bytes())
     assert sorted(p.name for p in target.parent.iterdir()) == ["results"]
@@ -118,13 +109,10 @@ def test_a_symlink_stays_a_link_to_the_written_file(
 @pytest.mark.parametrize(("command", "flag", "whole"), FLAGS, ids=IDS)
 def test_a_directory_is_refused_in_one_line_before_any_model_call(
     command: str, flag: str, whole: Callable[[bytes], None], openai_server: OpenAIServer, tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     (tmp_path / "somewhere").mkdir()
-    ran = run_osmosis(
-        capsys, *_command(command, openai_server.url, tmp_path), flag, str(tmp_path / "somewhere")
-    )
-    assert ran.status == 1
+    ran = cli(*_command(command, openai_server.url, tmp_path), flag, str(tmp_path / "somewhere"))
+    assert ran.returncode == 1
     assert ran.stderr == f"Error: cannot write {flag if flag != '-o' or command == 'report' else '--output'} " \
         f"{tmp_path / 'somewhere'}: it is a directory; give a file name\n"  # fmt: skip
     assert openai_server.requests == []

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli_inprocess import isolate, run_osmosis
+from tests.support.cli import cli
 from tests.support.openai_server import OpenAIServer, Reply
 
 WANDERING = """
@@ -20,6 +20,8 @@ os.chdir({elsewhere!r})  # at import
 
 def exact(solution_str, ground_truth, extra_info):
     os.chdir({elsewhere!r})  # and at every call
+    with open({moved!r}, "a") as note:
+        note.write(os.getcwd() + "\\n")
     return float(solution_str.strip() == ground_truth.strip())
 """
 
@@ -29,23 +31,22 @@ def test_user_code_changing_directory_moves_no_path(
     command: str,
     openai_server: OpenAIServer,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    isolate(monkeypatch)
     openai_server.default = Reply(content="2")
     work, elsewhere, code = tmp_path / "work", tmp_path / "elsewhere", tmp_path / "code"
     for directory in (work, elsewhere, code):
         directory.mkdir()
     module = f"wandering_{command}"
-    (code / f"{module}.py").write_text(WANDERING.format(elsewhere=str(elsewhere)))
+    moved = code / "moved.txt"
+    (code / f"{module}.py").write_text(WANDERING.format(elsewhere=str(elsewhere), moved=str(moved)))
     (code / f"{module}_agent.py").write_text(
-        f"import os\nos.chdir({str(elsewhere)!r})\nfrom tests.support.agents import agent_loop\n"
+        f"import os\nos.chdir({str(elsewhere)!r})\nopen({str(moved)!r}, 'a').write(os.getcwd() + '\\n')\n"
+        "from tests.support.agents import agent_loop\n"
     )
     monkeypatch.syspath_prepend(str(code))
     rows = [{"system_prompt": "s", "user_prompt": f"q{i}", "ground_truth": "2"} for i in range(2)]
     (work / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    monkeypatch.chdir(work)
     common = ["-d", "data.jsonl", "--model", "m", "--base-url", openai_server.url,
               "-o", "out.json", "--report", "page.html", "-q"]  # fmt: skip
     if command == "eval":
@@ -53,9 +54,9 @@ def test_user_code_changing_directory_moves_no_path(
                 "--journal", "journal.sqlite", *common]  # fmt: skip
     else:
         argv = ["test", "-m", f"{module}_agent:agent_loop", *common]
-    ran = run_osmosis(capsys, *argv)
-    assert ran.status == 0, ran.stderr
-    assert Path.cwd() == elsewhere  # the user code did move the process
+    ran = cli(*argv, cwd=work)
+    assert ran.returncode == 0, ran.stderr
+    assert str(elsewhere) in moved.read_text().split()  # the user code did move the process
     written = {"out.json", "page.html"} | ({"journal.sqlite"} if command == "eval" else set())
     assert written <= {p.name for p in work.iterdir()}
     assert not os.listdir(elsewhere)

@@ -1,4 +1,5 @@
-"""``osmosis preview`` as a subprocess: rubric configs and datasets shown as the tools read them."""
+"""``osmosis preview`` through the command line's ``main()`` (the bundled examples also as a subprocess):
+rubric configs and datasets shown as the tools read them."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import REPO, osmosis
+from tests.support.cli import REPO, cli, osmosis
 
 EXAMPLES = REPO / "examples"
 
@@ -27,7 +28,7 @@ def test_preview_lists_an_entry_with_extra_info(tmp_path: Path, home: Path) -> N
     (tmp_path / "c.yaml").write_text(
         "rubrics:\n  - {id: a, rubric: A}\n  - {id: b, rubric: B, extra_info: {x: 1}}\n", encoding="utf-8"
     )
-    result = osmosis("preview", "-p", "c.yaml", cwd=tmp_path, home=home)
+    result = cli("preview", "-p", "c.yaml", cwd=tmp_path, home=home)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("Loaded 2 rubric config(s) from c.yaml")
     assert "Rubric config #2 (rubrics[1])\nid: b\nrubric: B\nextra_info:\n  x: 1" in result.stdout
@@ -61,7 +62,7 @@ def test_preview_reports_bad_files_without_a_traceback(
 ) -> None:
     if content is not None:
         (tmp_path / name).write_text(content, encoding="utf-8")
-    result = osmosis("preview", "-p", name, cwd=tmp_path, home=home)
+    result = cli("preview", "-p", name, cwd=tmp_path, home=home)
     assert result.returncode == 1
     assert result.stderr.startswith("Error: ") and message in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1

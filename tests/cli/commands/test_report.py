@@ -1,4 +1,5 @@
-"""``osmosis report`` as a subprocess, on results files written by ``osmosis rollout run``."""
+"""``osmosis report`` through the command line's ``main()`` (the first test as a subprocess), on results
+files written by ``osmosis rollout run``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from osmosis_ai.report.figures import summarize
 from osmosis_ai.report.readers import read_results
-from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, osmosis
+from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, cli, osmosis
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.results import write_rollout_results, write_rubric_results
 
@@ -37,7 +38,7 @@ def test_report_writes_one_page_and_prints_the_summary(runs: tuple[Path, Path], 
 
 def test_two_files_are_compared_and_json_is_one_object(runs: tuple[Path, Path], tmp_path: Path) -> None:
     page = tmp_path / "compare.html"
-    result = osmosis("report", *map(str, runs), "-o", str(page), "--json")
+    result = cli("report", *map(str, runs), "-o", str(page), "--json")
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["report"] == str(page)
@@ -62,16 +63,16 @@ def test_two_files_are_compared_and_json_is_one_object(runs: tuple[Path, Path], 
 def test_a_file_that_is_not_results_is_one_error_line(tmp_path: Path, content: str, message: str) -> None:
     path = tmp_path / "results.json"
     path.write_text(content)
-    result = osmosis("report", str(path), "-o", str(tmp_path / "r.html"))
+    result = cli("report", str(path), "-o", str(tmp_path / "r.html"))
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.startswith(message.format(path=path)) and len(result.stderr.splitlines()) == 1
     assert not (tmp_path / "r.html").exists()
 
 
 def test_missing_file_and_unwritable_output(runs: tuple[Path, Path], tmp_path: Path) -> None:
-    missing = osmosis("report", str(tmp_path / "nope.jsonl"))
+    missing = cli("report", str(tmp_path / "nope.jsonl"))
     assert missing.returncode == 1 and missing.stderr == f"Error: {tmp_path / 'nope.jsonl'}: no such file\n"
-    directory = osmosis("report", str(runs[0]), "-o", str(tmp_path))
+    directory = cli("report", str(runs[0]), "-o", str(tmp_path))
     assert directory.returncode == 1
     assert directory.stderr == f"Error: cannot write -o {tmp_path}: it is a directory; give a file name\n"
 
@@ -82,7 +83,7 @@ def test_missing_file_and_unwritable_output(runs: tuple[Path, Path], tmp_path: P
 def test_rollout_run_writes_its_report_and_json_summary(tmp_path: Path) -> None:
     page, records = tmp_path / "run.html", tmp_path / "records.jsonl"
     common = ("rollout", "run", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--model", "scripted")
-    result = osmosis(*common, "-o", str(records), "--report", str(page), "--json")
+    result = cli(*common, "-o", str(records), "--report", str(page), "--json")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)  # the one object is all of stdout
     assert (summary["kind"], summary["rows"], summary["completed"]) == ("rollout run", 8, 8)
@@ -93,7 +94,7 @@ def test_rollout_run_writes_its_report_and_json_summary(tmp_path: Path) -> None:
     assert latency == pytest.approx(read_back.pop("latency_ms"), abs=0.01)
     assert {k: summary[k] for k in read_back} == read_back
     assert 'data-figure="completed">8<' in page.read_text()
-    without_records = osmosis(*common, "-q", "--report", str(tmp_path / "memory.html"))
+    without_records = cli(*common, "-q", "--report", str(tmp_path / "memory.html"))
     assert without_records.returncode == 0, without_records.stderr
     assert without_records.stdout.splitlines()[-1].startswith("8 rollouts: 8 completed")
     assert 'data-figure="rows">8<' in (tmp_path / "memory.html").read_text()
@@ -102,7 +103,7 @@ def test_rollout_run_writes_its_report_and_json_summary(tmp_path: Path) -> None:
 def test_osmosis_test_json_is_the_summary_of_its_rows(openai_server: OpenAIServer, tmp_path: Path) -> None:
     openai_server.default = Reply(content="The answer is #### 19")
     page = tmp_path / "test.html"
-    result = osmosis(
+    result = cli(
         "test", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--model", "local-model", "--base-url",
         openai_server.url, "--limit", "3", "--json", "--report", str(page), "--max-failure-rate", "1",
     )  # fmt: skip
@@ -115,7 +116,7 @@ def test_osmosis_test_json_is_the_summary_of_its_rows(openai_server: OpenAIServe
 
 def test_eval_json_without_output_and_eval_rubric_report(openai_server: OpenAIServer, tmp_path: Path) -> None:
     openai_server.default = Reply(content="The answer is #### 19")
-    result = osmosis(
+    result = cli(
         "eval", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--model", "local-model", "--base-url",
         openai_server.url, "--eval-fn", "tests.support.evals:exact", "--n", "2", "--limit", "2", "--json",
         "--journal", str(tmp_path / "journal.sqlite"),
@@ -132,7 +133,7 @@ def test_eval_json_without_output_and_eval_rubric_report(openai_server: OpenAISe
     openai_server.default = Reply(content=json.dumps({"score": 0.75, "explanation": "fine"}))
     rubric = write_rubric_results(tmp_path, openai_server.url)
     page = tmp_path / "rubric.html"
-    again = osmosis(
+    again = cli(
         "eval-rubric", "-r", "tone", "-d", "judged.jsonl", "-o", str(rubric), "--report", str(page), "--json",
         cwd=tmp_path, home=tmp_path / "home",
     )  # fmt: skip

@@ -1,11 +1,9 @@
-"""``osmosis rollout run/bench`` as subprocesses, the way users call them."""
+"""``osmosis rollout run/bench`` through the command line's ``main()`` (the calculator run also as a
+subprocess, the way users call it)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,8 +12,11 @@ from tests.support.cli import (
     CALCULATOR,
     CALCULATOR_DATASET,
     REPO,
+    Ran,
     assert_summary_table_matches,
-    subprocess_env,
+    cli,
+    cli_async,
+    osmosis,
 )
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.rollout_server import StandInRolloutServer
@@ -23,21 +24,15 @@ from tests.support.rollout_server import StandInRolloutServer
 AGENT = CALCULATOR
 
 
-def osmosis(*args: str, timeout: float = 60, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+def rollout(*args: str, cwd: Path = REPO) -> Ran:
     """``osmosis rollout *args`` in ``cwd``, whose modules (agents written by a test) are importable."""
-    return subprocess.run(
-        [sys.executable, "-m", "osmosis_ai", "rollout", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**subprocess_env(COLUMNS="120"), "PYTHONPATH": f"{cwd}:{REPO}"},
-        timeout=timeout,
-    )
+    return cli("rollout", *args, cwd=cwd, env={"COLUMNS": "120"})
 
 
 def test_run_calculator_writes_records(tmp_path: Path) -> None:
     out = tmp_path / "records.jsonl"
-    result = osmosis(
+    result = osmosis(  # as a subprocess, the way users run it
+        "rollout",
         "run",
         "-m",
         AGENT,
@@ -51,6 +46,7 @@ def test_run_calculator_writes_records(tmp_path: Path) -> None:
         "tests.support.rewards:answer_length",
         "--output",
         str(out),
+        env={"COLUMNS": "120"},
     )
     assert result.returncode == 0, result.stderr
     rows = len(CALCULATOR_DATASET.read_text().splitlines())
@@ -84,7 +80,7 @@ def test_bad_dataset_is_a_clear_error(tmp_path: Path) -> None:
     data.write_text(
         json.dumps({"system_prompt": "s", "user_prompt": "What is 1 + 1?", "ground_truth": 2}) + "\n"
     )
-    result = osmosis("run", "-m", AGENT, "-d", str(data), "--model", "scripted")
+    result = rollout("run", "-m", AGENT, "-d", str(data), "--model", "scripted")
     assert result.returncode == 1
     assert result.stderr.strip() == (
         f"Error: {data}: row 0, column 'ground_truth' is a int (2); write it as a string, e.g. \"2\""
@@ -92,19 +88,9 @@ def test_bad_dataset_is_a_clear_error(tmp_path: Path) -> None:
 
 
 async def _osmosis_async(*args: str) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "osmosis_ai",
-        "rollout",
-        *args,
-        cwd=REPO,
-        env=subprocess_env(COLUMNS="120"),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
-    return process.returncode or 0, stdout.decode(), stderr.decode()
+    """``osmosis rollout *args`` while the test's event loop serves the stand-in rollout server."""
+    result = await cli_async("rollout", *args, env={"COLUMNS": "120"})
+    return result.returncode, result.stdout, result.stderr
 
 
 async def test_init_rejected_exits_non_zero_with_status_and_body() -> None:
@@ -140,7 +126,7 @@ async def test_silent_server_times_out_with_a_clear_error() -> None:
 
 
 def test_bench_prints_figures() -> None:
-    result = osmosis("bench", "-m", AGENT, "--rollouts", "30", "--concurrency", "4", "--json")
+    result = rollout("bench", "-m", AGENT, "--rollouts", "30", "--concurrency", "4", "--json")
     assert result.returncode == 0, result.stderr
     figures = json.loads(result.stdout)
     assert figures["statuses"] == {"COMPLETED": 30} and figures["rollouts_per_s"] > 0
@@ -149,7 +135,7 @@ def test_bench_prints_figures() -> None:
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
 def test_non_finite_temperature_is_refused_by_argparse(value: str) -> None:
-    result = osmosis(
+    result = rollout(
         "run", "-m", AGENT, "-d", str(CALCULATOR_DATASET), "--model", "scripted", f"--temperature={value}"
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr
@@ -172,7 +158,7 @@ def test_non_finite_temperature_is_refused_by_argparse(value: str) -> None:
     ],
 )
 def test_bad_reward_reference_is_a_clear_error(spec: str, message: str) -> None:
-    result = osmosis(
+    result = rollout(
         "run", "-m", AGENT, "-d", str(CALCULATOR_DATASET), "--model", "scripted", "--reward", spec
     )
     assert result.returncode == 1 and "Traceback" not in result.stderr
@@ -197,7 +183,7 @@ def _modes(tmp_path: Path, *modes: str) -> Path:
 def test_failed_rollouts_fail_the_run_with_one_line_even_quiet(tmp_path: Path) -> None:
     data = _modes(tmp_path, "ok", "fail", "ok", "ok")
     out = tmp_path / "records.jsonl"
-    result = osmosis("run", "-m", OUTCOME_AGENT, "-d", str(data), "--model", "scripted", "-q", "-o", str(out))
+    result = rollout("run", "-m", OUTCOME_AGENT, "-d", str(data), "--model", "scripted", "-q", "-o", str(out))
     assert result.returncode == 1, result.stderr
     assert (
         result.stdout
@@ -211,7 +197,7 @@ def test_failed_rollouts_fail_the_run_with_one_line_even_quiet(tmp_path: Path) -
     assert len(result.stderr.strip().splitlines()) == 1
     outcomes = sorted(json.loads(line)["outcome"] for line in out.read_text().splitlines())
     assert outcomes == ["agent_error", "completed", "completed", "completed"]
-    allowed = osmosis(
+    allowed = rollout(
         "run", "-m", OUTCOME_AGENT, "-d", str(data), "--model", "scripted", "-q", "--max-failure-rate", "0.25"
     )
     assert allowed.returncode == 0, allowed.stderr
@@ -220,7 +206,7 @@ def test_failed_rollouts_fail_the_run_with_one_line_even_quiet(tmp_path: Path) -
 
 def test_an_agent_that_never_calls_the_model_is_not_a_score(tmp_path: Path) -> None:
     data = _modes(tmp_path, "skip", "skip")
-    result = osmosis(
+    result = rollout(
         "run", "-m", OUTCOME_AGENT, "-d", str(data), "--model", "scripted", "--max-failure-rate", "1"
     )
     assert result.returncode == 1
@@ -230,7 +216,7 @@ def test_an_agent_that_never_calls_the_model_is_not_a_score(tmp_path: Path) -> N
 
 
 def test_bad_max_failure_rate_is_a_usage_error() -> None:
-    result = osmosis(
+    result = rollout(
         "run",
         "-m",
         OUTCOME_AGENT,
@@ -247,8 +233,8 @@ def test_bad_max_failure_rate_is_a_usage_error() -> None:
 # -- a LiteLLM policy against the OpenAI-compatible stand-in, through LiteLLM's real code path ---------
 
 
-def _litellm_run(server_url: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return osmosis(
+def _litellm_run(server_url: str, *extra: str) -> Ran:
+    return rollout(
         "run", "-m", OUTCOME_AGENT, "-d", str(CALCULATOR_DATASET), "--model", "openai/gpt-4o-mini",
         "--base-url", server_url, "--api-key", "sk-test", "--concurrency", "2", *extra,
     )  # fmt: skip
@@ -341,7 +327,7 @@ agent_loop = SlowFirst()
 def test_records_are_written_in_dataset_order_whatever_order_rollouts_end(tmp_path: Path) -> None:
     (tmp_path / "slow_first.py").write_text(SLOW_FIRST_AGENT)
     out = tmp_path / "records.jsonl"
-    result = osmosis(
+    result = rollout(
         "run", "-m", "slow_first:agent_loop", "-d", str(CALCULATOR_DATASET), "--model", "scripted",
         "--n", "2", "--concurrency", "16", "-o", str(out), "-q", cwd=tmp_path,
     )  # fmt: skip
@@ -377,7 +363,8 @@ async def test_a_non_finite_agent_reward_is_a_reward_error_and_never_nan_in_the_
     assert code == 1
     assert stdout == "1 rollout: 0 completed (0.0%), reward_error 1\n"
     assert stderr.startswith("Error: the rollout failed (reward_error 1); first: ")
-    assert "non-finite reward (nan)" in stderr and len(stderr.splitlines()) == 1
+    assert "the agent's reward must be a finite real number (a float, or an int), got nan" in stderr
+    assert len(stderr.splitlines()) == 1
     text = out.read_text()
     assert "NaN" not in text
     record = json.loads(text)
@@ -387,7 +374,7 @@ async def test_a_non_finite_agent_reward_is_a_reward_error_and_never_nan_in_the_
 def test_a_full_disk_is_one_line(tmp_path: Path) -> None:
     if not Path("/dev/full").exists():
         pytest.skip("no /dev/full on this system")
-    result = osmosis(
+    result = rollout(
         "run", "-m", AGENT, "-d", str(CALCULATOR_DATASET), "--model", "scripted", "-o", "/dev/full"
     )
     assert result.returncode == 1
@@ -398,7 +385,7 @@ def test_a_deeply_nested_row_is_named(tmp_path: Path) -> None:
     data = tmp_path / "deep.jsonl"
     deep = "[" * 100_000 + "]" * 100_000
     data.write_text(CALCULATOR_DATASET.read_text().splitlines()[0] + "\n" + f'{{"system_prompt": {deep}}}\n')
-    result = osmosis("run", "-m", AGENT, "-d", str(data), "--model", "scripted")
+    result = rollout("run", "-m", AGENT, "-d", str(data), "--model", "scripted")
     assert result.returncode == 1
     assert result.stderr == (
         f"Error: {data}: row 1: line 2 nests arrays/objects too deeply to decode; flatten that row\n"
@@ -413,12 +400,12 @@ def test_a_hanging_init_ends_at_the_timeout_and_says_what_timed_out() -> None:
         url = f"http://127.0.0.1:{silent.getsockname()[1]}"
         data_rows = len(CALCULATOR_DATASET.read_text().splitlines())
         # The HTTP client's own limit is 60 s per attempt: the run must end near --timeout instead.
-        result = osmosis(
-            "run", "--url", url, "-d", str(CALCULATOR_DATASET), "--model", "scripted", "--timeout", "2", "-q",
-            timeout=30,
+        result = rollout(
+            "run", "--url", url, "-d", str(CALCULATOR_DATASET), "--model", "scripted", "--timeout", "0.5",
+            "-q",
         )  # fmt: skip
     assert result.returncode == 1
     assert result.stderr == (
         f"Error: {data_rows} of {data_rows} rollout(s) did not finish: {data_rows} x the rollout server at "
-        f"{url} did not answer the init within 2s\n"
+        f"{url} did not answer the init within 0.5s\n"
     )

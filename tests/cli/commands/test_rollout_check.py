@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -12,17 +11,17 @@ import pytest
 from benchmarks import chat_model as chat_models
 from osmosis_ai.traingate.policy.scripted import find_expression
 from osmosis_ai.traingate.tokenizer import ChatTokenizer
-from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, osmosis
+from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, Ran, cli
 from tests.support.openai_server import OpenAIServer, Reply
 
 ROWS = len(CALCULATOR_DATASET.read_text().splitlines())
 
 
-def rollout(*args: str) -> subprocess.CompletedProcess[str]:
-    return osmosis("rollout", *args, env={"COLUMNS": "200"})
+def rollout(*args: str) -> Ran:
+    return cli("rollout", *args, env={"COLUMNS": "200"})
 
 
-def check(*args: str) -> subprocess.CompletedProcess[str]:
+def check(*args: str) -> Ran:
     """``osmosis rollout check`` on the calculator example."""
     return rollout("check", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), *args)
 

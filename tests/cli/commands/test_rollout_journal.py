@@ -1,6 +1,7 @@
-"""``osmosis rollout run``'s journal, as subprocesses: a run killed mid-way resumes to the result of an
-uninterrupted one, repeating no finished rollout; a changed dataset is refused; ``--fresh`` and
-Ctrl-C; ``osmosis eval cache`` lists and removes the journal."""
+"""``osmosis rollout run``'s journal, through the command line's ``main()``: a run killed mid-way (a
+subprocess, SIGKILLed) resumes to the result of an uninterrupted one, repeating no finished rollout; a
+changed dataset is refused; ``--fresh`` and Ctrl-C (a subprocess, SIGINTed); ``osmosis eval cache``
+lists and removes the journal."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.support.cli import REPO, assert_summary_table_matches, subprocess_env
+from tests.support.cli import REPO, Ran, assert_summary_table_matches, cli, subprocess_env
 from tests.support.waiting import wait_until
 
 # Appends "<row> <sample>" to calls.txt (in the working directory) each time it runs a rollout, so
@@ -57,17 +58,19 @@ def _setup(tmp_path: Path, rows: int, *, fail_every: int = 0) -> Path:
 
 
 def _command(data: Path, journal: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "osmosis_ai", "rollout", "run", "-m", "counting:agent_loop", "-d", str(data),
-            "--model", "scripted", "--journal", journal, *extra]  # fmt: skip
+    return ["rollout", "run", "-m", "counting:agent_loop", "-d", str(data), "--model", "scripted",
+            "--journal", journal, *extra]  # fmt: skip
 
 
-def _run(tmp_path: Path, command: list[str], **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, cwd=tmp_path, env=_env(tmp_path, **env), capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+def _run(tmp_path: Path, command: list[str], **env: str) -> Ran:
+    return cli(*command, cwd=tmp_path, env=env)
 
 
-def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    return {**subprocess_env(**extra), "PYTHONPATH": f"{tmp_path}:{REPO}"}
+def _process(tmp_path: Path, command: list[str], **kwargs: Any) -> subprocess.Popen[str]:
+    """The command in a process of its own, for a test that signals it."""
+    env = {**subprocess_env(**kwargs.pop("env", {})), "PYTHONPATH": f"{tmp_path}:{REPO}"}
+    return subprocess.Popen([sys.executable, "-m", "osmosis_ai", *command], cwd=tmp_path, env=env, text=True,
+                            **kwargs)  # fmt: skip
 
 
 def _calls(tmp_path: Path) -> list[str]:
@@ -90,8 +93,8 @@ def test_killed_with_sigkill_and_resumed_gives_the_uninterrupted_result(tmp_path
     (tmp_path / "calls.txt").unlink()
 
     command = _command(data, "resumed.sqlite", *flags, "-o", "resumed.jsonl")
-    victim = subprocess.Popen(command, cwd=tmp_path, env=_env(tmp_path, AGENT_DELAY="0.05"),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    victim = _process(tmp_path, command, env={"AGENT_DELAY": "0.05"}, stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL)  # fmt: skip
     try:
         wait_until(lambda: len(_calls(tmp_path)) >= 10, timeout=60, what="ten rollouts started")
     finally:
@@ -146,8 +149,8 @@ def test_a_changed_dataset_is_refused_and_fresh_starts_over_keeping_the_old_jour
 def test_ctrl_c_keeps_what_finished_and_says_how_to_resume(tmp_path: Path) -> None:
     data = _setup(tmp_path, 8)
     command = _command(data, "j.sqlite", "--concurrency", "2", "-q", "-o", "records.jsonl")
-    process = subprocess.Popen(command, cwd=tmp_path, env=_env(tmp_path, AGENT_DELAY="0.2"),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    process = _process(tmp_path, command, env={"AGENT_DELAY": "0.2"}, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)  # fmt: skip
     wait_until(lambda: len(_calls(tmp_path)) >= 4, timeout=60, what="four rollouts started")
     process.send_signal(signal.SIGINT)
     stdout, stderr = process.communicate(timeout=30)
@@ -168,7 +171,7 @@ def test_the_default_journal_is_listed_and_removed_by_eval_cache(tmp_path: Path)
     data = _setup(tmp_path, 1)
     command = _command(data, "unused")[:-2]  # no --journal: the default, under $OSMOSIS_CACHE_DIR
     assert _run(tmp_path, [*command, "-q"]).returncode == 0
-    listing = _run(tmp_path, [sys.executable, "-m", "osmosis_ai", "eval", "cache", "ls"])
+    listing = _run(tmp_path, ["eval", "cache", "ls"])
     task_id, model, dataset, status, runs, _created = listing.stdout.strip().split("\t")
     assert task_id.startswith("rollout-") and (model, dataset, status, runs) == (
         "scripted",
@@ -178,14 +181,13 @@ def test_the_default_journal_is_listed_and_removed_by_eval_cache(tmp_path: Path)
     )
     again = _run(tmp_path, [*command, "-q"])
     assert again.returncode == 0 and len(_calls(tmp_path)) == 1  # resumed from that journal: nothing ran
-    removed = _run(tmp_path, [sys.executable, "-m", "osmosis_ai", "eval", "cache", "rm", task_id])
+    removed = _run(tmp_path, ["eval", "cache", "rm", task_id])
     assert removed.stdout == "Removed 1 journal(s).\n"
     assert _run(tmp_path, [*command, "-q"]).returncode == 0 and len(_calls(tmp_path)) == 2
 
 
 async def test_a_url_server_is_not_fingerprinted_and_a_resume_says_so(tmp_path: Path) -> None:
-    import asyncio
-
+    from tests.support.cli import cli_async
     from tests.support.rollout_server import Callback, StandInRolloutServer
 
     async def answer(init: dict[str, Any], callback: Callback) -> None:
@@ -198,11 +200,9 @@ async def test_a_url_server_is_not_fingerprinted_and_a_resume_says_so(tmp_path: 
     data = _setup(tmp_path, 2)
 
     async def run(server_url: str) -> tuple[int | None, str]:
-        command = [*_command(data, "j.sqlite")[:5], "--url", server_url, *_command(data, "j.sqlite")[7:]]
-        process = await asyncio.create_subprocess_exec(*command, cwd=tmp_path, env=_env(tmp_path),
-                                                       stdout=asyncio.subprocess.PIPE)  # fmt: skip
-        stdout, _ = await asyncio.wait_for(process.communicate(), timeout=60)
-        return process.returncode, stdout.decode()
+        command = [*_command(data, "j.sqlite")[:2], "--url", server_url, *_command(data, "j.sqlite")[4:]]
+        result = await cli_async(*command, cwd=tmp_path)
+        return result.returncode, result.stdout
 
     async with StandInRolloutServer(script=answer) as server:
         first = await run(server.url)

@@ -1,24 +1,27 @@
-"""``osmosis test`` as a subprocess, the agent's model calls answered by the local OpenAI-compatible stand-in."""
+"""``osmosis test`` through its ``main()`` in this process (and as a subprocess on a terminal, with
+``tests/cli/test_interactive.py``'s Ctrl-C), the agent's model calls answered by the local
+OpenAI-compatible stand-in."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
-from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, assert_summary_table_matches, osmosis
+from tests.support.cli import (
+    CALCULATOR,
+    CALCULATOR_DATASET,
+    Ran,
+    assert_summary_table_matches,
+    cli,
+)
 from tests.support.openai_server import OpenAIServer, Reply
 
 OUTCOME_AGENT = "tests.support.agents:agent_loop"
 ROWS = len(CALCULATOR_DATASET.read_text().splitlines())
 
 
-def _test(
-    url: str, *args: str, agent: str = CALCULATOR, dataset: Path = CALCULATOR_DATASET
-) -> subprocess.CompletedProcess[str]:
-    return osmosis(
-        "test", "-m", agent, "-d", str(dataset), "--model", "local-model", "--base-url", url, *args
-    )
+def _test(url: str, *args: str, agent: str = CALCULATOR, dataset: Path = CALCULATOR_DATASET) -> Ran:
+    return cli("test", "-m", agent, "-d", str(dataset), "--model", "local-model", "--base-url", url, *args)
 
 
 def _modes(tmp_path: Path, *modes: str) -> Path:
@@ -98,7 +101,7 @@ agent_loop = Traced()
 def test_debug_writes_the_agents_traces(openai_server: OpenAIServer, tmp_path: Path) -> None:
     (tmp_path / "traced_agent.py").write_text(TRACING_AGENT)
     openai_server.default = Reply(content="seven")
-    result = osmosis(
+    result = cli(
         "test", "-m", "traced_agent:agent_loop", "-d", str(CALCULATOR_DATASET), "--limit", "1",
         "--model", "m", "--base-url", openai_server.url, "--debug", cwd=tmp_path,
     )  # fmt: skip

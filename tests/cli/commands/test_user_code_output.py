@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cli import osmosis
-from tests.support.cli_inprocess import isolate, run_osmosis
+from tests.support.cli import cli, osmosis
 from tests.support.openai_server import OpenAIServer, Reply
 
 REWARDING = """
@@ -78,24 +77,21 @@ def _data(tmp_path: Path, modes: list[str]) -> Path:
 
 
 def test_an_agents_reward_that_is_not_a_score_is_a_reward_error(
-    openai_server: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    openai_server: OpenAIServer, tmp_path: Path,
 ) -> None:  # fmt: skip
-    isolate(monkeypatch)
     (tmp_path / "rewarding_agent.py").write_text(REWARDING.format())
-    monkeypatch.syspath_prepend(str(tmp_path))
     openai_server.default = Reply(content="2")
     out = tmp_path / "out.json"
-    ran = run_osmosis(capsys, "test", "-m", "rewarding_agent:agent_loop", "-d", str(_data(tmp_path, ["nan", "inf", "true", "half"])),
-                      "--model", "m", "--base-url", openai_server.url, "-o", str(out), "--json")  # fmt: skip
-    assert ran.status == 1
+    ran = cli("test", "-m", "rewarding_agent:agent_loop", "-d", str(_data(tmp_path, ["nan", "inf", "true", "half"])),
+                      "--model", "m", "--base-url", openai_server.url, "-o", str(out), "--json", cwd=tmp_path)  # fmt: skip
+    assert ran.returncode == 1
     summary = _strict(ran.stdout)  # the one object, valid JSON
     assert summary["outcomes"]["reward_error"] == 3 and summary["outcomes"]["completed"] == 1
     document = _strict(out.read_text())
     results = document["results"]
     assert [r["outcome"] for r in results] == ["reward_error"] * 3 + ["completed"]
     assert [r["reward"] for r in results] == [None, None, None, 0.5]
-    assert "agent loop 'rewarding' must return a finite real number" in results[0]["error"]
+    assert "the agent's reward must be a finite real number" in results[0]["error"]
     assert "a bool is not a score" in results[2]["error"]
     assert document["summary"]["passed"] == 1
     assert ran.stderr.startswith("Error: ") and len(ran.stderr.splitlines()) == 1

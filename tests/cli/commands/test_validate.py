@@ -1,4 +1,5 @@
-"""``osmosis validate`` as a subprocess: validation codes, agent loading errors, async ``get_tools``."""
+"""``osmosis validate`` through the command line's ``main()`` (the calculator also as a subprocess):
+validation codes, agent loading errors, async ``get_tools``."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import ASYNC_TOOLS_AGENT, CALCULATOR, osmosis
+from tests.support.cli import ASYNC_TOOLS_AGENT, CALCULATOR, cli, osmosis
 
 BAD_AGENTS = """
 from osmosis_ai.rollout import RolloutAgentLoop
@@ -81,7 +82,7 @@ def test_validate_accepts_the_calculator():
     ],
 )
 def test_validate_reports_codes_and_exits_1(bad_agents: Path, attribute: str, codes: list[str]):
-    result = osmosis("validate", "-v", "-m", f"bad_agents:{attribute}", cwd=bad_agents)
+    result = cli("validate", "-v", "-m", f"bad_agents:{attribute}", cwd=bad_agents)
     assert result.returncode == 1
     for code in codes:
         assert f"[{code}]" in result.stderr, result.stderr
@@ -99,7 +100,7 @@ def test_validate_reports_codes_and_exits_1(bad_agents: Path, attribute: str, co
     ],
 )
 def test_agent_loading_errors_are_one_line(bad_agents: Path, spec: str, message: str):
-    result = osmosis("validate", "-m", spec, cwd=bad_agents)
+    result = cli("validate", "-m", spec, cwd=bad_agents)
     assert result.returncode == 1
     assert result.stderr.startswith("Error: ")
     assert message in result.stderr
@@ -108,14 +109,14 @@ def test_agent_loading_errors_are_one_line(bad_agents: Path, spec: str, message:
 
 def test_validate_accepts_an_async_get_tools(tmp_path: Path):
     (tmp_path / "async_agent.py").write_text(ASYNC_TOOLS_AGENT)
-    result = osmosis("validate", "-m", "async_agent:agent_loop", cwd=tmp_path)
+    result = cli("validate", "-m", "async_agent:agent_loop", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "'async_tools' validated successfully (1 tools)" in result.stdout
 
 
 def test_validate_refuses_a_coroutine_from_a_plain_get_tools(tmp_path: Path):
     (tmp_path / "async_agent.py").write_text(ASYNC_TOOLS_AGENT)
-    result = osmosis("validate", "-m", "async_agent:SyncReturnsCoroutine", cwd=tmp_path)
+    result = cli("validate", "-m", "async_agent:SyncReturnsCoroutine", cwd=tmp_path)
     assert result.returncode == 1
     assert "[GET_TOOLS_INVALID_TYPE]" in result.stderr and "async def get_tools" in result.stderr
     assert "never awaited" not in result.stderr  # the coroutine is closed, not leaked

@@ -11,17 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import CALCULATOR, CALCULATOR_DATASET
-from tests.support.cli_inprocess import isolate, run_osmosis
+from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, cli
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.platform import StandInPlatform, osmosis_on
 
 AGENT = "tests.support.agents:agent_loop"
-
-
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch: pytest.MonkeyPatch) -> None:
-    isolate(monkeypatch)
 
 
 def _rows(tmp_path: Path, count: int = 2) -> Path:
@@ -43,14 +37,13 @@ def _command(command: str, url: str, tmp_path: Path, journal: Path) -> list[str]
 @pytest.mark.parametrize("fresh", [False, True], ids=["resume", "fresh"])
 def test_a_journal_that_is_not_a_database_is_kept_aside_and_the_run_goes_on(
     command: str, fresh: bool, openai_server: OpenAIServer, tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     openai_server.default = Reply(content="2")
     journal = tmp_path / "journal.sqlite"
     journal.write_bytes(b"not a database at all " * 300)
     argv = _command(command, openai_server.url, tmp_path, journal) + (["--fresh"] if fresh else [])
-    ran = run_osmosis(capsys, *argv)
-    assert ran.status == 0, ran.stderr
+    ran = cli(*argv)
+    assert ran.returncode == 0, ran.stderr
     kept = list(tmp_path.glob("journal.sqlite.*"))
     assert len(kept) == 1 and kept[0].read_bytes() == b"not a database at all " * 300
     if fresh:
@@ -64,7 +57,7 @@ def test_a_journal_that_is_not_a_database_is_kept_aside_and_the_run_goes_on(
 
 
 def test_a_journal_that_cannot_be_written_costs_no_model_call(
-    openai_server: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    openai_server: OpenAIServer, tmp_path: Path
 ) -> None:
     if shutil.which("chattr") is None:
         pytest.skip("needs chattr to make a file read-only for root too")
@@ -73,16 +66,16 @@ def test_a_journal_that_cannot_be_written_costs_no_model_call(
     argv = ["eval", "-m", AGENT, "-d", str(data), "--eval-fn", "tests.support.evals:exact", "--model", "m",
             "--base-url", openai_server.url, "--journal", str(journal), "--batch-size", "5", "-q"]  # fmt: skip
     openai_server.queue("preflight ok", *[Reply(status=400)] * 5)  # every run a model_error, journalled
-    assert run_osmosis(capsys, *argv).status == 1
+    assert cli(*argv).returncode == 1
     openai_server.reset()
     frozen = subprocess.run(["chattr", "+i", str(journal)], capture_output=True, text=True)
     if frozen.returncode != 0:
         pytest.skip(f"chattr +i is not possible here: {frozen.stderr.strip()}")
     try:
-        ran = run_osmosis(capsys, *argv, "--retry-failed")  # would run all five again
+        ran = cli(*argv, "--retry-failed")  # would run all five again
     finally:
         subprocess.run(["chattr", "-i", str(journal)], check=False)
-    assert ran.status == 1
+    assert ran.returncode == 1
     assert ran.stderr == (f"Error: cannot open the journal {journal}: attempt to write a readonly database\n")
     assert openai_server.requests == []
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.support.cli import osmosis
+from tests.support.cli import cli
 from tests.support.openai_server import OpenAIServer, Reply
 
 
 def _run_eval(url: str, data: Path, model: str, cache: Path) -> None:
-    result = osmosis(
+    result = cli(
         "eval", "-m", "tests.support.agents:agent_loop", "-d", str(data), "--eval-fn", "tests.support.evals:exact",
         "--model", model, "--base-url", url, "-q", env={"OSMOSIS_CACHE_DIR": str(cache)},
     )  # fmt: skip
@@ -27,7 +27,7 @@ def test_cache_dir_ls_and_rm(openai_server: OpenAIServer, tmp_path: Path) -> Non
         _run_eval(openai_server.url, data, model, cache)
 
     def cache_command(*args: str, input: str | None = None) -> tuple[int, str, str]:
-        result = osmosis("eval", "cache", *args, env=env, input=input)
+        result = cli("eval", "cache", *args, env=env, input=input)
         return result.returncode, result.stdout, result.stderr
 
     assert cache_command("dir") == (0, f"{cache.resolve() / 'eval'}\n", "")

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from osmosis_ai import evaluation
-from osmosis_ai.evaluation import errors, interactive, runner, statistics
+from osmosis_ai.evaluation import errors, interactive, statistics
 from osmosis_ai.rollout.eval.evaluation import EvalFnError, EvalFnWrapper, load_eval_fn, load_eval_fns
+from osmosis_ai.runs.executors import local
 
 # 0.2 path -> {name: the object of this design it must be}
 PATHS: dict[str, dict[str, object]] = {
@@ -30,7 +31,7 @@ PATHS: dict[str, dict[str, object]] = {
         "ToolValidationError": errors.ToolValidationError,
     },
     "osmosis_ai.rollout.eval.common.llm_client": {"ExternalLLMClient": evaluation.ExternalLLMClient},
-    "osmosis_ai.rollout.eval.common.runner": {"validate_tools": runner.validate_tools},
+    "osmosis_ai.rollout.eval.common.runner": {"validate_tools": local.validate_tools},
     "osmosis_ai.rollout.eval.test_mode.interactive": {
         "InteractiveLLMClient": interactive.InteractiveLLMClient,
         "InteractiveStep": interactive.InteractiveStep,

@@ -10,8 +10,12 @@ from typing import Any
 import pytest
 
 from osmosis_ai.evaluation.llm_client import ExternalLLMClient
-from osmosis_ai.evaluation.runner import LocalRunner, RowResult
 from osmosis_ai.rollout.mcp import MCPAgentLoop, MCPLoadError, load_mcp_server
+from osmosis_ai.runs.engine import Pipeline
+from osmosis_ai.runs.executors.local import InProcessExecutor, LocalModel
+from osmosis_ai.runs.items import PRIMARY, WorkItem
+from osmosis_ai.runs.result import Result
+from osmosis_ai.runs.scorer import Scorer
 from tests.rollout.mcp.conftest import CALCULATOR_MCP, SCHEMAS_MCP
 from tests.support.openai_server import OpenAIServer, Reply, completion_body
 
@@ -35,19 +39,20 @@ def calls(*requested: tuple[str, Any]) -> Reply:
 
 @pytest.fixture
 async def schemas_agent() -> AsyncIterator[MCPAgentLoop]:
-    agent = MCPAgentLoop(load_mcp_server(SCHEMAS_MCP), tool_timeout=0.5)
+    agent = MCPAgentLoop(load_mcp_server(SCHEMAS_MCP), tool_timeout=30)  # a bound on a hang
     yield agent
     await agent.aclose()
 
 
-async def _run(agent: MCPAgentLoop, server: OpenAIServer, max_turns: int = 10) -> RowResult:
+async def _run(agent: MCPAgentLoop, server: OpenAIServer, max_turns: int = 10) -> Result:
     client = ExternalLLMClient("local-model", api_key="sk-test", api_base=server.url)
     async with client:
-        return await LocalRunner(agent, client, max_turns=max_turns).run_row(ROW, 0)
+        executor = InProcessExecutor(agent, {PRIMARY: LocalModel(client)}, max_turns=max_turns)
+        return await Pipeline(executor, Scorer())(WorkItem(0, 0, ROW))
 
 
-def _tool_messages(result: RowResult) -> list[dict[str, Any]]:
-    return [m for m in result.final_messages if m.get("role") == "tool"]
+def _tool_messages(result: Result) -> list[dict[str, Any]]:
+    return [m for m in result.attempt.final_messages if m.get("role") == "tool"]
 
 
 async def test_the_tools_reach_the_model_with_their_nested_schema(
@@ -55,7 +60,7 @@ async def test_the_tools_reach_the_model_with_their_nested_schema(
 ) -> None:
     openai_server.queue("done")
     result = await _run(schemas_agent, openai_server)
-    assert result.success and result.final_messages[-1]["content"] == "done"
+    assert result.success and result.attempt.final_messages[-1]["content"] == "done"
     sent = {t["function"]["name"]: t["function"] for t in openai_server.requests[0].json["tools"]}
     person = sent["register"]["parameters"]["properties"]["person"]
     assert person["properties"]["addresses"]["items"]["properties"]["city"]["type"] == "string"
@@ -73,32 +78,35 @@ async def test_several_tool_calls_of_one_turn_run_concurrently_and_answer_in_ord
         ("call_0", "met"),
         ("call_1", "met"),
     ]
-    assert result.success and result.finish_reason == "stop"
+    assert result.success and result.attempt.finish_reason == "stop"
 
 
-async def test_tool_failures_go_back_to_the_model_as_tool_messages(
-    schemas_agent: MCPAgentLoop, openai_server: OpenAIServer
-) -> None:
+async def test_tool_failures_go_back_to_the_model_as_tool_messages(openai_server: OpenAIServer) -> None:
+    # 2 s: long enough for the calls that answer at once on a busy machine, short for the one that never does.
+    agent = MCPAgentLoop(load_mcp_server(SCHEMAS_MCP), tool_timeout=2)
     openai_server.queue(
         calls(
             ("explode", {"reason": "on purpose"}),
-            ("sleepy", {"seconds": 30}),
+            ("sleepy", {"seconds": 3600}),
             ("register", "{not json"),
             ("no_such_tool", {}),
             ("register", {"person": {"name": "Ada", "addresses": [{"street": "1 Main", "city": "Oslo"}]}, "tags": ["x"]}),
         ),
         "recovered",
     )  # fmt: skip
-    result = await _run(schemas_agent, openai_server)
+    try:
+        result = await _run(agent, openai_server)
+    finally:
+        await agent.aclose()
     explode, sleepy, bad_json, unknown, register = (m["content"] for m in _tool_messages(result))
     assert explode.startswith("Error: ") and "exploded: on purpose" in explode
-    assert sleepy == "Error: the tool did not finish within 0.5s"
+    assert sleepy == "Error: the tool did not finish within 2s"
     assert bad_json.startswith("Error: tool arguments are not valid JSON")
     assert unknown.startswith("Error: ") and "no_such_tool" in unknown
     assert json.loads(register) == {"registered": "Ada", "cities": ["Oslo"], "tags": ["x"]}
     # The model saw every answer, and the row completed: tool failures are the model's to handle.
     assert len([m for m in openai_server.requests[1].json["messages"] if m["role"] == "tool"]) == 5
-    assert result.success and result.final_messages[-1]["content"] == "recovered"
+    assert result.success and result.attempt.final_messages[-1]["content"] == "recovered"
 
 
 async def test_a_model_that_keeps_calling_tools_ends_at_max_turns(openai_server: OpenAIServer) -> None:
@@ -108,7 +116,7 @@ async def test_a_model_that_keeps_calling_tools_ends_at_max_turns(openai_server:
         result = await _run(agent, openai_server, max_turns=3)
     finally:
         await agent.aclose()
-    assert agent.name == "calc" and result.finish_reason == "max_turns"
+    assert agent.name == "calc" and result.attempt.finish_reason == "max_turns"
     assert [m["content"] for m in _tool_messages(result)] == ["3", "3", "3"]
     assert result.reward is None  # the agent never scores: that is the reward function's job
 

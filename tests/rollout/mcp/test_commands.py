@@ -1,6 +1,7 @@
-"""``--mcp DIR`` / ``--mcp-url URL`` end to end: ``osmosis test`` and ``osmosis eval`` against the local
-OpenAI-compatible stand-in, ``osmosis rollout run`` (in-process, and against ``osmosis serve --mcp``)
-with the scripted policy, and the one-line errors."""
+"""``--mcp DIR`` / ``--mcp-url URL`` end to end, through the command line's ``main()``: ``osmosis test`` and
+``osmosis eval`` against the local OpenAI-compatible stand-in, ``osmosis rollout run`` (in-process, and
+against ``osmosis serve --mcp`` in a subprocess) with the scripted policy, and the one-line errors (the
+one without fastmcp in a subprocess)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 from osmosis_ai.traingate.policy.scripted import find_expression
 from tests.rollout.mcp.conftest import CALCULATOR_MCP, SCHEMAS_MCP
 from tests.rollout.mcp.test_agent_loop import calls
-from tests.support.cli import CALCULATOR_DATASET, osmosis, subprocess_env
+from tests.support.cli import CALCULATOR_DATASET, Ran, cli, osmosis, subprocess_env
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.sockets import free_port
 from tests.support.waiting import wait_until
@@ -40,7 +41,7 @@ def test_osmosis_test_runs_an_mcp_directory_against_a_model(
 ) -> None:
     openai_server.handler = calculator_model
     out = tmp_path / "results.json"
-    result = osmosis(
+    result = cli(
         "test", "--mcp", str(CALCULATOR_MCP), "-d", str(CALCULATOR_DATASET), "--model", "local-model",
         "--base-url", openai_server.url, "-o", str(out),
     )  # fmt: skip
@@ -64,7 +65,7 @@ def test_a_failing_tool_is_the_models_to_handle_and_prints_no_traceback(
     data.write_text(
         json.dumps({"system_prompt": "s", "user_prompt": "What is 1 / 0?", "ground_truth": "0"}) + "\n"
     )
-    result = osmosis(
+    result = cli(
         "test", "--mcp", str(CALCULATOR_MCP), "-d", str(data), "--model", "local-model", "--base-url", openai_server.url,
     )  # fmt: skip
     assert result.returncode == 0 and result.stderr == "", result.stderr
@@ -80,7 +81,7 @@ def test_osmosis_test_over_a_running_mcp_server_sends_the_nested_schemas(
     openai_server: OpenAIServer, mcp_url: str
 ) -> None:
     openai_server.queue("ok", "nothing to do")
-    result = osmosis(
+    result = cli(
         "test", "--mcp-url", mcp_url, "-d", str(CALCULATOR_DATASET), "--limit", "1", "--model", "local-model",
         "--base-url", openai_server.url, "-q",
     )  # fmt: skip
@@ -97,8 +98,8 @@ def test_osmosis_eval_scores_an_mcp_directory_and_notices_an_edited_tool(
     tools = tmp_path / "mcp"
     shutil.copytree(CALCULATOR_MCP, tools, ignore=shutil.ignore_patterns("__pycache__"))
 
-    def evaluate(*extra: str) -> subprocess.CompletedProcess[str]:
-        return osmosis(
+    def evaluate(*extra: str) -> Ran:
+        return cli(
             "eval", "--mcp", str(tools), "-d", str(CALCULATOR_DATASET), "--eval-fn", REWARD, "--model", "m",
             "--base-url", openai_server.url, "--journal", str(tmp_path / "journal.sqlite"), "--limit", "3", "-q",
             *extra,
@@ -113,7 +114,7 @@ def test_osmosis_eval_scores_an_mcp_directory_and_notices_an_edited_tool(
 
 
 def test_osmosis_rollout_run_serves_an_mcp_directory_to_the_local_traingate() -> None:
-    result = osmosis(
+    result = cli(
         "rollout", "run", "--mcp", str(CALCULATOR_MCP), "-d", str(CALCULATOR_DATASET), "--model", "scripted",
         "--reward", REWARD, "-q",
     )  # fmt: skip
@@ -127,7 +128,7 @@ def test_osmosis_rollout_run_offers_the_policy_the_nested_schemas_over_the_rollo
     openai_server.handler = lambda payload: "nothing to do"
     data = tmp_path / "one.jsonl"
     data.write_text(json.dumps({"system_prompt": "s", "user_prompt": "register", "ground_truth": "x"}) + "\n")
-    result = osmosis(
+    result = cli(
         "rollout", "run", "--mcp", str(SCHEMAS_MCP), "-d", str(data), "--model", "local-model",
         "--base-url", openai_server.url, "-q",
     )  # fmt: skip
@@ -164,7 +165,7 @@ def test_osmosis_serve_serves_an_mcp_directory(tmp_path: Path) -> None:
         url = f"http://127.0.0.1:{port}"
         wait_until(lambda: server.poll() is not None or _healthy(url), timeout=60, what="osmosis serve")
         assert server.poll() is None, "osmosis serve --mcp exited at start-up"
-        result = osmosis(
+        result = cli(
             "rollout", "run", "--url", url, "-d", str(CALCULATOR_DATASET), "--model", "scripted",
             "--reward", REWARD, "-q",
         )  # fmt: skip
@@ -184,7 +185,7 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def _error_line(result: subprocess.CompletedProcess[str]) -> str:
+def _error_line(result: Ran) -> str:
     assert result.returncode == 1, (result.stdout, result.stderr)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -192,27 +193,27 @@ def _error_line(result: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_the_agent_is_named_exactly_once() -> None:
-    both = osmosis("test", "-m", "a:b", "--mcp", str(CALCULATOR_MCP), "-d", "x.jsonl")
+    both = cli("test", "-m", "a:b", "--mcp", str(CALCULATOR_MCP), "-d", "x.jsonl")
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
-    neither = osmosis("test", "-d", "x.jsonl")
+    neither = cli("test", "-d", "x.jsonl")
     assert (
         neither.returncode == 2
         and "one of the arguments -m/--module/--agent --mcp --mcp-url" in neither.stderr
     )
     # eval has sub-commands, so it checks the choice itself
-    no_agent = osmosis("eval", "-d", "x.jsonl", "--eval-fn", REWARD)
+    no_agent = cli("eval", "-d", "x.jsonl", "--eval-fn", REWARD)
     assert "needs -m/--module (or --mcp/--mcp-url)" in _error_line(no_agent)
 
 
 def test_a_bad_mcp_directory_or_unreachable_server_is_one_error_line(tmp_path: Path) -> None:
-    line = _error_line(osmosis("test", "--mcp", str(tmp_path), "-d", str(CALCULATOR_DATASET)))
+    line = _error_line(cli("test", "--mcp", str(tmp_path), "-d", str(CALCULATOR_DATASET)))
     assert line.startswith(f"Error: {tmp_path} has no main.py;") and "FastMCP" in line
     url = f"http://127.0.0.1:{free_port()}/mcp"
     line = _error_line(
-        osmosis("rollout", "run", "--mcp-url", url, "-d", str(CALCULATOR_DATASET), "--model", "scripted")
+        cli("rollout", "run", "--mcp-url", url, "-d", str(CALCULATOR_DATASET), "--model", "scripted")
     )
     assert line.startswith(f"Error: cannot list the tools of MCP server '{url}'")
-    line = _error_line(osmosis("serve", "--mcp", str(CALCULATOR_MCP), "--reload", "--local"))
+    line = _error_line(cli("serve", "--mcp", str(CALCULATOR_MCP), "--reload", "--local"))
     assert (
         line
         == "Error: --reload re-imports an agent module, so it works with -m only, not with --mcp/--mcp-url"
@@ -228,6 +229,7 @@ def test_without_fastmcp_the_error_names_the_extra_to_install(tmp_path: Path) ->
         "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
         "sys.meta_path.insert(0, NoFastMCP())\n"
     )
+    # A subprocess: the import hook must be in place before anything imports fastmcp.
     env = {"PYTHONPATH": f"{tmp_path}:{subprocess_env()['PYTHONPATH']}"}
     line = _error_line(osmosis("test", "--mcp", str(CALCULATOR_MCP), "-d", str(CALCULATOR_DATASET), env=env))
     assert (

@@ -1,7 +1,7 @@
-"""0.2 import path of the tool-list check; the runner itself is :class:`osmosis_ai.evaluation.LocalRunner`."""
+"""0.2 import path of the tool-list check; the runner itself is the run engine (:mod:`osmosis_ai.runs`)."""
 
 from __future__ import annotations
 
-from osmosis_ai.evaluation.runner import validate_tools
+from osmosis_ai.runs.executors.local import validate_tools
 
 __all__ = ["validate_tools"]

@@ -1,4 +1,4 @@
-"""LocalRunner: each row's typed outcome, in-process against the local OpenAI-compatible stand-in."""
+"""The in-process executor: each item's typed outcome, against the local OpenAI-compatible stand-in."""
 
 from __future__ import annotations
 
@@ -11,8 +11,12 @@ from osmosis_ai._http import RetryPolicy
 from osmosis_ai.evaluation.errors import ProviderError, ToolValidationError
 from osmosis_ai.evaluation.llm_client import ExternalLLMClient
 from osmosis_ai.evaluation.outcome import Outcome
-from osmosis_ai.evaluation.runner import LocalRunner, validate_tools
 from osmosis_ai.rollout import RolloutAgentLoop, RolloutContext, RolloutRequest, RolloutResult
+from osmosis_ai.runs.engine import Pipeline, run_items
+from osmosis_ai.runs.executors.local import InProcessExecutor, LocalModel, validate_tools
+from osmosis_ai.runs.items import PRIMARY, WorkItem, work_items
+from osmosis_ai.runs.result import Result
+from osmosis_ai.runs.scorer import Scorer
 from tests.support.openai_server import OpenAIServer, Reply
 
 ROW = {"system_prompt": "s", "user_prompt": "u", "ground_truth": "g"}
@@ -58,12 +62,24 @@ async def test_outcomes(openai_server: OpenAIServer) -> None:
         "m", api_key="k", api_base=openai_server.url, retry=RetryPolicy(max_attempts=1)
     )
     openai_server.queue(Reply(status=400), "fine")
-    rows = [(0, ROW), (1, ROW)]
-    batch = await LocalRunner(CatchingAgent(), client).run(rows)
-    assert [r.outcome for r in batch.results] == [Outcome.MODEL_ERROR, Outcome.COMPLETED]
-    assert "HTTP 400" in (batch.results[0].error or "")
-    assert batch.results[1].reward == 0.0  # a genuine 0 from a completed row is a score
-    bad_tools = await LocalRunner(CatchingAgent(tools=[_tool("no spaces allowed")]), client).run_row(ROW, 0)
-    assert bad_tools.outcome is Outcome.AGENT_ERROR and bad_tools.error.startswith("tool validation error")
-    slow = await LocalRunner(CatchingAgent(sleep=5), client, row_timeout=0.05).run_row(ROW, 3)
+    results: list[Result] = []
+    await run_items(
+        work_items([(0, ROW), (1, ROW)]),
+        _pipeline(CatchingAgent(), client),
+        concurrency=1,
+        on_result=results.append,
+    )
+    assert [r.outcome for r in results] == [Outcome.MODEL_ERROR, Outcome.COMPLETED]
+    assert "HTTP 400" in (results[0].error or "")
+    assert results[1].reward == 0.0  # a genuine 0 from a completed row is a score
+    bad_tools = await _pipeline(CatchingAgent(tools=[_tool("no spaces allowed")]), client)(
+        WorkItem(0, 0, ROW)
+    )
+    assert bad_tools.outcome is Outcome.AGENT_ERROR
+    assert (bad_tools.error or "").startswith("tool validation error")
+    slow = await _pipeline(CatchingAgent(sleep=5), client, timeout=0.05)(WorkItem(3, 0, ROW))
     assert slow.outcome is Outcome.TIMEOUT and "0.05s" in (slow.error or "")
+
+
+def _pipeline(agent: Any, client: Any, *, timeout: float | None = None) -> Pipeline:
+    return Pipeline(InProcessExecutor(agent, {PRIMARY: LocalModel(client)}), Scorer(), timeout=timeout)

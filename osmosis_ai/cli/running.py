@@ -1,0 +1,75 @@
+"""Running a command's coroutine so that Ctrl-C always ends it, soon.
+
+The first Ctrl-C cancels the command: the run stops taking items, the ones in flight are cancelled,
+and whatever was committed to a journal stays committed (a commit is one SQLite transaction, which
+a cancellation or a crash either completes or leaves out). User code can keep that from finishing —
+a synchronous call that blocks the event loop, an agent that swallows its cancellation — so the
+process then ends on its own ``GRACE_SECONDS`` later, and a second Ctrl-C ends it at once. Either
+way the exit status is 130, as for any command stopped by Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, NoReturn
+
+GRACE_SECONDS = 5.0
+HINT_SECONDS = 1.0  # a stop that takes longer than this says so, and how to skip it
+INTERRUPTED = 130
+
+
+def _hint() -> None:
+    with contextlib.suppress(OSError, ValueError):
+        print("Interrupted: still stopping... (Ctrl-C again to quit at once)", file=sys.stderr, flush=True)
+
+
+def _exit_now() -> NoReturn:
+    with contextlib.suppress(OSError, ValueError):
+        print("Interrupted: stopped at once; what was committed to a journal is kept.", file=sys.stderr)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed or broken pipe: nothing to say there
+            stream.flush()
+    os._exit(INTERRUPTED)
+
+
+def run_command(main: Callable[[], Coroutine[Any, Any, int]], *, on_interrupt: Callable[[], int]) -> int:
+    """``asyncio.run(main())`` with the Ctrl-C rule of the module docstring; ``on_interrupt()`` says
+    what was kept (on stderr) and returns the exit status, once the cancelled command has unwound."""
+    state: dict[str, Any] = {}
+    timers: list[threading.Timer] = []
+
+    async def wrapped() -> int:
+        state["loop"], state["task"] = asyncio.get_running_loop(), asyncio.current_task()
+        return await main()
+
+    def on_sigint(signum: int, frame: object) -> None:
+        loop, task = state.get("loop"), state.get("task")
+        if state.get("interrupted") or loop is None or task is None or loop.is_closed():
+            _exit_now()
+        state["interrupted"] = True
+        loop.call_soon_threadsafe(task.cancel)
+        for delay, action in ((HINT_SECONDS, _hint), (GRACE_SECONDS, _exit_now)):
+            timer = threading.Timer(delay, action)
+            timer.daemon = True
+            timer.start()
+            timers.append(timer)
+
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        return asyncio.run(wrapped())
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        return asyncio.run(wrapped())
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        if not state.get("interrupted"):
+            raise
+        return on_interrupt()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        for timer in timers:  # the command unwound in time: nothing left to force
+            timer.cancel()

@@ -1,0 +1,110 @@
+"""The one run loop: items in, typed and scored results out, each journalled before it counts.
+
+:func:`run_items` takes work items lazily (a bounded distance ahead of the ones running), runs each
+through a :class:`Pipeline` — the executor, then the scorer, under the item's time limit — with
+at most ``concurrency`` in flight (a number, or a :class:`~osmosis_ai._pool.Limit` that may change),
+commits every result to the journal, and only then hands it to ``on_result`` (with the item's slot
+still held, so a slow consumer slows the run instead of piling results up).
+
+An attempt marked ``systemic`` (no later item can succeed: a refused key, an unknown model) stops
+the run: no new item starts, the ones in flight finish, and that result is not journalled, so the
+run after the fix runs it. Any exception — the journal's disk, the application's callback, the item
+iterable — cancels the items in flight and is raised; their results were never counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from osmosis_ai._pool import Limit, run_bounded
+from osmosis_ai.runs.items import Deadline, WorkItem
+from osmosis_ai.runs.result import Attempt, Result
+from osmosis_ai.runs.scorer import Scorer
+
+if TYPE_CHECKING:
+    from osmosis_ai.evaluation.journal import Journal
+
+
+class Executor(Protocol):
+    """Runs one work item into an :class:`~osmosis_ai.runs.result.Attempt`, by ``deadline`` if given.
+    It never raises for a failure of the item itself: that is the attempt's outcome."""
+
+    async def run(self, item: WorkItem, *, deadline: Deadline | None = None) -> Attempt: ...
+
+
+ProcessItem = Callable[[WorkItem], Awaitable[Result]]
+OnResult = Callable[[Result], Awaitable[None] | None]
+
+
+class Pipeline:
+    """What runs one item: ``executor``, then ``scorer``, both within ``timeout`` seconds when set."""
+
+    def __init__(self, executor: Executor, scorer: Scorer, *, timeout: float | None = None) -> None:
+        self.executor = executor
+        self.scorer = scorer
+        self.timeout = timeout
+
+    async def __call__(self, item: WorkItem) -> Result:
+        deadline = Deadline.after(self.timeout) if self.timeout else None
+        attempt = await self.executor.run(item, deadline=deadline)
+        return await self.scorer.score(item, attempt, deadline=deadline)
+
+
+@dataclass
+class RunReport:
+    """How the loop ended: items started, and the result that stopped the run early, if one did."""
+
+    started: int = 0
+    stopped_by: Result | None = None
+
+    @property
+    def stop_reason(self) -> str | None:
+        return None if self.stopped_by is None else self.stopped_by.attempt.systemic
+
+
+async def run_items(
+    items: Iterable[WorkItem],
+    process: ProcessItem,
+    *,
+    concurrency: int | Limit,
+    journal: Journal | None = None,
+    keep_messages: bool = False,
+    on_result: OnResult | None = None,
+    before_start: Callable[[WorkItem], Awaitable[None]] | None = None,
+) -> RunReport:
+    """Run ``items`` through ``process`` (see the module docstring) and report how the loop ended.
+
+    ``keep_messages`` journals each result's final conversation beside it (the journal's samples
+    file). ``before_start(item)`` is awaited once the item is taken and before it starts, e.g. to
+    hold back items an in-order consumer cannot buffer yet.
+    """
+    from osmosis_ai.evaluation.journal import SampleRecord
+
+    report = RunReport()
+
+    async def one(item: WorkItem) -> None:
+        result = await process(item)
+        if result.attempt.systemic is not None:
+            if report.stopped_by is None:
+                report.stopped_by = result
+        elif journal is not None:
+            messages = result.attempt.final_messages if keep_messages else None
+            record = SampleRecord(
+                item.row_index, item.sample_index, result.outcome, result.record(), item.model_tag, messages
+            )
+            await journal.arecord(record)  # committed before it counts: a crash loses nothing counted
+        if on_result is not None:
+            done = on_result(result)
+            if done is not None:
+                await done
+
+    report.started = await run_bounded(
+        items,
+        one,
+        concurrency=concurrency,
+        before_start=before_start,
+        stop=lambda: report.stopped_by is not None,
+    )
+    return report
