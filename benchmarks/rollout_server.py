@@ -1,24 +1,29 @@
 """Rollout server throughput, latency and memory against the minimal yardstick server, in one run.
 
     .venv/bin/python -m benchmarks.rollout_server [--rollouts 2000] [--rounds 3] [--inflight 5000]
-        [--max-concurrent 10000] [--trick-rounds 3]
+        [--max-concurrent 10000] [--trick-rounds 10] [--against DIR] [--agent MODULE:ATTR]
 
-Starts ``osmosis serve --local`` with the calculator example and ``benchmarks/minimal_server.py`` (the
-least a rollout server can do), drives both with ``benchmarks/trainer_driver.py`` using the same flags
+Starts ``osmosis serve --local`` with the calculator example (``--agent`` another agent loop,
+``--agent-path`` a directory to import it from) and ``benchmarks/minimal_server.py`` (the least a
+rollout server can do), drives both with ``benchmarks/trainer_driver.py`` using the same flags
 (concurrency 50 with one tool turn; concurrency 1), and prints the figures side by side with their
-ratios (best of ``--rounds``, since the machine is shared), plus each server's CPU time per rollout
-(which other load on the machine does not skew). Then it measures the server's resident
-memory idle and with ``--inflight`` rollouts held in flight (the driver's ``--llm-delay``), from
-``/proc/<pid>/status``, first with the default limits (100 rollouts run, the rest queue), then in a
-second server with ``--max-concurrent`` rollouts allowed to run at once (the callback pool then has a
-connection for each). Last, the tricks the server keeps for speed, each against its plain
-version in servers started side by side (``--trick-rounds`` interleaved concurrency-50 runs, best
-kept): answering a valid init below the framework, its body validated in one step, instead of
-through FastAPI's routing and body handling, and
-``tune_gc()`` instead of the default garbage collector settings; and one cost the same way: the
-outbox in a file (as ``osmosis serve`` keeps it) against the outbox in memory. Then the init
-admission limit (``create_app(max_concurrent_inits=...)``) against none, by the memory of the same
-``--inflight`` burst, each round in fresh servers (``--trick-rounds`` rounds, median kept).
+ratios (best of ``--rounds``, since the machine is shared), plus each server's CPU time per rollout.
+Then it measures the server's resident memory idle and with ``--inflight`` rollouts held in flight
+(the driver's ``--llm-delay``), from ``/proc/<pid>/status``, first with the default limits (100
+rollouts run, the rest queue), then in a second server with ``--max-concurrent`` rollouts allowed to
+run at once (the callback pool then has a connection for each).
+
+Comparisons of two servers are made in paired rounds (``--trick-rounds``): both are driven at the
+same time, each by its own driver, so both see the same load from the rest of the machine, and the
+median of the per-round ratios is kept (sequential runs on a shared machine swing by more than the
+differences measured). Compared that way: each trick the server keeps for speed against its plain
+version (answering a valid init below the framework instead of through FastAPI's routing and body
+handling; ``tune_gc()`` instead of the default garbage collector settings), one cost (the outbox in
+a file, as ``osmosis serve`` keeps it, against the outbox in memory), and with ``--against DIR``
+this checkout's server against the one of another source tree, e.g. the code before a change
+(``git worktree add ../before HEAD~1``), which also joins the sequential rounds against the minimal
+server. Last, the init admission limit (``ServerConfig(max_concurrent_inits=...)``) against none,
+by the memory of the same ``--inflight`` burst, each round in fresh servers (median kept).
 Loopback only; every process is stopped at the end; bounded in time.
 """
 
@@ -53,8 +58,8 @@ AGENT = "examples.calculator.agent:agent_loop"
 GOALS = {"c50_ratio": 0.8, "c1_p50_ratio": 2.0, "idle_mib": 150.0, "inflight_kib": 20.0}
 
 
-# A server for one trick comparison: argv = port, variant. "default" is create_app's defaults with
-# the outbox in a file, as osmosis serve has it; every other variant changes one thing.
+# A server for one comparison: argv = variant, port. "default" is create_app's defaults with the
+# outbox in a file, as osmosis serve has it; every other variant changes one thing.
 VARIANT_SERVER = """
 import sys
 import tempfile
@@ -62,25 +67,60 @@ import tempfile
 import uvicorn
 
 from examples.calculator.agent import agent_loop
-from osmosis_ai.rollout.server.app import create_app
-from osmosis_ai.rollout.server.routes import FastInit
+from osmosis_ai.rollout.config import get_settings
+from osmosis_ai.rollout.server import ServerConfig, create_app
+from osmosis_ai.rollout.server.routes import InitGate
 from osmosis_ai.rollout.server.runner import tune_gc
 
-port, variant = int(sys.argv[1]), sys.argv[2]
-FastInit.enabled = variant != "fastapi_body"
+variant, port = sys.argv[1], int(sys.argv[2])
+InitGate.fast = variant != "fastapi_body"
 outbox = ":memory:" if variant == "memory_outbox" else tempfile.mkdtemp() + "/outbox.sqlite3"
 inits = 10**9 if variant == "no_admission" else 64
-app = create_app(agent_loop, outbox_path=outbox, max_concurrent_inits=inits)
+server = get_settings().server.model_copy(update={"outbox_path": outbox})
+app = create_app(agent_loop, config=ServerConfig(server=server, max_concurrent_inits=inits))
 if variant == "tune_gc":
     tune_gc()
 uvicorn.run(app, host="127.0.0.1", port=port, log_level="critical", access_log=False)
 """
 TRICKS = {  # trick: (variant with it, variant without it)
     "init fast path (vs FastAPI's body handling)": ("default", "fastapi_body"),
-    # A cost, not a trick: a negative saving is what the durable outbox costs the happy path.
+    # A cost, not a trick: a CPU ratio above 1 is what the durable outbox costs the happy path.
     "outbox in a file, as osmosis serve (vs in memory)": ("default", "memory_outbox"),
     "tune_gc() (vs the default GC)": ("tune_gc", "default"),
 }
+C50 = ("--concurrency", "50", "--tool-turns", "1")
+
+
+class Server:
+    """How to start one server: its command for a port, the directory it runs in, its environment."""
+
+    def __init__(self, argv: list[str], tree: Path = REPO, agent_path: str | None = None, **env: str) -> None:
+        self.argv = argv
+        self.tree = tree
+        # No grace period at shutdown: the stopped trainer cannot take the in-flight rollouts' reports.
+        path = os.pathsep.join(p for p in (str(tree), agent_path) if p)
+        self.env = {
+            **os.environ,
+            "PYTHONPATH": path,
+            "OSMOSIS_ROLLOUT_SERVER_SHUTDOWN_GRACE_SECONDS": "0",
+            **env,
+        }
+
+    @classmethod
+    def serve(
+        cls, agent: str = AGENT, tree: Path = REPO, agent_path: str | None = None, **env: str
+    ) -> Server:
+        argv = [sys.executable, "-m", "osmosis_ai", "serve", "--local", "--no-validate", "-m", agent,
+                "--log-level", "critical", "-p"]  # fmt: skip
+        return cls(argv, tree, agent_path, **env)
+
+    @classmethod
+    def variant(cls, name: str) -> Server:
+        return cls([sys.executable, "-c", VARIANT_SERVER, name])
+
+    @classmethod
+    def floor(cls) -> Server:
+        return cls([sys.executable, str(FLOOR)])
 
 
 def free_port() -> int:
@@ -122,10 +162,18 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 20.0) -
 
 
 @contextlib.contextmanager
-def process(args: list[str], env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def running(server: Server) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``server`` started on a free port and answering; its URL and process. Stopped afterwards."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    # cwd is the tree: for -m and -c, the current directory comes first on sys.path.
+    proc = subprocess.Popen(
+        [*server.argv, str(port)], cwd=server.tree, env=server.env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
     try:
-        yield proc
+        wait_ready(url, proc)
+        yield url, proc
     finally:
         proc.terminate()
         try:
@@ -135,26 +183,33 @@ def process(args: list[str], env: dict[str, str] | None = None) -> Iterator[subp
             proc.wait()
 
 
-def trainer(target: str, *flags: str) -> dict[str, Any]:
-    args = [
-        sys.executable,
-        str(TRAINER),
-        "--target",
-        target,
-        "--port",
-        str(free_port()),
-        *flags,
-    ]
-    out = subprocess.run(args, capture_output=True, text=True, timeout=180, check=False)
-    lines = [line for line in out.stdout.split("\n") if line.startswith("{")]  # JSON may hold U+2028
+def start_trainer(target: str, *flags: str) -> subprocess.Popen[str]:
+    args = [sys.executable, str(TRAINER), "--target", target, "--port", str(free_port()), *flags]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def trainer_result(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    out, err = proc.communicate(timeout=180)
+    lines = [line for line in out.split("\n") if line.startswith("{")]  # JSON may hold U+2028
     if not lines:
-        raise RuntimeError(f"{TRAINER.name} failed: {out.stderr[-500:]}")
+        raise RuntimeError(f"{TRAINER.name} failed: {err[-500:]}")
     result: dict[str, Any] = json.loads(lines[-1])
     return result
 
 
+def trainer(target: str, *flags: str) -> dict[str, Any]:
+    return trainer_result(start_trainer(target, *flags))
+
+
 def best(results: list[dict[str, Any]]) -> dict[str, Any]:
     return max(results, key=lambda r: (r["completed"], r["rollouts_per_s"]))
+
+
+def c50_run(url: str, pid: int, rollouts: int) -> dict[str, Any]:
+    before = cpu_seconds(pid)
+    result = trainer(url, "--rollouts", str(rollouts), *C50)
+    result["cpu_us"] = round((cpu_seconds(pid) - before) / rollouts * 1e6)
+    return result
 
 
 def measure_inflight(url: str, pid: int, count: int) -> tuple[int, int, int]:
@@ -183,61 +238,47 @@ def measure_inflight(url: str, pid: int, count: int) -> tuple[int, int, int]:
     return idle, peak, seen
 
 
-def server_env(**extra: str) -> dict[str, str]:
-    # No grace period at shutdown: the stopped trainer cannot take the in-flight rollouts' reports.
+# -- paired comparisons ---------------------------------------------------------------------------------
+
+
+def paired(a: Server, b: Server, rounds: int, rollouts: int) -> dict[str, Any]:
+    """``a`` against ``b``: ``rounds`` concurrency-50 runs, both servers driven at once in each round.
+
+    Returns the medians of the per-round ratios a/b of server CPU per rollout and of rollouts/s, and
+    in how many rounds ``a`` cost less CPU.
+    """
+    runs: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
+    with running(a) as (url_a, proc_a), running(b) as (url_b, proc_b):
+        servers = ((url_a, proc_a.pid), (url_b, proc_b.pid))
+        for url, _ in servers:
+            trainer(url, "--rollouts", "300", "--concurrency", "50")  # warm-up
+        for _ in range(rounds):
+            before = [cpu_seconds(pid) for _, pid in servers]
+            drivers = [start_trainer(url, "--rollouts", str(rollouts), *C50) for url, _ in servers]
+            results = [trainer_result(driver) for driver in drivers]
+            for result, (_, pid), spent, into in zip(results, servers, before, runs, strict=True):
+                result["cpu_us"] = (cpu_seconds(pid) - spent) / rollouts * 1e6
+                into.append(result)
+    cpu = [x["cpu_us"] / y["cpu_us"] for x, y in zip(*runs, strict=True)]
+    rate = [x["rollouts_per_s"] / y["rollouts_per_s"] for x, y in zip(*runs, strict=True)]
     return {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
-        "OSMOSIS_ROLLOUT_SERVER_SHUTDOWN_GRACE_SECONDS": "0",
-        **extra,
+        "cpu_ratio": round(statistics.median(cpu), 3),
+        "rate_ratio": round(statistics.median(rate), 3),
+        "cpu_lower_rounds": sum(ratio < 1 for ratio in cpu),
+        "rounds": rounds,
+        "cpu_us": [round(statistics.median(r["cpu_us"] for r in side)) for side in runs],
+        "rollouts_per_s": [round(statistics.median(r["rollouts_per_s"] for r in side)) for side in runs],
+        "unfinished": sum(r["rollouts"] - r["completed"] for side in runs for r in side),
     }
 
 
-def serve_command(url: str) -> list[str]:
-    port = url.rsplit(":", 1)[1]
-    return [sys.executable, "-m", "osmosis_ai", "serve", "--local", "--no-validate", "-m", AGENT, "-p", port,
-            "--log-level", "critical"]  # fmt: skip
-
-
-def floor_command(url: str) -> list[str]:
-    return [sys.executable, str(FLOOR), url.rsplit(":", 1)[1]]
-
-
-def c50_run(url: str, pid: int, rollouts: int) -> dict[str, Any]:
-    before = cpu_seconds(pid)
-    result = trainer(url, "--rollouts", str(rollouts), "--concurrency", "50", "--tool-turns", "1")
-    result["cpu_us"] = round((cpu_seconds(pid) - before) / rollouts * 1e6)
-    return result
-
-
-def measure_tricks(rounds: int, rollouts: int) -> dict[str, dict[str, Any]]:
-    """Per trick: best rollouts/s and least server CPU per rollout, with and without it."""
-    variants = sorted({variant for pair in TRICKS.values() for variant in pair})
-    runs: dict[str, list[dict[str, Any]]] = {variant: [] for variant in variants}
-    with contextlib.ExitStack() as stack:
-        servers = {}
-        for variant in variants:
-            url = f"http://127.0.0.1:{free_port()}"
-            command = [sys.executable, "-c", VARIANT_SERVER, url.rsplit(":", 1)[1], variant]
-            servers[variant] = (url, stack.enter_context(process(command, server_env())))
-        for url, proc in servers.values():
-            wait_ready(url, proc)
-            trainer(url, "--rollouts", "300", "--concurrency", "50")  # warm-up
-        for _ in range(rounds):
-            for variant, (url, proc) in servers.items():
-                runs[variant].append(c50_run(url, proc.pid, rollouts))
-    figures = {}
-    for trick, (with_it, without_it) in TRICKS.items():
-        on, off = best(runs[with_it]), best(runs[without_it])
-        cpu_on = min(r["cpu_us"] for r in runs[with_it])
-        cpu_off = min(r["cpu_us"] for r in runs[without_it])
-        figures[trick] = {
-            "rollouts_per_s": {"with": on["rollouts_per_s"], "without": off["rollouts_per_s"]},
-            "cpu_us_per_rollout": {"with": cpu_on, "without": cpu_off},
-            "cpu_saved_pct": round((cpu_off - cpu_on) / cpu_off * 100, 1),
-            "throughput_gain_pct": round((on["rollouts_per_s"] / off["rollouts_per_s"] - 1) * 100, 1),
-        }
-    return figures
+def print_paired(label: str, figure: dict[str, Any]) -> None:
+    cpu, rate = figure["cpu_us"], figure["rollouts_per_s"]
+    print(
+        f"  {label}: server CPU per rollout x{figure['cpu_ratio']} ({cpu[0]} vs {cpu[1]} us, lower in "
+        f"{figure['cpu_lower_rounds']} of {figure['rounds']} rounds), rollouts/s x{figure['rate_ratio']} "
+        f"({rate[0]} vs {rate[1]})" + (f", {figure['unfinished']} unfinished" if figure["unfinished"] else "")
+    )
 
 
 def measure_admission(rounds: int, inflight: int, warm_up: int) -> dict[str, Any]:
@@ -245,10 +286,7 @@ def measure_admission(rounds: int, inflight: int, warm_up: int) -> dict[str, Any
     kib: dict[str, list[float]] = {"default": [], "no_admission": []}
     for _ in range(rounds):
         for variant, figures in kib.items():
-            url = f"http://127.0.0.1:{free_port()}"
-            command = [sys.executable, "-c", VARIANT_SERVER, url.rsplit(":", 1)[1], variant]
-            with process(command, server_env()) as proc:
-                wait_ready(url, proc)
+            with running(Server.variant(variant)) as (url, proc):
                 trainer(url, "--rollouts", str(warm_up), "--concurrency", "50")
                 idle, loaded, seen = measure_inflight(url, proc.pid, inflight)
                 figures.append(round((loaded - idle) / max(seen, 1), 2))
@@ -259,116 +297,122 @@ def measure_admission(rounds: int, inflight: int, warm_up: int) -> dict[str, Any
     }
 
 
+# -- the run ----------------------------------------------------------------------------------------------
+
+
+def measure_throughput(
+    servers: dict[str, Server], rounds: int, rollouts: int, serial: int, inflight: int
+) -> dict[str, Any]:
+    """Sequential rounds over ``servers`` (best kept), then the in-flight memory of the first one."""
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    with contextlib.ExitStack() as stack:
+        started = {name: stack.enter_context(running(server)) for name, server in servers.items()}
+        time.sleep(0.3)
+        ours_url, ours = started["ours"]
+        idle_start = rss_kib(ours.pid)
+        for _ in range(rounds):
+            for name, (url, proc) in started.items():
+                runs.setdefault((name, "c50"), []).append(c50_run(url, proc.pid, rollouts))
+                c1 = ["--rollouts", str(serial), "--concurrency", "1", "--tool-turns", "1"]
+                runs.setdefault((name, "c1"), []).append(trainer(url, *c1))
+        idle, loaded, seen = measure_inflight(ours_url, ours.pid, inflight)
+    figures: dict[str, Any] = {"idle_mib": round(idle_start / 1024, 1), "idle_after_load_mib": round(idle / 1024, 1),
+                               "inflight": seen, "inflight_mib": round(loaded / 1024, 1),
+                               "inflight_kib": round((loaded - idle) / max(seen, 1), 2)}  # fmt: skip
+    for name in servers:
+        c50 = best(runs[(name, "c50")])
+        figures[name] = {
+            "c50_rollouts_per_s": c50["rollouts_per_s"],
+            "c50_p99_ms": c50["p99_ms"],
+            "c50_cpu_us": min(r["cpu_us"] for r in runs[(name, "c50")]),
+            "c1_p50_ms": min(r["p50_ms"] for r in runs[(name, "c1")]),
+            "statuses": c50["statuses"],
+        }
+    return figures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--rollouts", type=int, default=2000, help="rollouts per concurrency-50 run")
     parser.add_argument("--serial", type=int, default=300, help="rollouts per concurrency-1 run")
-    parser.add_argument("--rounds", type=int, default=3, help="runs per server and setting (best is kept)")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="sequential runs per server and setting (best kept)"
+    )
     parser.add_argument(
         "--inflight", type=int, default=5000, help="rollouts held in flight for the memory figure"
     )
+    parser.add_argument("--max-concurrent", type=int, default=10000,
+                        help="max_concurrent_rollouts of the second, all-running memory phase")  # fmt: skip
+    parser.add_argument("--trick-rounds", type=int, default=10,
+                        help="paired rounds per comparison (0 skips the tricks; --against still runs)")  # fmt: skip
+    parser.add_argument("--against", type=Path, default=None, metavar="DIR",
+                        help="another source tree whose osmosis serve is measured against this one's")  # fmt: skip
+    parser.add_argument("--agent", default=AGENT, help=f"agent loop both servers serve (default: {AGENT})")
     parser.add_argument(
-        "--max-concurrent",
-        type=int,
-        default=10000,
-        help="max_concurrent_rollouts of the second, all-running memory phase",
-    )
-    parser.add_argument(
-        "--trick-rounds", type=int, default=3, help="runs per variant in the tricks phase (0 skips it)"
+        "--agent-path", default=None, metavar="DIR", help="directory the agent is imported from"
     )
     args = parser.parse_args()
-    ours_url = f"http://127.0.0.1:{free_port()}"
-    floor_url = f"http://127.0.0.1:{free_port()}"
-    with (
-        process(serve_command(ours_url), server_env()) as ours,
-        process(floor_command(floor_url)) as floor_proc,
-    ):
-        wait_ready(ours_url, ours)
-        wait_ready(floor_url, floor_proc)
-        time.sleep(0.3)
-        idle_start = rss_kib(ours.pid)
-        runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        pids = {"ours": ours.pid, "floor": floor_proc.pid}
-        for _ in range(args.rounds):
-            for name, url in (("ours", ours_url), ("floor", floor_url)):
-                runs.setdefault((name, "c50"), []).append(c50_run(url, pids[name], args.rollouts))
-                c1 = ["--rollouts", str(args.serial), "--concurrency", "1", "--tool-turns", "1"]
-                runs.setdefault((name, "c1"), []).append(trainer(url, *c1))
-        idle, loaded, seen = measure_inflight(ours_url, ours.pid, args.inflight)
+    ours = Server.serve(args.agent, agent_path=args.agent_path)
+    servers = {"ours": ours, "floor": Server.floor()}
+    if args.against is not None:
+        servers["against"] = Server.serve(args.agent, tree=args.against.resolve(), agent_path=args.agent_path)
+    figures = measure_throughput(servers, args.rounds, args.rollouts, args.serial, args.inflight)
     # The same burst with every rollout running at once (not the default: 100 run, the rest queue).
-    all_url = f"http://127.0.0.1:{free_port()}"
-    all_running = server_env(
-        OSMOSIS_ROLLOUT_SERVER_MAX_CONCURRENT_ROLLOUTS=str(args.max_concurrent),
-    )
-    with process(serve_command(all_url), all_running) as wide:
-        wait_ready(all_url, wide)
-        trainer(all_url, "--rollouts", str(args.rollouts), "--concurrency", "50")  # same warm-up as above
-        wide_idle, wide_loaded, wide_seen = measure_inflight(all_url, wide.pid, args.inflight)
-
-    ours50, floor50 = best(runs[("ours", "c50")]), best(runs[("floor", "c50")])
-    ours1 = min(runs[("ours", "c1")], key=lambda r: r["p50_ms"])
-    floor1 = min(runs[("floor", "c1")], key=lambda r: r["p50_ms"])
-    figures = {
-        "c50_rollouts_per_s": {"ours": ours50["rollouts_per_s"], "floor": floor50["rollouts_per_s"]},
-        "c50_ratio": round(ours50["rollouts_per_s"] / floor50["rollouts_per_s"], 2),
-        "c50_p99_ms": {"ours": ours50["p99_ms"], "floor": floor50["p99_ms"]},
-        "c50_cpu_us_per_rollout": {
-            "ours": min(r["cpu_us"] for r in runs[("ours", "c50")]),
-            "floor": min(r["cpu_us"] for r in runs[("floor", "c50")]),
-        },
-        "c1_p50_ms": {"ours": ours1["p50_ms"], "floor": floor1["p50_ms"]},
-        "c1_p50_ratio": round(ours1["p50_ms"] / floor1["p50_ms"], 2),
-        "statuses": {"c50": ours50["statuses"], "c1": ours1["statuses"]},
-        "idle_mib": round(idle_start / 1024, 1),
-        "idle_after_load_mib": round(idle / 1024, 1),
-        "inflight": seen,
-        "inflight_mib": round(loaded / 1024, 1),
-        "inflight_kib": round((loaded - idle) / max(seen, 1), 2),
-        "all_running_inflight_kib": round((wide_loaded - wide_idle) / max(wide_seen, 1), 2),
-    }
-    print(f"{'':28}{'osmosis serve':>15}{FLOOR.stem:>15}{'ratio':>9}{'goal':>9}")
-    print(
-        f"{'c50 x1 tool, rollouts/s':28}{ours50['rollouts_per_s']:>15}{floor50['rollouts_per_s']:>15}"
-        f"{figures['c50_ratio']:>9}{'>= ' + str(GOALS['c50_ratio']):>9}"
-    )
-    print(f"{'c50 x1 tool, p99 ms':28}{ours50['p99_ms']:>15}{floor50['p99_ms']:>15}")
-    cpu = figures["c50_cpu_us_per_rollout"]
-    print(
-        f"{'c50 server CPU us/rollout':28}{cpu['ours']:>15}{cpu['floor']:>15}{cpu['ours'] / cpu['floor']:>9.2f}"
-    )
-    print(
-        f"{'c1 x1 tool, p50 ms':28}{ours1['p50_ms']:>15}{floor1['p50_ms']:>15}"
-        f"{figures['c1_p50_ratio']:>9}{'<= 2.0':>9}"
-    )
+    wide = Server.serve(args.agent, agent_path=args.agent_path,
+                        OSMOSIS_ROLLOUT_SERVER_MAX_CONCURRENT_ROLLOUTS=str(args.max_concurrent))  # fmt: skip
+    with running(wide) as (url, proc):
+        trainer(url, "--rollouts", str(args.rollouts), "--concurrency", "50")  # same warm-up as above
+        wide_idle, wide_loaded, wide_seen = measure_inflight(url, proc.pid, args.inflight)
+    figures["all_running_inflight_kib"] = round((wide_loaded - wide_idle) / max(wide_seen, 1), 2)
+    mine, floor = figures["ours"], figures["floor"]
+    figures["c50_ratio"] = round(mine["c50_rollouts_per_s"] / floor["c50_rollouts_per_s"], 2)
+    figures["c1_p50_ratio"] = round(mine["c1_p50_ms"] / floor["c1_p50_ms"], 2)
+    columns = [name for name in ("ours", "floor", "against") if name in figures]
+    titles = {"ours": "osmosis serve", "floor": FLOOR.stem, "against": "--against"}
+    print(f"{'':28}" + "".join(f"{titles[name]:>15}" for name in columns) + f"{'ratio':>9}{'goal':>9}")
+    rows = [("c50 x1 tool, rollouts/s", "c50_rollouts_per_s", "c50_ratio", ">= 0.8"),
+            ("c50 x1 tool, p99 ms", "c50_p99_ms", None, ""),
+            ("c50 server CPU us/rollout", "c50_cpu_us", None, ""),
+            ("c1 x1 tool, p50 ms", "c1_p50_ms", "c1_p50_ratio", "<= 2.0")]  # fmt: skip
+    for label, key, ratio, goal in rows:
+        cells = "".join(f"{figures[name][key]:>15}" for name in columns)
+        shown = figures[ratio] if ratio else round(mine[key] / floor[key], 2)
+        print(f"{label:28}{cells}{shown:>9}{goal:>9}")
+    if "against" in figures:
+        print(f"  --against's c50 ratio to {FLOOR.stem}: "
+              f"{figures['against']['c50_rollouts_per_s'] / floor['c50_rollouts_per_s']:.2f}")  # fmt: skip
     print(
         f"server RSS idle: {figures['idle_mib']} MiB (after load {figures['idle_after_load_mib']} MiB; goal <= 150)"
     )
     print(
-        f"server RSS with {seen} rollouts in flight (default limits): {figures['inflight_mib']} MiB, "
+        f"server RSS with {figures['inflight']} rollouts in flight (default limits): {figures['inflight_mib']} MiB, "
         f"{figures['inflight_kib']} KiB per rollout (goal <= 20)"
     )
     print(
         f"  (same burst with {wide_seen} in flight, max_concurrent_rollouts={args.max_concurrent}, so every "
         f"rollout holds its own connection to TrainGate: {figures['all_running_inflight_kib']} KiB per rollout)"
     )
+    print(
+        f"paired rounds (both servers driven at once; medians of the per-round ratios, {args.trick_rounds} rounds):"
+    )
+    if args.against is not None:
+        figures["against_paired"] = paired(ours, servers["against"], max(args.trick_rounds, 1), args.rollouts)
+        print_paired(f"this checkout vs {args.against}", figures["against_paired"])
     if args.trick_rounds > 0:
-        tricks = measure_tricks(args.trick_rounds, args.rollouts)
-        figures["tricks"] = tricks
-        print("tricks, c50 x1 tool, each against its plain version (best of the interleaved runs):")
-        for trick, figure in tricks.items():
-            cpu, rate = figure["cpu_us_per_rollout"], figure["rollouts_per_s"]
-            print(
-                f"  {trick}: server CPU {cpu['with']} vs {cpu['without']} us/rollout "
-                f"({figure['cpu_saved_pct']}% saved), {rate['with']} vs {rate['without']} rollouts/s "
-                f"({figure['throughput_gain_pct']:+}%)"
+        figures["tricks"] = {}
+        for trick, (with_it, without_it) in TRICKS.items():
+            figure = paired(
+                Server.variant(with_it), Server.variant(without_it), args.trick_rounds, args.rollouts
             )
-        admission = measure_admission(args.trick_rounds, args.inflight, args.rollouts)
+            figures["tricks"][trick] = figure
+            print_paired(trick, figure)
+        admission = measure_admission(3, args.inflight, args.rollouts)
         figures["init_admission_kib"] = admission
         print(
             f"  init admission (max_concurrent_inits=64 vs unlimited): {admission['with']} vs "
-            f"{admission['without']} KiB per in-flight rollout ({args.inflight}-init burst, median)"
+            f"{admission['without']} KiB per in-flight rollout ({args.inflight}-init burst, median of 3 fresh servers)"
         )
     print(json.dumps(figures))
     ok = (

@@ -1,9 +1,10 @@
 """Write the parameter names of osmosis-ai 0.2's public callables to a JSON fixture.
 
-Run by hand, not by CI, against an unpacked 0.2 source tree (the directory holding
-``osmosis_ai/``)::
+Run by hand, not by CI, against a 0.2 release: its sdist or wheel as downloaded, or an unpacked
+source tree (the directory holding ``osmosis_ai/``)::
 
-    python scripts/snapshot_02_signatures.py /tmp/osmo017/osmosis-ai-0.2.17 \
+    pip download osmosis-ai==0.2.17 --no-deps -d /tmp/osmo017
+    python scripts/snapshot_02_signatures.py /tmp/osmo017/osmosis_ai-0.2.17-py3-none-any.whl \
         --out tests/data/signatures_0_2.json
 
 The source is read with ``ast`` and never imported, so the old release's dependencies need not
@@ -31,6 +32,9 @@ import argparse
 import ast
 import json
 import sys
+import tarfile
+import tempfile
+import zipfile
 from pathlib import Path
 
 # The public modules of 0.2, as paths below osmosis_ai/. Directories are walked for every
@@ -256,6 +260,32 @@ def module_name(package: Path, path: Path) -> str:
     return ".".join(parts)
 
 
+def _package_root(root: Path) -> Path:
+    """The directory holding ``osmosis_ai/``: ``root`` itself, or its one sub-directory (an sdist)."""
+    if (root / "osmosis_ai").is_dir():
+        return root
+    below = [child for child in root.iterdir() if (child / "osmosis_ai").is_dir()]
+    if len(below) != 1:
+        raise SystemExit(f"no osmosis_ai/ package in {root}")
+    return below[0]
+
+
+def snapshot_release(release: Path) -> dict[str, list[str]]:
+    """:func:`snapshot` of a source tree, an sdist (``.tar.gz``) or a wheel (``.whl``)."""
+    if release.is_dir():
+        return snapshot(_package_root(release))
+    with tempfile.TemporaryDirectory(prefix="osmosis-0.2-") as scratch:
+        if release.suffix in (".whl", ".zip"):
+            with zipfile.ZipFile(release) as archive:
+                archive.extractall(scratch)
+        elif release.name.endswith((".tar.gz", ".tgz")):
+            with tarfile.open(release) as archive:
+                archive.extractall(scratch, filter="data")
+        else:
+            raise SystemExit(f"{release}: expected a source tree, an sdist (.tar.gz) or a wheel (.whl)")
+        return snapshot(_package_root(Path(scratch)))
+
+
 def snapshot(root: Path) -> dict[str, list[str]]:
     package = root / "osmosis_ai"
     if not package.is_dir():
@@ -270,10 +300,10 @@ def snapshot(root: Path) -> dict[str, list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("root", type=Path, help="unpacked 0.2 source tree (holds osmosis_ai/)")
+    parser.add_argument("release", type=Path, help="0.2 sdist, wheel or unpacked source tree")
     parser.add_argument("--out", type=Path, default=None, help="JSON file to write (default: stdout)")
     args = parser.parse_args(argv)
-    entries = snapshot(args.root)
+    entries = snapshot_release(args.release)
     # One entry a line, so that a regenerated fixture diffs line by line.
     lines = [f"  {json.dumps(key)}: {json.dumps(params)}" for key, params in entries.items()]
     text = "{\n" + ",\n".join(lines) + "\n}\n"

@@ -25,23 +25,7 @@ import pytest
 
 FIXTURE = Path(__file__).parent / "data" / "signatures_0_2.json"
 
-# 0.2 modules that this package does not provide yet. Each prefix names the issue that builds it;
-# that issue's work removes its line here.
-NOT_BUILT = {
-    "osmosis_ai.rollout.mcp": "issue 11: MCP tools",
-    "osmosis_ai.cli_commands": "issues 9 and 10: test, eval and login commands",
-    "osmosis_ai.cli_services": "issues 9 and 10: test, eval and login commands",
-}
-
 ENTRIES: dict[str, list[str]] = json.loads(FIXTURE.read_text(encoding="utf-8"))
-
-
-def _not_built(key: str) -> str | None:
-    module = key.split(":", 1)[0]
-    for prefix, reason in NOT_BUILT.items():
-        if module == prefix or module.startswith(prefix + "."):
-            return reason
-    return None
 
 
 def _resolve(key: str) -> tuple[Any, bool]:
@@ -123,18 +107,9 @@ def mismatches(obj: Any, params: list[str], *, bound: bool = False) -> list[str]
     return problems
 
 
-def _cases() -> list[Any]:
-    cases = []
-    for key, params in ENTRIES.items():
-        marks = []
-        reason = _not_built(key)
-        if reason is not None:
-            marks.append(pytest.mark.skip(reason=f"not built yet: {reason}"))
-        cases.append(pytest.param(key, params, id=key, marks=marks))
-    return cases
-
-
-@pytest.mark.parametrize(("key", "params"), _cases())
+@pytest.mark.parametrize(
+    ("key", "params"), [pytest.param(key, params, id=key) for key, params in ENTRIES.items()]
+)
 def test_signature_matches_0_2(key: str, params: list[str]) -> None:
     obj, bound = _resolve(key)
     problems = mismatches(obj, params, bound=bound)

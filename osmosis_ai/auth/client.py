@@ -1,13 +1,16 @@
-"""Calls to the Osmosis Platform's CLI API, through the SDK's one HTTP seam (:mod:`osmosis_ai._http`).
+"""The one Platform client: every call to the Osmosis Platform's CLI API, through the SDK's one HTTP
+seam (:mod:`osmosis_ai._http`). Each call exists async (for code on an event loop: the rollout
+server's registration) and as a blocking form over it (the commands).
 
-* :func:`call` — one JSON request to a Platform with an optional bearer token; HTTP errors become
-  :class:`PlatformAPIError` (401: :class:`AuthenticationExpiredError`), no answer becomes
-  ``PlatformAPIError`` with ``status_code=None``. It never touches the store.
+* :func:`acall` / :func:`call` — one JSON request to a Platform with an optional bearer token; HTTP
+  errors become :class:`PlatformAPIError` (401: :class:`AuthenticationExpiredError`), no answer becomes
+  ``PlatformAPIError`` with ``status_code=None``. They never touch the store.
 * :func:`resolve_credentials` — what a command uses: ``OSMOSIS_TOKEN``/``OSMOSIS_ACCESS_TOKEN`` first,
   else the current Platform's active workspace if it is usable.
-* :func:`authenticated_request` — :func:`call` with stored credentials: refuses to send a token to a
-  Platform other than the one that issued it, and on a 401 flags exactly those credentials as invalid
-  (other workspaces, and the file on a network error, are left alone).
+* :func:`aauthenticated_request` / :func:`authenticated_request` — a call with credentials: refuses
+  to send a stored login's token to a Platform other than the one that issued it, and on a 401 flags
+  exactly those credentials as invalid (other workspaces, and the file on a network error, are left
+  alone). Any other object with an ``access_token`` is a bare token, sent to the configured Platform.
 * :func:`verify_token` and :func:`revoke` — the two token endpoints.
 
 Tokens never appear in messages: an error body is shown through :func:`osmosis_ai._http.redact`,
@@ -16,6 +19,7 @@ which masks the token sent, any 6-character piece of it and anything else that l
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -34,7 +38,7 @@ ERROR_BODY_LIMIT = 500
 LOGIN_HINT = "run 'osmosis login' (or 'osmosis login --device' on a machine without a browser)"
 
 
-def call(
+async def acall(
     endpoint: str,
     *,
     method: str = "GET",
@@ -51,16 +55,12 @@ def call(
         request_headers["Authorization"] = f"Bearer {token}"
     request_headers.update(headers or {})
     body = json.dumps(data).encode("utf-8") if data is not None else None
-
-    async def send() -> _http.Response:
-        return await _http.shared_pool().request(
+    try:
+        response = await _http.shared_pool().request(
             method, url, body=body, headers=request_headers, timeout=timeout
         )
-
-    try:
-        response = _http.run_sync(send)
     except _http.NoAnswer as exc:
-        raise PlatformAPIError(f"cannot reach the Osmosis Platform at {url}: {exc}") from None
+        raise PlatformAPIError(f"cannot reach the Platform at {url}: {exc}") from None
     text = response.body.decode("utf-8", "replace")
     if response.status == 401:
         raise AuthenticationExpiredError(
@@ -77,6 +77,30 @@ def call(
         return json.loads(text)
     except ValueError:
         raise PlatformAPIError(f"the Osmosis Platform answered {url} with a body that is not JSON") from None
+
+
+def call(
+    endpoint: str,
+    *,
+    method: str = "GET",
+    data: Any = None,
+    token: str | None = None,
+    base_url: str | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 30.0,
+) -> Any:
+    """:func:`acall`, blocking (callable from any thread, one running an event loop included)."""
+    return _http.run_sync(
+        lambda: acall(
+            endpoint,
+            method=method,
+            data=data,
+            token=token,
+            base_url=base_url,
+            headers=headers,
+            timeout=timeout,
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -98,24 +122,33 @@ def resolve_credentials() -> WorkspaceCredentials | EnvCredentials | None:
     return active if active is not None and active.is_usable() else None
 
 
-def authenticated_request(
+def _not_logged_in() -> AuthenticationExpiredError:
+    active = store.current_store().get_active_credentials()
+    if active is not None and active.token_problem:
+        return AuthenticationExpiredError(active.token_problem)
+    return AuthenticationExpiredError(f"not logged in to the Osmosis Platform; {LOGIN_HINT}")
+
+
+async def aauthenticated_request(
     endpoint: str,
     *,
-    credentials: WorkspaceCredentials | EnvCredentials | None = None,
+    credentials: Any = None,
     method: str = "GET",
     data: Any = None,
     headers: dict[str, str] | None = None,
     timeout: float = 30.0,
 ) -> Any:
-    """:func:`call` with ``credentials`` (default: :func:`resolve_credentials`)."""
-    credentials = credentials if credentials is not None else resolve_credentials()
+    """:func:`acall` with ``credentials`` (default: :func:`resolve_credentials`); the store is read
+    and written in a worker thread, never on the event loop."""
     if credentials is None:
-        active = store.current_store().get_active_credentials()
-        if active is not None and active.token_problem:
-            raise AuthenticationExpiredError(active.token_problem)
-        raise AuthenticationExpiredError(f"not logged in to the Osmosis Platform; {LOGIN_HINT}")
+        credentials = await asyncio.to_thread(resolve_credentials)
+        if credentials is None:
+            raise await asyncio.to_thread(_not_logged_in)
     if isinstance(credentials, WorkspaceCredentials) and credentials.token_problem:
         raise AuthenticationExpiredError(credentials.token_problem)
+    token = getattr(credentials, "access_token", None)
+    if not isinstance(token, str) or not token:
+        raise AuthenticationExpiredError(f"the Platform credentials carry no access token; {LOGIN_HINT}")
     base_url = settings.platform_url()
     if isinstance(credentials, WorkspaceCredentials):
         issued_by = credentials.platform_url
@@ -125,25 +158,43 @@ def authenticated_request(
                 "they are never sent to another Platform"
             )
     try:
-        return call(
+        return await acall(
             endpoint,
             method=method,
             data=data,
-            token=credentials.access_token,
+            token=token,
             base_url=base_url,
             headers=headers,
             timeout=timeout,
         )
     except AuthenticationExpiredError:
         if isinstance(credentials, WorkspaceCredentials):
-            store.mark_invalid(credentials)
+            await asyncio.to_thread(store.mark_invalid, credentials)
             raise AuthenticationExpiredError(
                 f"the Osmosis Platform no longer accepts the credentials of workspace "
                 f"{credentials.workspace_name!r} (expired or revoked); {LOGIN_HINT}"
             ) from None
         raise AuthenticationExpiredError(
-            f"the Osmosis Platform rejected the token from {'/'.join(settings.TOKEN_ENVS)}"
+            f"the Osmosis Platform rejected the token (expired or revoked); if it comes from "
+            f"{'/'.join(settings.TOKEN_ENVS)}, set a valid one there, or unset it and {LOGIN_HINT}"
         ) from None
+
+
+def authenticated_request(
+    endpoint: str,
+    *,
+    credentials: Any = None,
+    method: str = "GET",
+    data: Any = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 30.0,
+) -> Any:
+    """:func:`aauthenticated_request`, blocking (callable from any thread)."""
+    return _http.run_sync(
+        lambda: aauthenticated_request(
+            endpoint, credentials=credentials, method=method, data=data, headers=headers, timeout=timeout
+        )
+    )
 
 
 # -- the token endpoints -----------------------------------------------------------------------------

@@ -10,6 +10,9 @@ from osmosis_ai.auth import settings
 from osmosis_ai.auth.settings import CALLBACK_PORTS, DEFAULT_PLATFORM_URL, DEFAULT_TOKEN_EXPIRY_DAYS
 from osmosis_ai.auth.store import FORMAT_VERSION as CREDENTIALS_VERSION
 
+LOCAL_SERVER_PORT_START = CALLBACK_PORTS.start
+LOCAL_SERVER_PORT_END = CALLBACK_PORTS.stop - 1  # inclusive
+
 __all__ = [
     "CALLBACK_PORTS",
     "CONFIG_DIR",
@@ -17,6 +20,8 @@ __all__ = [
     "CREDENTIALS_VERSION",
     "DEFAULT_PLATFORM_URL",
     "DEFAULT_TOKEN_EXPIRY_DAYS",
+    "LOCAL_SERVER_PORT_END",
+    "LOCAL_SERVER_PORT_START",
     "PLATFORM_URL",
 ]
 

@@ -233,6 +233,16 @@ class CredentialsStore:
             self.active_workspace = next(iter(self.workspaces), None)
         return removed
 
+    def to_dict(self) -> dict[str, Any]:
+        """The store in the layout of a version 1 credentials file (one Platform)."""
+        return {"version": 1, **_store_to_json(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], platform_url: str | None = None) -> CredentialsStore:
+        """A store read from :meth:`to_dict`'s layout; its workspaces belong to ``platform_url``
+        (default: the Platform in use)."""
+        return _store_from_json(data, platform_url or settings.platform_url())
+
 
 def _store_from_json(data: dict[str, Any], platform_url: str) -> CredentialsStore:
     store = CredentialsStore()

@@ -1,6 +1,9 @@
-"""What the commands' arguments share: numeric types (a bad value is argparse's usage error, exit 2,
-saying what was expected, never a traceback), absolute paths, test/eval's common options, and the
-dataset rows they select."""
+"""What the commands' arguments share: numeric types, absolute paths, test/eval's common options, and
+the dataset rows they select.
+
+A word that is not a number is a usage error (exit status 2); a number outside its range is a value
+error (``Error: --n: ...``, exit status 1); see :mod:`osmosis_ai.cli.parser`. Paths are made absolute
+as the command line is parsed (:func:`absolute_path`)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from osmosis_ai.cli.errors import CLIError
+from osmosis_ai.cli.parser import OptionGroup, OutOfRange, add_exclusive
 
 if TYPE_CHECKING:
     from osmosis_ai.evaluation.dataset import DatasetReader
@@ -26,7 +30,7 @@ def whole_number(minimum: int, maximum: int | None = None, *, name: str = "value
         except ValueError:
             raise argparse.ArgumentTypeError(f"invalid {name} {text!r}: expected a whole number") from None
         if value < minimum or (maximum is not None and value > maximum):
-            raise argparse.ArgumentTypeError(f"invalid {name} {value}: expected {expected}")
+            raise OutOfRange(f"invalid {name} {value}: expected {expected}")
         return value
 
     return parse
@@ -42,10 +46,10 @@ def finite_number(minimum: float | None = None, *, exclusive: bool = False) -> C
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
         if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+            raise OutOfRange(f"must be a finite number, got {text!r}")
         if minimum is not None and (value <= minimum if exclusive else value < minimum):
             bound = "greater than" if exclusive else "at least"
-            raise argparse.ArgumentTypeError(f"must be {bound} {minimum:g}, got {text!r}")
+            raise OutOfRange(f"must be {bound} {minimum:g}, got {text!r}")
         return value
 
     return parse
@@ -61,19 +65,25 @@ def fraction(text: str) -> float:
     """A number between 0 and 1, inclusive (a share of rows, a failure rate)."""
     value = finite_number(0)(text)
     if value > 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text!r}")
+        raise OutOfRange(f"must be between 0 and 1, got {text!r}")
     return value
 
 
 def add_agent_arguments(
-    parser: argparse.ArgumentParser, *, module_help: str, required: bool = True
-) -> argparse._MutuallyExclusiveGroup:
+    parser: argparse.ArgumentParser,
+    *,
+    module_help: str,
+    required: bool = True,
+    missing_is_usage: bool = False,
+) -> OptionGroup:
     """The required choice of the agent: ``-m MODULE:ATTR``, ``--mcp DIR`` or ``--mcp-url URL``.
 
-    With ``required=False`` the command checks the choice itself (it has sub-commands). Returns the group so a command can add another way to name it (``rollout run --url``);
+    Two of them, or none with ``required``, is a value error (exit status 1; none is a usage error,
+    exit status 2, with ``missing_is_usage``, for ``serve``, whose ``-m`` is required outright). With ``required=False`` the command checks the choice itself (it has sub-commands).
+    Returns the group so a command can add another way to name it (``rollout run --url``);
     :func:`osmosis_ai.cli.loading.load_agent` turns the parsed choice into an agent loop.
     """
-    group = parser.add_mutually_exclusive_group(required=required)
+    group = add_exclusive(parser, required=required, missing_is_usage=missing_is_usage)
     group.add_argument("-m", "--module", "--agent", dest="module", metavar="MODULE:ATTR", help=module_help)
     group.add_argument(
         "--mcp",
@@ -121,7 +131,7 @@ def add_journal_arguments(parser: argparse.ArgumentParser, *, unit: str) -> None
     ``unit``s, and what a rerun of the same command runs again."""
     parser.add_argument("--journal", metavar="FILE", type=absolute_path, help="journal file (default: one per configuration "
                         "under $OSMOSIS_CACHE_DIR/eval or ~/.cache/osmosis/eval)")  # fmt: skip
-    again = parser.add_mutually_exclusive_group()
+    again = add_exclusive(parser)
     again.add_argument("--fresh", action="store_true", help="start over; the old journal is kept as a backup")
     again.add_argument("--retry-failed", action="store_true", help=f"also rerun {unit}s the model failed")
 

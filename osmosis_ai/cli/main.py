@@ -23,19 +23,15 @@ VERSION = f"{package_name} {PACKAGE_VERSION}"
 
 
 class Command:
-    """A sub-command: the module that implements it, its one-line help, the builtin exception
-    types it reports as ``Error: ...`` besides the SDK's own (``OsmosisError``), and whether it
-    runs user code in-process (then ``--json`` keeps what that code prints off stdout)."""
+    """A sub-command: the module that implements it, its one-line help, and the builtin exception
+    types it reports as ``Error: ...`` besides the SDK's own (``OsmosisError``)."""
 
-    __slots__ = ("help", "module", "reported", "user_code")
+    __slots__ = ("help", "module", "reported")
 
-    def __init__(
-        self, module: str, help: str, reported: tuple[type[Exception], ...] = (), *, user_code: bool = False
-    ) -> None:
+    def __init__(self, module: str, help: str, reported: tuple[type[Exception], ...] = ()) -> None:
         self.module = module
         self.help = help
         self.reported = reported
-        self.user_code = user_code
 
 
 COMMANDS: dict[str, Command] = {
@@ -58,20 +54,20 @@ COMMANDS: dict[str, Command] = {
     ),
     "validate": Command("osmosis_ai.cli.commands.validate", "Check a RolloutAgentLoop without serving it"),
     "rollout": Command(
-        "osmosis_ai.cli.commands.rollout", "Run rollouts end to end against a local TrainGate", user_code=True
+        "osmosis_ai.cli.commands.rollout", "Run rollouts end to end against a local TrainGate"
     ),
     "eval": Command(
         "osmosis_ai.cli.commands.eval",
         "Evaluate an agent loop over a dataset with eval functions, n runs per row",
-        user_code=True,
     ),
     "test": Command(
-        "osmosis_ai.cli.commands.test",
-        "Run an agent loop in-process over a dataset with a LiteLLM model",
-        user_code=True,
+        "osmosis_ai.cli.commands.test", "Run an agent loop in-process over a dataset with a LiteLLM model"
     ),
     "report": Command(
         "osmosis_ai.cli.commands.report", "Turn results files into one self-contained HTML report"
+    ),
+    "completion": Command(
+        "osmosis_ai.cli.commands.completion", "Print the shell completion script for bash, zsh or fish"
     ),
 }
 
@@ -92,16 +88,18 @@ def top_level_help() -> str:
 
 
 def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
-    """The full parser; only the ``selected`` command's module is imported to add its options."""
-    import argparse
+    """The full parser; only the ``selected`` command's module is imported to add its options
+    (``selected="*"``: every command's, for shell completion)."""
     import importlib
 
-    parser = argparse.ArgumentParser(prog="osmosis", description=DESCRIPTION)
+    from osmosis_ai.cli.parser import Parser
+
+    parser = Parser(prog="osmosis", description=DESCRIPTION)
     parser.add_argument("-V", "--version", action="version", version=VERSION)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, command in COMMANDS.items():
         sub = subparsers.add_parser(name, help=command.help, description=command.help)
-        if name == selected:
+        if selected in (name, "*"):
             importlib.import_module(command.module).add_arguments(sub)
     return parser
 
@@ -154,33 +152,62 @@ def _verbose(args: argparse.Namespace) -> bool:
     )
 
 
+def _wants_json(arguments: Sequence[str]) -> bool:
+    options = arguments[: arguments.index("--")] if "--" in arguments else arguments
+    return "--json" in options
+
+
 def _dispatch(arguments: list[str]) -> int:
     import importlib
 
+    from osmosis_ai.cli import output
+    from osmosis_ai.cli.parser import JSON_ERRORS
     from osmosis_ai.errors import OsmosisError
 
-    parser = build_parser(_selected_command(arguments))
-    args = parser.parse_args(arguments)
-    if args.command is None:
-        parser.print_help()
-        return 1
-    _load_dotenv()
-    command = COMMANDS[args.command]
-    reported: tuple[type[Exception], ...] = (OsmosisError, *command.reported)
-    from osmosis_ai.cli.output import logging_restored, user_output_to_stderr
-
+    as_json = _wants_json(arguments)
+    token = JSON_ERRORS.set(as_json)
+    selected = _selected_command(arguments)
+    reported: tuple[type[Exception], ...] = (OsmosisError,)
+    if selected is not None:
+        reported += COMMANDS[selected].reported
+    args: argparse.Namespace | None = None
     try:
-        with logging_restored(), user_output_to_stderr(command.user_code and getattr(args, "json", False)):
-            status: int = importlib.import_module(command.module).run(args)
-    except reported as exc:
-        # The one place where a failure becomes the user's ``Error: ...`` line.
-        from osmosis_ai.cli.output import error
+        with output.json_result(enabled=as_json) as result:
+            try:
+                parser = build_parser(selected)
+                args = parser.parse_args(arguments)
+                if args.command is None:
+                    parser.print_help()
+                    return 1
+                _load_dotenv()
+                # Under --json, what user code prints goes to stderr: stdout carries the one object.
+                with output.logging_restored(), output.user_output_to_stderr(as_json):
+                    status: int = importlib.import_module(COMMANDS[args.command].module).run(args)
+            except reported as exc:
+                # The one place where a failure becomes the user's ``Error: ...`` line (or, under
+                # --json, the ``{"error": ...}`` object).
+                if (
+                    args is not None
+                    and _verbose(args)
+                    and isinstance(getattr(exc, "user_traceback", None), str)
+                ):
+                    print(exc.user_traceback, file=sys.stderr)  # type: ignore[attr-defined]
+                result.fail(exc, command=_command_path(args, selected))
+                output.error(exc)
+                return 1
+            except KeyboardInterrupt:
+                result.fail(KeyboardInterrupt("interrupted"), command=_command_path(args, selected))
+                print("Interrupted.", file=sys.stderr)
+                return 130
+            if status != 0:
+                result.failed_quietly(status, command=_command_path(args, selected))
+            return status
+    finally:
+        JSON_ERRORS.reset(token)
 
-        if _verbose(args) and isinstance(getattr(exc, "user_traceback", None), str):
-            print(exc.user_traceback, file=sys.stderr)  # type: ignore[attr-defined]
-        error(exc)
-        return 1
-    except KeyboardInterrupt:
-        print("Interrupted.", file=sys.stderr)
-        return 130
-    return status
+
+def _command_path(args: argparse.Namespace | None, selected: str | None) -> str:
+    path = getattr(args, "command_path", None)
+    if isinstance(path, str):
+        return path
+    return f"osmosis {selected}" if selected else "osmosis"

@@ -9,10 +9,13 @@ public names.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from importlib.util import find_spec
 from typing import IO, Any
 
@@ -205,15 +208,6 @@ def interrupted(unit: str) -> int:
     return 130
 
 
-_result_stream: IO[str] | None = None
-
-
-def result_stream() -> IO[str]:
-    """Where a command's ``--json`` result is written: stdout (the real one, also while
-    :func:`user_output_to_stderr` sends everything else to stderr)."""
-    return _result_stream if _result_stream is not None else sys.stdout
-
-
 def _fileno(stream: Any) -> int | None:
     try:
         return int(stream.fileno())
@@ -223,13 +217,12 @@ def _fileno(stream: Any) -> int | None:
 
 @contextmanager
 def user_output_to_stderr(enabled: bool = True) -> Iterator[None]:
-    """While a ``--json`` command runs user code (``enabled``): stdout carries its JSON result only.
+    """While a ``--json`` command runs (``enabled``): what it and the user's code print goes to stderr.
 
-    ``sys.stdout`` is stderr meanwhile, and so is file descriptor 1 when stdout has one, so what
-    the user's agent, reward or eval function prints (``print``, C extensions, subprocesses) lands
-    on stderr; :func:`result_stream` writes to the real stdout.
+    ``sys.stdout`` is stderr meanwhile, and so is file descriptor 1 when stdout has one, so an agent's,
+    reward's or eval function's output (``print``, C extensions, subprocesses) cannot break the one
+    JSON object :func:`json_result` prints on the real stdout once the command is done.
     """
-    global _result_stream
     if not enabled:
         yield
         return
@@ -239,19 +232,15 @@ def user_output_to_stderr(enabled: bool = True) -> Iterator[None]:
     kept = os.dup(out) if out is not None and err is not None else None
     if kept is not None and out is not None and err is not None:
         os.dup2(err, out)
-        _result_stream = os.fdopen(kept, "w", encoding=getattr(saved, "encoding", None) or "utf-8")
-    else:
-        _result_stream = saved
     sys.stdout = sys.stderr
     try:
         yield
     finally:
+        sys.stdout.flush()
         sys.stdout = saved
-        stream, _result_stream = _result_stream, None
-        stream.flush()
         if kept is not None and out is not None:
             os.dup2(kept, out)
-            stream.close()
+            os.close(kept)
 
 
 def warn(message: str) -> None:
@@ -269,6 +258,95 @@ def one_line(text: str, limit: int = 200) -> str:
 def error(message: object) -> None:
     """The one ``Error: <message>`` line a failed command prints, on stderr."""
     console.print_error(f"Error: {message}")
+
+
+_SECRET_NAME = re.compile(r"key|token|secret|password|credential", re.IGNORECASE)
+
+
+def error_object(exc: BaseException, *, command: str) -> dict[str, Any]:
+    """``{"code", "message", "details"}`` for a failure: ``code`` is the error class in snake case
+    (``dataset_parse_error``; ``interrupted`` for Ctrl-C), ``details`` the command, the class and the
+    error's plain public attributes (never one named like a secret)."""
+    name = type(exc).__name__
+    code = (
+        "interrupted"
+        if isinstance(exc, KeyboardInterrupt)
+        else re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+    )
+    details: dict[str, Any] = {"command": command, "type": f"{type(exc).__module__}.{name}"}
+    for attr, value in vars(exc).items():
+        if attr.startswith("_") or attr == "user_traceback" or _SECRET_NAME.search(attr):
+            continue
+        if value is None or isinstance(value, (str, int, float, bool)):
+            details[attr] = value
+    return {"code": code, "message": str(exc), "details": details}
+
+
+class JsonResult:
+    """What a command run with ``--json`` prints: its result object, and on failure an ``"error"``
+    member beside it (or alone), so stdout is always exactly one JSON object."""
+
+    def __init__(self) -> None:
+        self.value: Any = None
+        self.has_value = False
+        self.indent: int | None = None
+        self.error: dict[str, Any] | None = None
+        self.reason: str | None = None
+
+    def fail(self, exc: BaseException, *, command: str) -> None:
+        self.error = error_object(exc, command=command)
+
+    def failed_quietly(self, status: int, *, command: str) -> None:
+        """The command returned ``status`` without raising: the error says why (:func:`json_failure`)."""
+        message = self.reason or f"{command} exited with status {status}"
+        self.error = {"code": "failed", "message": message, "details": {"command": command, "status": status}}
+
+    def render(self) -> str | None:
+        if self.error is None:
+            return (
+                json.dumps(self.value, ensure_ascii=False, indent=self.indent, default=str)
+                if self.has_value
+                else None
+            )
+        if isinstance(self.value, dict):
+            return json.dumps(
+                {**self.value, "error": self.error}, ensure_ascii=False, indent=self.indent, default=str
+            )
+        return json.dumps({"error": self.error}, ensure_ascii=False)
+
+
+_JSON_RESULT: ContextVar[JsonResult | None] = ContextVar("osmosis_json_result", default=None)
+
+
+@contextmanager
+def json_result(*, enabled: bool) -> Iterator[JsonResult]:
+    """Collect the ``--json`` result of one command run (``main`` opens it) and print it at the end."""
+    result = JsonResult()
+    token = _JSON_RESULT.set(result if enabled else None)
+    try:
+        yield result
+    finally:
+        _JSON_RESULT.reset(token)
+        text = result.render() if enabled else None
+        if text is not None:
+            print(text, flush=True)
+
+
+def json_failure(reason: str) -> None:
+    """Why the command is about to return a non-zero status without raising, for ``--json``'s error."""
+    collector = _JSON_RESULT.get()
+    if collector is not None:
+        collector.reason = reason
+
+
+def print_json(value: Any, *, indent: int | None = None) -> None:
+    """A command's ``--json`` result: kept for the one object ``main`` prints at the end of the run,
+    or printed at once when the command runs outside ``main``."""
+    collector = _JSON_RESULT.get()
+    if collector is not None:
+        collector.value, collector.has_value, collector.indent = value, True, indent
+        return
+    print(json.dumps(value, ensure_ascii=False, indent=indent, default=str), flush=True)
 
 
 def rich_console(*, stderr: bool = False) -> Any:

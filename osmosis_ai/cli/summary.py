@@ -12,13 +12,12 @@ before its outcome line (so that line stays the last) and :func:`finish_run` onc
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from osmosis_ai.cli.arguments import absolute_path
-from osmosis_ai.cli.output import console, result_stream, say
+from osmosis_ai.cli.output import console, print_json, say
 
 TYPE_CHECKING = False  # the report package loads only when a summary is drawn
 if TYPE_CHECKING:
@@ -65,7 +64,7 @@ def summary_object(run: Run, summary: Summary) -> dict[str, Any]:
 def print_summary(run: Run, summary: Summary, *, as_json: bool = False) -> None:
     """The summary table on stdout, or (``as_json``) its object as one line of JSON."""
     if as_json:
-        print(json.dumps(summary_object(run, summary), ensure_ascii=False), file=result_stream(), flush=True)
+        print_json(summary_object(run, summary))
         return
     console.table(summary_rows(run, summary), title=f"Summary ({run.kind}: {run.source})")
 

@@ -80,7 +80,7 @@ class ProviderError(EvaluationError):
     and ``status`` its HTTP status, when there was one.
     """
 
-    def __init__(self, message: str, *, kind: str = "other", status: int | None = None) -> None:
+    def __init__(self, message: str = "", *, kind: str = "other", status: int | None = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.status = status
@@ -92,7 +92,7 @@ class SystemicProviderError(ProviderError):
     ``duration_ms`` and ``tokens`` are left for the runner to fill in with what the row had used.
     """
 
-    def __init__(self, message: str, *, kind: str = "other", status: int | None = None) -> None:
+    def __init__(self, message: str = "", *, kind: str = "other", status: int | None = None) -> None:
         super().__init__(message, kind=kind, status=status)
         self.duration_ms: float | None = None
         self.tokens: int | None = None

@@ -35,7 +35,7 @@ class InteractiveStep:
 
     turn: int
     step_type: str
-    message: Message
+    message: Message = field(default_factory=dict)
     tool_calls: list[Message] = field(default_factory=list)
     finish_reason: str | None = None
 
@@ -55,16 +55,16 @@ async def _settle(value: Any) -> Any:
 
 
 class InteractiveLLMClient:
-    """``wrapped`` with every model answer reported to ``on_step`` (see the module docstring)."""
+    """``wrapped_client`` with every model answer reported to ``on_step`` (see the module docstring)."""
 
     def __init__(
         self,
-        wrapped: Any,
+        wrapped_client: Any,
         on_step: StepCallback,
         on_messages_updated: MessagesCallback | None = None,
         on_tools: ToolsCallback | None = None,
     ) -> None:
-        self.wrapped = wrapped
+        self.wrapped = wrapped_client
         self.on_step = on_step
         self.on_messages_updated = on_messages_updated
         self.on_tools = on_tools

@@ -2,11 +2,11 @@
 
 * ``create_mock_trainer_app()`` — a FastAPI app that answers ``/v1/chat/completions`` (with a tool call
   for arithmetic questions, then a final answer) and records ``/v1/rollout/completed``.
-* ``patch_httpx_for_mock_trainer(client, monkeypatch)`` — routes every callback of
-  ``OsmosisLLMClient`` to that app for the duration of a test. Despite its name it patches no httpx
-  class: it installs an async in-process transport through the client's transport seam, so nothing
-  blocks the event loop, the client's headers (``Authorization``) reach the app, and only the exact
-  callback paths are routed.
+* ``patch_httpx_for_mock_trainer(client, monkeypatch)`` — routes the two callback paths to that app
+  for the duration of a test: every callback of ``OsmosisLLMClient`` (through the client's transport
+  seam) and every ``httpx.AsyncClient.post`` to them (for code that posts to TrainGate itself). Both
+  go through one async in-process transport, so nothing blocks the event loop, the request's headers
+  (``Authorization``) reach the app, and only the exact callback paths are routed.
 * ``RolloutCompletionTracker`` — waits for completion callbacks; safe to use across threads.
 """
 
@@ -187,7 +187,7 @@ class _MockTrainerTransport:
     def __init__(self, app: Any, fallback: Transport | None) -> None:
         import httpx
 
-        self._client = httpx.AsyncClient(
+        self.client = httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://mock-trainer"
         )
         self._fallback = fallback
@@ -208,11 +208,11 @@ class _MockTrainerTransport:
         target = next((p for p in CALLBACK_PATHS if path.endswith(p)), None)
         if target is None:
             return await self._fallback_transport().post(url, body, headers, timeout, connect_timeout)
-        response = await self._client.post(target, content=body, headers=dict(headers), timeout=timeout)
+        response = await self.client.post(target, content=body, headers=dict(headers), timeout=timeout)
         return TransportResponse(response.status_code, response.content, response.headers.get("Retry-After"))
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self.client.aclose()
         if self._fallback is not None:
             await self._fallback.aclose()
 
@@ -222,7 +222,20 @@ def patch_httpx_for_mock_trainer(client: Any, monkeypatch: pytest.MonkeyPatch) -
 
     Undone automatically when the test ends (``monkeypatch``).
     """
+    import httpx
+
     from osmosis_ai import _http
 
     app = getattr(client, "app", client)
-    monkeypatch.setattr(_http, "_override", _MockTrainerTransport(app, _http._override))
+    transport = _MockTrainerTransport(app, _http._override)
+    monkeypatch.setattr(_http, "_override", transport)
+    original_post = httpx.AsyncClient.post
+
+    async def post(self: httpx.AsyncClient, url: Any, *args: Any, **kwargs: Any) -> httpx.Response:
+        path = urlsplit(str(url)).path
+        target = next((p for p in CALLBACK_PATHS if path.endswith(p)), None)
+        if target is None or self is transport.client:
+            return await original_post(self, url, *args, **kwargs)
+        return await transport.client.post(target, *args, **kwargs)
+
+    monkeypatch.setattr(httpx.AsyncClient, "post", post)

@@ -56,12 +56,14 @@ async def serve_asgi(app: Any, *, host: str = "127.0.0.1") -> AsyncIterator[str]
 
 @contextlib.asynccontextmanager
 async def serve_agent_loop_locally(agent_loop: Any) -> AsyncIterator[str]:
-    """Serve ``agent_loop`` through ``create_app(agent_loop, api_key=None)`` in this loop; yield its URL.
+    """Serve ``agent_loop`` through ``create_app`` without a key in this loop; yield its URL.
 
     No shutdown grace period: when the block exits the run is over, so rollouts still in flight (the
     ones that timed out) are ended at once, with their ERROR callbacks, instead of being waited for.
     """
-    from osmosis_ai.rollout import create_app
+    from osmosis_ai.rollout.config import get_settings
+    from osmosis_ai.rollout.server import ServerConfig, create_app
 
-    async with serve_asgi(create_app(agent_loop, api_key=None, shutdown_grace_seconds=0)) as url:
+    no_grace = get_settings().server.model_copy(update={"shutdown_grace_seconds": 0})
+    async with serve_asgi(create_app(agent_loop, config=ServerConfig(server=no_grace))) as url:
         yield url

@@ -257,14 +257,10 @@ def summarize(sessions: Sequence[RolloutSession], wall_s: float) -> RunSummary:
 
 
 def encode_record(record: dict[str, Any]) -> str:
-    """One JSON line for a rollout record, its ``turns`` last.
-
-    The turns carry nearly all the bytes (token ids); encoding them one by one lets a writer thread
-    hand the GIL back to the event loop between turns instead of holding it for the whole record.
-    """
-    head = _dumps({k: v for k, v in record.items() if k != "turns"})
-    turns = ", ".join(_dumps(turn) for turn in record.get("turns", ()))
-    return f'{head[:-1]}, "turns": [{turns}]}}'
+    """One JSON line for a rollout record, its ``turns`` (nearly all the bytes: token ids) last."""
+    ordered = {k: v for k, v in record.items() if k != "turns"}
+    ordered["turns"] = record.get("turns", [])
+    return _dumps(ordered)
 
 
 def _dumps(value: Any) -> str:

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 
 from osmosis_ai.auth import credentials as api
-from osmosis_ai.auth.client import EnvCredentials, revoke, verify_token
+from osmosis_ai.auth.client import EnvCredentials, aauthenticated_request, revoke, verify_token
 from osmosis_ai.auth.errors import AuthenticationExpiredError, LoginError, PlatformAPIError
 from osmosis_ai.auth.platform_client import platform_request
 from tests.support.platform import StandInPlatform
@@ -115,3 +115,18 @@ def test_plain_http_platforms_are_refused(config_dir, monkeypatch: pytest.Monkey
 
     with pytest.raises(PlatformURLError):
         platform_request("/api/cli/echo", credentials=EnvCredentials("tok"))
+
+
+async def test_the_async_form_flags_a_rejected_login_off_the_event_loop(on_platform: StandInPlatform):
+    token = login_as(on_platform)
+    assert (await aauthenticated_request("/api/cli/echo"))["org"] == "org-1"
+    on_platform.revoke(token)
+    with pytest.raises(AuthenticationExpiredError, match=r"'Acme'.*osmosis login"):
+        await aauthenticated_request("/api/cli/echo")
+    assert api.get_valid_credentials() is None
+
+
+def test_only_messages_are_redacted_never_the_answer(on_platform: StandInPlatform):
+    token = login_as(on_platform)
+    on_platform.tokens[token].org_id = f"org-of-{token}"  # an answer that happens to contain the token
+    assert platform_request("/api/cli/echo")["org"] == f"org-of-{token}"

@@ -7,6 +7,7 @@ import argparse
 import pytest
 
 from osmosis_ai.cli.arguments import finite_number, whole_number
+from osmosis_ai.cli.parser import OutOfRange
 
 
 @pytest.mark.parametrize(
@@ -38,6 +39,8 @@ def test_accepted_values(parse, text, expected) -> None:
     ],
 )
 def test_refused_values_say_what_was_expected(parse, text, message) -> None:
-    with pytest.raises(argparse.ArgumentTypeError) as exc:
+    # A word that is not a number is a usage error; a number out of range is a value error.
+    refused = argparse.ArgumentTypeError if text in {"many", "hot"} else OutOfRange
+    with pytest.raises(refused) as exc:
         parse(text)
     assert str(exc.value) == message

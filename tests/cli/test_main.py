@@ -39,7 +39,7 @@ def test_no_command_prints_help_and_exits_1() -> None:
 def test_unknown_command_is_a_usage_error() -> None:
     result = osmosis("no-such-command")
     assert result.returncode == 2
-    assert "invalid choice" in result.stderr
+    assert "unknown command 'no-such-command'" in result.stderr
     assert "Traceback" not in result.stderr
 
 

@@ -14,11 +14,13 @@ from tests.support.server import RunningServer, fast_settings
 
 @pytest.fixture
 def serve() -> Iterator[Callable[..., RunningServer]]:
-    """``serve(agent, **create_app_kwargs) -> RunningServer`` (fast client settings unless given)."""
+    """``serve(agent, **create_app_kwargs) -> RunningServer`` (fast client settings unless given);
+    ``serve(agent, config=fast_config(...))`` for a ``ServerConfig``."""
     running: list[RunningServer] = []
 
     def start(agent: Any, **kwargs: Any) -> RunningServer:
-        kwargs.setdefault("settings", fast_settings())
+        if "config" not in kwargs:
+            kwargs.setdefault("settings", fast_settings())
         server = RunningServer(create_app(agent, **kwargs)).start()
         running.append(server)
         return server

@@ -71,6 +71,11 @@ def _kept(module: object) -> bool:
     return str(Path(file).resolve()).startswith(_KEPT_MODULE_ROOTS)
 
 
+def _module_of(finder: object) -> object:
+    owner = finder if isinstance(finder, type) else type(finder)
+    return sys.modules.get(owner.__module__)
+
+
 class _LoggingState:
     """The logging configuration of this process, taken before a run and put back after it.
 
@@ -190,7 +195,10 @@ def cli(
     finally:
         sys.stdin, sys.stdout, sys.stderr = saved_streams
         logging_state.restore()
-        sys.path[:], sys.meta_path[:], sys.argv = saved_path, saved_meta_path, saved_argv
+        # A finder an installed package added stays: importlib_metadata (imported by LiteLLM) adds its
+        # own and takes find_distributions off the stdlib's, so dropping it would hide every package.
+        added = [f for f in sys.meta_path if f not in saved_meta_path and _kept(_module_of(f))]
+        sys.path[:], sys.meta_path[:], sys.argv = saved_path, [*saved_meta_path, *added], saved_argv
         for name in set(sys.modules) - saved_modules:
             if not _kept(sys.modules[name]):
                 del sys.modules[name]

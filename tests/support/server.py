@@ -13,6 +13,7 @@ from fastapi import FastAPI, Request, Response
 
 from osmosis_ai.rollout import RolloutAgentLoop, RolloutContext, RolloutRequest, RolloutResult
 from osmosis_ai.rollout.config.settings import RolloutClientSettings, RolloutServerSettings, RolloutSettings
+from osmosis_ai.rollout.server.config import ServerConfig
 from osmosis_ai.rollout.server.runner import DrainingServer
 from tests.support.threaded_server import ThreadedServer
 
@@ -36,6 +37,12 @@ def fast_settings(**server: Any) -> RolloutSettings:
         timeout_seconds=2.0, retry_base_delay=0.1, retry_max_delay=1.0, connect_timeout_seconds=1.0
     )
     return RolloutSettings(client=client, server=RolloutServerSettings().model_copy(update=server))
+
+
+def fast_config(settings: RolloutSettings | None = None, **fields: Any) -> ServerConfig:
+    """A ``ServerConfig`` with :func:`fast_settings` (or ``settings``) and ``fields``."""
+    settings = settings or fast_settings()
+    return ServerConfig(**{"server": settings.server, "client": settings.client, **fields})
 
 
 class RunningServer(ThreadedServer):

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from osmosis_ai.cli import output
 from osmosis_ai.cli.output import Console, console
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def print_json(data: dict[str, Any]) -> None:
-    console.print(json.dumps(data, indent=2, sort_keys=True), markup=False, highlight=False)
+    output.print_json(dict(sorted(data.items())), indent=2)
 
 
 def workspace_json(credentials: WorkspaceCredentials, *, active: bool = False) -> dict[str, Any]:

@@ -27,6 +27,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", action="store_true", help="log in with a code entered on another device")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the browser")
     add_json_flag(parser)
+    parser.epilog = (
+        "The Platform is https://platform.osmosis.ai unless OSMOSIS_PLATFORM_URL names another (https, or "
+        "http on loopback; a .env file counts). Credentials go to ~/.config/osmosis/credentials.json "
+        "(OSMOSIS_CONFIG_DIR moves it), the token into the OS keyring when one is available; "
+        "OSMOSIS_TOKEN overrides the stored login (CI)."
+    )
 
 
 def has_display() -> bool:
@@ -63,9 +69,9 @@ def run(args: argparse.Namespace) -> int:
         result = _device_login(args.json) if device else _browser_login(args)
     except LoginError as exc:
         if args.json:
-            print_json({"logged_in": False, "error": str(exc)})
-        else:
-            console.print_error(f"[ERROR] {exc}")
+            print_json({"logged_in": False})
+            raise
+        console.print_error(f"[ERROR] {exc}")
         return 1
     except KeyboardInterrupt:
         _say("Login cancelled.", as_json=args.json)

@@ -10,7 +10,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli.commands._platform import add_json_flag, print_json, say
-from osmosis_ai.cli.output import console
+from osmosis_ai.cli.output import console, json_failure
 
 if TYPE_CHECKING:
     from osmosis_ai.auth.store import WorkspaceCredentials
@@ -71,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
     elif args.workspace is not None:
         key = current.find(args.workspace)
         if key is None:
-            say(f"No workspace named {args.workspace!r}; see 'osmosis workspace list'.")
+            say(f"No workspace named {args.workspace!r}; see 'osmosis workspace list'.", err=args.json)
+            json_failure(f"no workspace named {args.workspace!r}; see 'osmosis workspace list'")
             return 1
         keys = [key]
     elif len(entries) == 1 or args.yes:

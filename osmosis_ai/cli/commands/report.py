@@ -9,7 +9,6 @@ first (``osmosis report before.jsonl after.jsonl``). The command prints each run
 from __future__ import annotations
 
 import argparse
-import json
 
 from osmosis_ai.cli.arguments import finite_number
 
@@ -30,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from osmosis_ai.cli.output import say
+    from osmosis_ai.cli.output import print_json, say
     from osmosis_ai.cli.summary import print_summary, summary_object, write_report
     from osmosis_ai.report.figures import summarize
     from osmosis_ai.report.readers import read_results
@@ -45,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     target = write_report(args.output, runs, title=args.title, summaries=summaries, flag="-o")
     if args.json:
         objects = [summary_object(r, s) for r, s in zip(runs, summaries, strict=True)]
-        print(json.dumps({"report": str(target), "runs": objects}, ensure_ascii=False), flush=True)
+        print_json({"report": str(target), "runs": objects})
         return 0
     if not args.quiet:
         for results, summary in zip(runs, summaries, strict=True):

@@ -437,7 +437,6 @@ def _first_failure(tally: RunTally) -> str:
 
 
 async def _bench(args: argparse.Namespace) -> int:
-    import json
 
     from osmosis_ai.traingate.bench import run_bench
 
@@ -462,7 +461,7 @@ async def _bench(args: argparse.Namespace) -> int:
         "append_only_violations": summary.violations,
     }
     if args.json:
-        print(json.dumps(figures), file=output.result_stream())
+        output.print_json(figures)
     else:
         print(
             f"{summary.rollouts} rollouts, concurrency {args.concurrency}, {args.tool_turns} tool turn(s): "

@@ -88,6 +88,7 @@ def add_parser(sub: Any, add_target: Callable[[argparse.ArgumentParser], None]) 
     check.add_argument(
         "--max-turns", type=whole_number(1), default=10, help="max_turns sent to the agent (default 10)"
     )
+    check.add_argument("--json", action="store_true", help="print the verdict as one JSON object")
 
 
 def drift_events(sessions: Sequence[RolloutSession]) -> list[tuple[str, DriftEvent]]:
@@ -197,7 +198,14 @@ async def check(args: argparse.Namespace) -> int:
         )
         sessions = await run_rollouts(gate, rows, config)
     safe, lines = verdict(sessions)
-    print("\n".join(lines), flush=True)
+    if args.json:
+        from osmosis_ai.cli.output import print_json
+
+        print_json({"safe": safe, "verdict": lines[0], "details": lines[1:], "rollouts": len(sessions),
+                    "turns": sum(s.num_turns for s in sessions),
+                    "drift_events": len(drift_events(sessions))})  # fmt: skip
+    else:
+        print("\n".join(lines), flush=True)
     if not safe:
         raise CLIError(lines[0].split(":", 1)[0] + ": " + _reason(sessions))
     return 0

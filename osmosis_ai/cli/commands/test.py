@@ -162,7 +162,7 @@ async def _test(args: argparse.Namespace) -> int:
     say(line, quiet=args.json)
     if output is not None:
         _write_json(output, document)
-        say(quiet=args.quiet, line=f"Wrote results to {output}")
+        say(quiet=args.quiet, line=f"Results written to: {output}")
     finish_run(args, document, source, figures)
     if stop is not None:
         raise CLIError(f"the run stopped: {stop}")

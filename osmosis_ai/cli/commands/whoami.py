@@ -12,7 +12,7 @@ from osmosis_ai.cli.commands._platform import (
     workspace_json,
     workspace_line,
 )
-from osmosis_ai.cli.output import console
+from osmosis_ai.cli.output import console, json_failure
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     if active is None:
         if args.json:
             print_json({"platform_url": url, "logged_in": False, "workspaces": []})
+            json_failure(NOT_LOGGED_IN)
         else:
             console.print(NOT_LOGGED_IN)
         return 1

@@ -12,7 +12,7 @@ from osmosis_ai.cli.commands._platform import (
     workspace_json,
     workspace_line,
 )
-from osmosis_ai.cli.output import console
+from osmosis_ai.cli.output import console, json_failure
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
         if switched is None:
             if args.json:
                 print_json({"switched": False, "name": args.name})
+                json_failure(f"no workspace named {args.name!r}; see 'osmosis workspace list'")
             else:
                 say(f"No workspace named {args.name!r}.")
                 console.print("Run 'osmosis workspace list' to see yours, or 'osmosis login' to add one.")

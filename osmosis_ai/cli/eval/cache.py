@@ -3,7 +3,8 @@
 ``dir`` prints the journal root; ``ls`` lists the journals (newest first; a table on a terminal,
 tab-separated lines without a header when piped) filtered by ``--model``/``--dataset`` (substrings,
 any case) and ``--status``; ``rm`` removes one task id's journal, every journal (``--all``) or the
-filtered ones, asking ``[y/N]`` first for anything but a task id unless ``-y``.
+filtered ones, asking ``[y/N]`` first for anything but a task id unless ``-y``. Each takes ``--json``
+(``rm --json`` never asks: it needs a task id or ``-y``).
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ def add_parser(subparsers: Any) -> None:
     cache = subparsers.add_parser("cache", help="list or remove the journals of earlier evaluations",
                                   description="The journals osmosis eval keeps to resume runs.")  # fmt: skip
     actions = cache.add_subparsers(dest="cache_command", metavar="{dir,ls,rm}")
-    actions.add_parser("dir", help="print the journal directory")
+    directory = actions.add_parser("dir", help="print the journal directory")
     listing = actions.add_parser("ls", help="list journals")
     removal = actions.add_parser("rm", help="remove journals")
+    for sub in (directory, listing, removal):
+        sub.add_argument("--json", action="store_true", help="print the result as one JSON object")
     removal.add_argument("task_id", nargs="?", metavar="TASK_ID", help="the journal to remove")
     removal.add_argument("--all", action="store_true", help="remove every journal")
     removal.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
@@ -45,7 +48,12 @@ def run(args: argparse.Namespace) -> int:
         return 0
     root = journal_root()
     if command == "dir":
-        print(root)
+        if args.json:
+            from osmosis_ai.cli.output import print_json
+
+            print_json({"path": str(root)})
+        else:
+            print(root)
         return 0
     if command == "ls":
         return _list(root, args)
@@ -62,6 +70,11 @@ def _list(root: Any, args: argparse.Namespace) -> int:
     from osmosis_ai.cli.output import console
 
     found = _selected(root, args)
+    if args.json:
+        from osmosis_ai.cli.output import print_json
+
+        print_json({"root": str(root), "journals": [_entry_json(e) for e in found]})
+        return 0
     if not found:
         print("No cached evaluations found.")
         return 0
@@ -78,6 +91,12 @@ def _list(root: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+def _entry_json(entry: Any) -> dict[str, Any]:
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(entry.info.created_at))
+    return {"task_id": entry.task_id, "model": entry.model, "dataset": entry.dataset, "status": entry.info.status,
+            "runs": entry.info.runs, "created_at": created, "path": str(entry.info.path)}  # fmt: skip
+
+
 def _remove(root: Any, args: argparse.Namespace) -> int:
     from osmosis_ai.evaluation.journal_store import remove
 
@@ -92,6 +111,10 @@ def _remove(root: Any, args: argparse.Namespace) -> int:
     if not targets:
         what = f"task id {args.task_id}" if args.task_id else "the filters"
         raise CLIError(f"no journal under {root} matches {what}; see osmosis eval cache ls")
+    if args.task_id is None and not args.yes and args.json:
+        raise CLIError(
+            f"--json does not ask before removing {len(targets)} journal(s): add -y (or give a TASK_ID)"
+        )
     if args.task_id is None and not args.yes:
         for entry in targets:
             print(f"  {entry.task_id}  {entry.model}  {entry.dataset}  {entry.info.status}")
@@ -105,5 +128,10 @@ def _remove(root: Any, args: argparse.Namespace) -> int:
             return 0
     for entry in targets:
         remove(entry, root)
-    print(f"Removed {len(targets)} journal(s).")
+    if args.json:
+        from osmosis_ai.cli.output import print_json
+
+        print_json({"removed": [_entry_json(e) for e in targets]})
+    else:
+        print(f"Removed {len(targets)} journal(s).")
     return 0

@@ -32,24 +32,42 @@ def _yaml(value: Any) -> str:
     return yaml.dump(value, Dumper=_BlockDumper, sort_keys=False, indent=2, allow_unicode=True).rstrip("\n")
 
 
+def yaml_blocks(items: list[tuple[str | None, Any]], heading: str) -> list[str]:
+    """``heading #i (label)`` and the item as YAML, for each ``(label, item)``, blank-line separated."""
+    lines: list[str] = []
+    for index, (label, item) in enumerate(items, start=1):
+        lines += ([""] if lines else []) + [
+            f"{heading} #{index}" + (f" ({label})" if label else ""),
+            _yaml(item),
+        ]
+    return lines
+
+
+def json_blocks(records: list[Any], heading: str = "JSONL record") -> list[str]:
+    """``heading #i`` and the record as indented JSON, for each record, blank-line separated."""
+    lines: list[str] = []
+    for index, record in enumerate(records, start=1):
+        lines += ([""] if lines else []) + [
+            f"{heading} #{index}",
+            json.dumps(record, indent=2, ensure_ascii=False),
+        ]
+    return lines
+
+
 def _config_preview(path: Path) -> list[str]:
     suite = load_rubric_suite(path, strict=False)
-    lines = [f"Loaded {len(suite.entries)} rubric config(s) from {path}"]
-    for index, entry in enumerate(suite.entries, start=1):
-        lines += ["", f"Rubric config #{index} ({entry.label})", _yaml(entry.raw)]
-    return lines
+    blocks = yaml_blocks([(entry.label, entry.raw) for entry in suite.entries], "Rubric config")
+    return [f"Loaded {len(suite.entries)} rubric config(s) from {path}", *([""] if blocks else []), *blocks]
 
 
 def _dataset_preview(path: Path) -> list[str]:
     records = load_json_objects(path)
-    lines = [f"Loaded {len(records)} JSONL record(s) from {path}"]
-    for index, record in enumerate(records, start=1):
-        lines += ["", f"JSONL record #{index}", json.dumps(record, indent=2, ensure_ascii=False)]
-    return lines
+    blocks = json_blocks(records)
+    return [f"Loaded {len(records)} JSONL record(s) from {path}", *([""] if blocks else []), *blocks]
 
 
-def render_preview(path: Path) -> list[str]:
-    """The lines ``osmosis preview -p PATH`` prints; ``CLIError`` for a missing or unknown file."""
+def _checked(path: Path) -> tuple[Path, str]:
+    """``path`` (``~`` expanded) and its kind, ``"rubric_configs"`` or ``"jsonl_records"``."""
     path = path.expanduser()
     if not path.exists():
         raise CLIError(f"Path {path} does not exist")
@@ -57,8 +75,25 @@ def render_preview(path: Path) -> list[str]:
         raise CLIError(f"Path {path} is a directory; expected a file")
     suffix = path.suffix.lower()
     if suffix in CONFIG_SUFFIXES:
-        return _config_preview(path)
+        return path, "rubric_configs"
     if suffix in DATASET_SUFFIXES:
-        return _dataset_preview(path)
+        return path, "jsonl_records"
     accepted = ", ".join(CONFIG_SUFFIXES + DATASET_SUFFIXES)
     raise CLIError(f"Unsupported file type '{path.suffix or '(none)'}' for {path}; accepted: {accepted}")
+
+
+def render_preview(path: Path) -> list[str]:
+    """The lines ``osmosis preview -p PATH`` prints; ``CLIError`` for a missing or unknown file."""
+    path, kind = _checked(path)
+    return _config_preview(path) if kind == "rubric_configs" else _dataset_preview(path)
+
+
+def preview_object(path: Path) -> dict[str, Any]:
+    """What ``osmosis preview -p PATH --json`` prints: the file, its kind and its entries as read."""
+    path, kind = _checked(path)
+    if kind == "rubric_configs":
+        suite = load_rubric_suite(path, strict=False)
+        items = [{"label": entry.label, "config": entry.raw} for entry in suite.entries]
+    else:
+        items = load_json_objects(path)
+    return {"path": str(path), "kind": kind, "count": len(items), "items": items}

@@ -65,9 +65,9 @@ class RolloutServerSettings(BaseSettings):
     go on before its rollout is abandoned (ERROR sent, slot freed).
     ``delivery_window_seconds``: how long a terminal callback is retried before it waits for a
     retried init or the next start. ``outbox_path``: the SQLite file that keeps unacknowledged
-    callbacks across restarts (``None``: in memory; ``osmosis serve`` picks a file, see
-    ``osmosis_ai.cli.commands.serve``). ``header_timeout_seconds``: a connection that has not sent
-    a complete request head within this time is closed (``osmosis serve``).
+    callbacks across restarts (``None``: in memory for ``create_app``; ``serve_agent_loop`` picks a
+    file, see ``osmosis_ai.rollout.server.serve``). ``header_timeout_seconds``: a connection that has
+    not sent a complete request head within this time is closed (``serve_agent_loop``).
     See docs/design.md for why each exists and docs/compatibility.md for the defaults.
     """
 

@@ -18,6 +18,7 @@ builds the final ``RolloutResult`` with metrics (``ctx.complete`` / ``ctx.error`
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -177,15 +178,21 @@ class RolloutContext:
     def log_event(self, event_type: str, **data: Any) -> TraceWrite:
         """Append ``{"event": event_type, "rollout_id": ..., **data}`` to this rollout's JSONL trace.
 
-        A no-op unless debugging is enabled. Never blocks: the write happens on a background thread;
-        ``await ctx.log_event(...)`` if you need to know it reached the file. Values that are not
-        JSON-serialisable are written with ``str()``.
+        A no-op unless debugging is enabled. On an event loop it never blocks: the write happens on a
+        background thread; ``await ctx.log_event(...)`` if you need to know it reached the file.
+        Called from a thread without a running event loop, it returns once the line is in the file.
+        Values that are not JSON-serialisable are written with ``str()``.
         """
         path = self._get_debug_file_path()
         if path is None:
             return TraceWrite(None)
         line = json.dumps({"event": event_type, "rollout_id": self.request.rollout_id, **data}, default=str)
-        return write_trace_line(path, line)
+        write = write_trace_line(path, line)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop to keep free: a trace read right after the call has the line
+            write.wait()
+        return write
 
     def _get_debug_file_path(self) -> str | None:
         if self._debug_dir is None:

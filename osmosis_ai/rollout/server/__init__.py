@@ -1,4 +1,5 @@
-"""The RolloutServer: ``create_app`` builds the FastAPI app, ``serve_agent_loop`` runs it under uvicorn.
+"""The RolloutServer: ``create_app`` builds the FastAPI app from a ``ServerConfig``, ``serve_agent_loop``
+runs it under uvicorn.
 
 Names resolve lazily (PEP 562): importing this package loads neither FastAPI nor uvicorn.
 """
@@ -14,6 +15,8 @@ _EXPORTS: dict[str, str] = {
     "DEFAULT_HOST": "osmosis_ai.rollout.server.serve",
     "DEFAULT_PORT": "osmosis_ai.rollout.server.serve",
     "ServeError": "osmosis_ai.rollout.server.serve",
+    "ServeStarted": "osmosis_ai.rollout.server.serve",
+    "ServerConfig": "osmosis_ai.rollout.server.config",
     "create_app": "osmosis_ai.rollout.server.app",
     "generate_api_key": "osmosis_ai.rollout.server.api_key",
     "serve_agent_loop": "osmosis_ai.rollout.server.serve",
@@ -28,10 +31,12 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 if TYPE_CHECKING:
     from osmosis_ai.rollout.server.api_key import generate_api_key, validate_api_key
     from osmosis_ai.rollout.server.app import create_app
+    from osmosis_ai.rollout.server.config import ServerConfig
     from osmosis_ai.rollout.server.serve import (
         DEFAULT_HOST,
         DEFAULT_PORT,
         ServeError,
+        ServeStarted,
         serve_agent_loop,
         validate_and_report,
     )

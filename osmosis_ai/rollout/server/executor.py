@@ -5,8 +5,8 @@ the 202 body as bytes. The tool list is validated once and reused while the agen
 equal list.
 
 Each accepted rollout runs in one task: wait for a concurrency slot, run ``agent.run(ctx)`` in a
-child task under the per-rollout deadline, commit the one terminal callback to the outbox
-(:mod:`~osmosis_ai.rollout.server.outbox`), free the slot, then deliver it. The rules:
+child task under the per-rollout deadline, commit the one terminal callback, free the slot, then
+deliver it (:mod:`~osmosis_ai.rollout.server.delivery`: the outbox, retries, wake-ups). The rules:
 
 * whatever the agent raises — any ``BaseException``: ``SystemExit`` from an ``argparse`` inside a
   tool, ``KeyboardInterrupt``, a custom subclass — ends that rollout with ERROR and stays inside its
@@ -15,12 +15,10 @@ child task under the per-rollout deadline, commit the one terminal callback to t
 * an agent that swallows the deadline's cancellation gets ``abandon_grace_seconds`` more; then its
   rollout is abandoned (its child task left to itself, counted in ``/health``), its slot freed and
   its ERROR sent;
-* delivery is at-least-once: the callback is retried with back-off for ``delivery_window_seconds``
-  (honouring ``Retry-After``), stays in the outbox until TrainGate acknowledges it, is re-sent when a
-  server restarts on the same outbox file, and is re-sent at once when TrainGate repeats the init;
-  TrainGate deduplicates by ``rollout_id``. A duplicate init for a finished rollout whose result is
-  no longer stored (acknowledged) starts the rollout afresh;
-* a COMPLETED result whose delivery fails is logged, never re-reported as ERROR: TrainGate may have
+* delivery is at-least-once (see the delivery module); an init repeated while the result is
+  unacknowledged has it re-sent at once, and a duplicate init for a finished rollout whose result
+  is no longer stored (acknowledged) starts the rollout afresh;
+* a COMPLETED result whose delivery fails is never re-reported as ERROR: TrainGate may have
   recorded it, and a second, contradicting terminal callback would be worse than a missing one;
 * on agent errors, timeouts and shutdown, ERROR carries the conversation as last seen and full
   metrics, so partial work reaches the trainer; ``error_message`` is never empty;
@@ -41,19 +39,21 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from osmosis_ai._usercode import UserCodeRaised, contain, forget_traceback
 from osmosis_ai.rollout.client import OsmosisLLMClient
 from osmosis_ai.rollout.core.base import RolloutContext, RolloutResult
-from osmosis_ai.rollout.core.exceptions import OsmosisRolloutError, OsmosisValidationError, RolloutValueError
+from osmosis_ai.rollout.core.exceptions import RolloutValueError
 from osmosis_ai.rollout.core.schemas import InitResponse
 from osmosis_ai.rollout.server.agent_tools import GetToolsCaller, ToolsCache
-from osmosis_ai.rollout.server.isolation import AgentRaised, contain, forget_traceback
-from osmosis_ai.rollout.server.outbox import Outbox
+from osmosis_ai.rollout.server.delivery import Deliveries
+from osmosis_ai.rollout.server.outbox import Delivery, Outbox
 from osmosis_ai.rollout.server.state import AppState, RolloutRecord
 
 if TYPE_CHECKING:
-    from osmosis_ai.rollout.config.settings import RolloutClientSettings, RolloutSettings
+    from osmosis_ai.rollout.config.settings import RolloutClientSettings
     from osmosis_ai.rollout.core.base import RolloutAgentLoop
     from osmosis_ai.rollout.core.schemas import OpenAIFunctionToolSchema, RolloutMetrics, RolloutRequest
+    from osmosis_ai.rollout.server.config import ServerConfig
 
 logger = logging.getLogger(__name__)
 
@@ -100,44 +100,26 @@ def _error_text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-_Callback = tuple[str, str, str | None, bytes]  # rollout_id, server_url, api_key, encoded body
-ALREADY_COMPLETE = 409  # TrainGate's answer for a rollout it already has: delivered
-
-
 class RolloutExecutor:
     """Starts rollouts for one app and reports their outcome to TrainGate."""
 
-    def __init__(
-        self,
-        agent_loop: RolloutAgentLoop,
-        state: AppState,
-        *,
-        settings: RolloutSettings,
-        debug_dir: str | None = None,
-        queue_limit: int | None = None,
-        tools_exclude_none: bool = False,
-        outbox: Outbox | None = None,
-    ) -> None:
+    def __init__(self, agent_loop: RolloutAgentLoop, state: AppState, config: ServerConfig) -> None:
         self.agent_loop = agent_loop
         self.state = state
-        self.settings = settings
-        self.debug_dir = debug_dir
-        self.queue_limit = queue_limit
-        self.timeout = settings.server.request_timeout_seconds or None  # 0: no deadline
-        self.abandon_grace = settings.server.abandon_grace_seconds
-        self.delivery_window = settings.server.delivery_window_seconds
-        self.client_settings = _pool_for(settings.client, state.max_concurrent)
-        self.outbox = outbox if outbox is not None else Outbox()
+        self.debug_dir = config.debug_dir
+        self.queue_limit = config.server.max_queued_rollouts
+        self.timeout = config.server.request_timeout_seconds or None  # 0: no deadline
+        self.abandon_grace = config.server.abandon_grace_seconds
+        self.client_settings = _pool_for(config.client, state.max_concurrent)
+        self.tools_exclude_none = config.tools_exclude_none
+        self.deliveries = Deliveries(
+            Outbox(config.server.outbox_path), self.client_settings, config.server.delivery_window_seconds
+        )
         self.accepting = True
         self.abandoned = 0  # rollouts whose agent ignored cancellation (their tasks run on, unowned)
         self._abandoned: set[asyncio.Task[Any]] = set()
         self._draining = False  # True once shutdown cancels rollouts: a cancelled rollout reports ERROR
         self._callback_deadline: float | None = None
-        self._deliveries: dict[str, tuple[asyncio.Task[Any], asyncio.Event]] = {}  # by dedup key
-        # Callbacks the outbox could not store (disk full): delivered from memory.
-        self._unstored: dict[str, _Callback] = {}
-        self._checkpointing = False
-        self.tools_exclude_none = tools_exclude_none
         self._validate_tools = ToolsCache()
         self._get_tools = GetToolsCaller(agent_loop.get_tools, self.timeout)
 
@@ -152,11 +134,11 @@ class RolloutExecutor:
         state = self.state
         key = request.idempotency_key or request.rollout_id
         existing = state.lookup(key)
-        if existing is not None and (key in state.active or self._resend(key)):
+        if existing is not None and (key in state.active or self.deliveries.resend(key)):
             return await self._duplicate(existing, request)
-        stored = self.outbox.get(key) if existing is None and self.outbox.pending else None
+        stored = self.deliveries.stored(key) if existing is None else None
         if stored is not None:  # finished before a restart, not acknowledged: send it again
-            self._resend(key)
+            self.deliveries.resend(key)
             return self._init_body(stored.rollout_id, self._validate_tools(await self._get_tools(request)))
         if not self.accepting:
             raise _InitRefused(503, DRAINING_MESSAGE)
@@ -216,7 +198,7 @@ class RolloutExecutor:
 
     async def _run(self, record: RolloutRecord, request: RolloutRequest, tools: Any) -> None:
         state = self.state
-        committed: _Callback | None = None
+        committed: Delivery | None = None
         try:
             try:
                 await state.semaphore.acquire()
@@ -234,9 +216,9 @@ class RolloutExecutor:
         finally:
             state.finish(record)
         if committed is not None:
-            await self._deliver(record.key, committed)
+            await self.deliveries.deliver(committed)
 
-    async def _execute(self, request: RolloutRequest, tools: Any) -> _Callback | None:
+    async def _execute(self, request: RolloutRequest, tools: Any) -> Delivery | None:
         """Run the agent and commit its callback; the callback to deliver, if there is one."""
         client = self._client(request.server_url, request.rollout_id, request.api_key)
         ctx = RolloutContext(
@@ -279,13 +261,13 @@ class RolloutExecutor:
             return self._failure(ctx, "the agent loop raised CancelledError")
         exc = agent.exception()
         if exc is not None:
-            shown = exc.original if isinstance(exc, AgentRaised) else exc
+            shown = exc.original if isinstance(exc, UserCodeRaised) else exc
             logger.error(
                 "agent loop failed for rollout %s",
                 rollout_id,
                 exc_info=(type(shown), shown, shown.__traceback__),
             )
-            message = str(exc) if isinstance(exc, AgentRaised) else _error_text(exc)
+            message = str(exc) if isinstance(exc, UserCodeRaised) else _error_text(exc)
             forget_traceback(shown)
             forget_traceback(exc)
             return self._failure(ctx, message)
@@ -338,7 +320,7 @@ class RolloutExecutor:
         client: OsmosisLLMClient | None,
         outcome: _Outcome,
         ctx: RolloutContext | None = None,
-    ) -> _Callback | None:
+    ) -> Delivery | None:
         """Encode the one terminal callback and commit it to the outbox; the callback, if one was committed.
 
         A callback that cannot be built is replaced by one ERROR: with the conversation and metrics
@@ -356,14 +338,15 @@ class RolloutExecutor:
                     break
         if body is None:
             return None
-        key = request.idempotency_key or request.rollout_id
-        callback = (request.rollout_id, request.server_url, request.api_key, body)
-        try:
-            self.outbox.put(key, *callback)
-        except Exception:  # a full or broken disk must not lose the callback: send it from memory
-            logger.exception("rollout %s: cannot write the outbox; delivering without it", request.rollout_id)
-            self._unstored[key] = callback
-        return callback
+        delivery = Delivery(
+            request.idempotency_key or request.rollout_id,
+            request.rollout_id,
+            request.server_url,
+            request.api_key,
+            body,
+        )
+        self.deliveries.commit(delivery)
+        return delivery
 
     @staticmethod
     def _encode(
@@ -388,105 +371,10 @@ class RolloutExecutor:
                 f"the RolloutServer could not build the {outcome.status} callback: {type(exc).__name__}",
             )
 
-    def _resend(self, key: str) -> bool:
-        """Make sure the stored callback of ``key`` is being delivered now; ``False`` if none is stored."""
-        running = self._deliveries.get(key)
-        if running is not None:
-            running[1].set()  # TrainGate is asking again: it is up, retry now
-            return True
-        if key not in self._unstored and self.outbox.get(key) is None:
-            return False
-        wake = asyncio.Event()
-        task = asyncio.get_running_loop().create_task(self._send(key, wake))
-        self._track(key, task, wake)
-        return True
-
-    async def _deliver(self, key: str, callback: _Callback) -> None:
-        """Deliver ``callback``, just committed for ``key``, in the current task (not read back)."""
-        task = asyncio.current_task()
-        assert task is not None
-        wake = asyncio.Event()
-        self._track(key, task, wake)
-        await self._send(key, wake, callback)
-
-    def _track(self, key: str, task: asyncio.Task[Any], wake: asyncio.Event) -> None:
-        self._deliveries[key] = (task, wake)
-
-        def untrack(_: object) -> None:
-            if self._deliveries.get(key, (None,))[0] is task:
-                del self._deliveries[key]
-
-        task.add_done_callback(untrack)
-
-    async def _send(self, key: str, wake: asyncio.Event, callback: _Callback | None = None) -> None:
-        """Send the committed callback of ``key`` until acknowledged, rejected or out of the window.
-
-        ``callback``: the one just committed; without it, the stored one is read.
-        """
-        if callback is None:
-            stored = self.outbox.get(key)
-            if stored is not None:
-                callback = (stored.rollout_id, stored.server_url, stored.api_key, stored.body)
-            else:
-                callback = self._unstored.get(key)
-            if callback is None:
-                return
-        rollout_id, server_url, api_key, body = callback
-        try:
-            await self._client(server_url, rollout_id, api_key).send_completion(
-                body, window_seconds=self.delivery_window, wake=wake
-            )
-        except OsmosisValidationError as exc:
-            if exc.status_code == ALREADY_COMPLETE:
-                logger.info("rollout %s: TrainGate already has its result (409)", rollout_id)
-            else:
-                logger.error("rollout %s: TrainGate rejected the terminal callback: %s", rollout_id, exc)
-            self._forget(key)
-        except OsmosisRolloutError as exc:
-            logger.error(
-                "rollout %s: the terminal callback to %s was not acknowledged within %g s (%s); kept for a "
-                "retried init or the next start",
-                rollout_id,
-                server_url,
-                self.delivery_window,
-                exc,
-            )
-        else:
-            self._forget(key)
-            logger.debug("rollout %s: terminal callback acknowledged", rollout_id)
-        self._maybe_checkpoint()
-
-    def _forget(self, key: str) -> None:
-        self._unstored.pop(key, None)
-        try:
-            self.outbox.remove(key)
-        except Exception:
-            logger.exception("cannot remove the delivered callback %r from the outbox", key)
-
-    def _maybe_checkpoint(self) -> None:
-        if self._checkpointing or not self.outbox.wants_checkpoint:
-            return
-        self._checkpointing = True
-        future = asyncio.get_running_loop().run_in_executor(None, self.outbox.checkpoint)
-
-        def done(f: asyncio.Future[None]) -> None:
-            self._checkpointing = False
-            if not f.cancelled() and f.exception() is not None:
-                logger.error("outbox checkpoint failed: %s", f.exception())
-
-        future.add_done_callback(done)
-
-    def resend_stored(self) -> int:
-        """Start delivering every callback left in the outbox (by an earlier run); returns how many."""
-        stored = self.outbox.all()
-        for delivery in stored:
-            self._resend(delivery.key)
-        return len(stored)
-
     @property
     def pending_deliveries(self) -> int:
         """Terminal callbacks not acknowledged by TrainGate yet."""
-        return self.outbox.pending + len(self._unstored)
+        return self.deliveries.pending
 
     # -- shutdown -------------------------------------------------------------------------------------
 
@@ -524,28 +412,6 @@ class RolloutExecutor:
                 task.cancel()
             await asyncio.wait(stuck, timeout=self.callback_time_left())
         return len(tasks) - len(remaining), len(remaining)
-
-    async def stop_deliveries(self) -> int:
-        """Let deliveries use what is left of the callback budget, then stop them; returns how many were left.
-
-        What they did not deliver stays in the outbox for the next start (lost with an in-memory outbox).
-        """
-        tasks = [task for task, _ in self._deliveries.values()]
-        if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=self.callback_time_left())
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending, timeout=1.0)
-        left = self.pending_deliveries
-        if left:
-            where = (
-                f"kept in {self.outbox.path} for the next start"
-                if self.outbox.durable
-                else "lost (in-memory outbox)"
-            )
-            logger.warning("shutdown: %d terminal callbacks not acknowledged by TrainGate; %s", left, where)
-        return left
 
     def close_abandoned(self) -> int:
         """Close the coroutines of abandoned agents, which would otherwise keep the event loop (and the

@@ -14,12 +14,9 @@ still re-send them, but a killed process loses them. The file holds callback key
 readable by its owner only.
 
 Writes run on the event loop: a commit to the WAL is a write to the page cache without ``fsync``
-(tens of microseconds; measured in docs/design.md), cheaper than a thread hop. The checkpoint, which
-does ``fsync``, runs in a worker thread on its own connection (:meth:`Outbox.checkpoint`), never on
-the loop; the automatic one is off. Acknowledged rows are deleted in batches
-(:meth:`Outbox.remove` then :meth:`Outbox.flush`, at the latest ``FLUSH_EVERY`` removals later): a
-killed process may re-send a few results TrainGate already has, which at-least-once allows, and
-the happy path pays one commit per rollout instead of two.
+(tens of microseconds; measured in docs/design.md), cheaper than a thread hop. SQLite checkpoints
+the WAL into the file itself, every 1,000 pages, in the commit that crosses the mark. An acknowledged
+row is deleted at once, in its own commit.
 """
 
 from __future__ import annotations
@@ -28,14 +25,12 @@ import logging
 import os
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
 MEMORY = ":memory:"
-CHECKPOINT_EVERY_WRITES = 2000
-FLUSH_EVERY = 64
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox (
@@ -51,14 +46,15 @@ CREATE TABLE IF NOT EXISTS outbox (
 
 @dataclass(frozen=True)
 class Delivery:
-    """One unacknowledged terminal callback."""
+    """One terminal callback: its dedup key, where it goes, its encoded ``RolloutResponse``, and when
+    it was committed (``time.time()``)."""
 
     key: str
     rollout_id: str
     server_url: str
     api_key: str | None
     body: bytes
-    created: float
+    created: float = field(default_factory=time.time)
 
 
 def _create_private(path: Path) -> None:
@@ -82,27 +78,25 @@ class Outbox:
         if self.durable:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA wal_autocheckpoint=0")  # see checkpoint()
         self._db.execute(_SCHEMA)
         self._keys = self._stored_keys()  # so that asking for a key not stored costs no query
-        self._writes = 0
-        self._removed: set[str] = set()  # acknowledged, not deleted yet (see flush)
 
     @property
     def pending(self) -> int:
         """Rows not acknowledged yet."""
-        return len(self._keys) - len(self._removed)
+        return len(self._keys)
 
-    @property
-    def wants_checkpoint(self) -> bool:
-        """Whether enough has been written since the last checkpoint to run one."""
-        return self.durable and self._writes >= CHECKPOINT_EVERY_WRITES
-
-    def put(self, key: str, rollout_id: str, server_url: str, api_key: str | None, body: bytes) -> None:
-        """Commit the terminal callback of ``key`` (replacing an older one of the same key)."""
-        row = (key, rollout_id, server_url, api_key, body, time.time())
-        if key in self._removed:  # a rollout started afresh: its old row goes first
-            self.flush()
+    def put(self, delivery: Delivery) -> None:
+        """Commit ``delivery`` (replacing an older one of the same key)."""
+        key = delivery.key
+        row = (
+            key,
+            delivery.rollout_id,
+            delivery.server_url,
+            delivery.api_key,
+            delivery.body,
+            delivery.created,
+        )
         try:
             self._db.execute("INSERT INTO outbox VALUES (?, ?, ?, ?, ?, ?)", row)
         except sqlite3.IntegrityError:  # a rollout started afresh after a duplicate init
@@ -113,46 +107,27 @@ class Outbox:
             )
         else:
             self._keys.add(key)
-        self._writes += 1
 
     def remove(self, key: str) -> None:
-        """Forget the row of ``key`` (acknowledged or rejected); deleted with the next :meth:`flush`."""
+        """Delete the row of ``key`` (acknowledged or rejected)."""
         if key not in self._keys:
             return
-        self._removed.add(key)
-        if len(self._removed) >= FLUSH_EVERY:
-            self.flush()
-
-    def flush(self) -> None:
-        """Delete the removed rows, in one transaction."""
-        if not self._removed:
-            return
-        removed, self._removed = self._removed, set()
-        self._db.execute("BEGIN")
-        try:
-            self._db.executemany("DELETE FROM outbox WHERE key = ?", [(key,) for key in removed])
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
-        self._keys -= removed
-        self._writes += 1
+        self._db.execute("DELETE FROM outbox WHERE key = ?", (key,))
+        self._keys.discard(key)
 
     def get(self, key: str) -> Delivery | None:
         """The unacknowledged callback of ``key``, if any."""
-        if key in self._removed or key not in self._keys:
+        if key not in self._keys:
             return None
         row = self._db.execute("SELECT * FROM outbox WHERE key = ?", (key,)).fetchone()
         return None if row is None else Delivery(*row)
 
     def all(self) -> list[Delivery]:
         """Every unacknowledged callback, oldest first."""
-        self.flush()
         return [Delivery(*row) for row in self._db.execute("SELECT * FROM outbox ORDER BY created")]
 
     def prune(self, older_than_seconds: float) -> int:
         """Drop rows older than ``older_than_seconds`` (TrainGate stopped waiting for them); returns how many."""
-        self.flush()
         before = self._db.total_changes
         self._db.execute("DELETE FROM outbox WHERE created < ?", (time.time() - older_than_seconds,))
         dropped = self._db.total_changes - before
@@ -162,17 +137,5 @@ class Outbox:
     def _stored_keys(self) -> set[str]:
         return {key for (key,) in self._db.execute("SELECT key FROM outbox")}
 
-    def checkpoint(self) -> None:
-        """Move the WAL into the database file; for a worker thread (it opens its own connection)."""
-        self._writes = 0
-        if not self.durable:
-            return
-        db = sqlite3.connect(self.path, isolation_level=None)
-        try:
-            db.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        finally:
-            db.close()
-
     def close(self) -> None:
-        self.flush()
         self._db.close()

@@ -1,51 +1,39 @@
 """Registering a running RolloutServer with the Osmosis Platform (``osmosis serve`` without ``--local``).
 
-Once the server answers its own ``/health``, it POSTs ``{host, port, agent_loop_name, api_key}`` to
-``{OSMOSIS_PLATFORM_URL}/api/cli/rollout-server/register`` with the user's Platform access token; the
-Platform then health-checks ``/platform/health`` with the server key. Everything here is async and
-cancellable, so shutdown never waits for it. The public IP (needed when binding a wildcard address)
-is detected at most once per process. Requests go through the SDK's shared HTTP pool
-(:mod:`osmosis_ai._http`).
+Once the server answers its own ``/health``, it POSTs ``{host, port, agent_loop_name, api_key}`` to the
+Platform's ``/api/cli/rollout-server/register`` through the one Platform client
+(:func:`osmosis_ai.auth.client.aauthenticated_request`: the right Platform, the token, a 401 flagging a
+stored login); the Platform then health-checks ``/platform/health`` with the server key. Everything
+here is async and cancellable, so shutdown never waits for it, and every failure is a
+:class:`RegistrationResult` with a readable error, never an exception. The public IP (needed when
+binding a wildcard address) is detected at most once per process.
 
-Credentials: any object with an ``access_token`` attribute (``osmosis_ai.auth``'s
-``WorkspaceCredentials``, or :class:`PlatformCredentials`). :func:`load_credentials` finds them: the
-environment's token first, else the credentials stored by ``osmosis login``.
+Credentials: ``osmosis_ai.auth``'s ``WorkspaceCredentials`` (a stored login) or any object with an
+``access_token`` (a bare token). :func:`load_credentials` finds them: the environment's token first,
+else the login stored by ``osmosis login``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai import _http
-from osmosis_ai.consts import PACKAGE_VERSION
+from osmosis_ai._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.config.settings import RolloutServerSettings
+    from osmosis_ai.rollout.server.config import ServerConfig
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_PLATFORM_URL = "https://platform.osmosis.ai"
 REGISTER_PATH = "/api/cli/rollout-server/register"
 REGISTER_TIMEOUT_SECONDS = 15.0
-ACCESS_TOKEN_ENV = "OSMOSIS_ACCESS_TOKEN"
 PUBLIC_HOST_ENV = "OSMOSIS_PUBLIC_HOST"
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "", "[::]"})
-
-
-@dataclass(frozen=True)
-class PlatformCredentials:
-    """The minimum registration needs: a Platform access token (never printed or logged)."""
-
-    access_token: str
-
-    def __repr__(self) -> str:
-        return "PlatformCredentials(access_token='***')"
 
 
 @dataclass
@@ -61,16 +49,6 @@ class RegistrationResult:
     @property
     def is_healthy(self) -> bool:
         return self.status == "healthy"
-
-
-def platform_url() -> str:
-    """``OSMOSIS_PLATFORM_URL`` (read now, not at import time) or the public Platform.
-
-    Raises ``PlatformURLError`` for a URL tokens must not be sent to (plain http beyond loopback).
-    """
-    from osmosis_ai.auth.settings import platform_url as configured
-
-    return configured()
 
 
 def load_credentials() -> Any | None:
@@ -156,6 +134,11 @@ async def aregister_with_platform(
     host: str, port: int, agent_loop_name: str, credentials: Any, api_key: str | None = None
 ) -> RegistrationResult:
     """POST the registration record; every failure becomes ``success=False`` with a readable error."""
+    from osmosis_ai.auth.client import aauthenticated_request
+    from osmosis_ai.auth.errors import AuthError
+
+    if credentials is None:  # never "whoever is logged in": the caller chose what to register with
+        return RegistrationResult(False, status="error", error="no Platform credentials to register with")
     try:
         report_host = await _report_host(host)
     except Exception as exc:
@@ -167,66 +150,13 @@ async def aregister_with_platform(
     body: dict[str, Any] = {"host": report_host, "port": port, "agent_loop_name": agent_loop_name}
     if api_key is not None:
         body["api_key"] = api_key
-    token = getattr(credentials, "access_token", None)
-    if not isinstance(token, str) or not token:
-        return RegistrationResult(
-            False, status="error", error="the Platform credentials carry no access token"
-        )
-    headers = {
-        "Authorization": f"Bearer {token}",
-        "Content-Type": "application/json",
-        "User-Agent": f"osmosis-cli/{PACKAGE_VERSION}",
-    }
-    from osmosis_ai.auth.errors import PlatformURLError
-
     try:
-        base_url = platform_url()
-    except PlatformURLError as exc:
+        data = await aauthenticated_request(
+            REGISTER_PATH, credentials=credentials, method="POST", data=body, timeout=REGISTER_TIMEOUT_SECONDS
+        )
+    except AuthError as exc:
         return RegistrationResult(False, status="error", error=str(exc))
-    issued_by = getattr(credentials, "platform_url", None)
-    if issued_by is not None and issued_by != base_url:
-        return RegistrationResult(
-            False,
-            status="error",
-            error=f"the stored credentials were issued by {issued_by}, not {base_url}; run 'osmosis login'",
-        )
-    url = base_url + REGISTER_PATH
-    try:
-        response = await _http.shared_pool().request(
-            "POST", url, body=json.dumps(body).encode(), headers=headers, timeout=REGISTER_TIMEOUT_SECONDS
-        )
-    except _http.NoAnswer as exc:
-        return RegistrationResult(False, status="error", error=f"cannot reach the Platform at {url}: {exc}")
-    if response.status == 401:
-        await _mark_rejected(credentials)
-        return RegistrationResult(
-            False,
-            status="error",
-            error="your Platform session expired or is invalid; run 'osmosis login' again",
-        )
-    text = response.body.decode("utf-8", "replace")
-    if not 200 <= response.status < 300:
-        return RegistrationResult(
-            False, status="error", error=f"the Platform answered HTTP {response.status}: {text[:200]}"
-        )
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return RegistrationResult(
-            False, status="error", error="the Platform answered with a body that is not JSON"
-        )
     return _parse_response(data)
-
-
-async def _mark_rejected(credentials: Any) -> None:
-    """Flag stored credentials the Platform refused, so the next command asks for a new login."""
-    from osmosis_ai.auth.store import WorkspaceCredentials, mark_invalid
-
-    if isinstance(credentials, WorkspaceCredentials):
-        try:
-            await asyncio.to_thread(mark_invalid, credentials)
-        except Exception as exc:  # the registration outcome matters more than the flag
-            logger.debug("could not flag the rejected credentials: %s", type(exc).__name__)
 
 
 def register_with_platform(
@@ -234,15 +164,6 @@ def register_with_platform(
 ) -> RegistrationResult:
     """Synchronous form of :func:`aregister_with_platform` (blocks; callable from any thread)."""
     return _http.run_sync(lambda: aregister_with_platform(host, port, agent_loop_name, credentials, api_key))
-
-
-def print_registration_result(
-    result: RegistrationResult, host: str, port: int, agent_loop_name: str, api_key: str | None = None
-) -> None:
-    """Print the console report of a registration; the report is drawn by ``osmosis serve``."""
-    from osmosis_ai.cli.commands.serve import print_registration_result as render
-
-    render(result, host, port, agent_loop_name, api_key)
 
 
 def _probe_host(host: str) -> str:
@@ -280,20 +201,20 @@ def log_registration_result(result: RegistrationResult) -> None:
         logger.warning("registration with the Osmosis Platform failed: %s", result.error)
 
 
-async def register_when_ready(
-    *,
-    host: str,
-    port: int,
-    agent_loop_name: str,
-    credentials: Any,
-    api_key: str | None,
-    settings: RolloutServerSettings,
-    on_result: Callable[[RegistrationResult], object] | None = None,
-) -> RegistrationResult:
-    """Wait for the server's own ``/health``, register once, and hand the outcome to ``on_result``
-    (default: :func:`log_registration_result`). The lifespan runs this as a task."""
-    if not await _wait_until_ready(host, port, settings):
+async def register_when_ready(config: ServerConfig, agent_loop_name: str) -> RegistrationResult:
+    """Wait for the server's own ``/health``, register once, and hand the outcome to
+    ``config.on_registration`` (default: :func:`log_registration_result`). The lifespan runs this as
+    a task when ``config.registers``."""
+    assert config.host is not None and config.port is not None
+    if not await _wait_until_ready(config.host, config.port, config.server):
         logger.warning("the server did not answer /health in time; registering anyway")
-    result = await aregister_with_platform(host, port, agent_loop_name, credentials, api_key)
-    (on_result or log_registration_result)(result)
+    result = await aregister_with_platform(
+        config.host, config.port, agent_loop_name, config.credentials, config.api_key
+    )
+    (config.on_registration or log_registration_result)(result)
     return result
+
+
+_EXPORTS = {"print_registration_result": "osmosis_ai.cli.commands.serve"}  # prints: it is the command's
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

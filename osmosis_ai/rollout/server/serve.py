@@ -1,34 +1,426 @@
-"""The serving constants and :class:`ServeError`; ``serve_agent_loop`` and ``validate_and_report`` are
-re-exported from the ``osmosis serve``/``osmosis validate`` commands that implement them
-(:mod:`osmosis_ai.cli.commands.serve`), because they print."""
+"""``serve_agent_loop``: a RolloutAgentLoop validated, bound, built from one ``ServerConfig`` and served
+under uvicorn until interrupted.
+
+It prints nothing. Once the port is bound and the app built, ``on_started`` receives a
+:class:`ServeStarted`: everything a start-up report shows (``osmosis serve`` draws its panel from
+it); without ``on_started`` the start-up is logged. The Platform's answer to the registration goes to
+the config's ``on_registration``.
+
+* ``local_debug`` turns authentication and registration off, and binds ``127.0.0.1`` unless a host is
+  given: a server without a key is not exposed on every interface. Otherwise a server key is
+  generated unless the config has one, and registration needs Platform credentials (the config's,
+  else the environment's token or the login ``osmosis login`` stored) unless ``skip_register``.
+* the port is bound before ``on_started`` runs, so a busy port is a :class:`ServeError`, not a
+  report followed by uvicorn's error.
+* the outbox of unacknowledged terminal callbacks is a file by default (:func:`default_outbox_path`:
+  ``$XDG_STATE_HOME/osmosis/rollout-outbox/port-<port>.sqlite3``, ``~/.local/state`` without
+  ``XDG_STATE_HOME``), so a restarted server re-sends what a killed one left; the config's
+  ``server.outbox_path`` (``$OSMOSIS_ROLLOUT_SERVER_OUTBOX_PATH``) chooses another, ``:memory:``
+  none. It is opened once before serving, so a bad path is an error before anything starts.
+* ``reload=True`` gives uvicorn an import string: each reloaded worker rebuilds the app from the
+  agent's module (:func:`reloadable_app`), its config travelling in ``OSMOSIS_SERVE_RELOAD_CONFIG``,
+  which the worker removes from its environment as soon as it has read it, so the agent's
+  subprocesses never see the server key. The registration runs once, from this process. It is a
+  development mode: plain ``uvicorn.run``, without :mod:`~osmosis_ai.rollout.server.runner`'s
+  drain while serving; ``on_startup``/``on_shutdown`` cannot travel to the worker and are refused.
+* uvicorn runs with uvloop and httptools when installed, its access log off unless asked for.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import errno
+import json
 import logging
-from typing import TYPE_CHECKING
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.util import find_spec
+from typing import TYPE_CHECKING, Any
 
-from osmosis_ai._lazy import lazy_exports
+from osmosis_ai._lazy import install_hint, lazy_exports
 from osmosis_ai.errors import OsmosisError
+
+if TYPE_CHECKING:
+    from osmosis_ai.rollout.config.settings import RolloutSettings
+    from osmosis_ai.rollout.core.base import RolloutAgentLoop
+    from osmosis_ai.rollout.server.config import ServerConfig
+    from osmosis_ai.rollout.validator import ValidationResult
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_PORT = 9000
 DEFAULT_HOST = "0.0.0.0"
 LOCAL_HOST = "127.0.0.1"
+RELOAD_CONFIG_ENV = "OSMOSIS_SERVE_RELOAD_CONFIG"
+_GRACEFUL_HTTP_SHUTDOWN_SECONDS = 5
 
 
 class ServeError(OsmosisError):
     """The server cannot start as configured; the message says what to change."""
 
 
-_EXPORTS = {
-    "serve_agent_loop": "osmosis_ai.cli.commands.serve",
-    "reloadable_app": "osmosis_ai.cli.commands.serve",
-    "RELOAD_CONFIG_ENV": "osmosis_ai.cli.commands.serve",
-    "validate_and_report": "osmosis_ai.cli.commands.validate",
-}
+@dataclass(frozen=True)
+class ServeStarted:
+    """What ``serve_agent_loop`` is about to serve: the content of a start-up report.
+
+    ``public_host`` is the address registered for a wildcard bind (``public_host_error`` says why
+    it could not be detected); ``api_key`` is ``None`` in local debug mode; ``outbox`` is a path or
+    ``":memory:"``; ``debug_dir`` is this session's trace directory; ``validation`` is ``None`` when
+    validation was skipped.
+    """
+
+    agent_loop_name: str
+    host: str
+    port: int
+    api_key: str | None
+    api_key_generated: bool
+    registers: bool
+    local_debug: bool
+    outbox: str
+    debug_dir: str | None = None
+    public_host: str | None = None
+    public_host_error: str | None = None
+    reload: bool = False
+    validation: ValidationResult | None = None
+
+    def __repr__(self) -> str:
+        key = None if self.api_key is None else "***"
+        return f"ServeStarted(agent_loop_name={self.agent_loop_name!r}, host={self.host!r}, port={self.port}, api_key={key})"
+
+
+def serve_agent_loop(
+    agent_loop: RolloutAgentLoop,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    validate: bool = True,
+    log_level: str = "info",
+    reload: bool = False,
+    settings: RolloutSettings | None = None,
+    skip_register: bool = False,
+    api_key: str | None = None,
+    local_debug: bool = False,
+    debug_dir: str | None = None,
+    config: ServerConfig | None = None,
+    access_log: bool = False,
+    on_started: Callable[[ServeStarted], object] | None = None,
+) -> None:
+    """Serve ``agent_loop`` until interrupted (blocks in uvicorn); see the module docstring.
+
+    ``host``, ``port`` (default 9000), ``settings``, ``api_key`` and ``debug_dir`` are the keyword
+    form of the config's fields; give either ``config`` or those (``RolloutValueError``).
+    ``log_level`` and ``access_log`` are uvicorn's. Raises :class:`ServeError` (port busy, outbox or
+    trace directory unusable, no Platform credentials), ``AgentLoopValidationError`` (``validate``)
+    and ``ImportError`` without the server extra.
+    """
+    from osmosis_ai.rollout.server.config import from_keywords
+
+    _require_server_extra()
+    config = from_keywords(
+        "serve_agent_loop",
+        config,
+        host=host,
+        port=port,
+        settings=settings,
+        api_key=api_key,
+        debug_dir=debug_dir,
+    )
+    if reload and (config.on_startup is not None or config.on_shutdown is not None):
+        raise ServeError(
+            "reload=True rebuilds the app in a fresh process, where on_startup and on_shutdown cannot follow; "
+            "serve without reload, or build the app in your module"
+        )
+    config, started, sock = _prepare(agent_loop, config, validate, skip_register, local_debug, reload)
+    (on_started or _log_started)(started)
+    options = _uvicorn_options(log_level, access_log)
+    if reload:
+        sock.close()  # checked; uvicorn's reloader binds it itself
+        _run_with_reload(agent_loop, config, started.agent_loop_name, options)
+        return
+    from osmosis_ai.rollout.server.app import create_app
+    from osmosis_ai.rollout.server.runner import run_app
+
+    app = create_app(agent_loop, config=config)
+    assert config.host is not None and config.port is not None
+    run_app(
+        app,
+        host=config.host,
+        port=config.port,
+        sock=sock,
+        header_timeout_seconds=config.server.header_timeout_seconds,
+        **options,
+    )
+
+
+def _prepare(
+    agent_loop: RolloutAgentLoop,
+    config: ServerConfig,
+    validate: bool,
+    skip_register: bool,
+    local_debug: bool,
+    reload: bool,
+) -> tuple[ServerConfig, ServeStarted, socket.socket]:
+    """The config to serve, what ``on_started`` is told, and the bound socket (in the order a failure
+    is reported: credentials, validation, outbox, port, trace directory)."""
+    from osmosis_ai.rollout.server.api_key import generate_api_key
+    from osmosis_ai.rollout.server.registration import get_report_host, is_wildcard_host, load_credentials
+
+    if local_debug and config.api_key is not None:
+        raise ServeError("an API key cannot be combined with local debug mode, which disables authentication")
+    registers = not (skip_register or local_debug)
+    host = config.host if config.host is not None else (LOCAL_HOST if local_debug else DEFAULT_HOST)
+    port = config.port if config.port is not None else DEFAULT_PORT
+    credentials = None
+    if registers:
+        credentials = config.credentials if config.credentials is not None else load_credentials()
+        if credentials is None:
+            raise ServeError(
+                "registering with the Osmosis Platform needs a login: run 'osmosis login' "
+                "('osmosis login --device' on a machine without a browser) or set OSMOSIS_TOKEN; "
+                "or skip registration (--skip-register, skip_register=True: API-key auth, no registration) "
+                "or serve locally (--local, local_debug=True: no auth, loopback)"
+            )
+    validation = _validated(agent_loop) if validate else None
+    key = None if local_debug else (config.api_key or generate_api_key())
+    outbox = _checked_outbox(config.server.outbox_path or default_outbox_path(port))
+    sock = _bind(host, port)
+    try:
+        session_dir = _session_debug_dir(config.debug_dir)
+    except BaseException:
+        sock.close()
+        raise
+    public_host = public_host_error = None
+    if registers and is_wildcard_host(host):  # detected once, reused by the registration
+        try:
+            public_host = get_report_host(host)
+        except Exception as exc:
+            public_host_error = str(exc) or type(exc).__name__
+    served = dataclasses.replace(
+        config,
+        server=config.server.model_copy(update={"outbox_path": outbox}),
+        api_key=key,
+        debug_dir=session_dir,
+        host=host,
+        port=port,
+        credentials=credentials,
+    )
+    started = ServeStarted(
+        agent_loop_name=str(getattr(agent_loop, "name", type(agent_loop).__name__)),
+        host=host,
+        port=port,
+        api_key=key,
+        api_key_generated=key is not None and config.api_key is None,
+        registers=registers,
+        local_debug=local_debug,
+        outbox=outbox,
+        debug_dir=session_dir,
+        public_host=public_host,
+        public_host_error=public_host_error,
+        reload=reload,
+        validation=validation,
+    )
+    return served, started, sock
+
+
+def _validated(agent_loop: RolloutAgentLoop) -> ValidationResult:
+    from osmosis_ai.rollout.validator import validate_agent_loop
+
+    result = validate_agent_loop(agent_loop)
+    result.raise_if_invalid()
+    return result
+
+
+def _log_started(started: ServeStarted) -> None:
+    """What ``serve_agent_loop`` does without ``on_started``: the start-up as log records."""
+    logger.info(
+        "RolloutServer for %r listening on http://%s:%d (outbox: %s)",
+        started.agent_loop_name,
+        started.host,
+        started.port,
+        started.outbox,
+    )
+    if started.api_key_generated:
+        # The only way the key reaches a caller that did not choose it and asked for no report.
+        logger.warning(
+            "generated the server API key %s (choose one with api_key=, or receive it with on_started=)",
+            started.api_key,
+        )
+
+
+def _require_server_extra() -> None:
+    for module in ("fastapi", "uvicorn"):
+        if find_spec(module) is None:
+            raise ImportError(f"serving an agent loop needs {module}; {install_hint(module)}")
+
+
+def _uvicorn_options(log_level: str, access_log: bool) -> dict[str, Any]:
+    return {
+        "log_level": log_level,
+        "access_log": access_log,
+        "loop": "uvloop" if find_spec("uvloop") else "auto",
+        "http": "httptools" if find_spec("httptools") else "auto",
+        "timeout_graceful_shutdown": _GRACEFUL_HTTP_SHUTDOWN_SECONDS,
+    }
+
+
+def default_outbox_path(port: int) -> str:
+    """Where ``serve_agent_loop`` keeps its outbox when none is configured (one file per port)."""
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, "osmosis", "rollout-outbox", f"port-{port}.sqlite3")
+
+
+def _checked_outbox(path: str) -> str:
+    if path == ":memory:":
+        return path
+    import sqlite3
+
+    from osmosis_ai.rollout.server.outbox import Outbox
+
+    try:
+        Outbox(path).close()
+    except (OSError, sqlite3.Error) as exc:
+        raise ServeError(
+            f"cannot open the outbox {path}: {exc}; choose another file (--outbox, "
+            "OSMOSIS_ROLLOUT_SERVER_OUTBOX_PATH), or ':memory:' to keep undelivered callbacks in memory only"
+        ) from None
+    return path
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The listening address, bound now: a busy port is an error before anything is reported."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        hint = (
+            "another process is using it; pick another with --port" if exc.errno == errno.EADDRINUSE else ""
+        )
+        raise ServeError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}{'; ' + hint if hint else ''}"
+        ) from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _session_debug_dir(debug_dir: str | None) -> str | None:
+    if not debug_dir:
+        return None
+    session = os.path.join(debug_dir, str(int(time.time())))
+    try:
+        os.makedirs(session, exist_ok=True)
+    except OSError as exc:
+        raise ServeError(f"cannot create the debug log directory {session!r}: {exc}") from exc
+    return session
+
+
+# -- reload -----------------------------------------------------------------------------------------------
+
+
+def _agent_spec(agent_loop: RolloutAgentLoop) -> str:
+    """``module:attribute`` that re-creates ``agent_loop`` in a fresh process (needed by ``reload``)."""
+    cls = type(agent_loop)
+    module = sys.modules.get(cls.__module__)
+    if module is None or cls.__module__ == "__main__":
+        raise ServeError(
+            "reload needs the agent loop to live in an importable module (not __main__); "
+            "run 'osmosis serve -m module:attribute --reload'"
+        )
+    for attribute, value in vars(module).items():
+        if value is agent_loop:
+            return f"{cls.__module__}:{attribute}"
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+_RELOADED_FIELDS = ("api_key", "debug_dir", "host", "port", "docs_enabled", "max_request_bytes",
+                    "max_concurrent_inits", "tools_exclude_none")  # fmt: skip
+
+
+def _run_with_reload(
+    agent_loop: RolloutAgentLoop, config: ServerConfig, name: str, options: dict[str, Any]
+) -> None:
+    import uvicorn
+
+    reloaded = {
+        "agent": _agent_spec(agent_loop),
+        "path": os.getcwd(),
+        "config": {field: getattr(config, field) for field in _RELOADED_FIELDS},
+        "server": config.server.model_dump(),
+        "client": config.client.model_dump(),
+    }
+    # The reloaded worker is a child process: it inherits this variable, nothing is written to disk.
+    os.environ[RELOAD_CONFIG_ENV] = json.dumps(reloaded)
+    if config.registers:
+        _register_in_background(config, name)
+    assert config.host is not None and config.port is not None
+    uvicorn.run(
+        "osmosis_ai.rollout.server.serve:reloadable_app",
+        factory=True,
+        reload=True,
+        reload_dirs=[os.getcwd()],
+        host=config.host,
+        port=config.port,
+        **options,
+    )
+
+
+def _register_in_background(config: ServerConfig, name: str) -> None:
+    """Register once the first worker answers ``/health``, from a daemon thread of this process."""
+    from osmosis_ai.rollout.server.registration import register_when_ready
+
+    def register() -> None:
+        try:
+            asyncio.run(register_when_ready(config, name))
+        except Exception:
+            logger.exception("registering with the Osmosis Platform failed")
+
+    threading.Thread(target=register, name="osmosis-register", daemon=True).start()
+
+
+def reloadable_app() -> Any:
+    """uvicorn factory for reloaded workers: the app rebuilt from ``OSMOSIS_SERVE_RELOAD_CONFIG`` (read once)."""
+    from osmosis_ai.rollout.config.settings import RolloutClientSettings, RolloutServerSettings
+    from osmosis_ai.rollout.server.app import create_app
+    from osmosis_ai.rollout.server.config import ServerConfig
+
+    # Taken out at once: the agent and every process it starts must not inherit the server key.
+    # (The reloader process keeps it to start the next worker.)
+    raw = os.environ.pop(RELOAD_CONFIG_ENV, None)
+    if not raw:
+        raise ServeError(
+            f"{RELOAD_CONFIG_ENV} is not set; start the server with serve_agent_loop(reload=True)"
+        )
+    reloaded = json.loads(raw)
+    if reloaded["path"] not in sys.path:
+        sys.path.insert(0, reloaded["path"])
+    config = ServerConfig(
+        server=RolloutServerSettings.model_construct(**reloaded["server"]),
+        client=RolloutClientSettings.model_construct(**reloaded["client"]),
+        **reloaded["config"],
+    )
+    return create_app(_load_agent(reloaded["agent"]), config=config)
+
+
+def _load_agent(spec: str) -> RolloutAgentLoop:
+    """The agent loop :func:`_agent_spec` named: the object, or an instance of the class."""
+    import importlib
+
+    module, _, attribute = spec.partition(":")
+    target: Any = importlib.import_module(module)
+    for part in attribute.split("."):
+        target = getattr(target, part)
+    agent: RolloutAgentLoop = target() if isinstance(target, type) else target
+    return agent
+
+
+_EXPORTS = {"validate_and_report": "osmosis_ai.cli.commands.validate"}  # prints: it is the command's
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
-
-if TYPE_CHECKING:
-    pass

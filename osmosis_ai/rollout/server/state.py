@@ -206,42 +206,42 @@ class AppState:
     # The public protocol names rollouts by dedup key; these methods let code that drives an AppState
     # by key (its own executor, tests) keep doing so. The server itself works on records.
 
-    def is_duplicate(self, rollout_id: str) -> bool:
-        """Whether ``rollout_id`` (a dedup key) is running, recently finished or being initialised."""
-        return rollout_id in self.active or rollout_id in self.completed or rollout_id in self._init_futures
+    def is_duplicate(self, key: str) -> bool:
+        """Whether the dedup key ``key`` is running, recently finished or being initialised."""
+        return key in self.active or key in self.completed or key in self._init_futures
 
-    def mark_started(self, rollout_id: str, task: asyncio.Task[None]) -> None:
-        """Record ``task`` as the running rollout under the dedup key ``rollout_id``."""
-        record = self.active.get(rollout_id)
+    def mark_started(self, key: str, task: asyncio.Task[None]) -> None:
+        """Record ``task`` as the running rollout under the dedup key ``key``."""
+        record = self.active.get(key)
         if record is None:
-            record = RolloutRecord(rollout_id, rollout_id)
+            record = RolloutRecord(key, key)
             self.add(record)
         record.task = task
 
-    def mark_completed(self, rollout_id: str) -> None:
-        """Move the rollout under the dedup key ``rollout_id`` to the finished records, stamped now."""
-        record = self.active.get(rollout_id)
+    def mark_completed(self, key: str) -> None:
+        """Move the rollout under the dedup key ``key`` to the finished records, stamped now."""
+        record = self.active.get(key)
         if record is None:
-            record = self.completed.get(rollout_id) or RolloutRecord(rollout_id, rollout_id)
+            record = self.completed.get(key) or RolloutRecord(key, key)
         self.finish(record)
 
-    def get_or_create_init_future(self, rollout_id: str) -> tuple[asyncio.Future[InitResponse], bool]:
-        """The future that carries the init answer for the dedup key ``rollout_id``, and whether it is new.
+    def get_or_create_init_future(self, key: str) -> tuple[asyncio.Future[InitResponse], bool]:
+        """The future that carries the init answer for the dedup key ``key``, and whether it is new.
 
         The caller that gets ``True`` runs the init and resolves the future (or calls
         :meth:`clear_init_record` when it fails); the others await it. Futures are forgotten with the
         finished record they belong to.
         """
-        future = self._init_futures.get(rollout_id)
+        future = self._init_futures.get(key)
         if future is not None:
             return future, False
         future = asyncio.get_running_loop().create_future()
-        self._init_futures[rollout_id] = future
+        self._init_futures[key] = future
         return future, True
 
-    def clear_init_record(self, rollout_id: str) -> None:
-        """Forget the init future under ``rollout_id`` after a failed init, so the key may be retried."""
-        self._init_futures.pop(rollout_id, None)
+    def clear_init_record(self, key: str) -> None:
+        """Forget the init future under ``key`` after a failed init, so the key may be retried."""
+        self._init_futures.pop(key, None)
 
     def prune(self, now: float | None = None) -> int:
         """Drop finished records older than the TTL; returns how many were dropped."""

@@ -244,7 +244,7 @@ def test_a_refused_baseline_stops_at_its_preflight_and_says_it_was_the_baseline(
             "--baseline-base-url and --baseline-api-key need --baseline-model",
         ),
         (["--baseline-api-key", "k"], 1, "need --baseline-model"),
-        (["--fresh", "--retry-failed"], 2, "not allowed with argument"),
+        (["--fresh", "--retry-failed"], 1, "--fresh and --retry-failed cannot be combined"),
     ],
 )
 def test_flags_that_need_or_exclude_others(

@@ -237,7 +237,7 @@ def test_eval_rubric_failure_rate_and_infrastructure_failures(
         "Error: 1 of 2 judgments ended in an infrastructure failure (infra_error 1)"
     )
     result = cli(*run, "--max-failure-rate", "1.5", cwd=tmp_path, home=home)
-    assert result.returncode == 2 and "must be between 0 and 1" in result.stderr
+    assert result.returncode == 1 and "must be between 0 and 1" in result.stderr
 
 
 def test_eval_rubric_repeats_served_from_the_cache_are_marked(

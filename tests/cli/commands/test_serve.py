@@ -17,7 +17,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from osmosis_ai.cli.commands import serve as serve_command
 from osmosis_ai.cli.commands.serve import print_registration_result
 from osmosis_ai.cli.commands.validate import validate_and_report
 from osmosis_ai.rollout.server.registration import RegistrationResult
@@ -48,8 +47,8 @@ def test_serve_refuses_bad_combinations(args: list[str], message: str):
 
 def test_serve_rejects_a_bad_port():
     result = osmosis("serve", "-m", CALCULATOR, "-p", "70000")
-    assert result.returncode == 2
-    assert "invalid port" in result.stderr
+    assert result.returncode == 1  # a value out of range, as 0.2's value errors
+    assert result.stderr.strip() == "Error: -p/--port: invalid port 70000: expected 1-65535"
 
 
 # -- serve: running --------------------------------------------------------------------------------
@@ -446,11 +445,13 @@ def test_the_registration_report(capsys, result: RegistrationResult, lines: list
     assert capsys.readouterr().out.splitlines() == lines
 
 
-def test_the_compatibility_paths_reach_the_command(capsys):
+def test_the_compatibility_paths_reach_the_library_and_the_command(capsys):
+    from osmosis_ai.rollout import serve_agent_loop as from_rollout
     from osmosis_ai.rollout.server import registration, serve
     from osmosis_ai.rollout.server import serve_agent_loop as from_package
 
-    assert serve.serve_agent_loop is from_package is serve_command.serve_agent_loop
+    assert serve.serve_agent_loop is from_package is from_rollout
+    assert serve.serve_agent_loop.__module__ == "osmosis_ai.rollout.server.serve"  # a library function
     assert serve.validate_and_report is validate_and_report
     registration.print_registration_result(RegistrationResult(False, error="x"), "h", 1, "calc")
     assert capsys.readouterr().out.startswith("[WARNING] Registration with the Osmosis Platform failed: x")

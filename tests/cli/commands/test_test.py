@@ -44,7 +44,7 @@ def test_the_calculator_example_runs_unchanged(openai_server: OpenAIServer, tmp_
         "[1/3] Row 2", "[2/3] Row 3", "[3/3] Row 4",
     ]  # fmt: skip
     assert "3 rows: 3 completed (100.0%); mean reward" in result.stdout
-    before_written = result.stdout.rsplit("\nWrote results to", 1)[0]
+    before_written = result.stdout.rsplit("\nResults written to:", 1)[0]
     assert_summary_table_matches(before_written, out, "3 rows: 3 completed (100.0%); mean reward")
     sent = openai_server.requests[1].json  # [0] is the preflight
     assert sent["temperature"] == 0.5 and [t["function"]["name"] for t in sent["tools"]][:1] == ["add"]

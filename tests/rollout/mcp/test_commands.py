@@ -194,12 +194,9 @@ def _error_line(result: Ran) -> str:
 
 def test_the_agent_is_named_exactly_once() -> None:
     both = cli("test", "-m", "a:b", "--mcp", str(CALCULATOR_MCP), "-d", "x.jsonl")
-    assert both.returncode == 2 and "not allowed with argument" in both.stderr
+    assert both.returncode == 1 and "-m/--module and --mcp cannot be combined" in both.stderr
     neither = cli("test", "-d", "x.jsonl")
-    assert (
-        neither.returncode == 2
-        and "one of the arguments -m/--module/--agent --mcp --mcp-url" in neither.stderr
-    )
+    assert neither.returncode == 1 and "needs one of -m/--module, --mcp, --mcp-url" in neither.stderr
     # eval has sub-commands, so it checks the choice itself
     no_agent = cli("eval", "-d", "x.jsonl", "--eval-fn", REWARD)
     assert "needs -m/--module (or --mcp/--mcp-url)" in _error_line(no_agent)

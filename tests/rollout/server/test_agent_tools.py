@@ -17,8 +17,8 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
+from osmosis_ai._usercode import UserCodeRaised
 from osmosis_ai.rollout.server.agent_tools import GetToolsCaller, ToolsCache
-from osmosis_ai.rollout.server.isolation import AgentRaised
 from tests.support.server import ADD_TOOL, init_body
 from tests.support.sockets import free_port
 from tests.support.waiting import wait_until
@@ -87,7 +87,7 @@ async def test_get_tools_raising_any_base_exception_becomes_an_ordinary_error(ra
         raise raised
 
     for get_tools in (sync_tools, async_tools):
-        with pytest.raises(AgentRaised, match=type(raised).__name__):
+        with pytest.raises(UserCodeRaised, match=type(raised).__name__):
             await GetToolsCaller(get_tools, timeout=5)(None)
 
 

@@ -202,7 +202,11 @@ def test_hung_get_tools_is_bounded_by_the_deadline(serve, http, trainer):
 
 
 def test_queue_limit_answers_429_with_retry_after(serve, http, trainer):
-    server = serve(ScriptedAgent(hang), max_concurrent=1, queue_limit=1, shutdown_grace_seconds=0)
+    server = serve(
+        ScriptedAgent(hang),
+        max_concurrent=1,
+        settings=fast_settings(max_queued_rollouts=1, shutdown_grace_seconds=0),
+    )
     _start(http, server.url, "bp-1", trainer)
     _start(http, server.url, "bp-2", trainer)
     rejected = http.post(f"{server.url}/v1/rollout/init", json=init_body("bp-3", trainer.url))
@@ -216,7 +220,7 @@ def test_queue_limit_answers_429_with_retry_after(serve, http, trainer):
 
 
 def test_unlimited_queue_by_default_accepts_beyond_concurrency(serve, http, trainer):
-    server = serve(ScriptedAgent(hang), max_concurrent=1, shutdown_grace_seconds=0)
+    server = serve(ScriptedAgent(hang), max_concurrent=1, settings=fast_settings(shutdown_grace_seconds=0))
     for i in range(5):
         _start(http, server.url, f"q-{i}", trainer)
     health = http.get(f"{server.url}/health").json()
@@ -236,7 +240,10 @@ def test_graceful_shutdown_drains_then_reports_error_for_the_rest(serve, http, t
         return ctx.complete([*ctx.request.messages, result.message])
 
     server = serve(
-        ScriptedAgent(quick_or_hang), max_concurrent=2, shutdown_grace_seconds=1.0, on_shutdown=on_shutdown
+        ScriptedAgent(quick_or_hang),
+        max_concurrent=2,
+        settings=fast_settings(shutdown_grace_seconds=1.0),
+        on_shutdown=on_shutdown,
     )
     trainer.queue_chat(
         Reply(delay=0.2, body=completion(FINAL_MESSAGE, 1))
@@ -257,7 +264,7 @@ def test_graceful_shutdown_drains_then_reports_error_for_the_rest(serve, http, t
 
 
 def test_while_draining_init_gets_503_and_health_says_draining(serve, http, trainer):
-    server = serve(ScriptedAgent(hang), shutdown_grace_seconds=1.0)
+    server = serve(ScriptedAgent(hang), settings=fast_settings(shutdown_grace_seconds=1.0))
     _start(http, server.url, "drain-1", trainer)
     wait_until(lambda: len(trainer.chat_requests) == 1)
     stopper = threading.Thread(target=server.stop)
@@ -282,7 +289,7 @@ def test_init_whose_get_tools_outlasts_the_start_of_shutdown_is_refused_not_orph
             release.wait(5)
         return []
 
-    server = serve(ScriptedAgent(hang, tools=tools), shutdown_grace_seconds=1.0)
+    server = serve(ScriptedAgent(hang, tools=tools), settings=fast_settings(shutdown_grace_seconds=1.0))
     _start(http, server.url, "running", trainer)
     wait_until(lambda: len(trainer.chat_requests) == 1)
     answers: list[httpx.Response] = []
@@ -312,7 +319,7 @@ def test_shutdown_error_callbacks_are_bounded_by_the_callback_budget(serve, http
 
     monkeypatch.setattr(app_module, "SHUTDOWN_CALLBACK_TIMEOUT_SECONDS", 0.5)
     trainer.queue_completed(Reply(delay=30))  # TrainGate takes the ERROR callback but never answers
-    server = serve(ScriptedAgent(hang), shutdown_grace_seconds=0)
+    server = serve(ScriptedAgent(hang), settings=fast_settings(shutdown_grace_seconds=0))
     _start(http, server.url, "slow-ack", trainer)
     wait_until(lambda: len(trainer.chat_requests) == 1)
     server.stop()

@@ -1,4 +1,4 @@
-"""The outbox on a real SQLite file: what is committed survives a reopen, removals are batched."""
+"""The outbox on a real SQLite file: what is committed survives a reopen, what is removed does not."""
 
 from __future__ import annotations
 
@@ -6,18 +6,18 @@ import os
 import stat
 from pathlib import Path
 
-from osmosis_ai.rollout.server.outbox import FLUSH_EVERY, Outbox
+from osmosis_ai.rollout.server.outbox import Delivery, Outbox
 
 
 def test_committed_rows_survive_a_reopen_and_acknowledged_ones_do_not(tmp_path: Path):
     path = tmp_path / "state" / "outbox.sqlite3"
     first = Outbox(path)
-    first.put("k1", "r1", "http://trainer", "cb-key", b'{"status": "COMPLETED"}')
-    first.put("k2", "r2", "http://trainer", None, b"{}")
+    first.put(Delivery("k1", "r1", "http://trainer", "cb-key", b'{"status": "COMPLETED"}'))
+    first.put(Delivery("k2", "r2", "http://trainer", None, b"{}"))
     first.remove("k2")
     assert first.pending == 1
-    assert first.get("k2") is None  # removed, even before the batch is flushed
-    first.close()  # a clean close flushes; a killed process would re-send k2 (at-least-once)
+    assert first.get("k2") is None
+    first.close()
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600  # it holds callback keys
     second = Outbox(path)
     assert [(d.key, d.rollout_id, d.api_key, d.body) for d in second.all()] == [
@@ -27,27 +27,26 @@ def test_committed_rows_survive_a_reopen_and_acknowledged_ones_do_not(tmp_path: 
     second.close()
 
 
-def test_removals_are_flushed_in_batches_and_a_fresh_put_replaces_the_old_row(tmp_path: Path):
+def test_removed_rows_leave_the_file_at_once_and_a_fresh_put_replaces_the_old_row(tmp_path: Path):
     outbox = Outbox(tmp_path / "o.sqlite3")
-    for index in range(FLUSH_EVERY + 1):
-        outbox.put(f"k{index}", f"r{index}", "http://t", None, b"{}")
-    for index in range(FLUSH_EVERY):
+    for index in range(3):
+        outbox.put(Delivery(f"k{index}", f"r{index}", "http://t", None, b"{}"))
+    for index in range(2):
         outbox.remove(f"k{index}")
     assert outbox.pending == 1
-    assert [d.key for d in Outbox(tmp_path / "o.sqlite3").all()] == [f"k{FLUSH_EVERY}"]  # on disk already
-    outbox.put("k0", "r0-again", "http://t", None, b'{"again": true}')  # a rollout started afresh
-    outbox.put(f"k{FLUSH_EVERY}", "replaced", "http://t", None, b"{}")
+    assert [d.key for d in Outbox(tmp_path / "o.sqlite3").all()] == ["k2"]  # on disk already
+    outbox.put(Delivery("k0", "r0-again", "http://t", None, b'{"again": true}'))  # a rollout started afresh
+    outbox.put(Delivery("k2", "replaced", "http://t", None, b"{}"))
     assert outbox.pending == 2
-    stored = outbox.get(f"k{FLUSH_EVERY}")
+    stored = outbox.get("k2")
     assert stored is not None and stored.rollout_id == "replaced"
-    outbox.checkpoint()
     outbox.close()
 
 
 def test_in_memory_outbox_and_pruning(tmp_path: Path):
     outbox = Outbox()
     assert not outbox.durable
-    outbox.put("old", "r", "http://t", None, b"{}")
+    outbox.put(Delivery("old", "r", "http://t", None, b"{}"))
     assert outbox.prune(older_than_seconds=3600) == 0
     assert outbox.prune(older_than_seconds=-1) == 1
     assert outbox.pending == 0
@@ -57,7 +56,7 @@ def test_in_memory_outbox_and_pruning(tmp_path: Path):
 def test_keys_not_stored_are_answered_without_changing_the_count(tmp_path: Path):
     path = tmp_path / "o.sqlite3"
     outbox = Outbox(path)
-    outbox.put("k1", "r1", "http://t", None, b"{}")
+    outbox.put(Delivery("k1", "r1", "http://t", None, b"{}"))
     outbox.remove("never-stored")  # e.g. a callback delivered from memory after the disk failed
     assert outbox.get("never-stored") is None
     assert outbox.pending == 1
@@ -66,6 +65,5 @@ def test_keys_not_stored_are_answered_without_changing_the_count(tmp_path: Path)
     stored = reopened.get("k1")
     assert stored is not None and stored.rollout_id == "r1"
     reopened.remove("k1")
-    reopened.flush()
     assert reopened.get("k1") is None and reopened.pending == 0
     reopened.close()

@@ -13,9 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
+from osmosis_ai.rollout.config.settings import RolloutSettings
 from osmosis_ai.rollout.core.exceptions import RolloutValueError
 from osmosis_ai.rollout.server.app import create_app
-from tests.support.server import ADD_TOOL, ScriptedAgent, fast_settings, init_body
+from tests.support.server import ADD_TOOL, ScriptedAgent, fast_config, fast_settings, init_body
 from tests.support.trainer import TrainerStandIn
 from tests.support.waiting import wait_until
 
@@ -51,7 +52,7 @@ def test_init_answers_202_with_tools_in_0_2_shape_and_runs_the_rollout(serve, ht
 
 
 def test_health_reports_counts_and_capacity(serve, http, trainer: TrainerStandIn):
-    server = serve(ScriptedAgent(), max_concurrent=7, queue_limit=3)
+    server = serve(ScriptedAgent(), max_concurrent=7, settings=fast_settings(max_queued_rollouts=3))
     http.post(f"{server.url}/v1/rollout/init", json=init_body("r-h", trainer.url))
     trainer.wait_completed("r-h")
     _wait_idle(http, server.url)
@@ -279,7 +280,7 @@ def test_docs_routes_are_off_by_default_and_on_when_asked(serve, http):
     plain = serve(ScriptedAgent())
     for path in ("/docs", "/redoc", "/openapi.json"):
         assert http.get(plain.url + path).status_code == 404
-    documented = serve(ScriptedAgent(), docs_enabled=True)
+    documented = serve(ScriptedAgent(), config=fast_config(docs_enabled=True))
     assert http.get(documented.url + "/openapi.json").status_code == 200
 
 
@@ -326,7 +327,7 @@ def _bad_inputs(trainer_url: str) -> list[tuple[str, bytes, int, str]]:
 
 
 def test_bad_inputs_get_precise_4xx_and_the_server_keeps_serving(serve, http, trainer: TrainerStandIn):
-    server = serve(ScriptedAgent(), max_request_bytes=2 * 1024 * 1024)
+    server = serve(ScriptedAgent(), config=fast_config(max_request_bytes=2 * 1024 * 1024))
     for label, content, status, error_type in _bad_inputs(trainer.url):
         response = http.post(
             f"{server.url}/v1/rollout/init", content=content, headers={"content-type": "application/json"}
@@ -391,25 +392,28 @@ def test_queue_limit_and_grace_come_from_the_environment(serve, http, monkeypatc
 
 
 @pytest.mark.parametrize(
-    "kwargs",
-    [{"max_concurrent": 0}, {"max_concurrent": -1}, {"queue_limit": -1}, {"max_request_bytes": 0}],
+    "make",
+    [
+        lambda: create_app(ScriptedAgent(), max_concurrent=0),
+        lambda: create_app(ScriptedAgent(), max_concurrent=-1),
+        lambda: create_app(ScriptedAgent(), record_ttl_seconds=0),
+        lambda: create_app(ScriptedAgent(), settings=RolloutSettings(server={"max_queued_rollouts": -1})),
+        lambda: create_app(ScriptedAgent(), config=fast_config(max_request_bytes=0)),
+    ],
 )
-def test_create_app_rejects_nonsense_limits(kwargs):
-    from osmosis_ai.rollout.server.app import create_app
-
+def test_create_app_rejects_nonsense_limits(make):
     with pytest.raises(ValueError):
-        create_app(ScriptedAgent(), **kwargs)
+        make()
 
 
 def test_tools_exclude_none_drops_the_nulls(serve, http, trainer: TrainerStandIn):
-    server = serve(ScriptedAgent(), tools_exclude_none=True)
+    server = serve(ScriptedAgent(), config=fast_config(tools_exclude_none=True))
     tool = http.post(f"{server.url}/v1/rollout/init", json=init_body("nn", trainer.url)).json()["tools"][0]
     assert tool["function"]["parameters"]["properties"]["a"] == {"type": "number"}
     assert tool["function"]["strict"] is False
 
 
-@pytest.mark.parametrize("in_thread", [False, True])
-def test_get_tools_never_runs_on_the_event_loop(serve, http, trainer: TrainerStandIn, in_thread: bool):
+def test_get_tools_never_runs_on_the_event_loop(serve, http, trainer: TrainerStandIn):
     on_loop: list[bool] = []  # whether each call ran on the server's event loop
 
     def tools(request: Any) -> list[dict[str, Any]]:
@@ -421,7 +425,7 @@ def test_get_tools_never_runs_on_the_event_loop(serve, http, trainer: TrainerSta
             on_loop.append(True)
         return [ADD_TOOL]
 
-    server = serve(ScriptedAgent(tools=tools), get_tools_in_thread=in_thread)
+    server = serve(ScriptedAgent(tools=tools))
     for i in range(20):
         assert (
             http.post(f"{server.url}/v1/rollout/init", json=init_body(f"t-{i}", trainer.url)).status_code
@@ -440,7 +444,7 @@ def test_a_body_without_content_type_is_read_as_json(serve, http, trainer: Train
 
 
 def test_a_chunked_body_over_the_limit_is_refused_while_it_streams(serve, http, trainer: TrainerStandIn):
-    server = serve(ScriptedAgent(), max_request_bytes=64 * 1024)
+    server = serve(ScriptedAgent(), config=fast_config(max_request_bytes=64 * 1024))
 
     def chunks() -> Iterator[bytes]:
         yield b'{"rollout_id": "chunked", "metadata": {"blob": "'
@@ -570,7 +574,7 @@ def test_inits_beyond_max_concurrent_inits_wait_outside_and_all_get_their_answer
     serve, http, trainer: TrainerStandIn
 ):
     tools = GatedTools()  # every call blocks until released
-    server = serve(ScriptedAgent(tools=tools), max_concurrent_inits=2)
+    server = serve(ScriptedAgent(tools=tools), config=fast_config(max_concurrent_inits=2))
     statuses: dict[str, int] = {}
     posts = [_post_in_background(server.url, f"w-{i}", trainer.url, statuses) for i in range(6)]
     wait_until(lambda: tools.running == 2, what="two inits in get_tools")
@@ -586,13 +590,15 @@ def test_inits_beyond_max_concurrent_inits_wait_outside_and_all_get_their_answer
 
 def test_max_concurrent_inits_must_be_positive():
     with pytest.raises(RolloutValueError, match="max_concurrent_inits"):
-        create_app(ScriptedAgent(), settings=fast_settings(), max_concurrent_inits=0)
+        create_app(ScriptedAgent(), config=fast_config(max_concurrent_inits=0))
 
 
 def test_an_init_whose_client_leaves_mid_body_starts_nothing_and_frees_its_admission(
     serve, http, trainer: TrainerStandIn
 ):
-    server = serve(ScriptedAgent(), max_concurrent_inits=1)  # a slot kept would block the next init
+    server = serve(
+        ScriptedAgent(), config=fast_config(max_concurrent_inits=1)
+    )  # a slot kept would block the next init
     body = json.dumps(init_body("left-mid-body", trainer.url)).encode()
     host, port = server.url.removeprefix("http://").rsplit(":", 1)
     head = f"POST /v1/rollout/init HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
@@ -604,3 +610,24 @@ def test_an_init_whose_client_leaves_mid_body_starts_nothing_and_frees_its_admis
     response = http.post(f"{server.url}/v1/rollout/init", content=body)
     assert response.status_code == 202, response.text
     trainer.wait_completed("left-mid-body")
+
+
+def test_an_app_mounted_under_a_prefix_keeps_its_gate(http, trainer: TrainerStandIn):
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    from tests.support.server import RunningServer
+
+    outer = Starlette(
+        routes=[Mount("/rollouts", app=create_app(ScriptedAgent(), api_key=KEY, settings=fast_settings()))]
+    )
+    server = RunningServer(outer).start()
+    try:
+        init = f"{server.url}/rollouts/v1/rollout/init"
+        assert http.post(init, content=b"{not json").status_code == 401  # the key before the body
+        headers = {"Authorization": f"Bearer {KEY}"}
+        response = http.post(init, json=init_body("mounted", trainer.url), headers=headers)
+        assert response.status_code == 202, response.text
+        assert trainer.wait_completed("mounted")["status"] == "COMPLETED"
+    finally:
+        server.stop()

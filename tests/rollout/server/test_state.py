@@ -85,13 +85,13 @@ async def test_key_based_bookkeeping_tracks_a_rollout_from_start_to_finish():
         await release.wait()
 
     task = asyncio.get_running_loop().create_task(rollout())
-    state.mark_started(rollout_id="r1", task=task)
+    state.mark_started(key="r1", task=task)
     assert state.rollout_tasks == {"r1": task}
-    assert state.is_duplicate(rollout_id="r1") and not state.is_duplicate(rollout_id="r2")
+    assert state.is_duplicate(key="r1") and not state.is_duplicate(key="r2")
     assert (state.active_count, state.completed_count) == (1, 0)
     release.set()
     await task
-    state.mark_completed(rollout_id="r1")
+    state.mark_completed(key="r1")
     assert dict(state.rollout_tasks) == {} and list(state.completed_rollouts) == ["r1"]
     assert state.is_duplicate("r1") and (state.active_count, state.completed_count) == (0, 1)
 
@@ -110,15 +110,15 @@ async def test_mark_started_attaches_the_task_to_a_record_the_server_accepted():
 
 async def test_init_future_is_shared_by_duplicates_and_cleared_after_a_failed_init():
     state = AppState()
-    leader, created = state.get_or_create_init_future(rollout_id="k")
-    follower, again = state.get_or_create_init_future(rollout_id="k")
+    leader, created = state.get_or_create_init_future(key="k")
+    follower, again = state.get_or_create_init_future(key="k")
     assert created and not again and follower is leader
     assert state.is_duplicate("k")
     answer = InitResponse(rollout_id="k", tools=[])
     leader.set_result(answer)
     assert await follower is answer
 
-    state.clear_init_record(rollout_id="k")
+    state.clear_init_record(key="k")
     assert not state.is_duplicate("k")
     retry, created = state.get_or_create_init_future("k")
     assert created and retry is not leader

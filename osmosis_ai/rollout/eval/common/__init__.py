@@ -6,6 +6,8 @@ from osmosis_ai._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     "REQUIRED_COLUMNS": "osmosis_ai.rollout.eval.common.dataset",
+    "REQUIRED_COLUMNS_SET": "osmosis_ai.rollout.eval.common.dataset",
+    "TOOL_NAME_PATTERN": "osmosis_ai.rollout.eval.common.runner",
     "DatasetReader": "osmosis_ai.rollout.eval.common.dataset",
     "DatasetRow": "osmosis_ai.rollout.eval.common.dataset",
     "dataset_row_to_request": "osmosis_ai.rollout.eval.common.dataset",

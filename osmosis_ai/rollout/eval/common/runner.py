@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from osmosis_ai.runs.executors.local import _TOOL_NAME as TOOL_NAME_PATTERN
 from osmosis_ai.runs.executors.local import validate_tools
 
-__all__ = ["validate_tools"]
+__all__ = ["TOOL_NAME_PATTERN", "validate_tools"]

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
+from osmosis_ai._usercode import UserCodeRaised, contain, forget_traceback
 from osmosis_ai.rollout import RolloutContext, RolloutResult
-from osmosis_ai.rollout.server.isolation import AgentRaised, contain, forget_traceback
 from tests.support.server import ScriptedAgent, fast_settings, init_body
 from tests.support.trainer import TrainerStandIn
 from tests.support.waiting import wait_until
@@ -103,7 +103,7 @@ async def test_contain_turns_base_exceptions_into_an_ordinary_one_and_lets_cance
     async def raising() -> None:
         raise SystemExit(3)
 
-    with pytest.raises(AgentRaised, match="SystemExit: 3") as caught:
+    with pytest.raises(UserCodeRaised, match="SystemExit: 3") as caught:
         await asyncio.get_running_loop().create_task(contain(raising))
     assert isinstance(caught.value.original, SystemExit)
 
