@@ -51,7 +51,8 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.startup
 
 # The fault suite (a few minutes): trainer faults and a 30 s outage, a SIGKILLed server, hostile agents,
-# generated malformed inits, half-open connections, adversarial judge replies; prints one table.
+# generated malformed inits, half-open connections, adversarial judge replies, every output flag onto
+# a mknod device, a FIFO and a symlink; prints one table.
 # Its short form runs inside `make test` (tests/benchmarks/test_chaos.py).
 chaos: $(STAMP)
 	$(BIN)/python -m benchmarks.chaos

@@ -19,9 +19,13 @@ One run, in this order, then one table:
 6. ``evaluate_rubric`` is fed adversarial OpenAI-compatible judge replies that quote a candidate's
    injected verdict before the judge's own: a score equal to the injected one was taken from the
    candidate's text.
+7. Every output flag (``test``/``eval`` ``-o`` and ``--report``, ``rollout run -o`` and ``--report``,
+   ``report -o``) writes onto a character device made with ``mknod`` (root only; skipped otherwise),
+   a FIFO with a reader and a symlink, through the CLI's ``main()``: each must be written whole and
+   stay what it was (a device, a FIFO, a link to the file that got the content).
 
 Goals: lost rollouts 0 (every rollout the server accepted reaches the trainer), 5xx answers 0,
-judge scores taken from candidate text 0. Duplicate deliveries are expected (at-least-once; the
+judge scores taken from candidate text 0, every output written onto each special file and the file kept. Duplicate deliveries are expected (at-least-once; the
 trainer deduplicates by ``rollout_id``) and reported. Exit status 0 when the goals are met.
 ``--short`` is the quick form ``tests/benchmarks/test_chaos.py`` runs inside ``make test``.
 """
@@ -31,6 +35,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import io
+import itertools
 import json
 import os
 import random
@@ -44,6 +50,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.openai_stub import StubProcess
+from benchmarks.special_files import FifoReader, make_char_device, still_char_device, symlink_to_file
 from osmosis_ai.rollout import RolloutAgentLoop, RolloutContext, RolloutResult
 
 REPO = Path(__file__).resolve().parent.parent
@@ -576,6 +584,97 @@ async def judge_injection() -> dict[str, Any]:
     return {"cases": len(replies), "taken": len(taken), "taken_cases": taken, "refused": len(refused)}
 
 
+# -- outputs onto special files --------------------------------------------------------------------------
+
+OUTPUT_KINDS = ("char device", "FIFO", "symlink")
+EVAL_AGENT = "benchmarks.eval_agent:agent_loop"
+EVAL_FN = "benchmarks.eval_agent:verdict_passes"
+CALCULATOR = "examples.calculator.agent:agent_loop"
+CALCULATOR_DATASET = REPO / "examples" / "calculator" / "dataset.jsonl"
+
+
+def _whole(flag: str, data: bytes) -> bool:
+    """Whether ``data`` is a whole file of what ``flag`` writes."""
+    try:
+        if flag.endswith("--report") or flag == "report -o":
+            return data.startswith(b"<!DOCTYPE html>") and data.rstrip().endswith(b"</html>")
+        if flag == "rollout run -o":
+            lines = data.decode().split("\n")
+            return lines[-1] == "" and all(json.loads(line)["rollout_id"] for line in lines[:-1])
+        return isinstance(json.loads(data), dict)
+    except ValueError:
+        return False
+
+
+def _output_commands(api_base: str, directory: Path) -> dict[str, list[str]]:
+    """Each output flag's command (the path to write goes last), journals apart, nothing resumed."""
+    data = directory / "prompts.jsonl"
+    rows = [{"system_prompt": "s", "user_prompt": f"Judge answer {i}", "ground_truth": "1"} for i in range(2)]
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    results = directory / "results.jsonl"
+    results.write_text('{"rollout_id": "r-0", "row_index": 0, "status": "COMPLETED", "reward": 1.0}\n')
+    model = ["--model", "bench", "--base-url", api_base, "-q"]
+    journals = (["--journal", str(directory / f"journal-{i}.sqlite")] for i in itertools.count())
+    test = ["test", "-m", EVAL_AGENT, "-d", str(data), *model]
+    evaluate = ["eval", "-m", EVAL_AGENT, "-d", str(data), "--eval-fn", EVAL_FN, *model]
+    rollout = ["rollout", "run", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--model", "scripted", "-q"]
+    return {
+        "test -o": [*test, "-o"],
+        "test --report": [*test, "--report"],
+        "eval -o": [*evaluate, *next(journals), "-o"],
+        "eval --report": [*evaluate, *next(journals), "--report"],
+        "rollout run -o": [*rollout, *next(journals), "-o"],
+        "rollout run --report": [*rollout, *next(journals), "--report"],
+        "report -o": ["report", str(results), "-q", "-o"],
+    }
+
+
+def _osmosis(argv: list[str]) -> int:
+    """``osmosis`` through its main() in this process, its output swallowed."""
+    from osmosis_ai.cli.main import main
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        return main(argv)
+
+
+def _onto(kind: str, flag: str, argv: list[str], directory: Path) -> bool:
+    """Run ``argv`` writing onto a fresh special file of ``kind``: was it written whole, and kept?"""
+    path = directory / f"{kind.replace(' ', '-')}-{flag.replace(' ', '').replace('-', '')}"
+    if kind == "char device":
+        make_char_device(path)
+        return _osmosis([*argv, str(path)]) == 0 and still_char_device(path)
+    if kind == "FIFO":
+        reader = FifoReader(path)
+        status = _osmosis([*argv, str(path)])
+        return status == 0 and _whole(flag, reader.received()) and path.is_fifo()
+    target = directory / "kept" / path.name
+    symlink_to_file(path, target)
+    status = _osmosis([*argv, str(path)])
+    return (
+        status == 0
+        and path.is_symlink()
+        and os.readlink(path) == str(target)
+        and _whole(flag, target.read_bytes())
+    )
+
+
+def outputs_onto_special_files() -> dict[str, Any]:
+    """Every output flag onto a character device made with mknod, a FIFO with a reader, a symlink."""
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="osmosis-chaos-outputs-") as tmp, StubProcess(0.0) as api_base:
+        directory = Path(tmp)
+        commands = _output_commands(api_base, directory)
+        skipped = make_char_device(directory / "probe")
+        for kind in OUTPUT_KINDS:
+            if kind == "char device" and skipped is not None:
+                results[kind] = {"flags": len(commands), "kept": 0, "failed": [], "skipped": skipped}
+                continue
+            failed = [flag for flag, argv in commands.items() if not _onto(kind, flag, argv, directory)]
+            results[kind] = {"flags": len(commands), "kept": len(commands) - len(failed), "failed": failed,
+                             "skipped": None}  # fmt: skip
+    return results
+
+
 # -- the table -------------------------------------------------------------------------------------------
 
 
@@ -614,7 +713,16 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
             f"{judged['taken']} of {judged['cases']} ({judged['refused']} refused)",
             "0",
         ),
+        *(_output_row(kind, results["outputs"][kind]) for kind in OUTPUT_KINDS),
     ]
+
+
+def _output_row(kind: str, outcome: dict[str, Any]) -> tuple[str, str, str]:
+    label = f"output flags onto a {kind}{' (mknod)' if kind == 'char device' else ''}: written, kept a {kind}"
+    if outcome["skipped"]:
+        return label, f"skipped: {outcome['skipped']}", "all"
+    failed = f" (failed: {', '.join(outcome['failed'])})" if outcome["failed"] else ""
+    return label, f"{outcome['kept']}/{outcome['flags']}{failed}", "all"
 
 
 def goals_met(results: dict[str, Any]) -> bool:
@@ -624,6 +732,7 @@ def goals_met(results: dict[str, Any]) -> bool:
         and run["init_5xx"] + results["malformed"]["5xx"] == 0
         and results["half_open"]["closed"] == results["half_open"]["opened"]
         and results["judge"]["taken"] == 0
+        and all(not o["failed"] for o in results["outputs"].values())
     )
 
 
@@ -641,6 +750,7 @@ def run(plan: Plan, seed: int) -> dict[str, Any]:
             results_exit = server.stop()
         results["server"] = {"exit_status": results_exit, "tracebacks_logged": server.tracebacks()}
         results["judge"] = asyncio.run(judge_injection())
+        results["outputs"] = outputs_onto_special_files()
         return results
 
 

@@ -190,7 +190,7 @@ def start_trainer(target: str, *flags: str) -> subprocess.Popen[str]:
 
 def trainer_result(proc: subprocess.Popen[str]) -> dict[str, Any]:
     out, err = proc.communicate(timeout=180)
-    lines = [line for line in out.splitlines() if line.startswith("{")]
+    lines = [line for line in out.split("\n") if line.startswith("{")]  # JSON may hold U+2028
     if not lines:
         raise RuntimeError(f"{TRAINER.name} failed: {err[-500:]}")
     result: dict[str, Any] = json.loads(lines[-1])

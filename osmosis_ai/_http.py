@@ -16,6 +16,8 @@
 * :func:`retrying` — the one retry loop over a policy, used by every SDK call that asks again
   (rollout callbacks, TrainGate's inits, model calls).
 * :func:`run_sync` — an async request from synchronous code, on a private loop in a worker thread.
+* :func:`redact` — an error body made safe to show: the secret that was sent, any piece of it, and
+  anything that looks like a credential, masked.
 
 Requests are sent as given: no redirects followed (unless asked), no proxy from the environment
 (unless passed), JSON encoded by the caller. Errors: an HTTP answer of any status is returned as a
@@ -28,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+import re
 import threading
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
@@ -395,3 +398,24 @@ def run_sync(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         raise value
     result: T = value
     return result
+
+
+# A secret-looking value after a key-ish word, or a long unbroken token: what an error body may echo
+# of the key or token a request carried, or of any other credential.
+_SECRET = re.compile(
+    r"(?i)((?:bearer|api[_-]?key|token|secret|password|authorization|key)[\"']?\s*[:=]?\s*[\"']?)"
+    r"[^\s\"',;}]{4,}"
+    r"|[A-Za-z0-9_\-+/=.]{24,}"
+)
+
+
+def redact(text: str, secret: str | None = None) -> str:
+    """``text`` with ``secret`` (and any 6+ character piece of it) and credential-looking values masked."""
+    if secret:
+        text = text.replace(secret, "[redacted]")
+        size = min(len(secret), 6)
+        pieces = {secret[i : i + size] for i in range(len(secret) - size + 1)} if len(secret) >= 6 else set()
+        for piece in pieces:
+            if piece in text:
+                text = text.replace(piece, "[redacted]")
+    return _SECRET.sub(lambda m: (m.group(1) or "") + "[redacted]", text)

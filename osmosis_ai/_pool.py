@@ -80,7 +80,11 @@ async def run_bounded(
 
     def settled(task: asyncio.Task[None]) -> None:
         tasks.discard(task)
-        if not failure.done() and not task.cancelled() and (error := task.exception()) is not None:
+        if task.cancelled():
+            return
+        # Every failure is retrieved (else asyncio logs each as "never retrieved"); the first is raised.
+        error = task.exception()
+        if error is not None and not failure.done():
             failure.set_result(error)
 
     def stopped() -> bool:

@@ -46,6 +46,7 @@ classes that exist, both ways, so a new error class means a new line here::
     │   │   └── DatasetValidationError              osmosis_ai.evaluation.errors
     │   ├── EvalFnError                             osmosis_ai.evaluation.errors
     │   ├── JournalError                            osmosis_ai.evaluation.journal
+    │   │   ├── JournalCorruptError                 osmosis_ai.evaluation.journal
     │   │   ├── JournalMismatchError                osmosis_ai.evaluation.journal
     │   │   └── JournalLockedError                  osmosis_ai.evaluation.journal
     │   ├── ProviderCheckError                      osmosis_ai.evaluation.errors
@@ -56,6 +57,7 @@ classes that exist, both ways, so a new error class means a new line here::
     │   ├── LoginError                              osmosis_ai.auth.errors
     │   ├── PlatformURLError (ValueError)           osmosis_ai.auth.errors
     │   ├── CredentialsStoreError                   osmosis_ai.auth.errors
+    │   │   ├── UnreadableCredentialsError          osmosis_ai.auth.errors
     │   │   └── KeyringTokenError                   osmosis_ai.auth.errors
     │   ├── PlatformAPIError                        osmosis_ai.auth.errors
     │   └── AuthenticationExpiredError              osmosis_ai.auth.errors

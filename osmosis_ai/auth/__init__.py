@@ -42,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "PlatformURLError": "osmosis_ai.auth.errors",
     "CredentialsStoreError": "osmosis_ai.auth.errors",
     "KeyringTokenError": "osmosis_ai.auth.errors",
+    "UnreadableCredentialsError": "osmosis_ai.auth.errors",
 }
 
 # Read from the environment at every lookup (never cached here), like osmosis_ai.auth.config's.

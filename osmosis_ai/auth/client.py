@@ -13,7 +13,8 @@ server's registration) and as a blocking form over it (the commands).
   alone). Any other object with an ``access_token`` is a bare token, sent to the configured Platform.
 * :func:`verify_token` and :func:`revoke` — the two token endpoints.
 
-Tokens never appear in messages: an error body that echoes the token has it replaced by ``***``.
+Tokens never appear in messages: an error body is shown through :func:`osmosis_ai._http.redact`,
+which masks the token sent, any 6-character piece of it and anything else that looks like a credential.
 """
 
 from __future__ import annotations
@@ -35,10 +36,6 @@ REVOKE_PATH = "/api/cli/revoke"
 USER_AGENT = f"osmosis-cli/{PACKAGE_VERSION}"
 ERROR_BODY_LIMIT = 500
 LOGIN_HINT = "run 'osmosis login' (or 'osmosis login --device' on a machine without a browser)"
-
-
-def _redact(text: str, token: str | None) -> str:
-    return text.replace(token, "***") if token else text
 
 
 async def acall(
@@ -70,8 +67,8 @@ async def acall(
             f"the Osmosis Platform rejected the credentials (expired or revoked); {LOGIN_HINT}"
         )
     if not 200 <= response.status < 300:
-        text = _redact(text, token)  # only what goes into a message: the answer itself is data
-        shown = text if len(text) <= ERROR_BODY_LIMIT else text[:ERROR_BODY_LIMIT] + "...(truncated)"
+        shown = _http.redact(text, token)  # the token, any piece of it, anything else credential-like
+        shown = shown if len(shown) <= ERROR_BODY_LIMIT else shown[:ERROR_BODY_LIMIT] + "...(truncated)"
         detail = f" Response: {shown}" if shown else ""
         raise PlatformAPIError(f"API error: HTTP {response.status} from {url}.{detail}", response.status)
     if not text.strip():

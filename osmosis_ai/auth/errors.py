@@ -6,6 +6,8 @@ The whole tree is drawn in :mod:`osmosis_ai.errors`.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from osmosis_ai.errors import OsmosisError
 
 
@@ -23,6 +25,15 @@ class PlatformURLError(AuthError, ValueError):
 
 class CredentialsStoreError(AuthError):
     """The credentials file cannot be read or written (permissions, a corrupt file kept aside)."""
+
+
+class UnreadableCredentialsError(CredentialsStoreError):
+    """The credentials file could not be parsed; it was renamed to ``kept`` (never overwritten), so
+    the next login starts a new one."""
+
+    def __init__(self, message: str, *, kept: Path) -> None:
+        super().__init__(message)
+        self.kept = kept
 
 
 class KeyringTokenError(CredentialsStoreError):

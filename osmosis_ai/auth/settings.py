@@ -24,9 +24,10 @@ CREDENTIALS_FILENAME = "credentials.json"
 
 
 def is_loopback_host(host: str) -> bool:
-    """``localhost`` or a loopback IP address (v4 or v6)."""
+    """``localhost`` itself or a loopback IP address (v4 or v6). A name *under* ``localhost``
+    (``evil.localhost``) is not one: nothing guarantees the resolver keeps it on this machine."""
     host = host.strip("[]").lower()
-    if host == "localhost" or host.endswith(".localhost"):
+    if host == "localhost":
         return True
     try:
         return ipaddress.ip_address(host).is_loopback

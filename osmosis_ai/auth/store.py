@@ -28,9 +28,10 @@ Safety of the file:
 * Every read-modify-write holds an exclusive ``flock`` on a sibling lock file, so two ``osmosis login``
   processes each add their workspace instead of one overwriting the other.
 * The directory is created 0700 (and tightened to 0700 when it is group/other accessible).
-* A file that cannot be parsed is not overwritten silently: reads raise
-  :class:`CredentialsStoreError`, and a login moves it aside (``credentials.json.unreadable-<time>``)
-  before starting a fresh one.
+* A file that cannot be parsed is never overwritten: the first read that finds it so renames it
+  (``credentials.json.unreadable-<time>``, under the lock, and only if it is still the same file)
+  and raises :class:`UnreadableCredentialsError` naming where it is kept; the next read sees no
+  file (not logged in) and a login starts a new one.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from osmosis_ai.auth import os_keyring, settings
-from osmosis_ai.auth.errors import CredentialsStoreError, KeyringTokenError
+from osmosis_ai.auth.errors import CredentialsStoreError, KeyringTokenError, UnreadableCredentialsError
 
 try:  # POSIX; without it (Windows) writes are still atomic but not serialised between processes
     import fcntl
@@ -310,21 +311,35 @@ class CredentialsFile:
                 credentials.load_keyring_token()
         return stores
 
-    def _parse(self) -> dict[str, CredentialsStore]:
-        """Every Platform's store as the file has it: keyring-held tokens not fetched."""
-        try:
-            raw = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return {}
-        except OSError as exc:
-            raise CredentialsStoreError(f"cannot read {self.path}: {exc.strerror or exc}") from None
-        try:
-            return parse_document(json.loads(raw))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise CredentialsStoreError(
-                f"the credentials file {self.path} is unreadable ({type(exc).__name__}); "
-                "run 'osmosis login' to start a new one (the old file is kept aside)"
-            ) from None
+    def _parse(self, *, locked: bool = False) -> dict[str, CredentialsStore]:
+        """Every Platform's store as the file has it: keyring-held tokens not fetched.
+
+        An unparseable file is set aside and :class:`UnreadableCredentialsError` raised; ``locked``
+        says the caller holds the lock already.
+        """
+        for _ in range(2):  # a second look when another process replaced the file meanwhile
+            try:
+                raw = self.path.read_bytes()
+            except FileNotFoundError:
+                return {}
+            except OSError as exc:
+                raise CredentialsStoreError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+            try:
+                return parse_document(json.loads(raw.decode("utf-8")))
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                problem = type(exc).__name__
+            if locked:
+                kept = self._set_aside(raw)
+            else:
+                with self._locked():
+                    kept = self._set_aside(raw)
+            if kept is not None:
+                raise UnreadableCredentialsError(
+                    f"the credentials file {self.path} is unreadable ({problem}); it is kept as {kept}; "
+                    "run 'osmosis login' to start a new one",
+                    kept=kept,
+                )
+        raise CredentialsStoreError(f"the credentials file {self.path} keeps changing; try again")
 
     def read(self, platform_url: str) -> CredentialsStore:
         """The store of ``platform_url`` (a normalised URL), tokens included; empty when there is none."""
@@ -346,9 +361,22 @@ class CredentialsFile:
         finally:
             os.close(fd)  # closing releases the lock
 
-    def _set_aside(self) -> None:
+    def _set_aside(self, seen: bytes) -> Path | None:
+        """Rename the file to ``<name>.unreadable-<time>`` if it still holds ``seen`` (the lock held);
+        ``None`` when it changed or went away meanwhile."""
+        try:
+            if self.path.read_bytes() != seen:
+                return None
+        except FileNotFoundError:
+            return None
         stamp = time.strftime("%Y%m%dT%H%M%S")
-        os.replace(self.path, self.path.with_name(f"{self.path.name}.unreadable-{stamp}"))
+        kept = self.path.with_name(f"{self.path.name}.unreadable-{stamp}")
+        count = 1
+        while kept.exists():
+            count += 1
+            kept = self.path.with_name(f"{self.path.name}.unreadable-{stamp}-{count}")
+        os.rename(self.path, kept)
+        return kept
 
     def update(
         self, change: Callable[[dict[str, CredentialsStore]], T], *, set_aside_unreadable: bool = False
@@ -357,17 +385,16 @@ class CredentialsFile:
 
         Tokens kept in the OS keyring are not fetched for ``change`` (their ``access_token`` is empty).
 
-        An unreadable file raises :class:`CredentialsStoreError`, or with ``set_aside_unreadable`` is
-        renamed aside and replaced by an empty store first.
+        An unreadable file is set aside and raises :class:`UnreadableCredentialsError`, or with
+        ``set_aside_unreadable`` is replaced by an empty store.
         """
         try:
             with self._locked():
                 try:
-                    stores = self._parse()
-                except CredentialsStoreError:
+                    stores = self._parse(locked=True)
+                except UnreadableCredentialsError:
                     if not set_aside_unreadable:
                         raise
-                    self._set_aside()
                     stores = {}
                 result = change(stores)
                 self._write(stores)

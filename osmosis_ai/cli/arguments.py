@@ -1,13 +1,15 @@
-"""What the commands' arguments share: numeric types, test/eval's common options, and the dataset rows
-they select.
+"""What the commands' arguments share: numeric types, absolute paths, test/eval's common options, and
+the dataset rows they select.
 
 A word that is not a number is a usage error (exit status 2); a number outside its range is a value
-error (``Error: --n: ...``, exit status 1); see :mod:`osmosis_ai.cli.parser`."""
+error (``Error: --n: ...``, exit status 1); see :mod:`osmosis_ai.cli.parser`. Paths are made absolute
+as the command line is parsed (:func:`absolute_path`)."""
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -51,6 +53,12 @@ def finite_number(minimum: float | None = None, *, exclusive: bool = False) -> C
         return value
 
     return parse
+
+
+def absolute_path(text: str) -> str:
+    """A path argument made absolute (``~`` expanded) as the command line is parsed, before any user
+    code runs: an agent or eval function that changes the working directory cannot move it."""
+    return os.path.abspath(os.path.expanduser(text)) if text else text
 
 
 def fraction(text: str) -> float:
@@ -97,7 +105,7 @@ def add_agent_run_arguments(parser: argparse.ArgumentParser, *, unit: str, requi
     with ``required=False`` the command checks ``-m``/``-d`` itself (it has sub-commands)."""
     add_agent_arguments(parser, module_help="agent loop to run, e.g. examples.calculator.agent:agent_loop",
                         required=required)  # fmt: skip
-    parser.add_argument("-d", "--dataset", required=required,
+    parser.add_argument("-d", "--dataset", required=required, type=absolute_path,
                         help="dataset (.jsonl, .csv, .parquet) with system_prompt, user_prompt, ground_truth")  # fmt: skip
     parser.add_argument("--model", default="gpt-5-mini",
                         help="a LiteLLM model (default gpt-5-mini), the model served at --base-url, "
@@ -114,14 +122,16 @@ def add_agent_run_arguments(parser: argparse.ArgumentParser, *, unit: str, requi
                         "ends as 'timeout' (default: none)")  # fmt: skip
     parser.add_argument("--max-failure-rate", type=fraction, default=0.0, metavar="FRACTION",
                         help=f"share of {unit}s (0-1) that may fail without failing the command (default 0)")  # fmt: skip
-    parser.add_argument("-o", "--output", metavar="FILE.json", help="write the results as JSON")
+    parser.add_argument(
+        "-o", "--output", metavar="FILE.json", type=absolute_path, help="write the results as JSON"
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")
 
 
 def add_journal_arguments(parser: argparse.ArgumentParser, *, unit: str) -> None:
     """``--journal``, ``--fresh`` and ``--retry-failed``: where a resumable run keeps its finished
     ``unit``s, and what a rerun of the same command runs again."""
-    parser.add_argument("--journal", metavar="FILE", help="journal file (default: one per configuration "
+    parser.add_argument("--journal", metavar="FILE", type=absolute_path, help="journal file (default: one per configuration "
                         "under $OSMOSIS_CACHE_DIR/eval or ~/.cache/osmosis/eval)")  # fmt: skip
     again = add_exclusive(parser)
     again.add_argument("--fresh", action="store_true", help="start over; the old journal is kept as a backup")

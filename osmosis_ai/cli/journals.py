@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli.errors import CLIError
+from osmosis_ai.cli.output import warn
 
 if TYPE_CHECKING:
     from osmosis_ai.evaluation.journal import Journal
@@ -21,11 +22,12 @@ def open_journal(
     labels: Mapping[str, Any],
     samples_path: Path | None = None,
 ) -> Journal:
-    """:meth:`Journal.open`, its refusals turned into one line naming ``--fresh`` or ``--journal``."""
+    """:meth:`Journal.open`, its refusals turned into one line naming ``--fresh`` or ``--journal``; a
+    damaged journal it set aside is one ``Warning:`` line on stderr."""
     from osmosis_ai.evaluation.journal import Journal, JournalLockedError, JournalMismatchError
 
     try:
-        return Journal.open(path, description, fresh=fresh, labels=labels, samples_path=samples_path)
+        journal = Journal.open(path, description, fresh=fresh, labels=labels, samples_path=samples_path)
     except JournalMismatchError as exc:
         raise CLIError(
             f"the journal {path} belongs to another run: {', '.join(exc.changed)} changed since it was "
@@ -37,6 +39,9 @@ def open_journal(
             f"the journal {path} is in use by another run{holder}; wait for it to finish, or give this "
             "run its own with --journal FILE"
         ) from None
+    if journal.set_aside is not None:
+        warn(journal.set_aside.describe())
+    return journal
 
 
 def resuming_line(done: int, total: int, unit: str, *, failed: int, retry_failed: bool) -> str:

@@ -180,7 +180,9 @@ def _dispatch(arguments: list[str]) -> int:
                     parser.print_help()
                     return 1
                 _load_dotenv()
-                status: int = importlib.import_module(COMMANDS[args.command].module).run(args)
+                # Under --json, what user code prints goes to stderr: stdout carries the one object.
+                with output.logging_restored(), output.user_output_to_stderr(as_json):
+                    status: int = importlib.import_module(COMMANDS[args.command].module).run(args)
             except reported as exc:
                 # The one place where a failure becomes the user's ``Error: ...`` line (or, under
                 # --json, the ``{"error": ...}`` object).

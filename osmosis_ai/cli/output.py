@@ -179,6 +179,22 @@ def setup_logging(level: int | None) -> None:
         logging.getLogger("osmosis_ai.rollout").setLevel(logging.CRITICAL)
 
 
+@contextmanager
+def logging_restored() -> Iterator[None]:
+    """Undo what :func:`setup_logging` did once the block ends (its root handler, the levels), so a
+    command run in-process through ``main()`` leaves the caller's logging as it found it."""
+    import logging
+
+    root, quieted = logging.getLogger(), logging.getLogger("osmosis_ai.rollout")
+    handlers, levels = list(root.handlers), (root.level, quieted.level)
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(levels[0])
+        quieted.setLevel(levels[1])
+
+
 def say(line: str, *, quiet: bool) -> None:
     """One line of a command's running commentary on stdout, unless ``-q`` asked for the outcome only."""
     if not quiet:
@@ -190,6 +206,47 @@ def interrupted(unit: str) -> int:
     print(f"Interrupted: the finished {unit}s are kept in the journal; run the same command again to resume.",
           file=sys.stderr)  # fmt: skip
     return 130
+
+
+def _fileno(stream: Any) -> int | None:
+    try:
+        return int(stream.fileno())
+    except (AttributeError, OSError, ValueError):  # a stream without a file descriptor (captured)
+        return None
+
+
+@contextmanager
+def user_output_to_stderr(enabled: bool = True) -> Iterator[None]:
+    """While a ``--json`` command runs (``enabled``): what it and the user's code print goes to stderr.
+
+    ``sys.stdout`` is stderr meanwhile, and so is file descriptor 1 when stdout has one, so an agent's,
+    reward's or eval function's output (``print``, C extensions, subprocesses) cannot break the one
+    JSON object :func:`json_result` prints on the real stdout once the command is done.
+    """
+    if not enabled:
+        yield
+        return
+    saved = sys.stdout
+    saved.flush()
+    out, err = _fileno(saved), _fileno(sys.stderr)
+    kept = os.dup(out) if out is not None and err is not None else None
+    if kept is not None and out is not None and err is not None:
+        os.dup2(err, out)
+    sys.stdout = sys.stderr
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stdout = saved
+        if kept is not None and out is not None:
+            os.dup2(kept, out)
+            os.close(kept)
+
+
+def warn(message: str) -> None:
+    """One ``Warning: <message>`` line on stderr (shown with ``-q`` and ``--json`` too): something the
+    command recovered from and the user should know about."""
+    print(f"Warning: {message}", file=sys.stderr, flush=True)
 
 
 def one_line(text: str, limit: int = 200) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai.cli.errors import CLIError
+from osmosis_ai.cli.arguments import absolute_path
 from osmosis_ai.cli.output import console, print_json, say
 
 TYPE_CHECKING = False  # the report package loads only when a summary is drawn
@@ -75,29 +75,25 @@ def write_report(
     *,
     title: str | None = None,
     summaries: Sequence[Summary] | None = None,
+    flag: str = "--report",
 ) -> Path:
-    """Render ``results`` into the HTML file ``path`` (written whole or not at all)."""
+    """Render ``results`` into the HTML file ``path``, written by :func:`~osmosis_ai.cli.output_file.write_output`
+    (whole or not at all); ``flag`` names the option in its error."""
+    from osmosis_ai.cli.output_file import check_output, write_output
     from osmosis_ai.report.render import render_report
 
-    target = Path(path)
-    if target.is_dir():
-        raise CLIError(f"cannot write the report to {target}: it is a directory; give a file name")
+    check_output(path, flag=flag)  # a directory is refused before the page is rendered
     page = render_report(results, title=title or "Osmosis report", summaries=summaries)
-    temporary = target.with_name(f".{target.name}.tmp")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        temporary.write_text(page, encoding="utf-8")
-        temporary.replace(target)
-    except OSError as exc:
-        temporary.unlink(missing_ok=True)
-        raise CLIError(f"cannot write the report to {target}: {exc.strerror or exc}") from exc
-    return target
+    return write_output(path, page, flag=flag)
 
 
 def add_summary_arguments(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
     """``--report FILE`` (and ``--json``) for a command that produces results."""
     parser.add_argument(
-        "--report", metavar="FILE.html", help="also write the HTML report of the run (see osmosis report)"
+        "--report",
+        metavar="FILE.html",
+        type=absolute_path,
+        help="also write the HTML report of the run (see osmosis report)",
     )
     if json_flag:
         parser.add_argument(
@@ -105,6 +101,16 @@ def add_summary_arguments(parser: argparse.ArgumentParser, *, json_flag: bool = 
             action="store_true",
             help="print the run's summary as one JSON object instead of the outcome line",
         )
+
+
+def check_run_outputs(args: argparse.Namespace) -> None:
+    """Refuse, before any paid work, a ``-o``/``--output`` or ``--report`` that could not be written."""
+    from osmosis_ai.cli.output_file import check_output
+
+    for flag in ("--output", "--report"):
+        path = getattr(args, flag[2:], None)
+        if path:
+            check_output(path, flag=flag)
 
 
 Figures = tuple["Run", "Summary"]

@@ -9,6 +9,15 @@ Rows are read one at a time — JSONL line by line, CSV record by record, Parque
 the row groups that hold the wanted rows — so memory follows the rows a caller keeps, not the size
 of the file. pyarrow is imported only for Parquet.
 
+Every row comes out as JSON values, since it travels in a request's JSON metadata. Parquet types JSON
+has no word for are converted as they are read: timestamps, dates and times to ISO 8601 strings,
+decimals to their exact decimal string, durations to seconds (a float); binary columns are refused
+(no text encoding of bytes is the obvious one; convert the column, e.g. to base64 strings, or drop
+it). A JSON escape of a lone surrogate (``"\ud800"``), which no UTF-8 text can carry, is refused
+with its row and column. A CSV file may start with a byte order mark, and its fields have no size
+limit beyond the row's own (Python's ``csv`` module stops at 128 KiB unless told otherwise, a
+process-wide setting this module raises).
+
 Every error is a :class:`~osmosis_ai.evaluation.errors.DatasetError` naming the file, the 0-based
 row (blank JSONL lines and the CSV header do not count; with an offset the row is still counted
 from the start of the file), the 1-based line for JSONL, the column and the offending value.
@@ -20,7 +29,10 @@ from the start of the file), the 1-based line for JSONL, the column and the offe
 from __future__ import annotations
 
 import csv
+import datetime
+import decimal
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +47,10 @@ from osmosis_ai.evaluation.errors import (
 REQUIRED_COLUMNS = ("system_prompt", "user_prompt", "ground_truth")
 SUFFIXES = (".jsonl", ".csv", ".parquet")
 PARQUET_BATCH_ROWS = 1024
+CSV_FIELD_LIMIT = 2**31 - 1  # the largest csv.field_size_limit every platform's C long takes
+SHOWN_VALUE_CHARS = 80  # of an offending value quoted in an error line
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")  # in a raw JSON line: maybe a lone one
 
 Row = dict[str, Any]
 
@@ -68,9 +84,59 @@ def _check_file(path: str | Path, kind: str | None = None) -> tuple[Path, str]:
     elif kind not in _READERS:
         raise ValueError(f"unknown dataset format {kind!r}; expected one of {sorted(_READERS)}")
     if not file.is_file():
-        what = "is a directory, not a dataset file" if file.is_dir() else "dataset file not found"
-        raise DatasetNotFoundError(f"{file}: {what}", path=file)
+        if file.is_dir():
+            raise DatasetNotFoundError(f"{file}: is a directory, not a dataset file", path=file)
+        if file.exists():
+            raise DatasetParseError(
+                f"{file}: is not a regular file (a FIFO, a device or a socket); a dataset is read more "
+                "than once (counted, checked, then run), so save it to a file first",
+                path=file,
+            )
+        raise DatasetNotFoundError(f"{file}: dataset file not found", path=file)
     return file, kind
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, shortened for an error line."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_VALUE_CHARS else text[: SHOWN_VALUE_CHARS - 3] + "..."
+
+
+def _where(file: Path, index: int, column: Any, line: int | None) -> str:
+    place = f"{file}: row {index}" + (f", column {str(column)!r}" if column is not None else "")
+    return place + (f" (line {line})" if line is not None else "")
+
+
+def _lone_surrogate(value: Any) -> str | None:
+    """The first lone surrogate in the strings of ``value`` (keys included), as its JSON escape."""
+    if isinstance(value, str):
+        found = _SURROGATE.search(value)
+        return f"\\u{ord(found.group()):04x}" if found else None
+    if isinstance(value, dict):
+        items: Any = (part for pair in value.items() for part in pair)
+    elif isinstance(value, list):
+        items = value
+    else:
+        return None
+    for item in items:
+        if (escape := _lone_surrogate(item)) is not None:
+            return escape
+    return None
+
+
+def _check_surrogates(file: Path, index: int, line: int, value: Any) -> None:
+    columns = value.items() if isinstance(value, dict) else [(None, value)]
+    for column, cell in columns:
+        escape = _lone_surrogate(column) or _lone_surrogate(cell)
+        if escape is not None:
+            raise DatasetValidationError(
+                f"{_where(file, index, column, line)}: holds the escape {escape}, a lone surrogate that no "
+                "UTF-8 text can carry; fix or remove that escape",
+                path=file,
+                row=index,
+                line=line,
+                column=None if column is None else str(column),
+            )
 
 
 # -- raw rows, per format ------------------------------------------------------------------------------
@@ -101,13 +167,22 @@ def _jsonl(file: Path, offset: int) -> Iterator[RawRow]:
                         row=index,
                         line=number,
                     ) from exc
+                if _ESCAPED_SURROGATE.search(line):  # only then can a decoded string hold one
+                    _check_surrogates(file, index, number, value)
                 yield RawRow(index, number, value)
             index += 1
 
 
+def _csv_reader(handle: Any) -> csv.DictReader[str]:
+    if csv.field_size_limit() < CSV_FIELD_LIMIT:
+        csv.field_size_limit(CSV_FIELD_LIMIT)
+    return csv.DictReader(handle)
+
+
 def _csv(file: Path, offset: int) -> Iterator[RawRow]:
-    with file.open(encoding="utf-8", newline="") as handle:
-        reader = csv.DictReader(handle)
+    # utf-8-sig: a byte order mark at the start (spreadsheets write one) is not part of the first column's name.
+    with file.open(encoding="utf-8-sig", newline="") as handle:
+        reader = _csv_reader(handle)
         for index, record in enumerate(reader):
             if index < offset:
                 continue
@@ -153,14 +228,60 @@ def _parquet(file: Path, offset: int) -> Iterator[RawRow]:
         start += rows
     if not groups:
         return
+    converted = [field.name for field in parquet.schema_arrow if _converts(field.type)]
     try:
         for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, row_groups=groups):
             for value in batch.to_pylist():
                 if index >= offset:
+                    for column in converted:
+                        value[column] = _json_value(value[column], file, index, column)
                     yield RawRow(index, None, value)
                 index += 1
+    except DatasetValidationError:
+        raise
     except (OSError, ValueError) as exc:
         raise DatasetParseError(f"{file}: cannot read Parquet file: {exc}", path=file, row=index) from exc
+
+
+def _converts(kind: Any) -> bool:
+    """Whether values of the Arrow type ``kind`` come out of pyarrow as something JSON has no word for."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(kind):
+        return _converts(kind.value_type)
+    if pa.types.is_nested(kind):
+        return any(_converts(kind.field(i).type) for i in range(kind.num_fields))
+    return not (
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_integer(kind)
+        or pa.types.is_floating(kind)
+        or pa.types.is_boolean(kind)
+        or pa.types.is_null(kind)
+    )
+
+
+def _json_value(value: Any, file: Path, index: int, column: str) -> Any:
+    """A Parquet value as JSON values (see the module docstring); binary is refused."""
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, dict):
+        return {key: _json_value(item, file, index, column) for key, item in value.items()}
+    if isinstance(value, list | tuple):  # a map column comes as (key, value) pairs
+        return [_json_value(item, file, index, column) for item in value]
+    if isinstance(value, bytes | bytearray | memoryview):
+        raise DatasetValidationError(
+            f"{_where(file, index, column, None)}: binary data ({len(value)} bytes) cannot travel in a request's "
+            "JSON metadata; convert that column to strings (e.g. base64) or drop it",
+            path=file,
+            row=index,
+            column=column,
+        )
+    return value
 
 
 _READERS = {"jsonl": _jsonl, "csv": _csv, "parquet": _parquet}
@@ -200,8 +321,8 @@ def count_rows(path: str | Path) -> int:
         if kind == "jsonl":
             with file.open("rb") as lines:
                 return sum(1 for line in lines if line.strip())
-        with file.open(encoding="utf-8", newline="") as handle:
-            return sum(1 for _ in csv.DictReader(handle))
+        with file.open(encoding="utf-8-sig", newline="") as handle:
+            return sum(1 for _ in _csv_reader(handle))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise DatasetParseError(f"{file}: cannot read dataset: {exc}", path=file) from exc
 
@@ -237,9 +358,10 @@ def normalize_row(raw: Any, index: int, path: str | Path) -> Row:
                 f"{file}: row {index}, column {column!r} is null; give a non-empty string", **where
             )
         if not isinstance(value, str):
+            example = f', e.g. "{value}"' if len(str(value)) <= SHOWN_VALUE_CHARS else ""
             raise DatasetValidationError(
-                f"{file}: row {index}, column {column!r} is a {type(value).__name__} ({value!r}); "
-                f'write it as a string, e.g. "{value}"',
+                f"{file}: row {index}, column {column!r} is a {type(value).__name__} ({_shown(value)}); "
+                f"write it as a string{example}",
                 **where,
             )
         if not value.strip():

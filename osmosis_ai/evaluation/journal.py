@@ -65,6 +65,12 @@ class JournalError(EvaluationError):
     """The journal file cannot be opened or written."""
 
 
+class JournalCorruptError(JournalError):
+    """A journal's content cannot be read (not an SQLite file, damaged pages, tables or values that
+    are not a journal's). :meth:`Journal.open` sets such a file aside rather than raise this; it
+    reaches callers only for a sample found unreadable later."""
+
+
 class JournalMismatchError(JournalError):
     """The journal was made for another configuration; ``changed`` names the parts that differ."""
 
@@ -120,6 +126,22 @@ class SampleRecord:
 
 
 @dataclass(frozen=True)
+class SetAside:
+    """A journal file :meth:`Journal.open` could not read, renamed to ``kept`` (with its WAL file,
+    and the samples file) before starting over; ``reason`` says what was wrong with it."""
+
+    path: Path
+    kept: Path
+    reason: str
+
+    def describe(self) -> str:
+        return (
+            f"the journal {self.path} could not be read ({self.reason}); it is kept as {self.kept} "
+            "and the run starts over"
+        )
+
+
+@dataclass(frozen=True)
 class JournalInfo:
     """What ``osmosis eval cache ls`` shows of a journal, read without claiming it."""
 
@@ -136,6 +158,7 @@ class Journal:
     def __init__(self, path: Path, connection: sqlite3.Connection, samples_path: Path | None = None) -> None:
         self.path = path
         self.samples_path = samples_path
+        self.set_aside: SetAside | None = None
         self._connection = connection
         self._lock = threading.Lock()
         self._pending: list[tuple[SampleRecord, asyncio.Future[None]]] = []
@@ -156,6 +179,9 @@ class Journal:
 
         Raises :class:`JournalMismatchError` when it exists for another configuration (unless
         ``fresh``, which first renames the old file, and its samples file, to ``<name>.<unix time>.bak``).
+        A file that is not a readable journal (see :class:`JournalCorruptError`) is renamed to
+        ``<name>.<unix time>.corrupt`` and a new journal started; :attr:`set_aside` says so. Before
+        returning, a write proves the journal (and the samples file) can take the run's samples.
         ``labels`` (JSON) are stored for listings only; they are not part of the fingerprint.
         """
         file = Path(path)
@@ -183,37 +209,95 @@ class Journal:
         lock: int,
     ) -> Journal:
         if fresh and file.exists():
-            cls._move_aside(file, samples)
+            _move_aside(file, samples, "bak", fold=True)
+        try:
+            journal = cls._open(file, samples, dict(description), dict(labels or {}))
+        except JournalCorruptError as exc:
+            kept = _move_aside(file, samples, "corrupt", fold=False)
+            journal = cls._open(file, samples, dict(description), dict(labels or {}))
+            journal.set_aside = SetAside(file, kept, str(exc))
+        journal._lock_fd = lock
+        return journal
+
+    @classmethod
+    def _open(
+        cls, file: Path, samples: Path | None, description: dict[str, Any], labels: dict[str, Any]
+    ) -> Journal:
+        existed = file.exists() and file.stat().st_size > 0
         try:
             connection = sqlite3.connect(file, check_same_thread=False, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise JournalError(f"cannot open the journal {file}: {exc}") from exc
+        journal = cls(file, connection, samples)
+        try:
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=FULL")
+            if existed:
+                journal._check_structure()
             connection.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             connection.execute(
                 "CREATE TABLE IF NOT EXISTS samples (row_index INTEGER NOT NULL, sample_index INTEGER NOT NULL,"
                 " model_tag TEXT NOT NULL, outcome TEXT NOT NULL, data TEXT NOT NULL,"
                 " PRIMARY KEY (row_index, sample_index, model_tag))"
             )
-        except (OSError, sqlite3.Error) as exc:
+            journal._claim(description, labels)
+            journal._check_outcomes()
+            journal.mark(IN_PROGRESS)  # a write now: a read-only journal fails before any paid work
+            journal._open_samples()
+        except sqlite3.DatabaseError as exc:
+            connection.close()
+            if _is_corrupt(exc):
+                raise JournalCorruptError(str(exc)) from exc
             raise JournalError(f"cannot open the journal {file}: {exc}") from exc
-        journal = cls(file, connection, samples)
-        journal._lock_fd = lock
-        journal._claim(dict(description), dict(labels or {}))
+        except OSError as exc:
+            connection.close()
+            raise JournalError(f"cannot write the samples file {samples}: {exc.strerror or exc}") from exc
+        except JournalError:
+            connection.close()
+            raise
         return journal
 
-    @staticmethod
-    def _move_aside(file: Path, samples: Path | None) -> None:
-        stamp = int(time.time())
-        try:
-            with contextlib.closing(sqlite3.connect(file)) as old:  # fold the WAL in before moving it
-                old.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            file.rename(file.with_name(f"{file.name}.{stamp}.bak"))
-            for suffix in ("-wal", "-shm"):
-                file.with_name(file.name + suffix).unlink(missing_ok=True)
-            if samples is not None and samples.exists():
-                samples.rename(samples.with_name(f"{samples.name}.{stamp}.bak"))
-        except (OSError, sqlite3.Error) as exc:
-            raise JournalError(f"cannot move the old journal {file} aside: {exc}") from exc
+    def _check_structure(self) -> None:
+        """Raise :class:`JournalCorruptError` unless the file's pages are sound and its tables are a
+        journal's (an SQLite file holding other tables is not taken over)."""
+        problems = [row[0] for row in self._connection.execute("PRAGMA quick_check(1)").fetchall()]
+        if problems != ["ok"]:
+            raise JournalCorruptError(f"damaged database: {' '.join(str(problems[0]).split())}")
+        names = [
+            row[0] for row in self._connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        ]
+        tables = {
+            name: [
+                column[1]
+                for column in self._connection.execute("SELECT * FROM pragma_table_info(?)", (name,))
+            ]
+            for name in names
+        }
+        if tables and tables != {"meta": _META_COLUMNS, "samples": _SAMPLE_COLUMNS}:
+            found = ", ".join(f"{name}({', '.join(columns)})" for name, columns in sorted(tables.items()))
+            raise JournalCorruptError(f"its tables are not a journal's: {found}")
+
+    def _check_outcomes(self) -> None:
+        known = [outcome.value for outcome in Outcome]
+        marks = ", ".join("?" * len(known))
+        unknown = self._connection.execute(
+            f"SELECT row_index, sample_index, outcome FROM samples WHERE outcome NOT IN ({marks}) LIMIT 1",
+            known,
+        ).fetchone()
+        if unknown is not None:
+            row, sample, outcome = unknown
+            raise JournalCorruptError(f"row {row}, sample {sample} has the unknown outcome {outcome!r}")
+
+    def _open_samples(self) -> None:
+        if self.samples_path is None:
+            return
+        # Append mode creates the file (proving it writable) and, after a crash cut the last line
+        # short, ends that line so the next one is not glued to it.
+        with self.samples_path.open("ab+") as handle:
+            if handle.tell() > 0:
+                handle.seek(-1, os.SEEK_END)
+                if handle.read(1) != b"\n":
+                    handle.write(b"\n")
 
     def _claim(self, description: dict[str, Any], labels: dict[str, Any]) -> None:
         stored = dict(self._connection.execute("SELECT key, value FROM meta").fetchall())
@@ -239,7 +323,12 @@ class Journal:
             return
         if stored.get("schema") == SCHEMA_VERSION and stored.get("fingerprint") == wanted:
             return
-        before = json.loads(stored.get("description", "{}"))
+        try:
+            before = json.loads(stored.get("description", "{}"))
+        except ValueError as exc:
+            raise JournalCorruptError(f"its description is not JSON ({exc})") from None
+        if not isinstance(before, dict):
+            raise JournalCorruptError("its description is not a JSON object")
         after = json.loads(json.dumps(description, sort_keys=True, default=str))
         changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
         if stored.get("schema") != SCHEMA_VERSION:
@@ -267,11 +356,16 @@ class Journal:
             return None
         if "fingerprint" not in meta:
             return None
+        try:
+            labels = json.loads(meta.get("labels", "{}"))
+            created_at = float(meta.get("created_at", "0") or 0)
+        except ValueError:
+            return None
         return JournalInfo(
             path=file,
-            labels=json.loads(meta.get("labels", "{}")),
+            labels=labels if isinstance(labels, dict) else {},
             status=meta.get("status", IN_PROGRESS),
-            created_at=float(meta.get("created_at", "0") or 0),
+            created_at=created_at,
             runs=int(runs),
         )
 
@@ -285,7 +379,16 @@ class Journal:
                 " ORDER BY row_index, sample_index",
                 (model_tag,),
             ).fetchall()
-        return {(r, s): SampleRecord(r, s, Outcome(o), json.loads(d), model_tag) for r, s, o, d in rows}
+        return {(r, s): self._record(r, s, o, d, model_tag) for r, s, o, d in rows}
+
+    def _record(self, row: int, sample: int, outcome: str, data: str, model_tag: str) -> SampleRecord:
+        try:
+            return SampleRecord(row, sample, Outcome(outcome), json.loads(data), model_tag)
+        except ValueError as exc:  # edited by hand or damaged since it was opened
+            raise JournalCorruptError(
+                f"the journal {self.path} cannot be read at row {row}, sample {sample} ({exc}); "
+                "run again with --fresh to set it aside and start over"
+            ) from None
 
     def outcomes(
         self, model_tag: str = PRIMARY, *, after: Key | None = None, limit: int = -1
@@ -325,7 +428,7 @@ class Journal:
                     (model_tag, *lower[1], *upper[1], page),
                 ).fetchall()
             for r, s, o, d in rows:
-                yield SampleRecord(r, s, Outcome(o), json.loads(d), model_tag)
+                yield self._record(r, s, o, d, model_tag)
             if len(rows) < page:
                 return
             after = (rows[-1][0], rows[-1][1])
@@ -451,6 +554,53 @@ class Journal:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
+    """Whether SQLite said the file is not a database or is damaged (not busy, locked or read-only)."""
+    name = str(getattr(exc, "sqlite_errorname", ""))  # Python 3.11+; the messages are SQLite's own
+    return name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")) or str(exc) in _CORRUPT_MESSAGES
+
+
+_CORRUPT_MESSAGES = ("file is not a database", "database disk image is malformed")
+_META_COLUMNS = ["key", "value"]
+_SAMPLE_COLUMNS = ["row_index", "sample_index", "model_tag", "outcome", "data"]
+
+
+def _free_name(file: Path, tag: str) -> Path:
+    """``<name>.<unix time>.<tag>``, with a counter when that name is taken (two in one second)."""
+    stamp = int(time.time())
+    kept = file.with_name(f"{file.name}.{stamp}.{tag}")
+    count = 1
+    while kept.exists() or kept.is_symlink():
+        count += 1
+        kept = file.with_name(f"{file.name}.{stamp}-{count}.{tag}")
+    return kept
+
+
+def _move_aside(file: Path, samples: Path | None, tag: str, *, fold: bool) -> Path:
+    """Rename ``file`` (its WAL beside it) and ``samples`` to ``<name>.<unix time>.<tag>``; return the new name.
+
+    A journal set aside for starting over (``fold``) has its WAL folded in first, when it can be read;
+    otherwise the file is left exactly as it is and its WAL renamed with it, so SQLite still finds
+    it next to the kept file.
+    """
+    kept = _free_name(file, tag)
+    try:
+        if fold:
+            with contextlib.suppress(sqlite3.Error), contextlib.closing(sqlite3.connect(file)) as old:
+                old.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        file.rename(kept)
+        wal = file.with_name(file.name + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            wal.rename(kept.with_name(kept.name + "-wal"))
+        for suffix in ("-wal", "-shm"):
+            file.with_name(file.name + suffix).unlink(missing_ok=True)
+        if samples is not None and samples.exists():
+            samples.rename(_free_name(samples, tag))
+    except OSError as exc:
+        raise JournalError(f"cannot move the old journal {file} aside: {exc.strerror or exc}") from exc
+    return kept
 
 
 def _lock(file: Path) -> int:

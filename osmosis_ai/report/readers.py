@@ -44,12 +44,29 @@ def read_results(path: str | Path) -> Run:
     return parse_results(text, str(path))
 
 
+def _finite(text: str) -> float | None:
+    number = float(text)
+    return number if number - number == 0.0 else None  # 1e999 reads as inf: no figure can use it
+
+
+def _no_constant(text: str) -> None:
+    return None  # NaN, Infinity, -Infinity (Python's JSON extensions): not numbers a figure can use
+
+
+def _loads(text: str, where: str) -> Any:
+    """JSON with every non-finite number read as null; too deep a nesting is a ReportInputError."""
+    try:
+        return json.loads(text, parse_float=_finite, parse_constant=_no_constant)
+    except RecursionError:
+        raise ReportInputError(f"{where}: arrays/objects nest too deeply to read; expected {KNOWN}") from None
+
+
 def parse_results(text: str, source: str) -> Run:
     """Parse the content of a results file named ``source`` (used in messages and on the page)."""
     if not text.strip():
         raise ReportInputError(f"{source}: the file is empty; expected {KNOWN}")
     try:
-        document = json.loads(text)
+        document = _loads(text, source)
     except json.JSONDecodeError:
         return read_document(_json_lines(text, source), source)
     return read_document(document, source)
@@ -78,11 +95,13 @@ def read_document(document: Any, source: str) -> Run:
 
 def _json_lines(text: str, source: str) -> list[Any]:
     records = []
-    for number, line in enumerate(text.splitlines(), 1):
+    # Only "\n" ends a JSON line: str.splitlines() would also cut at U+2028, U+2029, U+0085 and the
+    # other separators that JSON strings may hold unescaped (the writers keep non-ASCII text as is).
+    for number, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
+            records.append(_loads(line, f"{source} line {number}"))
         except json.JSONDecodeError as exc:
             raise ReportInputError(
                 f"{source} line {number}: not JSON ({exc.msg} at column {exc.colno}); expected {KNOWN}"

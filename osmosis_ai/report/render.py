@@ -1,7 +1,8 @@
 """The self-contained HTML page: summaries, histograms, tables and the trajectory viewer.
 
 Everything the page needs is in the one file: ``assets/report.css`` and ``assets/report.js`` are
-inlined into ``assets/report.html``, a Content-Security-Policy forbids any load from elsewhere, and
+inlined into ``assets/report.html``, a Content-Security-Policy forbids any load from elsewhere and
+lets only that one script run (by its SHA-256: a script injected through a field would be inert), and
 the trajectories of each run are one gzip-compressed JSON array, base64-encoded, that the browser
 decompresses (``DecompressionStream``) the first time a row is opened. Summaries, histograms and
 tables are drawn here, so they show even where scripts are off; the script sorts, filters, searches
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import hashlib
 import json
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -261,6 +263,12 @@ def _comparison_section(number: int, comparison: Comparison, before: int, after:
     )
 
 
+def _script_hash(script: str) -> str:
+    """The CSP source that lets exactly this inline script run (and no script injected beside it)."""
+    digest = hashlib.sha256(script.encode("utf-8")).digest()
+    return "sha256-" + base64.b64encode(digest).decode("ascii")
+
+
 def render_report(
     runs: Sequence[Run], *, title: str = "Osmosis report", summaries: Sequence[Summary] | None = None
 ) -> str:
@@ -279,9 +287,11 @@ def render_report(
         f"<nav>{navigation}</nav></header><main>{''.join(comparisons)}{''.join(sections)}</main>"
     )
     page = _asset("report.html")
+    script = _asset("report.js").replace("</", "<\\/")
     for marker, value in (
+        ("/*SCRIPT-HASH*/", _script_hash(script)),
         ("/*STYLE*/", _asset("report.css")),
-        ("/*SCRIPT*/", _asset("report.js").replace("</", "<\\/")),
+        ("/*SCRIPT*/", script),
         ("<!--TITLE-->", escape(title)),
         ("<!--BODY-->", body),
     ):

@@ -28,7 +28,6 @@ import contextlib
 import json
 import logging
 import math
-import re
 import secrets
 import sys
 import threading
@@ -46,6 +45,7 @@ from osmosis_ai._http import (
     get_shared_transport,
     is_retryable_status,
     parse_retry_after,
+    redact,
     retrying,
 )
 from osmosis_ai._http import Response as TransportResponse
@@ -158,27 +158,6 @@ def _encode(body: BaseModel, what: str) -> bytes:
         return body.model_dump_json(exclude_none=True).encode()
     except ValueError as exc:  # PydanticSerializationError: a value JSON cannot carry
         raise RolloutValueError(f"cannot send {what}: the data is not valid JSON ({exc})") from exc
-
-
-# A secret-looking value after a key-ish word, or a long unbroken token: what an error body may echo
-# of the callback key or any other credential.
-_SECRET = re.compile(
-    r"(?i)((?:bearer|api[_-]?key|token|secret|password|authorization|key)[\"']?\s*[:=]?\s*[\"']?)"
-    r"[^\s\"',;}]{4,}"
-    r"|[A-Za-z0-9_\-+/=.]{24,}"
-)
-
-
-def redact(text: str, secret: str | None = None) -> str:
-    """``text`` with ``secret`` (and any 6+ character piece of it) and credential-looking values masked."""
-    if secret:
-        text = text.replace(secret, "[redacted]")
-        size = min(len(secret), 6)
-        pieces = {secret[i : i + size] for i in range(len(secret) - size + 1)} if len(secret) >= 6 else set()
-        for piece in pieces:
-            if piece in text:
-                text = text.replace(piece, "[redacted]")
-    return _SECRET.sub(lambda m: (m.group(1) or "") + "[redacted]", text)
 
 
 def _error_text(response: TransportResponse, secret: str | None = None) -> str:

@@ -303,9 +303,19 @@ class OrderedRecordWriter:
     Every sequence number below the last admitted one (or below :meth:`complete`'s end) that was
     not admitted is such a rollout, and its record is written in its place, read a stretch at a time
     by the writer thread, so the file comes out whole and in order.
+
+    The file is opened on entering ``with``: by ``opener(path)`` when given (the command line's own
+    rules for the files it names), else created or truncated in place.
     """
 
-    def __init__(self, path: str | Path, *, window: int, premade: Premade | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        window: int,
+        premade: Premade | None = None,
+        opener: Callable[[Path], TextIO] | None = None,
+    ) -> None:
         if window < 1:
             raise ValueError(f"window must be at least 1, got {window}")
         self.window = window
@@ -317,6 +327,7 @@ class OrderedRecordWriter:
         self._moved = asyncio.Condition()
         self._draining = asyncio.Lock()
         self.path = Path(path)
+        self.opener = opener
         self.count = 0
         self.error: OSError | None = None
         self._handle: TextIO | None = None
@@ -324,7 +335,7 @@ class OrderedRecordWriter:
 
     def __enter__(self) -> OrderedRecordWriter:
         try:
-            self._handle = self.path.open("w", encoding="utf-8")
+            self._handle = self.opener(self.path) if self.opener else self.path.open("w", encoding="utf-8")
         except OSError as exc:
             self.error = exc
             raise

@@ -1,5 +1,5 @@
 """The short form of the fault suite (``make chaos`` runs the full one): no rollout lost, no 5xx, no judge
-score taken from the candidate's text."""
+score taken from the candidate's text, no output flag replacing the special file it writes onto."""
 
 from __future__ import annotations
 
@@ -20,3 +20,6 @@ def test_the_short_fault_suite_loses_nothing_and_answers_no_5xx():
     assert results["half_open"]["closed"] == results["half_open"]["opened"]
     assert results["judge"]["cases"] > 0
     assert results["judge"]["taken"] == 0  # no score came from the candidate's text
+    for kind, outcome in results["outputs"].items():  # every output flag onto a device, a FIFO, a link
+        assert outcome["failed"] == [], (kind, outcome["failed"])
+        assert outcome["kept"] == outcome["flags"] or outcome["skipped"], kind

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_ai.cli.arguments import (
+    absolute_path,
     add_agent_run_arguments,
     add_journal_arguments,
     add_reward_runtime_arguments,
@@ -39,7 +40,7 @@ from osmosis_ai.cli.eval import cache
 from osmosis_ai.cli.loading import agent_spec
 from osmosis_ai.cli.output import interrupted, say, setup_logging
 from osmosis_ai.cli.running import run_command
-from osmosis_ai.cli.summary import add_summary_arguments, finish_run, show_summary
+from osmosis_ai.cli.summary import add_summary_arguments, check_run_outputs, finish_run, show_summary
 from osmosis_ai.consts import PACKAGE_VERSION
 
 DEBUG_DIR = "local_debug"
@@ -59,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline-api-key", help="API key of --baseline-model")
     add_journal_arguments(parser, unit="run")
     add_reward_runtime_arguments(parser, what="eval functions")
-    parser.add_argument("--output-path", metavar="DIR",
+    parser.add_argument("--output-path", metavar="DIR", type=absolute_path,
                         help="write results_<unix>_<task id>.json under DIR/<model>/<dataset>/")  # fmt: skip
     parser.add_argument("--log-samples", action="store_true",
                         help="keep each run's final messages (a .jsonl beside the journal and the results)")  # fmt: skip
@@ -108,6 +109,7 @@ async def _eval(args: argparse.Namespace) -> int:
         raise CLIError("each --eval-fn may be given once")
     say(f"osmosis-eval v{PACKAGE_VERSION}", quiet=args.quiet)
     output_dir = check_output_path(Path(args.output_path), journal_root()) if args.output_path else None
+    check_run_outputs(args)
     agent_loop = load_agent(args)
     eval_fns = [
         EvalFnWrapper(load_attribute(spec, what="eval function", example="e.g. 'my_evals:exact'"), spec)

@@ -14,7 +14,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli.commands._platform import add_json_flag, print_json, say, workspace_json, workspace_line
-from osmosis_ai.cli.output import console
+from osmosis_ai.cli.output import console, warn
 
 if TYPE_CHECKING:
     from osmosis_ai.auth.device import DeviceAuthorization
@@ -50,9 +50,13 @@ def _say(message: str, *, as_json: bool, style: str | None = None) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from osmosis_ai.auth import store
-    from osmosis_ai.auth.errors import LoginError
+    from osmosis_ai.auth.errors import LoginError, UnreadableCredentialsError
 
-    active = store.current_store().get_active_credentials()
+    try:
+        active = store.current_store().get_active_credentials()
+    except UnreadableCredentialsError as exc:  # set aside already: this login starts a new file
+        warn(str(exc))
+        active = None
     if active is not None and active.is_usable() and not args.force:
         if args.json:
             print_json({"logged_in": True, "already": True, "workspace": workspace_json(active, active=True)})

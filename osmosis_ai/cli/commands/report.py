@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         if args.model and not results.model:
             results.model = args.model
     summaries = [summarize(results) for results in runs]
-    target = write_report(args.output, runs, title=args.title, summaries=summaries)
+    target = write_report(args.output, runs, title=args.title, summaries=summaries, flag="-o")
     if args.json:
         objects = [summary_object(r, s) for r, s in zip(runs, summaries, strict=True)]
         print_json({"report": str(target), "runs": objects})

@@ -25,11 +25,11 @@ import os
 import sys
 import time
 from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli import output
 from osmosis_ai.cli.arguments import (
+    absolute_path,
     add_agent_arguments,
     add_journal_arguments,
     add_reward_runtime_arguments,
@@ -40,7 +40,7 @@ from osmosis_ai.cli.arguments import (
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import setup_logging
 from osmosis_ai.cli.running import run_command
-from osmosis_ai.cli.summary import Figures, add_summary_arguments, finish_run, show_summary
+from osmosis_ai.cli.summary import Figures, add_summary_arguments, check_run_outputs, finish_run, show_summary
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -86,6 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-d",
         "--dataset",
         required=True,
+        type=absolute_path,
         help="dataset file (.jsonl, .csv, .parquet) with system_prompt, user_prompt, ground_truth",
     )
     run.add_argument(
@@ -137,7 +138,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="share of rollouts (0-1) that may fail without failing the run (default 0: every rollout "
         "must complete); infrastructure failures and timeouts always fail it",
     )
-    run.add_argument("-o", "--output", metavar="FILE.jsonl", help="write one JSON record per rollout")
+    run.add_argument(
+        "-o", "--output", metavar="FILE.jsonl", type=absolute_path, help="write one JSON record per rollout"
+    )
     add_journal_arguments(run, unit="rollout")
     add_reward_runtime_arguments(run, what="the --reward function")
     add_summary_arguments(run)
@@ -203,8 +206,7 @@ def _prepare(args: argparse.Namespace) -> tuple[Any, int, Any, Any, Any, Any]:
     from osmosis_ai.traingate.policy import make_policy
     from osmosis_ai.traingate.tokenizer import ChatTokenizer, load_tokenizer
 
-    if args.output and not Path(args.output).resolve().parent.is_dir():
-        raise CLIError(f"cannot write --output {args.output}: its directory does not exist")
+    check_run_outputs(args)
     reader = DatasetReader(args.dataset)
     rows = sum(1 for _ in reader.iter_rows())
     if rows == 0:
@@ -225,13 +227,14 @@ def _record_window(concurrency: int) -> int:
 
 async def _run(args: argparse.Namespace) -> int:
     from osmosis_ai.cli.commands import rollout_journal
+    from osmosis_ai.cli.output_file import is_regular_output
     from osmosis_ai.traingate.report import RunTally
 
     reader, rows, reward_fn, tokenizer, agent_loop, policy = _prepare(args)
     args.quiet = args.quiet or args.json
     total = rows * args.n
     # --report without -o reads the rollouts from memory, so then every one is kept.
-    from_memory = not args.output and args.report
+    from_memory = args.report and not (args.output and is_regular_output(args.output))
     tally = RunTally(keep_lines=PER_ROLLOUT_TABLE_LIMIT + 1, keep_records=total if from_memory else 0)
     journal = rollout_journal.open_journal(args, reader, reward_fn, agent_loop)
     with contextlib.closing(journal):
@@ -260,6 +263,7 @@ async def _run_rollouts(
     ``--output`` whole, in dataset order; return the writer and the wall time."""
     from osmosis_ai.cli.commands.rollout_journal import premade_records
     from osmosis_ai.cli.loading import reward_runtime
+    from osmosis_ai.cli.output_file import open_output
     from osmosis_ai.runs.engine import Pipeline, run_items
     from osmosis_ai.runs.executors.traingate import TrainGateExecutor
     from osmosis_ai.runs.items import WorkItem, work_items
@@ -277,7 +281,10 @@ async def _run_rollouts(
     progress = output.progress_bar(remaining, "rollouts", enabled=show_progress, stderr=False)
     writer = (
         OrderedRecordWriter(
-            args.output, window=_record_window(args.concurrency), premade=premade_records(journal, args.n)
+            args.output,
+            window=_record_window(args.concurrency),
+            premade=premade_records(journal, args.n),
+            opener=lambda path: open_output(path, flag="--output"),
         )
         if args.output
         else None
@@ -379,7 +386,7 @@ def _finish(
     if (drift := rollout_check.drift_line(tally.drift, tally.violations)) is not None:
         output.say(drift, quiet=args.json)
     # The records file has every turn; without one, the records kept in memory (turns released).
-    finish_run(args, args.output or tally.records, source, figures)
+    finish_run(args, args.output if args.output and not tally.records else tally.records, source, figures)
     if not summary.all_terminal:
         lost = summary.rollouts - sum(summary.statuses.get(s, 0) for s in ("COMPLETED", "ERROR"))
         raise CLIError(
@@ -439,7 +446,6 @@ def _first_failure(tally: RunTally) -> str:
 
 
 async def _bench(args: argparse.Namespace) -> int:
-    import json
 
     from osmosis_ai.traingate.bench import run_bench
 
@@ -464,7 +470,7 @@ async def _bench(args: argparse.Namespace) -> int:
         "append_only_violations": summary.violations,
     }
     if args.json:
-        print(json.dumps(figures))
+        output.print_json(figures)
     else:
         print(
             f"{summary.rollouts} rollouts, concurrency {args.concurrency}, {args.tool_turns} tool turn(s): "

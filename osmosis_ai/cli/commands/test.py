@@ -22,7 +22,7 @@ from osmosis_ai.cli.arguments import add_agent_run_arguments, open_dataset, whol
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import progress_bar, say, setup_logging, wants_progress
 from osmosis_ai.cli.running import INTERRUPTED, run_command
-from osmosis_ai.cli.summary import add_summary_arguments, finish_run, show_summary
+from osmosis_ai.cli.summary import add_summary_arguments, check_run_outputs, finish_run, show_summary
 from osmosis_ai.consts import PACKAGE_VERSION
 from osmosis_ai.evaluation.outcome import OutcomeCounts, verdict
 
@@ -77,8 +77,7 @@ async def _test(args: argparse.Namespace) -> int:
     from osmosis_ai.runs.result import Result
 
     output = Path(args.output) if args.output else None
-    if output is not None and output.is_dir():
-        raise CLIError(f"cannot write --output {output}: it is a directory")
+    check_run_outputs(args)
     mode = " (Interactive Mode)" if args.interactive else ""
     say(quiet=args.quiet, line=f"osmosis-rollout-test v{PACKAGE_VERSION}{mode}")
     agent_loop = load_agent(args)
@@ -215,10 +214,6 @@ async def _interactive(args: argparse.Namespace, agent_loop: Any, client: Any, r
 
 
 def _write_json(path: Path, document: Any) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(path.name + ".tmp")
-        temporary.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        temporary.replace(path)
-    except OSError as exc:
-        raise CLIError(f"cannot write --output {path}: {exc.strerror or exc}") from exc
+    from osmosis_ai.cli.output_file import write_output
+
+    write_output(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n", flag="--output")

@@ -5,8 +5,6 @@ files."""
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -14,6 +12,7 @@ from typing import Any
 
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import say
+from osmosis_ai.cli.output_file import write_output
 from osmosis_ai.evaluation.journal_store import safe_path_part
 from osmosis_ai.evaluation.summary import Comparison, ModelSummary
 
@@ -60,17 +59,8 @@ def outcome_line(primary: ModelSummary, baseline: ModelSummary | None, planned: 
 
 
 def write_json(path: Path, document: Any, *, flag: str) -> None:
-    """``document`` as indented JSON at ``path``, written atomically (parents created)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except OSError as exc:
-        raise CLIError(f"cannot write {flag} {path}: {exc.strerror or exc}") from exc
+    """``document`` as indented JSON at ``path``, by the one output writer (parents created)."""
+    write_output(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n", flag=flag)
 
 
 def check_output_path(directory: Path, journal_root: Path) -> Path:
@@ -102,9 +92,5 @@ def write_structured(
     write_json(results, document, flag="--output-path")
     if samples is not None:
         lines = "".join(json.dumps(s, ensure_ascii=False, default=str) + "\n" for s in samples)
-        target = folder / f"samples_{stamp}_{task_id}.jsonl"
-        try:
-            target.write_text(lines, encoding="utf-8")
-        except OSError as exc:
-            raise CLIError(f"cannot write --output-path {target}: {exc.strerror or exc}") from exc
+        write_output(folder / f"samples_{stamp}_{task_id}.jsonl", lines, flag="--output-path")
     return results

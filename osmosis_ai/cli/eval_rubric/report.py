@@ -1,14 +1,12 @@
 """``eval-rubric`` reports: the text report for the terminal, the JSON report file, baselines.
 
-The JSON report is written atomically (a temporary file in the same directory, then
-``os.replace``), so an interrupted run never leaves a half-written report behind.
+The JSON report is written by the one output writer (:mod:`osmosis_ai.cli.output_file`): a regular
+file is replaced atomically, so an interrupted run never leaves a half-written report behind.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -18,6 +16,7 @@ from typing import Any
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.eval_rubric.config import RubricConfig
 from osmosis_ai.cli.eval_rubric.engine import EvaluationRun, RecordResult, compute_statistics
+from osmosis_ai.cli.output_file import OutputPathError, check_output, write_output
 from osmosis_ai.evaluation.outcome import Outcome, OutcomeCounts
 
 COMPARED_KEYS = ("average", "variance", "stdev", "min", "max", "success_count", "failure_count", "total_runs")
@@ -242,52 +241,18 @@ def build_json_report(results: list[RecordResult], context: ReportContext) -> di
 
 
 def check_report_location(path: Path) -> None:
-    """Fail before any paid judge call when a report could not be written to ``path``.
-
-    The report's directory must exist or be creatable, and be writable. This is proved by making
-    (and at once removing) a probe file in it, or a probe directory in its nearest existing
-    ancestor, because permission bits alone do not tell (root, read-only mounts, ``/proc``).
-    Nothing is left behind.
-    """
-    directory = path.parent
-    fix = "pass a writable location with -o/--output"
+    """Fail before any paid judge call when a report could not be written to ``path``
+    (:func:`~osmosis_ai.cli.output_file.check_output`: a file can be made in its directory)."""
     try:
-        existing = directory
-        while not existing.exists() and existing != existing.parent:
-            existing = existing.parent
-        if not existing.is_dir():
-            raise CLIError(f"Cannot write report {path}: {existing} is not a directory; {fix}")
-        if existing == directory:
-            descriptor, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=directory)
-            os.close(descriptor)
-            os.unlink(probe)
-        else:
-            os.rmdir(tempfile.mkdtemp(prefix=".osmosis-probe-", dir=existing))
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise CLIError(f"Cannot write report {path}: {existing} is not writable ({reason}); {fix}") from exc
-
-
-def _current_umask() -> int:
-    mask = os.umask(0o022)  # reading the umask means setting it; put it straight back
-    os.umask(mask)
-    return mask
+        check_output(path, flag="-o/--output")
+    except OutputPathError as exc:
+        raise CLIError(
+            f"Cannot write report {path}: {exc.reason}; pass a writable location with -o/--output"
+        ) from exc
 
 
 def write_json_atomic(path: Path, document: Any) -> None:
-    """Write ``document`` as UTF-8 JSON to ``path`` via a temporary file and ``os.replace``.
-
-    The file gets the permissions of a normally created file (``0o666`` less the umask), not the
-    private ``0o600`` of the temporary file. ``OSError`` propagates; nothing partial is left.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            os.fchmod(handle.fileno(), 0o666 & ~_current_umask())
-            json.dump(document, handle, ensure_ascii=False, indent=2, default=str)
-            handle.write("\n")
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    """Write ``document`` as UTF-8 JSON to ``path`` with the one output writer
+    (:func:`~osmosis_ai.cli.output_file.write_output`: a regular file is replaced atomically)."""
+    text = json.dumps(document, ensure_ascii=False, indent=2, default=str) + "\n"
+    write_output(path, text, flag="-o/--output")

@@ -41,6 +41,7 @@ from osmosis_ai.cli.eval_rubric.report import (
     render_text_report,
     write_json_atomic,
 )
+from osmosis_ai.cli.output_file import OutputPathError
 from osmosis_ai.evaluation.outcome import verdict
 from osmosis_ai.judge.keys import ensure_api_key_available
 from osmosis_ai.judge.ratelimit import RateLimiter
@@ -189,8 +190,8 @@ def run_eval_rubric(
     document = build_json_report(results, context)
     try:
         write_json_atomic(report_path, document)
-    except OSError as exc:
-        raise CLIError(f"Cannot write report {report_path}: {exc.strerror or exc}") from exc
+    except OutputPathError as exc:
+        raise CLIError(f"Cannot write report {report_path}: {exc.reason}") from exc
     emit(f"Wrote evaluation results to {report_path}")
     if on_report is not None:
         on_report(report_path, document)

@@ -74,10 +74,7 @@ def test_missing_file_and_unwritable_output(runs: tuple[Path, Path], tmp_path: P
     assert missing.returncode == 1 and missing.stderr == f"Error: {tmp_path / 'nope.jsonl'}: no such file\n"
     directory = cli("report", str(runs[0]), "-o", str(tmp_path))
     assert directory.returncode == 1
-    assert (
-        directory.stderr
-        == f"Error: cannot write the report to {tmp_path}: it is a directory; give a file name\n"
-    )
+    assert directory.stderr == f"Error: cannot write -o {tmp_path}: it is a directory; give a file name\n"
 
 
 # -- --report and --json on the commands that produce results ------------------------------------

@@ -114,7 +114,9 @@ def test_killed_with_sigkill_and_resumed_gives_the_uninterrupted_result(tmp_path
     finished = 24 - len(rerun)
     assert len(set(rerun)) == len(rerun) and finished > 0
     journaled = [line for line in resumed.stdout.splitlines() if line.startswith("Resuming:")]
-    assert journaled == [f"Resuming: {finished} of 24 rollouts already finished (journal resumed.sqlite)"]
+    assert journaled == [
+        f"Resuming: {finished} of 24 rollouts already finished (journal {tmp_path / 'resumed.sqlite'})"
+    ]
 
 
 def test_a_finished_run_rerun_runs_nothing_and_reports_the_same_outcome(tmp_path: Path) -> None:
@@ -134,7 +136,9 @@ def test_a_changed_dataset_is_refused_and_fresh_starts_over_keeping_the_old_jour
     data.write_text(data.read_text().replace("What is 0", "What is 5"))
     refused = _run(tmp_path, _command(data, "j.sqlite", "-q"))
     assert refused.returncode == 1 and refused.stdout == ""
-    assert refused.stderr.startswith("Error: the journal j.sqlite belongs to another run: dataset changed")
+    assert refused.stderr.startswith(
+        f"Error: the journal {tmp_path / 'j.sqlite'} belongs to another run: dataset changed"
+    )
     assert len(_calls(tmp_path)) == 2  # nothing ran
     fresh = _run(tmp_path, _command(data, "j.sqlite", "-q", "--fresh"))
     assert fresh.returncode == 0, fresh.stderr

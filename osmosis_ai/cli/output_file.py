@@ -1,0 +1,178 @@
+"""The one writer of the files a command line names: ``-o``, ``--report``, ``--output-path``.
+
+What is at the path decides how it is written:
+
+* nothing yet, or a regular file: replaced atomically. The content goes to a temporary file that
+  :func:`tempfile.mkstemp` creates (``O_EXCL``, an unguessable name) in the target's own directory,
+  is flushed to disk and renamed over the target, so a reader sees the old file or the new one,
+  never half of one, and no link planted at a predictable name is ever written through. A replaced
+  file keeps its permission bits (and, for root, its owner); a new one gets ``0666`` less the umask.
+* a symbolic link: followed; the file it leads to is the target and the link stays a link.
+* a character device or a FIFO (``/dev/null``, ``/dev/stdout`` on a terminal, ``>(gzip > out.gz)``):
+  opened and written in place, never replaced, never created.
+* a directory, a block device (a disk) or a socket: refused with one line.
+
+:func:`check_output` applies the refusals, and proves the directory writable, before a command does
+any paid work; :func:`write_output` writes a whole document; :func:`open_output` opens a file that
+is written as it goes (``rollout run -o``), in place whatever is there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import TextIO
+
+from osmosis_ai.cli.errors import CLIError
+
+
+class OutputPathError(CLIError):
+    """A file named by a flag cannot be written: ``reason`` says why, the message names the flag."""
+
+    def __init__(self, path: Path, flag: str, reason: str) -> None:
+        super().__init__(f"cannot write {flag} {path}: {reason}")
+        self.path = path
+        self.flag = flag
+        self.reason = reason
+
+
+_REFUSED = (
+    (stat.S_ISDIR, "it is a directory; give a file name"),
+    (stat.S_ISBLK, "it is a block device; refusing to write over a disk"),
+    (stat.S_ISSOCK, "it is a socket; give a file name"),
+)
+
+
+def _refuse(path: Path, flag: str, mode: int) -> None:
+    for kind, reason in _REFUSED:
+        if kind(mode):
+            raise OutputPathError(path, flag, reason)
+
+
+def _failure(path: Path, flag: str, exc: OSError) -> OutputPathError:
+    return OutputPathError(path, flag, exc.strerror or str(exc))
+
+
+def _lookup(path: Path) -> os.stat_result | None:
+    """What the path leads to (links followed), or None when nothing is there yet."""
+    try:
+        return path.stat()
+    except (FileNotFoundError, NotADirectoryError):  # a missing file, or a file on its way
+        return None
+
+
+def _target(path: Path) -> Path:
+    """The file a path names: a symbolic link's destination (the link itself stays), else the path."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def is_regular_output(path: str | Path) -> bool:
+    """Whether ``path`` leads to a regular file, which can be read back once written (a device or a
+    FIFO cannot)."""
+    found = _lookup(Path(path))
+    return found is not None and stat.S_ISREG(found.st_mode)
+
+
+def check_output(path: str | Path, *, flag: str) -> None:
+    """Fail now, with one line, when ``path`` could not be written later.
+
+    Refuses a directory, a block device and a socket. For a regular file or a new path, the nearest
+    existing directory on its way must take a new file: that is proved by creating one there and
+    removing it at once, because permission bits alone do not tell (root, read-only mounts).
+    """
+    path = Path(path)
+    try:
+        found = _lookup(path)
+        if found is not None:
+            _refuse(path, flag, found.st_mode)
+            if not stat.S_ISREG(found.st_mode):
+                return  # a device or a FIFO is opened when written
+        directory = _target(path).parent
+        while not directory.exists() and directory != directory.parent:
+            directory = directory.parent
+        if not directory.is_dir():
+            raise OutputPathError(path, flag, f"{directory} is not a directory")
+    except OSError as exc:
+        raise _failure(path, flag, exc) from exc
+    try:
+        descriptor, probe = tempfile.mkstemp(prefix=".osmosis-probe-", dir=directory)
+        os.close(descriptor)
+        os.unlink(probe)
+    except OSError as exc:
+        raise OutputPathError(path, flag, f"{directory} is not writable ({exc.strerror or exc})") from exc
+
+
+def write_output(path: str | Path, text: str, *, flag: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` by the rules of this module; returns ``path``.
+
+    ``flag`` names the option in the one-line :class:`OutputPathError` raised when it cannot be written.
+    """
+    path = Path(path)
+    data = text.encode("utf-8")
+    try:
+        found = _lookup(path)
+        if found is not None:
+            _refuse(path, flag, found.st_mode)
+            if not stat.S_ISREG(found.st_mode):
+                _write_in_place(path, data)
+                return path
+        _replace(_target(path), data, found)
+    except OSError as exc:
+        raise _failure(path, flag, exc) from exc
+    return path
+
+
+def open_output(path: str | Path, *, flag: str) -> TextIO:
+    """``path`` opened for writing as it goes (created or truncated; a device or FIFO in place)."""
+    path = Path(path)
+    try:
+        found = _lookup(path)
+        if found is None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        else:
+            _refuse(path, flag, found.st_mode)
+        return path.open("w", encoding="utf-8")
+    except OSError as exc:
+        raise _failure(path, flag, exc) from exc
+
+
+def _write_in_place(path: Path, data: bytes) -> None:
+    # No O_CREAT: if the device or FIFO went away meanwhile, nothing is created in its place.
+    descriptor = os.open(path, os.O_WRONLY | getattr(os, "O_NOCTTY", 0))
+    with os.fdopen(descriptor, "wb") as handle:
+        handle.write(data)
+
+
+def _umask() -> int:
+    with contextlib.suppress(OSError, ValueError):  # Linux says it without changing it
+        for line in Path("/proc/self/status").read_text().split("\n"):
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)  # elsewhere reading the umask means setting it; put it straight back
+    os.umask(mask)
+    return mask
+
+
+def _replace(target: Path, data: bytes, found: os.stat_result | None) -> None:
+    if found is None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            if hasattr(os, "fchmod"):  # POSIX: mkstemp made it 0600
+                mode = 0o666 & ~_umask() if found is None else stat.S_IMODE(found.st_mode)
+                os.fchmod(handle.fileno(), mode)
+            if found is not None and hasattr(os, "fchown") and found.st_uid != os.geteuid():
+                with contextlib.suppress(OSError):  # only root may give a file away
+                    os.fchown(handle.fileno(), found.st_uid, found.st_gid)
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
