@@ -32,7 +32,7 @@ class ParsedItem:
 
 
 def load_rubric_suite(path: Path) -> RubricSuite:
-    """The rubric configs of ``path``, every entry checked (``CLIError`` on the first bad one)."""
+    """The rubric configs of ``path``, every entry checked (the command line's error on the first bad one)."""
     return _config.load_rubric_suite(Path(path), strict=True)
 
 

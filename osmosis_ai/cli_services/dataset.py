@@ -12,7 +12,7 @@ __all__ = ["load_jsonl_records", "render_json_records"]
 
 
 def load_jsonl_records(path: Path) -> list[dict[str, Any]]:
-    """Every line of a JSONL file as an object (``CLIError`` with the line number otherwise)."""
+    """Every line of a JSONL file as an object (the command line's error, with the line number, otherwise)."""
     return load_json_objects(Path(path))
 
 
