@@ -17,6 +17,7 @@ from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.parser import OptionGroup, OutOfRange, add_exclusive
 
 if TYPE_CHECKING:
+    from osmosis_ai._pool import Limit
     from osmosis_ai.evaluation.dataset import DatasetReader
 
 
@@ -167,3 +168,38 @@ def add_reward_runtime_arguments(parser: argparse.ArgumentParser, *, what: str) 
                         "process, where a hung one cannot be stopped)")  # fmt: skip
     parser.add_argument("--reward-memory-limit", type=whole_number(1), metavar="MB",
                         help="memory limit of each worker process; past it the sample is 'reward_crash'")  # fmt: skip
+
+
+def concurrency_value(text: str) -> str | int:
+    """A concurrency on the command line: a whole number of at least 1, or ``auto``."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    return whole_number(1, name="concurrency")(text)
+
+
+def add_max_concurrency_argument(parser: argparse.ArgumentParser, flag: str) -> None:
+    """``--max-concurrency``: the most an ``auto`` ``flag`` may grow to."""
+    parser.add_argument("--max-concurrency", type=whole_number(1), metavar="N",
+                        help=f"the most '{flag} auto' may grow to (default 256)")  # fmt: skip
+
+
+def run_limit(value: str | int, args: argparse.Namespace, *, base_url: str | None) -> Limit:
+    """The run's concurrency limit: fixed, or ``auto`` following the model server at ``base_url``."""
+    from osmosis_ai.models.concurrency import concurrency_limit
+
+    try:
+        return concurrency_limit(value, maximum=getattr(args, "max_concurrency", None), base_url=base_url)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+
+
+def limit_line(limit: Limit) -> str | None:
+    """What an ``auto`` limit did over the run, in one line (``None`` for a fixed limit)."""
+    summary = getattr(limit, "summary", None)
+    if summary is None:
+        return None
+    figures = summary()
+    return (
+        f"Concurrency: auto ({figures['minimum']}-{figures['maximum']}): {figures['lowest']} to "
+        f"{figures['highest']} in flight, {figures['mean']:g} on average, {figures['limit']} at the end"
+    )

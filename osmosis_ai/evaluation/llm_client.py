@@ -26,13 +26,16 @@ from __future__ import annotations
 import contextvars
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai import _http
 from osmosis_ai.evaluation.errors import ProviderError, SystemicProviderError
 from osmosis_ai.evaluation.providers import check_error, classify_provider_error, describe_failure
 from osmosis_ai.models import complete as models
 from osmosis_ai.models.errors import ModelCallError
+
+if TYPE_CHECKING:
+    from osmosis_ai.models.concurrency import CallObserver
 
 DEFAULT_MODEL = "gpt-5-mini"
 DEFAULT_TIMEOUT = 120.0
@@ -71,7 +74,9 @@ class ExternalLLMClient:
         *,
         retry: _http.RetryPolicy | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        observer: CallObserver | None = None,
     ) -> None:
+        """``observer`` (an adaptive concurrency limit) hears how each model request ended."""
         if not model or not model.strip():
             raise ValueError("model must be a non-empty model name, e.g. openai/gpt-5-mini")
         self.display_name = model
@@ -81,6 +86,7 @@ class ExternalLLMClient:
         self._api_base = api_base
         self.retry = retry or _http.RetryPolicy()
         self.timeout = timeout
+        self.observer = observer
         self._state: contextvars.ContextVar[_RowState] = contextvars.ContextVar(f"osmosis-llm-{id(self)}")
         self._state.set(_RowState())
 
@@ -180,7 +186,9 @@ class ExternalLLMClient:
         async def attempt() -> models.Completion:
             started = time.monotonic()
             try:
-                return await models.complete(target, messages, timeout=timeout, **params)
+                return await models.complete(
+                    target, messages, timeout=timeout, observer=self.observer, **params
+                )
             finally:
                 row.latency_ms += (time.monotonic() - started) * 1000
 

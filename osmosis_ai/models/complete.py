@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,7 @@ from typing import Any
 from osmosis_ai._litellm import aimport_litellm
 from osmosis_ai.models import litellm as _litellm
 from osmosis_ai.models import openai_compat, scripted
+from osmosis_ai.models.concurrency import CallObserver, CallOutcome
 from osmosis_ai.models.errors import ModelCallError, ModelRouteError
 
 logger = logging.getLogger(__name__)
@@ -183,16 +185,45 @@ def parse(raw: Any) -> Completion:
 
 
 async def complete(
-    route: Route, messages: list[dict[str, Any]], *, timeout: float, **params: Any
+    route: Route,
+    messages: list[dict[str, Any]],
+    *,
+    timeout: float,
+    observer: CallObserver | None = None,
+    **params: Any,
 ) -> Completion:
     """Send ``messages`` to the model of ``route`` once; ``params`` are the request's other fields.
 
     ``params`` are sent as they are (``temperature``, ``max_tokens``, ``tools``, ``response_format``,
-    ``extra_body``...), except ``stream``: replies are never streamed.
+    ``extra_body``...), except ``stream``: replies are never streamed. ``observer`` (an adaptive
+    concurrency limit) hears how the call ended and how long it took.
 
     Raises:
         ModelCallError: the call failed (see :mod:`osmosis_ai.models.errors`).
     """
+    if observer is None:
+        return await _complete(route, messages, timeout=timeout, **params)
+    started = time.monotonic()
+    try:
+        completion = await _complete(route, messages, timeout=timeout, **params)
+    except ModelCallError as exc:
+        observer.observe(_call_outcome(exc), time.monotonic() - started, retry_after=exc.retry_after)
+        raise
+    observer.observe(CallOutcome.SUCCESS, time.monotonic() - started)
+    return completion
+
+
+def _call_outcome(exc: ModelCallError) -> CallOutcome:
+    if exc.kind == "rate_limit" or exc.status in (429, 503):
+        return CallOutcome.REFUSED
+    if exc.kind == "timeout":
+        return CallOutcome.TIMEOUT
+    return CallOutcome.ERROR
+
+
+async def _complete(
+    route: Route, messages: list[dict[str, Any]], *, timeout: float, **params: Any
+) -> Completion:
     params.pop("stream", None)
     if route.via == "openai":
         raw = await openai_compat.acomplete(

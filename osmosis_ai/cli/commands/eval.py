@@ -30,7 +30,9 @@ from osmosis_ai.cli.arguments import (
     absolute_path,
     add_agent_run_arguments,
     add_journal_arguments,
+    add_max_concurrency_argument,
     add_reward_runtime_arguments,
+    concurrency_value,
     finite_number,
     open_dataset,
     whole_number,
@@ -54,7 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=whole_number(1), default=1, help="runs per row (default 1)")
     parser.add_argument("--pass-threshold", type=finite_number(), default=1.0,
                         help="a run passes when its score is at least this (default 1.0)")  # fmt: skip
-    parser.add_argument("--batch-size", type=whole_number(1), default=1, help="runs in flight (default 1)")
+    parser.add_argument("--batch-size", type=concurrency_value, default=1, metavar="N|auto",
+                        help="runs in flight, or 'auto' to follow what the model server can take (default 1)")  # fmt: skip
+    add_max_concurrency_argument(parser, "--batch-size")
     parser.add_argument("--baseline-model", help="a second model run over the same rows, for comparison")
     parser.add_argument("--baseline-base-url", help="OpenAI-compatible base URL serving --baseline-model")
     parser.add_argument("--baseline-api-key", help="API key of --baseline-model")
@@ -199,21 +203,25 @@ async def _run(
     """Preflight each model, then run the missing samples with a progress bar or plain lines."""
     from osmosis_ai._usercode import UserThreads
     from osmosis_ai.cli import output
+    from osmosis_ai.cli.arguments import limit_line, run_limit
     from osmosis_ai.cli.eval.samples import progress_reporter, run_samples
     from osmosis_ai.cli.loading import reward_runtime
     from osmosis_ai.evaluation.errors import SystemicProviderError
     from osmosis_ai.evaluation.journal import BASELINE, PRIMARY
     from osmosis_ai.evaluation.llm_client import ExternalLLMClient
+    from osmosis_ai.models.concurrency import AdaptiveLimit, observer_of
     from osmosis_ai.runs.engine import Pipeline
     from osmosis_ai.runs.executors.local import InProcessExecutor, LocalModel
     from osmosis_ai.runs.scorer import Scorer, runtime_function
 
+    limit = run_limit(args.batch_size, args, base_url=args.base_url)
+    observer = observer_of(limit)
     endpoints = {PRIMARY: (args.model, args.api_key, args.base_url),
                  BASELINE: (args.baseline_model, args.baseline_api_key, args.baseline_base_url)}  # fmt: skip
     models: dict[str, LocalModel] = {}
     for tag in (tag for tag, keys in todo.items() if keys):  # a model with nothing left costs no preflight
         model, key, url = endpoints[tag]
-        client = ExternalLLMClient(model, api_key=key, api_base=url)
+        client = ExternalLLMClient(model, api_key=key, api_base=url, observer=observer)
         prefix = "eval" if tag == PRIMARY else "eval-baseline"
         metadata = {"execution_mode": "eval"} | ({} if tag == PRIMARY else {"model_tag": BASELINE})
         models[tag] = LocalModel(client, prefix, metadata)
@@ -226,7 +234,7 @@ async def _run(
                 raise
             raise CLIError(f"(baseline) {exc}") from exc
     # Synchronous agent code gets a thread per sample in flight, its own.
-    threads = UserThreads(args.batch_size, name="osmosis-eval")
+    threads = UserThreads(limit.ceiling, name="osmosis-eval")
     executor = InProcessExecutor(agent_loop, models, max_turns=args.max_turns, completion_params=params,
                                  debug_dir=DEBUG_DIR if args.debug else None, threads=threads)  # fmt: skip
     runtimes = [reward_runtime(fn.name, args, kind="eval function") for fn in eval_fns]
@@ -240,12 +248,15 @@ async def _run(
     async with contextlib.AsyncExitStack() as stack:
         for runtime in runtimes:  # every worker process ends with the run, however it ends
             await stack.enter_async_context(runtime)
+        if isinstance(limit, AdaptiveLimit):
+            stack.push_async_callback(limit.aclose)  # its server-metrics reader
+            stack.callback(lambda: say(limit_line(limit) or "", quiet=args.quiet))
         with output.progress_bar(remaining, "eval", enabled=bar) as advance:
             report = progress_reporter(total=total, done=done, quiet=args.quiet, tagged=BASELINE in todo,
                                        advance=advance, bar=bar)  # fmt: skip
             return await run_samples(
                 pipeline=pipeline, rows=rows, n=args.n, tags=list(models),
-                journal=journal, retry_failed=args.retry_failed, batch_size=args.batch_size,
+                journal=journal, retry_failed=args.retry_failed, batch_size=limit,
                 log_samples=args.log_samples, on_sample=report,
             )  # fmt: skip
 

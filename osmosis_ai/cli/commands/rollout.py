@@ -32,7 +32,9 @@ from osmosis_ai.cli.arguments import (
     absolute_path,
     add_agent_arguments,
     add_journal_arguments,
+    add_max_concurrency_argument,
     add_reward_runtime_arguments,
+    concurrency_value,
     finite_number,
     fraction,
     whole_number,
@@ -45,6 +47,7 @@ from osmosis_ai.cli.summary import Figures, add_summary_arguments, check_run_out
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from osmosis_ai._pool import Limit
     from osmosis_ai.evaluation.journal import Journal
     from osmosis_ai.traingate.report import OrderedRecordWriter, RolloutLine, RunSummary, RunTally
 
@@ -52,7 +55,7 @@ SERVER_KEY_ENV = "OSMOSIS_SERVER_API_KEY"
 PER_ROLLOUT_TABLE_LIMIT = 20  # larger runs get the summary only; --output has every rollout
 
 
-def _add_target(parser: argparse.ArgumentParser) -> None:
+def _add_target(parser: argparse.ArgumentParser, *, adaptive: bool = False) -> None:
     target = add_agent_arguments(
         parser, module_help="agent loop to serve in-process, e.g. examples.calculator.agent:agent_loop"
     )
@@ -60,9 +63,15 @@ def _add_target(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--server-api-key", metavar="KEY", help=f"Bearer key of the --url server (default: ${SERVER_KEY_ENV})"
     )
-    parser.add_argument(
-        "--concurrency", type=whole_number(1), default=8, help="rollouts in flight (default 8)"
-    )
+    if adaptive:
+        parser.add_argument("--concurrency", type=concurrency_value, default=8, metavar="N|auto",
+                            help="rollouts in flight, or 'auto' to follow what the policy's server can take "
+                            "(default 8)")  # fmt: skip
+        add_max_concurrency_argument(parser, "--concurrency")
+    else:
+        parser.add_argument(
+            "--concurrency", type=whole_number(1), default=8, help="rollouts in flight (default 8)"
+        )
     parser.add_argument(
         "--timeout",
         type=finite_number(0, exclusive=True),
@@ -81,7 +90,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run a dataset through a rollout server with a local TrainGate",
         description="Run a dataset through a rollout server with a local TrainGate.",
     )
-    _add_target(run)
+    _add_target(run, adaptive=True)
     run.add_argument(
         "-d",
         "--dataset",
@@ -195,14 +204,16 @@ async def rollout_server(
         yield url, None
 
 
-def _prepare(args: argparse.Namespace) -> tuple[Any, int, Any, Any, Any, Any]:
+def _prepare(args: argparse.Namespace) -> tuple[Any, int, Any, Any, Any, Any, Limit]:
     """Check everything the run needs before any server starts: dataset, reward, tokenizer, agent, policy.
 
     The dataset is read once here, row by row, to check every row and count them (a bad row 9,000
     fails now, before any rollout); the run reads it again as it goes, so it is never held whole.
     """
+    from osmosis_ai.cli.arguments import run_limit
     from osmosis_ai.cli.loading import load_agent, load_reward
     from osmosis_ai.evaluation.dataset import DatasetReader
+    from osmosis_ai.models.concurrency import observer_of
     from osmosis_ai.traingate.policy import make_policy
     from osmosis_ai.traingate.tokenizer import ChatTokenizer, load_tokenizer
 
@@ -215,8 +226,10 @@ def _prepare(args: argparse.Namespace) -> tuple[Any, int, Any, Any, Any, Any]:
     tokenizer = load_tokenizer(args.tokenizer, chat_template=args.chat_template)
     agent_loop = None if args.url else load_agent(args)
     traced = isinstance(tokenizer, ChatTokenizer)
-    policy = make_policy(args.model, base_url=args.base_url, api_key=args.api_key, request_token_ids=traced)
-    return reader, rows, reward_fn, tokenizer, agent_loop, policy
+    limit = run_limit(args.concurrency, args, base_url=args.base_url)
+    policy = make_policy(args.model, base_url=args.base_url, api_key=args.api_key, request_token_ids=traced,
+                         observer=observer_of(limit))  # fmt: skip
+    return reader, rows, reward_fn, tokenizer, agent_loop, policy, limit
 
 
 def _record_window(concurrency: int) -> int:
@@ -230,7 +243,7 @@ async def _run(args: argparse.Namespace) -> int:
     from osmosis_ai.cli.output_file import is_regular_output
     from osmosis_ai.traingate.report import RunTally
 
-    reader, rows, reward_fn, tokenizer, agent_loop, policy = _prepare(args)
+    reader, rows, reward_fn, tokenizer, agent_loop, policy, limit = _prepare(args)
     args.quiet = args.quiet or args.json
     total = rows * args.n
     # --report without -o reads the rollouts from memory, so then every one is kept.
@@ -241,7 +254,7 @@ async def _run(args: argparse.Namespace) -> int:
         replayed = rollout_journal.replay(journal, tally, retry_failed=args.retry_failed)
         rollout_journal.say_resuming(args, journal, replayed, total)
         writer, wall = await _run_rollouts(
-            args, journal, tally, total, reader, reward_fn, tokenizer, agent_loop, policy
+            args, journal, tally, total, reader, reward_fn, tokenizer, agent_loop, policy, limit
         )
         if tally.rollouts == total and not tally.infra:
             journal.mark("completed")
@@ -258,12 +271,15 @@ async def _run_rollouts(
     tokenizer: Any,
     agent_loop: Any,
     policy: Any,
+    limit: Limit,
 ) -> tuple[OrderedRecordWriter | None, float]:
     """Run the rollouts the journal does not have (committing each before it counts) and write
     ``--output`` whole, in dataset order; return the writer and the wall time."""
+    from osmosis_ai.cli.arguments import limit_line
     from osmosis_ai.cli.commands.rollout_journal import premade_records
     from osmosis_ai.cli.loading import reward_runtime
     from osmosis_ai.cli.output_file import open_output
+    from osmosis_ai.models.concurrency import AdaptiveLimit
     from osmosis_ai.runs.engine import Pipeline, run_items
     from osmosis_ai.runs.executors.traingate import TrainGateExecutor
     from osmosis_ai.runs.items import WorkItem, work_items
@@ -282,7 +298,7 @@ async def _run_rollouts(
     writer = (
         OrderedRecordWriter(
             args.output,
-            window=_record_window(args.concurrency),
+            window=_record_window(limit.ceiling),
             premade=premade_records(journal, args.n),
             opener=lambda path: open_output(path, flag="--output"),
         )
@@ -293,6 +309,9 @@ async def _run_rollouts(
     try:
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(policy.aclose)
+            if isinstance(limit, AdaptiveLimit):
+                stack.push_async_callback(limit.aclose)  # its server-metrics reader
+                stack.callback(lambda: output.say(limit_line(limit) or "", quiet=args.quiet))
             if remaining:  # (with everything in the journal, nothing is asked of the policy)
                 await policy.preflight()  # a bad key or model: one line and nothing run
             if writer is not None:
@@ -307,7 +326,7 @@ async def _run_rollouts(
             )
             url, key = await stack.enter_async_context(rollout_server(args, agent_loop))
             launcher = await stack.enter_async_context(
-                RolloutLauncher(url, api_key=key, max_connections=max(args.concurrency, 1))
+                RolloutLauncher(url, api_key=key, max_connections=limit.ceiling)
             )
             executor = TrainGateExecutor(
                 gate,
@@ -350,7 +369,7 @@ async def _run_rollouts(
                     ),
                     # --timeout bounds each rollout from its init to its callback, and its scoring too.
                     Pipeline(executor, scorer, timeout=args.timeout),
-                    concurrency=args.concurrency,
+                    concurrency=limit,
                     journal=journal,
                     on_result=counted,
                     before_start=admit,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from osmosis_ai._pool import Limit
 from osmosis_ai.cli import output
 from osmosis_ai.evaluation.journal import PRIMARY, Journal
 from osmosis_ai.evaluation.outcome import Outcome
@@ -45,7 +46,7 @@ async def run_samples(
     tags: Sequence[str],
     journal: Journal,
     retry_failed: bool,
-    batch_size: int,
+    batch_size: int | Limit,
     log_samples: bool,
     on_sample: Callable[[Result], None],
 ) -> str | None:

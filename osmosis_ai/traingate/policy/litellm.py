@@ -9,12 +9,15 @@ the logprobs content — otherwise the gateway falls back to its tokenizer.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.models import complete as models
 from osmosis_ai.models.errors import ModelCallError
 from osmosis_ai.traingate.errors import PolicyError
 from osmosis_ai.traingate.policy.base import Generation, Message, Policy
+
+if TYPE_CHECKING:
+    from osmosis_ai.models.concurrency import CallObserver
 
 _SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "stop", "logprobs")
 # vLLM's documented extra parameters for token ids on chat completions: ``prompt_token_ids`` on the
@@ -58,14 +61,17 @@ class LiteLLMPolicy(Policy):
         api_key: str | None = None,
         timeout: float = 600.0,
         request_token_ids: bool = False,
+        observer: CallObserver | None = None,
     ) -> None:
-        """``request_token_ids`` asks an OpenAI-compatible server (vLLM, SGLang) for the ids it used."""
+        """``request_token_ids`` asks an OpenAI-compatible server (vLLM, SGLang) for the ids it used;
+        ``observer`` (an adaptive concurrency limit) hears how each backend request ended."""
         self.name = model
         self.request_token_ids = request_token_ids
         self.model = model
         self.base_url = base_url
         self._api_key = api_key
         self.timeout = timeout
+        self.observer = observer
         self._route: models.Route | None = None
 
     async def _target(self) -> models.Route:
@@ -100,7 +106,7 @@ class LiteLLMPolicy(Policy):
         target = self._route or await self._target()
         try:
             reply = await models.complete(
-                target, messages, timeout=self.timeout, **self._params(tools, params)
+                target, messages, timeout=self.timeout, observer=self.observer, **self._params(tools, params)
             )
         except ModelCallError as exc:
             raise PolicyError(
