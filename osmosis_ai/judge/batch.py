@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from osmosis_ai._pool import run_bounded
+from osmosis_ai._pool import Limit, run_bounded
 from osmosis_ai.judge.errors import JudgeInputError, JudgeSettingError
 from osmosis_ai.judge.evaluate import CacheOption, aevaluate_rubric
 from osmosis_ai.judge.portal import synchronous
 from osmosis_ai.judge.ratelimit import RateLimiter
 from osmosis_ai.judge.retry import RetryPolicy
 from osmosis_ai.judge.types import RewardRubricRunResult
+from osmosis_ai.models.concurrency import AdaptiveLimit, concurrency_limit, observer_of
 
 BatchResult = float | RewardRubricRunResult | BaseException
 
@@ -38,7 +39,7 @@ def _checked(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 async def aevaluate_rubric_batch(
     items: Sequence[Mapping[str, Any]],
     *,
-    concurrency: int = 8,
+    concurrency: int | str = 8,
     return_exceptions: bool = False,
     on_progress: Callable[[int, int], object] | None = None,
     cache: CacheOption = None,
@@ -50,7 +51,9 @@ async def aevaluate_rubric_batch(
 
     Args:
         items: keyword arguments for ``aevaluate_rubric``, one dict per judgment.
-        concurrency: judgments in flight at once.
+        concurrency: judgments in flight at once, or ``"auto"``: as many as the judge's server takes,
+            learnt from its latency, its 429s and (for an ``api_base`` serving vLLM/SGLang metrics)
+            its ``/metrics`` (:mod:`osmosis_ai.models.concurrency`; at most 256).
         return_exceptions: put a failed item's exception in its slot instead of raising it; by
             default the first failure cancels the rest and is raised.
         on_progress: called with ``(done, total)`` after each judgment, e.g. to move a progress bar.
@@ -58,11 +61,10 @@ async def aevaluate_rubric_batch(
         requests_per_minute: space all requests of the batch to stay under this rate.
         rate_limiter: a limiter shared beyond this batch (overrides ``requests_per_minute``).
     """
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise JudgeSettingError(f"concurrency must be a positive integer, got {concurrency!r}")
     work = _checked(items)
+    limit = _limit(concurrency, work)
     limiter = rate_limiter or (RateLimiter(requests_per_minute) if requests_per_minute else None)
-    shared = {"cache": cache, "retry": retry, "rate_limiter": limiter}
+    shared = {"cache": cache, "retry": retry, "rate_limiter": limiter, "observer": observer_of(limit)}
     results: list[BatchResult | None] = [None] * len(work)
     done = 0
 
@@ -78,8 +80,24 @@ async def aevaluate_rubric_batch(
         if on_progress is not None:
             on_progress(done, len(work))
 
-    await run_bounded(range(len(work)), judge, concurrency=concurrency)
+    try:
+        await run_bounded(range(len(work)), judge, concurrency=limit)
+    finally:
+        if isinstance(limit, AdaptiveLimit):
+            await limit.aclose()
     return results  # type: ignore[return-value]  # every slot was filled or an error was raised
+
+
+def _limit(concurrency: int | str, items: Sequence[Mapping[str, Any]]) -> Limit:
+    """The batch's limit: a fixed number, or ``"auto"`` watching the judge's server when all items
+    share one ``api_base``."""
+    if isinstance(concurrency, str) and concurrency.strip().lower() == "auto":
+        bases = {str((item.get("model_info") or {}).get("api_base") or "") for item in items}
+        base = bases.pop() if len(bases) == 1 else ""
+        return concurrency_limit("auto", base_url=base or None)
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise JudgeSettingError(f"concurrency must be a positive integer or 'auto', got {concurrency!r}")
+    return concurrency_limit(concurrency)
 
 
 evaluate_rubric_batch = synchronous(

@@ -21,7 +21,7 @@ import functools
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai import _http
 from osmosis_ai.judge.errors import JudgeTimeoutError, ModelNotFoundError, ProviderRequestError
@@ -29,6 +29,9 @@ from osmosis_ai.judge.ratelimit import RateLimiter
 from osmosis_ai.judge.retry import RetryPolicy
 from osmosis_ai.models import complete as models
 from osmosis_ai.models.errors import ModelCallError
+
+if TYPE_CHECKING:
+    from osmosis_ai.models.concurrency import CallObserver
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +124,7 @@ async def complete(
     retry: RetryPolicy,
     limiter: RateLimiter | None = None,
     deadline: Deadline | None = None,
+    observer: CallObserver | None = None,
 ) -> models.Completion:
     """Send ``messages`` to the judge and return its reply; retry transient failures.
 
@@ -140,7 +144,7 @@ async def complete(
         if remaining <= 0:
             raise bound.expired_error(request)
         try:
-            call = models.complete(target, messages, timeout=request.timeout, **params)
+            call = models.complete(target, messages, timeout=request.timeout, observer=observer, **params)
             return await asyncio.wait_for(call, remaining)
         except Exception as exc:
             if bound.remaining() <= _DEADLINE_SLACK:

@@ -27,7 +27,7 @@ import os
 import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai._litellm import aimport_litellm
 from osmosis_ai.judge.cache import JudgmentCache, judgment_key, resolve_cache
@@ -42,6 +42,9 @@ from osmosis_ai.judge.retry import RetryPolicy
 from osmosis_ai.judge.routing import default_timeout, litellm_model_id, response_format, sends_temperature
 from osmosis_ai.judge.types import ModelInfo, RewardRubricRunResult
 from osmosis_ai.models.complete import Completion
+
+if TYPE_CHECKING:
+    from osmosis_ai.models.concurrency import CallObserver
 
 CacheOption = JudgmentCache | str | os.PathLike[str] | bool | None
 
@@ -181,13 +184,15 @@ def _reply_text(reply: Completion) -> str:
 
 
 async def _ask(
-    request: JudgeRequest, retry: RetryPolicy, limiter: RateLimiter | None
+    request: JudgeRequest, retry: RetryPolicy, limiter: RateLimiter | None, observer: CallObserver | None
 ) -> tuple[Verdict, Any, int]:
     """Call the judge until it gives a usable verdict (or the corrective retries or the time run out)."""
     deadline = Deadline(request.timeout)
     messages = request.messages
     for round_number in range(1, retry.malformed_retries + 2):
-        reply = await complete(request, messages, retry=retry, limiter=limiter, deadline=deadline)
+        reply = await complete(
+            request, messages, retry=retry, limiter=limiter, deadline=deadline, observer=observer
+        )
         content = ""
         try:
             content = _reply_text(reply)
@@ -250,12 +255,13 @@ async def _judge(
     cache: JudgmentCache | None,
     retry: RetryPolicy,
     limiter: RateLimiter | None,
+    observer: CallObserver | None,
 ) -> RewardRubricRunResult:
     key = _cache_key(plan, request) if cache is not None else ""
     stored = await _cached_verdict(cache, key)
     if stored is not None:
         return {**stored, "cached": True, "attempts": 0}  # type: ignore[typeddict-item]
-    verdict, raw, attempts = await _ask(request, retry, limiter)
+    verdict, raw, attempts = await _ask(request, retry, limiter, observer)
     score = clamp(verdict.score, plan.score_min, plan.score_max)
     result: RewardRubricRunResult = {
         "score": score,
@@ -283,6 +289,7 @@ async def aevaluate_rubric(
     cache: CacheOption = None,
     retry: RetryPolicy | None = None,
     rate_limiter: RateLimiter | None = None,
+    observer: CallObserver | None = None,
 ) -> float | RewardRubricRunResult:
     """Score ``solution_str`` against ``rubric`` with the LLM judge described by ``model_info``.
 
@@ -294,6 +301,8 @@ async def aevaluate_rubric(
             :class:`~osmosis_ai.judge.cache.JudgmentCache` for a specific one; off by default.
         retry: retry limits and back-off (default :class:`~osmosis_ai.judge.retry.RetryPolicy`).
         rate_limiter: a :class:`~osmosis_ai.judge.ratelimit.RateLimiter` shared with other calls.
+        observer: an adaptive concurrency limit (:mod:`osmosis_ai.models.concurrency`) to tell how
+            each request to the judge ended (``evaluate_rubric_batch(concurrency="auto")`` passes one).
 
     Raises:
         JudgeInputError: (a ``TypeError``) a required argument is missing or not a string, or
@@ -321,7 +330,9 @@ async def aevaluate_rubric(
         request = plan.request
         judgment_cache = resolve_cache(cache)  # outside the try: a bad ``cache`` is not a provider error
         try:
-            result = await _judge(plan, request, judgment_cache, retry or _DEFAULT_RETRY, rate_limiter)
+            result = await _judge(
+                plan, request, judgment_cache, retry or _DEFAULT_RETRY, rate_limiter, observer
+            )
         except ProviderRequestError:
             raise
         except Exception as exc:

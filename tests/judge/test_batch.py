@@ -120,3 +120,16 @@ def test_rate_limiter_reserves_evenly_spaced_slots() -> None:
     )
     with pytest.raises(ValueError):
         RateLimiter(0)
+
+
+def test_auto_concurrency_judges_everything_in_order_and_bad_values_are_refused(
+    openai_server: OpenAIServer, model_info: dict[str, Any]
+) -> None:
+    _echo_score(openai_server)
+    items = [{"rubric": "r", "solution_str": str(n), "model_info": model_info} for n in range(40)]
+    assert evaluate_rubric_batch(items, concurrency="auto") == [n / 100 for n in range(40)]
+    # (the limit also looks for the server's /metrics beside /v1)
+    assert sum(r.path.endswith("/chat/completions") for r in openai_server.requests) == 40
+    for bad in ("sometimes", 0, True):
+        with pytest.raises(Exception, match="concurrency must be"):
+            evaluate_rubric_batch(items[:1], concurrency=bad)  # type: ignore[arg-type]
