@@ -174,7 +174,12 @@ def concurrency_value(text: str) -> str | int:
     """A concurrency on the command line: a whole number of at least 1, or ``auto``."""
     if text.strip().lower() == "auto":
         return "auto"
-    return whole_number(1, name="concurrency")(text)
+    try:
+        return whole_number(1)(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"invalid value {text!r}: expected a whole number or 'auto'"
+        ) from None
 
 
 def add_max_concurrency_argument(parser: argparse.ArgumentParser, flag: str) -> None:

@@ -43,8 +43,12 @@ class OutOfRange(Exception):
 
 
 def suggestions(word: str, known: Iterable[str]) -> list[str]:
-    """The known names closest to ``word``, best first (at most two)."""
-    return difflib.get_close_matches(word, sorted(set(known)), n=2, cutoff=0.7)
+    """The known names closest to ``word``: the best one, and a second only when it is as close."""
+    close = difflib.get_close_matches(word, sorted(set(known)), n=2, cutoff=0.7)
+    if len(close) < 2:
+        return close
+    first, second = (difflib.SequenceMatcher(None, word, name).ratio() for name in close)
+    return close if second >= first - 0.05 else close[:1]
 
 
 def did_you_mean(word: str, known: Iterable[str]) -> str:
