@@ -48,7 +48,7 @@ def suggestions(word: str, known: Iterable[str]) -> list[str]:
     if len(close) < 2:
         return close
     first, second = (difflib.SequenceMatcher(None, word, name).ratio() for name in close)
-    return close if second >= first - 0.05 else close[:1]
+    return close if second >= first - 0.1 else close[:1]
 
 
 def did_you_mean(word: str, known: Iterable[str]) -> str:

@@ -52,7 +52,7 @@ def test_a_typo_is_named_with_the_nearest_names(
 def test_an_abbreviation_is_not_taken_for_the_full_option(capsys: pytest.CaptureFixture[str]) -> None:
     # --max-turn would have meant --max-turns with argparse's default allow_abbrev.
     err = usage_error(capsys, [*EVAL, "--max-turn", "3"])
-    assert "unrecognized option: --max-turn (did you mean '--max-turns' or '--max-tokens'?)" in err
+    assert "unrecognized option: --max-turn (did you mean '--max-turns'?)" in err
 
 
 def test_an_unknown_option_is_reported_by_the_innermost_command(capsys: pytest.CaptureFixture[str]) -> None:
