@@ -27,6 +27,22 @@ PERCENTILES = (0.5, 0.9, 0.99)
 
 
 @dataclass
+class ScoreFigures:
+    """The mean and pass@k of one named score."""
+
+    scored: int
+    mean: Estimate | None
+    pass_at_k: dict[int, Estimate]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scored": self.scored,
+            "mean_score": self.mean.to_dict() if self.mean else None,
+            "pass_at_k": {str(k): e.to_dict() for k, e in self.pass_at_k.items()},
+        }
+
+
+@dataclass
 class Summary:
     """What the top of the report (and the terminal summary) says about one run."""
 
@@ -41,6 +57,11 @@ class Summary:
     violations: int
     drift_events: int
     cost_usd: float | None = None
+    # the dataset rows behind ``rows`` (a row run ``--n`` times counts once), when known
+    dataset_rows: int | None = None
+    samples_per_row: int = 1
+    # every score the rows carry besides the run's own (``eval``'s other eval functions)
+    other_scores: dict[str, ScoreFigures] = field(default_factory=dict)
 
     @property
     def completed(self) -> int:
@@ -67,6 +88,9 @@ class Summary:
             "append_only_violations": self.violations,
             "drift_events": self.drift_events,
             "estimated_cost_usd": self.cost_usd,
+            "dataset_rows": self.dataset_rows,
+            "samples_per_row": self.samples_per_row,
+            "other_scores": {name: figures.to_dict() for name, figures in self.other_scores.items()},
         }
 
 
@@ -103,6 +127,8 @@ def summary_of(
     drift_events: int = 0,
     model: str | None = None,
     price: bool = True,
+    other_scores: dict[str, ScoreTally] | None = None,
+    dataset_rows: int | None = None,
 ) -> Summary:
     """A summary from running totals, for a command that counted its run instead of keeping it."""
     return Summary(
@@ -117,15 +143,26 @@ def summary_of(
         violations=violations,
         drift_events=drift_events,
         cost_usd=estimated_cost(model, prompt_tokens, completion_tokens) if price else None,
+        dataset_rows=dataset_rows,
+        samples_per_row=samples_per_row,
+        other_scores={
+            name: ScoreFigures(tally.scored, tally.mean(), tally.pass_at_k(samples_per_row))
+            for name, tally in (other_scores or {}).items()
+        },
     )
 
 
 def summarize(run: Run, *, price: bool = True) -> Summary:
     """The figures of ``run``; with ``price``, the estimated cost too (which may import LiteLLM)."""
     scores = ScoreTally(run.pass_threshold)
+    others: dict[str, ScoreTally] = {}
     for row in run.rows:
         if (value := row.scored_value) is not None:
             scores.add(row.row, value)
+        if row.completed:
+            for name, other in row.scores.items():
+                if name != run.score_name:
+                    others.setdefault(name, ScoreTally(run.pass_threshold)).add(row.row, other)
     return summary_of(
         outcomes=outcome_counts(run.rows),
         scores=scores,
@@ -137,6 +174,8 @@ def summarize(run: Run, *, price: bool = True) -> Summary:
         drift_events=sum(len(row.trajectory.drift) for row in run.rows),
         model=run.model,
         price=price,
+        other_scores=others,
+        dataset_rows=len({row.row for row in run.rows}),
     )
 
 

@@ -287,8 +287,9 @@ def _report(
     names = [fn.name for fn in eval_fns]
     primary = summarize(records[PRIMARY], names, model=args.model, pass_threshold=args.pass_threshold)
     baseline = comparison = None
-    print_summary(primary, quiet=args.quiet, title="Results")
+    # The summary table below has the primary model's figures; a baseline adds its own and the pairing.
     if BASELINE in records:
+        print_summary(primary, quiet=args.quiet, title="Results")
         baseline = summarize(records[BASELINE], names, model=args.baseline_model, model_tag=BASELINE,
                              pass_threshold=args.pass_threshold)  # fmt: skip
         comparison = compare(records[PRIMARY], records[BASELINE], names)

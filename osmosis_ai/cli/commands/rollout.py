@@ -359,7 +359,7 @@ async def _run_rollouts(
                     if writer is not None:
                         # Written as soon as every earlier rollout is, in dataset order, by a writer thread.
                         await writer.put_record(sequence(result.item), record)
-                    advance()
+                    advance(score=result.reward if result.success else None, failed=not result.success)
 
                 await run_items(
                     work_items(

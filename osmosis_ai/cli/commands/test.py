@@ -102,7 +102,7 @@ async def _test(args: argparse.Namespace) -> int:
 
         def show(result: Result) -> None:
             results.append(result)
-            advance()
+            advance(score=result.reward if result.success else None, failed=not result.success)
             if bar and result.success:
                 return
             attempt = result.attempt
@@ -129,14 +129,9 @@ async def _test(args: argparse.Namespace) -> int:
     duration = sum(r.attempt.duration_ms for r in results)
     tokens = sum(r.attempt.tokens for r in results)
     retries = sum(r.attempt.retries for r in results)
-    say(quiet=args.quiet, line="")
-    say(quiet=args.quiet, line="Summary:")
-    say(quiet=args.quiet, line=f"  Duration: {format_duration(duration)}")
-    say(quiet=args.quiet, line=f"  Total tokens: {tokens:,}")
+    # One summary: the table below (outcomes, reward, latency, tokens); what it has no row for here.
     if retries:
-        say(quiet=args.quiet, line=f"  Retried model calls: {retries} (transient provider failures)")
-    if stop is not None:
-        say(quiet=args.quiet, line=f"  Stopped early: {stop}")
+        say(quiet=args.quiet, line=f"Retried model calls: {retries} (transient provider failures)")
     line = counts.describe("row")
     rewards = [r.reward for r in results if r.success and r.reward is not None]
     if rewards:
