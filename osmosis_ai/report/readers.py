@@ -256,11 +256,18 @@ def _read_test(document: dict[str, Any], source: str) -> Run:
         row = _row_from_local(result, sample=0)
         row.label = f"row {row.row}"
         rows.append(row)
-    run = Run(source=source, kind="test", rows=_ordered(rows), model=_text(document.get("model")))
+    run = Run(source=source, kind="test", rows=_ordered(rows), model=_text(document.get("model")),
+              identity=_identity(document))  # fmt: skip
     summary = _mapping(document.get("summary"))
     if summary.get("stopped_early"):
         run.notes.append(f"stopped early: {summary.get('stop_reason')}")
     return run
+
+
+def _identity(document: Mapping[str, Any]) -> dict[str, Any]:
+    """The dataset and agent a ``test``/``eval`` file's ``run`` member names (older files have none)."""
+    run = _mapping(document.get("run"))
+    return {key: run[key] for key in ("dataset", "agent") if isinstance(run.get(key), str)}
 
 
 def _row_from_local(result: Mapping[str, Any], *, sample: int) -> Row:
@@ -311,6 +318,12 @@ def _read_eval(document: dict[str, Any], source: str) -> Run:
         score_name=primary or "reward",
         pass_threshold=1.0 if threshold is None else threshold,
         model=_text(config.get("model")),
+        identity={
+            **_identity(document),
+            "eval functions": functions,
+            "--n": config.get("n_runs"),
+            "baseline model": config.get("baseline_model"),
+        },
     )
     baseline = _mapping(_mapping(document.get("baseline_summary")).get("eval_fns"))
     candidate = _mapping(_mapping(document.get("summary")).get("eval_fns"))
@@ -333,6 +346,7 @@ def _eval_run(item: Mapping[str, Any], *, row_index: int, primary: str | None) -
         "; ".join(f"{name}: {message}" for name, message in errors.items()) if errors else None
     )
     success = item.get("success")
+    usage = _mapping(item.get("token_usage"))
     return Row(
         row=row_index,
         sample=sample,
@@ -342,6 +356,8 @@ def _eval_run(item: Mapping[str, Any], *, row_index: int, primary: str | None) -
         scores=scores,
         error=error,
         latency_ms=_number(item.get("duration_ms")),
+        prompt_tokens=_whole(usage.get("prompt_tokens")),
+        completion_tokens=_whole(usage.get("completion_tokens")),
     )
 
 

@@ -277,6 +277,7 @@ def _report(
         outcome_line,
         print_comparison,
         print_summary,
+        run_member,
         write_json,
         write_structured,
     )
@@ -301,6 +302,7 @@ def _report(
         config["baseline_model"] = args.baseline_model
     everything = [r for tag_records in records.values() for r in tag_records]
     document = legacy_document(config, primary, everything, baseline=baseline, comparison=comparison)
+    document["run"] = run_member(args)
     figures = show_summary(args, document, args.output or "osmosis eval")
     say(outcome_line(primary, baseline, planned), quiet=args.json)
     if args.output:

@@ -70,6 +70,7 @@ def _interrupted() -> int:
 
 
 async def _test(args: argparse.Namespace) -> int:
+    from osmosis_ai.cli.eval.report import run_member
     from osmosis_ai.cli.loading import load_agent
     from osmosis_ai.evaluation.llm_client import ExternalLLMClient
     from osmosis_ai.runs.engine import run_items
@@ -151,6 +152,8 @@ async def _test(args: argparse.Namespace) -> int:
             "stop_reason": stop,
         },
         "results": [r.record() for r in results],
+        "model": args.model,
+        "run": run_member(args),
     }
     source = str(output or "osmosis test")
     figures = show_summary(args, document, source)

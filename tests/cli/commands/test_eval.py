@@ -270,7 +270,7 @@ def test_the_output_file_has_the_0_2_layout(openai_server: OpenAIServer, tmp_pat
     assert result.returncode == 0, result.stderr
     assert_summary_table_matches(result.stdout, out, "4 runs: 4 completed")
     document = json.loads(out.read_text())
-    assert list(document) == ["config", "summary", "rows"]
+    assert list(document) == ["config", "summary", "rows", "run"]  # 0.2's three, then what names the shard
     assert document["config"] == {"model": "m", "n_runs": 2, "pass_threshold": 1.0,
                                   "eval_fns": ["tests.support.evals:exact"]}  # fmt: skip
     summary = document["summary"]
