@@ -180,32 +180,71 @@ def summarize(run: Run, *, price: bool = True) -> Summary:
 
 
 @dataclass
-class RowChange:
-    """One ``(row, sample)`` as two runs saw it."""
+class RowFigures:
+    """One dataset row of a run: its samples, how they ended, how many passed, their mean score."""
 
-    key: tuple[int, int]
-    before: Row | None
-    after: Row | None
+    samples: int
+    completed: int
+    passed: int
+    mean: float | None
+    outcomes: dict[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"samples": self.samples, "completed": self.completed, "passed": self.passed,
+                "mean_score": self.mean, "outcomes": self.outcomes}  # fmt: skip
+
+
+def row_figures(run: Run) -> dict[int, RowFigures]:
+    """Per dataset row: the figures of its samples (``solved passed of samples``)."""
+    grouped: dict[int, list[Row]] = {}
+    for row in run.rows:
+        grouped.setdefault(row.row, []).append(row)
+    figures = {}
+    for index, rows in grouped.items():
+        scores = [value for row in rows if (value := row.scored_value) is not None]
+        figures[index] = RowFigures(
+            samples=len(rows),
+            completed=sum(row.completed for row in rows),
+            passed=sum(score >= run.pass_threshold for score in scores),
+            mean=sum(scores) / len(scores) if scores else None,
+            outcomes=dict(sorted(Counter(row.outcome for row in rows).items())),
+        )
+    return figures
+
+
+@dataclass
+class RowChange:
+    """One dataset row as two runs saw it (all of its samples in each)."""
+
+    key: int
+    before: RowFigures | None
+    after: RowFigures | None
 
     @property
     def delta(self) -> float | None:
-        before = self.before.scored_value if self.before else None
-        after = self.after.scored_value if self.after else None
+        before = self.before.mean if self.before else None
+        after = self.after.mean if self.after else None
         return None if before is None or after is None else after - before
 
     @property
     def outcome_changed(self) -> bool:
-        return (self.before and self.before.outcome) != (self.after and self.after.outcome)
+        return (self.before and self.before.outcomes) != (self.after and self.after.outcomes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"row": self.key, "before": self.before.to_dict() if self.before else None,
+                "after": self.after.to_dict() if self.after else None, "difference": self.delta}  # fmt: skip
 
 
 @dataclass
 class Comparison:
-    """Run ``after`` against run ``before``, row by row."""
+    """Run ``after`` against run ``before``, dataset row against dataset row."""
 
     before: Run
     after: Run
     changes: list[RowChange] = field(default_factory=list)
     mean_difference: Estimate | None = None
+    # k -> (before, after): the pass@k of each run, for every k both have
+    pass_at_k: dict[int, tuple[Estimate, Estimate]] = field(default_factory=dict)
 
     @property
     def improved(self) -> int:
@@ -219,12 +258,37 @@ class Comparison:
     def outcome_changes(self) -> int:
         return sum(1 for c in self.changes if c.outcome_changed)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The comparison as JSON: its figures, pass@k side by side, and the rows that changed."""
+        difference = self.mean_difference
+        return {
+            "before": self.before.source,
+            "after": self.after.source,
+            "mean_difference": difference.to_dict() if difference else None,
+            "rows_better": self.improved,
+            "rows_worse": self.worse,
+            "outcome_changes": self.outcome_changes,
+            "pass_at_k": {
+                str(k): {"before": a.to_dict(), "after": b.to_dict(), "difference": b.value - a.value}
+                for k, (a, b) in self.pass_at_k.items()
+            },
+            "changed_rows": [c.to_dict() for c in self.changes if c.outcome_changed or c.delta],
+        }
+
+
+def _pass_at_k(run: Run) -> dict[int, Estimate]:
+    tally = ScoreTally(run.pass_threshold)
+    for row in run.rows:
+        if (value := row.scored_value) is not None:
+            tally.add(row.row, value)
+    return tally.pass_at_k(run.samples_per_row)
+
 
 def compare(before: Run, after: Run) -> Comparison:
-    """Pair the rows of two runs by ``(row, sample)``; the mean difference is over rows scored in
-    both (per-row means first, so rows with more samples do not weigh more)."""
-    first = {row.key: row for row in before.rows}
-    second = {row.key: row for row in after.rows}
+    """Pair two runs by dataset row — a row's samples are draws, so sample i of one run has no
+    counterpart in the other — comparing each row's mean score, passes and outcomes; the mean
+    difference is over rows scored in both (per-row means, so rows with more samples do not weigh more)."""
+    first, second = row_figures(before), row_figures(after)
     keys = sorted(set(first) | set(second))
     changes = [RowChange(key, first.get(key), second.get(key)) for key in keys]
     a, b = scores_by_row(before.rows), scores_by_row(after.rows)
@@ -234,4 +298,6 @@ def compare(before: Run, after: Run) -> Comparison:
         difference = paired_difference(
             [sum(b[r]) / len(b[r]) for r in shared], [sum(a[r]) / len(a[r]) for r in shared]
         )
-    return Comparison(before, after, changes, difference)
+    ahead, behind = _pass_at_k(before), _pass_at_k(after)
+    passes = {k: (ahead[k], behind[k]) for k in sorted(set(ahead) & set(behind))}
+    return Comparison(before, after, changes, difference, passes)

@@ -23,6 +23,7 @@ from osmosis_ai.report.errors import ReportInputError
 from osmosis_ai.report.model import BaselineFigure, Message, Row, Run, Trajectory
 
 PREVIEW_KEYS = ("rollout_id", "status", "row_index")
+SAMPLE_KEYS = {"row_index", "run_index", "model_tag", "messages"}  # a line of eval's samples file
 KNOWN = (
     "the output of 'osmosis rollout run -o', 'osmosis test -o', 'osmosis eval -o' or 'osmosis eval-rubric -o'"
 )
@@ -83,6 +84,11 @@ def read_document(document: Any, source: str) -> Run:
         found = ", ".join(sorted(document)[:8]) or "none"
         raise ReportInputError(f"{source}: a JSON object with keys {found} is not {KNOWN}")
     if isinstance(document, list):
+        if document and all(isinstance(item, dict) and SAMPLE_KEYS <= set(item) for item in document):
+            raise ReportInputError(
+                f"{source}: the samples file of 'osmosis eval --log-samples'; report the results file "
+                "(eval -o, or results_*.json beside it), whose rows get these trajectories"
+            )
         for number, item in enumerate(document, 1):
             if not isinstance(item, dict) or not any(key in item for key in PREVIEW_KEYS):
                 raise ReportInputError(
@@ -335,7 +341,44 @@ def _read_eval(document: dict[str, Any], source: str) -> Run:
             )
     if run.baseline:
         run.baseline_source = _text(config.get("baseline_model"))
+    _join_samples(run, document, source)
     return run
+
+
+def _samples_file(document: Mapping[str, Any], source: str) -> Path | None:
+    """The ``--log-samples`` file of an eval results file: the one its ``run`` member names, else
+    ``samples_<stamp>_<task>.jsonl`` beside an ``--output-path`` file ``results_<stamp>_<task>.json``."""
+    named = _text(_mapping(document.get("run")).get("samples"))
+    if named:
+        return Path(named)
+    path = Path(source)
+    if path.name.startswith("results_") and path.suffix == ".json":
+        return path.with_name("samples_" + path.name[len("results_") :]).with_suffix(".jsonl")
+    return None
+
+
+def _join_samples(run: Run, document: Mapping[str, Any], source: str) -> None:
+    """Each primary run's final messages from the samples file, when there is one to read."""
+    path = _samples_file(document, source)
+    if path is None or not path.is_file():
+        return
+    messages: dict[tuple[int, int], list[Message]] = {}
+    try:
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                try:
+                    sample = _loads(line, str(path)) if line.strip() else None
+                except json.JSONDecodeError:  # a line cut short by a crash: that run has no trajectory
+                    continue
+                if isinstance(sample, dict) and sample.get("model_tag", "primary") == "primary":
+                    key = (_whole(sample.get("row_index")) or 0, _whole(sample.get("run_index")) or 0)
+                    messages[key] = _messages(sample.get("messages"))
+    except (OSError, UnicodeDecodeError) as exc:
+        run.notes.append(f"trajectories not shown: {path} cannot be read ({exc})")
+        return
+    for row in run.rows:
+        if row.key in messages:
+            row.trajectory.messages = messages[row.key]
 
 
 def _eval_run(item: Mapping[str, Any], *, row_index: int, primary: str | None) -> Row:

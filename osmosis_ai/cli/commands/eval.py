@@ -303,6 +303,8 @@ def _report(
     everything = [r for tag_records in records.values() for r in tag_records]
     document = legacy_document(config, primary, everything, baseline=baseline, comparison=comparison)
     document["run"] = run_member(args)
+    if samples_file is not None and samples_file.exists():
+        document["run"]["samples"] = str(samples_file)
     figures = show_summary(args, document, args.output or "osmosis eval")
     say(outcome_line(primary, baseline, planned), quiet=args.json)
     if args.output:

@@ -355,6 +355,7 @@ async def _run_rollouts(
 
                 async def counted(result: Result) -> None:
                     record = result.record()  # committed to the journal by the engine before this
+                    record["model"] = args.model  # what the report prices the tokens with
                     tally.add_record(record)
                     if writer is not None:
                         # Written as soon as every earlier rollout is, in dataset order, by a writer thread.
@@ -444,6 +445,7 @@ def run_figures(tally: RunTally, source: str, *, samples_per_row: int) -> Figure
         violations=tally.violations,
         drift_events=tally.drift.events,
         price=False,
+        dataset_rows=-(-tally.rollouts // samples_per_row),  # every row runs --n times
     )
     return Run(source, "rollout run", []), summary
 
