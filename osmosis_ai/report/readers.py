@@ -84,7 +84,7 @@ def read_document(document: Any, source: str) -> Run:
         found = ", ".join(sorted(document)[:8]) or "none"
         raise ReportInputError(f"{source}: a JSON object with keys {found} is not {KNOWN}")
     if isinstance(document, list):
-        if document and all(isinstance(item, dict) and SAMPLE_KEYS <= set(item) for item in document):
+        if document and all(isinstance(item, dict) and set(item) >= SAMPLE_KEYS for item in document):
             raise ReportInputError(
                 f"{source}: the samples file of 'osmosis eval --log-samples'; report the results file "
                 "(eval -o, or results_*.json beside it), whose rows get these trajectories"

@@ -22,8 +22,8 @@ from importlib.resources import files
 from typing import Any
 
 from osmosis_ai.consts import PACKAGE_VERSION
-from osmosis_ai.report.charts import histogram_svg, pass_at_k_svg
 from osmosis_ai.evaluation.statistics import pass_at_k
+from osmosis_ai.report.charts import histogram_svg, pass_at_k_svg
 from osmosis_ai.report.figures import Comparison, RowFigures, Summary, compare, row_figures, summarize
 from osmosis_ai.report.model import Row, Run
 
