@@ -425,6 +425,7 @@ def _read_rubric(document: dict[str, Any], source: str) -> Run:
         rows=_ordered(rows),
         score_name=f"score ({document.get('rubric_id')})" if document.get("rubric_id") else "score",
         model=f"{provider}/{model}" if provider and model else _text(model),
+        pass_threshold=_number(document.get("pass_threshold")) or 1.0,
     )
     comparison = _mapping(document.get("baseline_comparison"))
     if comparison:
