@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_ai.cli.errors import CLIError
-from osmosis_ai.cli.output import one_line
 from osmosis_ai.cli.eval_rubric.config import RubricConfig
 from osmosis_ai.cli.eval_rubric.engine import EvaluationRun, RecordResult, compute_statistics
+from osmosis_ai.cli.output import one_line
 from osmosis_ai.cli.output_file import OutputPathError, check_output, write_output
 from osmosis_ai.evaluation.outcome import Outcome, OutcomeCounts
 
