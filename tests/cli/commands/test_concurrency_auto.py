@@ -27,11 +27,20 @@ async def test_eval_batch_size_auto_follows_the_server(tmp_path: Path) -> None:
             "--max-concurrency", "16", "--reward-workers", "0", "--journal", str(tmp_path / "j.sqlite"),
             "--max-failure-rate", "1",
         )  # fmt: skip
+        as_json = await cli_async(
+            "eval", "-m", "tests.support.agents:agent_loop", "-d", str(_data(tmp_path, 60)), "--eval-fn",
+            "tests.support.evals:exact", "--model", "m", "--base-url", base_url, "--batch-size", "auto",
+            "--max-concurrency", "16", "--reward-workers", "0", "--journal", str(tmp_path / "j2.sqlite"),
+            "--max-failure-rate", "1", "--json",
+        )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "60 runs: 60 completed (100.0%)" in result.stdout
     line = next(line for line in result.stdout.splitlines() if line.startswith("Concurrency: auto (1-16): "))
     assert int(line.split(" to ")[1].split()[0]) <= 16
     assert server.stats.peak <= 2 * 16 and server.stats.served >= 60
+    concurrency = json.loads(as_json.stdout)["concurrency"]
+    assert concurrency["mode"] == "auto" and concurrency["maximum"] == 16
+    assert 1 <= concurrency["lowest"] <= concurrency["highest"] <= 16 and concurrency["history"]
 
 
 async def test_rollout_run_concurrency_auto_and_a_fixed_number_stays_fixed(tmp_path: Path) -> None:
@@ -46,5 +55,11 @@ async def test_rollout_run_concurrency_auto_and_a_fixed_number_stays_fixed(tmp_p
     assert "Concurrency: auto (1-256): " in auto.stdout and "30 rollouts: " in auto.stdout
     assert fixed.returncode == 0, fixed.stderr
     assert "Concurrency:" not in fixed.stdout
+    fixed_json = await cli_async(
+        *args, "--concurrency", "3", "--journal", str(tmp_path / "f.sqlite"), "--json"
+    )
+    assert json.loads(fixed_json.stdout)["concurrency"] == {"mode": "fixed", "limit": 3}
     bad = await cli_async(*[base_url if a == "__URL__" else a for a in common], "--concurrency", "sometimes")
-    assert bad.returncode == 2 and "invalid concurrency 'sometimes'" in bad.stderr
+    assert (
+        bad.returncode == 2 and "invalid value 'sometimes': expected a whole number or 'auto'" in bad.stderr
+    )
