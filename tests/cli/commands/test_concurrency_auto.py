@@ -63,3 +63,33 @@ async def test_rollout_run_concurrency_auto_and_a_fixed_number_stays_fixed(tmp_p
     assert (
         bad.returncode == 2 and "invalid value 'sometimes': expected a whole number or 'auto'" in bad.stderr
     )
+
+
+async def test_test_runs_rows_at_once_and_keeps_row_order(tmp_path: Path) -> None:
+    server = CapacityServer(4, latency=0.02, retry_after=0.05)
+    data = str(_data(tmp_path, 24))
+    async with capacity_server(server) as base_url:
+        fixed = await cli_async(
+            "test", "-m", "tests.support.agents:agent_loop", "-d", data, "--model", "m", "--base-url", base_url,
+            "--concurrency", "4", "-o", str(tmp_path / "fixed.json"), "--max-failure-rate", "1",
+        )  # fmt: skip
+        auto = await cli_async(
+            "test", "-m", "tests.support.agents:agent_loop", "-d", data, "--model", "m", "--base-url", base_url,
+            "--concurrency", "auto", "--max-concurrency", "8", "--json", "--max-failure-rate", "1",
+        )  # fmt: skip
+    assert fixed.returncode == 0, fixed.stderr
+    assert server.stats.peak >= 2  # rows overlapped
+    document = json.loads((tmp_path / "fixed.json").read_text())
+    assert [r["row_index"] for r in document["results"]] == list(range(24))
+    assert auto.returncode == 0, auto.stderr
+    summary = json.loads(auto.stdout)
+    assert summary["concurrency"]["mode"] == "auto" and summary["concurrency"]["highest"] <= 8
+
+
+def test_interactive_refuses_a_concurrency() -> None:
+    from tests.support.cli import cli
+
+    result = cli("test", "-m", "a:b", "-d", "x.jsonl", "--model", "m", "-i", "--concurrency", "2")
+    assert (
+        result.returncode == 1 and "--interactive runs one row at a time: drop --concurrency" in result.stderr
+    )
