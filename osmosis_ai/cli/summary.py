@@ -12,7 +12,7 @@ before its outcome line (so that line stays the last) and :func:`finish_run` onc
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,11 +138,18 @@ def show_summary(
     return figures
 
 
-def finish_run(args: argparse.Namespace, results: Any, source: str, figures: Figures | None = None) -> None:
+def finish_run(
+    args: argparse.Namespace,
+    results: Any,
+    source: str,
+    figures: Figures | None = None,
+    *,
+    extra: Mapping[str, Any] | None = None,
+) -> None:
     """``--report`` and ``--json`` once a run's results exist: ``results`` is the results file's path,
     or the document a command writes with ``-o`` (the ``test``/``eval`` JSON) still in memory.
-    ``--json`` prints ``figures`` when given; the report needs the rows, so it reads ``results``
-    unless ``figures`` hold them."""
+    ``--json`` prints ``figures`` when given, with the command's ``extra`` members; the report needs
+    the rows, so it reads ``results`` unless ``figures`` hold them."""
     report, as_json = getattr(args, "report", None), getattr(args, "json", False)
     if report:
         run, summary = run_figures(results, source) if figures is None or not figures[0].rows else figures
@@ -150,4 +157,5 @@ def finish_run(args: argparse.Namespace, results: Any, source: str, figures: Fig
         say(f"Wrote report to {report}", quiet=bool(getattr(args, "quiet", False) or as_json))
         figures = figures or (run, summary)
     if as_json:
-        print_summary(*(figures or run_figures(results, source)), as_json=True)
+        run, summary = figures or run_figures(results, source)
+        print_json({**summary_object(run, summary), **(extra or {})})
