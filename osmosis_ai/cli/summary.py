@@ -61,10 +61,13 @@ def summary_object(run: Run, summary: Summary) -> dict[str, Any]:
     return {"source": run.source, "kind": run.kind, "score_name": run.score_name, **summary.to_dict()}
 
 
-def print_summary(run: Run, summary: Summary, *, as_json: bool = False) -> None:
-    """The summary table on stdout, or (``as_json``) its object as one line of JSON."""
+def print_summary(
+    run: Run, summary: Summary, *, as_json: bool = False, extra: Mapping[str, Any] | None = None
+) -> None:
+    """The summary table on stdout, or (``as_json``) its object as one line of JSON, with ``extra``
+    (what only the command knows, such as its concurrency) added."""
     if as_json:
-        print_json(summary_object(run, summary))
+        print_json({**summary_object(run, summary), **(extra or {})})
         return
     console.table(summary_rows(run, summary), title=f"Summary ({run.kind}: {run.source})")
 
@@ -148,8 +151,8 @@ def finish_run(
 ) -> None:
     """``--report`` and ``--json`` once a run's results exist: ``results`` is the results file's path,
     or the document a command writes with ``-o`` (the ``test``/``eval`` JSON) still in memory.
-    ``--json`` prints ``figures`` when given, with the command's ``extra`` members; the report needs
-    the rows, so it reads ``results`` unless ``figures`` hold them."""
+    ``--json`` prints ``figures`` when given; the report needs the rows, so it reads ``results``
+    unless ``figures`` hold them."""
     report, as_json = getattr(args, "report", None), getattr(args, "json", False)
     if report:
         run, summary = run_figures(results, source) if figures is None or not figures[0].rows else figures
@@ -157,5 +160,4 @@ def finish_run(
         say(f"Wrote report to {report}", quiet=bool(getattr(args, "quiet", False) or as_json))
         figures = figures or (run, summary)
     if as_json:
-        run, summary = figures or run_figures(results, source)
-        print_json({**summary_object(run, summary), **(extra or {})})
+        print_summary(*(figures or run_figures(results, source)), as_json=True, extra=extra)
