@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -68,6 +69,8 @@ async def run_backend(
         return
     from osmosis_ai.runs.backends.ray import RayBackendError, WorkerSpec, ray_pool
 
+    if not logging.getLogger("osmosis_ai").isEnabledFor(logging.DEBUG):  # Ray's notes are not the run's
+        logging.getLogger("ray").setLevel(logging.ERROR)
     spec = WorkerSpec(factory, dict(settings))
     try:
         async with ray_pool(spec, concurrency=concurrency, address=args.ray_address) as pool:

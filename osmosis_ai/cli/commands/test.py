@@ -12,13 +12,21 @@ run at once.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from osmosis_ai.cli.arguments import add_agent_run_arguments, open_dataset, whole_number
+from osmosis_ai.cli.arguments import (
+    add_agent_run_arguments,
+    add_backend_arguments,
+    check_backend_arguments,
+    open_dataset,
+    whole_number,
+)
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import progress_bar, say, setup_logging, wants_progress
 from osmosis_ai.cli.running import INTERRUPTED, run_command
@@ -45,6 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-i", "--interactive", action="store_true", help="step through rows one model answer at a time"
     )
     parser.add_argument("--row", type=whole_number(0), help="row to run first in the interactive session")
+    add_backend_arguments(parser)
 
 
 def format_duration(ms: float) -> str:
@@ -59,6 +68,9 @@ def format_duration(ms: float) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.row is not None and not args.interactive:
         raise CLIError("--row needs --interactive")
+    if args.interactive and args.backend == "ray":
+        raise CLIError("--interactive steps through rows in this process; leave out --backend ray")
+    check_backend_arguments(args)
     setup_logging(logging.DEBUG if args.debug else None)
     args.quiet = args.quiet or args.json
     return run_command(lambda: _test(args), on_interrupt=_interrupted)
@@ -70,6 +82,7 @@ def _interrupted() -> int:
 
 
 async def _test(args: argparse.Namespace) -> int:
+    from osmosis_ai.cli.backend import run_backend, worker_settings
     from osmosis_ai.cli.loading import load_agent
     from osmosis_ai.evaluation.llm_client import ExternalLLMClient
     from osmosis_ai.runs.engine import run_items
@@ -116,14 +129,24 @@ async def _test(args: argparse.Namespace) -> int:
                 line += " - " + (error if len(error) <= ERROR_PREVIEW else error[: ERROR_PREVIEW - 3] + "...")
             say(quiet=args.quiet, line=line)
 
-        with progress_bar(selected, "rows", enabled=bar, stderr=False) as advance:
-            # Rows run one after another: a readable log, and the order interactive inspection keeps.
-            report = await run_items(
-                work_items(reader.iter_indexed(args.limit, args.offset)),
-                _pipeline(args, agent_loop, client),
-                concurrency=1,
-                on_result=show,
-            )
+        pipeline = _pipeline(args, agent_loop, client)
+        backend_context = run_backend(args, lambda: contextlib.nullcontext(pipeline),
+                                      factory=f"{__name__}:ray_worker", settings=worker_settings(args),
+                                      concurrency=None)  # fmt: skip
+        async with backend_context as backend:
+            if backend.workers:
+                say(quiet=args.quiet, line=f"Backend: Ray, {backend.workers} workers, a row each")
+            with progress_bar(selected, "rows", enabled=bar, stderr=False) as advance:
+                # Rows run one after another (on Ray one per worker): a readable log, and the order
+                # interactive inspection keeps.
+                report = await run_items(
+                    work_items(reader.iter_indexed(args.limit, args.offset)),
+                    backend.process,
+                    concurrency=backend.workers or 1,
+                    on_result=show,
+                )
+            note = backend.note()
+    results.sort(key=lambda result: result.item.row_index)  # on Ray they finish in any order
     stop = report.stop_reason
     counts = OutcomeCounts.of(r.outcome for r in results)
     duration = sum(r.attempt.duration_ms for r in results)
@@ -143,6 +166,7 @@ async def _test(args: argparse.Namespace) -> int:
         line += f"; mean reward {sum(rewards) / len(rewards):.3f} over {len(rewards)} completed"
     if stop is not None:
         line += f"; stopped after {counts.total} of {selected} rows"
+    line += note
     document = {
         "summary": {
             "total": counts.total,
@@ -172,6 +196,18 @@ async def _test(args: argparse.Namespace) -> int:
     if reason is not None:
         raise CLIError(reason)
     return 0
+
+
+@contextlib.asynccontextmanager
+async def ray_worker(settings: Mapping[str, Any], share: int) -> AsyncIterator[Pipeline]:
+    """One Ray worker's pipeline for ``osmosis test --backend ray``: the same agent and model as in
+    one process, named by the command's arguments (``settings``)."""
+    from osmosis_ai.cli.loading import load_agent
+    from osmosis_ai.evaluation.llm_client import ExternalLLMClient
+
+    args = argparse.Namespace(**settings)
+    async with ExternalLLMClient(args.model, api_key=args.api_key, api_base=args.base_url) as client:
+        yield _pipeline(args, load_agent(args), client)
 
 
 def _pipeline(args: argparse.Namespace, agent_loop: Any, client: Any) -> Pipeline:

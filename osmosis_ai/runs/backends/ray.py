@@ -27,6 +27,7 @@ import contextlib
 import math
 import os
 import sys
+import warnings
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -240,9 +241,12 @@ def _connect(ray: Any, address: str | None, num_cpus: int | None) -> bool:
         return True
     import osmosis_ai
 
-    runtime_env = {"working_dir": os.getcwd(), "excludes": _EXCLUDES, "py_modules": [osmosis_ai]}
+    package = os.path.dirname(os.path.abspath(osmosis_ai.__file__))
+    runtime_env = {"working_dir": os.getcwd(), "excludes": _EXCLUDES, "py_modules": [package]}
     try:
-        ray.init(address=address, runtime_env=runtime_env, **options)
+        with warnings.catch_warnings():  # its own "timed out" warning says what the error below says
+            warnings.simplefilter("ignore")
+            ray.init(address=address, runtime_env=runtime_env, **options)
     except ConnectionError as exc:
         raise RayBackendError(
             f"cannot reach the Ray cluster at {address!r} ({_first_line(exc)}); start it (`ray start "
