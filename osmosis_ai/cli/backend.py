@@ -58,11 +58,11 @@ async def run_backend(
     *,
     factory: str,
     settings: Mapping[str, Any],
-    concurrency: int | None,
+    concurrency: int,
 ) -> AsyncIterator[Backend]:
     """``local()``'s process for ``--backend local`` (entered only then); for ``--backend ray``, a pool of Ray workers that build their
-    pipeline with ``factory(settings, share)`` (``concurrency``: items in flight over all workers;
-    ``None``: one per worker, a worker per free CPU). The workers are gone when this exits."""
+    pipeline with ``factory(settings, share)`` (``concurrency``: items in flight over all workers,
+    at most one worker per free CPU). The workers are gone when this exits."""
     if getattr(args, "backend", "local") != "ray":
         async with local() as process:
             yield Backend(process)

@@ -73,7 +73,7 @@ def test_test_on_ray_gives_the_results_of_one_process(ray_session: Any, tmp_path
     documents = {}
     for backend in ("local", "ray"):
         out = tmp_path / f"{backend}.json"
-        ran = cli("test", *CALCULATOR, "--backend", backend, "-o", str(out))
+        ran = cli("test", *CALCULATOR, "--concurrency", "4", "--backend", backend, "-o", str(out))
         assert ran.returncode == 0, ran.stderr
         documents[backend] = json.loads(out.read_text())
     assert ran.stdout.splitlines()[-2].endswith("; on 2 Ray workers")

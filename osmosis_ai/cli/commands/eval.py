@@ -37,7 +37,9 @@ from osmosis_ai.cli.arguments import (
     check_backend_arguments,
     concurrency_value,
     finite_number,
+    limit_summary,
     open_dataset,
+    run_limit,
     whole_number,
 )
 from osmosis_ai.cli.errors import CLIError
@@ -49,6 +51,7 @@ from osmosis_ai.cli.summary import add_summary_arguments, check_run_outputs, fin
 from osmosis_ai.consts import PACKAGE_VERSION
 
 if TYPE_CHECKING:
+    from osmosis_ai._pool import Limit
     from osmosis_ai.runs.engine import Pipeline
     from osmosis_ai.runs.executors.local import LocalModel
 
@@ -174,9 +177,10 @@ async def _eval(args: argparse.Namespace) -> int:
             )
             say(line, quiet=args.quiet)
         stop = None
+        limit = run_limit(args.batch_size, args, base_url=args.base_url)
         if remaining:
             stop = await _run(
-                args, agent_loop, reader.iter_indexed(selected, args.offset), journal, todo,
+                args, agent_loop, reader.iter_indexed(selected, args.offset), journal, todo, limit,
                 done=planned - remaining,
             )  # fmt: skip
         records = {tag: journal.records(tag) for tag in tags}
@@ -186,8 +190,8 @@ async def _eval(args: argparse.Namespace) -> int:
         status = journal.status
 
     picked = {tag: [records[tag][key] for key in keys if key in records[tag]] for tag in tags}
-    return _report(args, picked, eval_fns, planned, stop, task_id=task_id, status=status,
-                   output_dir=output_dir, samples_file=journal.samples_path)  # fmt: skip
+    return _report(args, picked, eval_fns, planned, stop, task_id=task_id, status=status, output_dir=output_dir,
+                   samples_file=journal.samples_path, extra={"concurrency": limit_summary(limit)})  # fmt: skip
 
 
 async def _run(
@@ -196,13 +200,14 @@ async def _run(
     rows: Any,
     journal: Any,
     todo: dict[str, list[tuple[int, int]]],
+    limit: Limit,
     *,
     done: int,
 ) -> str | None:
     """Preflight each model, then run the missing samples (here or on Ray workers) with a progress
     bar or plain lines."""
     from osmosis_ai.cli import output
-    from osmosis_ai.cli.arguments import limit_line, run_limit
+    from osmosis_ai.cli.arguments import limit_line
     from osmosis_ai.cli.backend import run_backend, worker_settings
     from osmosis_ai.cli.eval.samples import progress_reporter, run_samples
     from osmosis_ai.cli.loading import reward_runtime
@@ -210,7 +215,6 @@ async def _run(
     from osmosis_ai.evaluation.journal import BASELINE, PRIMARY
     from osmosis_ai.models.concurrency import AdaptiveLimit, observer_of
 
-    limit = run_limit(args.batch_size, args, base_url=args.base_url)
     if args.backend == "ray" and isinstance(limit, AdaptiveLimit):
         raise CLIError(
             "--batch-size auto follows one process's model calls; give --batch-size N with --backend ray"
@@ -327,6 +331,7 @@ def _report(
     status: str,
     output_dir: Path | None,
     samples_file: Path | None,
+    extra: dict[str, Any],
 ) -> int:
     from osmosis_ai.cli.eval.report import (
         outcome_line,
@@ -370,7 +375,7 @@ def _report(
         path = write_structured(output_dir, model=args.model, dataset=args.dataset, task_id=task_id,
                                 document=structured, samples=samples)  # fmt: skip
         say(f"Wrote {path}", quiet=args.quiet)
-    finish_run(args, document, args.output or "osmosis eval", figures)
+    finish_run(args, document, args.output or "osmosis eval", figures, extra=extra)
     if stop is not None:
         raise CLIError(
             f"the run stopped: {stop} (finished runs are kept; run the same command again to resume)"

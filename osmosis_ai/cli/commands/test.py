@@ -1,8 +1,9 @@
 """``osmosis test``: run an agent loop in-process over a dataset, its model calls answered by LiteLLM.
 
 Cheap local checks come first — the agent import, the dataset (opened, counted and its first row
-checked, not loaded) — then one tiny preflight request to the model, and only then the rows, one after another. Each row
-prints one line with its outcome; the summary counts the outcomes beside the pass rate, and its last
+checked, not loaded) — then one tiny preflight request to the model, and only then the rows: one after
+another by default, ``--concurrency N`` (or ``auto``, following the model server) at once. Each row
+prints one line with its outcome (the ``-o`` file keeps row order); the summary counts the outcomes beside the pass rate, and its last
 line is printed with ``-q`` too. Exit status by the shared rule
 (:func:`osmosis_ai.evaluation.outcome.verdict`): 0 when every row completed (or the failures stay
 within ``--max-failure-rate``), 1 with the reason otherwise; a systemic provider failure stops the
@@ -23,8 +24,13 @@ from typing import TYPE_CHECKING, Any
 from osmosis_ai.cli.arguments import (
     add_agent_run_arguments,
     add_backend_arguments,
+    add_max_concurrency_argument,
     check_backend_arguments,
+    concurrency_value,
+    limit_line,
+    limit_summary,
     open_dataset,
+    run_limit,
     whole_number,
 )
 from osmosis_ai.cli.errors import CLIError
@@ -53,6 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-i", "--interactive", action="store_true", help="step through rows one model answer at a time"
     )
     parser.add_argument("--row", type=whole_number(0), help="row to run first in the interactive session")
+    parser.add_argument("--concurrency", type=concurrency_value, default=1, metavar="N|auto",
+                        help="rows run at once (default 1: one after another); 'auto' follows the model server")  # fmt: skip
+    add_max_concurrency_argument(parser, "--concurrency")
     add_backend_arguments(parser)
 
 
@@ -68,6 +77,8 @@ def format_duration(ms: float) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.row is not None and not args.interactive:
         raise CLIError("--row needs --interactive")
+    if args.interactive and args.concurrency != 1:
+        raise CLIError("--interactive runs one row at a time: drop --concurrency")
     if args.interactive and args.backend == "ray":
         raise CLIError("--interactive steps through rows in this process; leave out --backend ray")
     check_backend_arguments(args)
@@ -85,6 +96,7 @@ async def _test(args: argparse.Namespace) -> int:
     from osmosis_ai.cli.backend import run_backend, worker_settings
     from osmosis_ai.cli.loading import load_agent
     from osmosis_ai.evaluation.llm_client import ExternalLLMClient
+    from osmosis_ai.models.concurrency import AdaptiveLimit, observer_of
     from osmosis_ai.runs.engine import run_items
     from osmosis_ai.runs.items import work_items
     from osmosis_ai.runs.result import Result
@@ -100,7 +112,10 @@ async def _test(args: argparse.Namespace) -> int:
         valid = f"{args.offset}-{last}" if last > args.offset else str(last)
         raise CLIError(f"--row {args.row} is out of range; valid rows are {valid}")
     say(quiet=args.quiet, line=f"Dataset: {reader.file_path} ({total} rows, running {selected})")
-    client = ExternalLLMClient(args.model, api_key=args.api_key, api_base=args.base_url)
+    limit = run_limit(args.concurrency, args, base_url=args.base_url)
+    client = ExternalLLMClient(
+        args.model, api_key=args.api_key, api_base=args.base_url, observer=observer_of(limit)
+    )
     async with client:
         say(
             quiet=args.quiet,
@@ -129,24 +144,32 @@ async def _test(args: argparse.Namespace) -> int:
                 line += " - " + (error if len(error) <= ERROR_PREVIEW else error[: ERROR_PREVIEW - 3] + "...")
             say(quiet=args.quiet, line=line)
 
-        pipeline = _pipeline(args, agent_loop, client)
+        pipeline = _pipeline(args, agent_loop, client, threads=limit.ceiling)
+        if args.backend == "ray" and isinstance(limit, AdaptiveLimit):
+            raise CLIError(
+                "--concurrency auto follows one process's model calls; give --concurrency N with --backend ray"
+            )
         backend_context = run_backend(args, lambda: contextlib.nullcontext(pipeline),
                                       factory=f"{__name__}:ray_worker", settings=worker_settings(args),
-                                      concurrency=None)  # fmt: skip
+                                      concurrency=limit.ceiling)  # fmt: skip
         async with backend_context as backend:
             if backend.workers:
-                say(quiet=args.quiet, line=f"Backend: Ray, {backend.workers} workers, a row each")
+                say(quiet=args.quiet, line=f"Backend: Ray, {backend.workers} workers")
             with progress_bar(selected, "rows", enabled=bar, stderr=False) as advance:
-                # Rows run one after another (on Ray one per worker): a readable log, and the order
-                # interactive inspection keeps.
-                report = await run_items(
-                    work_items(reader.iter_indexed(args.limit, args.offset)),
-                    backend.process,
-                    concurrency=backend.workers or 1,
-                    on_result=show,
-                )
+                try:
+                    report = await run_items(
+                        work_items(reader.iter_indexed(args.limit, args.offset)),
+                        backend.process,
+                        concurrency=limit,
+                        on_result=show,
+                    )
+                finally:
+                    if isinstance(limit, AdaptiveLimit):
+                        await limit.aclose()  # its server-metrics reader
             note = backend.note()
-    results.sort(key=lambda result: result.item.row_index)  # on Ray they finish in any order
+    results.sort(key=lambda r: r.item.row_index)
+    if (concurrency := limit_line(limit)) is not None:
+        say(quiet=args.quiet, line=concurrency)
     stop = report.stop_reason
     counts = OutcomeCounts.of(r.outcome for r in results)
     duration = sum(r.attempt.duration_ms for r in results)
@@ -187,7 +210,7 @@ async def _test(args: argparse.Namespace) -> int:
     if output is not None:
         _write_json(output, document)
         say(quiet=args.quiet, line=f"Results written to: {output}")
-    finish_run(args, document, source, figures)
+    finish_run(args, document, source, figures, extra={"concurrency": limit_summary(limit)})
     if stop is not None:
         raise CLIError(f"the run stopped: {stop}")
     reason = verdict(
@@ -201,17 +224,19 @@ async def _test(args: argparse.Namespace) -> int:
 @contextlib.asynccontextmanager
 async def ray_worker(settings: Mapping[str, Any], share: int) -> AsyncIterator[Pipeline]:
     """One Ray worker's pipeline for ``osmosis test --backend ray``: the same agent and model as in
-    one process, named by the command's arguments (``settings``)."""
+    one process, named by the command's arguments (``settings``), ``share`` rows in flight."""
     from osmosis_ai.cli.loading import load_agent
     from osmosis_ai.evaluation.llm_client import ExternalLLMClient
 
     args = argparse.Namespace(**settings)
     async with ExternalLLMClient(args.model, api_key=args.api_key, api_base=args.base_url) as client:
-        yield _pipeline(args, load_agent(args), client)
+        yield _pipeline(args, load_agent(args), client, threads=share)
 
 
-def _pipeline(args: argparse.Namespace, agent_loop: Any, client: Any) -> Pipeline:
-    """The agent in-process with ``client`` answering its model calls, scored by the agent's own reward."""
+def _pipeline(args: argparse.Namespace, agent_loop: Any, client: Any, *, threads: int = 1) -> Pipeline:
+    """The agent in-process with ``client`` answering its model calls, scored by the agent's own reward;
+    synchronous agent code gets ``threads`` threads of its own (one per row in flight)."""
+    from osmosis_ai._usercode import UserThreads
     from osmosis_ai.runs.engine import Pipeline
     from osmosis_ai.runs.executors.local import InProcessExecutor, LocalModel
     from osmosis_ai.runs.items import PRIMARY
@@ -227,6 +252,7 @@ def _pipeline(args: argparse.Namespace, agent_loop: Any, client: Any) -> Pipelin
         max_turns=args.max_turns,
         completion_params=params,
         debug_dir=DEBUG_DIR if args.debug else None,
+        threads=UserThreads(threads, name="osmosis-test"),
     )
     return Pipeline(executor, Scorer(), timeout=args.timeout)
 

@@ -266,14 +266,13 @@ def _connect(ray: Any, address: str | None, num_cpus: int | None) -> bool:
 async def ray_pool(
     spec: WorkerSpec,
     *,
-    concurrency: int | None,
+    concurrency: int,
     address: str | None = None,
     workers: int | None = None,
     num_cpus: int | None = None,
 ) -> AsyncIterator[RayPool]:
     """A :class:`RayPool` of ``workers`` actors (default: the cluster's free CPUs, at most
-    ``concurrency``), each running ``ceil(concurrency / workers)`` items at once (one when
-    ``concurrency`` is ``None``).
+    ``concurrency``), each running ``ceil(concurrency / workers)`` items at once.
 
     A Ray this process is already connected to is used as it is (and left running); otherwise
     ``address`` joins a cluster, and without one a local instance with ``num_cpus`` (default: this
@@ -285,8 +284,8 @@ async def ray_pool(
         started = await asyncio.to_thread(_connect, ray, address, num_cpus)
     try:
         free = int(ray.available_resources().get("CPU", 0)) or 1
-        count = max(1, min(workers or free, concurrency or free))
-        share = math.ceil((concurrency or count) / count)
+        count = max(1, min(workers or free, concurrency))
+        share = math.ceil(concurrency / count)
         directory = os.getcwd() if address is None else None
         pool = RayPool(spec, share, directory, replacements=count)
         try:
