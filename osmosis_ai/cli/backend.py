@@ -62,7 +62,7 @@ async def run_backend(
 ) -> AsyncIterator[Backend]:
     """``local()``'s process for ``--backend local`` (entered only then); for ``--backend ray``, a pool of Ray workers that build their
     pipeline with ``factory(settings, share)`` (``concurrency``: items in flight over all workers,
-    at most one worker per free CPU). The workers are gone when this exits."""
+    at most one worker per CPU of the cluster). The workers are gone when this exits."""
     if getattr(args, "backend", "local") != "ray":
         async with local() as process:
             yield Backend(process)

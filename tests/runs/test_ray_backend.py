@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -154,3 +155,34 @@ def test_eval_stopped_on_ray_resumes_in_one_process_to_the_uninterrupted_result(
     assert resumed.stdout.splitlines()[-1] == whole.stdout.splitlines()[-1]
     documents = [json.loads((tmp_path / f"{name}.json").read_text()) for name in ("resumed", "whole")]
     assert _untimed(documents[0]) == _untimed(documents[1])
+
+
+def test_a_missing_ray_is_one_line_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # what an installation without the extra imports
+    ran = cli("test", *CALCULATOR, "--backend", "ray")
+    assert ran.returncode == 1
+    assert ran.stderr.strip().splitlines()[-1] == (
+        "Error: --backend ray needs the package 'ray'; install it with: pip install 'osmosis-ai[ray]'"
+    )
+
+
+def test_a_cluster_of_other_versions_is_refused_with_the_fix() -> None:
+    pytest.importorskip("ray")
+    from osmosis_ai.runs.backends.ray import RayBackendError, _check_versions
+
+    with pytest.raises(
+        RayBackendError, match=r"runs Ray 2\.0\.0 on Python 3\.9, .*pip install 'ray\[client\]==2\.0\.0'"
+    ):
+        _check_versions({"ray": "2.0.0", "python": [3, 9]})
+
+
+@pytest.mark.parametrize(
+    ("options", "status", "message"),
+    [
+        (["--ray-address", "auto"], 1, "Error: --ray-address needs --backend ray"),
+        (["--backend", "ray", "--ray-address", "10.0.0.1:6379"], 2, "expected 'auto' or 'ray://HOST:PORT'"),
+    ],
+)
+def test_ray_options_are_checked_before_anything_runs(options: list[str], status: int, message: str) -> None:
+    ran = cli("eval", *CALCULATOR, "--eval-fn", REWARD, *options)
+    assert ran.returncode == status and message in ran.stderr

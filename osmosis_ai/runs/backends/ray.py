@@ -193,7 +193,7 @@ class RayPool:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(
                     asyncio.gather(*(a.handle.stop.remote() for a in self._actors), return_exceptions=True),
-                    timeout=10,
+                    timeout=2,
                 )
         for handle in self._all:
             with contextlib.suppress(Exception):
@@ -271,7 +271,7 @@ async def ray_pool(
     workers: int | None = None,
     num_cpus: int | None = None,
 ) -> AsyncIterator[RayPool]:
-    """A :class:`RayPool` of ``workers`` actors (default: the cluster's free CPUs, at most
+    """A :class:`RayPool` of ``workers`` actors (default: one per CPU of the cluster, at most
     ``concurrency``), each running ``ceil(concurrency / workers)`` items at once.
 
     A Ray this process is already connected to is used as it is (and left running); otherwise
@@ -283,8 +283,8 @@ async def ray_pool(
     if not ray.is_initialized():
         started = await asyncio.to_thread(_connect, ray, address, num_cpus)
     try:
-        free = int(ray.available_resources().get("CPU", 0)) or 1
-        count = max(1, min(workers or free, concurrency))
+        cpus = int(ray.cluster_resources().get("CPU", 0)) or 1
+        count = max(1, min(workers or cpus, concurrency))
         share = math.ceil(concurrency / count)
         directory = os.getcwd() if address is None else None
         pool = RayPool(spec, share, directory, replacements=count)
