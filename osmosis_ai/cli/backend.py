@@ -70,6 +70,8 @@ async def run_backend(
     from osmosis_ai.runs.backends.ray import RayBackendError, WorkerSpec, ray_pool
 
     if not logging.getLogger("osmosis_ai").isEnabledFor(logging.DEBUG):  # Ray's notes are not the run's
+        with contextlib.suppress(ImportError):  # (a missing ray is ray_pool's error, with the fix)
+            import ray  # noqa: F401  (its import sets its logger's level; this one comes after)
         logging.getLogger("ray").setLevel(logging.ERROR)
     spec = WorkerSpec(factory, dict(settings))
     try:
