@@ -14,6 +14,7 @@ cost is reported apart: starting and stopping the local instance (``ray.init(num
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -62,7 +63,8 @@ def main() -> None:
         ("Ray, 2 CPUs (--backend ray)", on_ray),
     ):
         print(f"{label:<40}{wall:>8.2f}{ideal / wall:>15.2f}x{cpu / runs * 1000:>17.2f} ms")
-    print(f"Ray over one process: {local[0] / on_ray[0]:.2f}x (goal >= 1.6x where the client CPU binds)")
+    print(f"Ray over one process: {local[0] / on_ray[0]:.2f}x (goal >= 1.6x where the client CPU binds); "
+          f"driver CPU {on_ray[1]:.2f} s of {on_ray[0]:.2f} s; load average {os.getloadavg()[0]:.1f}")  # fmt: skip
     print(f"Ray's own cost: local instance start {init:.2f} s, stop {shutdown:.2f} s; a command's workers "
           f"start and stop (a 1-row run) {workers[0]:.2f} s, counted in the Ray run above")  # fmt: skip
 
