@@ -33,7 +33,7 @@ lint: $(STAMP)
 PYTEST_WORKERS ?= 3
 
 test: $(STAMP) lint browser mcp-oldest
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(PYTEST_WORKERS)
 
 # The login and HTML-report tests drive a real headless Chromium (Debian's package). Installed when
 # missing and possible (root with apt-get); otherwise those tests are skipped with the reason.

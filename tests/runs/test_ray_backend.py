@@ -20,9 +20,6 @@ from tests.support.cli import REPO, cli
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.waiting import wait_until
 
-# One Ray instance per test session: every test of this module runs in the same xdist worker.
-pytestmark = pytest.mark.xdist_group("ray")
-
 CALCULATOR = ["-m", "examples.calculator.agent:agent_loop", "-d", str(REPO / "examples/calculator/dataset.jsonl"),
               "--model", "scripted"]  # fmt: skip
 REWARD = "examples.calculator.reward:calculator_reward"
@@ -30,6 +27,7 @@ REWARD = "examples.calculator.reward:calculator_reward"
 
 @pytest.fixture(scope="session")
 def ray_session() -> Iterator[Any]:
+    """One local Ray (2 CPUs) for the test process; each backend use joins it as it is."""
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield ray
