@@ -248,6 +248,11 @@ def _connect(ray: Any, address: str | None, num_cpus: int | None) -> bool:
             warnings.simplefilter("ignore")
             ray.init(address=address, runtime_env=runtime_env, **options)
     except ConnectionError as exc:
+        if "AuthToken" in str(exc.__cause__):
+            raise RayBackendError(
+                f"the Ray cluster at {address!r} refused this machine's token; set RAY_AUTH_TOKEN (or "
+                "~/.ray/auth_token) to the cluster's, which `ray get-auth-token` prints on its head node"
+            ) from None
         raise RayBackendError(
             f"cannot reach the Ray cluster at {address!r} ({_first_line(exc)}); start it (`ray start "
             "--head`) or give the address it prints (--ray-address auto or ray://HOST:10001)"
