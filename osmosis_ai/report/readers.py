@@ -5,7 +5,9 @@ The format is told by content, not by the file name:
 * JSON lines whose objects carry ``rollout_id`` or ``status`` with ``row_index`` — ``osmosis rollout run -o``;
 * a JSON object with ``summary`` and ``results`` — ``osmosis test -o``;
 * a JSON object with ``config`` and ``rows`` — ``osmosis eval -o`` (0.2's layout);
-* a JSON object with ``records`` and ``overall_statistics`` — ``osmosis eval-rubric -o``.
+* a JSON object with ``records`` and ``overall_statistics`` — ``osmosis eval-rubric -o``;
+* JSON lines whose objects carry ``run_index`` and ``messages`` — the samples file of ``osmosis eval
+  --log-samples``: final messages only, no outcome (``unknown``) and no score.
 
 Only the fields listed in docs/design.md ("The HTML report") are read. Others are ignored and
 optional ones may be missing, so the writers can grow fields without breaking the report. Rows are
@@ -23,8 +25,10 @@ from osmosis_ai.report.errors import ReportInputError
 from osmosis_ai.report.model import BaselineFigure, Message, Row, Run, Trajectory
 
 PREVIEW_KEYS = ("rollout_id", "status", "row_index")
+SAMPLE_KEYS = frozenset({"row_index", "run_index", "messages"})
 KNOWN = (
-    "the output of 'osmosis rollout run -o', 'osmosis test -o', 'osmosis eval -o' or 'osmosis eval-rubric -o'"
+    "the output of 'osmosis rollout run -o', 'osmosis test -o', 'osmosis eval -o' (or its --log-samples "
+    "file) or 'osmosis eval-rubric -o'"
 )
 
 
@@ -83,6 +87,8 @@ def read_document(document: Any, source: str) -> Run:
         found = ", ".join(sorted(document)[:8]) or "none"
         raise ReportInputError(f"{source}: a JSON object with keys {found} is not {KNOWN}")
     if isinstance(document, list):
+        if document and all(isinstance(item, dict) and item.keys() >= SAMPLE_KEYS for item in document):
+            return _read_samples(document, source)
         for number, item in enumerate(document, 1):
             if not isinstance(item, dict) or not any(key in item for key in PREVIEW_KEYS):
                 raise ReportInputError(
@@ -343,6 +349,24 @@ def _eval_run(item: Mapping[str, Any], *, row_index: int, primary: str | None) -
         error=error,
         latency_ms=_number(item.get("duration_ms")),
     )
+
+
+def _read_samples(lines: list[dict[str, Any]], source: str) -> Run:
+    """``osmosis eval --log-samples``: the primary model's final messages; a key written twice (a
+    sample run again after a crash) is the last line's."""
+    rows: dict[tuple[int, int], Row] = {}
+    for line in lines:
+        if line.get("model_tag") == "baseline":
+            continue
+        row, sample = _whole(line.get("row_index")) or 0, _whole(line.get("run_index")) or 0
+        rows[(row, sample)] = Row(
+            row=row,
+            sample=sample,
+            outcome="unknown",
+            label=f"row {row} run {sample}",
+            trajectory=Trajectory(messages=_messages(line.get("messages"))),
+        )
+    return Run(source=source, kind="eval samples", rows=_ordered(list(rows.values())))
 
 
 # -- osmosis eval-rubric --------------------------------------------------------------------------
