@@ -381,7 +381,7 @@ def _render(args: argparse.Namespace, state: Regrade) -> int:
         run, summary = run_figures(records, args.output or "osmosis regrade")
         write_report(args.report, [run], summaries=[summary])
     scored = len(mine) - len(failed) - len(carried)
-    line = f"{len(mine)} answers regraded: {scored} scored"
+    line = f"{len(mine)} answer{'' if len(mine) == 1 else 's'} regraded: {scored} scored"
     if failed:
         line += f", {len(failed)} not scored ({len(refused)} refused)"
     if carried:
