@@ -6,6 +6,8 @@ The format is told by content, not by the file name:
 * a JSON object with ``summary`` and ``results`` — ``osmosis test -o``;
 * a JSON object with ``config`` and ``rows`` — ``osmosis eval -o`` (0.2's layout);
 * a JSON object with ``records`` and ``overall_statistics`` — ``osmosis eval-rubric -o``;
+* such JSON lines that also carry a ``regrade`` object — ``osmosis regrade -o``: read as the rollout
+  records they are, with the earlier grading of the same answers as the run's ``previous``;
 * JSON lines whose objects carry ``run_index`` and ``messages`` — the samples file of ``osmosis eval
   --log-samples``: final messages only, no outcome (``unknown``) and no score.
 
@@ -168,7 +170,39 @@ _STATUS_OUTCOMES = {"COMPLETED": "completed", "ERROR": "agent_error", "TIMEOUT":
 
 def _read_rollouts(records: list[dict[str, Any]], source: str) -> Run:
     rows = [_rollout_row(record) for record in records]
+    if records and all(isinstance(record.get("regrade"), dict) for record in records):
+        return _read_regrade(records, rows, source)
     return Run(source=source, kind="rollout run", rows=_ordered(rows), model=_text(_first(records, "model")))
+
+
+def _read_regrade(records: list[dict[str, Any]], rows: list[Row], source: str) -> Run:
+    """``osmosis regrade -o``: the new grading, its earlier one as ``previous``, and with ``-r`` the
+    variance of the new grader's repeated scores as a note."""
+    from osmosis_ai.evaluation.regrade import Pair, variance
+
+    provenance = [record["regrade"] for record in records]
+    earlier = []
+    for row, regrade in zip(rows, provenance, strict=True):
+        earlier.append(Row(row=row.row, sample=row.sample, label=row.label, score=_number(regrade.get("previous_reward")),
+                           outcome=str(regrade.get("previous_outcome") or "unknown")))  # fmt: skip
+    sources = sorted({str(p.get("source")) for p in provenance})
+    graders = sorted({str(p.get("grader")) for p in provenance})
+    run = Run(source=source, kind="regrade", rows=_ordered(rows))
+    run.previous = Run(source=", ".join(sources), kind="earlier grading", rows=_ordered(earlier))
+    run.notes.append(f"regraded with {', '.join(graders)} from {', '.join(sources)}")
+    pairs = [
+        Pair(row.row, row.sample, None, row.scored_value, tuple(v for v in _list(p.get("repeats")) if _number(v) is not None))
+        for row, p in zip(rows, provenance, strict=True)
+    ]  # fmt: skip
+    spread = variance(pairs)
+    if spread is not None:
+        mean, flips = spread["mean_std"], spread["flips"]
+        run.notes.append(
+            f"scored {spread['repeats']} times: mean within-answer standard deviation {mean['value']:.3f} "
+            f"[{mean['low']:.3f}, {mean['high']:.3f}], largest {spread['max_std']:.3f}; pass/fail flips on "
+            f"{flips['count']} of {spread['answers']} answers ({flips['share']['value']:.1%})"
+        )
+    return run
 
 
 def _first(records: list[dict[str, Any]], key: str) -> Any:

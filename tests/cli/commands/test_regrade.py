@@ -64,8 +64,15 @@ def test_rollout_run_output_regraded_with_another_reward(rollouts: Path, tmp_pat
     again = cli("regrade", str(out), "--reward", CONTAINS, "-o", str(out), *IN_PROCESS)
     assert again.returncode == 1 and again.stderr.count("\n") == 1
     assert f"-o {out} is one of the inputs" in again.stderr
-    report = cli("report", str(out), "-o", str(tmp_path / "r.html"), "-q")
+    page = tmp_path / "r.html"
+    report = cli("report", str(out), "-o", str(page), "-q")
     assert report.returncode == 0, report.stderr
+    html = page.read_text()
+    regrade = html[html.index('id="regrade-0"') : html.index('id="run-0"')]
+    assert f"against the earlier grading of {rollouts}" in regrade
+    keys = [part.split('"')[0] for part in regrade.split('data-key="')[1:]]
+    assert keys[:4] == ["1:0", "1:1", "3:0", "3:1"] and set(keys[4:]) == {"0:0", "0:1", "2:0", "2:1"}
+    assert f"regraded with --reward {CONTAINS} from {rollouts}" in html
 
 
 def test_rows_lacking_what_the_grader_needs_are_refused_by_row(rollouts: Path, tmp_path: Path) -> None:
@@ -128,11 +135,16 @@ def test_eval_output_and_its_samples_regraded_without_a_model_request(
     assert comparison["agreement"]["spearman"] is None  # pass/fail scores
     assert document["variance"] is None
 
+    out3 = tmp_path / "repeated.jsonl"
     repeated = cli("regrade", str(results), str(samples), "--reward", CONTAINS, "-d", str(data), "-r", "3",
-                   "--json", *IN_PROCESS, "--journal", str(tmp_path / "r.sqlite"))  # fmt: skip
+                   "-o", str(out3), "--json", *IN_PROCESS, "--journal", str(tmp_path / "r.sqlite"))  # fmt: skip
     assert repeated.returncode == 0, repeated.stderr
     spread = json.loads(repeated.stdout)["variance"]
     assert spread["repeats"] == 3 and spread["max_std"] == 0.0 and spread["flips"]["count"] == 0
+    assert [r["regrade"]["repeats"] for r in _lines(out3)] == [[1.0] * 3] * 4 + [[0.0] * 3] * 2
+    page = tmp_path / "r.html"
+    assert cli("report", str(out3), "-o", str(page), "-q").returncode == 0
+    assert "scored 3 times: mean within-answer standard deviation 0.000 [0.000, 0.000]" in page.read_text()
     assert len(openai_server.requests) == before
 
 
