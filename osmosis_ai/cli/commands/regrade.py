@@ -1,5 +1,6 @@
-"""``osmosis regrade RESULTS... (--reward MODULE:FN | --eval-fn MODULE:FN ...)``: score the answers of an
-earlier run again with another grader, without running the agent or calling any model.
+"""``osmosis regrade RESULTS... (--reward MODULE:FN | --eval-fn MODULE:FN ... | --rubric ID [-c CONFIG])``:
+score the answers of an earlier run again with another grader, without running the agent or calling
+any model (a rubric's judge calls are the only model calls).
 
 The inputs are what ``rollout run -o``, ``test -o``, ``eval -o`` (with its ``--log-samples`` file for
 the final messages) and ``eval-rubric -o`` write, told by content (:mod:`osmosis_ai.report.readers`);
@@ -10,7 +11,8 @@ stored records, the :class:`~osmosis_ai.runs.executors.stored.StoredExecutor` tu
 attempt, the one scorer with the reward runtime, the journal (resumable, like every run). An answer
 the grader cannot score (no final messages, no ground truth) is refused by row, with the reason; an
 answer whose run failed before it was scored keeps its outcome. ``-r K`` scores each answer K times
-(journal tags ``repeat-1``...), for the grader's variance.
+(journal tags ``repeat-1``...), for the grader's variance; with ``--rubric --cache`` only the first
+scoring may come from the judgment cache, never a repeat (a cached judgment would hide the variance).
 
 The command is parse (:func:`run`) -> engine (:func:`_engine`) -> render (:func:`_render`); ``-o``
 writes JSON lines in the engine's record format (what ``rollout run -o`` writes), each with its
@@ -51,7 +53,10 @@ if TYPE_CHECKING:
 # eval --log-samples file alone, was not recorded). Any other outcome has no answer to score.
 SCOREABLE = ("completed", "reward_error", "reward_timeout", "reward_crash", "unknown")
 SCORING_FAILED = ("reward_error", "reward_timeout", "reward_crash")
-CONCURRENCY = 64  # answers in flight; the reward runtime's workers bound the scoring itself
+# Answers in flight: for a reward, the runtime's workers bound the scoring itself; a judge is a
+# provider's rate limit away from failing, so it gets eval-rubric's default.
+CONCURRENCY = 64
+JUDGE_CONCURRENCY = 8
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,6 +68,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="score with fn(solution_str, ground_truth, extra_info)")  # fmt: skip
     grader.add_argument("--eval-fn", action="append", metavar="MODULE:FN",
                         help="score with eval functions (repeatable; the first is the score compared)")  # fmt: skip
+    grader.add_argument(
+        "--rubric", metavar="ID", help="score with the LLM judge of this rubric (see eval-rubric)"
+    )
+    parser.add_argument("-c", "--config", type=Path, metavar="CONFIG",
+                        help="with --rubric: the rubric config YAML (default: rubric_configs.yaml next to the "
+                        "first input, in the current directory, or in ./examples)")  # fmt: skip
+    parser.add_argument("--cache", action="store_true",
+                        help="with --rubric: reuse identical earlier judgments for the first scoring (never for -r repeats)")  # fmt: skip
+    parser.add_argument("--concurrency", type=whole_number(1), metavar="N",
+                        help=f"answers scored at once (default {CONCURRENCY}; {JUDGE_CONCURRENCY} with --rubric)")  # fmt: skip
     parser.add_argument("-d", "--dataset", type=absolute_path,
                         help="the run's dataset, for each row's ground_truth and columns (joined by row index)")  # fmt: skip
     parser.add_argument("-r", "--repeats", type=whole_number(1), default=1, metavar="K",
@@ -80,6 +95,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if (args.config or args.cache) and not args.rubric:
+        raise CLIError("-c/--config and --cache go with --rubric")
     args.quiet = args.quiet or args.json
     return run_command(lambda: _regrade(args), on_interrupt=lambda: interrupted("answer"))
 
@@ -106,6 +123,8 @@ class Regrade:
     pass_threshold: float
     records: dict[str, dict[tuple[int, int], dict[str, Any]]]
     stop: str | None = None
+    rubric: Any = None
+    """With ``--rubric``: its :class:`~osmosis_ai.cli.eval_rubric.config.RubricConfig`."""
 
 
 # -- parse -----------------------------------------------------------------------------------------
@@ -189,7 +208,7 @@ def _outcome(text: str) -> Any:
         return Outcome.INFRA_ERROR
 
 
-def attempt_of(stored: Stored, grader: str) -> Attempt:
+def attempt_of(stored: Stored, grader: str, *, needs_ground_truth: bool = True) -> Attempt:
     """The attempt of a stored answer: completed with its final messages when the grader can score
     it; refused (``reward_error``, with the reason) when it lacks what the grader needs; the
     earlier failure, kept, when the run never produced an answer."""
@@ -204,7 +223,7 @@ def attempt_of(stored: Stored, grader: str) -> Attempt:
     refusal = None
     if not any(m.get("role") == "assistant" for m in stored.messages):
         refusal = "no final assistant message stored (for eval -o, also give its --log-samples file)"
-    elif "ground_truth" not in stored.columns:
+    elif needs_ground_truth and "ground_truth" not in stored.columns:
         refusal = "no ground_truth stored; give the run's dataset with -d"
     if refusal:
         return Attempt(Outcome.REWARD_ERROR, error=f"refused: {refusal}", extra=extra)
@@ -230,17 +249,28 @@ async def _regrade(args: argparse.Namespace) -> int:
     from osmosis_ai.evaluation.journal import PRIMARY, file_digest
     from osmosis_ai.evaluation.journal_store import journal_path, journal_root
 
-    specs = [args.reward] if args.reward else list(args.eval_fn)
-    if len(set(specs)) != len(specs):
-        raise CLIError("each --eval-fn may be given once")
     inputs = _inputs(args)
     check_run_outputs(args)
-    kind = "reward function" if args.reward else "eval function"
-    functions = [load_attribute(spec, what=kind, example="e.g. 'my_rewards:exact'") for spec in specs]
-    grader = " ".join(f"{'--reward' if args.reward else '--eval-fn'} {spec}" for spec in specs)
+    rubric = None
+    if args.rubric:
+        from osmosis_ai.cli.eval_rubric.session import locate_config, lookup_rubric
+
+        config_path = locate_config(args.config, inputs[0])
+        rubric = lookup_rubric(config_path, args.rubric)
+        specs = [args.rubric]
+        grader = f"--rubric {args.rubric} -c {config_path}"
+        digests = [f"{args.rubric}@{file_digest(config_path)}"]
+    else:
+        specs = [args.reward] if args.reward else list(args.eval_fn)
+        if len(set(specs)) != len(specs):
+            raise CLIError("each --eval-fn may be given once")
+        kind = "reward function" if args.reward else "eval function"
+        functions = [load_attribute(spec, what=kind, example="e.g. 'my_rewards:exact'") for spec in specs]
+        grader = " ".join(f"{'--reward' if args.reward else '--eval-fn'} {spec}" for spec in specs)
+        digests = [f"{spec}@{source_digest(fn)}" for spec, fn in zip(specs, functions, strict=True)]
     answers, threshold = _read(inputs)
     description: dict[str, Any] = {
-        "grader": [f"{spec}@{source_digest(fn)}" for spec, fn in zip(specs, functions, strict=True)],
+        "grader": digests,
         "inputs": [file_digest(p) for p in inputs],
         "dataset": _join_dataset(answers, args.dataset) if args.dataset else None,
         "repeats": args.repeats,
@@ -254,7 +284,9 @@ async def _regrade(args: argparse.Namespace) -> int:
     )
     labels = {"model": "regrade", "dataset": str(inputs[0]), "module": grader}
     journal = open_journal(journal_file, description, fresh=args.fresh, labels=labels)
-    state = Regrade(grader, answers, selected, tags, args.pass_threshold or threshold, records={})
+    state = Regrade(
+        grader, answers, selected, tags, args.pass_threshold or threshold, records={}, rubric=rubric
+    )
     with contextlib.closing(journal):
         todo = {tag: journal.to_run(selected, retry_failed=args.retry_failed, model_tag=tag) for tag in tags}
         planned = len(selected) * len(tags)
@@ -286,16 +318,21 @@ async def _engine(
     from osmosis_ai.runs.items import WorkItem
     from osmosis_ai.runs.scorer import Scorer, runtime_function
 
-    kind = "reward function" if args.reward else "eval function"
-    names = ["reward"] if args.reward else list(specs)
-    runtimes = [reward_runtime(spec, args, kind=kind) for spec in specs]
-    for runtime in runtimes:
-        say(f"Scoring: {runtime.describe()}", quiet=args.quiet)
-    scorer = Scorer([runtime_function(rt, name) for rt, name in zip(runtimes, names, strict=True)],
-                    reward=names[0])  # fmt: skip
+    runtimes = []
+    if state.rubric is not None:
+        say(f"Scoring: the judge of rubric {state.rubric.rubric_id!r}", quiet=args.quiet)
+        scorer = Scorer([judge_function(state.rubric, cache=args.cache)], reward="score")
+    else:
+        kind = "reward function" if args.reward else "eval function"
+        names = ["reward"] if args.reward else list(specs)
+        runtimes = [reward_runtime(spec, args, kind=kind) for spec in specs]
+        for runtime in runtimes:
+            say(f"Scoring: {runtime.describe()}", quiet=args.quiet)
+        scorer = Scorer([runtime_function(rt, name) for rt, name in zip(runtimes, names, strict=True)],
+                        reward=names[0])  # fmt: skip
 
     def attempt(item: WorkItem) -> Attempt:
-        return attempt_of(state.answers[item.key], state.grader)
+        return attempt_of(state.answers[item.key], state.grader, needs_ground_truth=state.rubric is None)
 
     pending = {tag: set(keys) for tag, keys in todo.items()}
     items = [
@@ -307,10 +344,43 @@ async def _engine(
     async with contextlib.AsyncExitStack() as stack:
         for runtime in runtimes:
             await stack.enter_async_context(runtime)
+        concurrency = args.concurrency or (JUDGE_CONCURRENCY if state.rubric is not None else CONCURRENCY)
         report = await run_items(
-            items, Pipeline(StoredExecutor(attempt), scorer), concurrency=CONCURRENCY, journal=journal
+            items, Pipeline(StoredExecutor(attempt), scorer), concurrency=concurrency, journal=journal
         )
     return report.stop_reason
+
+
+def judge_function(config: Any, *, cache: bool) -> Any:
+    """A score function judging the last assistant message with the rubric ``config``, through
+    eval-rubric's engine (its outcomes: a provider failure is ``infra_error``/``timeout``, an unusable
+    answer ``model_error``). Only the first scoring may use the judgment cache, never a repeat."""
+    from osmosis_ai._usercode import UserThreads
+    from osmosis_ai.cli.eval_rubric.dataset import RubricRecord
+    from osmosis_ai.cli.eval_rubric.engine import RubricEvaluationEngine
+    from osmosis_ai.evaluation.journal import PRIMARY
+    from osmosis_ai.evaluation.outcome import Outcome
+    from osmosis_ai.runs.scorer import ScoreFailure, ScoreFn
+
+    first = RubricEvaluationEngine(cache=cache or None, progress=False)
+    repeats = RubricEvaluationEngine(progress=False)
+
+    async def score(item: WorkItem, attempt: Attempt, threads: UserThreads | None) -> float:
+        answer = next(m for m in reversed(attempt.final_messages) if m.get("role") == "assistant")
+        truth = item.row.get("ground_truth")
+        record = RubricRecord(
+            line_number=item.row_index + 1, payload=dict(item.row), solution_str=str(answer.get("content") or ""),
+            rubric_id=config.rubric_id, conversation_id=None, ground_truth=None if truth is None else str(truth),
+            original_input=None, metadata=None, extra_info=None, score_min=None, score_max=None,
+        )  # fmt: skip
+        engine = first if item.model_tag == PRIMARY else repeats
+        judged = await engine.run_once(config, record, item.sample_index + 1)
+        if judged.outcome is not Outcome.COMPLETED or judged.score is None:
+            outcome = Outcome.REWARD_ERROR if judged.outcome is Outcome.COMPLETED else judged.outcome
+            raise ScoreFailure(outcome, judged.error or "the judge returned no score")
+        return judged.score
+
+    return ScoreFn("score", score)
 
 
 # -- render ----------------------------------------------------------------------------------------

@@ -7,6 +7,8 @@ subprocess) resumes to the output of an uninterrupted one."""
 from __future__ import annotations
 
 import json
+import math
+import random
 import signal
 import subprocess
 import sys
@@ -210,3 +212,78 @@ def test_killed_regrade_resumes_to_the_output_of_an_uninterrupted_one(tmp_path: 
 def _recorded(journal: Path) -> int:
     info = Journal.inspect(journal) if journal.exists() else None
     return -1 if info is None else info.runs
+
+
+def _judge_setup(tmp_path: Path, server: OpenAIServer, answers: int) -> tuple[Path, Path]:
+    """An ``eval-rubric -o`` file of ``answers`` records judged once each by the stand-in."""
+    (tmp_path / "rubric_configs.yaml").write_text(
+        "version: 1\ndefault_score_min: 0\ndefault_score_max: 1\nrubrics:\n  - id: tone\n"
+        "    rubric: Is the reply polite?\n    model_info:\n      provider: openai\n"
+        f"      model: local-judge\n      api_base: {server.url}\n      timeout: 5\n",
+        encoding="utf-8",
+    )
+    records = [
+        {"conversation_id": f"c{i}", "rubric_id": "tone", "solution_str": f"reply {i}"}
+        for i in range(answers)
+    ]
+    (tmp_path / "judged.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    home = tmp_path / "home"
+    home.mkdir()
+    out = tmp_path / "rubric.json"
+    result = cli("eval-rubric", "-r", "tone", "-d", "judged.jsonl", "-o", str(out), cwd=tmp_path, home=home)
+    assert result.returncode == 0, result.stderr
+    return out, home
+
+
+def _simulated_range(
+    answers: int, repeats: int, p: float, trials: int = 2000
+) -> dict[str, tuple[float, float]]:
+    """The central 99.9% of the mean within-answer deviation and of the flip share when every
+    judgment passes with chance ``p``, independently: what a judge of that noise should report."""
+    generator = random.Random(1234)
+    # c passes of n 0/1 scores: sample standard deviation sqrt(c (n - c) / (n (n - 1)))
+    deviation = [math.sqrt(c * (repeats - c) / (repeats * (repeats - 1))) for c in range(repeats + 1)]
+    means, flips = [], []
+    for _ in range(trials):
+        passes = [sum(generator.random() < p for _ in range(repeats)) for _ in range(answers)]
+        means.append(sum(deviation[c] for c in passes) / answers)
+        flips.append(sum(0 < c < repeats for c in passes) / answers)
+    return {
+        name: (values[int(0.0005 * trials)], values[int(0.9995 * trials) - 1])
+        for name, values in (("mean_std", sorted(means)), ("flip_share", sorted(flips)))
+    }
+
+
+def test_rubric_regrade_reports_judge_variance_within_the_simulated_range(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    answers, repeats, p = 8, 5, 0.5
+    source, home = _judge_setup(tmp_path, openai_server, answers)
+    noise = random.Random(7)  # the judge's verdicts: pass (1) or fail (0), each with chance p
+    openai_server.handler = lambda payload: json.dumps(
+        {"score": float(noise.random() < p), "explanation": "a noisy judge"}
+    )
+    before = len(openai_server.requests)
+    out = tmp_path / "regraded.jsonl"
+    result = cli("regrade", str(source), "--rubric", "tone", "-r", str(repeats), "-o", str(out), "--json",
+                 "--journal", str(tmp_path / "j.sqlite"), cwd=tmp_path, home=home)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert len(openai_server.requests) - before == answers * repeats  # the judge's calls are the only ones
+    spread = json.loads(result.stdout)["variance"]
+    assert spread["answers"] == answers and spread["repeats"] == repeats
+    expected = _simulated_range(answers, repeats, p)
+    low, high = expected["mean_std"]
+    assert low <= spread["mean_std"]["value"] <= high
+    low, high = expected["flip_share"]
+    assert low <= spread["flips"]["share"]["value"] <= high
+    records = _lines(out)
+    assert all(
+        len(r["regrade"]["repeats"]) == repeats and set(r["regrade"]["repeats"]) <= {0.0, 1.0}
+        for r in records
+    )
+
+    # --cache: the first scoring may come from the judgment cache, a repeat never does
+    cached = [cli("regrade", str(source), "--rubric", "tone", "-r", "2", "--cache", "-q", "--fresh",
+                  "--journal", str(tmp_path / "c.sqlite"), cwd=tmp_path, home=home) for _ in range(2)]  # fmt: skip
+    assert [c.returncode for c in cached] == [0, 0], cached[-1].stderr
+    assert len(openai_server.requests) - before == answers * repeats + answers * 2 + answers
