@@ -53,6 +53,10 @@ if TYPE_CHECKING:
 # eval --log-samples file alone, was not recorded). Any other outcome has no answer to score.
 SCOREABLE = ("completed", "reward_error", "reward_timeout", "reward_crash", "unknown")
 SCORING_FAILED = ("reward_error", "reward_timeout", "reward_crash")
+NO_ANSWER = {
+    "eval": "eval -o keeps no final messages; give its --log-samples file too",
+    "test": "test -o keeps no final messages; regrade the output of eval --log-samples or rollout run -o",
+}
 # Answers in flight: for a reward, the runtime's workers bound the scoring itself; a judge is a
 # provider's rate limit away from failing, so it gets eval-rubric's default.
 CONCURRENCY = 64
@@ -107,6 +111,8 @@ class Stored:
 
     row: Row
     source: str
+    kind: str
+    """The command that wrote the source (the report's run kind)."""
     messages: list[dict[str, Any]]
     columns: dict[str, Any] = field(default_factory=dict)
     """What the grader sees as ``extra_info`` (``ground_truth`` among them, when known)."""
@@ -157,7 +163,7 @@ def _read(inputs: Sequence[Path]) -> tuple[dict[tuple[int, int], Stored], float]
         for row in results.rows:
             if results.kind == "eval samples":
                 messages[row.key] = row.trajectory.messages
-                sample_rows[row.key] = Stored(row, str(path), row.trajectory.messages)
+                sample_rows[row.key] = Stored(row, str(path), results.kind, row.trajectory.messages)
                 continue
             if row.key in scored:
                 raise CLIError(
@@ -166,7 +172,7 @@ def _read(inputs: Sequence[Path]) -> tuple[dict[tuple[int, int], Stored], float]
                 )
             record = row.trajectory.extra.get("input_record")
             columns = {k: v for k, v in record.items() if k != "messages"} if isinstance(record, dict) else {}
-            scored[row.key] = Stored(row, str(path), row.trajectory.messages, columns)
+            scored[row.key] = Stored(row, str(path), results.kind, row.trajectory.messages, columns)
         if results.kind != "eval samples" and threshold is None:
             threshold = results.pass_threshold
     if not scored:
@@ -222,7 +228,7 @@ def attempt_of(stored: Stored, grader: str, *, needs_ground_truth: bool = True) 
                        finish_reason=row.finish_reason, extra=extra)  # fmt: skip
     refusal = None
     if not any(m.get("role") == "assistant" for m in stored.messages):
-        refusal = "no final assistant message stored (for eval -o, also give its --log-samples file)"
+        refusal = NO_ANSWER.get(stored.kind, "no final assistant message stored")
     elif needs_ground_truth and "ground_truth" not in stored.columns:
         refusal = "no ground_truth stored; give the run's dataset with -d"
     if refusal:

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from osmosis_ai.evaluation.journal import Journal
-from tests.support.cli import REPO, cli, subprocess_env
+from tests.support.cli import CALCULATOR_DATASET, REPO, cli, subprocess_env
 from tests.support.openai_server import OpenAIServer, Reply
-from tests.support.results import write_rollout_results
+from tests.support.results import write_rollout_results, write_test_results
 from tests.support.waiting import wait_until
 
 CONTAINS = "tests.support.rewards:contains"
@@ -90,6 +90,14 @@ def test_rows_lacking_what_the_grader_needs_are_refused_by_row(rollouts: Path, t
         "Error: 6 of 8 answers could not be scored (first: refused: no ground_truth stored; give the "
         "run's dataset with -d)\n"
     )
+
+
+def test_a_test_output_keeps_no_answers_and_says_so(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    results = write_test_results(tmp_path, openai_server.url)
+    result = cli("regrade", str(results), "--reward", CONTAINS, "-d", str(CALCULATOR_DATASET), *IN_PROCESS,
+                 "--journal", str(tmp_path / "j.sqlite"))  # fmt: skip
+    assert result.returncode == 1
+    assert "row 0 sample 0: reward_error: refused: test -o keeps no final messages;" in result.stdout
 
 
 def _eval_files(tmp_path: Path, server: OpenAIServer) -> tuple[Path, Path, Path]:
