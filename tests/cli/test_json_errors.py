@@ -67,6 +67,7 @@ CASES: list[tuple[list[str], int, str | None]] = [
     (["eval", "cache", "rm", "--all"], 1, "cli_error"),
     (["test", "-m", CALCULATOR, "-d", MISSING], 1, "dataset_not_found_error"),
     (["report", MISSING], 1, None),
+    (["regrade", MISSING, "--reward", "tests.support.rewards:contains"], 1, "cli_error"),
     (["completion", "bash"], 0, None),
     (["eval", "--modle", "x"], 2, "usage_error"),
 ]  # fmt: skip
