@@ -66,6 +66,10 @@ COMMANDS: dict[str, Command] = {
     "regrade": Command(
         "osmosis_ai.cli.commands.regrade", "Score the answers of earlier runs again with another grader"
     ),
+    "reward": Command(
+        "osmosis_ai.cli.commands.reward",
+        "Score a dataset of answers with a reward function, isolated and killable",
+    ),
     "report": Command(
         "osmosis_ai.cli.commands.report", "Turn results files into one self-contained HTML report"
     ),

@@ -9,7 +9,9 @@ The format is told by content, not by the file name:
 * such JSON lines that also carry a ``regrade`` object — ``osmosis regrade -o``: read as the rollout
   records they are, with the earlier grading of the same answers as the run's ``previous``;
 * JSON lines whose objects carry ``run_index`` and ``messages`` — the samples file of ``osmosis eval
-  --log-samples``: final messages only, no outcome (``unknown``) and no score.
+  --log-samples``: final messages only, no outcome (``unknown``) and no score;
+* JSON lines whose objects all carry ``row_index``, ``score``, ``outcome`` and ``error`` —
+  ``osmosis reward score -o`` (told apart from a rollout run's records, which have no ``score``).
 
 Only the fields listed in docs/design.md ("The HTML report") are read. Others are ignored and
 optional ones may be missing, so the writers can grow fields without breaking the report. Rows are
@@ -28,9 +30,10 @@ from osmosis_ai.report.model import BaselineFigure, Message, Row, Run, Trajector
 
 PREVIEW_KEYS = ("rollout_id", "status", "row_index")
 SAMPLE_KEYS = frozenset({"row_index", "run_index", "messages"})
+REWARD_SCORE_KEYS = ("row_index", "score", "outcome", "error")
 KNOWN = (
     "the output of 'osmosis rollout run -o', 'osmosis test -o', 'osmosis eval -o' (or its --log-samples "
-    "file) or 'osmosis eval-rubric -o'"
+    "file), 'osmosis eval-rubric -o' or 'osmosis reward score -o'"
 )
 
 
@@ -84,6 +87,8 @@ def read_document(document: Any, source: str) -> Run:
         for keys, reader in _DOCUMENT_READERS:
             if all(key in document for key in keys):
                 return reader(document, source)
+        if _is_reward_score(document):
+            return _read_reward_scores([document], source)
         if any(key in document for key in PREVIEW_KEYS):
             return _read_rollouts([document], source)
         found = ", ".join(sorted(document)[:8]) or "none"
@@ -91,6 +96,8 @@ def read_document(document: Any, source: str) -> Run:
     if isinstance(document, list):
         if document and all(isinstance(item, dict) and item.keys() >= SAMPLE_KEYS for item in document):
             return _read_samples(document, source)
+        if document and all(_is_reward_score(item) for item in document):
+            return _read_reward_scores(document, source)
         for number, item in enumerate(document, 1):
             if not isinstance(item, dict) or not any(key in item for key in PREVIEW_KEYS):
                 raise ReportInputError(
@@ -283,6 +290,36 @@ def _token_runs(record: dict[str, Any], turns: list[dict[str, Any]]) -> list[lis
         for position in range(start, min(total, start + len(_list(turn.get("token_ids"))))):
             mask_bits[position] = 1
     return _runs_of(mask_bits)
+
+
+# -- osmosis reward score ------------------------------------------------------------------------
+
+
+def _is_reward_score(item: Any) -> bool:
+    return isinstance(item, dict) and all(key in item for key in REWARD_SCORE_KEYS)
+
+
+def _read_reward_scores(lines: list[dict[str, Any]], source: str) -> Run:
+    """One row per scored answer; the viewer shows the answer (``solution_str``, when the dataset
+    used that name) and the row's own fields."""
+    rows = []
+    for line in lines:
+        index = _whole(line.get("row_index")) or 0
+        fields = {key: value for key, value in line.items() if key not in REWARD_SCORE_KEYS}
+        answer = fields.get("solution_str")
+        messages = [{"role": "assistant", "content": answer}] if isinstance(answer, str) else []
+        rows.append(
+            Row(
+                row=index,
+                sample=0,
+                outcome=str(line.get("outcome") or "infra_error"),
+                label=f"row {index}",
+                score=_number(line.get("score")),
+                error=_text(line.get("error")),
+                trajectory=Trajectory(messages=messages, extra={"fields": fields}),
+            )
+        )
+    return Run(source=source, kind="reward score", rows=_ordered(rows), score_name="score")
 
 
 # -- osmosis test ---------------------------------------------------------------------------------
