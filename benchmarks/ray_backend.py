@@ -38,7 +38,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, StubProcess(delay=args.latency) as api_base:
         folder = Path(tmp)
         started = time.perf_counter()
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ray.init(
+            address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False
+        )
         init = time.perf_counter() - started
         try:
             (folder / "warm").mkdir()

@@ -29,7 +29,9 @@ REWARD = "examples.calculator.reward:calculator_reward"
 def ray_session() -> Iterator[Any]:
     """One local Ray (2 CPUs) for the test process; each backend use joins it as it is."""
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(
+        address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False
+    )
     yield ray
     ray.shutdown()
 

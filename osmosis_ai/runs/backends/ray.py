@@ -237,7 +237,7 @@ def _connect(ray: Any, address: str | None, num_cpus: int | None) -> bool:
     """Start or join Ray (blocking: run off the event loop); whether this call started the instance."""
     options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
     if address is None:
-        ray.init(num_cpus=num_cpus or os.cpu_count() or 1, **options)
+        ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, **options)  # never a stale one
         return True
     import osmosis_ai
 
