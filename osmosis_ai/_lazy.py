@@ -24,6 +24,11 @@ _EXTRA_FOR_MODULE = {
     "uvicorn": "server",
     "pyarrow": "server",
     "fastmcp": "mcp",
+    "prometheus_client": "prometheus",
+    "opentelemetry": "otel",
+    "wandb": "wandb",
+    "tensorboardX": "tensorboard",
+    "mlflow": "mlflow",
 }
 
 
