@@ -82,13 +82,14 @@ class ServerMetrics:
         self._queued = gauge("queued", "Accepted rollouts waiting for a concurrency slot")
         self._pending = gauge("pending_deliveries", "Terminal reports not acknowledged by TrainGate yet")
         self._limit = gauge("max_concurrent", "Rollouts allowed to run at once (summed over workers)")
-        self._children: dict[tuple[int, str], Any] = {}
+        self._children: dict[int, dict[Any, Any]] = {}
 
-    def _child(self, metric: Any, value: str) -> Any:
-        key = (id(metric), value)
-        child = self._children.get(key)
+    def _child(self, metric: Any, value: Any) -> Any:
+        """The child of ``metric`` labelled ``value``, looked up by the registry once."""
+        children = self._children.setdefault(id(metric), {})
+        child = children.get(value)
         if child is None:
-            child = self._children[key] = metric.labels(value)
+            child = children[value] = metric.labels(str(value))
         return child
 
     # -- events ---------------------------------------------------------------------------------------
@@ -100,7 +101,7 @@ class ServerMetrics:
         self._rollout_seconds.observe(seconds)
 
     def init_answered(self, code: int) -> None:
-        self._child(self._inits, str(code)).inc()
+        self._child(self._inits, code).inc()
 
     def finished(self, status: str) -> None:
         self._child(self._finished, status).inc()
@@ -115,7 +116,7 @@ class ServerMetrics:
         """One POST of a terminal report ended: ``status`` is TrainGate's answer, ``None`` for none."""
         self._callback_attempts.inc()
         if status is None or not 200 <= status < 300:
-            self._child(self._callback_failures, "no_answer" if status is None else str(status)).inc()
+            self._child(self._callback_failures, "no_answer" if status is None else status).inc()
 
     # -- scraping -------------------------------------------------------------------------------------
 

@@ -70,7 +70,9 @@ def scraped(serve, http: httpx.Client, trainer: TrainerStandIn) -> tuple[str, di
     ids = ["r-1", "r-2", "r-3", "r-4", "r-raise", "r-report"]
     auth = {"Authorization": "Bearer k"}
     for rollout_id in ids:
-        assert http.post(f"{server.url}/v1/rollout/init", json=init_body(rollout_id, trainer.url), headers=auth)
+        assert http.post(
+            f"{server.url}/v1/rollout/init", json=init_body(rollout_id, trainer.url), headers=auth
+        )
     assert http.post(f"{server.url}/v1/rollout/init", json=init_body("r-x", trainer.url)).status_code == 401
     for rollout_id in ids:
         trainer.wait_completed(rollout_id)
@@ -207,7 +209,10 @@ def test_workers_sharing_a_multiprocess_directory_report_their_sum(
     ids = {first: ["m-1", "m-2", "m-3"], second: ["m-4", "m-5"]}
     for url, rollout_ids in ids.items():
         for rollout_id in rollout_ids:
-            assert http.post(f"{url}/v1/rollout/init", json=init_body(rollout_id, trainer.url)).status_code == 202
+            assert (
+                http.post(f"{url}/v1/rollout/init", json=init_body(rollout_id, trainer.url)).status_code
+                == 202
+            )
     for rollout_ids in ids.values():
         for rollout_id in rollout_ids:
             trainer.wait_completed(rollout_id)
