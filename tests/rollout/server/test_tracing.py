@@ -90,7 +90,9 @@ def test_a_server_rollout_continues_the_trainers_trace(
 
 
 def test_eval_traces_each_item_with_its_chat_tool_and_score_spans(spans: InMemorySpanExporter) -> None:
-    ran = cli("eval", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--eval-fn", REWARD, "--model", "scripted")
+    ran = cli(
+        "eval", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--eval-fn", REWARD, "--model", "scripted"
+    )
     assert ran.returncode == 0, ran.stderr
     rollouts = named(spans, "invoke_agent calculator")
     rows = len(CALCULATOR_DATASET.read_text().splitlines())
@@ -113,7 +115,7 @@ class _Receiver(BaseHTTPRequestHandler):
 
     names: list[str]
 
-    def do_POST(self) -> None:  # noqa: N802 - the stdlib's handler name
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         request = ExportTraceServiceRequest()
         request.ParseFromString(body)
