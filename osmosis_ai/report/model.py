@@ -84,7 +84,7 @@ class Run:
     """One results file, read."""
 
     source: str
-    kind: str  # the command that wrote it: "rollout run", "test", "eval", "eval-rubric"
+    kind: str  # the command that wrote it: "rollout run", "test", "eval", "eval-rubric", "reward score"
     rows: list[Row]
     score_name: str = "reward"
     pass_threshold: float = 1.0

@@ -5,7 +5,9 @@ The format is told by content, not by the file name:
 * JSON lines whose objects carry ``rollout_id`` or ``status`` with ``row_index`` — ``osmosis rollout run -o``;
 * a JSON object with ``summary`` and ``results`` — ``osmosis test -o``;
 * a JSON object with ``config`` and ``rows`` — ``osmosis eval -o`` (0.2's layout);
-* a JSON object with ``records`` and ``overall_statistics`` — ``osmosis eval-rubric -o``.
+* a JSON object with ``records`` and ``overall_statistics`` — ``osmosis eval-rubric -o``;
+* JSON lines whose objects all carry ``row_index``, ``score``, ``outcome`` and ``error`` —
+  ``osmosis reward score -o`` (told apart from a rollout run's records, which have no ``score``).
 
 Only the fields listed in docs/design.md ("The HTML report") are read. Others are ignored and
 optional ones may be missing, so the writers can grow fields without breaking the report. Rows are
@@ -23,8 +25,10 @@ from osmosis_ai.report.errors import ReportInputError
 from osmosis_ai.report.model import BaselineFigure, Message, Row, Run, Trajectory
 
 PREVIEW_KEYS = ("rollout_id", "status", "row_index")
+REWARD_SCORE_KEYS = ("row_index", "score", "outcome", "error")
 KNOWN = (
-    "the output of 'osmosis rollout run -o', 'osmosis test -o', 'osmosis eval -o' or 'osmosis eval-rubric -o'"
+    "the output of 'osmosis rollout run -o', 'osmosis test -o', 'osmosis eval -o', 'osmosis eval-rubric -o' "
+    "or 'osmosis reward score -o'"
 )
 
 
@@ -78,11 +82,15 @@ def read_document(document: Any, source: str) -> Run:
         for keys, reader in _DOCUMENT_READERS:
             if all(key in document for key in keys):
                 return reader(document, source)
+        if _is_reward_score(document):
+            return _read_reward_scores([document], source)
         if any(key in document for key in PREVIEW_KEYS):
             return _read_rollouts([document], source)
         found = ", ".join(sorted(document)[:8]) or "none"
         raise ReportInputError(f"{source}: a JSON object with keys {found} is not {KNOWN}")
     if isinstance(document, list):
+        if document and all(_is_reward_score(item) for item in document):
+            return _read_reward_scores(document, source)
         for number, item in enumerate(document, 1):
             if not isinstance(item, dict) or not any(key in item for key in PREVIEW_KEYS):
                 raise ReportInputError(
@@ -243,6 +251,36 @@ def _token_runs(record: dict[str, Any], turns: list[dict[str, Any]]) -> list[lis
         for position in range(start, min(total, start + len(_list(turn.get("token_ids"))))):
             mask_bits[position] = 1
     return _runs_of(mask_bits)
+
+
+# -- osmosis reward score ------------------------------------------------------------------------
+
+
+def _is_reward_score(item: Any) -> bool:
+    return isinstance(item, dict) and all(key in item for key in REWARD_SCORE_KEYS)
+
+
+def _read_reward_scores(lines: list[dict[str, Any]], source: str) -> Run:
+    """One row per scored answer; the viewer shows the answer (``solution_str``, when the dataset
+    used that name) and the row's own fields."""
+    rows = []
+    for line in lines:
+        index = _whole(line.get("row_index")) or 0
+        fields = {key: value for key, value in line.items() if key not in REWARD_SCORE_KEYS}
+        answer = fields.get("solution_str")
+        messages = [{"role": "assistant", "content": answer}] if isinstance(answer, str) else []
+        rows.append(
+            Row(
+                row=index,
+                sample=0,
+                outcome=str(line.get("outcome") or "infra_error"),
+                label=f"row {index}",
+                score=_number(line.get("score")),
+                error=_text(line.get("error")),
+                trajectory=Trajectory(messages=messages, extra={"fields": fields}),
+            )
+        )
+    return Run(source=source, kind="reward score", rows=_ordered(rows), score_name="score")
 
 
 # -- osmosis test ---------------------------------------------------------------------------------
