@@ -132,3 +132,20 @@ def test_an_unknown_tool_is_a_usage_error_with_a_suggestion(tmp_path: Path) -> N
     ran = cli(*EVAL, "--log-to", "tensorbord", cwd=tmp_path)
     assert ran.returncode == 2
     assert "invalid choice 'tensorbord' (did you mean 'tensorboard'?)" in ran.stderr
+
+
+def test_reward_score_logs_to_tensorboard(tmp_path: Path) -> None:
+    (tmp_path / "scorers.py").write_text(
+        "def exact(solution_str, ground_truth, extra_info):\n    return float(solution_str == ground_truth)\n"
+    )
+    rows = [{"solution_str": "3", "ground_truth": "3"}, {"solution_str": "4", "ground_truth": "3"}]
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    ran = cli("reward", "score", "-f", "scorers:exact", "-d", str(data), "--workers", "0",
+              "--log-to", "tensorboard", cwd=tmp_path, env=env_for(tmp_path))  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    seen = events(tmp_path / "tb")
+    scalars = {v.tag: v.simple_value for e in seen for v in e.summary.value}
+    assert scalars["summary/rows"] == 2
+    (histogram,) = [v.histo for e in seen for v in e.summary.value if v.tag == "scores"]
+    assert (histogram.num, histogram.min, histogram.max, histogram.sum) == (2, 0.0, 1.0, 1.0)
