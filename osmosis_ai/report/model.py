@@ -92,6 +92,8 @@ class Run:
     baseline: list[BaselineFigure] = field(default_factory=list)
     baseline_source: str | None = None
     notes: list[str] = field(default_factory=list)
+    previous: Run | None = None
+    """For an ``osmosis regrade`` output: the same answers as the earlier grading scored them."""
 
     @property
     def samples_per_row(self) -> int:
