@@ -25,6 +25,11 @@ _EXTRA_FOR_MODULE = {
     "pyarrow": "server",
     "fastmcp": "mcp",
     "ray": "ray",
+    "prometheus_client": "prometheus",
+    "opentelemetry": "otel",
+    "wandb": "wandb",
+    "tensorboardX": "tensorboard",
+    "mlflow": "mlflow",
 }
 
 

@@ -176,6 +176,26 @@ def add_reward_runtime_arguments(
                         help="memory limit of each worker process; past it the sample is 'reward_crash'")  # fmt: skip
 
 
+def add_log_to_argument(parser: argparse.ArgumentParser) -> None:
+    """``--log-to TOOL`` (repeatable): send the finished run to an experiment logger. A command adds it
+    here and calls :func:`osmosis_ai.cli.summary.log_experiment` once its figures exist (``finish_run``
+    does); a missing extra is refused as the command line is parsed, before any work."""
+    from osmosis_ai.observe.loggers import TOOLS
+
+    def tool(text: str) -> str:
+        from osmosis_ai.observe.loggers import install_line
+
+        line = install_line(text) if text in TOOLS else None  # an unknown name: the choices' error
+        if line is not None:
+            raise OutOfRange(line)
+        return text
+
+    parser.add_argument("--log-to", type=tool, choices=list(TOOLS), action="append", metavar="TOOL",
+                        help=f"also log the run ({', '.join(TOOLS)}: config, summary, pass@k, score histogram, sample table) "
+                        "to this experiment tracker; repeatable (settings: each tool's own environment "
+                        "variables, e.g. WANDB_PROJECT, TENSORBOARD_LOGDIR, MLFLOW_TRACKING_URI)")  # fmt: skip
+
+
 def concurrency_value(text: str) -> str | int:
     """A concurrency on the command line: a whole number of at least 1, or ``auto``."""
     if text.strip().lower() == "auto":
