@@ -180,6 +180,65 @@ def summarize(run: Run, *, price: bool = True) -> Summary:
 
 
 @dataclass
+class RowChange:
+    """One ``(row, sample)`` as two runs saw it."""
+
+    key: tuple[int, int]
+    before: Row | None
+    after: Row | None
+
+    @property
+    def delta(self) -> float | None:
+        before = self.before.scored_value if self.before else None
+        after = self.after.scored_value if self.after else None
+        return None if before is None or after is None else after - before
+
+    @property
+    def outcome_changed(self) -> bool:
+        return (self.before and self.before.outcome) != (self.after and self.after.outcome)
+
+
+@dataclass
+class Comparison:
+    """Run ``after`` against run ``before``, row by row."""
+
+    before: Run
+    after: Run
+    changes: list[RowChange] = field(default_factory=list)
+    mean_difference: Estimate | None = None
+
+    @property
+    def improved(self) -> int:
+        return sum(1 for c in self.changes if c.delta is not None and c.delta > 0)
+
+    @property
+    def worse(self) -> int:
+        return sum(1 for c in self.changes if c.delta is not None and c.delta < 0)
+
+    @property
+    def outcome_changes(self) -> int:
+        return sum(1 for c in self.changes if c.outcome_changed)
+
+
+def compare(before: Run, after: Run) -> Comparison:
+    """Pair two gradings of the same answers (``osmosis regrade``) by ``(row, sample)``; the mean
+    difference is over rows scored in both (per-row means first, so rows with more samples do not
+    weigh more). Two runs, whose samples are separate draws, are paired by row: :func:`compare_rows`."""
+    first = {row.key: row for row in before.rows}
+    second = {row.key: row for row in after.rows}
+    keys = sorted(set(first) | set(second))
+    changes = [RowChange(key, first.get(key), second.get(key)) for key in keys]
+    a, b = scores_by_row(before.rows), scores_by_row(after.rows)
+    shared = sorted(set(a) & set(b))
+    difference = None
+    if shared:
+        difference = paired_difference(
+            [sum(b[r]) / len(b[r]) for r in shared], [sum(a[r]) / len(a[r]) for r in shared]
+        )
+    return Comparison(before, after, changes, difference)
+
+
+@dataclass
 class RowFigures:
     """One dataset row of a run: its samples, how they ended, how many passed, their mean score."""
 
@@ -213,7 +272,7 @@ def row_figures(run: Run) -> dict[int, RowFigures]:
 
 
 @dataclass
-class RowChange:
+class RowDelta:
     """One dataset row as two runs saw it (all of its samples in each)."""
 
     key: int
@@ -236,12 +295,12 @@ class RowChange:
 
 
 @dataclass
-class Comparison:
+class RowComparison:
     """Run ``after`` against run ``before``, dataset row against dataset row."""
 
     before: Run
     after: Run
-    changes: list[RowChange] = field(default_factory=list)
+    changes: list[RowDelta] = field(default_factory=list)
     mean_difference: Estimate | None = None
     # k -> (before, after): the pass@k of each run, for every k both have
     pass_at_k: dict[int, tuple[Estimate, Estimate]] = field(default_factory=dict)
@@ -284,13 +343,13 @@ def _pass_at_k(run: Run) -> dict[int, Estimate]:
     return tally.pass_at_k(run.samples_per_row)
 
 
-def compare(before: Run, after: Run) -> Comparison:
+def compare_rows(before: Run, after: Run) -> RowComparison:
     """Pair two runs by dataset row — a row's samples are draws, so sample i of one run has no
     counterpart in the other — comparing each row's mean score, passes and outcomes; the mean
     difference is over rows scored in both (per-row means, so rows with more samples do not weigh more)."""
     first, second = row_figures(before), row_figures(after)
     keys = sorted(set(first) | set(second))
-    changes = [RowChange(key, first.get(key), second.get(key)) for key in keys]
+    changes = [RowDelta(key, first.get(key), second.get(key)) for key in keys]
     a, b = scores_by_row(before.rows), scores_by_row(after.rows)
     shared = sorted(set(a) & set(b))
     difference = None
@@ -300,4 +359,4 @@ def compare(before: Run, after: Run) -> Comparison:
         )
     ahead, behind = _pass_at_k(before), _pass_at_k(after)
     passes = {k: (ahead[k], behind[k]) for k in sorted(set(ahead) & set(behind))}
-    return Comparison(before, after, changes, difference, passes)
+    return RowComparison(before, after, changes, difference, passes)

@@ -95,6 +95,8 @@ class Run:
     # what names the run apart from its rows (dataset, agent, model, ``--n``...): equal in every
     # shard of one run (``--offset``/``--limit``), so shards can be told from other runs
     identity: dict[str, Any] = field(default_factory=dict)
+    previous: Run | None = None
+    """For an ``osmosis regrade`` output: the same answers as the earlier grading scored them."""
 
     @property
     def samples_per_row(self) -> int:

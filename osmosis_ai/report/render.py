@@ -24,7 +24,16 @@ from typing import Any
 from osmosis_ai.consts import PACKAGE_VERSION
 from osmosis_ai.evaluation.statistics import pass_at_k
 from osmosis_ai.report.charts import histogram_svg, pass_at_k_svg
-from osmosis_ai.report.figures import Comparison, RowFigures, Summary, compare, row_figures, summarize
+from osmosis_ai.report.figures import (
+    Comparison,
+    RowComparison,
+    RowFigures,
+    Summary,
+    compare,
+    compare_rows,
+    row_figures,
+    summarize,
+)
 from osmosis_ai.report.model import Row, Run
 
 PREVIEW_CHARS = 120
@@ -234,6 +243,65 @@ def _run_section(index: int, run: Run, summary: Summary) -> str:
     )
 
 
+def _comparison_section(
+    number: int, comparison: Comparison, before: int, after: int, *, regrade: bool = False
+) -> str:
+    """Run ``after`` against run ``before``: their changed rows; for a regrade (``before`` is the
+    earlier grading, which has no section of its own) every row, the changed ones first."""
+    difference = comparison.mean_difference
+    figures = [
+        _figure("mean-difference", "mean difference (B − A)", _number(difference.value if difference else None),
+                f"95% CI {_interval(difference)}" if difference else "no row scored in both"),
+        _figure("improved", "rows better", str(comparison.improved)),
+        _figure("worse", "rows worse", str(comparison.worse)),
+        _figure("outcome-changes", "outcome changed", str(comparison.outcome_changes)),
+    ]  # fmt: skip
+    body = []
+    changes = comparison.changes
+    if regrade:
+        changes = sorted(changes, key=lambda c: not (c.outcome_changed or c.delta))
+    for change in changes:
+        a, b, delta = change.before, change.after, change.delta
+        if not change.outcome_changed and not delta and not regrade:
+            continue
+        css = (
+            "better"
+            if delta and delta > 0
+            else "worse"
+            if delta and delta < 0
+            else "changed"
+            if change.outcome_changed
+            else "same"
+        )
+        body.append(
+            f'<tr class="{css}" data-key="{change.key[0]}:{change.key[1]}">'
+            + _cell(str(change.key[0]), change.key[0], "num") + _cell(str(change.key[1]), change.key[1], "num")
+            + _cell(a.outcome if a else "(absent)") + _cell(b.outcome if b else "(absent)")
+            + _cell(_number(a.score if a else None), a.score if a and a.score is not None else "", "num")
+            + _cell(_number(b.score if b else None), b.score if b and b.score is not None else "", "num")
+            + _cell(_number(delta), delta if delta is not None else "", "num")
+            + "</tr>"
+        )  # fmt: skip
+    table = (
+        '<div class="scroll"><table class="changes sortable"><thead><tr><th>row</th><th>sample</th>'
+        "<th>outcome A</th><th>outcome B</th><th>score A</th><th>score B</th><th>Δ</th></tr></thead>"
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+        if body
+        else '<p class="muted">No row changed its outcome or score.</p>'
+    )
+    against = (
+        f"the earlier grading of {escape(comparison.before.source)}"
+        if regrade
+        else f'<a href="#run-{before}">{escape(comparison.before.source)}</a>'
+    )
+    anchor = f"regrade-{after}" if regrade else f"comparison-{number}"
+    return (
+        f'<section class="comparison" id="{anchor}"><h2>{"Regrade" if regrade else "B vs A"}: '
+        f'<a href="#run-{after}">{escape(comparison.after.source)}</a> against {against}</h2>'
+        f'<div class="figures">{"".join(figures)}</div>{table}</section>'
+    )
+
+
 def _solved(figures: RowFigures | None) -> str:
     return "(absent)" if figures is None else f"{figures.passed} of {figures.samples}"
 
@@ -242,7 +310,8 @@ def _outcomes(figures: RowFigures | None) -> str:
     return "(absent)" if figures is None else ", ".join(f"{n} {name}" for name, n in figures.outcomes.items())
 
 
-def _comparison_section(number: int, comparison: Comparison, before: int, after: int) -> str:
+def _row_comparison_section(number: int, comparison: RowComparison, before: int, after: int) -> str:
+    """Run ``after`` against run ``before``, dataset row against dataset row, with pass@k side by side."""
     difference = comparison.mean_difference
     figures = [
         _figure("mean-difference", "mean difference (B − A)", _number(difference.value if difference else None),
@@ -335,10 +404,20 @@ def render_report(
     if summaries is None:
         summaries = [summarize(run) for run in runs]
     sections = [_run_section(i, run, s) for i, (run, s) in enumerate(zip(runs, summaries, strict=True))]
-    comparisons = [_comparison_section(i, compare(runs[0], run), 0, i) for i, run in enumerate(runs) if i]
+    comparisons = [
+        _comparison_section(i, compare(run.previous, run), i, i, regrade=True)
+        for i, run in enumerate(runs)
+        if run.previous is not None
+    ]
+    comparisons += [
+        _row_comparison_section(i, compare_rows(runs[0], run), 0, i) for i, run in enumerate(runs) if i
+    ]
     navigation = "".join(
         f'<a href="#run-{i}">{escape(run.kind)}: {escape(run.source)}</a>' for i, run in enumerate(runs)
-    ) + "".join(f'<a href="#comparison-{i}">comparison {i}</a>' for i in range(1, len(runs)))
+    ) + "".join(
+        f'<a href="#regrade-{i}">regrade</a>' for i, run in enumerate(runs) if run.previous is not None
+    )
+    navigation += "".join(f'<a href="#comparison-{i}">comparison {i}</a>' for i in range(1, len(runs)))
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = (
         f'<header><h1>{escape(title)}</h1><p class="muted">osmosis-ai {PACKAGE_VERSION} · {generated}</p>'

@@ -68,6 +68,7 @@ CASES: list[tuple[list[str], int, str | None]] = [
     (["test", "-m", CALCULATOR, "-d", MISSING], 1, "dataset_not_found_error"),
     (["reward", "score", "-f", "examples.calculator.reward:calculator_reward", "-d", MISSING], 1, "dataset_not_found_error"),
     (["report", MISSING], 1, None),
+    (["regrade", MISSING, "--reward", "tests.support.rewards:contains"], 1, "cli_error"),
     (["completion", "bash"], 0, None),
     (["eval", "--modle", "x"], 2, "usage_error"),
 ]  # fmt: skip

@@ -53,9 +53,9 @@ def run(args: argparse.Namespace) -> int:
     target = write_report(args.output, runs, title=args.title, summaries=summaries, flag="-o")
     if args.json:
         objects = [summary_object(r, s) for r, s in zip(runs, summaries, strict=True)]
-        from osmosis_ai.report.figures import compare
+        from osmosis_ai.report.figures import compare_rows
 
-        comparisons = [compare(runs[0], later).to_dict() for later in runs[1:]]  # as the page compares
+        comparisons = [compare_rows(runs[0], later).to_dict() for later in runs[1:]]  # as the page compares
         print_json({"report": str(target), "runs": objects, "comparisons": comparisons})
         return 0
     if not args.quiet:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.rollout.client import OsmosisLLMClient
@@ -36,6 +37,8 @@ ALREADY_COMPLETE = 409  # TrainGate's answer for a rollout it already has: deliv
 
 class Deliveries:
     """The terminal callbacks of one server not yet acknowledged by TrainGate (module docstring)."""
+
+    on_attempt: Callable[[int | None], object] | None = None  # the server's metrics hear each POST
 
     def __init__(self, outbox: Outbox, client_settings: RolloutClientSettings, window_seconds: float) -> None:
         self.outbox = outbox
@@ -135,7 +138,9 @@ class Deliveries:
             delivery.server_url, delivery.rollout_id, api_key=delivery.api_key, settings=self.client_settings
         )
         try:
-            await client.send_completion(delivery.body, window_seconds=self.window_seconds, wake=wake)
+            await client.send_completion(
+                delivery.body, window_seconds=self.window_seconds, wake=wake, on_attempt=self.on_attempt
+            )
         except OsmosisValidationError as exc:
             if exc.status_code == ALREADY_COMPLETE:
                 logger.info("rollout %s: TrainGate already has its result (409)", delivery.rollout_id)
