@@ -29,3 +29,17 @@ def test_a_missing_optional_dependency_names_the_extra(
         ImportError, match=r"pkg\.create_app needs the package 'fastapi'.*osmosis-ai\[server\]"
     ):
         getattr_("create_app")
+
+
+def test_the_server_loads_redis_and_prometheus_only_when_asked() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from osmosis_ai.rollout.server import app, serve, state, workers; "
+        "from tests.support.server import ScriptedAgent, fast_config; "
+        "app.create_app(ScriptedAgent(), config=fast_config()); "
+        "print(sorted(m for m in ('redis', 'prometheus_client') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -30,7 +30,9 @@ Opened = Callable[[str], SharedState]
 
 
 @pytest.fixture(params=["sqlite", "redis"])
-async def two_owners(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[SharedState, ...]]:
+async def two_owners(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[tuple[SharedState, ...]]:
     """Two processes' views of one shared state (owners of two pids of this host)."""
     if request.param == "sqlite":
         path = str(tmp_path / "state.sqlite3")
@@ -127,7 +129,9 @@ async def test_replicas_sharing_redis_run_each_rollout_once_through_an_outage(
             assert {(a.status_code, a.json()["rollout_id"]) for a in answers} == {(202, "dup")}
             assert (await init(1, "dup-other-id", idempotency_key="dup")).status_code == 202
             assert (await init(0, "during")).status_code == 202
-            wait_until(lambda: _runs(trainer, "dup") and _runs(trainer, "during"), what="both rollouts running")
+            wait_until(
+                lambda: _runs(trainer, "dup") and _runs(trainer, "during"), what="both rollouts running"
+            )
 
             redis_server.stop()  # mid-run
             refused = await asyncio.gather(*(init(n % 2, f"new-{n}") for n in range(4)))
