@@ -11,6 +11,10 @@ share — plus its completion time. ``completed`` is ordered by completion time,
 the first record that is still fresh instead of scanning everything, and it never holds more than
 ``MAX_COMPLETED_RECORDS`` (the oldest go first, with a warning: duplicates of those would run again,
 as after the TTL).
+
+The second half of the module is what several processes serving one agent share: a
+:class:`SharedState` of claims (:class:`MemoryState` for one process, :class:`SqliteState` for the
+workers of one host, :class:`RedisState` for replicas anywhere; :func:`open_state` picks one).
 """
 
 from __future__ import annotations
@@ -372,6 +376,7 @@ def owner_id(pid: int | None = None) -> str:
 
 _TOKEN = secrets.token_hex(4)
 DEFAULT_LEASE_SECONDS = 10.0
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 class MemoryState:
@@ -660,5 +665,3 @@ def open_state(where: str | None, **options: Any) -> SharedState:
         return RedisState(where, **options)
     return SqliteState(where, **options)
 
-
-REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
