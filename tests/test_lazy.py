@@ -36,9 +36,8 @@ def test_the_server_loads_redis_and_prometheus_only_when_asked() -> None:
     import sys
 
     code = (
-        "import sys; from osmosis_ai.rollout.server import app, serve, state, workers; "
-        "from tests.support.server import ScriptedAgent, fast_config; "
-        "app.create_app(ScriptedAgent(), config=fast_config()); "
+        "import sys; from osmosis_ai.rollout.server import executor, serve, state, workers; "
+        "state.open_state(None); state.open_state(':memory:'); "
         "print(sorted(m for m in ('redis', 'prometheus_client') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

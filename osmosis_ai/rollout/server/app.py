@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SHUTDOWN_CALLBACK_TIMEOUT_SECONDS = 5.0
+RELEASE_SETTLE_SECONDS = 1.0  # for the last acknowledged results' claims to be released
 HEARTBEATS_PER_LEASE = 4  # a claim outlives a few missed beats, not a dead owner
 
 
@@ -139,6 +140,7 @@ class LifecycleManager:
             # of the same callback budget.
             await self.state.cancel_all(timeout=self.executor.callback_time_left())
             await self.executor.deliveries.stop(self.executor.callback_time_left())
+            await self.executor.settle_releases(RELEASE_SETTLE_SECONDS)
             self.executor.close_abandoned()
             await _close_shared_transport()
 

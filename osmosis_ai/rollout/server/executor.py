@@ -256,6 +256,11 @@ class RolloutExecutor:
         except SharedStateUnavailable as exc:
             logger.warning("rollout %s: cannot release its claim (kept until the record TTL): %s", key, exc)
 
+    async def settle_releases(self, timeout: float) -> None:
+        """Give the claim releases under way ``timeout`` seconds to finish (at shutdown)."""
+        if self._releases:
+            await asyncio.wait(set(self._releases), timeout=timeout)
+
     async def adopt_stored(self) -> None:
         """Claim the keys whose results this process's outbox holds (after a restart)."""
         if isinstance(self.shared, MemoryState):

@@ -423,8 +423,8 @@ class SqliteState:
 
     Statements run on the event loop, as the outbox's do: each is a short transaction on a local
     file; a writer waits at most ``busy_seconds`` for another process's write lock (held for
-    microseconds). Raises ``sqlite3.Error``/``OSError`` from the constructor when the file cannot be
-    opened.
+    microseconds). Raises :class:`SharedStateUnavailable` from the constructor when the file cannot
+    be opened.
     """
 
     def __init__(
@@ -442,17 +442,22 @@ class SqliteState:
         self.record_ttl = record_ttl_seconds
         self.owner = owner or owner_id()
         self._errors: tuple[type[BaseException], ...] = (sqlite3.Error, OSError)
-        directory = os.path.dirname(path)
-        if directory:
-            os.makedirs(directory, exist_ok=True)
-        if not os.path.exists(path):
-            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-        self._db = sqlite3.connect(path, timeout=busy_seconds, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        for statement in _SQLITE_SCHEMA:
-            self._db.execute(statement)
-        self._beat()
+        try:
+            directory = os.path.dirname(path)
+            if directory:
+                os.makedirs(directory, exist_ok=True)
+            if not os.path.exists(path):  # it holds no secret, but nobody else needs to write it
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+            self._db = sqlite3.connect(
+                path, timeout=busy_seconds, isolation_level=None, check_same_thread=False
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            for statement in _SQLITE_SCHEMA:
+                self._db.execute(statement)
+            self._beat()
+        except self._errors as exc:
+            raise SharedStateUnavailable(f"cannot open the shared state {path}: {exc}") from None
 
     def _run(self, action: Callable[[], V]) -> V:
         try:
@@ -664,4 +669,3 @@ def open_state(where: str | None, **options: Any) -> SharedState:
     if where.startswith(REDIS_SCHEMES):
         return RedisState(where, **options)
     return SqliteState(where, **options)
-
