@@ -11,7 +11,7 @@ import argparse
 import math
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.parser import OptionGroup, OutOfRange, add_exclusive
@@ -196,6 +196,12 @@ def run_limit(value: str | int, args: argparse.Namespace, *, base_url: str | Non
         return concurrency_limit(value, maximum=getattr(args, "max_concurrency", None), base_url=base_url)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
+
+
+def limit_summary(limit: Limit) -> dict[str, Any]:
+    """The run's concurrency for ``--json``: an ``auto`` limit's course over the run, or the fixed number."""
+    summary = getattr(limit, "summary", None)
+    return {"mode": "fixed", "limit": limit.ceiling} if summary is None else summary()
 
 
 def limit_line(limit: Limit) -> str | None:
