@@ -131,6 +131,9 @@ def main() -> int:
             runs[workers].append(result)
             print(f"  round {round_ + 1}, --workers {workers}: {result['rollouts_per_s']:8.1f} rollouts/s "
                   f"(p50 {result['p50_ms']} ms, completed {result['completed']}/{args.rollouts})")  # fmt: skip
+            if result["completed"] != args.rollouts:
+                print(f"    init errors {result['init_errors']}, timed out {result['timed_out']}: "
+                      f"{result['first_errors']}")  # fmt: skip
     best = {workers: max(r["rollouts_per_s"] for r in results) for workers, results in runs.items()}
     ratios = [two["rollouts_per_s"] / one["rollouts_per_s"] for one, two in zip(runs[1], runs[2], strict=True)
               if one["rollouts_per_s"]]  # fmt: skip

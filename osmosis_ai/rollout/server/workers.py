@@ -9,7 +9,7 @@ listening socket and runs its own app and event loop under :func:`~osmosis_ai.ro
   Redis), so a duplicate init that lands on another worker runs nothing (state.py);
 * the figures of :class:`WorkerSlot`, shared memory from which ``/health`` adds up all workers.
 
-Each worker keeps its own outbox file (``<outbox>.worker-<i>.sqlite3``): a worker that dies is
+Each worker keeps its own outbox file (worker 0 the server's, worker *i* ``<outbox>.worker-<i>.sqlite3``): a worker that dies is
 started again on the same index, and so on the same file, and re-sends what it left; its running
 rollouts have no result, so its claims are dropped at once and a repeated init runs them afresh.
 
@@ -82,8 +82,9 @@ def shared_figures(count: int) -> Any:
 
 
 def worker_outbox(path: str, index: int) -> str:
-    """The outbox file of worker ``index`` for the server's outbox ``path`` (``:memory:`` stays)."""
-    if path == ":memory:":
+    """The outbox file of worker ``index`` for the server's outbox ``path``: worker 0 keeps ``path``
+    itself, so what one process left is re-sent by N and back (``:memory:`` stays)."""
+    if path == ":memory:" or index == 0:
         return path
     root, ext = os.path.splitext(path)
     return f"{root}.worker-{index}{ext or '.sqlite3'}"

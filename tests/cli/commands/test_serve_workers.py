@@ -130,3 +130,11 @@ def test_reload_and_workers_refuse_each_other_in_one_line():
     assert result.stderr == (
         "Error: --reload and --workers cannot be combined: --reload restarts one development process\n"
     )
+
+
+def test_a_state_that_is_neither_redis_nor_a_file_is_one_line():
+    result = cli("serve", "-m", CALCULATOR, "--local", "--state", "http://127.0.0.1:6379/0")
+    assert result.returncode == 1
+    assert result.stderr == (
+        "Error: --state: expected redis://HOST:PORT/DB or an SQLite file path, got 'http://127.0.0.1:6379/0'\n"
+    )
