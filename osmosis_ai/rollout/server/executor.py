@@ -198,9 +198,8 @@ class RolloutExecutor:
         if not isinstance(self.shared, MemoryState):
             try:
                 await self.shared.answered(key, body)
-            except (
-                SharedStateUnavailable
-            ) as exc:  # the rollout runs; duplicates elsewhere use their own tools
+            except SharedStateUnavailable as exc:
+                # The rollout runs all the same; duplicates elsewhere answer with their own tools.
                 logger.warning("rollout %s: cannot store the init answer for duplicates: %s", key, exc)
         return body
 
