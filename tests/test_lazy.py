@@ -37,7 +37,8 @@ def test_the_server_loads_redis_and_prometheus_only_when_asked() -> None:
 
     code = (
         "import sys; from osmosis_ai.rollout.server import executor, serve, state, workers; "
-        "state.open_state(None); state.open_state(':memory:'); "
+        "import tempfile, os; state.open_state(None); "
+        "state.open_state(os.path.join(tempfile.mkdtemp(), 'state.sqlite3')); "
         "print(sorted(m for m in ('redis', 'prometheus_client') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

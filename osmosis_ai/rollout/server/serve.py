@@ -324,6 +324,10 @@ def _checked_state(state: str | None, outbox: str, workers: int) -> str | None:
 
     if state is None and workers == 1:
         return None
+    if state == ":memory:" and workers > 1:
+        raise ServeError(
+            "the state of several workers must be a file or a Redis URL: ':memory:' is one process's"
+        )
     if state is not None and state.startswith(REDIS_SCHEMES):
         if find_spec("redis") is None:
             raise ServeError(f"a Redis state needs the redis package; {install_hint('redis')}")

@@ -446,7 +446,9 @@ class SqliteState:
             directory = os.path.dirname(path)
             if directory:
                 os.makedirs(directory, exist_ok=True)
-            if not os.path.exists(path):  # it holds no secret, but nobody else needs to write it
+            if path != ":memory:" and not os.path.exists(
+                path
+            ):  # it holds no secret, but nobody else needs to write it
                 os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
             self._db = sqlite3.connect(
                 path, timeout=busy_seconds, isolation_level=None, check_same_thread=False
