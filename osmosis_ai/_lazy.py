@@ -25,6 +25,7 @@ _EXTRA_FOR_MODULE = {
     "pyarrow": "server",
     "fastmcp": "mcp",
     "redis": "redis",
+    "ray": "ray",
 }
 
 

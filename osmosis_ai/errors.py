@@ -63,6 +63,7 @@ classes that exist, both ways, so a new error class means a new line here::
     │   ├── PlatformAPIError                        osmosis_ai.auth.errors
     │   └── AuthenticationExpiredError              osmosis_ai.auth.errors
     ├── ReportInputError (ValueError)               osmosis_ai.report.errors
+    ├── RayBackendError                             osmosis_ai.runs.backends.ray
     ├── RewardRuntimeError (RuntimeError)           osmosis_ai.rewards.runtime.errors
     │   ├── RewardLoadError (ValueError)            osmosis_ai.rewards.runtime.errors
     │   ├── RewardSettingError (ValueError)         osmosis_ai.rewards.runtime.errors
@@ -82,7 +83,8 @@ agent-side SDK (calls to TrainGate, agent-loop definition, tools); ``AuthError``
 are Platform login, stored credentials and Platform calls; ``ServeError`` is a server that cannot
 start; the evaluation errors are the shared dataset reader's, the model client's, the eval
 functions' and the run journal's; the TrainGate errors are the local trainer's;
-``ReportInputError`` is a results file the HTML report cannot read; the ``RewardRuntimeError``
+``ReportInputError`` is a results file the HTML report cannot read; ``RayBackendError`` is
+``--backend ray`` unable to run (no ``ray``, no cluster, other versions, every worker gone); the ``RewardRuntimeError``
 family is the reward runtime's (a reward that cannot be loaded, bad settings or rows, worker
 processes that cannot start; a reward failing on a sample is an outcome).
 The command line's own error class lives in ``osmosis_ai/cli/errors.py``

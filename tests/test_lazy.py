@@ -31,6 +31,24 @@ def test_a_missing_optional_dependency_names_the_extra(
         getattr_("create_app")
 
 
+def test_a_missing_ray_names_its_extra() -> None:
+    from osmosis_ai._lazy import install_hint
+
+    assert install_hint("ray") == "install it with: pip install 'osmosis-ai[ray]'"
+
+
+def test_the_backend_modules_load_ray_only_when_it_runs() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, osmosis_ai.runs.backends.ray, osmosis_ai.cli.backend, osmosis_ai.cli.commands.eval, "
+        "osmosis_ai.cli.commands.test; print('ray' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
 def test_the_server_loads_redis_and_prometheus_only_when_asked() -> None:
     import subprocess
     import sys

@@ -220,3 +220,27 @@ def limit_line(limit: Limit) -> str | None:
         f"Concurrency: auto ({figures['minimum']}-{figures['maximum']}): {figures['lowest']} to "
         f"{figures['highest']} in flight, {figures['mean']:g} on average, {figures['limit']} at the end"
     )
+
+
+def ray_address(text: str) -> str:
+    """A Ray cluster address: ``auto`` (the cluster this machine belongs to) or ``ray://HOST:PORT``."""
+    if text == "auto" or (text.startswith("ray://") and len(text) > len("ray://")):
+        return text
+    raise argparse.ArgumentTypeError(f"invalid address {text!r}: expected 'auto' or 'ray://HOST:PORT'")
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--backend local|ray`` and ``--ray-address``: where the work items run
+    (:func:`osmosis_ai.cli.backend.run_backend` opens it)."""
+    parser.add_argument("--backend", choices=("local", "ray"), default="local",
+                        help="run the items in this process (default) or on Ray workers, one per CPU; the "
+                        "dataset, journal and outputs stay here (needs osmosis-ai[ray])")  # fmt: skip
+    parser.add_argument("--ray-address", type=ray_address, metavar="auto|ray://HOST:PORT",
+                        help="with --backend ray: join this cluster (the working directory is shipped to it) "
+                        "instead of starting a local Ray with this machine's CPUs")  # fmt: skip
+
+
+def check_backend_arguments(args: argparse.Namespace) -> None:
+    """``--ray-address`` only with ``--backend ray``."""
+    if getattr(args, "ray_address", None) and getattr(args, "backend", "local") != "ray":
+        raise CLIError("--ray-address needs --backend ray")
