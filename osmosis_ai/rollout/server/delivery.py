@@ -27,6 +27,8 @@ from osmosis_ai.rollout.client import OsmosisLLMClient
 from osmosis_ai.rollout.core.exceptions import OsmosisRolloutError, OsmosisValidationError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from osmosis_ai.rollout.config.settings import RolloutClientSettings
     from osmosis_ai.rollout.server.outbox import Delivery, Outbox
 
@@ -40,8 +42,15 @@ class Deliveries:
 
     on_attempt: Callable[[int | None], object] | None = None  # the server's metrics hear each POST
 
-    def __init__(self, outbox: Outbox, client_settings: RolloutClientSettings, window_seconds: float) -> None:
+    def __init__(
+        self,
+        outbox: Outbox,
+        client_settings: RolloutClientSettings,
+        window_seconds: float,
+        on_settled: Callable[[str], object] | None = None,
+    ) -> None:
         self.outbox = outbox
+        self.on_settled = on_settled  # called with the key once a callback is acknowledged or rejected
         self.client_settings = client_settings
         self.window_seconds = window_seconds
         self._running: dict[str, tuple[asyncio.Task[Any], asyncio.Event]] = {}  # by dedup key
@@ -168,3 +177,5 @@ class Deliveries:
             self.outbox.remove(key)
         except Exception:
             logger.exception("cannot remove the delivered callback %r from the outbox", key)
+        if self.on_settled is not None:
+            self.on_settled(key)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from osmosis_ai.rollout.server.config import ServerConfig
     from osmosis_ai.rollout.server.executor import RolloutExecutor
     from osmosis_ai.rollout.server.state import AppState
+    from osmosis_ai.rollout.server.workers import WorkerSlot
 
 logger = logging.getLogger(__name__)
 
@@ -198,9 +200,12 @@ def _replaying(message: Message, receive: Receive) -> Receive:
     return replay
 
 
-def health_payload(state: AppState, executor: RolloutExecutor) -> dict[str, Any]:
-    """The ``/health`` body: the four protocol keys first, then capacity figures."""
-    return {
+def health_payload(
+    state: AppState, executor: RolloutExecutor, worker: WorkerSlot | None = None
+) -> dict[str, Any]:
+    """The ``/health`` body: the four protocol keys first, then capacity figures; under
+    ``serve --workers`` also which worker answered and the figures of all of them."""
+    payload: dict[str, Any] = {
         "status": "healthy" if executor.accepting else "draining",
         "agent_loop": state.agent_loop_name,
         "active_rollouts": state.active_count,
@@ -212,6 +217,11 @@ def health_payload(state: AppState, executor: RolloutExecutor) -> dict[str, Any]
         "pending_deliveries": executor.pending_deliveries,
         "abandoned_rollouts": executor.abandoned,
     }
+    if worker is not None:
+        worker.publish(state, executor)
+        payload["worker"] = {"index": worker.index, "pid": os.getpid()}
+        payload["workers"] = worker.totals()
+    return payload
 
 
 async def _unprocessable(request: Request, exc: Exception) -> Response:
@@ -254,14 +264,14 @@ def add_routes(
         return Response(body, 202, media_type="application/json")
 
     async def health() -> Response:
-        return JSONResponse(health_payload(state, executor))
+        return JSONResponse(health_payload(state, executor, config.worker))
 
     async def platform_health(request: Request) -> Response:
         if api_key is None:
             return JSONResponse({"detail": "Not found"}, 404)
         if not authorized(_authorization(request), api_key):
             return JSONResponse(UNAUTHORIZED, 401)
-        return JSONResponse(health_payload(state, executor))
+        return JSONResponse(health_payload(state, executor, config.worker))
 
     app.add_api_route(INIT_PATH, init, methods=["POST"], status_code=202)
     app.add_exception_handler(RequestValidationError, _unprocessable)
