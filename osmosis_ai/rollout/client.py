@@ -39,9 +39,11 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from osmosis_ai._http import (
+    FailureLog,
     NoAnswer,
     RetryPolicy,
     Transport,
+    endpoint_of,
     get_shared_transport,
     is_retryable_status,
     parse_retry_after,
@@ -201,6 +203,9 @@ class OsmosisLLMClient:
         timeout_seconds, max_retries, complete_rollout_retries: override ``settings``.
         settings: client settings (default: ``get_settings().client``).
         transport: send through this transport instead of the process-wide pool (tests, custom I/O).
+        failures: log failed attempts through this :class:`~osmosis_ai._http.FailureLog` (a server's
+            rollouts share one, so a trainer that does not answer costs a few lines a minute, not
+            one per rollout and attempt); without it each one is logged.
     """
 
     def __init__(
@@ -214,6 +219,7 @@ class OsmosisLLMClient:
         settings: RolloutClientSettings | None = None,
         *,
         transport: Transport | None = None,
+        failures: FailureLog | None = None,
     ) -> None:
         self.settings = settings if settings is not None else get_settings().client
         self.server_url = server_url.rstrip("/")
@@ -231,6 +237,7 @@ class OsmosisLLMClient:
         except ValueError as exc:
             raise RolloutValueError(str(exc)) from None
         self._transport = transport
+        self._failures = failures
         self._headers = {"Content-Type": "application/json"}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
@@ -475,7 +482,11 @@ class OsmosisLLMClient:
             raise _Retryable(self._retryable_error(url, response), parse_retry_after(response.retry_after))
 
         def log(number: int, exc: Exception, wait: float) -> None:
-            logger.warning(
+            self._log_failure(
+                logging.WARNING,
+                "retry",
+                url,
+                exc,
                 "Rollout %s: attempt %d%s of POST %s failed (%s); retrying in %.2fs",
                 self.rollout_id,
                 number,
@@ -495,10 +506,31 @@ class OsmosisLLMClient:
                 on_retry=log,
             )
         except _Retryable as exc:
-            logger.error(
-                "Rollout %s: POST %s failed after %d attempts: %s", self.rollout_id, url, attempts, exc
+            self._log_failure(
+                logging.ERROR,
+                "failed",
+                url,
+                exc,
+                "Rollout %s: POST %s failed after %d attempts: %s",
+                self.rollout_id,
+                url,
+                attempts,
+                exc,
             )
             raise exc.error from exc.__cause__
+
+    def _log_failure(
+        self, level: int, kind: str, url: str, exc: Exception, message: str, *args: object
+    ) -> None:
+        if self._failures is None:
+            logger.log(level, message, *args)
+            return
+        error = exc.error if isinstance(exc, _Retryable) else exc
+        status = getattr(error, "status_code", None)
+        why = f"HTTP {status}" if status is not None else "no answer"
+        self._failures.log(
+            level, f"POST {url.rpartition('/v1/')[2]} {kind} ({why})", endpoint_of(url), message, *args
+        )
 
     def _retryable_error(self, url: str, response: TransportResponse) -> OsmosisRolloutError:
         """The error to retry for a non-2xx answer; raises at once when the status is not retryable."""

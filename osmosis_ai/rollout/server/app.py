@@ -82,7 +82,7 @@ class LifecycleManager:
         if config.debug_dir:
             logger.info("per-rollout debug traces go to %s", config.debug_dir)
         self.state.start_cleanup_task()
-        self.executor.deliveries.start(older_than_seconds=self.state.record_ttl)
+        self.executor.deliveries.start()
         if config.on_startup is not None:
             await config.on_startup()
         if config.registers:

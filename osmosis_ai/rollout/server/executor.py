@@ -39,10 +39,16 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from osmosis_ai._http import FailureLog, endpoint_of
 from osmosis_ai._usercode import UserCodeRaised, contain, forget_traceback
 from osmosis_ai.rollout.client import OsmosisLLMClient
 from osmosis_ai.rollout.core.base import RolloutContext, RolloutResult
-from osmosis_ai.rollout.core.exceptions import RolloutValueError
+from osmosis_ai.rollout.core.exceptions import (
+    OsmosisServerError,
+    OsmosisTimeoutError,
+    OsmosisTransportError,
+    RolloutValueError,
+)
 from osmosis_ai.rollout.core.schemas import InitResponse
 from osmosis_ai.rollout.server.agent_tools import GetToolsCaller, ToolsCache
 from osmosis_ai.rollout.server.delivery import Deliveries
@@ -58,6 +64,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _TERMINAL_STATUSES = ("COMPLETED", "ERROR")
+_TRAINER_UNANSWERED = (OsmosisTransportError, OsmosisTimeoutError, OsmosisServerError)
 _UNWIND_SHARE = 0.1  # of the shutdown callback budget
 SHUTDOWN_MESSAGE = "RolloutServer shut down before the rollout finished"
 DRAINING_MESSAGE = "the RolloutServer is shutting down; retry on another server"
@@ -112,8 +119,15 @@ class RolloutExecutor:
         self.abandon_grace = config.server.abandon_grace_seconds
         self.client_settings = _pool_for(config.client, state.max_concurrent)
         self.tools_exclude_none = config.tools_exclude_none
+        self.failures = FailureLog(
+            logger
+        )  # chat calls and callbacks: a dead trainer logs a few lines a minute
         self.deliveries = Deliveries(
-            Outbox(config.server.outbox_path), self.client_settings, config.server.delivery_window_seconds
+            Outbox(config.server.outbox_path),
+            self.client_settings,
+            config.server.delivery_window_seconds,
+            config.server.outbox_max_age_seconds,
+            self.failures,
         )
         self.accepting = True
         self.abandoned = 0  # rollouts whose agent ignored cancellation (their tasks run on, unowned)
@@ -232,7 +246,9 @@ class RolloutExecutor:
         return self._commit(request, client, outcome, ctx)
 
     def _client(self, server_url: str, rollout_id: str, api_key: str | None) -> OsmosisLLMClient:
-        return OsmosisLLMClient(server_url, rollout_id, api_key=api_key, settings=self.client_settings)
+        return OsmosisLLMClient(
+            server_url, rollout_id, api_key=api_key, settings=self.client_settings, failures=self.failures
+        )
 
     async def _outcome(self, ctx: RolloutContext) -> _Outcome:
         """Run the agent in a child task and turn whatever happens into the terminal callback's fields.
@@ -262,11 +278,21 @@ class RolloutExecutor:
         exc = agent.exception()
         if exc is not None:
             shown = exc.original if isinstance(exc, UserCodeRaised) else exc
-            logger.error(
-                "agent loop failed for rollout %s",
-                rollout_id,
-                exc_info=(type(shown), shown, shown.__traceback__),
-            )
+            if isinstance(shown, _TRAINER_UNANSWERED):  # no bug of the agent's: TrainGate did not answer
+                self.failures.log(
+                    logging.ERROR,
+                    f"agent loop failed ({type(shown).__name__})",
+                    endpoint_of(ctx.request.server_url),
+                    "agent loop failed for rollout %s: a call to TrainGate failed: %s",
+                    rollout_id,
+                    shown,
+                )
+            else:
+                logger.error(
+                    "agent loop failed for rollout %s",
+                    rollout_id,
+                    exc_info=(type(shown), shown, shown.__traceback__),
+                )
             message = str(exc) if isinstance(exc, UserCodeRaised) else _error_text(exc)
             forget_traceback(shown)
             forget_traceback(exc)
