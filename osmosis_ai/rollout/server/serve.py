@@ -154,6 +154,8 @@ def serve_agent_loop(
         port=config.port,
         sock=sock,
         header_timeout_seconds=config.server.header_timeout_seconds,
+        max_head_bytes=config.server.max_head_bytes,
+        max_headers=config.server.max_headers,
         **options,
     )
 
