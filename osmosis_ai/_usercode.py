@@ -96,8 +96,11 @@ def call_inline(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         raise UserCodeRaised(exc) from None
 
 
+QUEUED, RUNNING, DONE, ABANDONED = "queued", "running", "done", "abandoned"
+
+
 class _Call:
-    __slots__ = ("args", "dropped", "function", "future", "kwargs", "loop")
+    __slots__ = ("args", "dropped", "function", "future", "kwargs", "loop", "state")
 
     def __init__(self, function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         import asyncio
@@ -106,6 +109,7 @@ class _Call:
         self.loop = asyncio.get_running_loop()
         self.future: asyncio.Future[Any] = self.loop.create_future()
         self.dropped = False  # the caller stopped waiting: skip it if it is still queued
+        self.state = QUEUED
 
     def run(self) -> None:
         try:
@@ -131,7 +135,9 @@ class UserThreads:
     """Daemon threads for synchronous user code, at most ``max_threads`` running at once.
 
     Calls beyond the limit wait in order for a thread. Their number is bounded by the callers, each
-    of which awaits its own call. A thread idle for ``idle_seconds`` ends.
+    of which awaits its own call. A thread idle for ``idle_seconds`` ends. A call whose caller stops
+    waiting while it runs (a timeout, a cancelled run) gives its place back: a hung function must not
+    take a slot from every later call. Its thread ends when the function returns, if it ever does.
     """
 
     def __init__(self, max_threads: int | None = None, *, name: str = "osmosis-user-code",
@@ -163,24 +169,38 @@ class UserThreads:
             result: T = await job.future
             return result
         finally:
-            job.dropped = True
+            with self._lock:
+                job.dropped = True
+                if job.state == RUNNING:
+                    job.state = ABANDONED
+                    self._threads -= 1
+                    if len(self._queue) > self._idle and self._threads < self.max_threads:
+                        self._threads += 1
+                        threading.Thread(target=self._serve, name=self.name, daemon=True).start()
 
     def _serve(self) -> None:
         while (job := self._next()) is not None:
-            if not job.dropped:
-                job.run()
+            job.run()
+            with self._lock:
+                if job.state == ABANDONED:  # its place was given back: this thread is one too many
+                    return
+                job.state = DONE
             del job  # a thread waiting for work must not keep the last call's arguments alive
 
     def _next(self) -> _Call | None:
         with self._lock:
-            while not self._queue:
-                self._idle += 1
-                woken = self._wake.wait(self.idle_seconds)
-                self._idle -= 1
-                if not woken and not self._queue:
-                    self._threads -= 1
-                    return None
-            return self._queue.popleft()
+            while True:
+                while not self._queue:
+                    self._idle += 1
+                    woken = self._wake.wait(self.idle_seconds)
+                    self._idle -= 1
+                    if not woken and not self._queue:
+                        self._threads -= 1
+                        return None
+                job = self._queue.popleft()
+                if not job.dropped:  # (a call whose caller stopped waiting before it started is skipped)
+                    job.state = RUNNING
+                    return job
 
 
 _default_threads: UserThreads | None = None

@@ -90,6 +90,18 @@ def test_import_loads_only_the_standard_library(statement: str) -> None:
     assert not {name for name in loaded if name.partition(".")[0] in HEAVY_MODULES}
 
 
+@pytest.mark.parametrize("module", ["osmosis_ai.runs.answers", "osmosis_ai.cli.commands.reward"])
+def test_reward_score_modules_load_only_the_standard_library(module: str) -> None:
+    loaded = _modules_after(f"import {module}")
+    assert {name.partition(".")[0] for name in loaded} - set(sys.stdlib_module_names) <= {"osmosis_ai"}
+
+
 def test_rollout_package_import_stays_free_of_the_server_stack() -> None:
     loaded = {name.partition(".")[0] for name in _modules_after("import osmosis_ai.rollout")}
     assert not loaded & {"fastapi", "starlette", "uvicorn", "litellm", "aiohttp", "httpx"}
+
+
+@pytest.mark.parametrize("module", ["osmosis_ai.evaluation.regrade", "osmosis_ai.cli.commands.regrade"])
+def test_regrade_modules_load_nothing_heavy(module: str) -> None:
+    loaded = {name.partition(".")[0] for name in _modules_after(f"import {module}")}
+    assert not loaded & set(HEAVY_MODULES)

@@ -117,6 +117,18 @@ async def test_a_call_queued_behind_a_blocking_one_gets_a_thread_of_its_own() ->
             await blocked
 
 
+async def test_a_hung_call_its_caller_gave_up_on_gives_its_thread_back() -> None:
+    threads = UserThreads(1)
+    release = threading.Event()
+    try:
+        for _ in range(3):  # each one hangs and is given up on; the next call still gets a thread
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(threads.call(release.wait), 0.05)
+        assert await asyncio.wait_for(threads.call(lambda: 7), 10) == 7
+    finally:
+        release.set()
+
+
 async def test_never_more_threads_than_the_limit() -> None:
     threads = UserThreads(3)
     lock = threading.Lock()

@@ -1,4 +1,4 @@
-"""The 0.2 credential functions, over :mod:`osmosis_ai.auth.store`, for the current Platform.
+"""The compatibility credential functions, over :mod:`osmosis_ai.auth.store`, for the current Platform.
 
 Each works on the workspaces of the Platform that ``OSMOSIS_PLATFORM_URL`` names (the public one by
 default). Workspaces are found by key (organization id) or by organization name.

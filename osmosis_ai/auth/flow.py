@@ -1,4 +1,4 @@
-"""The 0.2 ``login`` (browser flow), over :mod:`osmosis_ai.auth.browser`."""
+"""The compatibility ``login`` (browser flow), over :mod:`osmosis_ai.auth.browser`."""
 
 from __future__ import annotations
 

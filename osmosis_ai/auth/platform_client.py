@@ -1,4 +1,4 @@
-"""The 0.2 ``platform_request``, over :mod:`osmosis_ai.auth.client`."""
+"""The compatibility ``platform_request``, over :mod:`osmosis_ai.auth.client`."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import argparse
 import math
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.parser import OptionGroup, OutOfRange, add_exclusive
@@ -129,14 +129,16 @@ def add_agent_run_arguments(parser: argparse.ArgumentParser, *, unit: str, requi
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")
 
 
-def add_journal_arguments(parser: argparse.ArgumentParser, *, unit: str) -> None:
+def add_journal_arguments(
+    parser: argparse.ArgumentParser, *, unit: str, failed: str = "the model failed"
+) -> None:
     """``--journal``, ``--fresh`` and ``--retry-failed``: where a resumable run keeps its finished
-    ``unit``s, and what a rerun of the same command runs again."""
+    ``unit``s, and what a rerun of the same command runs again (the ``unit``s ``failed`` says)."""
     parser.add_argument("--journal", metavar="FILE", type=absolute_path, help="journal file (default: one per configuration "
                         "under $OSMOSIS_CACHE_DIR/eval or ~/.cache/osmosis/eval)")  # fmt: skip
     again = add_exclusive(parser)
     again.add_argument("--fresh", action="store_true", help="start over; the old journal is kept as a backup")
-    again.add_argument("--retry-failed", action="store_true", help=f"also rerun {unit}s the model failed")
+    again.add_argument("--retry-failed", action="store_true", help=f"also rerun {unit}s {failed}")
 
 
 def open_dataset(args: argparse.Namespace) -> tuple[DatasetReader, int, int]:
@@ -156,17 +158,21 @@ def open_dataset(args: argparse.Namespace) -> tuple[DatasetReader, int, int]:
     return reader, total, selected
 
 
-def add_reward_runtime_arguments(parser: argparse.ArgumentParser, *, what: str) -> None:
+def add_reward_runtime_arguments(
+    parser: argparse.ArgumentParser, *, what: str, prefix: str = "--reward-"
+) -> None:
     """How the reward runtime scores (``what``: "eval functions", "the reward"): ``--reward-timeout``,
-    ``--reward-workers``, ``--reward-memory-limit``. Defaults that protect: a timeout, and worker
-    processes (one per CPU) that a hung or crashing reward cannot take the run down with."""
-    parser.add_argument("--reward-timeout", type=finite_number(0), default=60.0, metavar="SECONDS",
+    ``--reward-workers``, ``--reward-memory-limit``, or with ``prefix="--"`` (``osmosis reward score``,
+    where every flag is about the reward) ``--timeout``, ``--workers``, ``--memory-limit``; read by
+    :func:`osmosis_ai.cli.loading.reward_runtime` either way. Defaults that protect: a timeout, and
+    worker processes (one per CPU) that a hung or crashing reward cannot take the run down with."""
+    parser.add_argument(f"{prefix}timeout", dest="reward_timeout", type=finite_number(0), default=60.0, metavar="SECONDS",
                         help=f"time {what} may take per sample, measured where they run; past it the "
                         "sample is 'reward_timeout' and its worker is replaced (default 60; 0: no limit)")  # fmt: skip
-    parser.add_argument("--reward-workers", type=whole_number(0), metavar="N",
+    parser.add_argument(f"{prefix}workers", dest="reward_workers", type=whole_number(0), metavar="N",
                         help=f"worker processes scoring with {what} (default: one per CPU; 0 scores in this "
                         "process, where a hung one cannot be stopped)")  # fmt: skip
-    parser.add_argument("--reward-memory-limit", type=whole_number(1), metavar="MB",
+    parser.add_argument(f"{prefix}memory-limit", dest="reward_memory_limit", type=whole_number(1), metavar="MB",
                         help="memory limit of each worker process; past it the sample is 'reward_crash'")  # fmt: skip
 
 
@@ -196,6 +202,12 @@ def run_limit(value: str | int, args: argparse.Namespace, *, base_url: str | Non
         return concurrency_limit(value, maximum=getattr(args, "max_concurrency", None), base_url=base_url)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
+
+
+def limit_summary(limit: Limit) -> dict[str, Any]:
+    """The run's concurrency for ``--json``: an ``auto`` limit's course over the run, or the fixed number."""
+    summary = getattr(limit, "summary", None)
+    return {"mode": "fixed", "limit": limit.ceiling} if summary is None else summary()
 
 
 def limit_line(limit: Limit) -> str | None:

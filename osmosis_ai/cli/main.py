@@ -63,6 +63,13 @@ COMMANDS: dict[str, Command] = {
     "test": Command(
         "osmosis_ai.cli.commands.test", "Run an agent loop in-process over a dataset with a LiteLLM model"
     ),
+    "regrade": Command(
+        "osmosis_ai.cli.commands.regrade", "Score the answers of earlier runs again with another grader"
+    ),
+    "reward": Command(
+        "osmosis_ai.cli.commands.reward",
+        "Score a dataset of answers with a reward function, isolated and killable",
+    ),
     "report": Command(
         "osmosis_ai.cli.commands.report", "Turn results files into one self-contained HTML report"
     ),

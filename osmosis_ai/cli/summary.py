@@ -12,7 +12,7 @@ before its outcome line (so that line stays the last) and :func:`finish_run` onc
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,10 +61,13 @@ def summary_object(run: Run, summary: Summary) -> dict[str, Any]:
     return {"source": run.source, "kind": run.kind, "score_name": run.score_name, **summary.to_dict()}
 
 
-def print_summary(run: Run, summary: Summary, *, as_json: bool = False) -> None:
-    """The summary table on stdout, or (``as_json``) its object as one line of JSON."""
+def print_summary(
+    run: Run, summary: Summary, *, as_json: bool = False, extra: Mapping[str, Any] | None = None
+) -> None:
+    """The summary table on stdout, or (``as_json``) its object as one line of JSON, with ``extra``
+    (what only the command knows, such as its concurrency) added."""
     if as_json:
-        print_json(summary_object(run, summary))
+        print_json({**summary_object(run, summary), **(extra or {})})
         return
     console.table(summary_rows(run, summary), title=f"Summary ({run.kind}: {run.source})")
 
@@ -138,7 +141,14 @@ def show_summary(
     return figures
 
 
-def finish_run(args: argparse.Namespace, results: Any, source: str, figures: Figures | None = None) -> None:
+def finish_run(
+    args: argparse.Namespace,
+    results: Any,
+    source: str,
+    figures: Figures | None = None,
+    *,
+    extra: Mapping[str, Any] | None = None,
+) -> None:
     """``--report`` and ``--json`` once a run's results exist: ``results`` is the results file's path,
     or the document a command writes with ``-o`` (the ``test``/``eval`` JSON) still in memory.
     ``--json`` prints ``figures`` when given; the report needs the rows, so it reads ``results``
@@ -150,4 +160,4 @@ def finish_run(args: argparse.Namespace, results: Any, source: str, figures: Fig
         say(f"Wrote report to {report}", quiet=bool(getattr(args, "quiet", False) or as_json))
         figures = figures or (run, summary)
     if as_json:
-        print_summary(*(figures or run_figures(results, source)), as_json=True)
+        print_summary(*(figures or run_figures(results, source)), as_json=True, extra=extra)

@@ -1,4 +1,4 @@
-"""0.2 import path of the rubric tools' services: the parts that keep their 0.2 meaning (the error,
+"""Legacy import path of the rubric tools' services: the parts that keep their 0.2 meaning (the error,
 the config reader, the JSONL helpers). The evaluation session, engine and report classes are
 ``osmosis eval-rubric`` itself (docs/compatibility.md)."""
 

@@ -1,4 +1,4 @@
-"""0.2 import path of the rubric config reader, over :mod:`osmosis_ai.cli.eval_rubric.config`."""
+"""Legacy import path of the rubric config reader, over :mod:`osmosis_ai.cli.eval_rubric.config`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""0.2 import path of the JSONL record helpers, over :mod:`osmosis_ai.cli.eval_rubric.dataset`."""
+"""Legacy import path of the JSONL record helpers, over :mod:`osmosis_ai.cli.eval_rubric.dataset`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""0.2 import path of the command line's error, :class:`osmosis_ai.cli.errors.CLIError`."""
+"""Legacy import path of the command line's error, :class:`osmosis_ai.cli.errors.CLIError`."""
 
 from __future__ import annotations
 

@@ -10,6 +10,8 @@
   :func:`bootstrap_means` does it for several per-row columns with one set of draws.
 * :func:`paired_difference` — two models on the same rows: the mean of the per-row differences
   and its bootstrap interval, never a difference of two separately computed summaries.
+* :func:`cohen_kappa` and :func:`spearman_rho` — how far two graders of the same rows agree: on
+  pass/fail beyond chance, and on the order of continuous scores.
 
 Pure Python; the bootstrap takes a seed so reports are reproducible.
 """
@@ -201,3 +203,52 @@ class ScoreTally:
             return {}
         outcomes = [[True] * int(p) + [False] * int(n - p) for _, n, p in self.by_row.values()]
         return pass_at_k_table(outcomes)
+
+
+def cohen_kappa(first: Sequence[bool], second: Sequence[bool]) -> float | None:
+    """Cohen's kappa of two pass/fail gradings of the same rows: their agreement beyond what their
+    pass rates alone would give by chance, ``(p_o - p_e) / (1 - p_e)``; ``None`` when chance already
+    agrees on every row (both graders give one verdict to all), where kappa is undefined."""
+    if len(first) != len(second):
+        raise ValueError(f"paired rows differ in number: {len(first)} and {len(second)}")
+    if not first:
+        raise ValueError("no rows to compare")
+    n = len(first)
+    observed = sum(bool(a) == bool(b) for a, b in zip(first, second, strict=True)) / n
+    p_first, p_second = sum(map(bool, first)) / n, sum(map(bool, second)) / n
+    chance = p_first * p_second + (1 - p_first) * (1 - p_second)
+    if chance >= 1.0:
+        return None
+    return (observed - chance) / (1 - chance)
+
+
+def ranks(values: Sequence[float]) -> list[float]:
+    """1-based ranks of ``values``, tied values sharing the mean of the ranks they span."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    result = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for position in order[start : end + 1]:
+            result[position] = (start + end) / 2 + 1
+        start = end + 1
+    return result
+
+
+def spearman_rho(first: Sequence[float], second: Sequence[float]) -> float | None:
+    """Spearman's rank correlation of two gradings of the same rows (Pearson's r of their ranks, so
+    ties are handled); ``None`` when either grading gives every row the same score."""
+    if len(first) != len(second):
+        raise ValueError(f"paired rows differ in number: {len(first)} and {len(second)}")
+    x, y = ranks(first), ranks(second)
+    if len(x) < 2:
+        return None
+    mx, my = fmean(x), fmean(y)
+    sxy = math.fsum((a - mx) * (b - my) for a, b in zip(x, y, strict=True))
+    sxx = math.fsum((a - mx) ** 2 for a in x)
+    syy = math.fsum((b - my) ** 2 for b in y)
+    if sxx == 0 or syy == 0:
+        return None
+    return sxy / math.sqrt(sxx * syy)

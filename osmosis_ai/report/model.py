@@ -84,7 +84,7 @@ class Run:
     """One results file, read."""
 
     source: str
-    kind: str  # the command that wrote it: "rollout run", "test", "eval", "eval-rubric"
+    kind: str  # the command that wrote it: "rollout run", "test", "eval", "eval-rubric", "reward score"
     rows: list[Row]
     score_name: str = "reward"
     pass_threshold: float = 1.0
@@ -92,6 +92,8 @@ class Run:
     baseline: list[BaselineFigure] = field(default_factory=list)
     baseline_source: str | None = None
     notes: list[str] = field(default_factory=list)
+    previous: Run | None = None
+    """For an ``osmosis regrade`` output: the same answers as the earlier grading scored them."""
 
     @property
     def samples_per_row(self) -> int:

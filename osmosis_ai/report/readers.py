@@ -5,7 +5,13 @@ The format is told by content, not by the file name:
 * JSON lines whose objects carry ``rollout_id`` or ``status`` with ``row_index`` — ``osmosis rollout run -o``;
 * a JSON object with ``summary`` and ``results`` — ``osmosis test -o``;
 * a JSON object with ``config`` and ``rows`` — ``osmosis eval -o`` (0.2's layout);
-* a JSON object with ``records`` and ``overall_statistics`` — ``osmosis eval-rubric -o``.
+* a JSON object with ``records`` and ``overall_statistics`` — ``osmosis eval-rubric -o``;
+* such JSON lines that also carry a ``regrade`` object — ``osmosis regrade -o``: read as the rollout
+  records they are, with the earlier grading of the same answers as the run's ``previous``;
+* JSON lines whose objects carry ``run_index`` and ``messages`` — the samples file of ``osmosis eval
+  --log-samples``: final messages only, no outcome (``unknown``) and no score;
+* JSON lines whose objects all carry ``row_index``, ``score``, ``outcome`` and ``error`` —
+  ``osmosis reward score -o`` (told apart from a rollout run's records, which have no ``score``).
 
 Only the fields listed in docs/design.md ("The HTML report") are read. Others are ignored and
 optional ones may be missing, so the writers can grow fields without breaking the report. Rows are
@@ -23,8 +29,11 @@ from osmosis_ai.report.errors import ReportInputError
 from osmosis_ai.report.model import BaselineFigure, Message, Row, Run, Trajectory
 
 PREVIEW_KEYS = ("rollout_id", "status", "row_index")
+SAMPLE_KEYS = frozenset({"row_index", "run_index", "messages"})
+REWARD_SCORE_KEYS = ("row_index", "score", "outcome", "error")
 KNOWN = (
-    "the output of 'osmosis rollout run -o', 'osmosis test -o', 'osmosis eval -o' or 'osmosis eval-rubric -o'"
+    "the output of 'osmosis rollout run -o', 'osmosis test -o', 'osmosis eval -o' (or its --log-samples "
+    "file), 'osmosis eval-rubric -o' or 'osmosis reward score -o'"
 )
 
 
@@ -78,11 +87,17 @@ def read_document(document: Any, source: str) -> Run:
         for keys, reader in _DOCUMENT_READERS:
             if all(key in document for key in keys):
                 return reader(document, source)
+        if _is_reward_score(document):
+            return _read_reward_scores([document], source)
         if any(key in document for key in PREVIEW_KEYS):
             return _read_rollouts([document], source)
         found = ", ".join(sorted(document)[:8]) or "none"
         raise ReportInputError(f"{source}: a JSON object with keys {found} is not {KNOWN}")
     if isinstance(document, list):
+        if document and all(isinstance(item, dict) and item.keys() >= SAMPLE_KEYS for item in document):
+            return _read_samples(document, source)
+        if document and all(_is_reward_score(item) for item in document):
+            return _read_reward_scores(document, source)
         for number, item in enumerate(document, 1):
             if not isinstance(item, dict) or not any(key in item for key in PREVIEW_KEYS):
                 raise ReportInputError(
@@ -162,7 +177,39 @@ _STATUS_OUTCOMES = {"COMPLETED": "completed", "ERROR": "agent_error", "TIMEOUT":
 
 def _read_rollouts(records: list[dict[str, Any]], source: str) -> Run:
     rows = [_rollout_row(record) for record in records]
+    if records and all(isinstance(record.get("regrade"), dict) for record in records):
+        return _read_regrade(records, rows, source)
     return Run(source=source, kind="rollout run", rows=_ordered(rows), model=_text(_first(records, "model")))
+
+
+def _read_regrade(records: list[dict[str, Any]], rows: list[Row], source: str) -> Run:
+    """``osmosis regrade -o``: the new grading, its earlier one as ``previous``, and with ``-r`` the
+    variance of the new grader's repeated scores as a note."""
+    from osmosis_ai.evaluation.regrade import Pair, variance
+
+    provenance = [record["regrade"] for record in records]
+    earlier = []
+    for row, regrade in zip(rows, provenance, strict=True):
+        earlier.append(Row(row=row.row, sample=row.sample, label=row.label, score=_number(regrade.get("previous_reward")),
+                           outcome=str(regrade.get("previous_outcome") or "unknown")))  # fmt: skip
+    sources = sorted({str(p.get("source")) for p in provenance})
+    graders = sorted({str(p.get("grader")) for p in provenance})
+    run = Run(source=source, kind="regrade", rows=_ordered(rows))
+    run.previous = Run(source=", ".join(sources), kind="earlier grading", rows=_ordered(earlier))
+    run.notes.append(f"regraded with {', '.join(graders)} from {', '.join(sources)}")
+    pairs = [
+        Pair(row.row, row.sample, None, row.scored_value, tuple(v for v in _list(p.get("repeats")) if _number(v) is not None))
+        for row, p in zip(rows, provenance, strict=True)
+    ]  # fmt: skip
+    spread = variance(pairs)
+    if spread is not None:
+        mean, flips = spread["mean_std"], spread["flips"]
+        run.notes.append(
+            f"scored {spread['repeats']} times: mean within-answer standard deviation {mean['value']:.3f} "
+            f"[{mean['low']:.3f}, {mean['high']:.3f}], largest {spread['max_std']:.3f}; pass/fail flips on "
+            f"{flips['count']} of {spread['answers']} answers ({flips['share']['value']:.1%})"
+        )
+    return run
 
 
 def _first(records: list[dict[str, Any]], key: str) -> Any:
@@ -243,6 +290,36 @@ def _token_runs(record: dict[str, Any], turns: list[dict[str, Any]]) -> list[lis
         for position in range(start, min(total, start + len(_list(turn.get("token_ids"))))):
             mask_bits[position] = 1
     return _runs_of(mask_bits)
+
+
+# -- osmosis reward score ------------------------------------------------------------------------
+
+
+def _is_reward_score(item: Any) -> bool:
+    return isinstance(item, dict) and all(key in item for key in REWARD_SCORE_KEYS)
+
+
+def _read_reward_scores(lines: list[dict[str, Any]], source: str) -> Run:
+    """One row per scored answer; the viewer shows the answer (``solution_str``, when the dataset
+    used that name) and the row's own fields."""
+    rows = []
+    for line in lines:
+        index = _whole(line.get("row_index")) or 0
+        fields = {key: value for key, value in line.items() if key not in REWARD_SCORE_KEYS}
+        answer = fields.get("solution_str")
+        messages = [{"role": "assistant", "content": answer}] if isinstance(answer, str) else []
+        rows.append(
+            Row(
+                row=index,
+                sample=0,
+                outcome=str(line.get("outcome") or "infra_error"),
+                label=f"row {index}",
+                score=_number(line.get("score")),
+                error=_text(line.get("error")),
+                trajectory=Trajectory(messages=messages, extra={"fields": fields}),
+            )
+        )
+    return Run(source=source, kind="reward score", rows=_ordered(rows), score_name="score")
 
 
 # -- osmosis test ---------------------------------------------------------------------------------
@@ -343,6 +420,24 @@ def _eval_run(item: Mapping[str, Any], *, row_index: int, primary: str | None) -
         error=error,
         latency_ms=_number(item.get("duration_ms")),
     )
+
+
+def _read_samples(lines: list[dict[str, Any]], source: str) -> Run:
+    """``osmosis eval --log-samples``: the primary model's final messages; a key written twice (a
+    sample run again after a crash) is the last line's."""
+    rows: dict[tuple[int, int], Row] = {}
+    for line in lines:
+        if line.get("model_tag") == "baseline":
+            continue
+        row, sample = _whole(line.get("row_index")) or 0, _whole(line.get("run_index")) or 0
+        rows[(row, sample)] = Row(
+            row=row,
+            sample=sample,
+            outcome="unknown",
+            label=f"row {row} run {sample}",
+            trajectory=Trajectory(messages=_messages(line.get("messages"))),
+        )
+    return Run(source=source, kind="eval samples", rows=_ordered(list(rows.values())))
 
 
 # -- osmosis eval-rubric --------------------------------------------------------------------------

@@ -224,7 +224,11 @@ def _run_section(index: int, run: Run, summary: Summary) -> str:
     )
 
 
-def _comparison_section(number: int, comparison: Comparison, before: int, after: int) -> str:
+def _comparison_section(
+    number: int, comparison: Comparison, before: int, after: int, *, regrade: bool = False
+) -> str:
+    """Run ``after`` against run ``before``: their changed rows; for a regrade (``before`` is the
+    earlier grading, which has no section of its own) every row, the changed ones first."""
     difference = comparison.mean_difference
     figures = [
         _figure("mean-difference", "mean difference (B − A)", _number(difference.value if difference else None),
@@ -234,11 +238,22 @@ def _comparison_section(number: int, comparison: Comparison, before: int, after:
         _figure("outcome-changes", "outcome changed", str(comparison.outcome_changes)),
     ]  # fmt: skip
     body = []
-    for change in comparison.changes:
+    changes = comparison.changes
+    if regrade:
+        changes = sorted(changes, key=lambda c: not (c.outcome_changed or c.delta))
+    for change in changes:
         a, b, delta = change.before, change.after, change.delta
-        if not change.outcome_changed and not delta:
+        if not change.outcome_changed and not delta and not regrade:
             continue
-        css = "better" if delta and delta > 0 else "worse" if delta and delta < 0 else "changed"
+        css = (
+            "better"
+            if delta and delta > 0
+            else "worse"
+            if delta and delta < 0
+            else "changed"
+            if change.outcome_changed
+            else "same"
+        )
         body.append(
             f'<tr class="{css}" data-key="{change.key[0]}:{change.key[1]}">'
             + _cell(str(change.key[0]), change.key[0], "num") + _cell(str(change.key[1]), change.key[1], "num")
@@ -255,10 +270,15 @@ def _comparison_section(number: int, comparison: Comparison, before: int, after:
         if body
         else '<p class="muted">No row changed its outcome or score.</p>'
     )
+    against = (
+        f"the earlier grading of {escape(comparison.before.source)}"
+        if regrade
+        else f'<a href="#run-{before}">{escape(comparison.before.source)}</a>'
+    )
+    anchor = f"regrade-{after}" if regrade else f"comparison-{number}"
     return (
-        f'<section class="comparison" id="comparison-{number}"><h2>B vs A: '
-        f'<a href="#run-{after}">{escape(comparison.after.source)}</a> against '
-        f'<a href="#run-{before}">{escape(comparison.before.source)}</a></h2>'
+        f'<section class="comparison" id="{anchor}"><h2>{"Regrade" if regrade else "B vs A"}: '
+        f'<a href="#run-{after}">{escape(comparison.after.source)}</a> against {against}</h2>'
         f'<div class="figures">{"".join(figures)}</div>{table}</section>'
     )
 
@@ -277,10 +297,18 @@ def render_report(
     if summaries is None:
         summaries = [summarize(run) for run in runs]
     sections = [_run_section(i, run, s) for i, (run, s) in enumerate(zip(runs, summaries, strict=True))]
-    comparisons = [_comparison_section(i, compare(runs[0], run), 0, i) for i, run in enumerate(runs) if i]
+    comparisons = [
+        _comparison_section(i, compare(run.previous, run), i, i, regrade=True)
+        for i, run in enumerate(runs)
+        if run.previous is not None
+    ]
+    comparisons += [_comparison_section(i, compare(runs[0], run), 0, i) for i, run in enumerate(runs) if i]
     navigation = "".join(
         f'<a href="#run-{i}">{escape(run.kind)}: {escape(run.source)}</a>' for i, run in enumerate(runs)
-    ) + "".join(f'<a href="#comparison-{i}">comparison {i}</a>' for i in range(1, len(runs)))
+    ) + "".join(
+        f'<a href="#regrade-{i}">regrade</a>' for i, run in enumerate(runs) if run.previous is not None
+    )
+    navigation += "".join(f'<a href="#comparison-{i}">comparison {i}</a>' for i in range(1, len(runs)))
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = (
         f'<header><h1>{escape(title)}</h1><p class="muted">osmosis-ai {PACKAGE_VERSION} · {generated}</p>'

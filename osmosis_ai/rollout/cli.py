@@ -1,4 +1,4 @@
-"""0.2 import path of the rollout command classes (see :mod:`osmosis_ai.cli.command_objects`)."""
+"""Legacy import path of the rollout command classes (see :mod:`osmosis_ai.cli.command_objects`)."""
 
 from __future__ import annotations
 

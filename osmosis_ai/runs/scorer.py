@@ -59,13 +59,23 @@ def reward_function(fn: Callable[..., Any], name: str = "reward") -> ScoreFn:
     return ScoreFn(name, score)
 
 
-def runtime_function(runtime: Any, name: str) -> ScoreFn:
+SampleOf = Callable[[WorkItem, Attempt], Any]
+"""What a runtime scores for an item: a :class:`~osmosis_ai.rewards.runtime.Sample`."""
+
+
+def runtime_function(runtime: Any, name: str, *, sample_of: SampleOf | None = None) -> ScoreFn:
     """Score with ``runtime`` (a started or startable :class:`~osmosis_ai.rewards.runtime.RewardRuntime`):
-    the final conversation, the row's ground truth, the row as ``extra_info``."""
+    by default the final conversation, the row's ground truth, the row as ``extra_info``;
+    ``sample_of(item, attempt)`` builds the sample another way (stored answers: the row's own columns)."""
     from osmosis_ai.rewards.runtime import RewardInputError, RewardRuntimeError, Sample
 
     async def score(item: WorkItem, attempt: Attempt, threads: UserThreads | None) -> float:
-        sample = Sample(item.row["ground_truth"], messages=attempt.final_messages, extra_info=dict(item.row))
+        if sample_of is not None:
+            sample = sample_of(item, attempt)
+        else:
+            sample = Sample(
+                item.row["ground_truth"], messages=attempt.final_messages, extra_info=dict(item.row)
+            )
         try:
             result = await runtime.score(sample)
         except RewardInputError as exc:

@@ -66,7 +66,9 @@ CASES: list[tuple[list[str], int, str | None]] = [
     (["eval", "cache", "ls"], 0, None),
     (["eval", "cache", "rm", "--all"], 1, "cli_error"),
     (["test", "-m", CALCULATOR, "-d", MISSING], 1, "dataset_not_found_error"),
+    (["reward", "score", "-f", "examples.calculator.reward:calculator_reward", "-d", MISSING], 1, "dataset_not_found_error"),
     (["report", MISSING], 1, None),
+    (["regrade", MISSING, "--reward", "tests.support.rewards:contains"], 1, "cli_error"),
     (["completion", "bash"], 0, None),
     (["eval", "--modle", "x"], 2, "usage_error"),
 ]  # fmt: skip
@@ -96,7 +98,7 @@ def _depth(argv: list[str]) -> int:
     """How many words of ``argv`` name the command (``eval cache ls`` is 3, ``eval`` is 1)."""
     if argv[:2] == ["eval", "cache"]:
         return 3
-    return 2 if argv[0] in {"rollout", "workspace"} else 1
+    return 2 if argv[0] in {"rollout", "workspace", "reward"} else 1
 
 
 FAILING_AGENT = """

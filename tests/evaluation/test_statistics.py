@@ -11,9 +11,12 @@ import pytest
 from osmosis_ai.evaluation.statistics import (
     bootstrap_interval,
     bootstrap_means,
+    cohen_kappa,
     paired_difference,
     pass_at_k,
     pass_at_k_table,
+    ranks,
+    spearman_rho,
     wilson_interval,
 )
 
@@ -132,3 +135,25 @@ def test_bootstrap_means_shares_its_draws_across_columns() -> None:
                         bootstrap_interval(second, resamples=300, seed=5)]  # fmt: skip
     with pytest.raises(ValueError, match="one value per row"):
         bootstrap_means([first, second[:2]])
+
+
+def test_cohen_kappa_against_hand_computed_values() -> None:
+    # p_o = 4/6; pass rates 1/3 and 2/3, so chance agreement 4/9: kappa = (2/9) / (5/9)
+    first = [True, True, False, False, False, False]
+    second = [True, True, False, False, True, True]
+    assert cohen_kappa(first, second) == pytest.approx(0.4)
+    assert cohen_kappa(first, first) == pytest.approx(1.0)
+    assert cohen_kappa([True, False], [False, True]) == pytest.approx(-1.0)
+    assert cohen_kappa([True, True], [True, True]) is None  # chance agrees everywhere: undefined
+    with pytest.raises(ValueError):
+        cohen_kappa([True], [True, False])
+
+
+def test_ranks_share_ties_and_spearman_rho() -> None:
+    assert ranks([0.25, 1.0, 0.5, 0.25]) == [1.5, 4.0, 3.0, 1.5]
+    assert spearman_rho([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman_rho([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    # ranks [1, 2, 3] and [1, 3, 2]: deviations (-1, 0, 1) and (-1, 1, 0), r = 1 / 2
+    assert spearman_rho([1, 2, 3], [5, 9, 7]) == pytest.approx(0.5)
+    assert spearman_rho([1, 2, 3], [7, 7, 7]) is None
+    assert spearman_rho([1], [2]) is None

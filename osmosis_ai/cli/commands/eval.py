@@ -24,7 +24,7 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli.arguments import (
     absolute_path,
@@ -34,7 +34,9 @@ from osmosis_ai.cli.arguments import (
     add_reward_runtime_arguments,
     concurrency_value,
     finite_number,
+    limit_summary,
     open_dataset,
+    run_limit,
     whole_number,
 )
 from osmosis_ai.cli.errors import CLIError
@@ -44,6 +46,9 @@ from osmosis_ai.cli.output import interrupted, say, setup_logging
 from osmosis_ai.cli.running import run_command
 from osmosis_ai.cli.summary import add_summary_arguments, check_run_outputs, finish_run, show_summary
 from osmosis_ai.consts import PACKAGE_VERSION
+
+if TYPE_CHECKING:
+    from osmosis_ai._pool import Limit
 
 DEBUG_DIR = "local_debug"
 
@@ -167,6 +172,7 @@ async def _eval(args: argparse.Namespace) -> int:
             )
             say(line, quiet=args.quiet)
         stop = None
+        limit = run_limit(args.batch_size, args, base_url=args.base_url)
         if remaining:
             stop = await _run(
                 args,
@@ -176,6 +182,7 @@ async def _eval(args: argparse.Namespace) -> int:
                 journal,
                 todo,
                 params,
+                limit,
                 done=planned - remaining,
             )
         records = {tag: journal.records(tag) for tag in tags}
@@ -185,8 +192,8 @@ async def _eval(args: argparse.Namespace) -> int:
         status = journal.status
 
     picked = {tag: [records[tag][key] for key in keys if key in records[tag]] for tag in tags}
-    return _report(args, picked, eval_fns, planned, stop, task_id=task_id, status=status,
-                   output_dir=output_dir, samples_file=journal.samples_path)  # fmt: skip
+    return _report(args, picked, eval_fns, planned, stop, task_id=task_id, status=status, output_dir=output_dir,
+                   samples_file=journal.samples_path, extra={"concurrency": limit_summary(limit)})  # fmt: skip
 
 
 async def _run(
@@ -197,13 +204,14 @@ async def _run(
     journal: Any,
     todo: dict[str, list[tuple[int, int]]],
     params: dict[str, Any],
+    limit: Limit,
     *,
     done: int,
 ) -> str | None:
     """Preflight each model, then run the missing samples with a progress bar or plain lines."""
     from osmosis_ai._usercode import UserThreads
     from osmosis_ai.cli import output
-    from osmosis_ai.cli.arguments import limit_line, run_limit
+    from osmosis_ai.cli.arguments import limit_line
     from osmosis_ai.cli.eval.samples import progress_reporter, run_samples
     from osmosis_ai.cli.loading import reward_runtime
     from osmosis_ai.evaluation.errors import SystemicProviderError
@@ -214,7 +222,6 @@ async def _run(
     from osmosis_ai.runs.executors.local import InProcessExecutor, LocalModel
     from osmosis_ai.runs.scorer import Scorer, runtime_function
 
-    limit = run_limit(args.batch_size, args, base_url=args.base_url)
     observer = observer_of(limit)
     endpoints = {PRIMARY: (args.model, args.api_key, args.base_url),
                  BASELINE: (args.baseline_model, args.baseline_api_key, args.baseline_base_url)}  # fmt: skip
@@ -272,6 +279,7 @@ def _report(
     status: str,
     output_dir: Path | None,
     samples_file: Path | None,
+    extra: dict[str, Any],
 ) -> int:
     from osmosis_ai.cli.eval.report import (
         outcome_line,
@@ -315,7 +323,7 @@ def _report(
         path = write_structured(output_dir, model=args.model, dataset=args.dataset, task_id=task_id,
                                 document=structured, samples=samples)  # fmt: skip
         say(f"Wrote {path}", quiet=args.quiet)
-    finish_run(args, document, args.output or "osmosis eval", figures)
+    finish_run(args, document, args.output or "osmosis eval", figures, extra=extra)
     if stop is not None:
         raise CLIError(
             f"the run stopped: {stop} (finished runs are kept; run the same command again to resume)"

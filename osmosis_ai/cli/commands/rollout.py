@@ -258,7 +258,7 @@ async def _run(args: argparse.Namespace) -> int:
         )
         if tally.rollouts == total and not tally.infra:
             journal.mark("completed")
-    return _finish(args, tally, writer, wall)
+    return _finish(args, tally, writer, wall, limit)
 
 
 async def _run_rollouts(
@@ -384,9 +384,10 @@ async def _run_rollouts(
 
 
 def _finish(
-    args: argparse.Namespace, tally: RunTally, writer: OrderedRecordWriter | None, wall: float
+    args: argparse.Namespace, tally: RunTally, writer: OrderedRecordWriter | None, wall: float, limit: Limit
 ) -> int:
     """Report the run (tables, summary, the outcome line, --json/--report) and decide its exit status."""
+    from osmosis_ai.cli.arguments import limit_summary
     from osmosis_ai.cli.commands import rollout_check
 
     summary = tally.summary(wall)
@@ -405,7 +406,8 @@ def _finish(
     if (drift := rollout_check.drift_line(tally.drift, tally.violations)) is not None:
         output.say(drift, quiet=args.json)
     # The records file has every turn; without one, the records kept in memory (turns released).
-    finish_run(args, args.output if args.output and not tally.records else tally.records, source, figures)
+    finish_run(args, args.output if args.output and not tally.records else tally.records, source, figures,
+               extra={"concurrency": limit_summary(limit)})  # fmt: skip
     if not summary.all_terminal:
         lost = summary.rollouts - sum(summary.statuses.get(s, 0) for s in ("COMPLETED", "ERROR"))
         raise CLIError(

@@ -1,8 +1,9 @@
 """``osmosis test``: run an agent loop in-process over a dataset, its model calls answered by LiteLLM.
 
 Cheap local checks come first — the agent import, the dataset (opened, counted and its first row
-checked, not loaded) — then one tiny preflight request to the model, and only then the rows, one after another. Each row
-prints one line with its outcome; the summary counts the outcomes beside the pass rate, and its last
+checked, not loaded) — then one tiny preflight request to the model, and only then the rows: one after
+another by default, ``--concurrency N`` (or ``auto``, following the model server) at once. Each row
+prints one line with its outcome (the ``-o`` file keeps row order); the summary counts the outcomes beside the pass rate, and its last
 line is printed with ``-q`` too. Exit status by the shared rule
 (:func:`osmosis_ai.evaluation.outcome.verdict`): 0 when every row completed (or the failures stay
 within ``--max-failure-rate``), 1 with the reason otherwise; a systemic provider failure stops the
@@ -18,7 +19,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from osmosis_ai.cli.arguments import add_agent_run_arguments, open_dataset, whole_number
+from osmosis_ai.cli.arguments import (
+    add_agent_run_arguments,
+    add_max_concurrency_argument,
+    concurrency_value,
+    limit_line,
+    limit_summary,
+    open_dataset,
+    run_limit,
+    whole_number,
+)
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import progress_bar, say, setup_logging, wants_progress
 from osmosis_ai.cli.running import INTERRUPTED, run_command
@@ -45,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-i", "--interactive", action="store_true", help="step through rows one model answer at a time"
     )
     parser.add_argument("--row", type=whole_number(0), help="row to run first in the interactive session")
+    parser.add_argument("--concurrency", type=concurrency_value, default=1, metavar="N|auto",
+                        help="rows run at once (default 1: one after another); 'auto' follows the model server")  # fmt: skip
+    add_max_concurrency_argument(parser, "--concurrency")
 
 
 def format_duration(ms: float) -> str:
@@ -59,6 +72,8 @@ def format_duration(ms: float) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.row is not None and not args.interactive:
         raise CLIError("--row needs --interactive")
+    if args.interactive and args.concurrency != 1:
+        raise CLIError("--interactive runs one row at a time: drop --concurrency")
     setup_logging(logging.DEBUG if args.debug else None)
     args.quiet = args.quiet or args.json
     return run_command(lambda: _test(args), on_interrupt=_interrupted)
@@ -72,6 +87,7 @@ def _interrupted() -> int:
 async def _test(args: argparse.Namespace) -> int:
     from osmosis_ai.cli.loading import load_agent
     from osmosis_ai.evaluation.llm_client import ExternalLLMClient
+    from osmosis_ai.models.concurrency import AdaptiveLimit, observer_of
     from osmosis_ai.runs.engine import run_items
     from osmosis_ai.runs.items import work_items
     from osmosis_ai.runs.result import Result
@@ -87,7 +103,10 @@ async def _test(args: argparse.Namespace) -> int:
         valid = f"{args.offset}-{last}" if last > args.offset else str(last)
         raise CLIError(f"--row {args.row} is out of range; valid rows are {valid}")
     say(quiet=args.quiet, line=f"Dataset: {reader.file_path} ({total} rows, running {selected})")
-    client = ExternalLLMClient(args.model, api_key=args.api_key, api_base=args.base_url)
+    limit = run_limit(args.concurrency, args, base_url=args.base_url)
+    client = ExternalLLMClient(
+        args.model, api_key=args.api_key, api_base=args.base_url, observer=observer_of(limit)
+    )
     async with client:
         say(
             quiet=args.quiet,
@@ -117,13 +136,19 @@ async def _test(args: argparse.Namespace) -> int:
             say(quiet=args.quiet, line=line)
 
         with progress_bar(selected, "rows", enabled=bar, stderr=False) as advance:
-            # Rows run one after another: a readable log, and the order interactive inspection keeps.
-            report = await run_items(
-                work_items(reader.iter_indexed(args.limit, args.offset)),
-                _pipeline(args, agent_loop, client),
-                concurrency=1,
-                on_result=show,
-            )
+            try:
+                report = await run_items(
+                    work_items(reader.iter_indexed(args.limit, args.offset)),
+                    _pipeline(args, agent_loop, client, threads=limit.ceiling),
+                    concurrency=limit,
+                    on_result=show,
+                )
+            finally:
+                if isinstance(limit, AdaptiveLimit):
+                    await limit.aclose()  # its server-metrics reader
+    results.sort(key=lambda r: r.item.row_index)
+    if (concurrency := limit_line(limit)) is not None:
+        say(quiet=args.quiet, line=concurrency)
     stop = report.stop_reason
     counts = OutcomeCounts.of(r.outcome for r in results)
     duration = sum(r.attempt.duration_ms for r in results)
@@ -163,7 +188,7 @@ async def _test(args: argparse.Namespace) -> int:
     if output is not None:
         _write_json(output, document)
         say(quiet=args.quiet, line=f"Results written to: {output}")
-    finish_run(args, document, source, figures)
+    finish_run(args, document, source, figures, extra={"concurrency": limit_summary(limit)})
     if stop is not None:
         raise CLIError(f"the run stopped: {stop}")
     reason = verdict(
@@ -174,8 +199,10 @@ async def _test(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pipeline(args: argparse.Namespace, agent_loop: Any, client: Any) -> Pipeline:
-    """The agent in-process with ``client`` answering its model calls, scored by the agent's own reward."""
+def _pipeline(args: argparse.Namespace, agent_loop: Any, client: Any, *, threads: int = 1) -> Pipeline:
+    """The agent in-process with ``client`` answering its model calls, scored by the agent's own reward;
+    synchronous agent code gets ``threads`` threads of its own (one per row in flight)."""
+    from osmosis_ai._usercode import UserThreads
     from osmosis_ai.runs.engine import Pipeline
     from osmosis_ai.runs.executors.local import InProcessExecutor, LocalModel
     from osmosis_ai.runs.items import PRIMARY
@@ -191,6 +218,7 @@ def _pipeline(args: argparse.Namespace, agent_loop: Any, client: Any) -> Pipelin
         max_turns=args.max_turns,
         completion_params=params,
         debug_dir=DEBUG_DIR if args.debug else None,
+        threads=UserThreads(threads, name="osmosis-test"),
     )
     return Pipeline(executor, Scorer(), timeout=args.timeout)
 

@@ -261,7 +261,8 @@ class RubricEvaluationEngine:
             kwargs = {k: v for k, v in available.items() if k in inspect.signature(function).parameters}
         return await call_user(function, **kwargs)
 
-    async def _run_once(self, config: RubricConfig, record: RubricRecord, run_index: int) -> EvaluationRun:
+    async def run_once(self, config: RubricConfig, record: RubricRecord, run_index: int) -> EvaluationRun:
+        """One judgment of ``record`` (its ``run_index``), recorded whatever happened: never raises."""
         started_at = datetime.now(timezone.utc)
         clock = time.perf_counter()
         error: str | None = None
@@ -308,7 +309,7 @@ class RubricEvaluationEngine:
 
             async def judge(job: tuple[RecordResult, int]) -> None:
                 result, run = job
-                result.runs[run] = await self._run_once(config, result.record, run + 1)
+                result.runs[run] = await self.run_once(config, result.record, run + 1)
                 advance()
 
             await run_bounded(jobs, judge, concurrency=self.concurrency)

@@ -140,7 +140,8 @@ def resolve_output(output: Path | None, rubric_id: str, now: float) -> tuple[Pat
     return output / f"rubric_eval_result_{identifier}.json", identifier
 
 
-def _lookup(config_path: Path, rubric_id: str) -> RubricConfig:
+def lookup_rubric(config_path: Path, rubric_id: str) -> RubricConfig:
+    """The rubric ``rubric_id`` of the config at ``config_path``; one line naming the ids it has if none."""
     suite = load_rubric_suite(config_path, strict=True)
     config = suite.get(rubric_id)
     if config is None:
@@ -170,7 +171,7 @@ def run_eval_rubric(
         raise CLIError(f"--requests-per-minute must be positive, got {options.requests_per_minute}")
     data_path = _existing_file(options.data_path, "Dataset")
     config_path = locate_config(options.config_path, data_path)
-    config = _lookup(config_path, rubric_id)
+    config = lookup_rubric(config_path, rubric_id)
     ensure_api_key_available(config.model_info)
     records = load_records(data_path, rubric_id)
     baseline = load_baseline(options.baseline_path.expanduser()) if options.baseline_path else None

@@ -203,9 +203,7 @@ class RewardRuntime:
     ) -> AsyncIterator[SampleResult]:
         """:meth:`stream`; with ``prepared``, ``rows`` holds arguments :func:`prepare` made already."""
         await self.start()
-        limit = _check_count(
-            "max_in_flight", max_in_flight if max_in_flight is not None else self._default_in_flight()
-        )
+        limit = _check_count("max_in_flight", max_in_flight if max_in_flight is not None else self.in_flight)
         mode, submit = self.target.mode, self._backend.submit
         finished: deque[Any] = deque()
         wake = asyncio.Event()
@@ -267,7 +265,10 @@ class RewardRuntime:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    def _default_in_flight(self) -> int:
+    @property
+    def in_flight(self) -> int:
+        """How many samples callers should keep submitted for every worker to stay busy (what
+        :meth:`stream` keeps in flight unless told otherwise)."""
         if not self.isolated:
             return max(64, 2 * self.concurrency)
         return 2 * self.workers * (self.concurrency + 2 * MAX_BATCH)

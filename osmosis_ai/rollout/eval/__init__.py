@@ -1,4 +1,4 @@
-"""The local test/eval API at its 0.2 import path, over :mod:`osmosis_ai.evaluation`.
+"""The local test/eval API at its compatibility import path, over :mod:`osmosis_ai.evaluation`.
 
 The dataset reader, the row-to-request helper, ``ExternalLLMClient`` and their errors; the 0.2
 sub-packages ``common``, ``test_mode`` and ``evaluation`` re-export the parts of this design that

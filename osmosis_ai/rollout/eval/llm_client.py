@@ -1,4 +1,4 @@
-"""0.2 import path of ``ExternalLLMClient``; the client is :mod:`osmosis_ai.evaluation.llm_client`."""
+"""Legacy import path of ``ExternalLLMClient``; the client is :mod:`osmosis_ai.evaluation.llm_client`."""
 
 from __future__ import annotations
 

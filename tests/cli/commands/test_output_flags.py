@@ -33,6 +33,11 @@ def _command(name: str, url: str, tmp_path: Path) -> list[str]:
     if name == "rollout":
         return ["rollout", "run", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--model", "scripted",
                 "--journal", str(tmp_path / "j.sqlite"), "-q"]  # fmt: skip
+    if name == "reward":
+        answers = tmp_path / "answers.jsonl"
+        answers.write_text('{"solution_str": "2", "ground_truth": "2"}\n')
+        return ["reward", "score", "-f", "tests.support.rewards:answer_length", "-d", str(answers),
+                "--workers", "0", "--journal", str(tmp_path / "j.sqlite"), "-q"]  # fmt: skip
     results = tmp_path / "results.jsonl"
     results.write_text('{"rollout_id": "r-0", "row_index": 0, "status": "COMPLETED", "reward": 1.0}\n')
     return ["report", str(results), "-q"]
@@ -47,6 +52,11 @@ def _jsonl(data: bytes) -> None:
     assert lines and all(json.loads(line)["rollout_id"] for line in lines)
 
 
+def _scored(data: bytes) -> None:
+    lines = data.decode().splitlines()
+    assert [json.loads(line)["score"] for line in lines] == [1.0]
+
+
 def _html(data: bytes) -> None:
     assert data.startswith(b"<!DOCTYPE html>") and data.rstrip().endswith(b"</html>")
 
@@ -59,6 +69,8 @@ FLAGS: list[tuple[str, str, Callable[[bytes], None]]] = [
     ("eval", "--report", _html),
     ("rollout", "-o", _jsonl),
     ("rollout", "--report", _html),
+    ("reward", "-o", _scored),
+    ("reward", "--report", _html),
     ("report", "-o", _html),
 ]
 IDS = [f"{command} {flag}" for command, flag, _ in FLAGS]

@@ -1,4 +1,4 @@
-"""0.2 import path of the shared parts of local test/eval, over :mod:`osmosis_ai.evaluation`."""
+"""Legacy import path of the shared parts of local test/eval, over :mod:`osmosis_ai.evaluation`."""
 
 from __future__ import annotations
 

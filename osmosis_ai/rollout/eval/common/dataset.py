@@ -1,4 +1,4 @@
-"""0.2 import path of the dataset reader; the reader is :mod:`osmosis_ai.evaluation.dataset`."""
+"""Legacy import path of the dataset reader; the reader is :mod:`osmosis_ai.evaluation.dataset`."""
 
 from __future__ import annotations
 

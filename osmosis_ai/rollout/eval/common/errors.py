@@ -1,4 +1,4 @@
-"""0.2 import path of the local test/eval errors; they are :mod:`osmosis_ai.evaluation.errors`."""
+"""Legacy import path of the local test/eval errors; they are :mod:`osmosis_ai.evaluation.errors`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""0.2 import path of the tool-list check; the runner itself is the run engine (:mod:`osmosis_ai.runs`)."""
+"""Legacy import path of the tool-list check; the runner itself is the run engine (:mod:`osmosis_ai.runs`)."""
 
 from __future__ import annotations
 

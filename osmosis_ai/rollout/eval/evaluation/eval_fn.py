@@ -1,4 +1,4 @@
-"""0.2 import path of eval functions: :class:`EvalFnWrapper` and loading ``module:function`` specs."""
+"""Legacy import path of eval functions: :class:`EvalFnWrapper` and loading ``module:function`` specs."""
 
 from __future__ import annotations
 

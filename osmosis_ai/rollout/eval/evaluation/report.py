@@ -1,4 +1,4 @@
-"""0.2 import path of ``pass_at_k``; it is :func:`osmosis_ai.evaluation.statistics.pass_at_k`."""
+"""Legacy import path of ``pass_at_k``; it is :func:`osmosis_ai.evaluation.statistics.pass_at_k`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""0.2 import path of ``osmosis test``'s command class (see :mod:`osmosis_ai.cli.command_objects`)."""
+"""Legacy import path of ``osmosis test``'s command class (see :mod:`osmosis_ai.cli.command_objects`)."""
 
 from __future__ import annotations
 

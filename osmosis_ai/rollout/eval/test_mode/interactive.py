@@ -1,4 +1,4 @@
-"""0.2 import path of the step-by-step model client; it is :mod:`osmosis_ai.evaluation.interactive`."""
+"""Legacy import path of the step-by-step model client; it is :mod:`osmosis_ai.evaluation.interactive`."""
 
 from __future__ import annotations
 

@@ -1,0 +1,278 @@
+"""``osmosis reward score``: score a dataset of answers with a reward function, isolated and killable.
+
+Each row holds an answer (``solution_str``), its ``ground_truth`` and optionally ``extra_info``
+(other names: ``--solution-column``, ``--ground-truth-column``, ``--extra-info-column``), read from
+JSONL, CSV or Parquet by the one dataset reader. The rows run on the run engine like any other work:
+the stored executor makes each row's answer an attempt (:mod:`osmosis_ai.runs.answers`), the one
+scorer scores it in the reward runtime — worker processes by default, so a reward past ``--timeout``
+is killed and its row is ``reward_timeout``, and one that takes its worker down is ``reward_crash`` —
+and every row is committed to a journal before it counts, so an interrupted run resumes where it
+stopped (``--journal``, ``--fresh`` and ``--retry-failed`` as for ``osmosis eval``). A row that cannot
+be scored as given is a ``reward_error`` saying why; a dataset whose first row cannot be is refused
+before any worker starts.
+
+Three parts, as for ``osmosis eval``: :func:`_prepare` checks everything and opens the journal,
+:func:`_engine` runs the rows still to score, :func:`_render` prints the summary (outcomes, the mean
+score with its interval), the distribution of the scores and the failed rows, writes ``-o`` (one JSON
+line per row, in row order) and ``--report``, and decides the exit status by the shared failure-rate
+rule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from osmosis_ai.cli.arguments import (
+    absolute_path,
+    add_journal_arguments,
+    add_reward_runtime_arguments,
+    fraction,
+)
+from osmosis_ai.cli.errors import CLIError
+from osmosis_ai.cli.output import interrupted, say
+from osmosis_ai.cli.running import run_command
+from osmosis_ai.cli.summary import add_summary_arguments
+from osmosis_ai.consts import PACKAGE_VERSION
+
+if TYPE_CHECKING:
+    from osmosis_ai.evaluation.journal import Journal
+    from osmosis_ai.runs.answers import Columns
+
+REWARD = "reward"
+SHOWN_FAILURES = 20
+BAR_WIDTH = 30
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="reward_command", metavar="{score}", required=True)
+    score = sub.add_parser(
+        "score",
+        help="score a dataset of answers with a reward function, in worker processes it cannot stall",
+        description="Score each row's answer (solution_str) against its ground_truth with a reward "
+        "function, in worker processes that a hung or crashing reward cannot take down; resumable.",
+    )
+    score.add_argument("-f", "--function", required=True, metavar="MODULE:FN",
+                       help="the reward, e.g. my_rewards:exact: fn(solution_str, ground_truth, extra_info) "
+                       "or fn(messages, ground_truth, metadata), sync or async")  # fmt: skip
+    score.add_argument("-d", "--dataset", required=True, type=absolute_path,
+                       help="answers to score (.jsonl, .csv, .parquet) with solution_str, ground_truth "
+                       "and optional extra_info columns")  # fmt: skip
+    score.add_argument("--solution-column", default="solution_str", metavar="NAME",
+                       help="the column holding the answer (default solution_str)")  # fmt: skip
+    score.add_argument("--ground-truth-column", default="ground_truth", metavar="NAME",
+                       help="the column holding the ground truth (default ground_truth)")  # fmt: skip
+    score.add_argument("--extra-info-column", default="extra_info", metavar="NAME",
+                       help="the column holding extra_info, an object (default extra_info; a JSON "
+                       "object in a CSV file)")  # fmt: skip
+    add_reward_runtime_arguments(score, what="the reward", prefix="--")
+    score.add_argument("--max-failure-rate", type=fraction, default=0.0, metavar="FRACTION",
+                       help="share of rows (0-1) that may fail without failing the command (default 0)")  # fmt: skip
+    score.add_argument("-o", "--output", metavar="OUT.jsonl", type=absolute_path,
+                       help="write one JSON line per row, in row order: row_index, score, outcome, error "
+                       "and the row's own fields")  # fmt: skip
+    add_journal_arguments(score, unit="row", failed="whose reward timed out or crashed")
+    add_summary_arguments(score)
+    score.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")
+
+
+def run(args: argparse.Namespace) -> int:
+    args.quiet = args.quiet or args.json
+    return run_command(lambda: _score(args), on_interrupt=lambda: interrupted("row"))
+
+
+@dataclass
+class _Plan:
+    """What :func:`_prepare` checked: the dataset, its columns, the runtime and the journal."""
+
+    dataset: Path
+    rows: int
+    columns: Columns
+    runtime: Any
+    journal: Journal
+
+
+async def _score(args: argparse.Namespace) -> int:
+    plan = _prepare(args)
+    with contextlib.closing(plan.journal):
+        keys = [(row, 0) for row in range(plan.rows)]
+        todo = len(plan.journal.to_run(keys, retry_failed=args.retry_failed))
+        if todo < plan.rows:
+            _say_resuming(args, plan, done=plan.rows - todo)
+        if todo:
+            await _engine(args, plan, todo)
+        if not plan.journal.to_run(keys):
+            plan.journal.mark("completed")
+        records = plan.journal.records()
+    return _render(args, plan, records)
+
+
+def _prepare(args: argparse.Namespace) -> _Plan:
+    """The local checks, before any worker starts: the outputs, the reward, the dataset and its
+    first row, the journal."""
+    from osmosis_ai.cli.journals import open_journal
+    from osmosis_ai.cli.loading import reward_runtime, source_digest
+    from osmosis_ai.cli.summary import check_run_outputs
+    from osmosis_ai.evaluation.dataset import count_rows, dataset_format, iter_raw
+    from osmosis_ai.evaluation.journal import file_digest
+    from osmosis_ai.evaluation.journal_store import journal_path, journal_root
+    from osmosis_ai.runs.answers import Columns, RowRefused
+
+    say(f"osmosis-reward-score v{PACKAGE_VERSION}", quiet=args.quiet)
+    check_run_outputs(args)
+    runtime = reward_runtime(args.function, args, kind="reward function")
+    dataset = Path(args.dataset)
+    columns = Columns(args.solution_column, args.ground_truth_column, args.extra_info_column,
+                      text_cells=dataset_format(dataset) == "csv")  # fmt: skip
+    rows = count_rows(dataset)
+    first = next(iter_raw(dataset), None)
+    if first is None:
+        raise CLIError(f"{dataset}: no rows to score")
+    try:
+        columns.sample_of_row(first.index, first.value)
+    except RowRefused as exc:
+        raise CLIError(
+            f"{dataset}: {exc}; name the columns with --solution-column, --ground-truth-column "
+            "and --extra-info-column"
+        ) from None
+    named = [
+        args.function,
+        str(dataset.resolve()),
+        [columns.solution, columns.ground_truth, columns.extra_info],
+    ]
+    task_id = hashlib.sha256(json.dumps(named).encode()).hexdigest()[:12]
+    description = {
+        "reward": f"{args.function}@{source_digest(runtime.target.function)}",
+        "dataset": file_digest(dataset),
+        "columns": named[2],
+    }
+    path = (
+        Path(args.journal) if args.journal else journal_path(journal_root(), "reward-score", dataset, task_id)
+    )
+    labels = {"model": "reward-score", "dataset": args.dataset, "module": args.function}
+    journal = open_journal(path, description, fresh=args.fresh, labels=labels)
+    say(f"Dataset: {dataset} ({rows} rows); journal {path}", quiet=args.quiet)
+    return _Plan(dataset, rows, columns, runtime, journal)
+
+
+def _say_resuming(args: argparse.Namespace, plan: _Plan, *, done: int) -> None:
+    from osmosis_ai.cli.journals import resuming_line
+    from osmosis_ai.evaluation.journal import RETRIED_WITH_RETRY_FAILED
+
+    failed = sum(o in RETRIED_WITH_RETRY_FAILED for _, o in plan.journal.outcomes())
+    line = resuming_line(done, plan.rows, "row", failed=failed, retry_failed=args.retry_failed)
+    say(line, quiet=args.quiet)
+
+
+async def _engine(args: argparse.Namespace, plan: _Plan, todo: int) -> None:
+    """Score the rows the journal does not have yet, each committed before it counts."""
+    from osmosis_ai.cli.output import progress_bar, wants_progress
+    from osmosis_ai.evaluation.dataset import iter_raw
+    from osmosis_ai.runs.engine import Pipeline, run_items
+    from osmosis_ai.runs.executors.stored import StoredExecutor
+    from osmosis_ai.runs.items import WorkItem, work_items
+    from osmosis_ai.runs.scorer import Scorer, runtime_function
+
+    runtime = plan.runtime
+    say(f"Scoring: {runtime.describe()}", quiet=args.quiet)
+    scorer = Scorer([runtime_function(runtime, REWARD, sample_of=plan.columns.sample)], reward=REWARD)
+    pipeline = Pipeline(StoredExecutor(plan.columns.attempt), scorer)
+    finished = plan.journal.finished_in_order(retry_failed=args.retry_failed)
+
+    def skip(item: WorkItem) -> bool:
+        return finished(item.row_index, item.sample_index)
+
+    rows = ((raw.index, raw.value) for raw in iter_raw(plan.dataset))
+    bar = not args.quiet and wants_progress(None, todo)
+    async with runtime:  # every worker process ends with the run, however it ends
+        with progress_bar(todo, "rows", enabled=bar) as advance:
+            await run_items(
+                work_items(rows, skip=skip),
+                pipeline,
+                concurrency=runtime.in_flight,
+                journal=plan.journal,
+                on_result=lambda _: advance(),
+            )
+
+
+def _render(args: argparse.Namespace, plan: _Plan, records: dict[tuple[int, int], Any]) -> int:
+    from osmosis_ai.cli.output_file import write_output
+    from osmosis_ai.cli.summary import finish_run, show_summary
+    from osmosis_ai.evaluation.dataset import iter_raw
+    from osmosis_ai.evaluation.outcome import OutcomeCounts, verdict
+    from osmosis_ai.runs.answers import output_line
+
+    lines = [
+        output_line(raw.index, raw.value, records[(raw.index, 0)].data)
+        for raw in iter_raw(plan.dataset)
+        if (raw.index, 0) in records
+    ]
+    counts = OutcomeCounts.of(record.outcome for record in records.values())
+    source = args.output or "osmosis reward score"
+    figures = show_summary(args, lines, source)
+    if not args.quiet:
+        _show_distribution(lines)
+        _show_failures(lines)
+    say(counts.describe("row"), quiet=args.json)
+    if args.output:
+        text = "".join(json.dumps(line, ensure_ascii=False, default=str) + "\n" for line in lines)
+        write_output(args.output, text, flag="--output")
+        say(f"Wrote {len(lines)} rows to {args.output}", quiet=args.quiet)
+    failures = [_failure(line) for line in lines if line["outcome"] != "completed"]
+    extra = {"distribution": _distribution(lines), "failures": failures, "output": args.output}
+    finish_run(args, lines, source, figures, extra=extra)
+    reason = verdict(
+        counts, max_failure_rate=args.max_failure_rate, unit="row", limit_name="--max-failure-rate"
+    )
+    if reason is None and counts.total < plan.rows:
+        reason = f"{plan.rows - counts.total} of {plan.rows} rows were not scored"
+    if reason is not None:
+        raise CLIError(reason)
+    return 0
+
+
+def _scores(lines: list[dict[str, Any]]) -> list[float]:
+    return [line["score"] for line in lines if line["outcome"] == "completed" and line["score"] is not None]
+
+
+def _distribution(lines: list[dict[str, Any]]) -> list[dict[str, float | int]]:
+    """The scores of the completed rows in bins (a handful of distinct values: one bin each)."""
+    from osmosis_ai.report.charts import bins
+
+    return [{"low": low, "high": high, "rows": n} for low, high, n in bins(_scores(lines))]
+
+
+def _show_distribution(lines: list[dict[str, Any]]) -> None:
+    from osmosis_ai.cli.output import console
+
+    table = _distribution(lines)
+    if not table:
+        return
+    tallest = max(int(b["rows"]) for b in table)
+    rows = [
+        [f"{b['low']:g}" if b["low"] == b["high"] else f"{b['low']:.3g} to {b['high']:.3g}", str(b["rows"]),
+         "#" * max(1, round(BAR_WIDTH * int(b["rows"]) / tallest))]
+        for b in table
+    ]  # fmt: skip
+    console.table(rows, title="Scores of the completed rows", headers=["SCORE", "ROWS", ""])
+
+
+def _failure(line: dict[str, Any]) -> dict[str, Any]:
+    return {"row_index": line["row_index"], "outcome": line["outcome"], "error": line["error"]}
+
+
+def _show_failures(lines: list[dict[str, Any]]) -> None:
+    from osmosis_ai.cli.output import console, one_line
+
+    failed = [line for line in lines if line["outcome"] != "completed"]
+    if not failed:
+        return
+    rows = [[str(line["row_index"]), line["outcome"], one_line(str(line["error"]), 120)] for line in failed]
+    title = "Failed rows" + (f" (the first {SHOWN_FAILURES} of {len(failed)}; -o has them all)"
+                             if len(failed) > SHOWN_FAILURES else "")  # fmt: skip
+    console.table(rows[:SHOWN_FAILURES], title=title, headers=["ROW", "OUTCOME", "ERROR"])
