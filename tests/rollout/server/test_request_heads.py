@@ -20,6 +20,7 @@ from tests.support.server import ScriptedAgent, fast_config, init_body
 from tests.support.threaded_server import ThreadedServer
 
 KEY = "osm_rollout_request-heads-test-key"
+STREAMS = 3  # connections streaming an endless header at once
 
 
 @pytest.fixture(scope="module")
@@ -83,18 +84,18 @@ def test_endless_headers_are_cut_off_and_health_keeps_answering(server: Threaded
             sent.append(total)
             assert answer.startswith(b"HTTP/1.1 431"), answer
 
-    streams = [threading.Thread(target=stream) for _ in range(4)]
+    streams = [threading.Thread(target=stream) for _ in range(STREAMS)]
     for thread in streams:
         thread.start()
-    during = [_health_latency(health) for _ in range(20)]
+    during = [_health_latency(health) for _ in range(10)]
     for thread in streams:
         thread.join(30)
     # refused long before 64 MiB (what was sent includes the kernel's socket buffers, a few MiB)
-    assert len(sent) == 4 and max(sent) < 16 * 1024 * 1024, sent
+    assert len(sent) == STREAMS and max(sent) < 16 * 1024 * 1024, sent
     assert statistics.median(during) / baseline < 5
 
 
-def test_a_422_for_a_million_metadata_keys_echoes_kilobytes_and_keeps_the_loop_free(
+def test_a_422_for_100_000_metadata_keys_echoes_kilobytes_and_keeps_the_loop_free(
     server: ThreadedServer,
 ) -> None:
     body = init_body("huge-metadata", "http://127.0.0.1:9", metadata={f"k{i}": i for i in range(100_000)})
