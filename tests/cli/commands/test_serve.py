@@ -168,7 +168,9 @@ def test_serve_names_a_bad_setting_in_one_line():
 
 
 @pytest.mark.parametrize("source", ["file", "environment"])
-def test_serve_takes_its_key_from_a_file_or_the_environment(launch, tmp_path: Path, source: str):
+def test_serve_takes_its_key_from_a_file_or_the_environment(
+    launch, trainer: TrainerStandIn, tmp_path: Path, source: str
+):
     secret = f"osm_rollout_from-{source}"
     if source == "file":
         key_file = tmp_path / "key"
@@ -176,13 +178,18 @@ def test_serve_takes_its_key_from_a_file_or_the_environment(launch, tmp_path: Pa
         key_file.chmod(0o600)
         server = launch("--skip-register", "--no-validate", "-H", "127.0.0.1", "-m", CALCULATOR,
                         "--api-key-file", str(key_file))  # fmt: skip
-    else:
-        server = launch("--skip-register", "--no-validate", "-H", "127.0.0.1", "-m", CALCULATOR,
-                        OSMOSIS_SERVE_API_KEY=secret)  # fmt: skip
+    else:  # an agent that reports whether it, or a process it starts, can see the key
+        (tmp_path / "probe_agent.py").write_text(SERVE_KEY_PROBE_AGENT)
+        server = launch("--skip-register", "--no-validate", "-H", "127.0.0.1", "-m", "probe_agent:agent_loop",
+                        cwd=tmp_path, OSMOSIS_SERVE_API_KEY=secret)  # fmt: skip
     server.wait_ready()
     health = f"{server.url}/platform/health"
     assert httpx.get(health, headers={"Authorization": f"Bearer {secret}"}, timeout=5).status_code == 200
     assert httpx.get(health, headers={"Authorization": "Bearer other"}, timeout=5).status_code == 401
+    if source == "environment":  # read, then taken out of the environment before the agent runs
+        body, headers = init_body("key-env-1", trainer.url), {"Authorization": f"Bearer {secret}"}
+        response = httpx.post(f"{server.url}/v1/rollout/init", json=body, headers=headers, timeout=10)
+        assert response.json()["tools"][0]["function"]["description"] == "absent|absent"
     _, out, err = server.stop()
     assert secret not in out + err
 
@@ -324,6 +331,7 @@ class EnvProbe(RolloutAgentLoop):
 
 agent_loop = EnvProbe()
 """
+SERVE_KEY_PROBE_AGENT = ENV_PROBE_AGENT.replace("OSMOSIS_SERVE_RELOAD_CONFIG", "OSMOSIS_SERVE_API_KEY")
 
 
 def test_serve_reload_works_and_keeps_its_secrets_from_the_agent(
@@ -501,22 +509,3 @@ def test_serve_refuses_a_key_file_other_users_can_read(tmp_path: Path, busy_port
     assert result.stderr == (
         f"Error: the API key file {key_file} is open to other users (mode 0644); run 'chmod 600 {key_file}'\n"
     )
-
-
-SERVE_KEY_PROBE_AGENT = ENV_PROBE_AGENT.replace("OSMOSIS_SERVE_RELOAD_CONFIG", "OSMOSIS_SERVE_API_KEY")
-
-
-def test_serve_takes_the_key_out_of_the_environment_before_the_agent_runs(
-    launch, trainer: TrainerStandIn, tmp_path: Path
-):
-    (tmp_path / "probe_agent.py").write_text(SERVE_KEY_PROBE_AGENT)
-    secret = "osm_rollout_environment-secret"
-    server = launch("--skip-register", "-H", "127.0.0.1", "--no-validate", "-m", "probe_agent:agent_loop",
-                    cwd=tmp_path, OSMOSIS_SERVE_API_KEY=secret)  # fmt: skip
-    server.wait_ready()
-    headers = {"Authorization": f"Bearer {secret}"}
-    body = init_body("key-env-1", trainer.url)
-    response = httpx.post(f"{server.url}/v1/rollout/init", json=body, headers=headers, timeout=10)
-    assert response.status_code == 202  # the key from the environment is the one enforced...
-    assert response.json()["tools"][0]["function"]["description"] == "absent|absent"  # ...and gone from it
-    server.stop()
