@@ -129,9 +129,7 @@ class Deliveries:
 
         What they did not deliver stays in the outbox for the next start (lost with an in-memory outbox).
         """
-        for handle in self._expiry.values():
-            handle.cancel()
-        self._expiry.clear()
+        self._cancel_expiry()
         tasks = [task for task, _ in self._running.values()]
         if tasks:
             _, unfinished = await asyncio.wait(tasks, timeout=timeout)
@@ -151,6 +149,7 @@ class Deliveries:
         return left
 
     def close(self) -> None:
+        self._cancel_expiry()
         self.outbox.close()
 
     def _track(self, key: str, task: asyncio.Task[Any], wake: asyncio.Event) -> None:
@@ -161,6 +160,11 @@ class Deliveries:
                 del self._running[key]
 
         task.add_done_callback(untrack)
+
+    def _cancel_expiry(self) -> None:
+        for handle in self._expiry.values():
+            handle.cancel()
+        self._expiry.clear()
 
     def _age_left(self, delivery: Delivery) -> float:
         return delivery.created + self.max_age_seconds - time.time()
