@@ -67,14 +67,22 @@ def _path(litellm: bool) -> Iterator[None]:
 
 
 def run_eval(
-    api_base: str, dataset: Path, journal: Path, *, n: int, batch_size: int, litellm: bool = False
+    api_base: str,
+    dataset: Path,
+    journal: Path,
+    *,
+    n: int,
+    batch_size: int,
+    litellm: bool = False,
+    extra: tuple[str, ...] = (),
 ) -> tuple[float, float]:
-    """Wall and CPU seconds of one ``osmosis eval`` run; raises if the command did not succeed."""
+    """Wall and CPU seconds of one ``osmosis eval`` run (``extra``: more options); raises if the
+    command did not succeed."""
     from osmosis_ai.cli.main import main
 
     argv = ["eval", "-m", AGENT, "-d", str(dataset), "--eval-fn", EVAL_FN, "--model", "bench",
             "--base-url", api_base, "--n", str(n), "--batch-size", str(batch_size), "--journal", str(journal),
-            "-q"]  # fmt: skip
+            "-q", *extra]  # fmt: skip
     wall, cpu = time.perf_counter(), time.process_time()
     with contextlib.redirect_stdout(io.StringIO()), _path(litellm):  # the command's own summary line
         status = main(argv)

@@ -24,6 +24,12 @@ _EXTRA_FOR_MODULE = {
     "uvicorn": "server",
     "pyarrow": "server",
     "fastmcp": "mcp",
+    "ray": "ray",
+    "prometheus_client": "prometheus",
+    "opentelemetry": "otel",
+    "wandb": "wandb",
+    "tensorboardX": "tensorboard",
+    "mlflow": "mlflow",
 }
 
 

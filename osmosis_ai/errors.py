@@ -62,6 +62,8 @@ classes that exist, both ways, so a new error class means a new line here::
     │   ├── PlatformAPIError                        osmosis_ai.auth.errors
     │   └── AuthenticationExpiredError              osmosis_ai.auth.errors
     ├── ReportInputError (ValueError)               osmosis_ai.report.errors
+    ├── RayBackendError                             osmosis_ai.runs.backends.ray
+    ├── ExperimentLogError                          osmosis_ai.observe.loggers
     ├── RewardRuntimeError (RuntimeError)           osmosis_ai.rewards.runtime.errors
     │   ├── RewardLoadError (ValueError)            osmosis_ai.rewards.runtime.errors
     │   ├── RewardSettingError (ValueError)         osmosis_ai.rewards.runtime.errors
@@ -81,7 +83,9 @@ agent-side SDK (calls to TrainGate, agent-loop definition, tools); ``AuthError``
 are Platform login, stored credentials and Platform calls; ``ServeError`` is a server that cannot
 start; the evaluation errors are the shared dataset reader's, the model client's, the eval
 functions' and the run journal's; the TrainGate errors are the local trainer's;
-``ReportInputError`` is a results file the HTML report cannot read; the ``RewardRuntimeError``
+``ReportInputError`` is a results file the HTML report cannot read; ``RayBackendError`` is
+``--backend ray`` unable to run (no ``ray``, no cluster, other versions, every worker gone);
+``ExperimentLogError`` a run that ``--log-to`` could not send to its tracker; the ``RewardRuntimeError``
 family is the reward runtime's (a reward that cannot be loaded, bad settings or rows, worker
 processes that cannot start; a reward failing on a sample is an outcome).
 The command line's own error class lives in ``osmosis_ai/cli/errors.py``

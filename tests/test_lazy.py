@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,3 +31,47 @@ def test_a_missing_optional_dependency_names_the_extra(
         ImportError, match=r"pkg\.create_app needs the package 'fastapi'.*osmosis-ai\[server\]"
     ):
         getattr_("create_app")
+
+
+def test_a_missing_ray_names_its_extra() -> None:
+    from osmosis_ai._lazy import install_hint
+
+    assert install_hint("ray") == "install it with: pip install 'osmosis-ai[ray]'"
+
+
+def test_the_backend_modules_load_ray_only_when_it_runs() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, osmosis_ai.runs.backends.ray, osmosis_ai.cli.backend, osmosis_ai.cli.commands.eval, "
+        "osmosis_ai.cli.commands.test; print('ray' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+OBSERVABILITY_MODULES = ("prometheus_client", "opentelemetry", "wandb", "tensorboardX", "mlflow")
+
+
+def _loaded_after(statement: str) -> set[str]:
+    code = f"import sys; {statement}; print('\\n'.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return {name.partition(".")[0] for name in out.split()}
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "import osmosis_ai.observe.tracing, osmosis_ai.observe.metrics, osmosis_ai.observe.loggers",
+        "import osmosis_ai.runs.engine, osmosis_ai.models.complete, osmosis_ai.rollout.client",
+        "from osmosis_ai.rollout.server import create_app; from examples.calculator.agent import agent_loop; "
+        "from osmosis_ai.rollout.server.config import ServerConfig; create_app(agent_loop, config=ServerConfig(metrics=False))",
+        "from osmosis_ai.cli.main import main",
+    ],
+)
+def test_the_observability_tools_load_only_when_used(statement: str) -> None:
+    loaded = _loaded_after(statement)
+    if "fastapi" in loaded:  # recent FastAPI versions load the OpenTelemetry API themselves
+        loaded.discard("opentelemetry")
+    assert not loaded & set(OBSERVABILITY_MODULES)

@@ -50,7 +50,11 @@ class CalculatorAgentLoop(RolloutAgentLoop):
             for tool_call in tool_calls:
                 started = time.perf_counter()
                 messages.append(_tool_message(tool_call))
-                ctx.record_tool_call((time.perf_counter() - started) * 1000.0)
+                function = tool_call.get("function") if isinstance(tool_call, dict) else None
+                name = function.get("name") if isinstance(function, dict) else None
+                ctx.record_tool_call(
+                    (time.perf_counter() - started) * 1000.0, name if isinstance(name, str) else None
+                )
         return ctx.complete(messages, finish_reason="max_turns")
 
 

@@ -176,6 +176,26 @@ def add_reward_runtime_arguments(
                         help="memory limit of each worker process; past it the sample is 'reward_crash'")  # fmt: skip
 
 
+def add_log_to_argument(parser: argparse.ArgumentParser) -> None:
+    """``--log-to TOOL`` (repeatable): send the finished run to an experiment logger. A command adds it
+    here and calls :func:`osmosis_ai.cli.summary.log_experiment` once its figures exist (``finish_run``
+    does); a missing extra is refused as the command line is parsed, before any work."""
+    from osmosis_ai.observe.loggers import TOOLS
+
+    def tool(text: str) -> str:
+        from osmosis_ai.observe.loggers import install_line
+
+        line = install_line(text) if text in TOOLS else None  # an unknown name: the choices' error
+        if line is not None:
+            raise OutOfRange(line)
+        return text
+
+    parser.add_argument("--log-to", type=tool, choices=list(TOOLS), action="append", metavar="TOOL",
+                        help=f"also log the run ({', '.join(TOOLS)}: config, summary, pass@k, score histogram, sample table) "
+                        "to this experiment tracker; repeatable (settings: each tool's own environment "
+                        "variables, e.g. WANDB_PROJECT, TENSORBOARD_LOGDIR, MLFLOW_TRACKING_URI)")  # fmt: skip
+
+
 def concurrency_value(text: str) -> str | int:
     """A concurrency on the command line: a whole number of at least 1, or ``auto``."""
     if text.strip().lower() == "auto":
@@ -220,3 +240,27 @@ def limit_line(limit: Limit) -> str | None:
         f"Concurrency: auto ({figures['minimum']}-{figures['maximum']}): {figures['lowest']} to "
         f"{figures['highest']} in flight, {figures['mean']:g} on average, {figures['limit']} at the end"
     )
+
+
+def ray_address(text: str) -> str:
+    """A Ray cluster address: ``auto`` (the cluster this machine belongs to) or ``ray://HOST:PORT``."""
+    if text == "auto" or (text.startswith("ray://") and len(text) > len("ray://")):
+        return text
+    raise argparse.ArgumentTypeError(f"invalid address {text!r}: expected 'auto' or 'ray://HOST:PORT'")
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--backend local|ray`` and ``--ray-address``: where the work items run
+    (:func:`osmosis_ai.cli.backend.run_backend` opens it)."""
+    parser.add_argument("--backend", choices=("local", "ray"), default="local",
+                        help="run the items in this process (default) or on Ray workers, one per CPU; the "
+                        "dataset, journal and outputs stay here (needs osmosis-ai[ray])")  # fmt: skip
+    parser.add_argument("--ray-address", type=ray_address, metavar="auto|ray://HOST:PORT",
+                        help="with --backend ray: join this cluster (the working directory is shipped to it) "
+                        "instead of starting a local Ray with this machine's CPUs")  # fmt: skip
+
+
+def check_backend_arguments(args: argparse.Namespace) -> None:
+    """``--ray-address`` only with ``--backend ray``."""
+    if getattr(args, "ray_address", None) and getattr(args, "backend", "local") != "ray":
+        raise CLIError("--ray-address needs --backend ray")

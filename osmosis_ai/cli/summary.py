@@ -6,12 +6,14 @@ table, or with ``as_json`` prints them as a single JSON object on one line for s
 :func:`write_report` turns results into the HTML report. A command that produces results adds
 ``--report FILE`` and ``--json`` with :func:`add_summary_arguments`, calls :func:`show_summary` just
 before its outcome line (so that line stays the last) and :func:`finish_run` once its results exist
-(a file, or the document it still holds in memory).
+(a file, or the document it still holds in memory); that also sends the run to the experiment loggers
+of ``--log-to`` (:func:`osmosis_ai.cli.arguments.add_log_to_argument`, :func:`log_experiment`).
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -159,5 +161,83 @@ def finish_run(
         write_report(report, [run], summaries=[summary])
         say(f"Wrote report to {report}", quiet=bool(getattr(args, "quiet", False) or as_json))
         figures = figures or (run, summary)
+    if as_json or getattr(args, "log_to", None):
+        figures = figures or run_figures(results, source)
     if as_json:
-        print_summary(*(figures or run_figures(results, source)), as_json=True, extra=extra)
+        assert figures is not None
+        print_summary(*figures, as_json=True, extra=extra)
+    if figures is not None:
+        log_experiment(args, figures)
+
+
+_SECRET_WORDS = ("key", "token", "secret", "password")
+
+
+def run_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The command's settings as plain values, for an experiment logger: no secrets, nothing unset."""
+    plain = (str, int, float, bool, list, tuple)
+    return {
+        name: list(value) if isinstance(value, tuple) else value
+        for name, value in sorted(vars(args).items())
+        if isinstance(value, plain)
+        and not any(word in name for word in _SECRET_WORDS)
+        and not name.startswith("_")
+        and name not in ("log_to", "func")
+    }
+
+
+def log_experiment(args: argparse.Namespace, figures: Figures) -> None:
+    """Send the finished run to each ``--log-to`` tool (nothing without the flag); one line says where."""
+    tools = getattr(args, "log_to", None)
+    if not tools:
+        return
+    from osmosis_ai.cli.errors import CLIError
+    from osmosis_ai.observe.loggers import MAX_SAMPLES, ExperimentLogError, RunLog, log_run
+
+    run, summary = figures
+    values: dict[str, float] = {
+        "rows": summary.rows,
+        "completed": summary.completed,
+        "scored": summary.scored,
+    }
+    values |= {f"outcome_{name}": n for name, n in summary.outcomes.items()}
+    if summary.mean_score is not None:
+        mean = summary.mean_score
+        values |= {f"mean_{run.score_name}": mean.value, "mean_low": mean.low, "mean_high": mean.high}
+    values |= {f"latency_{p}_ms": v for p, v in summary.latency_ms.items() if v is not None}
+    tokens = {
+        "prompt_tokens": summary.prompt_tokens,
+        "completion_tokens": summary.completion_tokens,
+        "cost_usd": summary.cost_usd,
+    }
+    values |= {name: v for name, v in tokens.items() if v is not None}
+    samples = [
+        (
+            r.row,
+            r.sample,
+            r.outcome,
+            r.scored_value,
+            r.latency_ms,
+            (r.prompt_tokens or 0) + (r.completion_tokens or 0),
+            r.error,
+        )
+        for r in run.rows[:MAX_SAMPLES]
+    ]
+    record = RunLog(
+        name=f"{run.kind.replace(' ', '-')}-{time.strftime('%Y%m%d-%H%M%S')}",
+        kind=run.kind,
+        config={"source": run.source, **run_config(args)},
+        summary={name: float(v) for name, v in values.items()},
+        pass_at_k={k: e.value for k, e in summary.pass_at_k.items()},
+        scores=[v for r in run.rows if (v := r.scored_value) is not None],
+        samples=samples,
+    )
+    try:
+        where = log_run(tools, record)
+    except ExperimentLogError as exc:
+        raise CLIError(str(exc)) from None
+    for tool, place in zip(dict.fromkeys(tools), where, strict=True):
+        say(
+            f"Logged to {tool}: {place}",
+            quiet=bool(getattr(args, "quiet", False) or getattr(args, "json", False)),
+        )

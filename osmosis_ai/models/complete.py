@@ -38,6 +38,7 @@ from osmosis_ai.models import litellm as _litellm
 from osmosis_ai.models import openai_compat, scripted
 from osmosis_ai.models.concurrency import CallObserver, CallOutcome
 from osmosis_ai.models.errors import ModelCallError, ModelRouteError
+from osmosis_ai.observe import tracing
 
 logger = logging.getLogger(__name__)
 
@@ -196,11 +197,38 @@ async def complete(
 
     ``params`` are sent as they are (``temperature``, ``max_tokens``, ``tools``, ``response_format``,
     ``extra_body``...), except ``stream``: replies are never streamed. ``observer`` (an adaptive
-    concurrency limit) hears how the call ended and how long it took.
+    concurrency limit) hears how the call ended and how long it took. With tracing on
+    (:mod:`osmosis_ai.observe.tracing`) the call is one ``chat`` span.
 
     Raises:
         ModelCallError: the call failed (see :mod:`osmosis_ai.models.errors`).
     """
+    span = tracing.chat_started(route.model, _provider(route))
+    try:
+        completion = await _observed(route, messages, timeout, observer, params)
+    except BaseException as exc:
+        tracing.failed(span, exc)
+        raise
+    if span is not None:
+        raw = completion.raw
+        model = raw.get("model") if isinstance(raw, dict) else None
+        tracing.chat_finished(span, completion.usage, completion.finish_reason, model)
+    return completion
+
+
+def _provider(route: Route) -> str:
+    """The GenAI ``gen_ai.provider.name`` of a route: LiteLLM's provider prefix, else who sends it."""
+    prefix, slash, _ = route.model.partition("/")
+    return prefix if slash else route.via
+
+
+async def _observed(
+    route: Route,
+    messages: list[dict[str, Any]],
+    timeout: float,
+    observer: CallObserver | None,
+    params: dict[str, Any],
+) -> Completion:
     if observer is None:
         return await _complete(route, messages, timeout=timeout, **params)
     started = time.monotonic()

@@ -51,6 +51,7 @@ from osmosis_ai._http import (
     retrying,
 )
 from osmosis_ai._http import Response as TransportResponse
+from osmosis_ai.observe import tracing
 from osmosis_ai.rollout.config.settings import RolloutClientSettings, get_settings
 from osmosis_ai.rollout.core.exceptions import (
     OsmosisRolloutError,
@@ -203,6 +204,7 @@ class OsmosisLLMClient:
         timeout_seconds, max_retries, complete_rollout_retries: override ``settings``.
         settings: client settings (default: ``get_settings().client``).
         transport: send through this transport instead of the process-wide pool (tests, custom I/O).
+        on_chat: called with the duration in seconds of each answered chat call (the server's metrics).
         failures: log failed attempts through this :class:`~osmosis_ai._http.FailureLog` (a server's
             rollouts share one, so a trainer that does not answer costs a few lines a minute, not
             one per rollout and attempt); without it each one is logged.
@@ -219,6 +221,7 @@ class OsmosisLLMClient:
         settings: RolloutClientSettings | None = None,
         *,
         transport: Transport | None = None,
+        on_chat: Callable[[float], object] | None = None,
         failures: FailureLog | None = None,
     ) -> None:
         self.settings = settings if settings is not None else get_settings().client
@@ -237,6 +240,7 @@ class OsmosisLLMClient:
         except ValueError as exc:
             raise RolloutValueError(str(exc)) from None
         self._transport = transport
+        self._on_chat = on_chat
         self._failures = failures
         self._headers = {"Content-Type": "application/json"}
         if api_key:
@@ -285,8 +289,19 @@ class OsmosisLLMClient:
         )
         self._calls += 1
         headers = {**self._headers, "Idempotency-Key": f"{self._call_prefix}-{self._calls}"}
-        response, elapsed = await self._exchange(self.server_url + CHAT_PATH, body, headers, self.max_retries)
-        result = self._parse_completion(response)
+        span = tracing.chat_started(model, "traingate")
+        try:
+            response, elapsed = await self._exchange(
+                self.server_url + CHAT_PATH, body, headers, self.max_retries
+            )
+            result = self._parse_completion(response)
+        except BaseException as exc:
+            tracing.failed(span, exc)
+            raise
+        if span is not None:
+            tracing.chat_finished(span, result.usage, result.finish_reason)
+        if self._on_chat is not None:
+            self._on_chat(elapsed)
         self._llm_latency_ms += elapsed * 1000.0
         self._num_llm_calls += 1
         if result.usage:
@@ -405,13 +420,19 @@ class OsmosisLLMClient:
         return _encode(response, "the rollout completion")
 
     async def send_completion(
-        self, body: bytes, *, window_seconds: float, wake: asyncio.Event | None = None
+        self,
+        body: bytes,
+        *,
+        window_seconds: float,
+        wake: asyncio.Event | None = None,
+        on_attempt: Callable[[int | None], object] | None = None,
     ) -> None:
         """POST an encoded completion, retrying for up to ``window_seconds`` instead of a retry count.
 
         The back-off grows to ``retry_max_delay``; a ``Retry-After`` is honoured up to the rest of
         the window. Setting ``wake`` cuts the current wait short (a retried init says TrainGate is
         back). Raises like :meth:`complete_rollout` once the window is over or the answer is final.
+        ``on_attempt`` hears how each POST ended: TrainGate's status, or ``None`` without an answer.
         """
         loop = asyncio.get_running_loop()
         until = loop.time() + window_seconds
@@ -426,7 +447,13 @@ class OsmosisLLMClient:
             wake.clear()
 
         await self._exchange(
-            self.server_url + COMPLETED_PATH, body, self._headers, 0, until=until, sleep=sleep
+            self.server_url + COMPLETED_PATH,
+            body,
+            self._headers,
+            0,
+            until=until,
+            sleep=sleep,
+            on_attempt=on_attempt,
         )
 
     def get_metrics(self) -> RolloutMetrics:
@@ -449,6 +476,7 @@ class OsmosisLLMClient:
         *,
         until: float | None = None,
         sleep: Callable[[float], Awaitable[Any]] | None = None,
+        on_attempt: Callable[[int | None], object] | None = None,
     ) -> tuple[TransportResponse, float]:
         """POST with the retry policy of the module docstring; returns a 2xx answer and its duration.
 
@@ -475,8 +503,12 @@ class OsmosisLLMClient:
                     url, body, headers, self.timeout_seconds, settings.connect_timeout_seconds
                 )
             except NoAnswer as exc:
+                if on_attempt is not None:
+                    on_attempt(None)
                 error = OsmosisTimeoutError(str(exc)) if exc.timed_out else OsmosisTransportError(str(exc))
                 raise _Retryable(error, None) from exc
+            if on_attempt is not None:
+                on_attempt(response.status)
             if 200 <= response.status < 300:
                 return response, time.perf_counter() - started
             raise _Retryable(self._retryable_error(url, response), parse_retry_after(response.retry_after))

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from osmosis_ai._pool import Limit, run_bounded
+from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.observe import tracing
 from osmosis_ai.runs.items import Deadline, WorkItem
 from osmosis_ai.runs.result import Attempt, Result
 from osmosis_ai.runs.scorer import Scorer
@@ -39,7 +41,11 @@ OnResult = Callable[[Result], Awaitable[None] | None]
 
 
 class Pipeline:
-    """What runs one item: ``executor``, then ``scorer``, both within ``timeout`` seconds when set."""
+    """What runs one item: ``executor``, then ``scorer``, both within ``timeout`` seconds when set.
+
+    With tracing on (:mod:`osmosis_ai.observe.tracing`) each item is one rollout span, its scoring
+    a child span.
+    """
 
     def __init__(self, executor: Executor, scorer: Scorer, *, timeout: float | None = None) -> None:
         self.executor = executor
@@ -48,8 +54,37 @@ class Pipeline:
 
     async def __call__(self, item: WorkItem) -> Result:
         deadline = Deadline.after(self.timeout) if self.timeout else None
-        attempt = await self.executor.run(item, deadline=deadline)
-        return await self.scorer.score(item, attempt, deadline=deadline)
+        attributes = {
+            "osmosis.row_index": item.row_index,
+            "osmosis.sample_index": item.sample_index,
+            "osmosis.model_tag": item.model_tag,
+        }
+        with tracing.rollout(self._agent, attributes) as span:
+            attempt = await self.executor.run(item, deadline=deadline)
+            if span is None or attempt.outcome is not Outcome.COMPLETED:
+                result = await self.scorer.score(item, attempt, deadline=deadline)
+            else:
+                with tracing.child("score", {"osmosis.score_functions": self.scorer.names}) as scoring:
+                    result = await self.scorer.score(item, attempt, deadline=deadline)
+                    tracing.ended(scoring, result.outcome.value, _errors(result), reward=result.reward)
+            tracing.ended(span, result.outcome.value, _failure(result), reward=result.reward)
+        return result
+
+    @property
+    def _agent(self) -> str:
+        agent = getattr(self.executor, "agent_loop", None)
+        name = getattr(agent, "name", None)
+        return name if isinstance(name, str) and name else type(agent or self.executor).__name__
+
+
+def _errors(result: Result) -> str | None:
+    return "; ".join(f"{name}: {error}" for name, error in result.score_errors.items()) or None
+
+
+def _failure(result: Result) -> str | None:
+    if result.outcome is Outcome.COMPLETED:
+        return None
+    return result.attempt.error or _errors(result) or result.outcome.value
 
 
 @dataclass

@@ -23,6 +23,7 @@ from osmosis_ai._http import (
     retrying,
     shared_pool,
 )
+from osmosis_ai.observe import tracing
 from osmosis_ai.rollout.core.schemas import InitResponse, RolloutRequest
 from osmosis_ai.traingate.errors import TrainGateError
 from osmosis_ai.traingate.session import RolloutSession
@@ -118,6 +119,8 @@ class RolloutLauncher:
     async def _post(self, url: str, body: bytes) -> Response:
         """The answer to the init: the first one that is not retryable, or the last one."""
         pool = shared_pool(self._max_connections)
+        headers = dict(self._headers)
+        tracing.inject(headers)  # the server's rollout span continues this run's trace
 
         async def attempt() -> Response:
             try:
@@ -125,7 +128,7 @@ class RolloutLauncher:
                     "POST",
                     url,
                     body=body,
-                    headers=self._headers,
+                    headers=headers,
                     timeout=self._request_timeout,
                     connect_timeout=self._connect_timeout,
                 )

@@ -23,15 +23,19 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli.arguments import (
     absolute_path,
     add_agent_run_arguments,
+    add_backend_arguments,
     add_journal_arguments,
+    add_log_to_argument,
     add_max_concurrency_argument,
     add_reward_runtime_arguments,
+    check_backend_arguments,
     concurrency_value,
     finite_number,
     limit_summary,
@@ -49,6 +53,8 @@ from osmosis_ai.consts import PACKAGE_VERSION
 
 if TYPE_CHECKING:
     from osmosis_ai._pool import Limit
+    from osmosis_ai.runs.engine import Pipeline
+    from osmosis_ai.runs.executors.local import LocalModel
 
 DEBUG_DIR = "local_debug"
 
@@ -69,6 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline-api-key", help="API key of --baseline-model")
     add_journal_arguments(parser, unit="run")
     add_reward_runtime_arguments(parser, what="eval functions")
+    add_backend_arguments(parser)
     parser.add_argument("--output-path", metavar="DIR", type=absolute_path,
                         help="write results_<unix>_<task id>.json under DIR/<model>/<dataset>/")  # fmt: skip
     parser.add_argument("--log-samples", action="store_true",
@@ -76,6 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--debug", action="store_true",
                         help=f"show library log messages and write the agents' traces to ./{DEBUG_DIR}")  # fmt: skip
     add_summary_arguments(parser)
+    add_log_to_argument(parser)
     cache.add_parser(parser.add_subparsers(dest="eval_command", metavar="{cache}"))
 
 
@@ -89,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError(f"osmosis eval needs {', '.join(missing)} (see osmosis eval --help)")
     if (args.baseline_base_url or args.baseline_api_key) and not args.baseline_model:
         raise CLIError("--baseline-base-url and --baseline-api-key need --baseline-model")
+    check_backend_arguments(args)
     setup_logging(logging.DEBUG if args.debug else None)
     args.quiet = args.quiet or args.json
     return run_command(lambda: _eval(args), on_interrupt=lambda: interrupted("run"))
@@ -125,9 +134,7 @@ async def _eval(args: argparse.Namespace) -> int:
         for spec in args.eval_fn
     ]
     reader, _, selected = open_dataset(args)
-    params = {
-        k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens)) if v is not None
-    }
+    params = _completion_params(args)
     description = {
         "agent": f"{agent_spec(args)}@{agent_digest(args, agent_loop) or source_digest(agent_loop)}",
         "eval_fns": [f"{fn.name}@{source_digest(fn.fn)}" for fn in eval_fns],
@@ -175,16 +182,9 @@ async def _eval(args: argparse.Namespace) -> int:
         limit = run_limit(args.batch_size, args, base_url=args.base_url)
         if remaining:
             stop = await _run(
-                args,
-                agent_loop,
-                eval_fns,
-                reader.iter_indexed(selected, args.offset),
-                journal,
-                todo,
-                params,
-                limit,
+                args, agent_loop, reader.iter_indexed(selected, args.offset), journal, todo, limit,
                 done=planned - remaining,
-            )
+            )  # fmt: skip
         records = {tag: journal.records(tag) for tag in tags}
         finished = all(not journal.to_run(keys, model_tag=tag) for tag in tags)
         if finished and stop is None:
@@ -199,73 +199,127 @@ async def _eval(args: argparse.Namespace) -> int:
 async def _run(
     args: argparse.Namespace,
     agent_loop: Any,
-    eval_fns: list[Any],
     rows: Any,
     journal: Any,
     todo: dict[str, list[tuple[int, int]]],
-    params: dict[str, Any],
     limit: Limit,
     *,
     done: int,
 ) -> str | None:
-    """Preflight each model, then run the missing samples with a progress bar or plain lines."""
-    from osmosis_ai._usercode import UserThreads
+    """Preflight each model, then run the missing samples (here or on Ray workers) with a progress
+    bar or plain lines."""
     from osmosis_ai.cli import output
     from osmosis_ai.cli.arguments import limit_line
+    from osmosis_ai.cli.backend import run_backend, worker_settings
     from osmosis_ai.cli.eval.samples import progress_reporter, run_samples
     from osmosis_ai.cli.loading import reward_runtime
     from osmosis_ai.evaluation.errors import SystemicProviderError
     from osmosis_ai.evaluation.journal import BASELINE, PRIMARY
-    from osmosis_ai.evaluation.llm_client import ExternalLLMClient
     from osmosis_ai.models.concurrency import AdaptiveLimit, observer_of
-    from osmosis_ai.runs.engine import Pipeline
-    from osmosis_ai.runs.executors.local import InProcessExecutor, LocalModel
-    from osmosis_ai.runs.scorer import Scorer, runtime_function
 
-    observer = observer_of(limit)
+    if args.backend == "ray" and isinstance(limit, AdaptiveLimit):
+        raise CLIError(
+            "--batch-size auto follows one process's model calls; give --batch-size N with --backend ray"
+        )
+    models = _models(args, [tag for tag, keys in todo.items() if keys], observer_of(limit))
+    for tag, model in models.items():  # a model with nothing left costs no preflight
+        say(f"{'Baseline' if tag == BASELINE else 'Model'}: {model.client.display_name}", quiet=args.quiet)
+        try:
+            await model.client.preflight_check()
+        except SystemicProviderError as exc:
+            if tag == PRIMARY:
+                raise
+            raise CLIError(f"(baseline) {exc}") from exc
+    for spec in args.eval_fn:
+        say(f"Scoring: {reward_runtime(spec, args, kind='eval function').describe()}", quiet=args.quiet)
+    total = done + sum(len(keys) for keys in todo.values())
+    remaining = total - done
+    bar = not args.quiet and output.wants_progress(None, remaining)
+    settings = worker_settings(args, tags=list(models), reward_workers=args.reward_workers or 1)
+
+    def local() -> contextlib.AbstractAsyncContextManager[Pipeline]:
+        return _pipeline(args, agent_loop, models, limit.ceiling)
+
+    async with contextlib.AsyncExitStack() as stack:
+        if isinstance(limit, AdaptiveLimit):
+            stack.push_async_callback(limit.aclose)  # its server-metrics reader
+            stack.callback(lambda: say(limit_line(limit) or "", quiet=args.quiet))
+        backend = await stack.enter_async_context(
+            run_backend(
+                args, local, factory=f"{__name__}:ray_worker", settings=settings, concurrency=limit.ceiling
+            )
+        )
+        args.backend_note = backend.note()
+        if backend.workers:
+            say(f"Backend: Ray, {backend.workers} workers", quiet=args.quiet)
+        with output.progress_bar(remaining, "eval", enabled=bar) as advance:
+            report = progress_reporter(total=total, done=done, quiet=args.quiet, tagged=BASELINE in todo,
+                                       advance=advance, bar=bar)  # fmt: skip
+            return await run_samples(
+                pipeline=backend.process, rows=rows, n=args.n, tags=list(models),
+                journal=journal, retry_failed=args.retry_failed, batch_size=limit,
+                log_samples=args.log_samples, on_sample=report,
+            )  # fmt: skip
+
+
+def _models(args: argparse.Namespace, tags: list[str], observer: Any) -> dict[str, LocalModel]:
+    """The model client of each of ``tags`` (``primary``, ``baseline``), its requests labelled."""
+    from osmosis_ai.evaluation.journal import BASELINE, PRIMARY
+    from osmosis_ai.evaluation.llm_client import ExternalLLMClient
+    from osmosis_ai.runs.executors.local import LocalModel
+
     endpoints = {PRIMARY: (args.model, args.api_key, args.base_url),
                  BASELINE: (args.baseline_model, args.baseline_api_key, args.baseline_base_url)}  # fmt: skip
     models: dict[str, LocalModel] = {}
-    for tag in (tag for tag, keys in todo.items() if keys):  # a model with nothing left costs no preflight
+    for tag in tags:
         model, key, url = endpoints[tag]
         client = ExternalLLMClient(model, api_key=key, api_base=url, observer=observer)
         prefix = "eval" if tag == PRIMARY else "eval-baseline"
         metadata = {"execution_mode": "eval"} | ({} if tag == PRIMARY else {"model_tag": BASELINE})
         models[tag] = LocalModel(client, prefix, metadata)
-    for tag, local in models.items():
-        say(f"{'Baseline' if tag == BASELINE else 'Model'}: {local.client.display_name}", quiet=args.quiet)
-        try:
-            await local.client.preflight_check()
-        except SystemicProviderError as exc:
-            if tag == PRIMARY:
-                raise
-            raise CLIError(f"(baseline) {exc}") from exc
+    return models
+
+
+@contextlib.asynccontextmanager
+async def _pipeline(
+    args: argparse.Namespace, agent_loop: Any, models: dict[str, LocalModel], in_flight: int
+) -> AsyncIterator[Pipeline]:
+    """The agent in-process with ``models``, scored by the eval functions in the reward runtime
+    (its worker processes end with the context, however it ends)."""
+    from osmosis_ai._usercode import UserThreads
+    from osmosis_ai.cli.loading import reward_runtime
+    from osmosis_ai.runs.engine import Pipeline
+    from osmosis_ai.runs.executors.local import InProcessExecutor
+    from osmosis_ai.runs.scorer import Scorer, runtime_function
+
+    params = _completion_params(args)
     # Synchronous agent code gets a thread per sample in flight, its own.
-    threads = UserThreads(limit.ceiling, name="osmosis-eval")
+    threads = UserThreads(in_flight, name="osmosis-eval")
     executor = InProcessExecutor(agent_loop, models, max_turns=args.max_turns, completion_params=params,
                                  debug_dir=DEBUG_DIR if args.debug else None, threads=threads)  # fmt: skip
-    runtimes = [reward_runtime(fn.name, args, kind="eval function") for fn in eval_fns]
-    for runtime in runtimes:
-        say(f"Scoring: {runtime.describe()}", quiet=args.quiet)
-    scorer = Scorer([runtime_function(rt, fn.name) for rt, fn in zip(runtimes, eval_fns, strict=True)])
-    pipeline = Pipeline(executor, scorer, timeout=args.timeout)
-    total = done + sum(len(keys) for keys in todo.values())
-    remaining = total - done
-    bar = not args.quiet and output.wants_progress(None, remaining)
+    runtimes = [reward_runtime(spec, args, kind="eval function") for spec in args.eval_fn]
+    scorer = Scorer([runtime_function(rt, spec) for rt, spec in zip(runtimes, args.eval_fn, strict=True)])
     async with contextlib.AsyncExitStack() as stack:
-        for runtime in runtimes:  # every worker process ends with the run, however it ends
+        for runtime in runtimes:
             await stack.enter_async_context(runtime)
-        if isinstance(limit, AdaptiveLimit):
-            stack.push_async_callback(limit.aclose)  # its server-metrics reader
-            stack.callback(lambda: say(limit_line(limit) or "", quiet=args.quiet))
-        with output.progress_bar(remaining, "eval", enabled=bar) as advance:
-            report = progress_reporter(total=total, done=done, quiet=args.quiet, tagged=BASELINE in todo,
-                                       advance=advance, bar=bar)  # fmt: skip
-            return await run_samples(
-                pipeline=pipeline, rows=rows, n=args.n, tags=list(models),
-                journal=journal, retry_failed=args.retry_failed, batch_size=limit,
-                log_samples=args.log_samples, on_sample=report,
-            )  # fmt: skip
+        yield Pipeline(executor, scorer, timeout=args.timeout)
+
+
+@contextlib.asynccontextmanager
+async def ray_worker(settings: Mapping[str, Any], share: int) -> AsyncIterator[Pipeline]:
+    """One Ray worker's pipeline for ``osmosis eval --backend ray``: the same agent, models and eval
+    functions as in one process, named by the command's arguments (``settings``), ``share`` in flight."""
+    from osmosis_ai.cli.loading import load_agent
+
+    args = argparse.Namespace(**settings)
+    async with _pipeline(args, load_agent(args), _models(args, args.tags, None), share) as pipeline:
+        yield pipeline
+
+
+def _completion_params(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens)) if v is not None
+    }
 
 
 def _report(
@@ -309,7 +363,7 @@ def _report(
     everything = [r for tag_records in records.values() for r in tag_records]
     document = legacy_document(config, primary, everything, baseline=baseline, comparison=comparison)
     figures = show_summary(args, document, args.output or "osmosis eval")
-    say(outcome_line(primary, baseline, planned), quiet=args.json)
+    say(outcome_line(primary, baseline, planned) + getattr(args, "backend_note", ""), quiet=args.json)
     if args.output:
         write_json(Path(args.output), document, flag="--output")
     if output_dir is not None and status == "completed":

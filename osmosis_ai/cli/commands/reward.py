@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from osmosis_ai.cli.arguments import (
     absolute_path,
     add_journal_arguments,
+    add_log_to_argument,
     add_reward_runtime_arguments,
     fraction,
 )
@@ -78,6 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        "and the row's own fields")  # fmt: skip
     add_journal_arguments(score, unit="row", failed="whose reward timed out or crashed")
     add_summary_arguments(score)
+    add_log_to_argument(score)
     score.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")
 
 

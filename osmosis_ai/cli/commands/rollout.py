@@ -32,6 +32,7 @@ from osmosis_ai.cli.arguments import (
     absolute_path,
     add_agent_arguments,
     add_journal_arguments,
+    add_log_to_argument,
     add_max_concurrency_argument,
     add_reward_runtime_arguments,
     concurrency_value,
@@ -153,6 +154,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_journal_arguments(run, unit="rollout")
     add_reward_runtime_arguments(run, what="the --reward function")
     add_summary_arguments(run)
+    add_log_to_argument(run)
     run.add_argument(
         "--progress", action="store_true", help="show the progress bar even when not on a terminal"
     )

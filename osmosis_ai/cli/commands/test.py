@@ -13,15 +13,19 @@ run at once.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli.arguments import (
     add_agent_run_arguments,
+    add_backend_arguments,
     add_max_concurrency_argument,
+    check_backend_arguments,
     concurrency_value,
     limit_line,
     limit_summary,
@@ -58,6 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", type=concurrency_value, default=1, metavar="N|auto",
                         help="rows run at once (default 1: one after another); 'auto' follows the model server")  # fmt: skip
     add_max_concurrency_argument(parser, "--concurrency")
+    add_backend_arguments(parser)
 
 
 def format_duration(ms: float) -> str:
@@ -74,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError("--row needs --interactive")
     if args.interactive and args.concurrency != 1:
         raise CLIError("--interactive runs one row at a time: drop --concurrency")
+    if args.interactive and args.backend == "ray":
+        raise CLIError("--interactive steps through rows in this process; leave out --backend ray")
+    check_backend_arguments(args)
     setup_logging(logging.DEBUG if args.debug else None)
     args.quiet = args.quiet or args.json
     return run_command(lambda: _test(args), on_interrupt=_interrupted)
@@ -85,6 +93,7 @@ def _interrupted() -> int:
 
 
 async def _test(args: argparse.Namespace) -> int:
+    from osmosis_ai.cli.backend import run_backend, worker_settings
     from osmosis_ai.cli.loading import load_agent
     from osmosis_ai.evaluation.llm_client import ExternalLLMClient
     from osmosis_ai.models.concurrency import AdaptiveLimit, observer_of
@@ -135,17 +144,29 @@ async def _test(args: argparse.Namespace) -> int:
                 line += " - " + (error if len(error) <= ERROR_PREVIEW else error[: ERROR_PREVIEW - 3] + "...")
             say(quiet=args.quiet, line=line)
 
-        with progress_bar(selected, "rows", enabled=bar, stderr=False) as advance:
-            try:
-                report = await run_items(
-                    work_items(reader.iter_indexed(args.limit, args.offset)),
-                    _pipeline(args, agent_loop, client, threads=limit.ceiling),
-                    concurrency=limit,
-                    on_result=show,
-                )
-            finally:
-                if isinstance(limit, AdaptiveLimit):
-                    await limit.aclose()  # its server-metrics reader
+        pipeline = _pipeline(args, agent_loop, client, threads=limit.ceiling)
+        if args.backend == "ray" and isinstance(limit, AdaptiveLimit):
+            raise CLIError(
+                "--concurrency auto follows one process's model calls; give --concurrency N with --backend ray"
+            )
+        backend_context = run_backend(args, lambda: contextlib.nullcontext(pipeline),
+                                      factory=f"{__name__}:ray_worker", settings=worker_settings(args),
+                                      concurrency=limit.ceiling)  # fmt: skip
+        async with backend_context as backend:
+            if backend.workers:
+                say(quiet=args.quiet, line=f"Backend: Ray, {backend.workers} workers")
+            with progress_bar(selected, "rows", enabled=bar, stderr=False) as advance:
+                try:
+                    report = await run_items(
+                        work_items(reader.iter_indexed(args.limit, args.offset)),
+                        backend.process,
+                        concurrency=limit,
+                        on_result=show,
+                    )
+                finally:
+                    if isinstance(limit, AdaptiveLimit):
+                        await limit.aclose()  # its server-metrics reader
+            note = backend.note()
     results.sort(key=lambda r: r.item.row_index)
     if (concurrency := limit_line(limit)) is not None:
         say(quiet=args.quiet, line=concurrency)
@@ -168,6 +189,7 @@ async def _test(args: argparse.Namespace) -> int:
         line += f"; mean reward {sum(rewards) / len(rewards):.3f} over {len(rewards)} completed"
     if stop is not None:
         line += f"; stopped after {counts.total} of {selected} rows"
+    line += note
     document = {
         "summary": {
             "total": counts.total,
@@ -197,6 +219,18 @@ async def _test(args: argparse.Namespace) -> int:
     if reason is not None:
         raise CLIError(reason)
     return 0
+
+
+@contextlib.asynccontextmanager
+async def ray_worker(settings: Mapping[str, Any], share: int) -> AsyncIterator[Pipeline]:
+    """One Ray worker's pipeline for ``osmosis test --backend ray``: the same agent and model as in
+    one process, named by the command's arguments (``settings``), ``share`` rows in flight."""
+    from osmosis_ai.cli.loading import load_agent
+    from osmosis_ai.evaluation.llm_client import ExternalLLMClient
+
+    args = argparse.Namespace(**settings)
+    async with ExternalLLMClient(args.model, api_key=args.api_key, api_base=args.base_url) as client:
+        yield _pipeline(args, load_agent(args), client, threads=share)
 
 
 def _pipeline(args: argparse.Namespace, agent_loop: Any, client: Any, *, threads: int = 1) -> Pipeline:

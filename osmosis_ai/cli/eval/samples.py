@@ -17,7 +17,7 @@ from osmosis_ai._pool import Limit
 from osmosis_ai.cli import output
 from osmosis_ai.evaluation.journal import PRIMARY, Journal
 from osmosis_ai.evaluation.outcome import Outcome
-from osmosis_ai.runs.engine import Pipeline, run_items
+from osmosis_ai.runs.engine import ProcessItem, run_items
 from osmosis_ai.runs.items import WorkItem, work_items
 from osmosis_ai.runs.result import Result
 
@@ -40,7 +40,7 @@ def describe_sample(result: Result, tagged: bool) -> str:
 
 async def run_samples(
     *,
-    pipeline: Pipeline,
+    pipeline: ProcessItem,
     rows: Iterable[tuple[int, Mapping[str, Any]]],
     n: int,
     tags: Sequence[str],

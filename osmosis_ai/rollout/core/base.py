@@ -27,6 +27,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from osmosis_ai.observe import tracing
 from osmosis_ai.rollout.core.exceptions import AgentLoopDefinitionError
 from osmosis_ai.rollout.core.llm_client import LLMClientProtocol
 from osmosis_ai.rollout.core.schemas import (
@@ -165,10 +166,12 @@ class RolloutContext:
             metrics=self._build_metrics(),
         )
 
-    def record_tool_call(self, latency_ms: float = 0.0) -> None:
-        """Count one tool call that took ``latency_ms`` milliseconds."""
+    def record_tool_call(self, latency_ms: float = 0.0, name: str | None = None) -> None:
+        """Count one tool call, of the tool ``name`` when given, that has just ended after ``latency_ms``
+        milliseconds (with tracing on, an ``execute_tool`` span covering that time)."""
         self._num_tool_calls += 1
         self._tool_latency_ms += latency_ms
+        tracing.tool_call(name, latency_ms)
 
     @property
     def debug_enabled(self) -> bool:

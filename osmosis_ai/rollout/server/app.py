@@ -1,7 +1,7 @@
 """``create_app``: the FastAPI application that serves one ``RolloutAgentLoop`` to TrainGate.
 
 Routes: ``POST /v1/rollout/init`` (auth), ``GET /health``, ``GET /platform/health`` (auth; 404 when the
-server has no key). The lifespan starts the record janitor, re-sends what an earlier run left in the
+server has no key), ``GET /metrics`` (Prometheus; when ``ServerConfig.metrics`` allows). The lifespan starts the record janitor, re-sends what an earlier run left in the
 outbox, runs ``on_startup``, registers with the Platform when asked to, and on shutdown drains
 rollouts (grace period, then ERROR callbacks), runs ``on_shutdown`` and closes the process's shared
 HTTP pool. Every option is a field of :class:`~osmosis_ai.rollout.server.config.ServerConfig`.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from osmosis_ai.rollout.server.state import AppState
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
+    from osmosis_ai.observe.metrics import ServerMetrics
     from osmosis_ai.rollout.config.settings import RolloutSettings
     from osmosis_ai.rollout.core.base import RolloutAgentLoop
 
@@ -40,6 +42,7 @@ class LifecycleManager:
         self.executor = executor
         self._registration: asyncio.Task[Any] | None = None
         self._drain: asyncio.Future[None] | None = None
+        self._gauges: asyncio.Task[None] | None = None
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Any) -> AsyncIterator[None]:
@@ -83,6 +86,9 @@ class LifecycleManager:
             logger.info("per-rollout debug traces go to %s", config.debug_dir)
         self.state.start_cleanup_task()
         self.executor.deliveries.start()
+        metrics = self.executor.metrics
+        if metrics is not None and metrics.multiprocess:
+            self._gauges = asyncio.get_running_loop().create_task(_refresh_gauges(metrics))
         if config.on_startup is not None:
             await config.on_startup()
         if config.registers:
@@ -93,11 +99,12 @@ class LifecycleManager:
             )
 
     async def _stop(self) -> None:
-        registration, self._registration = self._registration, None
-        if registration is not None and not registration.done():
-            registration.cancel()  # pointless once we stop; it only awaits async I/O, so it ends now
-            with contextlib.suppress(asyncio.CancelledError):
-                await registration
+        for task in (self._registration, self._gauges):
+            if task is not None and not task.done():
+                task.cancel()  # pointless once we stop; it only awaits, so it ends now
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._registration = self._gauges = None
         await self.drain()
         try:
             if self.config.on_shutdown is not None:
@@ -110,6 +117,29 @@ class LifecycleManager:
             await self.executor.deliveries.stop(self.executor.callback_time_left())
             self.executor.close_abandoned()
             await _close_shared_transport()
+
+
+async def _refresh_gauges(metrics: ServerMetrics) -> None:
+    """Keep this worker's gauges current in the shared files: another worker may answer the scrape."""
+    from osmosis_ai.observe.metrics import GAUGE_REFRESH_SECONDS
+
+    while True:
+        metrics.refresh()
+        await asyncio.sleep(GAUGE_REFRESH_SECONDS)
+
+
+def _metrics_wanted(config: ServerConfig) -> bool:
+    """``config.metrics``, where ``None`` means "when prometheus-client is installed"."""
+    if config.metrics is None:
+        return importlib.util.find_spec("prometheus_client") is not None
+    if config.metrics:
+        try:
+            import prometheus_client  # noqa: F401
+        except ImportError as exc:
+            raise ImportError(
+                f"ServerConfig(metrics=True) needs prometheus-client; {install_hint(exc.name)}"
+            ) from exc
+    return config.metrics
 
 
 async def _close_shared_transport() -> None:
@@ -168,7 +198,17 @@ def create_app(
     )
     name = _agent_name(agent_loop)
     state = AppState(settings=config.server, agent_loop_name=name)
-    executor = RolloutExecutor(agent_loop, state, config)
+    metrics: ServerMetrics | None = None
+    if _metrics_wanted(config):
+        from osmosis_ai.observe.metrics import Gauges, ServerMetrics
+
+        def gauges() -> Gauges:
+            return Gauges(
+                state.running, state.queued_count, executor.pending_deliveries, state.max_concurrent
+            )
+
+        metrics = ServerMetrics(gauges)
+    executor = RolloutExecutor(agent_loop, state, config, metrics)
     lifecycle = LifecycleManager(config, state, executor)
     app = FastAPI(
         title=f"Osmosis RolloutServer ({name})",
@@ -178,7 +218,7 @@ def create_app(
         redoc_url="/redoc" if config.docs_enabled else None,
         openapi_url="/openapi.json" if config.docs_enabled else None,
     )
-    add_routes(app, state, executor, config)
+    add_routes(app, state, executor, config, metrics)
     app.state.rollout_state = state
     app.state.rollout_executor = executor
     app.state.rollout_lifecycle = lifecycle

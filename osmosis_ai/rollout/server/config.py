@@ -68,6 +68,8 @@ class ServerConfig:
       of inits cheap in memory. Raise it for an ``async def get_tools`` that waits on slow I/O.
     * ``tools_exclude_none``: leave ``null`` fields out of the init response's tool schemas
       (strict OpenAI-style consumers reject ``"description": null``).
+    * ``metrics``: serve Prometheus figures at ``GET /metrics`` (:mod:`osmosis_ai.observe.metrics`).
+      ``None``: when ``prometheus-client`` is installed (the ``prometheus`` extra); ``True`` requires it.
     """
 
     server: RolloutServerSettings = field(default_factory=_server_settings)
@@ -84,6 +86,7 @@ class ServerConfig:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     max_concurrent_inits: int = DEFAULT_MAX_CONCURRENT_INITS
     tools_exclude_none: bool = False
+    metrics: bool | None = None
 
     def __post_init__(self) -> None:
         if self.max_request_bytes <= 0:

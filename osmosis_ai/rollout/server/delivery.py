@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai._http import FailureLog, endpoint_of, get_shared_transport
@@ -50,6 +51,8 @@ DEFAULT_MAX_AGE_SECONDS = 3600.0
 
 class Deliveries:
     """The terminal callbacks of one server not yet acknowledged by TrainGate (module docstring)."""
+
+    on_attempt: Callable[[int | None], object] | None = None  # the server's metrics hear each POST
 
     def __init__(
         self,
@@ -185,7 +188,9 @@ class Deliveries:
             failures=self.failures,
         )
         try:
-            await client.send_completion(delivery.body, window_seconds=window, wake=wake)
+            await client.send_completion(
+                delivery.body, window_seconds=window, wake=wake, on_attempt=self.on_attempt
+            )
         except OsmosisValidationError as exc:
             if exc.status_code == ALREADY_COMPLETE:
                 logger.info("rollout %s: TrainGate already has its result (409)", delivery.rollout_id)

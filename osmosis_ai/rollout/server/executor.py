@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from osmosis_ai._http import FailureLog, endpoint_of
 from osmosis_ai._usercode import UserCodeRaised, contain, forget_traceback
+from osmosis_ai.observe import tracing
 from osmosis_ai.rollout.client import OsmosisLLMClient
 from osmosis_ai.rollout.core.base import RolloutContext, RolloutResult
 from osmosis_ai.rollout.core.exceptions import (
@@ -56,6 +57,7 @@ from osmosis_ai.rollout.server.outbox import Delivery, Outbox
 from osmosis_ai.rollout.server.state import AppState, RolloutRecord
 
 if TYPE_CHECKING:
+    from osmosis_ai.observe.metrics import ServerMetrics
     from osmosis_ai.rollout.config.settings import RolloutClientSettings
     from osmosis_ai.rollout.core.base import RolloutAgentLoop
     from osmosis_ai.rollout.core.schemas import OpenAIFunctionToolSchema, RolloutMetrics, RolloutRequest
@@ -110,7 +112,13 @@ def _error_text(exc: BaseException) -> str:
 class RolloutExecutor:
     """Starts rollouts for one app and reports their outcome to TrainGate."""
 
-    def __init__(self, agent_loop: RolloutAgentLoop, state: AppState, config: ServerConfig) -> None:
+    def __init__(
+        self,
+        agent_loop: RolloutAgentLoop,
+        state: AppState,
+        config: ServerConfig,
+        metrics: ServerMetrics | None = None,
+    ) -> None:
         self.agent_loop = agent_loop
         self.state = state
         self.debug_dir = config.debug_dir
@@ -129,6 +137,9 @@ class RolloutExecutor:
             config.server.outbox_max_age_seconds,
             self.failures,
         )
+        self.metrics = metrics
+        if metrics is not None:
+            self.deliveries.on_attempt = metrics.callback_attempt
         self.accepting = True
         self.abandoned = 0  # rollouts whose agent ignored cancellation (their tasks run on, unowned)
         self._abandoned: set[asyncio.Task[Any]] = set()
@@ -182,6 +193,8 @@ class RolloutExecutor:
                 record.ready.exception()  # retrieved here: waiters get it through await
             raise
         record.task = asyncio.get_running_loop().create_task(self._run(record, request, tools))
+        if self.metrics is not None:
+            self.metrics.rollout_started()
         if record.ready is not None:
             record.ready.set_result(None)
         logger.debug("rollout %s accepted", key)
@@ -219,6 +232,7 @@ class RolloutExecutor:
             except asyncio.CancelledError:
                 if not self._draining:
                     raise
+                self._count_error("shutdown")
                 committed = self._commit(request, None, _Outcome("ERROR", [], "error", SHUTDOWN_MESSAGE))
             else:
                 state.running += 1
@@ -242,13 +256,32 @@ class RolloutExecutor:
             _start_time=time.time(),
             _debug_dir=self.debug_dir,
         )
-        outcome = await self._outcome(ctx)
+        attributes = {"osmosis.rollout.id": request.rollout_id}
+        with tracing.rollout(self.state.agent_loop_name, attributes) as span:
+            started = time.perf_counter()
+            outcome = await self._outcome(ctx)
+            if self.metrics is not None:
+                self.metrics.rollout_ran(time.perf_counter() - started)
+            failed = outcome.status == "ERROR"
+            tracing.ended(
+                span, outcome.status, outcome.error_message if failed else None, reward=outcome.reward
+            )
         return self._commit(request, client, outcome, ctx)
 
     def _client(self, server_url: str, rollout_id: str, api_key: str | None) -> OsmosisLLMClient:
+        on_chat = self.metrics.chat_call if self.metrics is not None else None
         return OsmosisLLMClient(
-            server_url, rollout_id, api_key=api_key, settings=self.client_settings, failures=self.failures
+            server_url,
+            rollout_id,
+            api_key=api_key,
+            settings=self.client_settings,
+            on_chat=on_chat,
+            failures=self.failures,
         )
+
+    def _count_error(self, kind: str) -> None:
+        if self.metrics is not None:
+            self.metrics.agent_error(kind)
 
     async def _outcome(self, ctx: RolloutContext) -> _Outcome:
         """Run the agent in a child task and turn whatever happens into the terminal callback's fields.
@@ -263,18 +296,18 @@ class RolloutExecutor:
             await self._stop(agent, self._shutdown_unwind())
             if not self._draining:
                 raise
-            return self._failure(ctx, SHUTDOWN_MESSAGE)
+            return self._failure(ctx, SHUTDOWN_MESSAGE, "shutdown")
         if not done:
             message = f"rollout exceeded the deadline of {self.timeout:g} s (request_timeout_seconds)"
             if not await self._stop(agent, self.abandon_grace):
                 message += f" and ignored cancellation for {self.abandon_grace:g} s more; abandoned"
                 logger.error("rollout %s: %s", rollout_id, message)
-                return self._failure(ctx, message)
+                return self._failure(ctx, message, "abandoned")
             if agent.cancelled() or agent.exception() is not None:
                 logger.error("rollout %s: %s", rollout_id, message)
-                return self._failure(ctx, message)
+                return self._failure(ctx, message, "timeout")
         if agent.cancelled():  # the agent raised CancelledError itself; nobody cancelled it
-            return self._failure(ctx, "the agent loop raised CancelledError")
+            return self._failure(ctx, "the agent loop raised CancelledError", "cancelled")
         exc = agent.exception()
         if exc is not None:
             shown = exc.original if isinstance(exc, UserCodeRaised) else exc
@@ -296,7 +329,7 @@ class RolloutExecutor:
             message = str(exc) if isinstance(exc, UserCodeRaised) else _error_text(exc)
             forget_traceback(shown)
             forget_traceback(exc)
-            return self._failure(ctx, message)
+            return self._failure(ctx, message, "exception")
         return self._from_result(ctx, agent.result())
 
     async def _stop(self, agent: asyncio.Task[Any], grace: float) -> bool:
@@ -314,21 +347,28 @@ class RolloutExecutor:
     def _shutdown_unwind(self) -> float:
         return max(self.callback_time_left() * _UNWIND_SHARE, 0.0) if self._draining else self.abandon_grace
 
-    @staticmethod
-    def _failure(ctx: RolloutContext, message: str) -> _Outcome:
+    def _failure(self, ctx: RolloutContext, message: str, kind: str) -> _Outcome:
+        """An ERROR outcome for the agent's failure of ``kind`` (the label of the metric counting it)."""
+        self._count_error(kind)
         return _Outcome("ERROR", ctx.conversation, "error", message, ctx._build_metrics())
 
     def _from_result(self, ctx: RolloutContext, result: Any) -> _Outcome:
         if not isinstance(result, RolloutResult):
-            return self._failure(ctx, f"run() returned {type(result).__name__}, expected a RolloutResult")
+            return self._failure(
+                ctx, f"run() returned {type(result).__name__}, expected a RolloutResult", "invalid_result"
+            )
         status = result.status
         if status not in _TERMINAL_STATUSES:
             return self._failure(
-                ctx, f"run() returned the invalid status {status!r}; use 'COMPLETED' or 'ERROR'"
+                ctx,
+                f"run() returned the invalid status {status!r}; use 'COMPLETED' or 'ERROR'",
+                "invalid_result",
             )
         error_message = result.error_message
-        if status == "ERROR" and not error_message:
-            error_message = "the agent loop reported an error without a message"
+        if status == "ERROR":
+            self._count_error("reported")
+            if not error_message:
+                error_message = "the agent loop reported an error without a message"
         return _Outcome(
             str(getattr(status, "value", status)),
             result.final_messages,
@@ -355,8 +395,10 @@ class RolloutExecutor:
         if client is None:
             client = self._client(request.server_url, request.rollout_id, request.api_key)
         body, problem = self._encode(request.rollout_id, client, outcome)
+        status = outcome.status
         if body is None and problem is not None:
-            fallbacks = [self._failure(ctx, problem)] if ctx is not None else []
+            status = "ERROR"
+            fallbacks = [self._failure(ctx, problem, "invalid_result")] if ctx is not None else []
             fallbacks.append(_Outcome("ERROR", [], "error", problem))
             for fallback in fallbacks:
                 body, _ = self._encode(request.rollout_id, client, fallback)
@@ -364,6 +406,8 @@ class RolloutExecutor:
                     break
         if body is None:
             return None
+        if self.metrics is not None:
+            self.metrics.finished(status)
         delivery = Delivery(
             request.idempotency_key or request.rollout_id,
             request.rollout_id,

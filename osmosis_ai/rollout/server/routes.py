@@ -1,4 +1,5 @@
-"""The RolloutServer's HTTP endpoints: ``POST /v1/rollout/init``, ``GET /health``, ``GET /platform/health``.
+"""The RolloutServer's HTTP endpoints: ``POST /v1/rollout/init``, ``GET /health``, ``GET /platform/health``,
+``GET /metrics``.
 
 Init passes one gate, :class:`InitGate`, an ASGI middleware in front of the application, which
 checks each thing once, in this order:
@@ -23,6 +24,10 @@ checks each thing once, in this order:
 
 Every 422 echoes a bounded part of each offending input (:func:`echoed`): an init carrying a
 million metadata keys gets a few kilobytes back, not the megabytes it sent.
+
+The gate also counts every init answer by status code for ``/metrics``, and continues the trace an
+init's ``traceparent`` header names (:mod:`osmosis_ai.observe.tracing`), so the rollout's span is
+a child of the trainer's.
 """
 
 from __future__ import annotations
@@ -42,11 +47,13 @@ from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from osmosis_ai._usercode import forget_traceback
+from osmosis_ai.observe import tracing
 from osmosis_ai.rollout.core.schemas import RolloutRequest
 from osmosis_ai.rollout.server.api_key import authorized
 from osmosis_ai.rollout.server.executor import _InitRefused
 
 if TYPE_CHECKING:
+    from osmosis_ai.observe.metrics import ServerMetrics
     from osmosis_ai.rollout.server.config import ServerConfig
     from osmosis_ai.rollout.server.executor import RolloutExecutor
     from osmosis_ai.rollout.server.state import AppState
@@ -150,8 +157,10 @@ class InitGate:
         api_key: str | None,
         max_body_bytes: int,
         max_concurrent_inits: int,
+        metrics: ServerMetrics | None = None,
     ) -> None:
         self.app = app
+        self.metrics = metrics
         self.endpoint = endpoint
         self.api_key = api_key.encode() if api_key is not None else None
         self.limit = max_body_bytes
@@ -163,6 +172,8 @@ class InitGate:
         if scope["type"] != "http" or scope["method"] != "POST" or _route_path(scope) != INIT_PATH:
             await self.app(scope, receive, send)
             return
+        if self.metrics is not None:
+            send = _counting(send, self.metrics)
         async with self._slots_of(asyncio.get_running_loop()):
             await self._init(scope, receive, send)
 
@@ -183,6 +194,13 @@ class InitGate:
             )
             await JSONResponse(UNAUTHORIZED, 401)(scope, receive, send)
             return
+        token = tracing.attach_remote(headers.get(b"traceparent"), headers.get(b"tracestate"))
+        try:
+            await self._accept(scope, receive, send, headers)
+        finally:
+            tracing.detach(token)
+
+    async def _accept(self, scope: Scope, receive: Receive, send: Send, headers: dict[bytes, bytes]) -> None:
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.limit:
             await self._too_large(scope, receive, send)
@@ -233,6 +251,17 @@ class InitGate:
         await JSONResponse({"detail": detail}, 413)(scope, receive, send)
 
 
+def _counting(send: Send, metrics: ServerMetrics) -> Send:
+    """``send`` that counts the answer's status code."""
+
+    async def counted(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            metrics.init_answered(message["status"])
+        await send(message)
+
+    return counted
+
+
 def _replaying(message: Message, receive: Receive) -> Receive:
     """``receive`` that gives ``message`` first, then what ``receive`` gives."""
     pending: list[Message] = [message]
@@ -274,8 +303,14 @@ async def _unprocessable(request: Request, exc: Exception) -> Response:
         return JSONResponse({"detail": plain}, 422)
 
 
-def add_routes(app: FastAPI, state: AppState, executor: RolloutExecutor, config: ServerConfig) -> None:
-    """Add the three endpoints to ``app``, and :class:`InitGate` in front of them."""
+def add_routes(
+    app: FastAPI,
+    state: AppState,
+    executor: RolloutExecutor,
+    config: ServerConfig,
+    metrics: ServerMetrics | None = None,
+) -> None:
+    """Add the endpoints to ``app`` (``/metrics`` with ``metrics``), and :class:`InitGate` in front of them."""
     api_key = config.api_key
 
     async def init(request: RolloutRequest) -> Response:
@@ -308,10 +343,21 @@ def add_routes(app: FastAPI, state: AppState, executor: RolloutExecutor, config:
     app.add_exception_handler(RequestValidationError, _unprocessable)
     app.add_api_route("/health", health, methods=["GET"])
     app.add_api_route("/platform/health", platform_health, methods=["GET"])
+    if metrics is not None:
+        from osmosis_ai.observe.metrics import content_type
+
+        media_type = content_type()
+
+        async def scrape() -> Response:
+            metrics.refresh()
+            return Response(await asyncio.to_thread(metrics.render), media_type=media_type)
+
+        app.add_api_route("/metrics", scrape, methods=["GET"])
     app.add_middleware(
         InitGate,
         endpoint=init,
         api_key=api_key,
         max_body_bytes=config.max_request_bytes,
         max_concurrent_inits=config.max_concurrent_inits,
+        metrics=metrics,
     )

@@ -1,0 +1,98 @@
+"""Experiment loggers for runs: a finished run's config, summary figures, pass@k, score histogram and
+a sample table, sent to Weights & Biases, TensorBoard (tensorboardX event files) or MLflow.
+
+:class:`RunLog` is what every tool gets; :func:`log_run` sends it to each tool named, importing only
+that tool's module (:mod:`.wandb`, :mod:`.tensorboard`, :mod:`.mlflow`, each an optional extra).
+Where each one writes is the tool's own setting: ``WANDB_PROJECT``/``WANDB_MODE``/``WANDB_DIR``;
+``TENSORBOARD_LOGDIR`` (default ``runs/<name>``); ``MLFLOW_TRACKING_URI``/``MLFLOW_EXPERIMENT_NAME``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from osmosis_ai.errors import OsmosisError
+
+# tool -> (the module it needs, the extra that installs it)
+TOOLS: dict[str, tuple[str, str]] = {
+    "wandb": ("wandb", "wandb"),
+    "tensorboard": ("tensorboardX", "tensorboard"),
+    "mlflow": ("mlflow", "mlflow"),
+}
+MAX_SAMPLES = 1000  # rows of the sample table: a preview, the results file has them all
+SAMPLE_COLUMNS = ("row", "sample", "outcome", "score", "latency_ms", "tokens", "error")
+
+
+class ExperimentLogError(OsmosisError):
+    """A run's figures could not be sent to an experiment logger (``tool`` names it)."""
+
+    def __init__(self, tool: str, message: str) -> None:
+        super().__init__(f"--log-to {tool}: {message}")
+        self.tool = tool
+
+
+@dataclass(frozen=True)
+class RunLog:
+    """One finished run as the loggers record it.
+
+    ``config`` holds the run's settings (plain values), ``summary`` its figures by name, ``pass_at_k``
+    pass@k by k, ``scores`` every scored sample's value (the histogram), ``samples`` the first
+    :data:`MAX_SAMPLES` rows of the sample table (:data:`SAMPLE_COLUMNS`).
+    """
+
+    name: str
+    kind: str
+    config: Mapping[str, Any]
+    summary: Mapping[str, float]
+    pass_at_k: Mapping[int, float] = field(default_factory=dict)
+    scores: Sequence[float] = ()
+    samples: Sequence[Sequence[Any]] = ()
+
+    def figures(self) -> dict[str, float]:
+        """The summary and pass@k as one flat ``{name: value}``."""
+        return {**self.summary, **{f"pass@{k}": v for k, v in self.pass_at_k.items()}}
+
+
+def install_line(tool: str) -> str | None:
+    """The pip line for ``tool``'s extra when its package is missing, else ``None``."""
+    module, extra = TOOLS[tool]
+    if importlib.util.find_spec(module) is not None:
+        return None
+    return f"{tool} needs the {module} package: pip install 'osmosis-ai[{extra}]'"
+
+
+def histogram(scores: Sequence[float], bins: int = 10) -> tuple[list[float], list[int]]:
+    """``bins`` equal bins over the scores' range: the edges (``bins + 1``) and the counts."""
+    if not scores:
+        return [], []
+    low, high = min(scores), max(scores)
+    width = (high - low) / bins or 1.0
+    counts = [0] * bins
+    for value in scores:
+        counts[min(int((value - low) / width), bins - 1)] += 1
+    return [low + width * i for i in range(bins + 1)], counts
+
+
+def log_run(tools: Iterable[str], run: RunLog) -> list[str]:
+    """Send ``run`` to each of ``tools``; where each one wrote it (a directory or a URL), in order.
+
+    Raises:
+        ExperimentLogError: a tool's package is missing or it refused the run.
+    """
+    where = []
+    for tool in dict.fromkeys(tools):
+        line = install_line(tool)
+        if line is not None:
+            raise ExperimentLogError(tool, line)
+        module = importlib.import_module(f"osmosis_ai.observe.loggers.{tool}")
+        try:
+            where.append(module.log(run))
+        except ExperimentLogError:
+            raise
+        except Exception as exc:  # the tool's own failure (a refused key, an unwritable directory)
+            raise ExperimentLogError(tool, f"{type(exc).__name__}: {exc}") from exc
+    return where

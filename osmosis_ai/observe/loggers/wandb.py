@@ -1,0 +1,36 @@
+"""Weights & Biases: one run per osmosis run, in ``WANDB_PROJECT`` (default ``osmosis``).
+
+``WANDB_MODE=offline`` writes it under ``WANDB_DIR`` for a later ``wandb sync``. The config is the
+run's config, the figures go to the run summary, the histogram and the sample table are logged once.
+"""
+
+from __future__ import annotations
+
+import os
+
+from osmosis_ai.observe.loggers import SAMPLE_COLUMNS, RunLog
+
+
+def log(run: RunLog) -> str:
+    import wandb
+
+    project = os.environ.get("WANDB_PROJECT") or "osmosis"
+    logged = wandb.init(
+        project=project,
+        name=run.name,
+        job_type=run.kind,
+        config=dict(run.config),
+        settings=wandb.Settings(silent=True),
+    )
+    try:
+        logged.summary.update(run.figures())
+        data: dict[str, object] = {
+            "samples": wandb.Table(columns=list(SAMPLE_COLUMNS), data=[list(r) for r in run.samples])
+        }
+        if run.scores:
+            data["score_histogram"] = wandb.Histogram(list(run.scores))
+        logged.log(data)
+        where = logged.dir if getattr(logged, "offline", False) else (logged.url or logged.dir)
+    finally:
+        logged.finish()
+    return str(where)

@@ -1,0 +1,303 @@
+"""The Ray backend: a run's work items on Ray actors, its dataset, journal and output in this process.
+
+:func:`ray_pool` gives a :class:`RayPool`, the ``process`` of :func:`osmosis_ai.runs.engine.run_items`:
+the driver (this process) still takes items lazily a bounded distance ahead, commits each result to
+the journal and draws the progress, so resume, ``--fresh`` and the outputs are those of a run in one
+process. Each item goes to the least busy of ``workers`` actors. An actor is an async Ray actor (its
+own event loop) that runs at most its share of the run's concurrency at once, and builds its own
+pipeline — the in-process agent, its model clients, the reward runtime — from a :class:`WorkerSpec`:
+the name of a factory and plain settings that name the user's modules (``MODULE:ATTR``), so no
+user function is ever pickled.
+
+A dead actor (its process killed, its node lost) is replaced, and its items in flight run again on
+the others; an item whose worker dies under it :data:`ATTEMPTS` times ends as ``infra_error``, which
+a resumed run runs again. Nothing is counted twice, since only the driver journals, and only the
+result that came back. Cancelling the run cancels the remote items; closing the pool kills every
+actor, and a Ray instance the pool started (no ``address``: a local one with this machine's CPUs)
+stops with it. With an ``address`` (``auto``, ``ray://HOST:PORT``) the working directory and this
+package travel to the cluster as the job's runtime environment (``working_dir``, ``py_modules``).
+
+``ray`` (the ``osmosis-ai[ray]`` extra) is imported only here, on first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import sys
+import warnings
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from osmosis_ai.errors import OsmosisError
+from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.runs.items import WorkItem
+from osmosis_ai.runs.result import Attempt, Result
+
+ATTEMPTS = 3
+"""Times an item is sent to a worker that then dies before it is given up as ``infra_error``."""
+
+# Not shipped to a remote cluster with the working directory: environments, history, journals.
+_EXCLUDES = [".git", ".venv", "venv", "__pycache__", "*.sqlite", "*.sqlite-*", "node_modules"]
+
+
+class RayBackendError(OsmosisError):
+    """The Ray backend cannot run: the ``ray`` extra is missing, the cluster is unreachable or runs
+    other versions than this machine, or every worker died. The message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What a worker builds its pipeline from, by name only.
+
+    ``factory`` is ``MODULE:ATTR`` of a function ``factory(settings, share)`` returning an async
+    context manager that yields the worker's ``process`` (an ``item -> Result`` coroutine function,
+    e.g. a :class:`~osmosis_ai.runs.engine.Pipeline`) and closes what it started; ``share`` is the
+    number of items the worker runs at once. ``settings`` is plain data (it is pickled)."""
+
+    factory: str
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+
+class _Worker:
+    """One Ray actor's side: builds the pipeline once, then runs items on its own event loop."""
+
+    def __init__(self, spec: WorkerSpec, share: int, directory: str | None) -> None:
+        self._spec, self._share, self._directory = spec, share, directory
+        self._stack = contextlib.AsyncExitStack()
+        self._process: Callable[[WorkItem], Any] | None = None
+
+    async def start(self) -> dict[str, Any]:
+        import ray
+
+        if self._directory is not None and os.path.isdir(self._directory):  # same machine as the driver
+            os.chdir(self._directory)
+        if os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())  # the user's modules, named MODULE:ATTR, resolve from here
+        module, _, attribute = self._spec.factory.rpartition(":")
+        factory = getattr(__import__(module, fromlist=[attribute]), attribute)
+        self._process = await self._stack.enter_async_context(factory(self._spec.settings, self._share))
+        return {"pid": os.getpid(), "ray": ray.__version__, "python": list(sys.version_info[:2])}
+
+    async def run(self, item: WorkItem) -> Result:
+        assert self._process is not None, "start() first"
+        result: Result = await self._process(item)
+        result.attempt.source = None  # the executor's own object stays on the worker
+        return result
+
+    async def stop(self) -> None:
+        await self._stack.aclose()
+
+
+@dataclass
+class _Actor:
+    handle: Any
+    pid: int
+    busy: int = 0
+
+
+class RayPool:
+    """Runs work items on Ray actors (see the module docstring); ``await pool(item)`` is its result."""
+
+    def __init__(self, spec: WorkerSpec, share: int, directory: str | None, replacements: int) -> None:
+        self._spec, self._share, self._directory = spec, share, directory
+        self._actors: list[_Actor] = []
+        self._replacing: dict[int, asyncio.Task[None]] = {}
+        self._replacements = replacements
+        self._all: list[Any] = []  # every handle ever started, so closing kills them all
+
+    @property
+    def workers(self) -> int:
+        """The actors in use now."""
+        return len(self._actors)
+
+    @property
+    def pids(self) -> list[int]:
+        """The process ids of the actors in use (on their nodes)."""
+        return [actor.pid for actor in self._actors]
+
+    async def _start(self, count: int) -> None:
+        import ray
+
+        remote = ray.remote(_Worker).options(num_cpus=1, max_concurrency=self._share + 1, max_restarts=0)
+        handles: list[Any] = [remote.remote(self._spec, self._share, self._directory) for _ in range(count)]
+        self._all.extend(handles)
+        try:
+            infos = await asyncio.gather(*(handle.start.remote() for handle in handles))
+        except ray.exceptions.RayTaskError as exc:  # the factory failed: the same on every worker
+            raise _cause(exc) from None
+        except ray.exceptions.RayActorError as exc:
+            raise RayBackendError(f"a Ray worker died while starting: {_first_line(exc)}") from None
+        _check_versions(infos[0])
+        self._actors.extend(_Actor(handle, info["pid"]) for handle, info in zip(handles, infos, strict=True))
+
+    async def __call__(self, item: WorkItem) -> Result:
+        import ray
+
+        for _ in range(ATTEMPTS):
+            actor = await self._least_busy()
+            actor.busy += 1
+            ref = actor.handle.run.remote(item)
+            try:
+                result: Result = await ref
+                return result
+            except asyncio.CancelledError:
+                ray.cancel(ref)  # the remote item stops too: an async actor cancels its task
+                raise
+            except ray.exceptions.RayTaskError as exc:  # the pipeline itself raised: the run's error
+                raise _cause(exc) from None
+            except ray.exceptions.RayActorError:
+                await self._replace(actor)
+            finally:
+                actor.busy -= 1
+        message = f"its Ray worker died {ATTEMPTS} times running it"
+        return Result(item, Attempt(Outcome.INFRA_ERROR, error=message), Outcome.INFRA_ERROR)
+
+    async def _least_busy(self) -> _Actor:
+        while not self._actors:
+            if not self._replacing:
+                raise RayBackendError(
+                    "every Ray worker died and none could be started again; check the cluster "
+                    "(`ray status`) and run the same command again to resume"
+                )
+            await asyncio.gather(*self._replacing.values())
+        return min(self._actors, key=lambda actor: actor.busy)
+
+    async def _replace(self, dead: _Actor) -> None:
+        """Drop ``dead`` and start one actor in its place, once however many of its items saw it die."""
+        key = id(dead)
+        if dead in self._actors:
+            self._actors.remove(dead)
+            if self._replacements > 0:
+                self._replacements -= 1
+                self._replacing[key] = asyncio.ensure_future(self._start(1))
+        task = self._replacing.get(key)
+        if task is not None:
+            try:
+                await asyncio.shield(task)
+            except Exception:  # a replacement that cannot start leaves the others to carry on
+                pass
+            finally:
+                self._replacing.pop(key, None)
+
+    async def aclose(self) -> None:
+        """Stop the workers' pipelines (briefly), then kill every actor this pool started."""
+        import ray
+
+        for task in self._replacing.values():
+            task.cancel()
+        if self._actors:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(
+                    asyncio.gather(*(a.handle.stop.remote() for a in self._actors), return_exceptions=True),
+                    timeout=2,
+                )
+        for handle in self._all:
+            with contextlib.suppress(Exception):
+                ray.kill(handle, no_restart=True)
+        self._actors.clear()
+
+
+def _cause(exc: Any) -> BaseException:
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, BaseException) else exc
+
+
+def _first_line(exc: BaseException) -> str:
+    return next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+
+
+def _check_versions(info: Mapping[str, Any]) -> None:
+    import ray
+
+    here = {"ray": ray.__version__, "python": list(sys.version_info[:2])}
+    there = {"ray": info["ray"], "python": list(info["python"])}
+    if here != there:
+        raise RayBackendError(
+            f"the Ray cluster runs Ray {there['ray']} on Python {'.'.join(map(str, there['python']))}, "
+            f"this machine Ray {here['ray']} on Python {'.'.join(map(str, here['python']))}; install the "
+            f"cluster's versions here (pip install 'ray[client]=={there['ray']}') or use a matching cluster"
+        )
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        from osmosis_ai._lazy import install_hint
+
+        raise RayBackendError(f"--backend ray needs the package 'ray'; {install_hint('ray')}") from exc
+    return ray
+
+
+def _connect(ray: Any, address: str | None, num_cpus: int | None) -> bool:
+    """Start or join Ray (blocking: run off the event loop); whether this call started the instance."""
+    options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    if address is None:
+        ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, **options)  # never a stale one
+        return True
+    import osmosis_ai
+
+    package = os.path.dirname(os.path.abspath(osmosis_ai.__file__))
+    runtime_env = {"working_dir": os.getcwd(), "excludes": _EXCLUDES, "py_modules": [package]}
+    try:
+        with warnings.catch_warnings():  # its own "timed out" warning says what the error below says
+            warnings.simplefilter("ignore")
+            ray.init(address=address, runtime_env=runtime_env, **options)
+    except ConnectionError as exc:
+        if "AuthToken" in str(exc.__cause__):
+            raise RayBackendError(
+                f"the Ray cluster at {address!r} refused this machine's token; set RAY_AUTH_TOKEN (or "
+                "~/.ray/auth_token) to the cluster's, which `ray get-auth-token` prints on its head node"
+            ) from None
+        raise RayBackendError(
+            f"cannot reach the Ray cluster at {address!r} ({_first_line(exc)}); start it (`ray start "
+            "--head`) or give the address it prints (--ray-address auto or ray://HOST:10001)"
+        ) from None
+    except RuntimeError as exc:
+        if "version" not in str(exc).lower():
+            raise
+        raise RayBackendError(
+            f"the Ray cluster at {address!r} runs other versions than this machine ({_first_line(exc)}); "
+            "install the cluster's Ray and Python versions here"
+        ) from None
+    return False
+
+
+@contextlib.asynccontextmanager
+async def ray_pool(
+    spec: WorkerSpec,
+    *,
+    concurrency: int,
+    address: str | None = None,
+    workers: int | None = None,
+    num_cpus: int | None = None,
+) -> AsyncIterator[RayPool]:
+    """A :class:`RayPool` of ``workers`` actors (default: one per CPU of the cluster, at most
+    ``concurrency``), each running ``ceil(concurrency / workers)`` items at once.
+
+    A Ray this process is already connected to is used as it is (and left running); otherwise
+    ``address`` joins a cluster, and without one a local instance with ``num_cpus`` (default: this
+    machine's) starts and stops with the pool. Raises :class:`RayBackendError` with the fix when Ray
+    is missing, unreachable or of other versions."""
+    ray = _import_ray()
+    started = False
+    if not ray.is_initialized():
+        started = await asyncio.to_thread(_connect, ray, address, num_cpus)
+    try:
+        cpus = int(ray.cluster_resources().get("CPU", 0)) or 1
+        count = max(1, min(workers or cpus, concurrency))
+        share = math.ceil(concurrency / count)
+        directory = os.getcwd() if address is None else None
+        pool = RayPool(spec, share, directory, replacements=count)
+        try:
+            await pool._start(count)
+            yield pool
+        finally:
+            await pool.aclose()
+    finally:
+        if started:
+            await asyncio.to_thread(ray.shutdown)

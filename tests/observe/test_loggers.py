@@ -1,0 +1,151 @@
+"""`--log-to wandb|tensorboard|mlflow` on `osmosis eval` and `rollout run`, each tool in its offline or
+local mode, its output read back: W&B offline into a temporary directory, tensorboardX event files,
+an MLflow file store."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tensorboardX.proto import event_pb2
+
+from osmosis_ai.observe import loggers
+from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, cli
+
+REWARD = "examples.calculator.reward:calculator_reward"
+ROWS = len(CALCULATOR_DATASET.read_text().splitlines())
+EVAL = ("eval", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--eval-fn", REWARD, "--model", "scripted",
+        "--n", "2", "--fresh")  # fmt: skip
+
+
+def events(directory: Path) -> list[Any]:
+    """Every event of the TFRecord event files in ``directory`` (length, CRC, data, CRC per record)."""
+    found = []
+    for path in sorted(directory.rglob("events.out.tfevents.*")):
+        data = path.read_bytes()
+        at = 0
+        while at < len(data):
+            (length,) = struct.unpack("<Q", data[at : at + 8])
+            event = event_pb2.Event()
+            event.ParseFromString(data[at + 12 : at + 12 + length])
+            found.append(event)
+            at += 12 + length + 4
+    return found
+
+
+def env_for(tmp_path: Path) -> dict[str, str]:
+    return {
+        "WANDB_MODE": "offline",
+        "WANDB_DIR": str(tmp_path),
+        "WANDB_PROJECT": "osmosis-test",
+        "TENSORBOARD_LOGDIR": str(tmp_path / "tb"),
+        "MLFLOW_TRACKING_URI": (tmp_path / "mlruns").as_uri(),
+        "MLFLOW_ALLOW_FILE_STORE": "true",
+    }
+
+
+def test_eval_logs_to_all_three_tools(tmp_path: Path) -> None:
+    args = (
+        "--log-to",
+        "tensorboard",
+        "--log-to",
+        "mlflow",
+        "--log-to",
+        "wandb",
+        "--journal",
+        str(tmp_path / "j"),
+    )
+    ran = cli(*EVAL, *args, cwd=tmp_path, env=env_for(tmp_path))
+    assert ran.returncode == 0, ran.stderr
+    assert [line.split(":")[0] for line in ran.stdout.splitlines() if line.startswith("Logged to")] == [
+        "Logged to tensorboard",
+        "Logged to mlflow",
+        "Logged to wandb",
+    ]
+
+    # TensorBoard: scalars, pass@k by k, the histogram of every scored sample, the config and samples
+    seen = events(tmp_path / "tb")
+    scalars = {
+        (v.tag, e.step): v.simple_value for e in seen for v in e.summary.value if v.HasField("simple_value")
+    }
+    assert scalars[("summary/rows", 0)] == 2 * ROWS
+    assert scalars[("summary/completed", 0)] == 2 * ROWS
+    assert scalars[("pass_at_k", 1)] == scalars[("pass_at_k", 2)] == 1.0
+    (histogram,) = [v.histo for e in seen for v in e.summary.value if v.tag == "scores"]
+    assert histogram.num == 2 * ROWS and histogram.max == 1.0
+    texts = {
+        v.tag.partition("/")[0]: v.tensor.string_val[0].decode()
+        for e in seen
+        for v in e.summary.value
+        if v.metadata.plugin_data.plugin_name == "text"
+    }
+    assert '| model | "scripted" |' in texts["config"]
+    assert texts["samples"].count("| completed |") == 2 * ROWS
+
+    # MLflow: the config as parameters, the figures as metrics, histogram and samples as artifacts
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient((tmp_path / "mlruns").as_uri())
+    (run,) = client.search_runs([client.get_experiment_by_name("osmosis").experiment_id])
+    assert run.data.params["model"] == "scripted" and run.data.params["n"] == "2"
+    assert not any("key" in name for name in run.data.params)
+    assert run.data.metrics["completed"] == 2 * ROWS and run.data.metrics["pass_at_2"] == 1.0
+    artifacts = Path(run.info.artifact_uri.removeprefix("file://"))
+    assert sum(json.loads((artifacts / "score_histogram.json").read_text())["counts"]) == 2 * ROWS
+    samples = json.loads((artifacts / "samples.json").read_text())
+    assert samples["columns"] == list(loggers.SAMPLE_COLUMNS) and len(samples["data"]) == 2 * ROWS
+
+    # W&B offline: the sample table in the run's files, the summary and config in its record log
+    (offline,) = (tmp_path / "wandb").glob("offline-run-*")
+    (table,) = (offline / "files" / "media" / "table").glob("samples_*.table.json")
+    assert len(json.loads(table.read_text())["data"]) == 2 * ROWS
+    (records,) = offline.glob("run-*.wandb")
+    log = records.read_bytes()
+    for text in (b"pass@2", b"completed", b"score_histogram", b"osmosis-test", b"scripted"):
+        assert text in log, text
+
+
+def test_rollout_run_logs_to_tensorboard(tmp_path: Path) -> None:
+    ran = cli("rollout", "run", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--model", "scripted",
+              "--log-to", "tensorboard", cwd=tmp_path, env=env_for(tmp_path))  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    scalars = {v.tag: v.simple_value for e in events(tmp_path / "tb") for v in e.summary.value}
+    assert scalars["summary/rows"] == ROWS
+    assert scalars["summary/outcome_completed"] == ROWS
+
+
+def test_a_missing_extra_is_one_line_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # what this installation lacks, as a package that is not there
+    monkeypatch.setitem(loggers.TOOLS, "wandb", ("osmosis_no_such_package", "wandb"))
+    ran = cli(*EVAL, "--log-to", "wandb", cwd=tmp_path)
+    assert ran.returncode == 1
+    assert ran.stderr.strip().splitlines() == [
+        "Error: --log-to: wandb needs the osmosis_no_such_package package: pip install 'osmosis-ai[wandb]'"
+    ]
+    assert ran.stdout == ""  # refused before any work
+
+
+def test_an_unknown_tool_is_a_usage_error_with_a_suggestion(tmp_path: Path) -> None:
+    ran = cli(*EVAL, "--log-to", "tensorbord", cwd=tmp_path)
+    assert ran.returncode == 2
+    assert "invalid choice 'tensorbord' (did you mean 'tensorboard'?)" in ran.stderr
+
+
+def test_reward_score_logs_to_tensorboard(tmp_path: Path) -> None:
+    (tmp_path / "scorers.py").write_text(
+        "def exact(solution_str, ground_truth, extra_info):\n    return float(solution_str == ground_truth)\n"
+    )
+    rows = [{"solution_str": "3", "ground_truth": "3"}, {"solution_str": "4", "ground_truth": "3"}]
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    ran = cli("reward", "score", "-f", "scorers:exact", "-d", str(data), "--workers", "0",
+              "--log-to", "tensorboard", cwd=tmp_path, env=env_for(tmp_path))  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    seen = events(tmp_path / "tb")
+    scalars = {v.tag: v.simple_value for e in seen for v in e.summary.value}
+    assert scalars["summary/rows"] == 2
+    (histogram,) = [v.histo for e in seen for v in e.summary.value if v.tag == "scores"]
+    assert (histogram.num, histogram.min, histogram.max, histogram.sum) == (2, 0.0, 1.0, 1.0)

@@ -1,0 +1,188 @@
+"""``--backend ray`` on a real local Ray (one instance for the session, 2 CPUs): the same outcomes,
+scores, pass@k and output files as one process; a worker SIGKILLed mid-run loses no item and counts
+none twice; a run stopped on Ray resumes in one process to the uninterrupted result; no actor stays."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cli import REPO, cli
+from tests.support.openai_server import OpenAIServer, Reply
+from tests.support.waiting import wait_until
+
+CALCULATOR = ["-m", "examples.calculator.agent:agent_loop", "-d", str(REPO / "examples/calculator/dataset.jsonl"),
+              "--model", "scripted"]  # fmt: skip
+REWARD = "examples.calculator.reward:calculator_reward"
+
+
+@pytest.fixture(scope="session")
+def ray_session() -> Iterator[Any]:
+    """One local Ray (2 CPUs) for the test process; each backend use joins it as it is."""
+    ray = pytest.importorskip("ray")
+    ray.init(
+        address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False
+    )
+    yield ray
+    ray.shutdown()
+
+
+def _alive_actors() -> list[Any]:
+    import ray._private.state
+
+    return [a for a in ray._private.state.actors().values() if a["State"] != "DEAD"]
+
+
+def _no_actors_left() -> None:
+    wait_until(lambda: not _alive_actors(), timeout=30, what="every actor gone")
+
+
+def _untimed(value: Any) -> Any:
+    """``value`` without its timing fields (``*duration_ms``, latency figures)."""
+    if isinstance(value, dict):
+        return {k: _untimed(v) for k, v in value.items() if not k.endswith("duration_ms")}
+    if isinstance(value, list):
+        return [_untimed(v) for v in value]
+    return value
+
+
+def test_eval_on_ray_gives_the_results_of_one_process(ray_session: Any, tmp_path: Path) -> None:
+    outputs = {}
+    for backend in ("local", "ray"):
+        out = tmp_path / f"{backend}.json"
+        ran = cli("eval", *CALCULATOR, "--eval-fn", REWARD, "--n", "2", "--batch-size", "4", "--backend", backend,
+                  "--journal", str(tmp_path / f"{backend}.sqlite"), "-o", str(out))  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+        outputs[backend] = (ran.stdout, json.loads(out.read_text()))
+    local_lines, ray_lines = (stdout.splitlines() for stdout, _ in (outputs["local"], outputs["ray"]))
+    assert ray_lines[-1] == local_lines[-1] + "; on 2 Ray workers"
+    assert "    pass@2: 1.000 [1.000, 1.000]" in ray_lines
+    assert _untimed(outputs["ray"][1]) == _untimed(outputs["local"][1])
+    _no_actors_left()
+
+
+def test_test_on_ray_gives_the_results_of_one_process(ray_session: Any, tmp_path: Path) -> None:
+    documents = {}
+    for backend in ("local", "ray"):
+        out = tmp_path / f"{backend}.json"
+        ran = cli("test", *CALCULATOR, "--concurrency", "4", "--backend", backend, "-o", str(out))
+        assert ran.returncode == 0, ran.stderr
+        documents[backend] = json.loads(out.read_text())
+    assert ran.stdout.splitlines()[-2].endswith("; on 2 Ray workers")
+    assert _untimed(documents["ray"]) == _untimed(documents["local"])
+    _no_actors_left()
+
+
+async def test_a_worker_killed_mid_run_loses_no_item_and_counts_none_twice(
+    ray_session: Any, tmp_path: Path
+) -> None:
+    from osmosis_ai.evaluation.journal import Journal
+    from osmosis_ai.runs.backends.ray import WorkerSpec, ray_pool
+    from osmosis_ai.runs.engine import run_items
+    from osmosis_ai.runs.items import work_items
+
+    pids, release = tmp_path / "pids", tmp_path / "release"
+    pids.mkdir()
+    rows = [(i, {"value": i / 10, "hold": i == 3}) for i in range(8)]
+    spec = WorkerSpec("tests.support.ray_workers:held", {"pids": str(pids), "release": str(release)})
+    seen: list[tuple[int, int]] = []
+    journal = Journal.open(tmp_path / "journal.sqlite", {"test": "ray"})
+    with contextlib.closing(journal):
+        async with ray_pool(spec, concurrency=4) as pool:
+            assert pool.workers == 2
+            run = asyncio.ensure_future(
+                run_items(
+                    work_items(rows, n=2),
+                    pool,
+                    concurrency=4,
+                    journal=journal,
+                    on_result=lambda r: seen.append(r.item.key),
+                )
+            )
+            held = await asyncio.to_thread(wait_until, lambda: list(pids.iterdir()), 30, "an item held")
+            victim = int(held[0].read_text())
+            os.kill(victim, signal.SIGKILL)
+            await asyncio.to_thread(wait_until, lambda: victim not in pool.pids, 30, "the worker replaced")
+            release.touch()
+            await run
+            assert pool.workers == 2 and victim not in pool.pids
+        recorded = journal.records()
+    expected = [(row, sample) for row in range(8) for sample in range(2)]
+    assert sorted(seen) == expected  # every item once, the ones on the killed worker included
+    assert sorted(recorded) == expected
+    assert {key: recorded[key].data["reward"] for key in expected} == {(r, s): r / 10 for r, s in expected}
+    _no_actors_left()
+
+
+def test_eval_stopped_on_ray_resumes_in_one_process_to_the_uninterrupted_result(
+    ray_session: Any, openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"system_prompt": "s", "user_prompt": f"q{i}", "ground_truth": str(i % 3)})
+                            + "\n" for i in range(6)))  # fmt: skip
+    served = 0
+
+    def stop_after_some(payload: dict[str, Any]) -> Reply:  # preflight and 5 answers, then a refused key
+        nonlocal served
+        served += 1
+        return Reply(content="1") if served <= 6 else Reply(status=401)
+
+    def command(journal: str, *extra: str) -> list[str]:
+        return ["eval", "-m", "tests.support.agents:agent_loop", "-d", str(data), "--eval-fn", "tests.support.evals:exact",
+                "--model", "m", "--base-url", openai_server.url, "--n", "2", "--batch-size", "2",
+                "--journal", str(tmp_path / journal), *extra]  # fmt: skip
+
+    openai_server.handler = stop_after_some
+    stopped = cli(*command("resumed.sqlite", "--backend", "ray"))
+    assert stopped.returncode == 1 and "the run stopped" in stopped.stderr
+    _no_actors_left()
+    openai_server.handler = None
+    openai_server.default = Reply(content="1")
+    resumed = cli(*command("resumed.sqlite", "-o", str(tmp_path / "resumed.json")))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "Resuming" in resumed.stdout or "resum" in resumed.stdout.lower()
+    whole = cli(*command("whole.sqlite", "-o", str(tmp_path / "whole.json")))
+    assert whole.returncode == 0, whole.stderr
+    assert resumed.stdout.splitlines()[-1] == whole.stdout.splitlines()[-1]
+    documents = [json.loads((tmp_path / f"{name}.json").read_text()) for name in ("resumed", "whole")]
+    assert _untimed(documents[0]) == _untimed(documents[1])
+
+
+def test_a_missing_ray_is_one_line_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # what an installation without the extra imports
+    ran = cli("test", *CALCULATOR, "--backend", "ray")
+    assert ran.returncode == 1
+    assert ran.stderr.strip().splitlines()[-1] == (
+        "Error: --backend ray needs the package 'ray'; install it with: pip install 'osmosis-ai[ray]'"
+    )
+
+
+def test_a_cluster_of_other_versions_is_refused_with_the_fix() -> None:
+    pytest.importorskip("ray")
+    from osmosis_ai.runs.backends.ray import RayBackendError, _check_versions
+
+    with pytest.raises(
+        RayBackendError, match=r"runs Ray 2\.0\.0 on Python 3\.9, .*pip install 'ray\[client\]==2\.0\.0'"
+    ):
+        _check_versions({"ray": "2.0.0", "python": [3, 9]})
+
+
+@pytest.mark.parametrize(
+    ("options", "status", "message"),
+    [
+        (["--ray-address", "auto"], 1, "Error: --ray-address needs --backend ray"),
+        (["--backend", "ray", "--ray-address", "10.0.0.1:6379"], 2, "expected 'auto' or 'ray://HOST:PORT'"),
+    ],
+)
+def test_ray_options_are_checked_before_anything_runs(options: list[str], status: int, message: str) -> None:
+    ran = cli("eval", *CALCULATOR, "--eval-fn", REWARD, *options)
+    assert ran.returncode == status and message in ran.stderr
