@@ -1,7 +1,7 @@
 """``osmosis serve``: the command line of :func:`osmosis_ai.rollout.server.serve.serve_agent_loop`.
 
-It reads the options (the server key from ``--api-key``, ``--api-key-file`` or
-``$OSMOSIS_SERVE_API_KEY``), builds the one ``ServerConfig`` and renders what the library reports:
+It reads the options (the server key from ``--api-key``, ``--api-key-file`` — open to its owner
+only — or ``$OSMOSIS_SERVE_API_KEY``, which it removes from the environment once read), builds the one ``ServerConfig`` and renders what the library reports:
 the validation line and the start-up panel (the generated API key is shown there once, TrainGate
 needs it, and never logged; console markup in user-provided strings is escaped), then the outcome of
 the Platform registration. The command, not the library, tunes the garbage collector of the process
@@ -140,13 +140,19 @@ def _api_key(args: argparse.Namespace) -> str | None:
     if args.api_key_file is not None:
         try:
             with open(args.api_key_file, encoding="utf-8") as file:
+                mode = os.fstat(file.fileno()).st_mode & 0o777
                 key = file.readline().strip()
         except (OSError, UnicodeDecodeError) as exc:
             raise CLIError(f"cannot read the API key file {args.api_key_file}: {exc}") from None
+        if mode & 0o077:
+            raise CLIError(
+                f"the API key file {args.api_key_file} is open to other users (mode {mode:04o}); "
+                f"run 'chmod 600 {args.api_key_file}'"
+            )
         if not key:
             raise CLIError(f"the API key file {args.api_key_file} is empty; put the key on its first line")
         return key
-    from_env = os.environ.get(API_KEY_ENV)
+    from_env = os.environ.pop(API_KEY_ENV, None)  # read once: the agent's subprocesses must not inherit it
     if from_env is not None:
         if not from_env.strip():
             raise CLIError(f"${API_KEY_ENV} is set but empty; unset it to generate a key")

@@ -89,7 +89,7 @@ class LifecycleManager:
         if config.debug_dir:
             logger.info("per-rollout debug traces go to %s", config.debug_dir)
         self.state.start_cleanup_task()
-        self.executor.deliveries.start(older_than_seconds=self.state.record_ttl)
+        self.executor.deliveries.start()
         metrics = self.executor.metrics
         if metrics is not None and metrics.multiprocess:
             self._gauges = asyncio.get_running_loop().create_task(_refresh_gauges(metrics))

@@ -4,7 +4,8 @@ A knob is either the environment's or the program's:
 
 * ``server`` (:class:`~osmosis_ai.rollout.config.settings.RolloutServerSettings`,
   ``OSMOSIS_ROLLOUT_SERVER_*``) holds how rollouts run and are delivered: concurrency, record TTL,
-  deadline, queue limit, shutdown grace, delivery window, the outbox file, the request-head timeout.
+  deadline, queue limit, shutdown grace, delivery window, the outbox file and its age limit, the
+  request-head limits (timeout, size, header count).
   ``client`` (``OSMOSIS_ROLLOUT_CLIENT_*``) holds how callbacks reach TrainGate. Left out, both are
   the process settings (``get_settings()``) at the time the config is made.
 * every other field is the program's; no environment variable sets it.

@@ -39,11 +39,17 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from osmosis_ai._http import FailureLog, endpoint_of
 from osmosis_ai._usercode import UserCodeRaised, contain, forget_traceback
 from osmosis_ai.observe import tracing
 from osmosis_ai.rollout.client import OsmosisLLMClient
 from osmosis_ai.rollout.core.base import RolloutContext, RolloutResult
-from osmosis_ai.rollout.core.exceptions import RolloutValueError
+from osmosis_ai.rollout.core.exceptions import (
+    OsmosisServerError,
+    OsmosisTimeoutError,
+    OsmosisTransportError,
+    RolloutValueError,
+)
 from osmosis_ai.rollout.core.schemas import InitResponse
 from osmosis_ai.rollout.server.agent_tools import GetToolsCaller, ToolsCache
 from osmosis_ai.rollout.server.delivery import Deliveries
@@ -67,6 +73,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _TERMINAL_STATUSES = ("COMPLETED", "ERROR")
+_TRAINER_UNANSWERED = (OsmosisTransportError, OsmosisTimeoutError, OsmosisServerError)
 _UNWIND_SHARE = 0.1  # of the shutdown callback budget
 STATE_RETRY_AFTER_SECONDS = 1
 _CLAIM_ANSWER_WAIT_SECONDS = 10.0
@@ -132,10 +139,14 @@ class RolloutExecutor:
         self.abandon_grace = config.server.abandon_grace_seconds
         self.client_settings = _pool_for(config.client, state.max_concurrent)
         self.tools_exclude_none = config.tools_exclude_none
+        # chat calls and callbacks: a dead trainer logs a few lines a minute
+        self.failures = FailureLog(logger)
         self.deliveries = Deliveries(
             Outbox(config.server.outbox_path),
             self.client_settings,
             config.server.delivery_window_seconds,
+            config.server.outbox_max_age_seconds,
+            self.failures,
             on_settled=None if isinstance(self.shared, MemoryState) else self._release,
         )
         self.metrics = metrics
@@ -349,7 +360,12 @@ class RolloutExecutor:
     def _client(self, server_url: str, rollout_id: str, api_key: str | None) -> OsmosisLLMClient:
         on_chat = self.metrics.chat_call if self.metrics is not None else None
         return OsmosisLLMClient(
-            server_url, rollout_id, api_key=api_key, settings=self.client_settings, on_chat=on_chat
+            server_url,
+            rollout_id,
+            api_key=api_key,
+            settings=self.client_settings,
+            on_chat=on_chat,
+            failures=self.failures,
         )
 
     def _count_error(self, kind: str) -> None:
@@ -384,11 +400,21 @@ class RolloutExecutor:
         exc = agent.exception()
         if exc is not None:
             shown = exc.original if isinstance(exc, UserCodeRaised) else exc
-            logger.error(
-                "agent loop failed for rollout %s",
-                rollout_id,
-                exc_info=(type(shown), shown, shown.__traceback__),
-            )
+            if isinstance(shown, _TRAINER_UNANSWERED):  # no bug of the agent's: TrainGate did not answer
+                self.failures.log(
+                    logging.ERROR,
+                    f"agent loop failed ({type(shown).__name__})",
+                    endpoint_of(ctx.request.server_url),
+                    "agent loop failed for rollout %s: a call to TrainGate failed: %s",
+                    rollout_id,
+                    shown,
+                )
+            else:
+                logger.error(
+                    "agent loop failed for rollout %s",
+                    rollout_id,
+                    exc_info=(type(shown), shown, shown.__traceback__),
+                )
             message = str(exc) if isinstance(exc, UserCodeRaised) else _error_text(exc)
             forget_traceback(shown)
             forget_traceback(exc)

@@ -174,6 +174,8 @@ def serve_agent_loop(
         port=config.port,
         sock=sock,
         header_timeout_seconds=config.server.header_timeout_seconds,
+        max_head_bytes=config.server.max_head_bytes,
+        max_headers=config.server.max_headers,
         **options,
     )
 
@@ -189,11 +191,16 @@ def _prepare(
 ) -> tuple[ServerConfig, ServeStarted, socket.socket]:
     """The config to serve, what ``on_started`` is told, and the bound socket (in the order a failure
     is reported: credentials, validation, outbox, port, trace directory)."""
-    from osmosis_ai.rollout.server.api_key import generate_api_key
+    from osmosis_ai.rollout.server.api_key import check_api_key, generate_api_key
     from osmosis_ai.rollout.server.registration import get_report_host, is_wildcard_host, load_credentials
 
     if local_debug and config.api_key is not None:
         raise ServeError("an API key cannot be combined with local debug mode, which disables authentication")
+    if config.api_key is not None:
+        try:
+            check_api_key(config.api_key)
+        except ValueError as exc:
+            raise ServeError(str(exc)) from None
     registers = not (skip_register or local_debug)
     host = config.host if config.host is not None else (LOCAL_HOST if local_debug else DEFAULT_HOST)
     port = config.port if config.port is not None else DEFAULT_PORT
