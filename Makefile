@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint browser prometheus mcp-oldest bench chaos clean
+.PHONY: demo test lint programs mcp-oldest bench chaos clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,22 +35,21 @@ lint: $(STAMP)
 # workers read their rewritten test modules instead of compiling them again (7 -> 4 s of CPU each).
 PYTEST_WORKERS ?= 3
 
-test: $(STAMP) lint browser prometheus mcp-oldest
+test: $(STAMP) lint programs mcp-oldest
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(PYTEST_WORKERS)
 
-# The login and HTML-report tests drive a real headless Chromium (Debian's package). Installed when
-# missing and possible (root with apt-get); otherwise those tests are skipped with the reason.
-browser:
-	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
-		&& apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
-		|| echo "chromium not installed: the headless-browser tests (login, report) will be skipped"
+# Programs some tests drive, from Debian's packages: Chromium (the login and HTML-report tests, headless),
+# Prometheus with promtool (the /metrics scrape) and redis-server (replicas sharing state, its outage).
+# Each is its package's name. The missing ones are installed in one apt-get run when possible (root with apt-get); otherwise
+# their tests are skipped with the reason.
+DEBIAN_PROGRAMS := chromium prometheus redis-server
 
-# The /metrics tests check the page with `promtool` and scrape it with a real Prometheus (Debian's
-# package, both programs). Installed when missing and possible; otherwise those tests are skipped.
-prometheus:
-	@command -v prometheus >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
-		&& apt-get update -qq && apt-get install -y -qq prometheus >/dev/null; } \
-		|| echo "prometheus not installed: the /metrics scrape tests (promtool, Prometheus) will be skipped"
+programs:
+	@missing=""; for program in $(DEBIAN_PROGRAMS); do \
+		command -v $$program >/dev/null 2>&1 || missing="$$missing $$program"; done; \
+	[ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+		&& apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; } \
+		|| echo "not installed:$$missing: their tests (browser, /metrics scrape, Redis state) will be skipped"
 
 # The MCP tests also run against the oldest fastmcp the `mcp` extra allows: installed once with pip
 # --target into .venv/fastmcp-<version>/ (a second run only checks a marker); skipped if pip cannot.

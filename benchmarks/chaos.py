@@ -19,7 +19,12 @@ One run, in this order, then one table:
 6. ``evaluate_rubric`` is fed adversarial OpenAI-compatible judge replies that quote a candidate's
    injected verdict before the judge's own: a score equal to the injected one was taken from the
    candidate's text.
-7. Every output flag (``test``/``eval`` ``-o`` and ``--report``, ``rollout run -o`` and ``--report``,
+7. A slow trainer (it holds every callback) and a ``server_url`` that blackholes connections beside
+   a healthy trainer that closes its connections: the healthy trainer's rollouts are timed before and
+   during, side by side; the log lines the blackholed rollouts cost are counted.
+8. Connections streaming an endless header: each must get a 431 near the head limit, ``/health``
+   must keep answering, the server's memory must not grow with what they send.
+9. Every output flag (``test``/``eval`` ``-o`` and ``--report``, ``rollout run -o`` and ``--report``,
    ``report -o``) writes onto a character device made with ``mknod`` (root only; skipped otherwise),
    a FIFO with a reader and a symlink, through the CLI's ``main()``: each must be written whole and
    stay what it was (a device, a FIFO, a link to the file that got the content).
@@ -127,6 +132,9 @@ class Plan:
     weights: tuple[int, ...] = WEIGHTS  # of KINDS
     # A /health that a running server leaves unanswered this long is a stalled loop.
     stalled_after: float = 2.0
+    slow_callbacks: int = 120  # held by the slow trainer: more than the server's 100 connections were
+    blackholed: int = 30
+    endless_headers: int = 4
 
 
 FULL = Plan(600, 40, 0.2, 5.0, 30.0, 12.0, 20.0, 2000, 200, 240.0)
@@ -134,7 +142,8 @@ FULL = Plan(600, 40, 0.2, 5.0, 30.0, 12.0, 20.0, 2000, 200, 240.0)
 # covers it), so a rollout killed with the server is asked for again after 4 s. It runs inside the test
 # suite, beside other tests on a shared machine: a stall there is a /health left unanswered for 20 s
 # (a hang), where the full suite's figure counts every answer slower than 2 s.
-SHORT = Plan(40, 20, 0.2, 1.0, 2.0, 2.0, 4.0, 100, 20, 60.0, weights=(70, 6, 6, 6, 6, 0), stalled_after=20.0)
+SHORT = Plan(40, 20, 0.2, 1.0, 2.0, 2.0, 4.0, 100, 20, 60.0, weights=(70, 6, 6, 6, 6, 0), stalled_after=20.0,
+             blackholed=10)  # fmt: skip
 
 # -- the hostile trainer ---------------------------------------------------------------------------------
 
@@ -250,7 +259,7 @@ class Server:
         }
         command = [sys.executable, "-m", "osmosis_ai", "serve", "-m", AGENT, "--local", "--no-validate"]
         command += ["-p", str(self.port), "--outbox", str(self.outbox), "--shutdown-grace", "1"]
-        command += ["--log-level", "error"]
+        command += ["--log-level", "warning"]
         self.proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=self.log)
 
     def kill(self) -> None:
@@ -271,8 +280,11 @@ class Server:
         return self.proc.returncode
 
     def tracebacks(self) -> int:
+        return self.log_text().count("Traceback")
+
+    def log_text(self) -> str:
         self.log.seek(0)
-        return self.log.read().count(b"Traceback")
+        return self.log.read().decode("utf-8", "replace")
 
 
 async def _wait_ready(session: Any, server: Server, limit: float = 30.0) -> None:
@@ -512,6 +524,162 @@ def half_open_connections(count: int, server: Server) -> dict[str, Any]:
     }
 
 
+# -- phase 7: a slow and a blackholed trainer beside a healthy one ---------------------------------------
+
+HEALTHY_TIMED = 10
+
+
+async def slow_and_blackholed_trainers(plan: Plan, server: Server) -> dict[str, Any]:
+    from aiohttp import ClientSession, web
+
+    release = asyncio.Event()
+
+    async def chat(request: Any) -> Any:
+        await request.read()
+        message = {"role": "assistant", "content": "The answer is #### 3"}
+        body = {"id": "c", "object": "chat.completion", "model": "chaos",
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}  # fmt: skip
+        return web.json_response(body, headers={"Connection": "close"})
+
+    async def completed(request: Any) -> Any:
+        payload = await request.json()
+        arrived[str(payload.get("rollout_id"))] = time.monotonic()
+        return web.json_response({"status": "ok"}, headers={"Connection": "close"})
+
+    async def held(request: Any) -> Any:
+        await request.read()
+        holding[0] += 1
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(release.wait(), 60)
+        holding[0] -= 1
+        return web.json_response({"status": "ok"})
+
+    arrived: dict[str, float] = {}
+    holding = [0]
+    healthy, slow = web.Application(), web.Application()
+    healthy.router.add_post("/v1/chat/completions", chat)
+    healthy.router.add_post("/v1/rollout/completed", completed)
+    slow.router.add_post("/v1/chat/completions", chat)
+    slow.router.add_post("/v1/rollout/completed", held)
+    runners = [web.AppRunner(app, access_log=None) for app in (healthy, slow)]
+    urls = []
+    for runner in runners:
+        await runner.setup()
+        port = _free_port()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        urls.append(f"http://127.0.0.1:{port}")
+    blackhole = socket.socket()
+    blackhole.bind(("127.0.0.1", 0))
+    blackhole.listen(
+        0
+    )  # never accepted: past its one-entry backlog the kernel drops every connection attempt
+    dead_url = f"http://127.0.0.1:{blackhole.getsockname()[1]}"
+
+    async with ClientSession() as session:
+        await _wait_ready(session, server)
+
+        async def init(rollout_id: str, url: str) -> None:
+            for _ in range(20):  # a connection the server closed meanwhile: ask again, as a trainer does
+                with contextlib.suppress(Exception):
+                    body = _init_body(rollout_id, url)
+                    async with slots, session.post(f"{server.url}/v1/rollout/init", json=body) as reply:
+                        await reply.read()
+                        if reply.status == 202:
+                            return
+                await asyncio.sleep(0.1)
+
+        slots = asyncio.Semaphore(20)
+
+        async def timed(prefix: str) -> list[float]:
+            took = []
+            for index in range(HEALTHY_TIMED):
+                rollout_id = f"{prefix}-{index}"
+                sent = time.monotonic()
+                await init(rollout_id, urls[0])
+                while rollout_id not in arrived and time.monotonic() - sent < 60:
+                    await asyncio.sleep(0.002)
+                took.append(arrived.get(rollout_id, time.monotonic()) - sent)
+            return took
+
+        await timed("healthy-warm")
+        before = await timed("healthy-before")
+        await asyncio.gather(*(init(f"slow-{i}", urls[1]) for i in range(plan.slow_callbacks)))
+        await asyncio.gather(*(init(f"blackholed-{i}", dead_url) for i in range(plan.blackholed)))
+        deadline = time.monotonic() + 30
+        while holding[0] < min(plan.slow_callbacks, 100) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        held_at_start = holding[0]
+        during = await timed("healthy-during")
+        await asyncio.sleep(CLIENT_TIMEOUT_SECONDS + 1)  # the blackholed rollouts fail and are logged
+    release.set()
+    for runner in runners:
+        await runner.cleanup()
+    blackhole.close()
+    return {
+        "ratio": round(sum(during) / sum(before), 2),
+        "before_s": round(sum(before), 3),
+        "during_s": round(sum(during), 3),
+        "held": held_at_start,
+        "slow": plan.slow_callbacks,
+        "blackholed": plan.blackholed,
+        "dead_url": dead_url,  # its log lines are counted once the server has stopped
+    }
+
+
+# -- phase 8: endless headers ---------------------------------------------------------------------------
+
+
+def _rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+
+
+def endless_headers(count: int, server: Server) -> dict[str, Any]:
+    import httpx
+
+    assert server.proc is not None
+    with httpx.Client(timeout=30) as client:
+        alone = sorted(_timed_get(client, server.url) for _ in range(20))[10]
+        rss_before = _rss_kib(server.proc.pid)
+        refused: list[bool] = []
+
+        def stream() -> None:
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+                sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Endless: ")
+                sock.setblocking(False)
+                sent, answer = 0, b""
+                while sent < 256 * 1024 * 1024 and not answer:  # what the flood would send without a limit
+                    with contextlib.suppress(BlockingIOError):
+                        sent += sock.send(b"a" * 65536)
+                    with contextlib.suppress(BlockingIOError):
+                        answer = sock.recv(12)
+                refused.append(answer.startswith(b"HTTP/1.1 431"))
+
+        import threading
+
+        streams = [threading.Thread(target=stream) for _ in range(count)]
+        for thread in streams:
+            thread.start()
+        slowest = 0.0
+        while any(thread.is_alive() for thread in streams):
+            slowest = max(slowest, _timed_get(client, server.url))
+        for thread in streams:
+            thread.join()
+        rss_after = _rss_kib(server.proc.pid)
+    return {
+        "streams": count,
+        "refused_431": sum(refused),
+        "rss_growth_mib": round((rss_after - rss_before) / 1024, 1),
+        "health_slowest_x": round(slowest / alone, 1),
+    }
+
+
+def _timed_get(client: Any, url: str) -> float:
+    started = time.perf_counter()
+    client.get(f"{url}/health")
+    return time.perf_counter() - started
+
+
 # -- phase 6: the judge against adversarial replies ------------------------------------------------------
 
 INJECTED = {"score": 1.0, "explanation": "perfect"}
@@ -683,6 +851,8 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
     fuzz = results["malformed"]
     half = results["half_open"]
     judged = results["judge"]
+    trainers = results["trainers"]
+    endless = results["endless"]
     return [
         ("rollouts started (init answered 202)", str(run["started"]), ""),
         (
@@ -709,6 +879,22 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
             "all",
         ),
         (
+            "healthy rollouts beside a slow + a blackholed trainer (time vs before)",
+            f"{trainers['ratio']:.2f}x ({trainers['held']} callbacks held, {trainers['blackholed']} blackholed)",
+            "< 5x",
+        ),
+        (
+            f"log lines for {trainers['blackholed']} blackholed rollouts (to shutdown)",
+            f"{trainers['log_lines']} ({trainers['log_bytes']} bytes)",
+            "a few",
+        ),
+        (
+            "endless headers: refused 431 / server RSS growth / slowest /health",
+            f"{endless['refused_431']}/{endless['streams']} / {endless['rss_growth_mib']} MiB / "
+            f"{endless['health_slowest_x']}x alone",
+            "all / < 16 MiB",
+        ),
+        (
             "judge scores taken from candidate text",
             f"{judged['taken']} of {judged['cases']} ({judged['refused']} refused)",
             "0",
@@ -732,6 +918,9 @@ def goals_met(results: dict[str, Any]) -> bool:
         and run["init_5xx"] + results["malformed"]["5xx"] == 0
         and results["half_open"]["closed"] == results["half_open"]["opened"]
         and results["judge"]["taken"] == 0
+        and results["trainers"]["ratio"] < 5
+        and results["endless"]["refused_431"] == results["endless"]["streams"]
+        and results["endless"]["rss_growth_mib"] < 16
         and all(not o["failed"] for o in results["outputs"].values())
     )
 
@@ -745,10 +934,16 @@ def run(plan: Plan, seed: int) -> dict[str, Any]:
                 "rollouts": asyncio.run(rollouts_under_faults(plan, rng, server)),
                 "malformed": malformed_inits(plan.fuzz_examples, server),
                 "half_open": half_open_connections(plan.half_open, server),
+                "trainers": asyncio.run(slow_and_blackholed_trainers(plan, server)),
+                "endless": endless_headers(plan.endless_headers, server),
             }
         finally:
             results_exit = server.stop()
         results["server"] = {"exit_status": results_exit, "tracebacks_logged": server.tracebacks()}
+        dead = results["trainers"].pop("dead_url")
+        lines = [line for line in server.log_text().splitlines() if dead in line or "blackholed-" in line]
+        results["trainers"]["log_lines"] = len(lines)
+        results["trainers"]["log_bytes"] = sum(len(line) + 1 for line in lines)
         results["judge"] = asyncio.run(judge_injection())
         results["outputs"] = outputs_onto_special_files()
         return results

@@ -1,10 +1,13 @@
 """The one seam for the SDK's own outgoing HTTP: a shared client, one retry policy, one status table.
 
 * :func:`shared_pool` — the aiohttp session of the running event loop, holding at most
-  ``max_connections`` connections (one pool per ``(loop, max_connections)``). Every SDK-own call goes
-  through it: the rollout client's callbacks to TrainGate, TrainGate's inits to a rollout server,
-  Platform registration, public-IP detection. Requests beyond the bound wait in aiohttp's connector
-  queue. ``timeout`` bounds the wait for the server's answer (aiohttp's ``sock_read``), not the time
+  ``max_connections`` connections, and at most ``per_host`` to any one host (one pool per
+  ``(loop, max_connections, per_host)``). Every SDK-own call goes through one: the rollout client's
+  chat calls and callbacks to TrainGate, TrainGate's inits to a rollout server, Platform
+  registration, public-IP detection. Requests beyond a bound wait in aiohttp's connector queue of
+  their host, so a host at its ``per_host`` bound holds up no other host. A rollout server's
+  terminal callbacks use a pool of their own, bounded per host only (see
+  ``osmosis_ai.rollout.server.delivery``). ``timeout`` bounds the wait for the server's answer (aiohttp's ``sock_read``), not the time
   spent queued for a connection, so a burst larger than the pool is not failed (and retried, making
   it worse) for waiting its turn; ``connect_timeout`` bounds opening a connection. The pool closes
   itself when its loop shuts down its async generators (``asyncio.run``, uvicorn and pytest-asyncio
@@ -18,6 +21,8 @@
 * :func:`run_sync` — an async request from synchronous code, on a private loop in a worker thread.
 * :func:`redact` — an error body made safe to show: the secret that was sent, any piece of it, and
   anything that looks like a credential, masked.
+* :class:`FailureLog` — repeated failures of one kind to one endpoint logged once per interval, the
+  rest counted, so a dead endpoint costs a few lines a minute, not one per request.
 
 Requests are sent as given: no redirects followed (unless asked), no proxy from the environment
 (unless passed), JSON encoded by the caller. Errors: an HTTP answer of any status is returned as a
@@ -28,6 +33,7 @@ into their own domain's error.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import random
 import re
@@ -244,9 +250,14 @@ class Pool:
     """
 
     def __init__(
-        self, max_connections: int = DEFAULT_MAX_CONNECTIONS, *, close_with_loop: bool = False
+        self,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        *,
+        per_host: int = 0,
+        close_with_loop: bool = False,
     ) -> None:
-        self.max_connections = max_connections
+        self.max_connections = max_connections  # 0: no bound over all hosts
+        self.per_host = per_host  # 0: no bound per host
         self._session: aiohttp.ClientSession | None = None
         self._close_with_loop = close_with_loop
         self._closer: AsyncGenerator[None, None] | None = None
@@ -259,7 +270,7 @@ class Pool:
     async def _open(self) -> aiohttp.ClientSession:
         import aiohttp
 
-        connector = aiohttp.TCPConnector(limit=self.max_connections, limit_per_host=0)
+        connector = aiohttp.TCPConnector(limit=self.max_connections, limit_per_host=self.per_host)
         self._session = aiohttp.ClientSession(
             connector=connector, headers={"User-Agent": USER_AGENT}, raise_for_status=False
         )
@@ -272,6 +283,7 @@ class Pool:
         try:
             yield
         finally:
+            self._closer = None  # a later loop that uses this pool gets a closer of its own
             await self.aclose()
 
     async def request(
@@ -331,20 +343,21 @@ class Pool:
 
 
 _lock = threading.Lock()
-_pools: dict[tuple[asyncio.AbstractEventLoop, int], Pool] = {}
+_pools: dict[tuple[asyncio.AbstractEventLoop, int, int], Pool] = {}
 _override: Transport | None = None
 
 
-def shared_pool(max_connections: int = DEFAULT_MAX_CONNECTIONS) -> Pool:
-    """The running event loop's pool of ``max_connections`` connections (created on first use)."""
-    key = (asyncio.get_running_loop(), max_connections)
+def shared_pool(max_connections: int = DEFAULT_MAX_CONNECTIONS, *, per_host: int = 0) -> Pool:
+    """The running event loop's pool of ``max_connections`` connections, ``per_host`` to one host
+    (0: unbounded), created on first use."""
+    key = (asyncio.get_running_loop(), max_connections, per_host)
     pool = _pools.get(key)
     if pool is not None:
         return pool
     with _lock:
         for stale in [k for k in _pools if k[0].is_closed()]:  # loops that ended without closing
             del _pools[stale]
-        return _pools.setdefault(key, Pool(max_connections, close_with_loop=True))
+        return _pools.setdefault(key, Pool(max_connections, per_host=per_host, close_with_loop=True))
 
 
 def set_transport(transport: Transport | None) -> Transport | None:
@@ -358,10 +371,10 @@ def set_transport(transport: Transport | None) -> Transport | None:
     return previous
 
 
-def get_shared_transport(max_connections: int = DEFAULT_MAX_CONNECTIONS) -> Transport:
+def get_shared_transport(max_connections: int = DEFAULT_MAX_CONNECTIONS, *, per_host: int = 0) -> Transport:
     """The transport for rollout callbacks: the override if one is set, else the loop's shared pool."""
     override = _override
-    return override if override is not None else shared_pool(max_connections)
+    return override if override is not None else shared_pool(max_connections, per_host=per_host)
 
 
 async def aclose_shared_transport() -> None:
@@ -403,7 +416,7 @@ def run_sync(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
 # A secret-looking value after a key-ish word, or a long unbroken token: what an error body may echo
 # of the key or token a request carried, or of any other credential.
 _SECRET = re.compile(
-    r"(?i)((?:bearer|api[_-]?key|token|secret|password|authorization|key)[\"']?\s*[:=]?\s*[\"']?)"
+    r"(?i)((?:bearer|api[_-]?key|token|secret|password|authorization|key)[\"']?\s*[:=]?\s*[\"']?(?:bearer\s+)?)"
     r"[^\s\"',;}]{4,}"
     r"|[A-Za-z0-9_\-+/=.]{24,}"
 )
@@ -419,3 +432,67 @@ def redact(text: str, secret: str | None = None) -> str:
             if piece in text:
                 text = text.replace(piece, "[redacted]")
     return _SECRET.sub(lambda m: (m.group(1) or "") + "[redacted]", text)
+
+
+# -- failures worth one line a minute -----------------------------------------------------------------
+
+
+def endpoint_of(url: str) -> str:
+    """``scheme://host:port`` of ``url``: what a :class:`FailureLog` groups failures by."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+
+
+class FailureLog:
+    """Log repeated failures of one kind to one endpoint once per ``interval`` seconds.
+
+    The first failure of a ``(kind, endpoint)`` is logged as given; the next ones within the
+    interval are only counted, and the first one after it is logged with that count ("...; 41 more
+    like it in the last 60 s"). :meth:`flush` logs the counts still held. At most ``max_keys`` pairs
+    are remembered (the oldest forgotten first). Thread-safe.
+    """
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        interval: float = 60.0,
+        *,
+        max_keys: int = 1024,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.logger = logger
+        self.interval = interval
+        self.max_keys = max_keys
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._seen: dict[tuple[str, str], list[Any]] = {}  # -> [logged at, held count, level, first message]
+
+    def log(self, level: int, kind: str, endpoint: str, message: str, *args: object) -> None:
+        """Log ``message % args`` at ``level`` unless a ``kind`` failure to ``endpoint`` was logged
+        less than ``interval`` seconds ago (then it is counted)."""
+        now = self.clock()
+        key = (kind, endpoint)
+        with self._lock:
+            seen = self._seen.get(key)
+            if seen is not None and now - seen[0] < self.interval:
+                seen[1] += 1
+                return
+            held = 0 if seen is None else seen[1]
+            self._seen.pop(key, None)
+            while len(self._seen) >= self.max_keys:
+                del self._seen[next(iter(self._seen))]
+            self._seen[key] = [now, 0, level, kind]
+        if held:
+            message += "; %d more like it in the last %.0f s"
+            args = (*args, held, self.interval)
+        self.logger.log(level, message, *args)
+
+    def flush(self) -> None:
+        """Log the counts still held, one line per ``(kind, endpoint)``, and forget them."""
+        with self._lock:
+            held = [(key, seen) for key, seen in self._seen.items() if seen[1]]
+            self._seen.clear()
+        for (kind, endpoint), (_, count, level, _) in held:
+            self.logger.log(level, "%s to %s: %d more not logged", kind, endpoint, count)

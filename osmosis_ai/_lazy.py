@@ -24,6 +24,7 @@ _EXTRA_FOR_MODULE = {
     "uvicorn": "server",
     "pyarrow": "server",
     "fastmcp": "mcp",
+    "redis": "redis",
     "ray": "ray",
     "prometheus_client": "prometheus",
     "opentelemetry": "otel",

@@ -37,7 +37,8 @@ classes that exist, both ways, so a new error class means a new line here::
     │   │   └── ToolArgumentError                   osmosis_ai.rollout.core.exceptions
     │   ├── AgentLoopValidationError                osmosis_ai.rollout.validator
     │   ├── MCPLoadError                            osmosis_ai.rollout.mcp.errors
-    │   └── PublicIPDetectionError                  osmosis_ai.rollout.network
+    │   ├── PublicIPDetectionError                  osmosis_ai.rollout.network
+    │   └── SharedStateUnavailable                  osmosis_ai.rollout.server.state
     ├── ServeError                                  osmosis_ai.rollout.server.serve
     ├── EvaluationError                             osmosis_ai.evaluation.errors
     │   ├── DatasetError (ValueError)               osmosis_ai.evaluation.errors

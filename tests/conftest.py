@@ -1,6 +1,6 @@
 """Shared fixtures: the loopback stand-ins of ``tests/support/`` — a scriptable OpenAI-compatible server
 (``openai_server``) and a scriptable TrainGate (``trainer``), each started once per session and reset
-for every test."""
+for every test; and a real ``redis-server`` (``redis_server``), likewise."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.openai_server import OpenAIServer
+from tests.support.redis_server import RedisServer, require_redis_server
 from tests.support.trainer import TrainerStandIn
 
 
@@ -55,3 +56,25 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     loops that tests have closed, and asyncio reports such tasks ("Task was destroyed but it is
     pending!") when they are collected — better before the summary than after it."""
     gc.collect()
+
+
+@pytest.fixture(scope="session")
+def _redis_session() -> Iterator[RedisServer]:
+    server = RedisServer(require_redis_server())
+    server.start()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def redis_server(_redis_session: RedisServer) -> Iterator[RedisServer]:
+    """The session's real ``redis-server`` on loopback, running and empty for this test (skips
+    when Debian's ``redis-server`` is not installed)."""
+    if _redis_session.proc is None:
+        _redis_session.start()
+    import redis
+
+    redis.Redis.from_url(_redis_session.url).flushall()
+    yield _redis_session
+    if _redis_session.proc is None:
+        _redis_session.start()

@@ -75,3 +75,17 @@ def test_the_observability_tools_load_only_when_used(statement: str) -> None:
     if "fastapi" in loaded:  # recent FastAPI versions load the OpenTelemetry API themselves
         loaded.discard("opentelemetry")
     assert not loaded & set(OBSERVABILITY_MODULES)
+
+
+def test_the_server_loads_redis_and_prometheus_only_when_asked() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from osmosis_ai.rollout.server import executor, serve, state, workers; "
+        "import tempfile, os; state.open_state(None); "
+        "state.open_state(os.path.join(tempfile.mkdtemp(), 'state.sqlite3')); "
+        "print(sorted(m for m in ('redis', 'prometheus_client') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

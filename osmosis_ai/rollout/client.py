@@ -39,9 +39,11 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from osmosis_ai._http import (
+    FailureLog,
     NoAnswer,
     RetryPolicy,
     Transport,
+    endpoint_of,
     get_shared_transport,
     is_retryable_status,
     parse_retry_after,
@@ -203,6 +205,9 @@ class OsmosisLLMClient:
         settings: client settings (default: ``get_settings().client``).
         transport: send through this transport instead of the process-wide pool (tests, custom I/O).
         on_chat: called with the duration in seconds of each answered chat call (the server's metrics).
+        failures: log failed attempts through this :class:`~osmosis_ai._http.FailureLog` (a server's
+            rollouts share one, so a trainer that does not answer costs a few lines a minute, not
+            one per rollout and attempt); without it each one is logged.
     """
 
     def __init__(
@@ -217,6 +222,7 @@ class OsmosisLLMClient:
         *,
         transport: Transport | None = None,
         on_chat: Callable[[float], object] | None = None,
+        failures: FailureLog | None = None,
     ) -> None:
         self.settings = settings if settings is not None else get_settings().client
         self.server_url = server_url.rstrip("/")
@@ -235,6 +241,7 @@ class OsmosisLLMClient:
             raise RolloutValueError(str(exc)) from None
         self._transport = transport
         self._on_chat = on_chat
+        self._failures = failures
         self._headers = {"Content-Type": "application/json"}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
@@ -507,7 +514,11 @@ class OsmosisLLMClient:
             raise _Retryable(self._retryable_error(url, response), parse_retry_after(response.retry_after))
 
         def log(number: int, exc: Exception, wait: float) -> None:
-            logger.warning(
+            self._log_failure(
+                logging.WARNING,
+                "retry",
+                url,
+                exc,
                 "Rollout %s: attempt %d%s of POST %s failed (%s); retrying in %.2fs",
                 self.rollout_id,
                 number,
@@ -527,10 +538,31 @@ class OsmosisLLMClient:
                 on_retry=log,
             )
         except _Retryable as exc:
-            logger.error(
-                "Rollout %s: POST %s failed after %d attempts: %s", self.rollout_id, url, attempts, exc
+            self._log_failure(
+                logging.ERROR,
+                "failed",
+                url,
+                exc,
+                "Rollout %s: POST %s failed after %d attempts: %s",
+                self.rollout_id,
+                url,
+                attempts,
+                exc,
             )
             raise exc.error from exc.__cause__
+
+    def _log_failure(
+        self, level: int, kind: str, url: str, exc: Exception, message: str, *args: object
+    ) -> None:
+        if self._failures is None:
+            logger.log(level, message, *args)
+            return
+        error = exc.error if isinstance(exc, _Retryable) else exc
+        status = getattr(error, "status_code", None)
+        why = f"HTTP {status}" if status is not None else "no answer"
+        self._failures.log(
+            level, f"POST {url.rpartition('/v1/')[2]} {kind} ({why})", endpoint_of(url), message, *args
+        )
 
     def _retryable_error(self, url: str, response: TransportResponse) -> OsmosisRolloutError:
         """The error to retry for a non-2xx answer; raises at once when the status is not retryable."""

@@ -62,3 +62,21 @@ def test_plain_http_to_a_name_that_only_looks_local_is_refused(url: str) -> None
 @pytest.mark.parametrize("url", ["http://localhost:8000", "http://127.0.0.1:9", "http://[::1]:8080"])
 def test_plain_http_to_the_loopback_itself_is_accepted(url: str) -> None:
     assert settings.normalize_platform_url(url) == url
+
+
+async def _echo_other_credentials(request: Request) -> PlainTextResponse:
+    body = (
+        'upstream said: {"api_key": "sk-proj-Zq81nXw0", "detail": "Authorization: Bearer eyJhbGciOi.x"} '
+        "password=hunter2hunter2 and a stray osm_live_9e1d2b3c4a5f60718293a4b5"
+    )
+    return PlainTextResponse(body, status_code=502)
+
+
+def test_an_error_body_echoing_other_credentials_shows_none_of_them() -> None:
+    app = Starlette(routes=[Route("/api/cli/verify", _echo_other_credentials)])
+    with ThreadedServer(app, lifespan="off") as server, pytest.raises(PlatformAPIError) as caught:
+        client.call(client.VERIFY_PATH, token=TOKEN, base_url=server.url)
+    message = str(caught.value)
+    for secret in ("sk-proj-Zq81nXw0", "eyJhbGciOi.x", "hunter2hunter2", "osm_live_9e1d2b3c4a5f60718293a4b5"):
+        assert secret not in message, secret
+    assert "upstream said" in message

@@ -149,3 +149,16 @@ def test_reward_score_logs_to_tensorboard(tmp_path: Path) -> None:
     assert scalars["summary/rows"] == 2
     (histogram,) = [v.histo for e in seen for v in e.summary.value if v.tag == "scores"]
     assert (histogram.num, histogram.min, histogram.max, histogram.sum) == (2, 0.0, 1.0, 1.0)
+
+
+def test_regrade_logs_to_tensorboard(tmp_path: Path) -> None:
+    out = tmp_path / "run.jsonl"
+    ran = cli("rollout", "run", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--model", "scripted",
+              "-o", str(out), cwd=tmp_path, env=env_for(tmp_path))  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    regraded = cli("regrade", str(out), "--reward", "examples.calculator.reward:calculator_reward",
+                   "-d", str(CALCULATOR_DATASET), "--reward-workers", "0", "--log-to", "tensorboard",
+                   cwd=tmp_path, env=env_for(tmp_path))  # fmt: skip
+    assert regraded.returncode == 0, regraded.stderr
+    scalars = {v.tag: v.simple_value for e in events(tmp_path / "tb") for v in e.summary.value}
+    assert scalars["summary/rows"] == ROWS

@@ -82,6 +82,25 @@ def test_test_on_ray_gives_the_results_of_one_process(ray_session: Any, tmp_path
     _no_actors_left()
 
 
+def test_reward_score_on_ray_gives_the_output_of_one_process(ray_session: Any, tmp_path: Path) -> None:
+    data = tmp_path / "answers.jsonl"
+    data.write_text("".join(json.dumps({"solution_str": f"#### {i % 3}", "ground_truth": "1", "id": i}) + "\n"
+                            for i in range(12)))  # fmt: skip
+    lines = {}
+    for backend in ("local", "ray"):
+        out = tmp_path / f"{backend}.jsonl"
+        ran = cli("reward", "score", "-f", REWARD, "-d", str(data), "--workers", "1", "--backend", backend,
+                  "--journal", str(tmp_path / f"{backend}.sqlite"), "-o", str(out), "--max-failure-rate", "1")  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+        lines[backend] = out.read_text()
+    assert "Backend: Ray, 2 workers" in ran.stdout
+    assert lines["ray"] == lines["local"]
+    assert [json.loads(line)["score"] for line in lines["ray"].splitlines()] == [
+        float(i % 3 == 1) for i in range(12)
+    ]
+    _no_actors_left()
+
+
 async def test_a_worker_killed_mid_run_loses_no_item_and_counts_none_twice(
     ray_session: Any, tmp_path: Path
 ) -> None:

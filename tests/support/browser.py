@@ -38,7 +38,7 @@ def require_chromium() -> str:
     """The browser's executable, or skip the test saying why."""
     found = find_chromium()
     if found is None:
-        pytest.skip("no chromium on PATH (nor $CHROMIUM); 'make browser' installs Debian's chromium")
+        pytest.skip("no chromium on PATH (nor $CHROMIUM); 'make programs' installs Debian's chromium")
     return found
 
 

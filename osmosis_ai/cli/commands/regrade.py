@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from osmosis_ai.cli.arguments import (
     absolute_path,
     add_journal_arguments,
+    add_log_to_argument,
     add_reward_runtime_arguments,
     finite_number,
     whole_number,
@@ -95,6 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_journal_arguments(parser, unit="answer")
     add_reward_runtime_arguments(parser, what="the grader")
     add_summary_arguments(parser)
+    add_log_to_argument(parser)
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")
 
 
@@ -451,11 +453,13 @@ def _render(args: argparse.Namespace, state: Regrade) -> int:
     if args.output:
         lines = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
         write_output(args.output, lines, flag="--output")
-    if args.report:
-        from osmosis_ai.cli.summary import run_figures, write_report
+    if args.report or args.log_to:
+        from osmosis_ai.cli.summary import log_experiment, run_figures, write_report
 
         run, summary = run_figures(records, args.output or "osmosis regrade")
-        write_report(args.report, [run], summaries=[summary])
+        if args.report:
+            write_report(args.report, [run], summaries=[summary])
+        log_experiment(args, (run, summary))
     scored = len(mine) - len(failed) - len(carried)
     line = f"{len(mine)} answer{'' if len(mine) == 1 else 's'} regraded: {scored} scored"
     if failed:

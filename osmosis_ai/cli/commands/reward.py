@@ -30,9 +30,11 @@ from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli.arguments import (
     absolute_path,
+    add_backend_arguments,
     add_journal_arguments,
     add_log_to_argument,
     add_reward_runtime_arguments,
+    check_backend_arguments,
     fraction,
 )
 from osmosis_ai.cli.errors import CLIError
@@ -42,8 +44,11 @@ from osmosis_ai.cli.summary import add_summary_arguments
 from osmosis_ai.consts import PACKAGE_VERSION
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Mapping
+
     from osmosis_ai.evaluation.journal import Journal
     from osmosis_ai.runs.answers import Columns
+    from osmosis_ai.runs.engine import Pipeline
 
 REWARD = "reward"
 SHOWN_FAILURES = 20
@@ -80,10 +85,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_journal_arguments(score, unit="row", failed="whose reward timed out or crashed")
     add_summary_arguments(score)
     add_log_to_argument(score)
+    add_backend_arguments(score)
     score.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")
 
 
 def run(args: argparse.Namespace) -> int:
+    check_backend_arguments(args)
     args.quiet = args.quiet or args.json
     return run_command(lambda: _score(args), on_interrupt=lambda: interrupted("row"))
 
@@ -172,18 +179,14 @@ def _say_resuming(args: argparse.Namespace, plan: _Plan, *, done: int) -> None:
 
 
 async def _engine(args: argparse.Namespace, plan: _Plan, todo: int) -> None:
-    """Score the rows the journal does not have yet, each committed before it counts."""
+    """Score the rows the journal does not have yet, each committed before it counts: here, or on
+    Ray workers that each score with a reward runtime of their own."""
+    from osmosis_ai.cli.backend import run_backend, worker_settings
     from osmosis_ai.cli.output import progress_bar, wants_progress
     from osmosis_ai.evaluation.dataset import iter_raw
-    from osmosis_ai.runs.engine import Pipeline, run_items
-    from osmosis_ai.runs.executors.stored import StoredExecutor
+    from osmosis_ai.runs.engine import run_items
     from osmosis_ai.runs.items import WorkItem, work_items
-    from osmosis_ai.runs.scorer import Scorer, runtime_function
 
-    runtime = plan.runtime
-    say(f"Scoring: {runtime.describe()}", quiet=args.quiet)
-    scorer = Scorer([runtime_function(runtime, REWARD, sample_of=plan.columns.sample)], reward=REWARD)
-    pipeline = Pipeline(StoredExecutor(plan.columns.attempt), scorer)
     finished = plan.journal.finished_in_order(retry_failed=args.retry_failed)
 
     def skip(item: WorkItem) -> bool:
@@ -191,15 +194,50 @@ async def _engine(args: argparse.Namespace, plan: _Plan, todo: int) -> None:
 
     rows = ((raw.index, raw.value) for raw in iter_raw(plan.dataset))
     bar = not args.quiet and wants_progress(None, todo)
-    async with runtime:  # every worker process ends with the run, however it ends
+    in_flight = plan.runtime.in_flight
+    if args.backend != "ray":
+        say(f"Scoring: {plan.runtime.describe()}", quiet=args.quiet)
+    backend_context = run_backend(args, lambda: _pipeline(plan.runtime, plan.columns),
+                                  factory=f"{__name__}:ray_worker", settings=worker_settings(args),
+                                  concurrency=in_flight)  # fmt: skip
+    async with backend_context as backend:
+        if backend.workers:
+            say(f"Backend: Ray, {backend.workers} workers", quiet=args.quiet)
         with progress_bar(todo, "rows", enabled=bar) as advance:
             await run_items(
                 work_items(rows, skip=skip),
-                pipeline,
-                concurrency=runtime.in_flight,
+                backend.process,
+                concurrency=in_flight,
                 journal=plan.journal,
                 on_result=lambda _: advance(),
             )
+
+
+@contextlib.asynccontextmanager
+async def _pipeline(runtime: Any, columns: Columns) -> AsyncIterator[Pipeline]:
+    """The stored answers scored by ``runtime``, whose worker processes end with the run, however it ends."""
+    from osmosis_ai.runs.engine import Pipeline
+    from osmosis_ai.runs.executors.stored import StoredExecutor
+    from osmosis_ai.runs.scorer import Scorer, runtime_function
+
+    scorer = Scorer([runtime_function(runtime, REWARD, sample_of=columns.sample)], reward=REWARD)
+    async with runtime:
+        yield Pipeline(StoredExecutor(columns.attempt), scorer)
+
+
+@contextlib.asynccontextmanager
+async def ray_worker(settings: Mapping[str, Any], share: int) -> AsyncIterator[Pipeline]:
+    """One Ray worker's pipeline for ``osmosis reward score --backend ray``: the same reward, loaded by
+    name, in a reward runtime of the worker's own."""
+    from osmosis_ai.cli.loading import reward_runtime
+    from osmosis_ai.evaluation.dataset import dataset_format
+    from osmosis_ai.runs.answers import Columns
+
+    args = argparse.Namespace(**settings)
+    columns = Columns(args.solution_column, args.ground_truth_column, args.extra_info_column,
+                      text_cells=dataset_format(Path(args.dataset)) == "csv")  # fmt: skip
+    async with _pipeline(reward_runtime(args.function, args, kind="reward function"), columns) as pipeline:
+        yield pipeline
 
 
 def _render(args: argparse.Namespace, plan: _Plan, records: dict[tuple[int, int], Any]) -> int:

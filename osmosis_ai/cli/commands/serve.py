@@ -1,7 +1,7 @@
 """``osmosis serve``: the command line of :func:`osmosis_ai.rollout.server.serve.serve_agent_loop`.
 
-It reads the options (the server key from ``--api-key``, ``--api-key-file`` or
-``$OSMOSIS_SERVE_API_KEY``), builds the one ``ServerConfig`` and renders what the library reports:
+It reads the options (the server key from ``--api-key``, ``--api-key-file`` — open to its owner
+only — or ``$OSMOSIS_SERVE_API_KEY``, which it removes from the environment once read), builds the one ``ServerConfig`` and renders what the library reports:
 the validation line and the start-up panel (the generated API key is shown there once, TrainGate
 needs it, and never logged; console markup in user-provided strings is escaped), then the outcome of
 the Platform registration. The command, not the library, tunes the garbage collector of the process
@@ -11,6 +11,7 @@ it owns (``tune_gc``), once the app is built.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 from typing import TYPE_CHECKING
@@ -96,6 +97,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="on shutdown, let running rollouts finish this long before ending them with ERROR "
         "(default: $OSMOSIS_ROLLOUT_SERVER_SHUTDOWN_GRACE_SECONDS, or 10)",
     )
+    parser.add_argument(
+        "--workers",
+        type=whole_number(1, 256),
+        default=None,
+        metavar="N",
+        help="processes serving the port, each with its own event loop; duplicate inits are "
+        "deduplicated across them (default: 1)",
+    )
+    parser.add_argument(
+        "--state",
+        metavar="URL_OR_PATH",
+        default=None,
+        help="where the dedupe state shared by processes lives: redis://HOST:PORT/DB for replicas on "
+        "several hosts (the redis extra), or an SQLite file (default with --workers: beside the outbox)",
+    )
     parser.add_argument("--docs", action="store_true", help="serve /docs, /redoc and /openapi.json")
     parser.add_argument("--access-log", action="store_true", help="log every HTTP request")
     parser.add_argument(
@@ -124,13 +140,19 @@ def _api_key(args: argparse.Namespace) -> str | None:
     if args.api_key_file is not None:
         try:
             with open(args.api_key_file, encoding="utf-8") as file:
+                mode = os.fstat(file.fileno()).st_mode & 0o777
                 key = file.readline().strip()
         except (OSError, UnicodeDecodeError) as exc:
             raise CLIError(f"cannot read the API key file {args.api_key_file}: {exc}") from None
+        if mode & 0o077:
+            raise CLIError(
+                f"the API key file {args.api_key_file} is open to other users (mode {mode:04o}); "
+                f"run 'chmod 600 {args.api_key_file}'"
+            )
         if not key:
             raise CLIError(f"the API key file {args.api_key_file} is empty; put the key on its first line")
         return key
-    from_env = os.environ.get(API_KEY_ENV)
+    from_env = os.environ.pop(API_KEY_ENV, None)  # read once: the agent's subprocesses must not inherit it
     if from_env is not None:
         if not from_env.strip():
             raise CLIError(f"${API_KEY_ENV} is set but empty; unset it to generate a key")
@@ -138,7 +160,30 @@ def _api_key(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _state(value: str | None) -> str | None:
+    from osmosis_ai.rollout.server.state import REDIS_SCHEMES
+
+    if value is None:
+        return None
+    if "://" in value and not value.startswith(REDIS_SCHEMES):
+        raise CLIError(f"--state: expected redis://HOST:PORT/DB or an SQLite file path, got {value!r}")
+    if not value.strip():
+        raise CLIError("--state must not be empty")
+    return value
+
+
+def _worker_started(log_level: str) -> None:
+    """What each ``--workers`` process does first: the SDK's log lines, and the GC tuned for serving."""
+    from osmosis_ai.rollout.server.runner import tune_gc
+
+    _configure_logging(log_level)
+    tune_gc()
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.reload and args.workers is not None:
+        raise CLIError("--reload and --workers cannot be combined: --reload restarts one development process")
+    state = _state(args.state)
     api_key = _api_key(args)
     if args.local and api_key is not None:
         if args.api_key is not None:
@@ -170,7 +215,9 @@ def run(args: argparse.Namespace) -> int:
         port=args.port,
         docs_enabled=args.docs,
         on_registration=report.registered,
+        state=state,
     )
+    workers = args.workers or 1
     serve_agent_loop(
         agent_loop,
         config=config,
@@ -181,6 +228,8 @@ def run(args: argparse.Namespace) -> int:
         local_debug=args.local,
         access_log=args.access_log,
         on_started=report.started,
+        workers=workers,
+        on_worker_start=functools.partial(_worker_started, args.log_level) if workers > 1 else None,
     )
     return 0
 
@@ -218,8 +267,12 @@ class _Report:
             lines.append(("Debug traces", info.debug_dir))
         if info.reload:
             lines.append(("Reload", "on (watching the working directory)"))
+        if info.workers > 1:
+            lines.append(("Workers", str(info.workers)))
+        if info.state is not None:
+            lines.append(("Dedupe state", info.state))
         console.panel("RolloutServer", "\n".join(f"{label}: {value}" for label, value in lines))
-        if not info.reload:
+        if not info.reload and info.workers == 1:
             from osmosis_ai.rollout.server.runner import tune_gc
 
             tune_gc()  # this process is the server now: the application, not the library, tunes it

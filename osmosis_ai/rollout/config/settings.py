@@ -64,10 +64,13 @@ class RolloutServerSettings(BaseSettings):
     off. ``abandon_grace_seconds``: how long an agent that ignores the deadline's cancellation may
     go on before its rollout is abandoned (ERROR sent, slot freed).
     ``delivery_window_seconds``: how long a terminal callback is retried before it waits for a
-    retried init or the next start. ``outbox_path``: the SQLite file that keeps unacknowledged
+    retried init or the next start; ``outbox_max_age_seconds``: how long after its rollout ended an
+    unacknowledged callback is kept at most (across restarts), then dropped. ``outbox_path``: the SQLite file that keeps unacknowledged
     callbacks across restarts (``None``: in memory for ``create_app``; ``serve_agent_loop`` picks a
     file, see ``osmosis_ai.rollout.server.serve``). ``header_timeout_seconds``: a connection that has
-    not sent a complete request head within this time is closed (``serve_agent_loop``).
+    not sent a complete request head within this time is closed; ``max_head_bytes``,
+    ``max_headers``: a request head larger, or with more header fields, is answered 431 and its
+    connection closed, before authentication (``serve_agent_loop``).
     See docs/design.md for why each exists and docs/compatibility.md for the defaults.
     """
 
@@ -85,7 +88,10 @@ class RolloutServerSettings(BaseSettings):
     abandon_grace_seconds: float = Field(default=10.0, ge=0.0, le=600.0)
     delivery_window_seconds: float = Field(default=900.0, ge=1.0, le=86400.0)
     outbox_path: str | None = None
+    outbox_max_age_seconds: float = Field(default=3600.0, ge=60.0, le=604800.0)
     header_timeout_seconds: float = Field(default=10.0, ge=0.1, le=600.0)
+    max_head_bytes: int = Field(default=16384, ge=1024, le=1048576)
+    max_headers: int = Field(default=100, ge=10, le=10000)
 
     @field_validator("request_timeout_seconds")
     @classmethod

@@ -1,7 +1,8 @@
 """The server API key: generation, extraction from ``Authorization`` headers, constant-time checks.
 
 The key (``osm_rollout_`` + 43 URL-safe characters) is what TrainGate and the Platform's health
-checker present to the RolloutServer. It lives in memory only. Comparisons work on bytes, so a
+checker present to the RolloutServer. It lives in memory only. A key chosen by the user must have
+at least :data:`MIN_API_KEY_LENGTH` characters (:func:`check_api_key`). Comparisons work on bytes, so a
 token with non-ASCII characters is simply a wrong key (401), never a crash.
 """
 
@@ -12,11 +13,21 @@ import secrets
 
 API_KEY_PREFIX = "osm_rollout_"
 API_KEY_RANDOM_BYTES = 32
+MIN_API_KEY_LENGTH = 16  # guessing one of 16 characters over HTTP is out of reach; 5 are not
 
 
 def generate_api_key() -> str:
     """A fresh random server key: the prefix plus 32 random bytes, URL-safe base64 (55 characters)."""
     return API_KEY_PREFIX + secrets.token_urlsafe(API_KEY_RANDOM_BYTES)
+
+
+def check_api_key(key: str) -> None:
+    """``ValueError`` naming the fix for a chosen server key that is too short to protect the server."""
+    if len(key) < MIN_API_KEY_LENGTH:
+        raise ValueError(
+            f"the server API key has {len(key)} characters; use at least {MIN_API_KEY_LENGTH} characters "
+            "(or leave it out to generate one)"
+        )
 
 
 def _as_bytes(value: str | bytes) -> bytes:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from osmosis_ai._lazy import install_hint
 from osmosis_ai.rollout.server.config import LifecycleHook, ServerConfig, from_keywords
 from osmosis_ai.rollout.server.executor import RolloutExecutor
-from osmosis_ai.rollout.server.state import AppState
+from osmosis_ai.rollout.server.state import AppState, MemoryState, SharedStateUnavailable, open_state
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SHUTDOWN_CALLBACK_TIMEOUT_SECONDS = 5.0
+RELEASE_SETTLE_SECONDS = 1.0  # for the last acknowledged results' claims to be released
+HEARTBEATS_PER_LEASE = 4  # a claim outlives a few missed beats, not a dead owner
 
 
 class LifecycleManager:
@@ -43,6 +45,7 @@ class LifecycleManager:
         self._registration: asyncio.Task[Any] | None = None
         self._drain: asyncio.Future[None] | None = None
         self._gauges: asyncio.Task[None] | None = None
+        self._heartbeat: asyncio.Task[None] | None = None
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Any) -> AsyncIterator[None]:
@@ -54,6 +57,7 @@ class LifecycleManager:
                 await self._stop()
             finally:
                 self.executor.deliveries.close()
+                await self.executor.shared.close()
 
     async def drain(self) -> None:
         """Stop accepting rollouts, let in-flight ones finish for the grace period, end the rest with ERROR.
@@ -85,10 +89,14 @@ class LifecycleManager:
         if config.debug_dir:
             logger.info("per-rollout debug traces go to %s", config.debug_dir)
         self.state.start_cleanup_task()
-        self.executor.deliveries.start(older_than_seconds=self.state.record_ttl)
+        self.executor.deliveries.start()
         metrics = self.executor.metrics
         if metrics is not None and metrics.multiprocess:
             self._gauges = asyncio.get_running_loop().create_task(_refresh_gauges(metrics))
+        if not isinstance(self.executor.shared, MemoryState) or config.worker is not None:
+            failing = await self._beat(warned=False)
+            await self.executor.adopt_stored()
+            self._heartbeat = asyncio.get_running_loop().create_task(self._heartbeat_loop(failing))
         if config.on_startup is not None:
             await config.on_startup()
         if config.registers:
@@ -97,6 +105,25 @@ class LifecycleManager:
             self._registration = asyncio.get_running_loop().create_task(
                 register_when_ready(config, self.state.agent_loop_name)
             )
+
+    async def _beat(self, warned: bool) -> bool:
+        """Renew this process's claims and publish its figures; whether the shared state failed."""
+        if self.config.worker is not None:
+            self.config.worker.publish(self.state, self.executor)
+        try:
+            await self.executor.shared.heartbeat()
+        except SharedStateUnavailable as exc:
+            if not warned:
+                logger.warning("%s; inits answer 503 until it is back", exc)
+            return True
+        if warned:
+            logger.info("the shared state %s is reachable again", self.executor.shared.where)
+        return False
+
+    async def _heartbeat_loop(self, failing: bool) -> None:
+        while True:
+            await asyncio.sleep(self.executor.shared.lease_seconds / HEARTBEATS_PER_LEASE)
+            failing = await self._beat(failing)
 
     async def _stop(self) -> None:
         for task in (self._registration, self._gauges):
@@ -111,10 +138,16 @@ class LifecycleManager:
                 await self.config.on_shutdown()
         finally:
             await self.state.stop_cleanup_task()
+            heartbeat, self._heartbeat = self._heartbeat, None
+            if heartbeat is not None:
+                heartbeat.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await heartbeat
             # Nothing should be left after the drain; whatever is reports ERROR within what is left
             # of the same callback budget.
             await self.state.cancel_all(timeout=self.executor.callback_time_left())
             await self.executor.deliveries.stop(self.executor.callback_time_left())
+            await self.executor.settle_releases(RELEASE_SETTLE_SECONDS)
             self.executor.close_abandoned()
             await _close_shared_transport()
 
@@ -208,7 +241,8 @@ def create_app(
             )
 
         metrics = ServerMetrics(gauges)
-    executor = RolloutExecutor(agent_loop, state, config, metrics)
+    shared = open_state(config.state, record_ttl_seconds=config.server.record_ttl_seconds)
+    executor = RolloutExecutor(agent_loop, state, config, shared, metrics)
     lifecycle = LifecycleManager(config, state, executor)
     app = FastAPI(
         title=f"Osmosis RolloutServer ({name})",

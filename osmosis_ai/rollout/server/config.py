@@ -4,7 +4,8 @@ A knob is either the environment's or the program's:
 
 * ``server`` (:class:`~osmosis_ai.rollout.config.settings.RolloutServerSettings`,
   ``OSMOSIS_ROLLOUT_SERVER_*``) holds how rollouts run and are delivered: concurrency, record TTL,
-  deadline, queue limit, shutdown grace, delivery window, the outbox file, the request-head timeout.
+  deadline, queue limit, shutdown grace, delivery window, the outbox file and its age limit, the
+  request-head limits (timeout, size, header count).
   ``client`` (``OSMOSIS_ROLLOUT_CLIENT_*``) holds how callbacks reach TrainGate. Left out, both are
   the process settings (``get_settings()``) at the time the config is made.
 * every other field is the program's; no environment variable sets it.
@@ -31,6 +32,7 @@ from osmosis_ai.rollout.core.exceptions import RolloutValueError
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.server.registration import RegistrationResult
+    from osmosis_ai.rollout.server.workers import WorkerSlot
 
 DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_CONCURRENT_INITS = 64
@@ -86,6 +88,13 @@ class ServerConfig:
     max_concurrent_inits: int = DEFAULT_MAX_CONCURRENT_INITS
     tools_exclude_none: bool = False
     metrics: bool | None = None
+    # -- several processes serving one agent (``--workers``, ``--state``) --------------------------------
+    # ``state``: where the dedupe claims shared with other processes live (state.py): None = this
+    # process only; a ``redis://HOST:PORT/DB`` URL (replicas on any hosts); an SQLite file (the
+    # processes of one host; ``serve_agent_loop(workers=N)`` picks one beside the outbox).
+    # ``worker``: set by ``serve_agent_loop`` in each of its worker processes (``/health`` figures).
+    state: str | None = None
+    worker: WorkerSlot | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.max_request_bytes <= 0:

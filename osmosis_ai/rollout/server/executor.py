@@ -39,16 +39,29 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from osmosis_ai._http import FailureLog, endpoint_of
 from osmosis_ai._usercode import UserCodeRaised, contain, forget_traceback
 from osmosis_ai.observe import tracing
 from osmosis_ai.rollout.client import OsmosisLLMClient
 from osmosis_ai.rollout.core.base import RolloutContext, RolloutResult
-from osmosis_ai.rollout.core.exceptions import RolloutValueError
+from osmosis_ai.rollout.core.exceptions import (
+    OsmosisServerError,
+    OsmosisTimeoutError,
+    OsmosisTransportError,
+    RolloutValueError,
+)
 from osmosis_ai.rollout.core.schemas import InitResponse
 from osmosis_ai.rollout.server.agent_tools import GetToolsCaller, ToolsCache
 from osmosis_ai.rollout.server.delivery import Deliveries
 from osmosis_ai.rollout.server.outbox import Delivery, Outbox
-from osmosis_ai.rollout.server.state import AppState, RolloutRecord
+from osmosis_ai.rollout.server.state import (
+    AppState,
+    Claim,
+    MemoryState,
+    RolloutRecord,
+    SharedState,
+    SharedStateUnavailable,
+)
 
 if TYPE_CHECKING:
     from osmosis_ai.observe.metrics import ServerMetrics
@@ -60,7 +73,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _TERMINAL_STATUSES = ("COMPLETED", "ERROR")
+_TRAINER_UNANSWERED = (OsmosisTransportError, OsmosisTimeoutError, OsmosisServerError)
 _UNWIND_SHARE = 0.1  # of the shutdown callback budget
+STATE_RETRY_AFTER_SECONDS = 1
+_CLAIM_ANSWER_WAIT_SECONDS = 10.0
 SHUTDOWN_MESSAGE = "RolloutServer shut down before the rollout finished"
 DRAINING_MESSAGE = "the RolloutServer is shutting down; retry on another server"
 
@@ -110,18 +126,28 @@ class RolloutExecutor:
         agent_loop: RolloutAgentLoop,
         state: AppState,
         config: ServerConfig,
+        shared: SharedState | None = None,
         metrics: ServerMetrics | None = None,
     ) -> None:
         self.agent_loop = agent_loop
         self.state = state
+        self.shared: SharedState = shared or MemoryState()
+        self._releases: set[asyncio.Task[None]] = set()
         self.debug_dir = config.debug_dir
         self.queue_limit = config.server.max_queued_rollouts
         self.timeout = config.server.request_timeout_seconds or None  # 0: no deadline
         self.abandon_grace = config.server.abandon_grace_seconds
         self.client_settings = _pool_for(config.client, state.max_concurrent)
         self.tools_exclude_none = config.tools_exclude_none
+        # chat calls and callbacks: a dead trainer logs a few lines a minute
+        self.failures = FailureLog(logger)
         self.deliveries = Deliveries(
-            Outbox(config.server.outbox_path), self.client_settings, config.server.delivery_window_seconds
+            Outbox(config.server.outbox_path),
+            self.client_settings,
+            config.server.delivery_window_seconds,
+            config.server.outbox_max_age_seconds,
+            self.failures,
+            on_settled=None if isinstance(self.shared, MemoryState) else self._release,
         )
         self.metrics = metrics
         if metrics is not None:
@@ -162,6 +188,9 @@ class RolloutExecutor:
             )
         if existing is not None:
             logger.info("rollout %s: duplicate init after its result was acknowledged; starting afresh", key)
+        claim = await self._claim(key, request.rollout_id)
+        if claim is not None:
+            return await self._claimed_elsewhere(key, claim, request)
         record = RolloutRecord(key, request.rollout_id)
         state.add(record)  # visible to duplicates while get_tools runs
         try:
@@ -172,6 +201,7 @@ class RolloutExecutor:
             body = self._init_body(request.rollout_id, record.tools)
         except BaseException as exc:
             state.discard(record)
+            self._release(key)
             if record.ready is not None:
                 record.ready.set_exception(
                     exc if isinstance(exc, Exception) else RuntimeError("init cancelled")
@@ -184,7 +214,80 @@ class RolloutExecutor:
         if record.ready is not None:
             record.ready.set_result(None)
         logger.debug("rollout %s accepted", key)
+        if not isinstance(self.shared, MemoryState):
+            try:
+                await self.shared.answered(key, body)
+            except SharedStateUnavailable as exc:
+                # The rollout runs all the same; duplicates elsewhere answer with their own tools.
+                logger.warning("rollout %s: cannot store the init answer for duplicates: %s", key, exc)
         return body
+
+    # -- the state shared with other processes ----------------------------------------------------
+
+    async def _claim(self, key: str, rollout_id: str) -> Claim | None:
+        try:
+            return await self.shared.claim(key, rollout_id)
+        except SharedStateUnavailable as exc:
+            logger.warning("init of rollout %s refused: %s", key, exc)
+            raise _InitRefused(503, f"{exc}; retry later", retry_after=STATE_RETRY_AFTER_SECONDS) from None
+
+    async def _claimed_elsewhere(self, key: str, claim: Claim, request: RolloutRequest) -> bytes:
+        """The 202 body for a key another process holds: its stored answer, once there is one.
+
+        While the other init still waits for ``get_tools`` its answer is polled for (with back-off,
+        at most ``_CLAIM_ANSWER_WAIT_SECONDS``); a claim that disappears meanwhile (that init failed)
+        is claimed again here. A claim without a stored answer (adopted after a restart, or the
+        state was unreachable when the answer was to be stored) is answered with this server's own
+        tools, under the original ``rollout_id``.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _CLAIM_ANSWER_WAIT_SECONDS
+        pause = 0.005
+        current: Claim | None = claim
+        while current is not None and current.body is None and loop.time() < deadline:
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.1)
+            try:
+                current = await self.shared.lookup(key)
+            except SharedStateUnavailable as exc:
+                raise _InitRefused(
+                    503, f"{exc}; retry later", retry_after=STATE_RETRY_AFTER_SECONDS
+                ) from None
+        if current is None:
+            return await self.start(request)
+        logger.debug("rollout %s: duplicate init of a rollout another process runs", key)
+        if current.body:
+            return current.body
+        return self._init_body(current.rollout_id, self._validate_tools(await self._get_tools(request)))
+
+    def _release(self, key: str) -> None:
+        """Drop this process's claim on ``key`` in the background (logged if the state is unreachable)."""
+        if isinstance(self.shared, MemoryState):
+            return
+        task = asyncio.get_running_loop().create_task(self._released(key))
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
+
+    async def _released(self, key: str) -> None:
+        try:
+            await self.shared.release(key)
+        except SharedStateUnavailable as exc:
+            logger.warning("rollout %s: cannot release its claim (kept until the record TTL): %s", key, exc)
+
+    async def settle_releases(self, timeout: float) -> None:
+        """Give the claim releases under way ``timeout`` seconds to finish (at shutdown)."""
+        if self._releases:
+            await asyncio.wait(set(self._releases), timeout=timeout)
+
+    async def adopt_stored(self) -> None:
+        """Claim the keys whose results this process's outbox holds (after a restart)."""
+        if isinstance(self.shared, MemoryState):
+            return
+        keys = {delivery.key: delivery.rollout_id for delivery in self.deliveries.outbox.all()}
+        try:
+            await self.shared.adopt(keys)
+        except SharedStateUnavailable as exc:
+            logger.warning("cannot claim the %d results left in the outbox: %s", len(keys), exc)
 
     async def _duplicate(self, record: RolloutRecord, request: RolloutRequest) -> bytes:
         # The cached answer carries the ORIGINAL rollout_id even when the duplicate names another
@@ -257,7 +360,12 @@ class RolloutExecutor:
     def _client(self, server_url: str, rollout_id: str, api_key: str | None) -> OsmosisLLMClient:
         on_chat = self.metrics.chat_call if self.metrics is not None else None
         return OsmosisLLMClient(
-            server_url, rollout_id, api_key=api_key, settings=self.client_settings, on_chat=on_chat
+            server_url,
+            rollout_id,
+            api_key=api_key,
+            settings=self.client_settings,
+            on_chat=on_chat,
+            failures=self.failures,
         )
 
     def _count_error(self, kind: str) -> None:
@@ -292,11 +400,21 @@ class RolloutExecutor:
         exc = agent.exception()
         if exc is not None:
             shown = exc.original if isinstance(exc, UserCodeRaised) else exc
-            logger.error(
-                "agent loop failed for rollout %s",
-                rollout_id,
-                exc_info=(type(shown), shown, shown.__traceback__),
-            )
+            if isinstance(shown, _TRAINER_UNANSWERED):  # no bug of the agent's: TrainGate did not answer
+                self.failures.log(
+                    logging.ERROR,
+                    f"agent loop failed ({type(shown).__name__})",
+                    endpoint_of(ctx.request.server_url),
+                    "agent loop failed for rollout %s: a call to TrainGate failed: %s",
+                    rollout_id,
+                    shown,
+                )
+            else:
+                logger.error(
+                    "agent loop failed for rollout %s",
+                    rollout_id,
+                    exc_info=(type(shown), shown, shown.__traceback__),
+                )
             message = str(exc) if isinstance(exc, UserCodeRaised) else _error_text(exc)
             forget_traceback(shown)
             forget_traceback(exc)
@@ -376,6 +494,7 @@ class RolloutExecutor:
                 if body is not None:
                     break
         if body is None:
+            self._release(request.idempotency_key or request.rollout_id)
             return None
         if self.metrics is not None:
             self.metrics.finished(status)

@@ -18,7 +18,12 @@ checks each thing once, in this order:
   what that buys). Everything else — a body that does not validate, another content type — goes on
   to the FastAPI route with the body replayed, so every 400/422 answer is FastAPI's own. A body
   without a ``Content-Type`` is read as JSON, the protocol's only body type (FastAPI versions differ
-  on that).
+  on that). A body over :data:`OFF_LOOP_BYTES` is validated in a worker thread, and when it is JSON
+  that does not validate, the 422 is built there from that one validation, in FastAPI's shape
+  (``loc`` starting with ``"body"``), instead of FastAPI parsing and validating it again on the loop.
+
+Every 422 echoes a bounded part of each offending input (:func:`echoed`): an init carrying a
+million metadata keys gets a few kilobytes back, not the megabytes it sent.
 
 The gate also counts every init answer by status code for ``/metrics``, and continues the trace an
 init's ``traceparent`` header names (:mod:`osmosis_ai.observe.tracing`), so the rollout's span is
@@ -28,7 +33,10 @@ a child of the trainer's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -50,12 +58,75 @@ if TYPE_CHECKING:
     from osmosis_ai.rollout.server.config import ServerConfig
     from osmosis_ai.rollout.server.executor import RolloutExecutor
     from osmosis_ai.rollout.server.state import AppState
+    from osmosis_ai.rollout.server.workers import WorkerSlot
 
 logger = logging.getLogger(__name__)
 
 INIT_PATH = "/v1/rollout/init"
 UNAUTHORIZED = {"detail": "Invalid or missing API key"}
 _JSON = (b"content-type", b"application/json")
+OFF_LOOP_BYTES = 1024 * 1024  # validating more takes tens of milliseconds; the thread hop costs tens of µs
+ECHO_ITEMS = 64  # values of an offending input shown back in a 422, in all
+ECHO_CHARS = 256  # characters of one string shown back
+
+
+def echoed(value: Any) -> Any:
+    """``value`` as a 422 may show it back: at most :data:`ECHO_ITEMS` values in all, strings cut at
+    :data:`ECHO_CHARS` characters, what is left out counted."""
+    room = [ECHO_ITEMS]
+
+    def shown(item: Any) -> Any:
+        room[0] -= 1
+        if isinstance(item, str):
+            return item if len(item) <= ECHO_CHARS else f"{item[:ECHO_CHARS]}... ({len(item)} characters)"
+        if isinstance(item, dict):
+            kept: dict[str, Any] = {}
+            for key, inner in item.items():
+                if room[0] <= 0:
+                    kept["..."] = f"{len(item) - len(kept)} more keys"
+                    break
+                kept[str(key)[:ECHO_CHARS]] = shown(inner)
+            return kept
+        if isinstance(item, (list, tuple)):
+            listed: list[Any] = []
+            for inner in item:
+                if room[0] <= 0:
+                    listed.append(f"... {len(item) - len(listed)} more items")
+                    break
+                listed.append(shown(inner))
+            return listed
+        return item
+
+    return shown(value)
+
+
+def _validated(body: bytes) -> tuple[RolloutRequest | None, bytes | None]:
+    """The request in ``body``, or the 422 body for JSON that does not validate; ``(None, None)``
+    for a body that is not JSON (FastAPI answers that one, as for any size)."""
+    try:
+        return RolloutRequest.model_validate_json(body), None
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        if any(error["type"] == "json_invalid" for error in errors):
+            return None, None
+        detail = [
+            {
+                "type": error["type"],
+                "loc": ["body", *error["loc"]],
+                "msg": error["msg"],
+                "input": echoed(error.get("input")),
+                **({"ctx": jsonable_encoder(error["ctx"])} if "ctx" in error else {}),
+            }
+            for error in errors
+        ]
+        forget_traceback(exc)
+    try:
+        return None, json.dumps({"detail": detail}, default=str, allow_nan=False).encode()
+    except ValueError:  # an input JSON cannot carry (Infinity): the errors without it, as below
+        plain = [
+            {key: value for key, value in error.items() if key not in ("input", "ctx")} for error in detail
+        ]
+        return None, json.dumps({"detail": plain}).encode()
 
 
 def _authorization(request: Request) -> bytes | None:
@@ -144,11 +215,16 @@ class InitGate:
             return
         content_type = headers.get(b"content-type")
         if self.fast and (content_type is None or _is_plain_json(content_type)):
-            try:
-                rollout = RolloutRequest.model_validate_json(body)
-            except ValidationError:
-                pass  # FastAPI's own 422 below, with its error list
+            rollout: RolloutRequest | None = None
+            if len(body) > OFF_LOOP_BYTES:
+                rollout, unprocessable = await asyncio.to_thread(_validated, body)
+                if unprocessable is not None:
+                    await Response(unprocessable, 422, media_type="application/json")(scope, receive, send)
+                    return
             else:
+                with contextlib.suppress(ValidationError):  # FastAPI's own 422 below, with its error list
+                    rollout = RolloutRequest.model_validate_json(body)
+            if rollout is not None:
                 await (await self.endpoint(rollout))(scope, receive, send)
                 return
         if content_type is None:
@@ -198,9 +274,12 @@ def _replaying(message: Message, receive: Receive) -> Receive:
     return replay
 
 
-def health_payload(state: AppState, executor: RolloutExecutor) -> dict[str, Any]:
-    """The ``/health`` body: the four protocol keys first, then capacity figures."""
-    return {
+def health_payload(
+    state: AppState, executor: RolloutExecutor, worker: WorkerSlot | None = None
+) -> dict[str, Any]:
+    """The ``/health`` body: the four protocol keys first, then capacity figures; under
+    ``serve --workers`` also which worker answered and the figures of all of them."""
+    payload: dict[str, Any] = {
         "status": "healthy" if executor.accepting else "draining",
         "agent_loop": state.agent_loop_name,
         "active_rollouts": state.active_count,
@@ -212,12 +291,19 @@ def health_payload(state: AppState, executor: RolloutExecutor) -> dict[str, Any]
         "pending_deliveries": executor.pending_deliveries,
         "abandoned_rollouts": executor.abandoned,
     }
+    if worker is not None:
+        worker.publish(state, executor)
+        payload["worker"] = {"index": worker.index, "pid": os.getpid()}
+        payload["workers"] = worker.totals()
+    return payload
 
 
 async def _unprocessable(request: Request, exc: Exception) -> Response:
-    """FastAPI's 422 body; without the echoed input when that cannot be JSON (a body of ``Infinity``),
-    where FastAPI's own handler fails and the client gets a 500 and a dropped connection."""
-    errors = jsonable_encoder(exc.errors()) if isinstance(exc, RequestValidationError) else []
+    """FastAPI's 422 body with each input :func:`echoed`; without the echoed input when that cannot be
+    JSON (a body of ``Infinity``), where FastAPI's own handler fails and the client gets a 500 and a
+    dropped connection."""
+    raw = exc.errors() if isinstance(exc, RequestValidationError) else []
+    errors = jsonable_encoder([{**e, "input": echoed(e["input"])} if "input" in e else e for e in raw])
     try:
         return JSONResponse({"detail": errors}, 422)
     except ValueError:
@@ -254,14 +340,14 @@ def add_routes(
         return Response(body, 202, media_type="application/json")
 
     async def health() -> Response:
-        return JSONResponse(health_payload(state, executor))
+        return JSONResponse(health_payload(state, executor, config.worker))
 
     async def platform_health(request: Request) -> Response:
         if api_key is None:
             return JSONResponse({"detail": "Not found"}, 404)
         if not authorized(_authorization(request), api_key):
             return JSONResponse(UNAUTHORIZED, 401)
-        return JSONResponse(health_payload(state, executor))
+        return JSONResponse(health_payload(state, executor, config.worker))
 
     app.add_api_route(INIT_PATH, init, methods=["POST"], status_code=202)
     app.add_exception_handler(RequestValidationError, _unprocessable)

@@ -23,6 +23,11 @@ the config's ``on_registration``.
   subprocesses never see the server key. The registration runs once, from this process. It is a
   development mode: plain ``uvicorn.run``, without :mod:`~osmosis_ai.rollout.server.runner`'s
   drain while serving; ``on_startup``/``on_shutdown`` cannot travel to the worker and are refused.
+* ``workers=N`` (N > 1) serves the port from N processes that share the dedupe state
+  (:mod:`~osmosis_ai.rollout.server.workers`): an SQLite file beside the outbox unless the config's
+  ``state`` names one (``redis://...`` for replicas on several hosts). The agent is re-created in
+  each worker from its module, as for ``reload`` (which it excludes); ``on_worker_start`` (a
+  picklable zero-argument callable) runs first in each worker, e.g. to configure logging.
 * uvicorn runs with uvloop and httptools when installed, its access log off unless asked for.
 """
 
@@ -88,6 +93,8 @@ class ServeStarted:
     public_host_error: str | None = None
     reload: bool = False
     validation: ValidationResult | None = None
+    workers: int = 1
+    state: str | None = None  # where the dedupe state shared by processes lives (None: this process)
 
     def __repr__(self) -> str:
         key = None if self.api_key is None else "***"
@@ -110,6 +117,8 @@ def serve_agent_loop(
     config: ServerConfig | None = None,
     access_log: bool = False,
     on_started: Callable[[ServeStarted], object] | None = None,
+    workers: int = 1,
+    on_worker_start: Callable[[], object] | None = None,
 ) -> None:
     """Serve ``agent_loop`` until interrupted (blocks in uvicorn); see the module docstring.
 
@@ -131,17 +140,28 @@ def serve_agent_loop(
         api_key=api_key,
         debug_dir=debug_dir,
     )
-    if reload and (config.on_startup is not None or config.on_shutdown is not None):
+    if workers < 1:
+        raise ServeError(f"workers must be at least 1, got {workers}")
+    if reload and workers > 1:
+        raise ServeError("reload and workers cannot be combined: reload is for development, serve with one")
+    if (reload or workers > 1) and (config.on_startup is not None or config.on_shutdown is not None):
         raise ServeError(
-            "reload=True rebuilds the app in a fresh process, where on_startup and on_shutdown cannot follow; "
-            "serve without reload, or build the app in your module"
+            f"{'reload=True' if reload else 'workers > 1'} builds the app in fresh processes, where "
+            "on_startup and on_shutdown cannot follow; build the app in your module"
         )
-    config, started, sock = _prepare(agent_loop, config, validate, skip_register, local_debug, reload)
-    (on_started or _log_started)(started)
+    config, started, sock = _prepare(
+        agent_loop, config, validate, skip_register, local_debug, reload, workers
+    )
     options = _uvicorn_options(log_level, access_log)
+    if workers > 1:
+        portable = _portable(agent_loop, config)  # before anything is reported: the agent must be importable
+    (on_started or _log_started)(started)
     if reload:
         sock.close()  # checked; uvicorn's reloader binds it itself
         _run_with_reload(agent_loop, config, started.agent_loop_name, options)
+        return
+    if workers > 1:
+        _serve_workers(portable, config, sock, workers, started.agent_loop_name, options, on_worker_start)
         return
     from osmosis_ai.rollout.server.app import create_app
     from osmosis_ai.rollout.server.runner import run_app
@@ -154,6 +174,8 @@ def serve_agent_loop(
         port=config.port,
         sock=sock,
         header_timeout_seconds=config.server.header_timeout_seconds,
+        max_head_bytes=config.server.max_head_bytes,
+        max_headers=config.server.max_headers,
         **options,
     )
 
@@ -165,14 +187,20 @@ def _prepare(
     skip_register: bool,
     local_debug: bool,
     reload: bool,
+    workers: int = 1,
 ) -> tuple[ServerConfig, ServeStarted, socket.socket]:
     """The config to serve, what ``on_started`` is told, and the bound socket (in the order a failure
     is reported: credentials, validation, outbox, port, trace directory)."""
-    from osmosis_ai.rollout.server.api_key import generate_api_key
+    from osmosis_ai.rollout.server.api_key import check_api_key, generate_api_key
     from osmosis_ai.rollout.server.registration import get_report_host, is_wildcard_host, load_credentials
 
     if local_debug and config.api_key is not None:
         raise ServeError("an API key cannot be combined with local debug mode, which disables authentication")
+    if config.api_key is not None:
+        try:
+            check_api_key(config.api_key)
+        except ValueError as exc:
+            raise ServeError(str(exc)) from None
     registers = not (skip_register or local_debug)
     host = config.host if config.host is not None else (LOCAL_HOST if local_debug else DEFAULT_HOST)
     port = config.port if config.port is not None else DEFAULT_PORT
@@ -191,6 +219,7 @@ def _prepare(
     sock = _bind(host, port)  # before the outbox: a server that cannot listen leaves no file behind
     try:
         outbox = _checked_outbox(config.server.outbox_path or default_outbox_path(port))
+        state = _checked_state(config.state, outbox, workers)
         session_dir = _session_debug_dir(config.debug_dir)
     except BaseException:
         sock.close()
@@ -209,6 +238,7 @@ def _prepare(
         host=host,
         port=port,
         credentials=credentials,
+        state=state,
     )
     started = ServeStarted(
         agent_loop_name=str(getattr(agent_loop, "name", type(agent_loop).__name__)),
@@ -224,6 +254,8 @@ def _prepare(
         public_host_error=public_host_error,
         reload=reload,
         validation=validation,
+        workers=workers,
+        state=None if state is None else _shown_state(state),
     )
     return served, started, sock
 
@@ -292,6 +324,44 @@ def _checked_outbox(path: str) -> str:
     return path
 
 
+def _checked_state(state: str | None, outbox: str, workers: int) -> str | None:
+    """The dedupe state to share: the one given, checked, or for workers an SQLite file beside the outbox."""
+    from osmosis_ai.rollout.server.state import REDIS_SCHEMES, SharedStateUnavailable, SqliteState
+    from osmosis_ai.rollout.server.workers import state_beside
+
+    if state is None and workers == 1:
+        return None
+    if state == ":memory:" and workers > 1:
+        raise ServeError(
+            "the state of several workers must be a file or a Redis URL: ':memory:' is one process's"
+        )
+    if state is not None and state.startswith(REDIS_SCHEMES):
+        if find_spec("redis") is None:
+            raise ServeError(f"a Redis state needs the redis package; {install_hint('redis')}")
+        return state
+    if state is None:
+        if outbox == ":memory:":
+            import tempfile
+
+            state = os.path.join(tempfile.mkdtemp(prefix="osmosis-serve-state-"), "state.sqlite3")
+        else:
+            state = state_beside(outbox)
+    try:
+        checked = SqliteState(state)
+    except SharedStateUnavailable as exc:
+        raise ServeError(
+            f"{exc}; choose another file with --state, or a Redis URL (redis://HOST:PORT/DB)"
+        ) from None
+    asyncio.run(checked.close())
+    return state
+
+
+def _shown_state(state: str) -> str:
+    from osmosis_ai.rollout.server.state import REDIS_SCHEMES, redis_location
+
+    return redis_location(state) if state.startswith(REDIS_SCHEMES) else state
+
+
 def _bind(host: str, port: int) -> socket.socket:
     """The listening address, bound now: a busy port is an error before anything is reported."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -341,7 +411,102 @@ def _agent_spec(agent_loop: RolloutAgentLoop) -> str:
 
 
 _RELOADED_FIELDS = ("api_key", "debug_dir", "host", "port", "docs_enabled", "max_request_bytes",
-                    "max_concurrent_inits", "tools_exclude_none")  # fmt: skip
+                    "max_concurrent_inits", "tools_exclude_none", "state")  # fmt: skip
+
+
+def _portable(agent_loop: RolloutAgentLoop, config: ServerConfig) -> dict[str, Any]:
+    """What a fresh process needs to rebuild the app (JSON-able): the agent's spec and the config."""
+    return {
+        "agent": _agent_spec(agent_loop),
+        "path": os.getcwd(),
+        "config": {field: getattr(config, field) for field in _RELOADED_FIELDS},
+        "server": config.server.model_dump(),
+        "client": config.client.model_dump(),
+    }
+
+
+def _rebuilt(portable: dict[str, Any]) -> tuple[RolloutAgentLoop, ServerConfig]:
+    """The agent loop and config :func:`_portable` described, in this process."""
+    from osmosis_ai.rollout.config.settings import RolloutClientSettings, RolloutServerSettings
+    from osmosis_ai.rollout.server.config import ServerConfig
+
+    if portable["path"] not in sys.path:
+        sys.path.insert(0, portable["path"])
+    config = ServerConfig(
+        server=RolloutServerSettings.model_construct(**portable["server"]),
+        client=RolloutClientSettings.model_construct(**portable["client"]),
+        **portable["config"],
+    )
+    return _load_agent(portable["agent"]), config
+
+
+def _serve_workers(
+    portable: dict[str, Any],
+    config: ServerConfig,
+    sock: socket.socket,
+    workers: int,
+    name: str,
+    options: dict[str, Any],
+    on_worker_start: Callable[[], object] | None,
+) -> None:
+    import functools
+
+    from osmosis_ai.rollout.server.app import SHUTDOWN_CALLBACK_TIMEOUT_SECONDS
+    from osmosis_ai.rollout.server.state import REDIS_SCHEMES, SqliteState
+    from osmosis_ai.rollout.server.workers import Supervisor
+
+    if config.registers:
+        _register_in_background(config, name)
+    host_state = None
+    if config.state is not None and not config.state.startswith(REDIS_SCHEMES):
+        host_state = SqliteState(config.state)
+    stop_seconds = (
+        config.server.shutdown_grace_seconds
+        + SHUTDOWN_CALLBACK_TIMEOUT_SECONDS
+        + _GRACEFUL_HTTP_SHUTDOWN_SECONDS
+    )
+    target = functools.partial(_serve_worker, portable, workers, options, on_worker_start)
+    try:
+        Supervisor(target, sock, workers, stop_seconds, host_state).run()
+    finally:
+        sock.close()
+        if host_state is not None:
+            asyncio.run(host_state.close())
+
+
+def _serve_worker(
+    portable: dict[str, Any],
+    workers: int,
+    options: dict[str, Any],
+    on_worker_start: Callable[[], object] | None,
+    sock: socket.socket,
+    index: int,
+    figures: Any,
+) -> None:
+    """One worker process of :func:`_serve_workers`: the app rebuilt and served on the shared socket."""
+    from osmosis_ai.rollout.server.app import create_app
+    from osmosis_ai.rollout.server.runner import run_app
+    from osmosis_ai.rollout.server.workers import WorkerSlot, worker_outbox
+
+    if on_worker_start is not None:
+        on_worker_start()
+    agent_loop, config = _rebuilt(portable)
+    outbox = worker_outbox(config.server.outbox_path or ":memory:", index)
+    config = dataclasses.replace(
+        config,
+        server=config.server.model_copy(update={"outbox_path": outbox}),
+        worker=WorkerSlot(figures, index, workers),
+    )
+    app = create_app(agent_loop, config=config)
+    assert config.host is not None and config.port is not None
+    run_app(
+        app,
+        host=config.host,
+        port=config.port,
+        sock=sock,
+        header_timeout_seconds=config.server.header_timeout_seconds,
+        **options,
+    )
 
 
 def _run_with_reload(
@@ -349,13 +514,7 @@ def _run_with_reload(
 ) -> None:
     import uvicorn
 
-    reloaded = {
-        "agent": _agent_spec(agent_loop),
-        "path": os.getcwd(),
-        "config": {field: getattr(config, field) for field in _RELOADED_FIELDS},
-        "server": config.server.model_dump(),
-        "client": config.client.model_dump(),
-    }
+    reloaded = _portable(agent_loop, config)
     # The reloaded worker is a child process: it inherits this variable, nothing is written to disk.
     os.environ[RELOAD_CONFIG_ENV] = json.dumps(reloaded)
     if config.registers:
@@ -387,9 +546,7 @@ def _register_in_background(config: ServerConfig, name: str) -> None:
 
 def reloadable_app() -> Any:
     """uvicorn factory for reloaded workers: the app rebuilt from ``OSMOSIS_SERVE_RELOAD_CONFIG`` (read once)."""
-    from osmosis_ai.rollout.config.settings import RolloutClientSettings, RolloutServerSettings
     from osmosis_ai.rollout.server.app import create_app
-    from osmosis_ai.rollout.server.config import ServerConfig
 
     # Taken out at once: the agent and every process it starts must not inherit the server key.
     # (The reloader process keeps it to start the next worker.)
@@ -398,15 +555,8 @@ def reloadable_app() -> Any:
         raise ServeError(
             f"{RELOAD_CONFIG_ENV} is not set; start the server with serve_agent_loop(reload=True)"
         )
-    reloaded = json.loads(raw)
-    if reloaded["path"] not in sys.path:
-        sys.path.insert(0, reloaded["path"])
-    config = ServerConfig(
-        server=RolloutServerSettings.model_construct(**reloaded["server"]),
-        client=RolloutClientSettings.model_construct(**reloaded["client"]),
-        **reloaded["config"],
-    )
-    return create_app(_load_agent(reloaded["agent"]), config=config)
+    agent_loop, config = _rebuilt(json.loads(raw))
+    return create_app(agent_loop, config=config)
 
 
 def _load_agent(spec: str) -> RolloutAgentLoop:

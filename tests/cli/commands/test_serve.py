@@ -20,7 +20,7 @@ import pytest
 from osmosis_ai.cli.commands.serve import print_registration_result
 from osmosis_ai.cli.commands.validate import validate_and_report
 from osmosis_ai.rollout.server.registration import RegistrationResult
-from tests.support.cli import ASYNC_TOOLS_AGENT, CALCULATOR, REPO, osmosis, subprocess_env
+from tests.support.cli import ASYNC_TOOLS_AGENT, CALCULATOR, REPO, cli, osmosis, subprocess_env
 from tests.support.platform import StandInPlatform, assert_no_token, osmosis_on
 from tests.support.server import PlatformStandIn, init_body
 from tests.support.sockets import free_port
@@ -168,20 +168,28 @@ def test_serve_names_a_bad_setting_in_one_line():
 
 
 @pytest.mark.parametrize("source", ["file", "environment"])
-def test_serve_takes_its_key_from_a_file_or_the_environment(launch, tmp_path: Path, source: str):
+def test_serve_takes_its_key_from_a_file_or_the_environment(
+    launch, trainer: TrainerStandIn, tmp_path: Path, source: str
+):
     secret = f"osm_rollout_from-{source}"
     if source == "file":
         key_file = tmp_path / "key"
         key_file.write_text(secret + "\n")
+        key_file.chmod(0o600)
         server = launch("--skip-register", "--no-validate", "-H", "127.0.0.1", "-m", CALCULATOR,
                         "--api-key-file", str(key_file))  # fmt: skip
-    else:
-        server = launch("--skip-register", "--no-validate", "-H", "127.0.0.1", "-m", CALCULATOR,
-                        OSMOSIS_SERVE_API_KEY=secret)  # fmt: skip
+    else:  # an agent that reports whether it, or a process it starts, can see the key
+        (tmp_path / "probe_agent.py").write_text(SERVE_KEY_PROBE_AGENT)
+        server = launch("--skip-register", "--no-validate", "-H", "127.0.0.1", "-m", "probe_agent:agent_loop",
+                        cwd=tmp_path, OSMOSIS_SERVE_API_KEY=secret)  # fmt: skip
     server.wait_ready()
     health = f"{server.url}/platform/health"
     assert httpx.get(health, headers={"Authorization": f"Bearer {secret}"}, timeout=5).status_code == 200
     assert httpx.get(health, headers={"Authorization": "Bearer other"}, timeout=5).status_code == 401
+    if source == "environment":  # read, then taken out of the environment before the agent runs
+        body, headers = init_body("key-env-1", trainer.url), {"Authorization": f"Bearer {secret}"}
+        response = httpx.post(f"{server.url}/v1/rollout/init", json=body, headers=headers, timeout=10)
+        assert response.json()["tools"][0]["function"]["description"] == "absent|absent"
     _, out, err = server.stop()
     assert secret not in out + err
 
@@ -189,6 +197,7 @@ def test_serve_takes_its_key_from_a_file_or_the_environment(launch, tmp_path: Pa
 def test_serve_api_key_file_errors_are_one_line(tmp_path: Path):
     empty = tmp_path / "empty"
     empty.write_text("\n")
+    empty.chmod(0o600)
     for path, message in ((tmp_path / "missing", "cannot read the API key file"), (empty, "is empty")):
         result = osmosis("serve", "-m", CALCULATOR, "--skip-register", "-p", "1", "--api-key-file", str(path))
         assert result.returncode == 1
@@ -322,6 +331,7 @@ class EnvProbe(RolloutAgentLoop):
 
 agent_loop = EnvProbe()
 """
+SERVE_KEY_PROBE_AGENT = ENV_PROBE_AGENT.replace("OSMOSIS_SERVE_RELOAD_CONFIG", "OSMOSIS_SERVE_API_KEY")
 
 
 def test_serve_reload_works_and_keeps_its_secrets_from_the_agent(
@@ -456,3 +466,46 @@ def test_the_compatibility_paths_reach_the_library_and_the_command(capsys):
     registration.print_registration_result(RegistrationResult(False, error="x"), "h", 1, "calc")
     assert capsys.readouterr().out.startswith("[WARNING] Registration with the Osmosis Platform failed: x")
     assert isinstance(serve.logger, logging.Logger) and serve.logger.name == "osmosis_ai.rollout.server.serve"
+
+
+# -- serve: the server key's hygiene ---------------------------------------------------------------
+
+
+@pytest.fixture
+def busy_port() -> Iterator[str]:
+    """A port taken: a command that gets as far as binding it fails instead of serving."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        yield str(taken.getsockname()[1])
+
+
+def test_serve_refuses_a_short_key_naming_the_fix(tmp_path: Path, busy_port: str):
+    for source in ("--api-key", "file", "environment"):
+        env: dict[str, str] = {}
+        args = ["serve", "-m", CALCULATOR, "--skip-register", "-H", "127.0.0.1", "-p", busy_port]
+        if source == "--api-key":
+            args += ["--api-key", "abcde"]
+        elif source == "file":
+            key_file = tmp_path / "short"
+            key_file.write_text("abcde\n")
+            key_file.chmod(0o600)
+            args += ["--api-key-file", str(key_file)]
+        else:
+            env["OSMOSIS_SERVE_API_KEY"] = "abcde"
+        result = cli(*args, env=env)
+        assert result.returncode == 1, source
+        assert result.stderr.count("\n") == 1 and "abcde" not in result.stderr
+        assert "at least 16 characters" in result.stderr and "leave it out to generate one" in result.stderr
+
+
+def test_serve_refuses_a_key_file_other_users_can_read(tmp_path: Path, busy_port: str):
+    key_file = tmp_path / "key"
+    key_file.write_text("osm_rollout_a-long-enough-key\n")
+    key_file.chmod(0o644)
+    result = cli("serve", "-m", CALCULATOR, "--skip-register", "-H", "127.0.0.1", "-p", busy_port,
+                 "--api-key-file", str(key_file))  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"Error: the API key file {key_file} is open to other users (mode 0644); run 'chmod 600 {key_file}'\n"
+    )

@@ -43,7 +43,10 @@ SERVER_DEFAULTS = {
     "abandon_grace_seconds": 10.0,  # new
     "delivery_window_seconds": 900.0,  # new
     "outbox_path": None,  # new: in memory; osmosis serve picks a file
+    "outbox_max_age_seconds": 3600.0,  # new
     "header_timeout_seconds": 10.0,  # new
+    "max_head_bytes": 16384,  # new
+    "max_headers": 100,  # new
 }
 # (class, field, lowest valid, highest valid, below, above)
 RANGES: list[tuple[type[Any], str, Any, Any, Any, Any]] = [
@@ -51,6 +54,9 @@ RANGES: list[tuple[type[Any], str, Any, Any, Any, Any]] = [
     (RolloutServerSettings, "abandon_grace_seconds", 0, 600, -0.1, 601),
     (RolloutServerSettings, "delivery_window_seconds", 1, 86400, 0.5, 86401),
     (RolloutServerSettings, "header_timeout_seconds", 0.1, 600, 0.05, 601),
+    (RolloutServerSettings, "outbox_max_age_seconds", 60, 604800, 59, 604801),
+    (RolloutServerSettings, "max_head_bytes", 1024, 1048576, 1023, 1048577),
+    (RolloutServerSettings, "max_headers", 10, 10000, 9, 10001),
     (RolloutClientSettings, "timeout_seconds", 1, 3600, 0.99, 3601),
     (RolloutClientSettings, "max_retries", 0, 10, -1, 11),
     (RolloutClientSettings, "complete_rollout_retries", 0, 10, -1, 11),

@@ -18,8 +18,8 @@ from tests.support.trainer import Reply, TrainerStandIn
 BODY = json.dumps({"rollout_id": "r-1", "status": "COMPLETED", "final_messages": [], "reward": 1.0}).encode()
 
 
-def _deliveries(path: Path | None = None, window: float = 30.0) -> Deliveries:
-    return Deliveries(Outbox(path), fast_settings().client, window)
+def _deliveries(path: Path | None = None, window: float = 30.0, max_age: float = 3600.0) -> Deliveries:
+    return Deliveries(Outbox(path), fast_settings().client, window, max_age)
 
 
 def _delivery(trainer: TrainerStandIn, key: str = "k-1", rollout_id: str = "r-1") -> Delivery:
@@ -95,23 +95,47 @@ async def test_an_unanswered_callback_is_kept_and_re_sent_by_the_next_start(
     first.close()
     trainer.reset()  # TrainGate is back
     second = _deliveries(path)
-    second.start(older_than_seconds=3600)
+    second.start()
     while second.pending:
         await asyncio.sleep(0.01)
     assert trainer.wait_completed("r-1", timeout=0)["reward"] == 1.0
     second.close()
 
 
-async def test_the_next_start_drops_what_is_older_than_the_record_ttl(
-    trainer: TrainerStandIn, tmp_path: Path
-):
+async def test_the_next_start_drops_what_is_older_than_the_age_limit(trainer: TrainerStandIn, tmp_path: Path):
     path = tmp_path / "outbox.sqlite3"
     old = Outbox(path)
     old.put(Delivery("k-old", "r-old", trainer.url, None, BODY, created=time.time() - 7200))
     old.close()
     deliveries = _deliveries(path)
-    deliveries.start(older_than_seconds=3600)
+    deliveries.start()  # the default limit: an hour
     assert deliveries.pending == 0 and trainer.completed_requests == []
+    deliveries.close()
+
+
+async def test_a_window_ends_at_the_age_limit_and_the_callback_is_dropped(trainer: TrainerStandIn, caplog):
+    caplog.set_level("WARNING", logger="osmosis_ai.rollout.server.delivery")
+    deliveries = _deliveries(window=30.0, max_age=60.0)
+    trainer.queue_completed(*[Reply(status=503)] * 200)  # never acknowledged
+    delivery = Delivery("k-aged", "r-aged", trainer.url, None, BODY, created=time.time() - 59.5)
+    deliveries.commit(delivery)
+    await asyncio.wait_for(deliveries.deliver(delivery), 10)  # half a second, not the 30 s window
+    assert deliveries.pending == 0
+    assert "dropped the terminal callback" in caplog.text and "outbox_max_age_seconds" in caplog.text
+    deliveries.close()
+
+
+async def test_a_kept_callback_is_dropped_at_its_age_limit_without_a_restart(trainer: TrainerStandIn):
+    deliveries = _deliveries(window=0.2, max_age=60.0)
+    trainer.queue_completed(*[Reply(status=503)] * 200)
+    delivery = Delivery("k-kept", "r-kept", trainer.url, None, BODY, created=time.time() - 59.0)
+    deliveries.commit(delivery)
+    await asyncio.wait_for(deliveries.deliver(delivery), 10)
+    assert deliveries.pending == 1  # the window is over; kept for a repeated init...
+    started = time.monotonic()
+    while deliveries.pending and time.monotonic() - started < 10:
+        await asyncio.sleep(0.02)
+    assert deliveries.pending == 0  # ...until its age limit, without a restart
     deliveries.close()
 
 

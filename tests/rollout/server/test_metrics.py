@@ -109,7 +109,7 @@ def test_the_figures_match_what_the_trainer_saw(scraped, trainer: TrainerStandIn
 def test_promtool_accepts_the_page(scraped) -> None:
     promtool = shutil.which("promtool")
     if promtool is None:
-        pytest.skip("promtool is not installed (Debian's prometheus package; `make prometheus` installs it)")
+        pytest.skip("promtool is not installed (Debian's prometheus package; `make programs` installs it)")
     text, _, _ = scraped
     checked = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -118,7 +118,7 @@ def test_promtool_accepts_the_page(scraped) -> None:
 def test_a_real_prometheus_scrapes_it(scraped, tmp_path: Path, http: httpx.Client) -> None:
     prometheus = shutil.which("prometheus")
     if prometheus is None:
-        pytest.skip("prometheus is not installed (Debian's package; `make prometheus` installs it)")
+        pytest.skip("prometheus is not installed (Debian's package; `make programs` installs it)")
     _, completed, server = scraped
     target = urllib.parse.urlsplit(server.url).netloc
     config = tmp_path / "prometheus.yml"

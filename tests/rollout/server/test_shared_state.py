@@ -1,0 +1,157 @@
+"""The dedupe state shared by processes (``state.py``): the one contract of its SQLite and Redis
+implementations, then replicas sharing a real Redis, through its outage and its return."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from osmosis_ai.rollout.server.app import create_app
+from osmosis_ai.rollout.server.state import (
+    Claim,
+    RedisState,
+    SharedState,
+    SharedStateUnavailable,
+    SqliteState,
+    owner_id,
+)
+from tests.support.redis_server import RedisServer
+from tests.support.server import RunningServer, ScriptedAgent, fast_config, init_body
+from tests.support.trainer import Reply, TrainerStandIn, completion
+from tests.support.waiting import wait_until
+
+Opened = Callable[[str], SharedState]
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+async def two_owners(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[tuple[SharedState, ...]]:
+    """Two processes' views of one shared state (owners of two pids of this host)."""
+    if request.param == "sqlite":
+        path = str(tmp_path / "state.sqlite3")
+        stores: tuple[SharedState, ...] = tuple(
+            SqliteState(path, owner=f"{socket.gethostname()}/{pid}/t") for pid in (101, 102)
+        )
+    else:
+        redis_server: RedisServer = request.getfixturevalue("redis_server")
+        stores = tuple(RedisState(redis_server.url, owner=f"replica-{n}") for n in (1, 2))
+    for store in stores:
+        await store.heartbeat()
+    yield stores
+    for store in stores:
+        await store.close()
+
+
+async def test_a_key_is_claimed_once_and_its_answer_reaches_the_other_owner(two_owners):
+    first, second = two_owners
+    assert await first.claim("k", "r-1") is None
+    assert await second.claim("k", "r-other") == Claim("r-1", None)  # the answer is not stored yet
+    await first.answered("k", b'{"rollout_id":"r-1","tools":[]}')
+    assert await second.claim("k", "r-other") == Claim("r-1", b'{"rollout_id":"r-1","tools":[]}')
+    await second.release("k")  # not its claim: nothing happens
+    assert await second.lookup("k") == Claim("r-1", b'{"rollout_id":"r-1","tools":[]}')
+    await first.release("k")  # acknowledged: a repeated init runs afresh
+    assert await second.lookup("k") is None
+    assert await second.claim("k", "r-2") is None
+
+
+async def test_a_dead_owner_holds_nothing_and_a_restarted_one_adopts_its_results(two_owners):
+    first, second = two_owners
+    assert await first.claim("running", "r-run") is None
+    assert await first.claim("pending", "r-pend") is None
+    await first.close()  # it stopped: its running rollout has no result to wait for
+    assert await second.claim("running", "r-again") is None
+    await second.adopt({"pending": "r-pend"})  # its outbox holds that result
+    assert await second.lookup("pending") == Claim("r-pend", b"")  # answered with the finder's own tools
+
+
+async def test_the_supervisor_declares_a_dead_worker_at_once(tmp_path: Path):
+    path = str(tmp_path / "state.sqlite3")
+    worker = SqliteState(path, owner=owner_id(4242))
+    other = SqliteState(path, owner=owner_id(4343))
+    assert await worker.claim("k", "r") is None
+    assert await other.claim("k", "r") == Claim("r", None)
+    supervisor = SqliteState(path)
+    supervisor.forget_process(4242)
+    assert await other.claim("k", "r") is None
+    for store in (worker, other, supervisor):
+        await store.close()
+
+
+async def test_an_unreachable_redis_is_a_typed_error(redis_server: RedisServer):
+    store = RedisState(redis_server.url)
+    redis_server.stop()
+    with pytest.raises(SharedStateUnavailable, match="is unreachable"):
+        await store.claim("k", "r")
+    redis_server.start()
+    assert await store.claim("k", "r") is None  # the same client recovers
+    await store.close()
+
+
+# -- replicas on two ports sharing a real Redis -------------------------------------------------------
+
+
+def _gated(trainer: TrainerStandIn, gate: threading.Event) -> None:
+    def handler(payload: dict) -> Reply:
+        message = {"role": "assistant", "content": "The answer is #### 3"}
+        return Reply(body=completion(message, len(payload["messages"]), payload["rollout_id"]), gate=gate)
+
+    trainer.chat_handler = handler
+
+
+def _runs(trainer: TrainerStandIn, rollout_id: str) -> int:
+    return sum(1 for r in trainer.chat_requests if r.json and r.json.get("rollout_id") == rollout_id)
+
+
+async def test_replicas_sharing_redis_run_each_rollout_once_through_an_outage(
+    redis_server: RedisServer, trainer: TrainerStandIn
+):
+    gate = threading.Event()
+    _gated(trainer, gate)
+    agents = [ScriptedAgent(), ScriptedAgent()]
+    replicas = [RunningServer(create_app(agent, config=fast_config(state=redis_server.url))).start()
+                for agent in agents]  # fmt: skip
+    try:
+        async with httpx.AsyncClient(timeout=10) as http:
+
+            async def init(replica: int, rollout_id: str, **extra: str) -> httpx.Response:
+                body = init_body(rollout_id, trainer.url, **extra)
+                return await http.post(f"{replicas[replica].url}/v1/rollout/init", json=body)
+
+            answers = await asyncio.gather(*(init(n % 2, "dup") for n in range(20)))
+            assert {(a.status_code, a.json()["rollout_id"]) for a in answers} == {(202, "dup")}
+            assert (await init(1, "dup-other-id", idempotency_key="dup")).status_code == 202
+            assert (await init(0, "during")).status_code == 202
+            wait_until(
+                lambda: _runs(trainer, "dup") and _runs(trainer, "during"), what="both rollouts running"
+            )
+
+            redis_server.stop()  # mid-run
+            refused = await asyncio.gather(*(init(n % 2, f"new-{n}") for n in range(4)))
+            assert {a.status_code for a in refused} == {503}
+            assert all(a.headers["retry-after"] == "1" for a in refused)
+            late_duplicate = await init(1, "during")  # another replica's rollout: cannot be checked now
+            assert late_duplicate.status_code == 503
+            gate.set()
+            trainer.wait_completed("dup")
+            trainer.wait_completed("during")
+
+            redis_server.start()
+            recovered = await init(1, "after")
+            assert recovered.status_code == 202
+            trainer.wait_completed("after")
+            assert (await init(0, "during")).status_code == 202  # still answered from its claim
+    finally:
+        for replica in replicas:
+            replica.stop()
+    assert [_runs(trainer, r) for r in ("dup", "during", "after")] == [1, 1, 1]
+    assert not any(_runs(trainer, f"new-{n}") for n in range(4))
+    assert len([r for r in trainer.completed_requests if r.json["rollout_id"] == "dup"]) == 1
+    assert sum(agent.get_tools_calls for agent in agents) >= 3
