@@ -45,8 +45,10 @@ def trainer(_trainer_session: TrainerStandIn) -> Iterator[TrainerStandIn]:
 @pytest.fixture(autouse=True)
 def _own_journal_root(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test's commands keep their journals (``osmosis eval``, ``osmosis rollout run``) in a
-    directory of its own: a run is never resumed from another test's, nor from the developer's cache."""
+    directory of its own: a run is never resumed from another test's, nor from the developer's cache;
+    and a server's default outbox (``$XDG_STATE_HOME``) is the test's too, never the developer's."""
     monkeypatch.setenv("OSMOSIS_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

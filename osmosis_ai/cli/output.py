@@ -363,13 +363,38 @@ def wants_progress(requested: bool | None, total: int, stream: IO[str] | None = 
     return total > 1 and (stream or sys.stderr).isatty()
 
 
+class Advance:
+    """What a progress bar's ``advance`` is called with: one step done, its score when it has one,
+    and whether it failed; the bar shows the running mean score and the failures so far."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self.scored = 0
+        self.failed = 0
+
+    def note(self, score: float | None, failed: bool) -> str:
+        if score is not None:
+            self.total += score
+            self.scored += 1
+        self.failed += failed
+        parts = [f"mean {self.total / self.scored:.3f}"] if self.scored else []
+        if self.failed:
+            parts.append(f"{self.failed} failed")
+        return ", ".join(parts)
+
+
+ProgressStep = Callable[..., None]
+
+
 @contextmanager
 def progress_bar(
-    total: int, description: str, *, enabled: bool, stderr: bool = True
-) -> Iterator[Callable[[], None]]:
-    """Yield an ``advance()`` callable; with ``enabled`` it moves a transient rich progress bar."""
+    total: int, description: str, *, enabled: bool, stderr: bool = True, rich: Any = None
+) -> Iterator[ProgressStep]:
+    """Yield an ``advance(score=None, failed=False)`` callable; with ``enabled`` it moves a transient
+    rich progress bar (on ``rich``, a rich console, when given) with labelled elapsed and remaining
+    times, the running mean score and the failures."""
     if not enabled:
-        yield lambda: None
+        yield lambda score=None, failed=False: None
         return
     from rich.progress import (
         BarColumn,
@@ -384,9 +409,17 @@ def progress_bar(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
+        TextColumn("elapsed"),
         TimeElapsedColumn(),
+        TextColumn("left"),
         TimeRemainingColumn(),
+        TextColumn("{task.fields[stats]}"),
     )
-    with Progress(*columns, console=rich_console(stderr=stderr), transient=True) as progress:
-        task = progress.add_task(description, total=total)
-        yield lambda: progress.advance(task)
+    stats = Advance()
+    with Progress(*columns, console=rich or rich_console(stderr=stderr), transient=True) as progress:
+        task = progress.add_task(description, total=total, stats="")
+
+        def advance(score: float | None = None, failed: bool = False) -> None:
+            progress.update(task, advance=1, stats=stats.note(score, failed))
+
+        yield advance

@@ -23,6 +23,7 @@ from osmosis_ai.cli.output import console, print_json, say
 
 TYPE_CHECKING = False  # the report package loads only when a summary is drawn
 if TYPE_CHECKING:
+    from osmosis_ai.evaluation.statistics import Estimate
     from osmosis_ai.report.figures import Summary
     from osmosis_ai.report.model import Run
 
@@ -31,20 +32,40 @@ def _ms(value: float | None) -> str:
     return "–" if value is None else f"{value:,.0f} ms"
 
 
-def summary_rows(run: Run, summary: Summary) -> list[tuple[str, str]]:
-    """The summary as (figure, value) rows."""
-    outcomes = ", ".join(f"{name} {n}" for name, n in summary.outcomes.items() if n) or "none"
-    mean = summary.mean_score
+def _counted(summary: Summary, outcomes: str) -> tuple[str, str]:
+    """The first row: what was counted, samples beside the rows they ran on when rows ran ``--n`` times."""
+    if summary.samples_per_row <= 1:
+        return "rows", f"{summary.rows}: {outcomes}"
+    per_row = (
+        f"{summary.dataset_rows} rows x {summary.samples_per_row}"
+        if summary.dataset_rows
+        else (f"{summary.samples_per_row} per row")
+    )
+    return "samples", f"{summary.rows} ({per_row}): {outcomes}"
+
+
+def _score_rows(name: str, scored: int, mean: Estimate | None, pass_at_k: dict[int, Estimate],
+                *, named: bool) -> list[tuple[str, str]]:  # fmt: skip
     score = (
-        f"{mean.value:.3f} [{mean.low:.3f}, {mean.high:.3f}] over {summary.scored} scored"
+        f"{mean.value:.3f} [{mean.low:.3f}, {mean.high:.3f}] over {scored} scored"
         if mean
         else "no scored rows"
     )
-    latency = " / ".join(_ms(summary.latency_ms.get(p)) for p in ("p50", "p90", "p99"))
-    rows = [("rows", f"{summary.rows}: {outcomes}"), (f"mean {run.score_name}", score)]
-    rows += [
-        (f"pass@{k}", f"{e.value:.3f} [{e.low:.3f}, {e.high:.3f}]") for k, e in summary.pass_at_k.items()
+    suffix = f" {name}" if named else ""
+    return [(f"mean {name}", score)] + [
+        (f"pass@{k}{suffix}", f"{e.value:.3f} [{e.low:.3f}, {e.high:.3f}]") for k, e in pass_at_k.items()
     ]
+
+
+def summary_rows(run: Run, summary: Summary) -> list[tuple[str, str]]:
+    """The summary as (figure, value) rows: every score the rows carry, each with its pass@k."""
+    outcomes = ", ".join(f"{name} {n}" for name, n in summary.outcomes.items() if n) or "none"
+    named = bool(summary.other_scores)  # with several scores, each pass@k says whose it is
+    rows = [_counted(summary, outcomes)]
+    rows += _score_rows(run.score_name, summary.scored, summary.mean_score, summary.pass_at_k, named=named)
+    for name, figures in summary.other_scores.items():
+        rows += _score_rows(name, figures.scored, figures.mean, figures.pass_at_k, named=named)
+    latency = " / ".join(_ms(summary.latency_ms.get(p)) for p in ("p50", "p90", "p99"))
     rows.append(("latency p50 / p90 / p99", latency))
     if summary.total_tokens is not None:
         rows.append(

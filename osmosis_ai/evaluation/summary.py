@@ -159,6 +159,8 @@ def run_entry(record: SampleRecord) -> dict[str, Any]:
         "tokens": data.get("token_usage", {}).get("total_tokens", 0),
         "outcome": record.outcome.value,
     }
+    if data.get("token_usage"):  # the split the report shows and prices; 0.2 had the total only
+        entry["token_usage"] = data["token_usage"]
     if record.model_tag == BASELINE:
         entry["model_tag"] = BASELINE
     if data.get("error"):

@@ -5,6 +5,7 @@
   it does not know and optional fields that are missing;
 * :mod:`~osmosis_ai.report.figures` — the summary: outcome counts, mean score with its interval, pass@k,
   latency percentiles, tokens, and the per-row comparison of two runs;
+* :mod:`~osmosis_ai.report.merge` — the ``--offset``/``--limit`` shards of one run read as that run;
 * :mod:`~osmosis_ai.report.cost` — estimated cost from LiteLLM's price table, looked up lazily;
 * :mod:`~osmosis_ai.report.charts` — the score histogram and the pass@k curve as inline SVG;
 * :mod:`~osmosis_ai.report.render` — the HTML page: styles and scripts inlined from ``assets/``,

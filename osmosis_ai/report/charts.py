@@ -7,7 +7,8 @@ from html import escape
 
 from osmosis_ai.evaluation.statistics import Estimate
 
-WIDTH, HEIGHT, PAD = 480, 180, 28
+# Drawn at its own size (CSS width = WIDTH), so a 12-unit label is 12 px on the page, never scaled down.
+WIDTH, HEIGHT, PAD = 480, 196, 32
 MAX_BAR = 64  # a few bars stay bars, not walls
 
 
@@ -29,6 +30,10 @@ def bins(values: list[float], count: int = 10) -> list[tuple[float, float, int]]
 
 def _label(low: float, high: float) -> str:
     return f"{low:g}" if low == high else f"{low:.3g}–{high:.3g}"
+
+
+def _axis_title(text: str) -> str:
+    return f'<text x="{WIDTH / 2:.0f}" y="{HEIGHT - 2}" class="axis-title">{escape(text)}</text>'
 
 
 def histogram_svg(values: list[float], title: str) -> str:
@@ -55,6 +60,7 @@ def histogram_svg(values: list[float], title: str) -> str:
         f'<svg class="histogram" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(title)}">'
         f'<line x1="{PAD}" y1="{HEIGHT - PAD}" x2="{WIDTH - PAD}" y2="{HEIGHT - PAD}" class="baseline"/>'
         + "".join(bars)
+        + _axis_title(f"{title} (bar height: samples)")
         + "</svg>"
     )
 
@@ -87,5 +93,8 @@ def pass_at_k_svg(table: dict[int, Estimate], title: str) -> str:
     return (
         f'<svg class="curve" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(title)}">'
         f'<line x1="{PAD}" y1="{HEIGHT - PAD}" x2="{WIDTH - PAD}" y2="{HEIGHT - PAD}" class="baseline"/>{axis}'
-        f'<polyline points="{" ".join(points)}" class="line"/>' + "".join(marks) + "</svg>"
+        f'<polyline points="{" ".join(points)}" class="line"/>'
+        + "".join(marks)
+        + _axis_title("k (samples drawn per row)")
+        + "</svg>"
     )

@@ -27,6 +27,22 @@ PERCENTILES = (0.5, 0.9, 0.99)
 
 
 @dataclass
+class ScoreFigures:
+    """The mean and pass@k of one named score."""
+
+    scored: int
+    mean: Estimate | None
+    pass_at_k: dict[int, Estimate]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scored": self.scored,
+            "mean_score": self.mean.to_dict() if self.mean else None,
+            "pass_at_k": {str(k): e.to_dict() for k, e in self.pass_at_k.items()},
+        }
+
+
+@dataclass
 class Summary:
     """What the top of the report (and the terminal summary) says about one run."""
 
@@ -41,6 +57,11 @@ class Summary:
     violations: int
     drift_events: int
     cost_usd: float | None = None
+    # the dataset rows behind ``rows`` (a row run ``--n`` times counts once), when known
+    dataset_rows: int | None = None
+    samples_per_row: int = 1
+    # every score the rows carry besides the run's own (``eval``'s other eval functions)
+    other_scores: dict[str, ScoreFigures] = field(default_factory=dict)
 
     @property
     def completed(self) -> int:
@@ -67,6 +88,9 @@ class Summary:
             "append_only_violations": self.violations,
             "drift_events": self.drift_events,
             "estimated_cost_usd": self.cost_usd,
+            "dataset_rows": self.dataset_rows,
+            "samples_per_row": self.samples_per_row,
+            "other_scores": {name: figures.to_dict() for name, figures in self.other_scores.items()},
         }
 
 
@@ -103,6 +127,8 @@ def summary_of(
     drift_events: int = 0,
     model: str | None = None,
     price: bool = True,
+    other_scores: dict[str, ScoreTally] | None = None,
+    dataset_rows: int | None = None,
 ) -> Summary:
     """A summary from running totals, for a command that counted its run instead of keeping it."""
     return Summary(
@@ -117,15 +143,26 @@ def summary_of(
         violations=violations,
         drift_events=drift_events,
         cost_usd=estimated_cost(model, prompt_tokens, completion_tokens) if price else None,
+        dataset_rows=dataset_rows,
+        samples_per_row=samples_per_row,
+        other_scores={
+            name: ScoreFigures(tally.scored, tally.mean(), tally.pass_at_k(samples_per_row))
+            for name, tally in (other_scores or {}).items()
+        },
     )
 
 
 def summarize(run: Run, *, price: bool = True) -> Summary:
     """The figures of ``run``; with ``price``, the estimated cost too (which may import LiteLLM)."""
     scores = ScoreTally(run.pass_threshold)
+    others: dict[str, ScoreTally] = {}
     for row in run.rows:
         if (value := row.scored_value) is not None:
             scores.add(row.row, value)
+        if row.completed:
+            for name, other in row.scores.items():
+                if name != run.score_name:
+                    others.setdefault(name, ScoreTally(run.pass_threshold)).add(row.row, other)
     return summary_of(
         outcomes=outcome_counts(run.rows),
         scores=scores,
@@ -137,6 +174,8 @@ def summarize(run: Run, *, price: bool = True) -> Summary:
         drift_events=sum(len(row.trajectory.drift) for row in run.rows),
         model=run.model,
         price=price,
+        other_scores=others,
+        dataset_rows=len({row.row for row in run.rows}),
     )
 
 
@@ -182,8 +221,9 @@ class Comparison:
 
 
 def compare(before: Run, after: Run) -> Comparison:
-    """Pair the rows of two runs by ``(row, sample)``; the mean difference is over rows scored in
-    both (per-row means first, so rows with more samples do not weigh more)."""
+    """Pair two gradings of the same answers (``osmosis regrade``) by ``(row, sample)``; the mean
+    difference is over rows scored in both (per-row means first, so rows with more samples do not
+    weigh more). Two runs, whose samples are separate draws, are paired by row: :func:`compare_rows`."""
     first = {row.key: row for row in before.rows}
     second = {row.key: row for row in after.rows}
     keys = sorted(set(first) | set(second))
@@ -196,3 +236,127 @@ def compare(before: Run, after: Run) -> Comparison:
             [sum(b[r]) / len(b[r]) for r in shared], [sum(a[r]) / len(a[r]) for r in shared]
         )
     return Comparison(before, after, changes, difference)
+
+
+@dataclass
+class RowFigures:
+    """One dataset row of a run: its samples, how they ended, how many passed, their mean score."""
+
+    samples: int
+    completed: int
+    passed: int
+    mean: float | None
+    outcomes: dict[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"samples": self.samples, "completed": self.completed, "passed": self.passed,
+                "mean_score": self.mean, "outcomes": self.outcomes}  # fmt: skip
+
+
+def row_figures(run: Run) -> dict[int, RowFigures]:
+    """Per dataset row: the figures of its samples (``solved passed of samples``)."""
+    grouped: dict[int, list[Row]] = {}
+    for row in run.rows:
+        grouped.setdefault(row.row, []).append(row)
+    figures = {}
+    for index, rows in grouped.items():
+        scores = [value for row in rows if (value := row.scored_value) is not None]
+        figures[index] = RowFigures(
+            samples=len(rows),
+            completed=sum(row.completed for row in rows),
+            passed=sum(score >= run.pass_threshold for score in scores),
+            mean=sum(scores) / len(scores) if scores else None,
+            outcomes=dict(sorted(Counter(row.outcome for row in rows).items())),
+        )
+    return figures
+
+
+@dataclass
+class RowDelta:
+    """One dataset row as two runs saw it (all of its samples in each)."""
+
+    key: int
+    before: RowFigures | None
+    after: RowFigures | None
+
+    @property
+    def delta(self) -> float | None:
+        before = self.before.mean if self.before else None
+        after = self.after.mean if self.after else None
+        return None if before is None or after is None else after - before
+
+    @property
+    def outcome_changed(self) -> bool:
+        return (self.before and self.before.outcomes) != (self.after and self.after.outcomes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"row": self.key, "before": self.before.to_dict() if self.before else None,
+                "after": self.after.to_dict() if self.after else None, "difference": self.delta}  # fmt: skip
+
+
+@dataclass
+class RowComparison:
+    """Run ``after`` against run ``before``, dataset row against dataset row."""
+
+    before: Run
+    after: Run
+    changes: list[RowDelta] = field(default_factory=list)
+    mean_difference: Estimate | None = None
+    # k -> (before, after): the pass@k of each run, for every k both have
+    pass_at_k: dict[int, tuple[Estimate, Estimate]] = field(default_factory=dict)
+
+    @property
+    def improved(self) -> int:
+        return sum(1 for c in self.changes if c.delta is not None and c.delta > 0)
+
+    @property
+    def worse(self) -> int:
+        return sum(1 for c in self.changes if c.delta is not None and c.delta < 0)
+
+    @property
+    def outcome_changes(self) -> int:
+        return sum(1 for c in self.changes if c.outcome_changed)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The comparison as JSON: its figures, pass@k side by side, and the rows that changed."""
+        difference = self.mean_difference
+        return {
+            "before": self.before.source,
+            "after": self.after.source,
+            "mean_difference": difference.to_dict() if difference else None,
+            "rows_better": self.improved,
+            "rows_worse": self.worse,
+            "outcome_changes": self.outcome_changes,
+            "pass_at_k": {
+                str(k): {"before": a.to_dict(), "after": b.to_dict(), "difference": b.value - a.value}
+                for k, (a, b) in self.pass_at_k.items()
+            },
+            "changed_rows": [c.to_dict() for c in self.changes if c.outcome_changed or c.delta],
+        }
+
+
+def _pass_at_k(run: Run) -> dict[int, Estimate]:
+    tally = ScoreTally(run.pass_threshold)
+    for row in run.rows:
+        if (value := row.scored_value) is not None:
+            tally.add(row.row, value)
+    return tally.pass_at_k(run.samples_per_row)
+
+
+def compare_rows(before: Run, after: Run) -> RowComparison:
+    """Pair two runs by dataset row — a row's samples are draws, so sample i of one run has no
+    counterpart in the other — comparing each row's mean score, passes and outcomes; the mean
+    difference is over rows scored in both (per-row means, so rows with more samples do not weigh more)."""
+    first, second = row_figures(before), row_figures(after)
+    keys = sorted(set(first) | set(second))
+    changes = [RowDelta(key, first.get(key), second.get(key)) for key in keys]
+    a, b = scores_by_row(before.rows), scores_by_row(after.rows)
+    shared = sorted(set(a) & set(b))
+    difference = None
+    if shared:
+        difference = paired_difference(
+            [sum(b[r]) / len(b[r]) for r in shared], [sum(a[r]) / len(a[r]) for r in shared]
+        )
+    ahead, behind = _pass_at_k(before), _pass_at_k(after)
+    passes = {k: (ahead[k], behind[k]) for k in sorted(set(ahead) & set(behind))}
+    return RowComparison(before, after, changes, difference, passes)

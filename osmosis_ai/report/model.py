@@ -92,6 +92,9 @@ class Run:
     baseline: list[BaselineFigure] = field(default_factory=list)
     baseline_source: str | None = None
     notes: list[str] = field(default_factory=list)
+    # what names the run apart from its rows (dataset, agent, model, ``--n``...): equal in every
+    # shard of one run (``--offset``/``--limit``), so shards can be told from other runs
+    identity: dict[str, Any] = field(default_factory=dict)
     previous: Run | None = None
     """For an ``osmosis regrade`` output: the same answers as the earlier grading scored them."""
 

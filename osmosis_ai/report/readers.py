@@ -333,11 +333,18 @@ def _read_test(document: dict[str, Any], source: str) -> Run:
         row = _row_from_local(result, sample=0)
         row.label = f"row {row.row}"
         rows.append(row)
-    run = Run(source=source, kind="test", rows=_ordered(rows), model=_text(document.get("model")))
+    run = Run(source=source, kind="test", rows=_ordered(rows), model=_text(document.get("model")),
+              identity=_identity(document))  # fmt: skip
     summary = _mapping(document.get("summary"))
     if summary.get("stopped_early"):
         run.notes.append(f"stopped early: {summary.get('stop_reason')}")
     return run
+
+
+def _identity(document: Mapping[str, Any]) -> dict[str, Any]:
+    """The dataset and agent a ``test``/``eval`` file's ``run`` member names (older files have none)."""
+    run = _mapping(document.get("run"))
+    return {key: run[key] for key in ("dataset", "agent") if isinstance(run.get(key), str)}
 
 
 def _row_from_local(result: Mapping[str, Any], *, sample: int) -> Row:
@@ -388,6 +395,12 @@ def _read_eval(document: dict[str, Any], source: str) -> Run:
         score_name=primary or "reward",
         pass_threshold=1.0 if threshold is None else threshold,
         model=_text(config.get("model")),
+        identity={
+            **_identity(document),
+            "eval functions": functions,
+            "--n": config.get("n_runs"),
+            "baseline model": config.get("baseline_model"),
+        },
     )
     baseline = _mapping(_mapping(document.get("baseline_summary")).get("eval_fns"))
     candidate = _mapping(_mapping(document.get("summary")).get("eval_fns"))
@@ -399,7 +412,44 @@ def _read_eval(document: dict[str, Any], source: str) -> Run:
             )
     if run.baseline:
         run.baseline_source = _text(config.get("baseline_model"))
+    _join_samples(run, document, source)
     return run
+
+
+def _samples_file(document: Mapping[str, Any], source: str) -> Path | None:
+    """The ``--log-samples`` file of an eval results file: the one its ``run`` member names, else
+    ``samples_<stamp>_<task>.jsonl`` beside an ``--output-path`` file ``results_<stamp>_<task>.json``."""
+    named = _text(_mapping(document.get("run")).get("samples"))
+    if named:
+        return Path(named)
+    path = Path(source)
+    if path.name.startswith("results_") and path.suffix == ".json":
+        return path.with_name("samples_" + path.name[len("results_") :]).with_suffix(".jsonl")
+    return None
+
+
+def _join_samples(run: Run, document: Mapping[str, Any], source: str) -> None:
+    """Each primary run's final messages from the samples file, when there is one to read."""
+    path = _samples_file(document, source)
+    if path is None or not path.is_file():
+        return
+    messages: dict[tuple[int, int], list[Message]] = {}
+    try:
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                try:
+                    sample = _loads(line, str(path)) if line.strip() else None
+                except json.JSONDecodeError:  # a line cut short by a crash: that run has no trajectory
+                    continue
+                if isinstance(sample, dict) and sample.get("model_tag", "primary") == "primary":
+                    key = (_whole(sample.get("row_index")) or 0, _whole(sample.get("run_index")) or 0)
+                    messages[key] = _messages(sample.get("messages"))
+    except (OSError, UnicodeDecodeError) as exc:
+        run.notes.append(f"trajectories not shown: {path} cannot be read ({exc})")
+        return
+    for row in run.rows:
+        if row.key in messages:
+            row.trajectory.messages = messages[row.key]
 
 
 def _eval_run(item: Mapping[str, Any], *, row_index: int, primary: str | None) -> Row:
@@ -410,6 +460,7 @@ def _eval_run(item: Mapping[str, Any], *, row_index: int, primary: str | None) -
         "; ".join(f"{name}: {message}" for name, message in errors.items()) if errors else None
     )
     success = item.get("success")
+    usage = _mapping(item.get("token_usage"))
     return Row(
         row=row_index,
         sample=sample,
@@ -419,6 +470,8 @@ def _eval_run(item: Mapping[str, Any], *, row_index: int, primary: str | None) -
         scores=scores,
         error=error,
         latency_ms=_number(item.get("duration_ms")),
+        prompt_tokens=_whole(usage.get("prompt_tokens")),
+        completion_tokens=_whole(usage.get("completion_tokens")),
     )
 
 
@@ -461,6 +514,7 @@ def _read_rubric(document: dict[str, Any], source: str) -> Run:
         rows=_ordered(rows),
         score_name=f"score ({document.get('rubric_id')})" if document.get("rubric_id") else "score",
         model=f"{provider}/{model}" if provider and model else _text(model),
+        pass_threshold=_number(document.get("pass_threshold")) or 1.0,
     )
     comparison = _mapping(document.get("baseline_comparison"))
     if comparison:

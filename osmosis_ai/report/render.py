@@ -22,8 +22,18 @@ from importlib.resources import files
 from typing import Any
 
 from osmosis_ai.consts import PACKAGE_VERSION
+from osmosis_ai.evaluation.statistics import pass_at_k
 from osmosis_ai.report.charts import histogram_svg, pass_at_k_svg
-from osmosis_ai.report.figures import Comparison, Summary, compare, summarize
+from osmosis_ai.report.figures import (
+    Comparison,
+    RowComparison,
+    RowFigures,
+    Summary,
+    compare,
+    compare_rows,
+    row_figures,
+    summarize,
+)
 from osmosis_ai.report.model import Row, Run
 
 PREVIEW_CHARS = 120
@@ -107,8 +117,17 @@ def _summary_html(run: Run, summary: Summary) -> str:
     values = [value for row in run.rows if (value := row.scored_value) is not None]
     html.append(
         f"<figure><figcaption>{escape(run.score_name)} of completed rows</figcaption>"
-        f"{histogram_svg(values, run.score_name)}</figure></div>"
+        f"{histogram_svg(values, run.score_name)}</figure>"
     )
+    for name, other in summary.other_scores.items():  # every eval function, not only the first
+        scores = [row.scores[name] for row in run.rows if row.completed and name in row.scores]
+        average = _number(other.mean.value if other.mean else None)
+        html.append(
+            f'<figure data-score="{escape(name)}"><figcaption>{escape(name)} of completed rows (mean {average})'
+            f"</figcaption>{histogram_svg(scores, name)}"
+            f"{pass_at_k_svg(other.pass_at_k, f'pass@k {name}') if other.pass_at_k else ''}</figure>"
+        )
+    html.append("</div>")
     return "".join(html)
 
 
@@ -216,7 +235,7 @@ def _run_section(index: int, run: Run, summary: Summary) -> str:
     return (
         f'<section class="run" id="run-{index}" data-run="{index}">'
         f'<h2><span class="kind">{escape(run.kind)}</span> {escape(run.source)}{model}</h2>{notes}'
-        f"{_summary_html(run, summary)}"
+        f"{_summary_html(run, summary)}{_per_row_table(run)}"
         f"<h3>Rows</h3>{_rows_table(index, run)}"
         f'<div class="viewer" data-run="{index}" hidden></div>'
         f'<script type="application/octet-stream" class="trajectories" data-run="{index}">{_pack(trajectories)}</script>'
@@ -283,6 +302,94 @@ def _comparison_section(
     )
 
 
+def _solved(figures: RowFigures | None) -> str:
+    return "(absent)" if figures is None else f"{figures.passed} of {figures.samples}"
+
+
+def _outcomes(figures: RowFigures | None) -> str:
+    return "(absent)" if figures is None else ", ".join(f"{n} {name}" for name, n in figures.outcomes.items())
+
+
+def _row_comparison_section(number: int, comparison: RowComparison, before: int, after: int) -> str:
+    """Run ``after`` against run ``before``, dataset row against dataset row, with pass@k side by side."""
+    difference = comparison.mean_difference
+    figures = [
+        _figure("mean-difference", "mean difference (B − A)", _number(difference.value if difference else None),
+                f"95% CI {_interval(difference)} over rows" if difference else "no row scored in both"),
+        _figure("improved", "rows better", str(comparison.improved)),
+        _figure("worse", "rows worse", str(comparison.worse)),
+        _figure("outcome-changes", "outcome changed", str(comparison.outcome_changes)),
+    ]  # fmt: skip
+    passes = "".join(
+        f'<tr data-k="{k}"><td>pass@{k}</td><td class="num">{a.value:.3f}</td><td class="num">{b.value:.3f}</td>'
+        f'<td class="num">{b.value - a.value:+.3f}</td></tr>'
+        for k, (a, b) in comparison.pass_at_k.items()
+    )
+    pass_table = (
+        '<table class="pass-at-k-comparison"><caption>pass@k, A and B</caption><thead><tr><th>k</th>'
+        f"<th>A</th><th>B</th><th>B − A</th></tr></thead><tbody>{passes}</tbody></table>"
+        if passes
+        else ""
+    )
+    body = []
+    for change in comparison.changes:
+        a, b, delta = change.before, change.after, change.delta
+        if not change.outcome_changed and not delta:
+            continue
+        css = "better" if delta and delta > 0 else "worse" if delta and delta < 0 else "changed"
+        body.append(
+            f'<tr class="{css}" data-key="{change.key}">'
+            + _cell(str(change.key), change.key, "num")
+            + _cell(_solved(a), a.passed if a else "", "num") + _cell(_solved(b), b.passed if b else "", "num")
+            + _cell(_number(a.mean if a else None), a.mean if a and a.mean is not None else "", "num")
+            + _cell(_number(b.mean if b else None), b.mean if b and b.mean is not None else "", "num")
+            + _cell(_number(delta), delta if delta is not None else "", "num")
+            + _cell(_outcomes(a)) + _cell(_outcomes(b))
+            + "</tr>"
+        )  # fmt: skip
+    table = (
+        '<div class="scroll"><table class="changes sortable"><thead><tr><th>row</th><th>solved A</th>'
+        "<th>solved B</th><th>mean A</th><th>mean B</th><th>Δ</th><th>outcomes A</th><th>outcomes B</th>"
+        f"</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+        if body
+        else '<p class="muted">No row changed its outcomes or mean score.</p>'
+    )
+    return (
+        f'<section class="comparison" id="comparison-{number}"><h2>B vs A: '
+        f'<a href="#run-{after}">{escape(comparison.after.source)}</a> against '
+        f'<a href="#run-{before}">{escape(comparison.before.source)}</a></h2>'
+        f'<div class="figures">{"".join(figures)}</div>{pass_table}{table}</section>'
+    )
+
+
+def _per_row_table(run: Run) -> str:
+    """With several samples per row: each row's passes ("solved k of n"), mean and pass@k."""
+    n = run.samples_per_row
+    if n <= 1:
+        return ""
+    ks = range(1, n + 1)
+    body = []
+    for index, figures in sorted(row_figures(run).items()):
+        cells = [
+            _cell(str(index), index, "num"),
+            _cell(f"{figures.passed} of {figures.samples}", figures.passed, "num"),
+            _cell(_number(figures.mean), figures.mean if figures.mean is not None else "", "num"),
+        ]
+        for k in ks:
+            value = pass_at_k(figures.samples, figures.passed, k) if k <= figures.samples else None
+            cells.append(_cell(_number(value), value if value is not None else "", "num"))
+        cells.append(_cell(_outcomes(figures)))
+        body.append(f'<tr data-row="{index}">{"".join(cells)}</tr>')
+    headers = "".join(
+        f"<th>{escape(h)}</th>" for h in ("row", "solved", "mean", *(f"pass@{k}" for k in ks), "outcomes")
+    )
+    return (
+        f"<h3>Per row ({escape(run.score_name)} ≥ {run.pass_threshold:g} passes)</h3>"
+        f'<div class="scroll"><table class="per-row sortable"><thead><tr>{headers}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
+
+
 def _script_hash(script: str) -> str:
     """The CSP source that lets exactly this inline script run (and no script injected beside it)."""
     digest = hashlib.sha256(script.encode("utf-8")).digest()
@@ -302,7 +409,9 @@ def render_report(
         for i, run in enumerate(runs)
         if run.previous is not None
     ]
-    comparisons += [_comparison_section(i, compare(runs[0], run), 0, i) for i, run in enumerate(runs) if i]
+    comparisons += [
+        _row_comparison_section(i, compare_rows(runs[0], run), 0, i) for i, run in enumerate(runs) if i
+    ]
     navigation = "".join(
         f'<a href="#run-{i}">{escape(run.kind)}: {escape(run.source)}</a>' for i, run in enumerate(runs)
     ) + "".join(

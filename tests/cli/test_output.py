@@ -95,3 +95,17 @@ def test_a_forced_progress_bar_draws_on_stderr_and_goes_away(capsys):
         advance()
     assert capsys.readouterr() == ("", "")
     assert output.wants_progress(True, 1) and not output.wants_progress(False, 10)
+
+
+def test_the_progress_bar_labels_its_times_and_shows_the_running_score_and_failures() -> None:
+    from rich.console import Console as RichConsole
+
+    screen = io.StringIO()
+    rich = RichConsole(file=screen, force_terminal=True, width=160, color_system=None)
+    with output.progress_bar(4, "eval", enabled=True, rich=rich) as advance:
+        advance(score=1.0)
+        advance(score=0.0)
+        advance(failed=True)
+    drawn = screen.getvalue()
+    assert "elapsed" in drawn and "left" in drawn
+    assert "3/4" in drawn and "mean 0.500, 1 failed" in drawn

@@ -75,6 +75,7 @@ def test_a_summary_from_running_counts_equals_the_summary_of_the_rows() -> None:
         prompt_tokens=30,
         completion_tokens=15,
         price=False,
+        dataset_rows=2,
     )
     assert counted == summarize(Run("r.jsonl", "rollout run", rows), price=False)
     assert counted.pass_at_k and counted.mean_score is not None
@@ -89,3 +90,17 @@ def test_show_summary_prints_the_table_unless_quiet_or_json() -> None:
     lines = out.getvalue().splitlines()
     assert lines[0] == "Summary (test: in-memory)" and lines[1].split() == ["rows", "1:", "completed", "1"]
     assert figures is not None and figures[1].rows == 1 and silent is None
+
+
+def test_samples_are_counted_beside_their_rows_and_every_score_gets_its_figures() -> None:
+    rows = [
+        Row(r, s, "completed", score=1.0, scores={"exact": 1.0, "half": 0.5}, latency_ms=1.0)
+        for r in range(3)
+        for s in range(2)
+    ]
+    run = Run("e.json", "eval", rows, score_name="exact")
+    table = dict(summary_rows(run, summarize(run, price=False)))
+    assert table["samples"] == "6 (3 rows x 2): completed 6"
+    assert table["mean exact"].startswith("1.000") and table["pass@2 exact"].startswith("1.000")
+    assert table["mean half"].startswith("0.500") and table["pass@1 half"].startswith("0.000")
+    assert "rows" not in table

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from osmosis_ai.evaluation.statistics import bootstrap_interval, paired_difference, pass_at_k_table
-from osmosis_ai.report.figures import compare, summarize
+from osmosis_ai.report.figures import compare, compare_rows, summarize
 from osmosis_ai.report.model import Row, Run
 from osmosis_ai.report.readers import read_results
 from osmosis_ai.traingate.report import percentile
@@ -41,11 +41,10 @@ def test_a_single_sample_per_row_has_no_pass_at_k() -> None:
 def test_two_runs_are_compared_row_by_row(results_dir: Path, rollouts: Path) -> None:
     after_path = write_rollout_results(results_dir, "after.jsonl", rewards=(0.0, 0.5, 1.0, 1.0))
     before, after = read_results(rollouts), read_results(after_path)
-    comparison = compare(before, after)
+    comparison = compare_rows(before, after)
     deltas = {c.key: c.delta for c in comparison.changes}
-    assert deltas == {(0, 0): -1.0, (0, 1): -1.0, (1, 0): 0.0, (1, 1): 0.0, (2, 0): None, (2, 1): None,
-                      (3, 0): 0.75, (3, 1): 0.75}  # fmt: skip
-    assert (comparison.improved, comparison.worse, comparison.outcome_changes) == (2, 2, 0)
+    assert deltas == {0: -1.0, 1: 0.0, 2: None, 3: 0.75}  # row against row
+    assert (comparison.improved, comparison.worse, comparison.outcome_changes) == (1, 1, 0)
     assert comparison.mean_difference == paired_difference([0.0, 0.5, 1.0], [1.0, 0.5, 0.25])
 
 
@@ -56,10 +55,29 @@ def test_rows_present_in_one_run_only_count_as_outcome_changes() -> None:
         "test",
         [Row(0, 0, "completed", score=1.0), Row(1, 0, "completed", score=0.0), Row(2, 0, "completed")],
     )
-    comparison = compare(before, after)
-    assert [(c.key, c.outcome_changed) for c in comparison.changes] == [
+    comparison = compare_rows(before, after)
+    assert [(c.key, c.outcome_changed) for c in comparison.changes] == [(0, False), (1, True), (2, True)]
+    samples = compare(before, after)  # a regrade's pairing: the same answers, sample by sample
+    assert [(c.key, c.outcome_changed) for c in samples.changes] == [
         ((0, 0), False),
         ((1, 0), True),
         ((2, 0), True),
     ]
     assert comparison.mean_difference is not None and comparison.mean_difference.value == 0.0
+
+
+def test_rows_are_paired_as_rows_not_sample_by_sample_and_pass_at_k_is_compared() -> None:
+    before = Run("a", "eval", [Row(0, 0, "completed", score=1.0), Row(0, 1, "completed", score=0.0),
+                               Row(1, 0, "completed", score=0.0), Row(1, 1, "completed", score=0.0)])  # fmt: skip
+    after = Run("b", "eval", [Row(0, 0, "completed", score=0.0), Row(0, 1, "completed", score=1.0),
+                              Row(1, 0, "completed", score=1.0), Row(1, 1, "model_error")])  # fmt: skip
+    comparison = compare_rows(before, after)
+    first, second = comparison.changes
+    assert first.delta == 0.0 and not first.outcome_changed  # the same row, its draws in another order
+    assert (first.before.passed, first.after.passed) == (1, 1)  # type: ignore[union-attr]
+    assert second.delta == 1.0 and second.outcome_changed and second.after.samples == 2  # type: ignore[union-attr]
+    a, b = comparison.pass_at_k[1]
+    assert (a.value, b.value) == (0.25, 0.75)
+    document = comparison.to_dict()
+    assert document["rows_better"] == 1 and document["pass_at_k"]["1"]["difference"] == 0.5
+    assert [row["row"] for row in document["changed_rows"]] == [1]

@@ -339,6 +339,7 @@ def _report(
         outcome_line,
         print_comparison,
         print_summary,
+        run_member,
         write_json,
         write_structured,
     )
@@ -349,8 +350,9 @@ def _report(
     names = [fn.name for fn in eval_fns]
     primary = summarize(records[PRIMARY], names, model=args.model, pass_threshold=args.pass_threshold)
     baseline = comparison = None
-    print_summary(primary, quiet=args.quiet, title="Results")
+    # The summary table below has the primary model's figures; a baseline adds its own and the pairing.
     if BASELINE in records:
+        print_summary(primary, quiet=args.quiet, title="Results")
         baseline = summarize(records[BASELINE], names, model=args.baseline_model, model_tag=BASELINE,
                              pass_threshold=args.pass_threshold)  # fmt: skip
         comparison = compare(records[PRIMARY], records[BASELINE], names)
@@ -362,6 +364,9 @@ def _report(
         config["baseline_model"] = args.baseline_model
     everything = [r for tag_records in records.values() for r in tag_records]
     document = legacy_document(config, primary, everything, baseline=baseline, comparison=comparison)
+    document["run"] = run_member(args)
+    if samples_file is not None and samples_file.exists():
+        document["run"]["samples"] = str(samples_file)
     figures = show_summary(args, document, args.output or "osmosis eval")
     say(outcome_line(primary, baseline, planned) + getattr(args, "backend_note", ""), quiet=args.json)
     if args.output:

@@ -1,4 +1,4 @@
-"""``osmosis eval-rubric``: score a JSONL dataset with a rubric judge and report the statistics.
+"""``osmosis eval-rubric``: score a dataset (JSONL, CSV or Parquet) with a rubric judge and report the statistics.
 
 Exit status 1, with the reason on stderr, when the judgments do not pass the shared rule (see
 :mod:`osmosis_ai.cli.eval_rubric.session`); the report is written either way.
@@ -11,14 +11,20 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_ai.cli import output
-from osmosis_ai.cli.arguments import fraction
+from osmosis_ai.cli.arguments import finite_number, fraction
 from osmosis_ai.cli.eval_rubric.session import EvalRubricOptions, run_eval_rubric
 from osmosis_ai.cli.summary import Figures, add_summary_arguments, finish_run, show_summary
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-r", "--rubric", required=True, help="rubric id declared in the config")
-    parser.add_argument("-d", "--data", required=True, type=Path, help="JSONL dataset of records to score")
+    parser.add_argument(
+        "-d",
+        "--data",
+        required=True,
+        type=Path,
+        help="dataset of records to score (.jsonl, .csv or .parquet)",
+    )
     parser.add_argument("-n", "--number", type=int, default=1, help="evaluations per record (default: 1)")
     parser.add_argument(
         "-c",
@@ -55,6 +61,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="share of judgments (0-1) that may fail without failing the command (default 0); "
         "judgments lost to the provider or the network always fail it",
     )
+    parser.add_argument("--model", metavar="[PROVIDER/]MODEL",
+                        help="judge with this model instead of the config's model_info (e.g. openai/gpt-5-mini)")  # fmt: skip
+    parser.add_argument("--base-url", help="OpenAI-compatible base URL of the judge (the config's api_base)")
+    parser.add_argument("--api-key", help="API key of the judge (default: the provider's key variable)")
+    parser.add_argument("--pass-threshold", type=finite_number(), metavar="SCORE",
+                        help="a judgment passes (pass@k) when its score is at least this "
+                        "(default: the rubric's score_max, else 1.0)")  # fmt: skip
+    parser.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")
     add_summary_arguments(parser)
 
 
@@ -70,6 +84,11 @@ def run(args: argparse.Namespace) -> int:
         cache=args.cache,
         requests_per_minute=args.requests_per_minute,
         max_failure_rate=args.max_failure_rate,
+        model=args.model,
+        base_url=args.base_url,
+        api_key=args.api_key,
+        pass_threshold=args.pass_threshold,
+        quiet=args.quiet or args.json,
     )
     ended: list[tuple[Path, dict[str, Any], Figures | None]] = []
 

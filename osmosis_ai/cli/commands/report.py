@@ -3,7 +3,9 @@
 Each file is the output of ``rollout run -o``, ``test -o``, ``eval -o`` or ``eval-rubric -o``; the
 format is told by content. With several files, each later one is compared row by row with the
 first (``osmosis report before.jsonl after.jsonl``). The command prints each run's short summary
-(``--json``: one JSON object) and the path of the page.
+(``--json``: one JSON object) and the path of the page. ``--merge`` reads the files as the
+``--offset``/``--limit`` shards of one run and reports them as that run
+(:mod:`osmosis_ai.report.merge`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model", help="model name to price the tokens with, for files that do not record one"
     )
+    parser.add_argument("--merge", action="store_true",
+                        help="the files are shards of one eval/test run (--offset/--limit): report them as "
+                        "one run (refused for files of different runs or overlapping rows)")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print the summaries as one JSON object")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the path of the page")
 
@@ -35,6 +40,10 @@ def run(args: argparse.Namespace) -> int:
     from osmosis_ai.report.readers import read_results
 
     runs = [read_results(path) for path in args.results]
+    if args.merge:
+        from osmosis_ai.report.merge import merge_shards
+
+        runs = [merge_shards(runs)]
     for results in runs:
         if args.pass_threshold is not None:
             results.pass_threshold = args.pass_threshold
@@ -44,7 +53,10 @@ def run(args: argparse.Namespace) -> int:
     target = write_report(args.output, runs, title=args.title, summaries=summaries, flag="-o")
     if args.json:
         objects = [summary_object(r, s) for r, s in zip(runs, summaries, strict=True)]
-        print_json({"report": str(target), "runs": objects})
+        from osmosis_ai.report.figures import compare_rows
+
+        comparisons = [compare_rows(runs[0], later).to_dict() for later in runs[1:]]  # as the page compares
+        print_json({"report": str(target), "runs": objects, "comparisons": comparisons})
         return 0
     if not args.quiet:
         for results, summary in zip(runs, summaries, strict=True):

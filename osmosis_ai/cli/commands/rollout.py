@@ -357,11 +357,12 @@ async def _run_rollouts(
 
                 async def counted(result: Result) -> None:
                     record = result.record()  # committed to the journal by the engine before this
+                    record["model"] = args.model  # what the report prices the tokens with
                     tally.add_record(record)
                     if writer is not None:
                         # Written as soon as every earlier rollout is, in dataset order, by a writer thread.
                         await writer.put_record(sequence(result.item), record)
-                    advance()
+                    advance(score=result.reward if result.success else None, failed=not result.success)
 
                 await run_items(
                     work_items(
@@ -448,6 +449,7 @@ def run_figures(tally: RunTally, source: str, *, samples_per_row: int) -> Figure
         violations=tally.violations,
         drift_events=tally.drift.events,
         price=False,
+        dataset_rows=-(-tally.rollouts // samples_per_row),  # every row runs --n times
     )
     return Run(source, "rollout run", []), summary
 

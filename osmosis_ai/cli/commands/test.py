@@ -94,6 +94,7 @@ def _interrupted() -> int:
 
 async def _test(args: argparse.Namespace) -> int:
     from osmosis_ai.cli.backend import run_backend, worker_settings
+    from osmosis_ai.cli.eval.report import run_member
     from osmosis_ai.cli.loading import load_agent
     from osmosis_ai.evaluation.llm_client import ExternalLLMClient
     from osmosis_ai.models.concurrency import AdaptiveLimit, observer_of
@@ -130,7 +131,7 @@ async def _test(args: argparse.Namespace) -> int:
 
         def show(result: Result) -> None:
             results.append(result)
-            advance()
+            advance(score=result.reward if result.success else None, failed=not result.success)
             if bar and result.success:
                 return
             attempt = result.attempt
@@ -175,14 +176,9 @@ async def _test(args: argparse.Namespace) -> int:
     duration = sum(r.attempt.duration_ms for r in results)
     tokens = sum(r.attempt.tokens for r in results)
     retries = sum(r.attempt.retries for r in results)
-    say(quiet=args.quiet, line="")
-    say(quiet=args.quiet, line="Summary:")
-    say(quiet=args.quiet, line=f"  Duration: {format_duration(duration)}")
-    say(quiet=args.quiet, line=f"  Total tokens: {tokens:,}")
+    # One summary: the table below (outcomes, reward, latency, tokens); what it has no row for here.
     if retries:
-        say(quiet=args.quiet, line=f"  Retried model calls: {retries} (transient provider failures)")
-    if stop is not None:
-        say(quiet=args.quiet, line=f"  Stopped early: {stop}")
+        say(quiet=args.quiet, line=f"Retried model calls: {retries} (transient provider failures)")
     line = counts.describe("row")
     rewards = [r.reward for r in results if r.success and r.reward is not None]
     if rewards:
@@ -203,6 +199,8 @@ async def _test(args: argparse.Namespace) -> int:
             "stop_reason": stop,
         },
         "results": [r.record() for r in results],
+        "model": args.model,
+        "run": run_member(args),
     }
     source = str(output or "osmosis test")
     figures = show_summary(args, document, source)

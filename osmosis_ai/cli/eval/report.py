@@ -58,6 +58,15 @@ def outcome_line(primary: ModelSummary, baseline: ModelSummary | None, planned: 
     return line
 
 
+def run_member(args: Any) -> dict[str, Any]:
+    """The ``run`` member of a ``test``/``eval`` ``-o`` file: the dataset and agent, and the rows
+    selected, so ``osmosis report --merge`` can tell the shards of one run from other runs."""
+    from osmosis_ai.cli.loading import agent_spec
+
+    return {"dataset": str(Path(args.dataset).resolve()), "agent": agent_spec(args),
+            "offset": args.offset, "limit": args.limit}  # fmt: skip
+
+
 def write_json(path: Path, document: Any, *, flag: str) -> None:
     """``document`` as indented JSON at ``path``, by the one output writer (parents created)."""
     write_output(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n", flag=flag)

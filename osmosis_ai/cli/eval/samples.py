@@ -29,7 +29,8 @@ def describe_sample(result: Result, tagged: bool) -> str:
     attempt = result.attempt
     tag = f"[{result.item.model_tag}] " if tagged else ""
     status = "OK" if result.outcome is Outcome.COMPLETED else f"FAILED [{result.outcome.value}]"
-    line = f"{tag}{status} ({format_duration(attempt.duration_ms)}, {attempt.tokens:,} tokens)"
+    where = f"row {result.item.row_index} run {result.item.sample_index}"
+    line = f"{tag}{where}: {status} ({format_duration(attempt.duration_ms)}, {attempt.tokens:,} tokens)"
     if result.scores:
         line += " [" + ", ".join(f"{name}={score:.3f}" for name, score in result.scores.items()) + "]"
     error = attempt.error or "; ".join(f"{k}: {v}" for k, v in result.score_errors.items())
@@ -72,7 +73,7 @@ async def run_samples(
 
 
 def progress_reporter(
-    *, total: int, done: int, quiet: bool, tagged: bool, advance: Callable[[], None], bar: bool
+    *, total: int, done: int, quiet: bool, tagged: bool, advance: output.ProgressStep, bar: bool
 ) -> Callable[[Result], None]:
     """What happens as each sample is committed: the bar moves on a terminal; piped, one plain line.
 
@@ -85,7 +86,9 @@ def progress_reporter(
             return
         count += 1
         if bar:
-            advance()
+            completed = result.outcome is Outcome.COMPLETED
+            first = next(iter(result.scores.values()), None) if completed else None
+            advance(score=first, failed=not completed)
         elif not quiet:
             output.say(f"[{count}/{total}] {describe_sample(result, tagged)}", quiet=False)
 

@@ -1,4 +1,4 @@
-"""Rubric datasets (``*.jsonl``): one JSON object per line, read line by line.
+"""Rubric datasets: JSON lines (one object per line), CSV or Parquet (one record per row), read one at a time.
 
 Every line needs a non-blank ``solution_str`` (even lines for other rubrics). Optional fields:
 ``rubric_id`` (selects records, case-insensitively), ``conversation_id`` (display label), ``id``,
@@ -42,7 +42,9 @@ class RubricRecord:
 def _objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line number, object)`` for each non-blank line of ``path``, read by the shared reader."""
     try:
-        for raw in iter_raw(path, format="jsonl"):
+        # .csv and .parquet by the shared reader's formats; any other name is read as JSON lines
+        kind = path.suffix.lower().lstrip(".") if path.suffix.lower() in (".csv", ".parquet") else "jsonl"
+        for raw in iter_raw(path, format=kind):
             line = raw.line or raw.index + 1
             if not isinstance(raw.value, dict):
                 raise CLIError(f"{path}:{line}: expected a JSON object, got {type(raw.value).__name__}")

@@ -309,8 +309,8 @@ class RubricEvaluationEngine:
 
             async def judge(job: tuple[RecordResult, int]) -> None:
                 result, run = job
-                result.runs[run] = await self.run_once(config, result.record, run + 1)
-                advance()
+                judged = result.runs[run] = await self.run_once(config, result.record, run + 1)
+                advance(score=judged.score, failed=judged.status != "success")
 
             await run_bounded(jobs, judge, concurrency=self.concurrency)
         return results

@@ -16,6 +16,7 @@ from typing import Any
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.eval_rubric.config import RubricConfig
 from osmosis_ai.cli.eval_rubric.engine import EvaluationRun, RecordResult, compute_statistics
+from osmosis_ai.cli.output import one_line
 from osmosis_ai.cli.output_file import OutputPathError, check_output, write_output
 from osmosis_ai.evaluation.outcome import Outcome, OutcomeCounts
 
@@ -41,6 +42,7 @@ class ReportContext:
     number: int
     output_identifier: str | None = None
     baseline: Baseline | None = None
+    pass_threshold: float = 1.0
 
 
 def load_baseline(path: Path) -> Baseline:
@@ -100,46 +102,27 @@ def overall_statistics(results: list[RecordResult]) -> dict[str, Any]:
 # -- text report ----------------------------------------------------------------------------------
 
 
-def _detail(name: str, value: str) -> list[str]:
-    first, *rest = value.splitlines() or [""]
-    return [f"    {name}: {first}", *(f"      {line}" for line in rest)]
-
-
-def _run_lines(run: EvaluationRun) -> list[str]:
-    cached = " (cached: the stored verdict of an identical earlier judgment)" if run.cached else ""
-    lines = [f"  Run {run.run_index:02d} [{run.status.upper()}]{cached}"]
-    if run.outcome is not Outcome.COMPLETED:
-        lines += _detail("outcome", run.outcome.value)
-    if run.status == "success":
-        lines += _detail("score", "n/a" if run.score is None else f"{run.score:.4f}")
-        if run.preview:
-            lines += _detail("preview", run.preview)
-        lines += _detail("explanation", run.explanation or "(no explanation provided)")
+def _run_line(label: str, run: EvaluationRun) -> str:
+    """One judgment on one line: its score (or why it failed), duration and explanation, flattened."""
+    cached = ", cached" if run.cached else ""
+    head = f"[{label}] run {run.run_index:02d}: "
+    if run.status == "success" and run.outcome is Outcome.COMPLETED:
+        head += "n/a" if run.score is None else f"{run.score:.4f}"
+        text = run.explanation or "(no explanation provided)"
     else:
-        lines += _detail("error", run.error or "(no error message)")
-        if run.preview:
-            lines += _detail("preview", run.preview)
-        if run.explanation:
-            lines += _detail("explanation", run.explanation)
-    return [*lines, f"    duration: {run.duration_seconds:.2f}s"]
+        head += f"FAILED [{run.outcome.value}]"
+        text = run.error or "(no error message)"
+    return f"{head} ({run.duration_seconds:.2f}s{cached}) - {one_line(text, 160)}"
 
 
-def _summary_lines(statistics: Mapping[str, Any]) -> list[str]:
-    lines = [
-        "  Summary:",
-        f"    total: {statistics['total_runs']}",
-        f"    successes: {statistics['success_count']}",
-        f"    failures: {statistics['failure_count']}",
-    ]
+def _record_line(label: str, statistics: Mapping[str, Any]) -> str:
+    line = f"[{label}] {statistics['success_count']} of {statistics['total_runs']} judged"
     if statistics["success_count"]:
-        return [
-            *lines,
-            f"    average: {statistics['average']:.4f}",
-            f"    variance: {statistics['variance']:.6f}",
-            f"    stdev: {statistics['stdev']:.4f}",
-            f"    min/max: {statistics['min']:.4f}/{statistics['max']:.4f}",
-        ]
-    return [*lines, "    average: n/a", "    variance: n/a", "    stdev: n/a", "    min/max: n/a"]
+        line += (
+            f": mean {statistics['average']:.4f} (stdev {statistics['stdev']:.4f}, "
+            f"min {statistics['min']:.4f}, max {statistics['max']:.4f})"
+        )
+    return line
 
 
 def _format_value(key: str, value: float, *, signed: bool = False) -> str:
@@ -156,20 +139,14 @@ def render_text_report(results: list[RecordResult], context: ReportContext) -> l
     model = str(info.get("model") or "").strip() or "<unspecified>"
     lines = [
         f"Rubric '{context.config.rubric_id}' ({context.config.source_label}) -> provider '{provider}' model '{model}'",
-        f"Loaded {len(results)} matching record(s) from {context.data_path}",
-        f"Running {context.number} evaluation(s) per record",
-        "",
+        f"Loaded {len(results)} matching record(s) from {context.data_path}; "
+        f"{context.number} evaluation(s) per record",
     ]
     for result in results:
-        lines.append(f"[{result.label}]")
-        for index, run in enumerate(result.runs):
-            if index:
-                lines.append("")
-            lines += _run_lines(run)
+        lines += [_run_line(result.label, run) for run in result.runs]
         statistics = compute_statistics(result.runs)
-        if len(result.runs) > 1 or statistics["failure_count"]:
-            lines += ["", *_summary_lines(statistics)]
-        lines.append("")
+        if len(result.runs) > 1:
+            lines.append(_record_line(result.label, statistics))
     if context.baseline is not None:
         current = overall_statistics(results)
         lines.append(f"Baseline comparison (source: {context.baseline.source_path}):")
@@ -213,6 +190,7 @@ def build_json_report(results: list[RecordResult], context: ReportContext) -> di
         "provider": context.config.model_info.get("provider"),
         "model": context.config.model_info.get("model"),
         "number": context.number,
+        "pass_threshold": context.pass_threshold,
         "config_path": str(context.config_path),
         "data_path": str(context.data_path),
         "overall_statistics": overall,

@@ -23,7 +23,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,28 @@ class EvalRubricOptions:
     requests_per_minute: float | None = None
     progress: bool | None = None
     max_failure_rate: float = 0.0
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    pass_threshold: float | None = None
+    quiet: bool = False
+
+
+def with_overrides(config: RubricConfig, options: EvalRubricOptions) -> RubricConfig:
+    """The rubric's judge as the command line names it: ``--model [provider/]name``, ``--base-url``
+    and ``--api-key`` take the place of the YAML's ``model_info`` values, which stay otherwise."""
+    info = dict(config.model_info)
+    if options.model:
+        provider, slash, name = options.model.partition("/")
+        if slash and name:
+            info["provider"], info["model"] = provider, name
+        else:
+            info["model"] = options.model
+    if options.base_url:
+        info["api_base"] = options.base_url
+    if options.api_key:
+        info["api_key"] = options.api_key
+    return replace(config, model_info=info)
 
 
 def cache_root() -> Path:
@@ -171,7 +193,7 @@ def run_eval_rubric(
         raise CLIError(f"--requests-per-minute must be positive, got {options.requests_per_minute}")
     data_path = _existing_file(options.data_path, "Dataset")
     config_path = locate_config(options.config_path, data_path)
-    config = lookup_rubric(config_path, rubric_id)
+    config = with_overrides(lookup_rubric(config_path, rubric_id), options)
     ensure_api_key_available(config.model_info)
     records = load_records(data_path, rubric_id)
     baseline = load_baseline(options.baseline_path.expanduser()) if options.baseline_path else None
@@ -181,19 +203,26 @@ def run_eval_rubric(
     import_litellm()  # seconds of import, paid before the clock of the first run starts
     limiter = RateLimiter(options.requests_per_minute) if options.requests_per_minute else None
     engine = RubricEvaluationEngine(
-        concurrency=options.concurrency, progress=options.progress, cache=options.cache, rate_limiter=limiter
+        concurrency=options.concurrency,
+        progress=False if options.quiet else options.progress,
+        cache=options.cache,
+        rate_limiter=limiter,
     )
     results = asyncio.run(engine.run(config, records, options.number))
 
-    context = ReportContext(config, config_path, data_path, options.number, identifier, baseline)
-    for line in render_text_report(results, context):
+    threshold = options.pass_threshold
+    if threshold is None:  # a judgment passes at the rubric's full marks
+        threshold = config.score_max if config.score_max is not None else 1.0
+    context = ReportContext(config, config_path, data_path, options.number, identifier, baseline, threshold)
+    for line in [] if options.quiet else render_text_report(results, context):
         emit(line)
     document = build_json_report(results, context)
     try:
         write_json_atomic(report_path, document)
     except OutputPathError as exc:
         raise CLIError(f"Cannot write report {report_path}: {exc.reason}") from exc
-    emit(f"Wrote evaluation results to {report_path}")
+    if not options.quiet:
+        emit(f"Wrote evaluation results to {report_path}")
     if on_report is not None:
         on_report(report_path, document)
     counts = outcome_counts(results)

@@ -216,10 +216,10 @@ def _prepare(
             )
     validation = _validated(agent_loop) if validate else None
     key = None if local_debug else (config.api_key or generate_api_key())
-    outbox = _checked_outbox(config.server.outbox_path or default_outbox_path(port))
-    state = _checked_state(config.state, outbox, workers)
-    sock = _bind(host, port)
+    sock = _bind(host, port)  # before the outbox: a server that cannot listen leaves no file behind
     try:
+        outbox = _checked_outbox(config.server.outbox_path or default_outbox_path(port))
+        state = _checked_state(config.state, outbox, workers)
         session_dir = _session_debug_dir(config.debug_dir)
     except BaseException:
         sock.close()

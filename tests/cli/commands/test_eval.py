@@ -43,8 +43,12 @@ def test_scores_pass_at_k_and_resume(openai_server: OpenAIServer, tmp_path: Path
     result = _eval(openai_server.url, data, tmp_path, "--n", "3", "--batch-size", "4",
                    "--eval-fn", "tests.support.evals:turns", "-o", str(out))  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert "tests.support.evals:exact: mean 0.500 [" in result.stdout
-    assert "  pass@3: 0.500 [" in result.stdout
+    table = result.stdout.split("Summary (eval: ", 1)[1]  # one summary, every eval function in it
+    assert "samples                           12 (4 rows x 3): completed 12" in table
+    assert "mean tests.support.evals:exact    0.500 [" in table
+    assert "pass@3 tests.support.evals:exact  0.500 [" in table
+    assert "mean tests.support.evals:turns    3.000 [" in table
+    assert "Results (" not in result.stdout
     assert result.stdout.endswith("12 runs: 12 completed (100.0%)\n")
     document = json.loads(out.read_text())
     summary = document["summary"]["eval_fns"]["tests.support.evals:exact"]
@@ -72,7 +76,7 @@ def test_a_changed_dataset_is_refused_and_fresh_starts_over(
     before = len(openai_server.requests)
     result = _eval(openai_server.url, data, tmp_path, "--fresh")
     assert result.returncode == 0, result.stderr  # a score of 0 is a score: the run completed
-    assert "tests.support.evals:exact: mean 0.000" in result.stdout
+    assert "mean tests.support.evals:exact  0.000 [" in result.stdout
     assert len(openai_server.requests) == before + 2  # preflight and the run, again
     assert len(list(tmp_path.glob("journal.sqlite.*.bak"))) == 1
 
@@ -210,7 +214,9 @@ def test_a_baseline_gets_its_own_summary_and_a_paired_comparison(
     )
     assert "  tests.support.evals:exact: +1.000 [+1.000, +1.000] over 3 rows" in result.stdout
     assert result.stdout.endswith("6 runs: 6 completed (100.0%); baseline 6 runs: 6 completed (100.0%)\n")
-    assert "[12/12] " in result.stdout and "] [baseline] OK (" in result.stdout  # piped: a line per run
+    assert (
+        "[12/12] " in result.stdout and "] [baseline] row 2 run 1: OK (" in result.stdout
+    )  # piped: a line per run
     models = [r.json["model"] for r in openai_server.requests]
     assert models.count("m") == models.count("b") == 7  # a preflight each, then 3 rows x 2 runs each
     document = json.loads(out.read_text())
@@ -264,7 +270,7 @@ def test_the_output_file_has_the_0_2_layout(openai_server: OpenAIServer, tmp_pat
     assert result.returncode == 0, result.stderr
     assert_summary_table_matches(result.stdout, out, "4 runs: 4 completed")
     document = json.loads(out.read_text())
-    assert list(document) == ["config", "summary", "rows"]
+    assert list(document) == ["config", "summary", "rows", "run"]  # 0.2's three, then what names the shard
     assert document["config"] == {"model": "m", "n_runs": 2, "pass_threshold": 1.0,
                                   "eval_fns": ["tests.support.evals:exact"]}  # fmt: skip
     summary = document["summary"]

@@ -75,10 +75,12 @@ def test_eval_rubric_end_to_end(openai_server: OpenAIServer, tmp_path: Path, hom
         out.startswith("Rubric 'tone' (")
         and "-> provider 'openai' model 'local-judge'" in out.splitlines()[0]
     )
-    assert "Loaded 2 matching record(s) from data.jsonl" in out
-    assert "[c1]\n  Run 01 [SUCCESS]\n    score: 0.5000" in out
-    assert "    explanation: line one\n      line two" in out
-    assert "[record[2]]" in out and "  Summary:" in out
+    assert "Loaded 2 matching record(s) from data.jsonl; 2 evaluation(s) per record" in out
+    assert "\n[c1] run 01: 0.5000 (" in out and "s) - line one line two\n" in out  # a judgment a line
+    assert "\n[c1] 2 of 2 judged: mean 0.7500 (stdev " in out
+    assert "[record[2]] run 02: " in out
+    # header 2, judgments 4 and a mean per record 2, baseline 6, the file written 1
+    assert len(out.split("Summary (eval-rubric: ")[0].splitlines()) == 15
     assert "Baseline comparison (source: base.json):" in out
     assert f"Wrote evaluation results to {report}" in out
     assert out.endswith("4 judgments: 4 completed (100.0%)\n")
@@ -118,9 +120,7 @@ def test_eval_rubric_default_report_location_and_failures(
     # Nothing was judged: the report is written, and the command fails with the reason.
     assert result.returncode == 1
     assert result.stderr == "Error: the judgment failed (model_error 1)\n"
-    assert (
-        "Run 01 [ERROR]\n    outcome: model_error" in result.stdout and "scripted error 400" in result.stdout
-    )
+    assert "] run 01: FAILED [model_error] (" in result.stdout and "scripted error 400" in result.stdout
     assert result.stdout.endswith("1 judgment: 0 completed (0.0%), model_error 1\n")
     (report,) = (home / ".cache" / "osmosis" / "rubric" / "tone").glob("rubric_eval_result_*.json")
     document = json.loads(report.read_text(encoding="utf-8"))
@@ -206,7 +206,7 @@ def test_eval_rubric_report_write_failure_keeps_the_text_report(
     report = out / "report.json"
     result = cli("eval-rubric", "-r", "tone", "-d", "data.jsonl", "-o", str(report), cwd=tmp_path, home=home)
     assert result.returncode == 1
-    assert "Run 01 [SUCCESS]\n    score: 0.5000\n    preview: hi\n    explanation: kept" in result.stdout
+    assert "[record[1]] run 01: 0.5000 (" in result.stdout and "s) - kept\n" in result.stdout
     assert "Wrote evaluation results" not in result.stdout
     assert result.stderr.startswith(f"Error: Cannot write report {report}: "), result.stderr
     assert "Traceback" not in result.stderr
@@ -251,7 +251,7 @@ def test_eval_rubric_repeats_served_from_the_cache_are_marked(
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert len(openai_server.requests) == 1
-    assert result.stdout.count("[SUCCESS] (cached: the stored verdict of an identical earlier judgment)") == 2
+    assert result.stdout.count("s, cached) - ") == 2
     assert result.stdout.endswith("3 judgments: 3 completed (100.0%); 2 served from the judgment cache\n")
     runs = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["records"][0]["runs"]
     assert [run["cached"] for run in runs] == [False, True, True]

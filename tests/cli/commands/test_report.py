@@ -29,7 +29,7 @@ def test_report_writes_one_page_and_prints_the_summary(runs: tuple[Path, Path], 
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"Summary (rollout run: {runs[0]})"
-    assert "8: completed 6, agent_error 2" in result.stdout
+    assert "8 (4 rows x 2): completed 6, agent_error 2" in result.stdout
     assert "mean reward              0.583 [" in result.stdout and "pass@2" in result.stdout
     assert lines[-1].startswith(f"Wrote {page} (") and lines[-1].endswith(" KB)")
     html = page.read_text()
@@ -45,6 +45,11 @@ def test_two_files_are_compared_and_json_is_one_object(runs: tuple[Path, Path], 
     assert [(r["kind"], r["rows"], r["completed"]) for r in document["runs"]] == [("rollout run", 8, 6)] * 2
     assert round(document["runs"][1]["mean_score"]["value"], 3) == 0.5
     assert 'id="comparison-1"' in page.read_text()
+    [comparison] = document["comparisons"]  # B against A, as on the page
+    assert (comparison["before"], comparison["after"]) == tuple(map(str, runs))
+    assert {"mean_difference", "rows_better", "rows_worse", "outcome_changes", "pass_at_k"} <= set(comparison)
+    assert set(comparison["pass_at_k"]) == {"1", "2"}
+    assert all(isinstance(row["row"], int) for row in comparison["changed_rows"])
 
 
 @pytest.mark.parametrize(

@@ -123,6 +123,7 @@ def test_a_busy_port_is_refused_before_anything_starts(tmp_path: Path, monkeypat
                 debug_dir=str(tmp_path),
             )
     assert started == []
+    assert not (tmp_path / "osmosis").exists()  # no outbox file, no trace directory left behind
 
 
 def test_reload_cannot_carry_lifespan_hooks():
