@@ -163,6 +163,13 @@ def serve_agent_loop(
     if workers > 1:
         _serve_workers(portable, config, sock, workers, started.agent_loop_name, options, on_worker_start)
         return
+    _serve_app(agent_loop, config, sock, options)
+
+
+def _serve_app(
+    agent_loop: RolloutAgentLoop, config: ServerConfig, sock: socket.socket, options: dict[str, Any]
+) -> None:
+    """The app built from ``config`` and served on ``sock`` until it stops (one server, or one worker)."""
     from osmosis_ai.rollout.server.app import create_app
     from osmosis_ai.rollout.server.runner import run_app
 
@@ -484,8 +491,6 @@ def _serve_worker(
     figures: Any,
 ) -> None:
     """One worker process of :func:`_serve_workers`: the app rebuilt and served on the shared socket."""
-    from osmosis_ai.rollout.server.app import create_app
-    from osmosis_ai.rollout.server.runner import run_app
     from osmosis_ai.rollout.server.workers import WorkerSlot, worker_outbox
 
     if on_worker_start is not None:
@@ -497,16 +502,7 @@ def _serve_worker(
         server=config.server.model_copy(update={"outbox_path": outbox}),
         worker=WorkerSlot(figures, index, workers),
     )
-    app = create_app(agent_loop, config=config)
-    assert config.host is not None and config.port is not None
-    run_app(
-        app,
-        host=config.host,
-        port=config.port,
-        sock=sock,
-        header_timeout_seconds=config.server.header_timeout_seconds,
-        **options,
-    )
+    _serve_app(agent_loop, config, sock, options)
 
 
 def _run_with_reload(

@@ -22,6 +22,7 @@ FAST_CALLBACKS = {
     "OSMOSIS_ROLLOUT_CLIENT_RETRY_BASE_DELAY": "0.1",
     "OSMOSIS_ROLLOUT_CLIENT_RETRY_MAX_DELAY": "1",
     "OSMOSIS_ROLLOUT_SERVER_SHUTDOWN_GRACE_SECONDS": "0",
+    "OSMOSIS_ROLLOUT_SERVER_MAX_HEADERS": "40",  # the server's own cap, not the default, reaches every worker
 }
 
 
@@ -54,6 +55,7 @@ def test_two_workers_serve_one_port_dedupe_survive_a_sigkill_and_drain_on_sigter
     try:
         workers.wait_ready(timeout=30)
         pids = repeated_init_runs_once(workers, trainer)
+        heads_are_capped_in_every_worker(workers)
         pids |= sigkilled_worker_loses_no_report(workers, trainer)
         workers.proc.send_signal(signal.SIGTERM)
         out, err = workers.proc.communicate(timeout=60)
@@ -63,6 +65,12 @@ def test_two_workers_serve_one_port_dedupe_survive_a_sigkill_and_drain_on_sigter
     assert "stopping 2 workers (draining)" in err and err.count("Application shutdown complete") == 2
     assert not any(alive(pid) for pid in pids)
     assert "Workers: 2" in out
+
+
+def heads_are_capped_in_every_worker(workers: ServeProcess) -> None:
+    crowded = {f"x-filler-{i}": "1" for i in range(60)}  # past the configured 40, within the default 100
+    with httpx.Client(timeout=5, limits=httpx.Limits(max_keepalive_connections=0)) as http:
+        assert {http.get(f"{workers.url}/health", headers=crowded).status_code for _ in range(8)} == {431}
 
 
 def repeated_init_runs_once(workers: ServeProcess, trainer: TrainerStandIn) -> set[int]:
