@@ -9,11 +9,18 @@ workers, ``--batch-size`` shared between them) joining a local Ray this process 
 cost is reported apart: starting and stopping the local instance (``ray.init(num_cpus=2)``,
 ``ray.shutdown()``), and the workers' start and stop inside each command (the wall time of a
 1-row run). Each run's ratio is ideal / measured, the ideal being ``rows x n x latency / batch size``.
+
+Then ``osmosis reward score`` of ``--reward-rows`` answers with the reward of
+``benchmarks/reward_runtime.py`` that spends ~1 ms of CPU: the local pool (``--workers 2``) against
+Ray's two workers, each scoring in a reward runtime of one worker process.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import json
 import os
 import tempfile
 import time
@@ -21,6 +28,21 @@ from pathlib import Path
 
 from benchmarks.eval_throughput import _dataset, run_eval
 from benchmarks.openai_stub import StubProcess
+from benchmarks.reward_runtime import BUSY
+
+
+def run_reward_score(folder: Path, dataset: Path, label: str, *extra: str) -> float:
+    """Wall seconds of one ``osmosis reward score`` of ``dataset`` with the 1 ms reward."""
+    from osmosis_ai.cli.main import main
+
+    argv = ["reward", "score", "-f", BUSY, "-d", str(dataset), "--journal", str(folder / f"score-{label}.sqlite"),
+            "-q", *extra]  # fmt: skip
+    started = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        status = main(argv)
+    if status != 0:
+        raise RuntimeError(f"osmosis reward score exited {status}")
+    return time.perf_counter() - started
 
 
 def main() -> None:
@@ -29,6 +51,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--latency", type=float, default=0.1, help="the provider's seconds per answer")
+    parser.add_argument("--reward-rows", type=int, default=4000, help="answers for the reward score case")
     args = parser.parse_args()
     import ray
 
@@ -53,6 +76,12 @@ def main() -> None:
             local = run_eval(api_base, dataset, folder / "local.sqlite", n=args.n, batch_size=args.batch_size)
             on_ray = run_eval(api_base, dataset, folder / "ray.sqlite", n=args.n, batch_size=args.batch_size,
                               extra=ray_options)  # fmt: skip
+            answers = folder / "answers.jsonl"
+            answers.write_text("".join(json.dumps({"solution_str": str(i % 7), "ground_truth": "3"}) + "\n"
+                                       for i in range(args.reward_rows)))  # fmt: skip
+            run_reward_score(folder, warm_answers(folder), "warm-pool", "--workers", "2")
+            pool = run_reward_score(folder, answers, "pool", "--workers", "2")
+            scored_on_ray = run_reward_score(folder, answers, "ray", "--workers", "1", *ray_options)
         finally:
             started = time.perf_counter()
             ray.shutdown()
@@ -69,6 +98,16 @@ def main() -> None:
           f"driver CPU {on_ray[1]:.2f} s of {on_ray[0]:.2f} s; load average {os.getloadavg()[0]:.1f}")  # fmt: skip
     print(f"Ray's own cost: local instance start {init:.2f} s, stop {shutdown:.2f} s; a command's workers "
           f"start and stop (a 1-row run) {workers[0]:.2f} s, counted in the Ray run above")  # fmt: skip
+    print(f"osmosis reward score, {args.reward_rows:,} answers, a reward spending ~1 ms of CPU: local pool "
+          f"(2 workers) {pool:.2f} s, Ray (2 workers x 1) {scored_on_ray:.2f} s: Ray {pool / scored_on_ray:.2f}x "
+          "the local pool")  # fmt: skip
+
+
+def warm_answers(folder: Path) -> Path:
+    """A few answers to start the reward runtime's imports once before anything is timed."""
+    path = folder / "warm-answers.jsonl"
+    path.write_text("".join(json.dumps({"solution_str": "3", "ground_truth": "3"}) + "\n" for _ in range(8)))
+    return path
 
 
 if __name__ == "__main__":
