@@ -21,9 +21,9 @@ from osmosis_ai.evaluation.journal import BASELINE, PRIMARY, SampleRecord
 from osmosis_ai.evaluation.outcome import Outcome, OutcomeCounts
 from osmosis_ai.evaluation.statistics import (
     Estimate,
-    bootstrap_interval,
+    bootstrap_means,
     paired_difference,
-    pass_at_k_table,
+    pass_at_k_by_row,
 )
 
 
@@ -101,12 +101,16 @@ def _fn_summary(by_row: Mapping[int, Sequence[float]], pass_threshold: float) ->
         return None
     everything = [score for scores in by_row.values() for score in scores]
     passes = [[score >= pass_threshold for score in scores] for scores in by_row.values()]
+    # The mean and every pass@k in one resampling: the same draws of rows, and half the end-of-run cost.
+    ks = range(1, min(len(samples) for samples in passes) + 1)
+    columns = [[fmean(scores) for scores in by_row.values()], *(pass_at_k_by_row(passes, k) for k in ks)]
+    mean, *pass_at_k = bootstrap_means(columns)
     return FnSummary(
-        mean=bootstrap_interval([fmean(scores) for scores in by_row.values()]),
+        mean=mean,
         std=pstdev(everything),
         low=min(everything),
         high=max(everything),
-        pass_at_k=pass_at_k_table(passes),
+        pass_at_k=dict(zip(ks, pass_at_k, strict=True)),
         rows=len(by_row),
         runs=len(everything),
     )
