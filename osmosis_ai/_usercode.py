@@ -111,13 +111,15 @@ class _Call:
         self.dropped = False  # the caller stopped waiting: skip it if it is still queued
         self.state = QUEUED
 
-    def run(self) -> None:
+    def run(self) -> tuple[bool, Any]:
         try:
-            ok, value = True, self.function(*self.args, **self.kwargs)
+            return True, self.function(*self.args, **self.kwargs)
         except Exception as exc:
-            ok, value = False, exc
+            return False, exc
         except BaseException as exc:  # SystemExit in a worker thread would end only that thread
-            ok, value = False, UserCodeRaised(exc)
+            return False, UserCodeRaised(exc)
+
+    def settle(self, ok: bool, value: Any) -> None:
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for this result any more
             self.loop.call_soon_threadsafe(_settle, self.future, ok, value)
 
@@ -180,12 +182,15 @@ class UserThreads:
 
     def _serve(self) -> None:
         while (job := self._next()) is not None:
-            job.run()
+            ok, value = job.run()
+            # Marked done before its caller can hear of it, so that the caller's exit never takes a
+            # finished call for one it gave up on.
             with self._lock:
                 if job.state == ABANDONED:  # its place was given back: this thread is one too many
                     return
                 job.state = DONE
-            del job  # a thread waiting for work must not keep the last call's arguments alive
+            job.settle(ok, value)
+            del job, value  # a thread waiting for work must not keep the last call's objects alive
 
     def _next(self) -> _Call | None:
         with self._lock:

@@ -129,6 +129,12 @@ async def test_a_hung_call_its_caller_gave_up_on_gives_its_thread_back() -> None
         release.set()
 
 
+async def test_calls_one_after_another_keep_one_thread() -> None:
+    threads = UserThreads(4)
+    used = {await threads.call(threading.get_ident) for _ in range(200)}
+    assert len(used) == 1  # a finished call is never taken for one its caller gave up on
+
+
 async def test_never_more_threads_than_the_limit() -> None:
     threads = UserThreads(3)
     lock = threading.Lock()
