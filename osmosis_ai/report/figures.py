@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from osmosis_ai.evaluation.outcome import Outcome
 from osmosis_ai.evaluation.statistics import (
@@ -189,22 +189,37 @@ class RowChange:
 
     @property
     def delta(self) -> float | None:
-        before = self.before.scored_value if self.before else None
-        after = self.after.scored_value if self.after else None
-        return None if before is None or after is None else after - before
+        return _difference(
+            self.before.scored_value if self.before else None, self.after.scored_value if self.after else None
+        )
 
     @property
     def outcome_changed(self) -> bool:
         return (self.before and self.before.outcome) != (self.after and self.after.outcome)
 
 
+def _difference(before: float | None, after: float | None) -> float | None:
+    return None if before is None or after is None else after - before
+
+
+class _Change(Protocol):
+    @property
+    def delta(self) -> float | None: ...
+
+    @property
+    def outcome_changed(self) -> bool: ...
+
+
+ChangeT = TypeVar("ChangeT", bound=_Change)
+
+
 @dataclass
-class Comparison:
-    """Run ``after`` against run ``before``, row by row."""
+class _Changes(Generic[ChangeT]):
+    """Run ``after`` against run ``before``: the changes, their mean difference and their tallies."""
 
     before: Run
     after: Run
-    changes: list[RowChange] = field(default_factory=list)
+    changes: list[ChangeT] = field(default_factory=list)
     mean_difference: Estimate | None = None
 
     @property
@@ -218,6 +233,11 @@ class Comparison:
     @property
     def outcome_changes(self) -> int:
         return sum(1 for c in self.changes if c.outcome_changed)
+
+
+@dataclass
+class Comparison(_Changes[RowChange]):
+    """Run ``after`` against run ``before``, ``(row, sample)`` against ``(row, sample)``."""
 
 
 def compare(before: Run, after: Run) -> Comparison:
@@ -281,9 +301,7 @@ class RowDelta:
 
     @property
     def delta(self) -> float | None:
-        before = self.before.mean if self.before else None
-        after = self.after.mean if self.after else None
-        return None if before is None or after is None else after - before
+        return _difference(self.before.mean if self.before else None, self.after.mean if self.after else None)
 
     @property
     def outcome_changed(self) -> bool:
@@ -295,27 +313,11 @@ class RowDelta:
 
 
 @dataclass
-class RowComparison:
+class RowComparison(_Changes[RowDelta]):
     """Run ``after`` against run ``before``, dataset row against dataset row."""
 
-    before: Run
-    after: Run
-    changes: list[RowDelta] = field(default_factory=list)
-    mean_difference: Estimate | None = None
     # k -> (before, after): the pass@k of each run, for every k both have
     pass_at_k: dict[int, tuple[Estimate, Estimate]] = field(default_factory=dict)
-
-    @property
-    def improved(self) -> int:
-        return sum(1 for c in self.changes if c.delta is not None and c.delta > 0)
-
-    @property
-    def worse(self) -> int:
-        return sum(1 for c in self.changes if c.delta is not None and c.delta < 0)
-
-    @property
-    def outcome_changes(self) -> int:
-        return sum(1 for c in self.changes if c.outcome_changed)
 
     def to_dict(self) -> dict[str, Any]:
         """The comparison as JSON: its figures, pass@k side by side, and the rows that changed."""
