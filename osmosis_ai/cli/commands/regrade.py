@@ -13,6 +13,9 @@ the grader cannot score (no final messages, no ground truth) is refused by row, 
 answer whose run failed before it was scored keeps its outcome. ``-r K`` scores each answer K times
 (journal tags ``repeat-1``...), for the grader's variance; with ``--rubric --cache`` only the first
 scoring may come from the judgment cache, never a repeat (a cached judgment would hide the variance).
+``--concurrency N`` answers are scored at once; with ``--rubric``, ``--concurrency auto`` follows what
+the judge's server can take (:mod:`osmosis_ai.models.concurrency`, bounded by ``--max-concurrency``)
+and the summary and ``--json`` say what the limit did.
 
 The command is parse (:func:`run`) -> engine (:func:`_engine`) -> render (:func:`_render`); ``-o``
 writes JSON lines in the engine's record format (what ``rollout run -o`` writes), each with its
@@ -26,16 +29,19 @@ import argparse
 import contextlib
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from osmosis_ai._pool import FixedLimit, Limit
 from osmosis_ai.cli.arguments import (
     absolute_path,
     add_journal_arguments,
     add_log_to_argument,
+    add_max_concurrency_argument,
     add_reward_runtime_arguments,
+    concurrency_value,
     finite_number,
     whole_number,
 )
@@ -46,6 +52,7 @@ from osmosis_ai.cli.summary import add_summary_arguments
 
 if TYPE_CHECKING:
     from osmosis_ai.evaluation.journal import Journal
+    from osmosis_ai.models.concurrency import CallObserver
     from osmosis_ai.report.model import Row
     from osmosis_ai.runs.items import WorkItem
     from osmosis_ai.runs.result import Attempt
@@ -81,8 +88,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "first input, in the current directory, or in ./examples)")  # fmt: skip
     parser.add_argument("--cache", action="store_true",
                         help="with --rubric: reuse identical earlier judgments for the first scoring (never for -r repeats)")  # fmt: skip
-    parser.add_argument("--concurrency", type=whole_number(1), metavar="N",
-                        help=f"answers scored at once (default {CONCURRENCY}; {JUDGE_CONCURRENCY} with --rubric)")  # fmt: skip
+    parser.add_argument("--concurrency", type=concurrency_value, metavar="N|auto",
+                        help=f"answers scored at once (default {CONCURRENCY}; {JUDGE_CONCURRENCY} with --rubric); "
+                        "with --rubric, 'auto' follows what the judge's server can take")  # fmt: skip
+    add_max_concurrency_argument(parser, "--concurrency")
     parser.add_argument("-d", "--dataset", type=absolute_path,
                         help="the run's dataset, for each row's ground_truth and columns (joined by row index)")  # fmt: skip
     parser.add_argument("-r", "--repeats", type=whole_number(1), default=1, metavar="K",
@@ -103,6 +112,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if (args.config or args.cache) and not args.rubric:
         raise CLIError("-c/--config and --cache go with --rubric")
+    if args.concurrency == "auto" and not args.rubric:
+        raise CLIError(
+            "--concurrency auto follows a judge's server, so it goes with --rubric; "
+            "give --concurrency N for --reward/--eval-fn"
+        )
     args.quiet = args.quiet or args.json
     return run_command(lambda: _regrade(args), on_interrupt=lambda: interrupted("answer"))
 
@@ -133,6 +147,8 @@ class Regrade:
     stop: str | None = None
     rubric: Any = None
     """With ``--rubric``: its :class:`~osmosis_ai.cli.eval_rubric.config.RubricConfig`."""
+    limit: Limit = field(default_factory=lambda: FixedLimit(CONCURRENCY))
+    """How many answers are scored at once: fixed, or ``auto`` following the judge's server."""
 
 
 # -- parse -----------------------------------------------------------------------------------------
@@ -251,6 +267,7 @@ def _task_id(args: argparse.Namespace, inputs: Sequence[Path], grader: str) -> s
 
 
 async def _regrade(args: argparse.Namespace) -> int:
+    from osmosis_ai.cli.arguments import run_limit
     from osmosis_ai.cli.journals import open_journal, resuming_line
     from osmosis_ai.cli.loading import load_attribute, source_digest
     from osmosis_ai.cli.summary import check_run_outputs
@@ -276,6 +293,9 @@ async def _regrade(args: argparse.Namespace) -> int:
         functions = [load_attribute(spec, what=kind, example="e.g. 'my_rewards:exact'") for spec in specs]
         grader = " ".join(f"{'--reward' if args.reward else '--eval-fn'} {spec}" for spec in specs)
         digests = [f"{spec}@{source_digest(fn)}" for spec, fn in zip(specs, functions, strict=True)]
+    default = CONCURRENCY if rubric is None else JUDGE_CONCURRENCY
+    base_url = None if rubric is None else rubric.model_info.get("api_base")
+    limit = run_limit(args.concurrency or default, args, base_url=base_url)
     answers, threshold = _read(inputs)
     description: dict[str, Any] = {
         "grader": digests,
@@ -292,9 +312,8 @@ async def _regrade(args: argparse.Namespace) -> int:
     )
     labels = {"model": "regrade", "dataset": str(inputs[0]), "module": grader}
     journal = open_journal(journal_file, description, fresh=args.fresh, labels=labels)
-    state = Regrade(
-        grader, answers, selected, tags, args.pass_threshold or threshold, records={}, rubric=rubric
-    )
+    state = Regrade(grader, answers, selected, tags, args.pass_threshold or threshold, records={},
+                    rubric=rubric, limit=limit)  # fmt: skip
     with contextlib.closing(journal):
         todo = {tag: journal.to_run(selected, retry_failed=args.retry_failed, model_tag=tag) for tag in tags}
         planned = len(selected) * len(tags)
@@ -321,15 +340,18 @@ async def _engine(
 ) -> str | None:
     """Score the answers still to do through the run engine: stored executor, scorer, journal."""
     from osmosis_ai.cli.loading import reward_runtime
+    from osmosis_ai.models.concurrency import AdaptiveLimit, observer_of
     from osmosis_ai.runs.engine import Pipeline, run_items
     from osmosis_ai.runs.executors.stored import StoredExecutor
     from osmosis_ai.runs.items import WorkItem
     from osmosis_ai.runs.scorer import Scorer, runtime_function
 
     runtimes = []
+    limit = state.limit
     if state.rubric is not None:
         say(f"Scoring: the judge of rubric {state.rubric.rubric_id!r}", quiet=args.quiet)
-        scorer = Scorer([judge_function(state.rubric, cache=args.cache)], reward="score")
+        judge = judge_function(state.rubric, cache=args.cache, observer=observer_of(limit))
+        scorer = Scorer([judge], reward="score")
     else:
         kind = "reward function" if args.reward else "eval function"
         names = ["reward"] if args.reward else list(specs)
@@ -350,19 +372,29 @@ async def _engine(
         if (row, sample) in pending[tag]
     ]
     async with contextlib.AsyncExitStack() as stack:
+        if isinstance(limit, AdaptiveLimit):
+            stack.push_async_callback(limit.aclose)  # its server-metrics reader
         for runtime in runtimes:
             await stack.enter_async_context(runtime)
-        concurrency = args.concurrency or (JUDGE_CONCURRENCY if state.rubric is not None else CONCURRENCY)
         report = await run_items(
-            items, Pipeline(StoredExecutor(attempt), scorer), concurrency=concurrency, journal=journal
+            items, Pipeline(StoredExecutor(attempt), scorer), concurrency=limit, journal=journal
         )
     return report.stop_reason
 
 
-def judge_function(config: Any, *, cache: bool) -> Any:
+def judge_function(
+    config: Any,
+    *,
+    cache: bool,
+    observer: CallObserver | None = None,
+    ground_truth: Callable[[WorkItem, Attempt], Any] | None = None,
+) -> Any:
     """A score function judging the last assistant message with the rubric ``config``, through
     eval-rubric's engine (its outcomes: a provider failure is ``infra_error``/``timeout``, an unusable
-    answer ``model_error``). Only the first scoring may use the judgment cache, never a repeat."""
+    answer ``model_error``). Only the first scoring may use the judgment cache, never a repeat.
+    ``observer`` (an ``auto`` concurrency limit) hears how each judge request ended;
+    ``ground_truth(item, attempt)`` finds the answer's ground truth (default: the row's
+    ``ground_truth`` column)."""
     from osmosis_ai._usercode import UserThreads
     from osmosis_ai.cli.eval_rubric.dataset import RubricRecord
     from osmosis_ai.cli.eval_rubric.engine import RubricEvaluationEngine
@@ -370,12 +402,12 @@ def judge_function(config: Any, *, cache: bool) -> Any:
     from osmosis_ai.evaluation.outcome import Outcome
     from osmosis_ai.runs.scorer import ScoreFailure, ScoreFn
 
-    first = RubricEvaluationEngine(cache=cache or None, progress=False)
-    repeats = RubricEvaluationEngine(progress=False)
+    first = RubricEvaluationEngine(cache=cache or None, progress=False, observer=observer)
+    repeats = RubricEvaluationEngine(progress=False, observer=observer)
 
     async def score(item: WorkItem, attempt: Attempt, threads: UserThreads | None) -> float:
         answer = next(m for m in reversed(attempt.final_messages) if m.get("role") == "assistant")
-        truth = item.row.get("ground_truth")
+        truth = item.row.get("ground_truth") if ground_truth is None else ground_truth(item, attempt)
         record = RubricRecord(
             line_number=item.row_index + 1, payload=dict(item.row), solution_str=str(answer.get("content") or ""),
             rubric_id=config.rubric_id, conversation_id=None, ground_truth=None if truth is None else str(truth),
@@ -437,6 +469,7 @@ def _pairs(state: Regrade, records: Sequence[dict[str, Any]]) -> list[Any]:
 
 
 def _render(args: argparse.Namespace, state: Regrade) -> int:
+    from osmosis_ai.cli.arguments import limit_line, limit_summary
     from osmosis_ai.cli.output import print_json
     from osmosis_ai.cli.output_file import write_output
     from osmosis_ai.evaluation.regrade import compare, variance
@@ -471,7 +504,8 @@ def _render(args: argparse.Namespace, state: Regrade) -> int:
                     "output": args.output, "answers": len(records), "regraded": len(mine), "scored": scored,
                     "not_scored": [{"row_index": r["row_index"], "sample_index": r["sample_index"],
                                     "outcome": r["outcome"], "error": r["error"]} for r in failed],
-                    "comparison": comparison, "variance": spread})  # fmt: skip
+                    "comparison": comparison, "variance": spread,
+                    "concurrency": limit_summary(state.limit)})  # fmt: skip
     else:
         for r in failed[:10]:
             say(
@@ -480,6 +514,8 @@ def _render(args: argparse.Namespace, state: Regrade) -> int:
             )
         for text in comparison_lines(comparison, spread):
             say(text, quiet=args.quiet)
+        if (concurrency := limit_line(state.limit)) is not None:
+            say(concurrency, quiet=args.quiet)
         if args.output:
             say(f"Wrote {args.output}", quiet=args.quiet)
         say(line, quiet=False)

@@ -43,6 +43,7 @@ from osmosis_ai.judge.evaluate import CacheOption, aevaluate_rubric
 from osmosis_ai.judge.keys import default_key_env
 from osmosis_ai.judge.ratelimit import RateLimiter
 from osmosis_ai.judge.retry import RetryPolicy
+from osmosis_ai.models.concurrency import CallObserver
 
 PREVIEW_LIMIT = 140
 _WHITESPACE = re.compile(r"\s+")
@@ -237,13 +238,17 @@ class RubricEvaluationEngine:
         cache: CacheOption = None,
         retry: RetryPolicy | None = None,
         rate_limiter: RateLimiter | None = None,
+        observer: CallObserver | None = None,
     ) -> None:
+        """``observer`` (an adaptive concurrency limit) hears how each request to the judge ended."""
         if concurrency < 1:
             raise JudgeSettingError(f"concurrency must be at least 1, got {concurrency}")
         self.evaluate_fn = evaluate_fn or aevaluate_rubric
         self.concurrency = concurrency
         self.progress = progress
-        self.judge_options: dict[str, Any] = {"cache": cache, "retry": retry, "rate_limiter": rate_limiter}
+        self.judge_options: dict[str, Any] = {
+            "cache": cache, "retry": retry, "rate_limiter": rate_limiter, "observer": observer
+        }  # fmt: skip
 
     async def _call(self, config: RubricConfig, record: RubricRecord) -> Any:
         arguments = _arguments(config, record)
