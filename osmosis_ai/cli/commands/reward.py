@@ -11,6 +11,10 @@ stopped (``--journal``, ``--fresh`` and ``--retry-failed`` as for ``osmosis eval
 be scored as given is a ``reward_error`` saying why; a dataset whose first row cannot be is refused
 before any worker starts.
 
+``--rubric ID`` (with ``-c CONFIG``) scores the rows with a rubric's LLM judge instead, in this
+process (regrade's judge function), ``--concurrency N`` rows at once or ``auto`` following the
+judge's server (:mod:`osmosis_ai.models.concurrency`; the summary and ``--json`` say what it did).
+
 Three parts, as for ``osmosis eval``: :func:`_prepare` checks everything and opens the journal,
 :func:`_engine` runs the rows still to score, :func:`_render` prints the summary (outcomes, the mean
 score with its interval), the distribution of the scores and the failed rows, writes ``-o`` (one JSON
@@ -33,8 +37,10 @@ from osmosis_ai.cli.arguments import (
     add_backend_arguments,
     add_journal_arguments,
     add_log_to_argument,
+    add_max_concurrency_argument,
     add_reward_runtime_arguments,
     check_backend_arguments,
+    concurrency_value,
     fraction,
 )
 from osmosis_ai.cli.errors import CLIError
@@ -46,11 +52,13 @@ from osmosis_ai.consts import PACKAGE_VERSION
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
 
+    from osmosis_ai._pool import Limit
     from osmosis_ai.evaluation.journal import Journal
     from osmosis_ai.runs.answers import Columns
     from osmosis_ai.runs.engine import Pipeline
 
 REWARD = "reward"
+JUDGE_CONCURRENCY = 8  # a judge is a provider's rate limit away from failing: eval-rubric's default
 SHOWN_FAILURES = 20
 BAR_WIDTH = 30
 
@@ -63,9 +71,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         description="Score each row's answer (solution_str) against its ground_truth with a reward "
         "function, in worker processes that a hung or crashing reward cannot take down; resumable.",
     )
-    score.add_argument("-f", "--function", required=True, metavar="MODULE:FN",
-                       help="the reward, e.g. my_rewards:exact: fn(solution_str, ground_truth, extra_info) "
-                       "or fn(messages, ground_truth, metadata), sync or async")  # fmt: skip
+    grader = score.add_mutually_exclusive_group(required=True)
+    grader.add_argument("-f", "--function", metavar="MODULE:FN",
+                        help="the reward, e.g. my_rewards:exact: fn(solution_str, ground_truth, extra_info) "
+                        "or fn(messages, ground_truth, metadata), sync or async")  # fmt: skip
+    grader.add_argument("--rubric", metavar="ID",
+                        help="score with the LLM judge of this rubric (see eval-rubric), in this process")  # fmt: skip
+    score.add_argument("-c", "--config", type=Path, metavar="CONFIG",
+                       help="with --rubric: the rubric config YAML (default: rubric_configs.yaml next to the "
+                       "dataset, in the current directory, or in ./examples)")  # fmt: skip
+    score.add_argument("--concurrency", type=concurrency_value, metavar="N|auto",
+                       help=f"with --rubric: rows judged at once (default {JUDGE_CONCURRENCY}), or 'auto' to "
+                       "follow what the judge's server can take")  # fmt: skip
+    add_max_concurrency_argument(score, "--concurrency")
     score.add_argument("-d", "--dataset", required=True, type=absolute_path,
                        help="answers to score (.jsonl, .csv, .parquet) with solution_str, ground_truth "
                        "and optional extra_info columns")  # fmt: skip
@@ -91,6 +109,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_backend_arguments(args)
+    if not args.rubric:
+        if args.config or args.concurrency is not None or args.max_concurrency is not None:
+            raise CLIError(
+                "-c/--config, --concurrency and --max-concurrency go with --rubric; a reward function's "
+                "rows in flight follow its workers (--workers)"
+            )
+    elif args.backend == "ray":
+        raise CLIError(
+            "--rubric judges in this process (its calls wait on the judge's server); drop --backend ray"
+        )
     args.quiet = args.quiet or args.json
     return run_command(lambda: _score(args), on_interrupt=lambda: interrupted("row"))
 
@@ -103,7 +131,12 @@ class _Plan:
     rows: int
     columns: Columns
     runtime: Any
+    """The reward runtime of ``-f``; ``None`` with ``--rubric``."""
     journal: Journal
+    limit: Limit
+    """Rows scored at once: the runtime's, or with ``--rubric`` fixed or ``auto``."""
+    rubric: Any = None
+    """With ``--rubric``: its :class:`~osmosis_ai.cli.eval_rubric.config.RubricConfig`."""
 
 
 async def _score(args: argparse.Namespace) -> int:
@@ -134,8 +167,25 @@ def _prepare(args: argparse.Namespace) -> _Plan:
 
     say(f"osmosis-reward-score v{PACKAGE_VERSION}", quiet=args.quiet)
     check_run_outputs(args)
-    runtime = reward_runtime(args.function, args, kind="reward function")
     dataset = Path(args.dataset)
+    runtime = rubric = None
+    if args.rubric:
+        from osmosis_ai.cli.arguments import run_limit
+        from osmosis_ai.cli.eval_rubric.session import locate_config, lookup_rubric
+
+        config_path = locate_config(args.config, dataset)
+        rubric = lookup_rubric(config_path, args.rubric)
+        grader = f"--rubric {args.rubric} -c {config_path}"
+        digest = f"{args.rubric}@{file_digest(config_path)}"
+        limit = run_limit(
+            args.concurrency or JUDGE_CONCURRENCY, args, base_url=rubric.model_info.get("api_base")
+        )
+    else:
+        from osmosis_ai._pool import FixedLimit
+
+        runtime = reward_runtime(args.function, args, kind="reward function")
+        grader, digest = args.function, f"{args.function}@{source_digest(runtime.target.function)}"
+        limit = FixedLimit(runtime.in_flight)
     columns = Columns(args.solution_column, args.ground_truth_column, args.extra_info_column,
                       text_cells=dataset_format(dataset) == "csv")  # fmt: skip
     rows = count_rows(dataset)
@@ -150,23 +200,23 @@ def _prepare(args: argparse.Namespace) -> _Plan:
             "and --extra-info-column"
         ) from None
     named = [
-        args.function,
+        grader,
         str(dataset.resolve()),
         [columns.solution, columns.ground_truth, columns.extra_info],
     ]
     task_id = hashlib.sha256(json.dumps(named).encode()).hexdigest()[:12]
     description = {
-        "reward": f"{args.function}@{source_digest(runtime.target.function)}",
+        "reward": digest,
         "dataset": file_digest(dataset),
         "columns": named[2],
     }
     path = (
         Path(args.journal) if args.journal else journal_path(journal_root(), "reward-score", dataset, task_id)
     )
-    labels = {"model": "reward-score", "dataset": args.dataset, "module": args.function}
+    labels = {"model": "reward-score", "dataset": args.dataset, "module": grader}
     journal = open_journal(path, description, fresh=args.fresh, labels=labels)
     say(f"Dataset: {dataset} ({rows} rows); journal {path}", quiet=args.quiet)
-    return _Plan(dataset, rows, columns, runtime, journal)
+    return _Plan(dataset, rows, columns, runtime, journal, limit, rubric)
 
 
 def _say_resuming(args: argparse.Namespace, plan: _Plan, *, done: int) -> None:
@@ -184,6 +234,7 @@ async def _engine(args: argparse.Namespace, plan: _Plan, todo: int) -> None:
     from osmosis_ai.cli.backend import run_backend, worker_settings
     from osmosis_ai.cli.output import progress_bar, wants_progress
     from osmosis_ai.evaluation.dataset import iter_raw
+    from osmosis_ai.models.concurrency import AdaptiveLimit
     from osmosis_ai.runs.engine import run_items
     from osmosis_ai.runs.items import WorkItem, work_items
 
@@ -194,20 +245,29 @@ async def _engine(args: argparse.Namespace, plan: _Plan, todo: int) -> None:
 
     rows = ((raw.index, raw.value) for raw in iter_raw(plan.dataset))
     bar = not args.quiet and wants_progress(None, todo)
-    in_flight = plan.runtime.in_flight
-    if args.backend != "ray":
+    if plan.rubric is not None:
+        say(f"Scoring: the judge of rubric {plan.rubric.rubric_id!r}", quiet=args.quiet)
+    elif args.backend != "ray":
         say(f"Scoring: {plan.runtime.describe()}", quiet=args.quiet)
-    backend_context = run_backend(args, lambda: _pipeline(plan.runtime, plan.columns),
-                                  factory=f"{__name__}:ray_worker", settings=worker_settings(args),
-                                  concurrency=in_flight)  # fmt: skip
-    async with backend_context as backend:
+
+    def local() -> contextlib.AbstractAsyncContextManager[Pipeline]:
+        if plan.rubric is not None:
+            return _judge_pipeline(plan.rubric, plan.columns, plan.limit)
+        return _pipeline(plan.runtime, plan.columns)
+
+    backend_context = run_backend(args, local, factory=f"{__name__}:ray_worker", settings=worker_settings(args),
+                                  concurrency=plan.limit.ceiling)  # fmt: skip
+    async with contextlib.AsyncExitStack() as stack:
+        if isinstance(plan.limit, AdaptiveLimit):
+            stack.push_async_callback(plan.limit.aclose)  # its server-metrics reader
+        backend = await stack.enter_async_context(backend_context)
         if backend.workers:
             say(f"Backend: Ray, {backend.workers} workers", quiet=args.quiet)
         with progress_bar(todo, "rows", enabled=bar) as advance:
             await run_items(
                 work_items(rows, skip=skip),
                 backend.process,
-                concurrency=in_flight,
+                concurrency=plan.limit,
                 journal=plan.journal,
                 on_result=lambda _: advance(),
             )
@@ -226,6 +286,20 @@ async def _pipeline(runtime: Any, columns: Columns) -> AsyncIterator[Pipeline]:
 
 
 @contextlib.asynccontextmanager
+async def _judge_pipeline(rubric: Any, columns: Columns, limit: Limit) -> AsyncIterator[Pipeline]:
+    """The stored answers judged with ``rubric`` here, each judge request told to ``limit`` when it adapts."""
+    from osmosis_ai.cli.commands.regrade import judge_function
+    from osmosis_ai.models.concurrency import observer_of
+    from osmosis_ai.runs.engine import Pipeline
+    from osmosis_ai.runs.executors.stored import StoredExecutor
+    from osmosis_ai.runs.scorer import Scorer
+
+    judge = judge_function(rubric, cache=False, observer=observer_of(limit),
+                           ground_truth=lambda item, attempt: columns.sample(item, attempt).ground_truth)  # fmt: skip
+    yield Pipeline(StoredExecutor(columns.attempt), Scorer([judge], reward="score"))
+
+
+@contextlib.asynccontextmanager
 async def ray_worker(settings: Mapping[str, Any], share: int) -> AsyncIterator[Pipeline]:
     """One Ray worker's pipeline for ``osmosis reward score --backend ray``: the same reward, loaded by
     name, in a reward runtime of the worker's own."""
@@ -241,6 +315,7 @@ async def ray_worker(settings: Mapping[str, Any], share: int) -> AsyncIterator[P
 
 
 def _render(args: argparse.Namespace, plan: _Plan, records: dict[tuple[int, int], Any]) -> int:
+    from osmosis_ai.cli.arguments import limit_line, limit_summary
     from osmosis_ai.cli.output_file import write_output
     from osmosis_ai.cli.summary import finish_run, show_summary
     from osmosis_ai.evaluation.dataset import iter_raw
@@ -254,6 +329,8 @@ def _render(args: argparse.Namespace, plan: _Plan, records: dict[tuple[int, int]
     ]
     counts = OutcomeCounts.of(record.outcome for record in records.values())
     source = args.output or "osmosis reward score"
+    if (concurrency := limit_line(plan.limit)) is not None:
+        say(concurrency, quiet=args.quiet)
     figures = show_summary(args, lines, source)
     if not args.quiet:
         _show_distribution(lines)
@@ -264,7 +341,8 @@ def _render(args: argparse.Namespace, plan: _Plan, records: dict[tuple[int, int]
         write_output(args.output, text, flag="--output")
         say(f"Wrote {len(lines)} rows to {args.output}", quiet=args.quiet)
     failures = [_failure(line) for line in lines if line["outcome"] != "completed"]
-    extra = {"distribution": _distribution(lines), "failures": failures, "output": args.output}
+    extra = {"distribution": _distribution(lines), "failures": failures, "output": args.output,
+             "concurrency": limit_summary(plan.limit)}  # fmt: skip
     finish_run(args, lines, source, figures, extra=extra)
     reason = verdict(
         counts, max_failure_rate=args.max_failure_rate, unit="row", limit_name="--max-failure-rate"

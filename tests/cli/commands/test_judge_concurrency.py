@@ -123,3 +123,57 @@ def test_auto_needs_a_judge(tmp_path: Path) -> None:
     assert "--concurrency auto follows a judge's server, so it goes with --rubric" in result.stderr
     bad = cli("regrade", str(source), "--rubric", "tone", "--concurrency", "often")
     assert bad.returncode == 2 and "invalid value 'often': expected a whole number or 'auto'" in bad.stderr
+
+
+def _answers(tmp_path: Path, rows: int) -> Path:
+    path = tmp_path / "answers.jsonl"
+    path.write_text("".join(json.dumps({"solution_str": f"reply {i}", "ground_truth": "courteous-7"}) + "\n"
+                            for i in range(rows)))  # fmt: skip
+    return path
+
+
+def test_reward_score_rubric_fixed_and_auto(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    rows = 40
+    _config(tmp_path, openai_server)
+    data = _answers(tmp_path, rows)
+    _verdict(openai_server)
+    openai_server.in_flight.reset()
+    before = len(openai_server.requests)
+    fixed = cli("reward", "score", "--rubric", "tone", "-d", str(data), "--concurrency", "3", "--json",
+                "--journal", str(tmp_path / "f.sqlite"), cwd=tmp_path)  # fmt: skip
+    assert fixed.returncode == 0, fixed.stderr
+    assert json.loads(fixed.stdout)["concurrency"] == {"mode": "fixed", "limit": 3}
+    assert 2 <= openai_server.in_flight.peak <= 3 and len(openai_server.requests) - before == rows
+    judged = openai_server.requests[-1].json["messages"]
+    assert "reply" in json.dumps(judged) and "courteous-7" in json.dumps(judged)  # the answer and its ground truth
+
+    capacity = Capacity(openai_server, CAPACITY)
+    openai_server.handler = capacity
+    out = tmp_path / "scored.jsonl"
+    auto = cli("reward", "score", "--rubric", "tone", "-d", str(data), "--concurrency", "auto",
+               "--max-concurrency", "12", "--json", "-o", str(out), "--journal", str(tmp_path / "a.sqlite"),
+               cwd=tmp_path)  # fmt: skip
+    assert auto.returncode == 0, auto.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(line["outcome"], line["score"]) for line in lines] == [("completed", 0.75)] * rows
+    concurrency = json.loads(auto.stdout)["concurrency"]
+    assert capacity.refused >= 1 and concurrency["requests"]["refused"] == capacity.refused
+    assert concurrency["mode"] == "auto" and concurrency["maximum"] == 12
+    assert concurrency["changes"].get("refused", 0) >= 1 and 1 <= concurrency["lowest"] < 8
+
+    text = cli("reward", "score", "--rubric", "tone", "-d", str(data), "--concurrency", "auto",
+               "--journal", str(tmp_path / "t.sqlite"), cwd=tmp_path)  # fmt: skip
+    assert text.returncode == 0, text.stderr
+    assert any(line.startswith("Concurrency: auto (1-256): ") for line in text.stdout.splitlines())
+
+
+def test_reward_score_concurrency_goes_with_a_judge(tmp_path: Path) -> None:
+    data = _answers(tmp_path, 2)
+    for extra in (("--concurrency", "auto"), ("--concurrency", "4"), ("--max-concurrency", "4")):
+        result = cli("reward", "score", "-f", "tests.support.rewards:contains", "-d", str(data), *extra)
+        assert result.returncode == 1
+        assert "--concurrency and --max-concurrency go with --rubric" in result.stderr
+    ray = cli("reward", "score", "--rubric", "tone", "-d", str(data), "--backend", "ray")
+    assert ray.returncode == 1 and "--rubric judges in this process" in ray.stderr
+    both = cli("reward", "score", "--rubric", "tone", "-f", "a:b", "-d", str(data))
+    assert both.returncode == 2
