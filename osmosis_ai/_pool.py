@@ -4,8 +4,11 @@ Every batch loop of the SDK runs through :func:`run_bounded`: the run engine's i
 batches, ``eval-rubric``. It takes items from an iterable at most :data:`LOOKAHEAD` per slot ahead
 of the ones running (a dataset streamed through it is never held whole), runs ``work(item)`` for
 each with at most the limit in flight, and stops taking new items once ``stop()`` says so (the
-ones in flight finish). The first exception a work item raises cancels the others and is raised,
-as is one raised by the iterable or by ``before_start``.
+ones in flight finish). ``then(item, result)``, when given, finishes an item after its slot is free
+again (committing what ``work`` returned, say): the limit bounds the work, while the items taken and
+not done, ``then`` included, stay within the same bounded distance. The first exception a work
+item (or its ``then``) raises cancels the others and is raised, as is one raised by the iterable or
+by ``before_start``.
 
 The limit is a number or a :class:`Limit`: an object that hands out slots and may change how many
 it hands out while the run goes on (the adaptive concurrency of :mod:`osmosis_ai.models`). A
@@ -19,6 +22,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 LOOKAHEAD = 2  # items taken per slot: one running, one waiting for it
 
@@ -58,16 +62,18 @@ def as_limit(concurrency: int | Limit) -> Limit:
 
 async def run_bounded(
     items: Iterable[T],
-    work: Callable[[T], Awaitable[None]],
+    work: Callable[[T], Awaitable[R]],
     *,
     concurrency: int | Limit,
     before_start: Callable[[T], Awaitable[None]] | None = None,
     stop: Callable[[], bool] | None = None,
+    then: Callable[[T, R], Awaitable[None]] | None = None,
 ) -> int:
     """Run ``work`` on every item, at most ``concurrency`` at once; return how many were started.
 
     ``before_start(item)`` is awaited once an item is taken and before it is started, e.g. to hold
     back items a consumer cannot buffer yet. Items start in the order they were taken.
+    ``then(item, result)`` is awaited with ``work``'s result once the item's slot is released.
     """
     limit = as_limit(concurrency)
     # Items taken but not finished: the running ones plus as many queued for a slot, so a freed slot
@@ -98,9 +104,11 @@ async def run_bounded(
                 if stopped():
                     return
                 started += 1
-                await work(item)
+                result = await work(item)
             finally:
                 limit.release()
+            if then is not None:
+                await then(item, result)
         finally:
             taken.release()
 

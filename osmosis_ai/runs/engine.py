@@ -3,8 +3,11 @@
 :func:`run_items` takes work items lazily (a bounded distance ahead of the ones running), runs each
 through a :class:`Pipeline` — the executor, then the scorer, under the item's time limit — with
 at most ``concurrency`` in flight (a number, or a :class:`~osmosis_ai._pool.Limit` that may change),
-commits every result to the journal, and only then hands it to ``on_result`` (with the item's slot
-still held, so a slow consumer slows the run instead of piling results up).
+commits every result to the journal, and only then hands it to ``on_result``. The commit and
+``on_result`` run after the item's slot is free (``run_bounded``'s ``then``): a slot stands for a
+model call or a scoring in flight, not for a disk sync, and the next item starts while the journal
+syncs; they still count against the items taken, so a slow disk or consumer slows the run within a
+bounded distance instead of piling results up.
 
 An attempt marked ``systemic`` (no later item can succeed: a refused key, an unknown model) stops
 the run: no new item starts, the ones in flight finish, and that result is not journalled, so the
@@ -119,12 +122,14 @@ async def run_items(
 
     report = RunReport()
 
-    async def one(item: WorkItem) -> None:
+    async def one(item: WorkItem) -> Result:
         result = await process(item)
-        if result.attempt.systemic is not None:
-            if report.stopped_by is None:
-                report.stopped_by = result
-        elif journal is not None:
+        if result.attempt.systemic is not None and report.stopped_by is None:
+            report.stopped_by = result  # seen before the slot is free: nothing new starts
+        return result
+
+    async def finish(item: WorkItem, result: Result) -> None:
+        if journal is not None and result.attempt.systemic is None:
             messages = result.attempt.final_messages if keep_messages else None
             record = SampleRecord(
                 item.row_index, item.sample_index, result.outcome, result.record(), item.model_tag, messages
@@ -141,5 +146,6 @@ async def run_items(
         concurrency=concurrency,
         before_start=before_start,
         stop=lambda: report.stopped_by is not None,
+        then=finish,
     )
     return report

@@ -91,6 +91,37 @@ async def test_a_systemic_failure_stops_the_run_and_is_not_journalled(tmp_path: 
     assert any(r.attempt.systemic for r in seen)
 
 
+async def test_a_slot_is_free_while_its_result_is_committed_and_a_slow_consumer_is_bounded() -> None:
+    from osmosis_ai._pool import LOOKAHEAD
+
+    release = asyncio.Event()
+    executor = Scripted()
+
+    async def consume() -> None:
+        await release.wait()
+
+    def on_result(result: Result) -> Any:
+        return consume()
+
+    run = asyncio.create_task(
+        run_items(work_items(_rows(50)), Pipeline(executor, Scorer()), concurrency=2, on_result=on_result)
+    )
+    # Every item's consumer waits, yet more items than slots run: a slot stands for the work only,
+    # and the items between taken and done stay within the pool's window.
+    await asyncio.wait_for(_until(lambda: len(executor.ran) == LOOKAHEAD * 2), 10)
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert len(executor.ran) == LOOKAHEAD * 2 and not run.done()
+    release.set()
+    report = await asyncio.wait_for(run, 10)
+    assert report.started == 50 and len(executor.ran) == 50
+
+
+async def _until(condition: Any) -> None:
+    while not condition():
+        await asyncio.sleep(0)
+
+
 async def test_a_failing_consumer_cancels_the_items_in_flight() -> None:
     hold = asyncio.Event()
     executor = Scripted(hold=hold)
