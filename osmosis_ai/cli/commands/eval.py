@@ -347,7 +347,10 @@ def _report(
     from osmosis_ai.evaluation.outcome import verdict
     from osmosis_ai.evaluation.summary import compare, legacy_document, run_entry, summarize
 
-    names = [fn.name for fn in eval_fns]
+    # With -q and nothing written, only the outcome line (counts) is shown: the figures, two
+    # thousand bootstrap resamples per eval function, would be computed for no one.
+    wanted = not args.quiet or bool(args.output or output_dir or args.json or args.report or args.log_to)
+    names = [fn.name for fn in eval_fns] if wanted else []
     primary = summarize(records[PRIMARY], names, model=args.model, pass_threshold=args.pass_threshold)
     baseline = comparison = None
     # The summary table below has the primary model's figures; a baseline adds its own and the pairing.
