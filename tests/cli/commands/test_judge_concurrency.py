@@ -145,7 +145,9 @@ def test_reward_score_rubric_fixed_and_auto(openai_server: OpenAIServer, tmp_pat
     assert json.loads(fixed.stdout)["concurrency"] == {"mode": "fixed", "limit": 3}
     assert 2 <= openai_server.in_flight.peak <= 3 and len(openai_server.requests) - before == rows
     judged = openai_server.requests[-1].json["messages"]
-    assert "reply" in json.dumps(judged) and "courteous-7" in json.dumps(judged)  # the answer and its ground truth
+    assert "reply" in json.dumps(judged) and "courteous-7" in json.dumps(
+        judged
+    )  # the answer and its ground truth
 
     capacity = Capacity(openai_server, CAPACITY)
     openai_server.handler = capacity
