@@ -106,12 +106,19 @@ class LifecycleManager:
                 register_when_ready(config, self.state.agent_loop_name)
             )
 
+    @property
+    def beat_interval(self) -> float:
+        """Seconds between heartbeats: a few per lease, and per record TTL, which a running
+        rollout's claim must never outlive."""
+        return min(self.executor.shared.lease_seconds, self.state.record_ttl) / HEARTBEATS_PER_LEASE
+
     async def _beat(self, warned: bool) -> bool:
-        """Renew this process's claims and publish its figures; whether the shared state failed."""
+        """Renew this process's liveness and the claims of its unfinished rollouts, and publish its
+        figures; whether the shared state failed."""
         if self.config.worker is not None:
             self.config.worker.publish(self.state, self.executor)
         try:
-            await self.executor.shared.heartbeat()
+            await self.executor.shared.heartbeat(list(self.state.active))
         except SharedStateUnavailable as exc:
             if not warned:
                 logger.warning("%s; inits answer 503 until it is back", exc)
@@ -122,7 +129,7 @@ class LifecycleManager:
 
     async def _heartbeat_loop(self, failing: bool) -> None:
         while True:
-            await asyncio.sleep(self.executor.shared.lease_seconds / HEARTBEATS_PER_LEASE)
+            await asyncio.sleep(self.beat_interval)
             failing = await self._beat(failing)
 
     async def _stop(self) -> None:

@@ -26,7 +26,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -320,7 +320,10 @@ class AppState:
 # owners renew a heartbeat, and a claim whose owner stopped renewing it for ``lease_seconds`` (the
 # process died mid-run: there is no result to wait for) may be taken by the next init, as a
 # restarted single server runs a repeated init afresh. A restarted process adopts the claims of the
-# results its outbox still holds.
+# results its outbox still holds. A claim is kept for the record TTL after it was made or last
+# renewed; each heartbeat renews the claims of the rollouts its owner still runs, so a rollout that
+# outlives the TTL stays claimed, and a finished one's claim ages from its last beat like a
+# finished record.
 
 
 class SharedStateUnavailable(OsmosisRolloutError):
@@ -362,8 +365,8 @@ class SharedState(Protocol):
         """Claim ``{key: rollout_id}`` for this process, whoever held them: results its outbox holds."""
         ...
 
-    async def heartbeat(self) -> None:
-        """Renew this process's liveness (and prune what expired)."""
+    async def heartbeat(self, running: Collection[str] = ()) -> None:
+        """Renew this process's liveness and its claims on the ``running`` keys (and prune what expired)."""
         ...
 
     async def close(self) -> None: ...
@@ -400,13 +403,14 @@ class MemoryState:
     async def adopt(self, keys: Mapping[str, str]) -> None:
         return None
 
-    async def heartbeat(self) -> None:
+    async def heartbeat(self, running: Collection[str] = ()) -> None:
         return None
 
     async def close(self) -> None:
         return None
 
 
+# ``created``: when the claim was made or last renewed (it is dropped ``record_ttl`` later)
 _SQLITE_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, rollout_id TEXT NOT NULL, owner TEXT NOT NULL, "
     "body BLOB, created REAL NOT NULL) WITHOUT ROWID",
@@ -513,12 +517,24 @@ class SqliteState:
         rows = [(key, rollout_id, self.owner, b"", now) for key, rollout_id in keys.items()]
         self._run(lambda: self._db.executemany("INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?)", rows))
 
-    async def heartbeat(self) -> None:
+    async def heartbeat(self, running: Collection[str] = ()) -> None:
         def beat() -> None:
-            self._beat()
-            stale = time.time() - self.record_ttl
-            self._db.execute("DELETE FROM claims WHERE created < ?", (stale,))
-            self._db.execute("DELETE FROM owners WHERE beat < ?", (stale,))
+            db = self._db
+            now = time.time()
+            db.execute("BEGIN IMMEDIATE")  # one commit for the beat, the renewals and the pruning
+            try:
+                self._beat()
+                db.executemany(
+                    "UPDATE claims SET created = ? WHERE key = ? AND owner = ?",
+                    [(now, key, self.owner) for key in running],
+                )
+                stale = now - self.record_ttl
+                db.execute("DELETE FROM claims WHERE created < ?", (stale,))
+                db.execute("DELETE FROM owners WHERE beat < ?", (stale,))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
 
         self._run(beat)
 
@@ -554,6 +570,13 @@ if owner and redis.call('EXISTS', ARGV[1] .. owner) == 1 then
 end
 return false
 """
+# KEYS[1]: the owner's key, then the claims to renew; ARGV: owner, lease ms, record TTL ms
+_REDIS_BEAT = """
+redis.call('SET', KEYS[1], '1', 'PX', ARGV[2])
+for i = 2, #KEYS do
+  if redis.call('HGET', KEYS[i], 'owner') == ARGV[1] then redis.call('PEXPIRE', KEYS[i], ARGV[3]) end
+end
+"""
 # KEYS[1]: the claim; ARGV: owner, then 'release' or the body to store
 _REDIS_OWNED = """
 if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
@@ -578,9 +601,9 @@ def redis_location(url: str) -> str:
 class RedisState:
     """Claims in Redis, shared by replicas on any number of hosts (``redis://HOST:PORT/DB``).
 
-    A claim is a hash with the record TTL; an owner is alive while its key (``lease_seconds``,
-    renewed by :meth:`heartbeat`) exists. Each step is one Lua script, so claiming is atomic. One
-    connection pool per process, opened on first use; a command waits at most ``timeout_seconds``,
+    A claim is a hash with the record TTL (renewed with its owner's key by :meth:`heartbeat` while
+    its rollout runs); an owner is alive while its key (``lease_seconds``) exists. Each step is one
+    Lua script, so claiming is atomic. One connection pool per process, opened on first use; a command waits at most ``timeout_seconds``,
     so an unreachable Redis answers inits 503 quickly. Redis must keep its data across its own
     restart (``appendonly yes``): one restarted empty forgets the claims of running rollouts.
     """
@@ -611,6 +634,7 @@ class RedisState:
         self._claim = self._redis.register_script(_REDIS_CLAIM)
         self._lookup = self._redis.register_script(_REDIS_LOOKUP)
         self._owned = self._redis.register_script(_REDIS_OWNED)
+        self._beat = self._redis.register_script(_REDIS_BEAT)
 
     async def _run(self, action: Awaitable[V]) -> V:
         try:
@@ -653,8 +677,9 @@ class RedisState:
         if keys:
             await self._run(adopt())
 
-    async def heartbeat(self) -> None:
-        await self._run(self._redis.set(self.owner_prefix + self.owner, "1", px=int(self._lease_ms)))
+    async def heartbeat(self, running: Collection[str] = ()) -> None:
+        keys = [self.owner_prefix + self.owner, *(self.prefix + key for key in running)]
+        await self._run(self._beat(keys=keys, args=[self.owner, self._lease_ms, self._ttl_ms]))
 
     async def close(self) -> None:
         with contextlib.suppress(*self._errors):

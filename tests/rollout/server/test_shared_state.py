@@ -1,5 +1,6 @@
 """The dedupe state shared by processes (``state.py``): the one contract of its SQLite and Redis
-implementations, then replicas sharing a real Redis, through its outage and its return."""
+implementations, a rollout that outlives the record TTL, then replicas sharing a real Redis, through
+its outage and its return."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from osmosis_ai.rollout.config.settings import RolloutSettings
 from osmosis_ai.rollout.server.app import create_app
 from osmosis_ai.rollout.server.state import (
     Claim,
@@ -19,10 +21,11 @@ from osmosis_ai.rollout.server.state import (
     SharedState,
     SharedStateUnavailable,
     SqliteState,
+    open_state,
     owner_id,
 )
 from tests.support.redis_server import RedisServer
-from tests.support.server import RunningServer, ScriptedAgent, fast_config, init_body
+from tests.support.server import RunningServer, ScriptedAgent, fast_config, fast_settings, init_body
 from tests.support.trainer import Reply, TrainerStandIn, completion
 from tests.support.waiting import wait_until
 
@@ -95,7 +98,7 @@ async def test_an_unreachable_redis_is_a_typed_error(redis_server: RedisServer):
     await store.close()
 
 
-# -- replicas on two ports sharing a real Redis -------------------------------------------------------
+# -- replicas on two ports sharing the state ---------------------------------------------------------
 
 
 def _gated(trainer: TrainerStandIn, gate: threading.Event) -> None:
@@ -155,3 +158,56 @@ async def test_replicas_sharing_redis_run_each_rollout_once_through_an_outage(
     assert not any(_runs(trainer, f"new-{n}") for n in range(4))
     assert len([r for r in trainer.completed_requests if r.json["rollout_id"] == "dup"]) == 1
     assert sum(agent.get_tools_calls for agent in agents) >= 3
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def shared_where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where two replicas' shared state lives: an SQLite file, or a real Redis."""
+    if request.param == "sqlite":
+        return str(tmp_path / "state.sqlite3")
+    redis_server: RedisServer = request.getfixturevalue("redis_server")
+    return redis_server.url
+
+
+async def _gone(store: SharedState, key: str) -> None:
+    async with asyncio.timeout(15):  # a bound on a hang: the claim goes one record TTL after it was made
+        while await store.lookup(key) is not None:
+            await asyncio.sleep(0.01)
+
+
+async def test_a_rollout_that_outlives_the_record_ttl_stays_claimed_until_it_ends(
+    shared_where: str, trainer: TrainerStandIn
+):
+    gate = threading.Event()
+    _gated(trainer, gate)
+    ttl = 0.3
+    agents = [ScriptedAgent(), ScriptedAgent()]
+    settings = fast_settings(record_ttl_seconds=ttl)
+    held = settings.client.model_copy(update={"timeout_seconds": 60.0})  # the gated chat call is not retried
+    config = fast_config(RolloutSettings(client=held, server=settings.server), state=shared_where)
+    replicas = [RunningServer(create_app(agent, config=config)).start() for agent in agents]
+    witness = open_state(shared_where, record_ttl_seconds=ttl, owner="witness")
+    try:
+        async with httpx.AsyncClient(timeout=10) as http:
+            first = await http.post(f"{replicas[0].url}/v1/rollout/init", json=init_body("long", trainer.url))
+            assert first.status_code == 202
+            wait_until(lambda: _runs(trainer, "long"), what="the rollout running")
+            # A claim made after the rollout's and never renewed: once it has expired, so would have
+            # the rollout's own claim without its owner's renewals.
+            assert await witness.claim("witness", "w") is None
+            await _gone(witness, "witness")
+            assert await witness.lookup("long") == Claim("long", first.content)
+
+            again = await http.post(f"{replicas[1].url}/v1/rollout/init", json=init_body("long", trainer.url))
+            assert (again.status_code, again.json()["rollout_id"]) == (202, "long")
+            assert (await http.get(f"{replicas[1].url}/health")).json()["active_rollouts"] == 0
+            gate.set()
+            assert trainer.wait_completed("long")["status"] == "COMPLETED"
+            await _gone(witness, "long")  # acknowledged: released
+    finally:
+        await witness.close()
+        for replica in replicas:
+            replica.stop()
+    assert _runs(trainer, "long") == 1
+    assert len([r for r in trainer.completed_requests if r.json["rollout_id"] == "long"]) == 1
+    assert [agent.get_tools_calls for agent in agents] == [1, 0]  # answered from the claim
