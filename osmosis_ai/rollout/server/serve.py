@@ -16,7 +16,9 @@ the config's ``on_registration``.
   ``$XDG_STATE_HOME/osmosis/rollout-outbox/port-<port>.sqlite3``, ``~/.local/state`` without
   ``XDG_STATE_HOME``), so a restarted server re-sends what a killed one left; the config's
   ``server.outbox_path`` (``$OSMOSIS_ROLLOUT_SERVER_OUTBOX_PATH``) chooses another, ``:memory:``
-  none. It is opened once before serving, so a bad path is an error before anything starts.
+  none. It is opened once before serving, so a bad path is an error before anything starts; the
+  files that workers of an earlier run left beside it and this run has no index for are emptied
+  into it then, so fewer ``workers`` than last time still re-sends everything.
 * ``reload=True`` gives uvicorn an import string: each reloaded worker rebuilds the app from the
   agent's module (:func:`reloadable_app`), its config travelling in ``OSMOSIS_SERVE_RELOAD_CONFIG``,
   which the worker removes from its environment as soon as it has read it, so the agent's
@@ -225,7 +227,7 @@ def _prepare(
     key = None if local_debug else (config.api_key or generate_api_key())
     sock = _bind(host, port)  # before the outbox: a server that cannot listen leaves no file behind
     try:
-        outbox = _checked_outbox(config.server.outbox_path or default_outbox_path(port))
+        outbox = _checked_outbox(config.server.outbox_path or default_outbox_path(port), workers)
         state = _checked_state(config.state, outbox, workers)
         session_dir = _session_debug_dir(config.debug_dir)
     except BaseException:
@@ -314,15 +316,19 @@ def default_outbox_path(port: int) -> str:
     return os.path.join(state, "osmosis", "rollout-outbox", f"port-{port}.sqlite3")
 
 
-def _checked_outbox(path: str) -> str:
+def _checked_outbox(path: str, workers: int) -> str:
+    """``path``, opened once; with the callbacks that workers this run does not have left beside it
+    moved in, for worker 0 (or the one server) to send."""
     if path == ":memory:":
         return path
     import sqlite3
 
     from osmosis_ai.rollout.server.outbox import Outbox
+    from osmosis_ai.rollout.server.workers import adopt_left_outboxes
 
     try:
         Outbox(path).close()
+        adopt_left_outboxes(path, workers)
     except (OSError, sqlite3.Error) as exc:
         raise ServeError(
             f"cannot open the outbox {path}: {exc}; choose another file (--outbox, "

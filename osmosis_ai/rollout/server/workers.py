@@ -12,6 +12,8 @@ listening socket and runs its own app and event loop under :func:`~osmosis_ai.ro
 Each worker keeps its own outbox file (worker 0 the server's, worker *i* ``<outbox>.worker-<i>.sqlite3``): a worker that dies is
 started again on the same index, and so on the same file, and re-sends what it left; its running
 rollouts have no result, so its claims are dropped at once and a repeated init runs them afresh.
+The files of indexes an earlier run had and this one does not (fewer workers) are emptied into
+worker 0's before any worker starts (:func:`adopt_left_outboxes`).
 
 Signals: the workers are in their own process group, so a terminal's Ctrl-C reaches the supervisor
 only; the first SIGINT or SIGTERM is passed on to every worker as SIGTERM (each drains as one
@@ -88,6 +90,64 @@ def worker_outbox(path: str, index: int) -> str:
         return path
     root, ext = os.path.splitext(path)
     return f"{root}.worker-{index}{ext or '.sqlite3'}"
+
+
+def adopt_left_outboxes(path: str, count: int) -> int:
+    """Move the unacknowledged callbacks of the worker outboxes of ``path`` with an index ``count`` or
+    above (an earlier run had more workers) into ``path`` itself, worker 0's, and remove those files;
+    returns how many callbacks were moved.
+
+    Each row is committed to ``path`` before its file is removed, so a crash in between sends it
+    twice at worst (delivery is at-least-once); of two rows of one key the newer is kept. A file
+    that cannot be read is left where it is, logged.
+    """
+    import re
+    import sqlite3
+    from glob import escape, glob
+
+    from osmosis_ai.rollout.server.outbox import Outbox
+
+    if path == ":memory:":
+        return 0
+    root, ext = os.path.splitext(path)
+    ext = ext or ".sqlite3"
+    pattern = re.compile(re.escape(root) + r"\.worker-(\d+)" + re.escape(ext))
+    left = sorted(
+        (int(match.group(1)), found)
+        for found in glob(f"{escape(root)}.worker-*{escape(ext)}")
+        if (match := pattern.fullmatch(found)) and int(match.group(1)) >= count
+    )
+    if not left:
+        return 0
+    moved = 0
+    target = Outbox(path)
+    try:
+        for index, found in left:
+            try:
+                source = Outbox(found)
+                try:
+                    rows = source.all()
+                finally:
+                    source.close()
+            except (OSError, sqlite3.Error) as exc:
+                logger.error("cannot read the outbox %s left by worker %d: %s; it is kept", found, index, exc)
+                continue
+            for delivery in rows:
+                current = target.get(delivery.key)
+                if current is None or current.created < delivery.created:
+                    target.put(delivery)
+            for leftover in (found, f"{found}-wal", f"{found}-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(leftover)
+            moved += len(rows)
+            if rows:
+                logger.info(
+                    "outbox: took over %d unacknowledged callbacks of worker %d (%s), which this run "
+                    "does not have", len(rows), index, found,
+                )  # fmt: skip
+    finally:
+        target.close()
+    return moved
 
 
 def state_beside(outbox: str) -> str:

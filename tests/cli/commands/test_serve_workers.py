@@ -1,5 +1,6 @@
 """``osmosis serve --workers 2``: one port served by two processes, duplicates deduplicated across
-them, a SIGKILLed worker restarted without losing a terminal report, and one drain for all."""
+them, a SIGKILLed worker restarted without losing a terminal report, and one drain for all; a
+restart with fewer workers sends what the workers it no longer has left."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 import os
 import signal
 import threading
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -130,6 +132,53 @@ def sigkilled_worker_loses_no_report(workers: ServeProcess, trainer: TrainerStan
     )
     assert all(_runs(trainer, rollout_id) == 0 for rollout_id in ids)  # re-sent, not run again
     return {restarted["worker"]["pid"]}
+
+
+def test_a_restart_with_fewer_workers_sends_what_the_missing_workers_left(
+    trainer: TrainerStandIn, tmp_path: Path
+):
+    outbox = tmp_path / "outbox.sqlite3"
+    left = tmp_path / "outbox.worker-2.sqlite3"
+    serve = ("--local", "--no-validate", "-m", CALCULATOR, "--outbox", str(outbox))
+    trainer.queue_completed(*[Reply(status=503)] * 10_000)  # TrainGate down: reports wait in the outboxes
+    three = ServeProcess(*serve, "--workers", "3", **FAST_CALLBACKS)
+    ids: list[str] = []
+    try:
+        three.wait_ready(timeout=30)
+
+        def worker_2_holds_a_report() -> bool:
+            with httpx.Client(timeout=5, limits=httpx.Limits(max_keepalive_connections=0)) as http:
+                for _ in range(3):
+                    ids.append(f"fewer-{len(ids)}")
+                    body = init_body(ids[-1], trainer.url)
+                    assert http.post(f"{three.url}/v1/rollout/init", json=body).status_code == 202
+            return answering(three, lambda h: h["worker"]["index"] == 2)["pending_deliveries"] > 0
+
+        wait_until(worker_2_holds_a_report, timeout=30, what="worker 2 holding an undelivered report")
+        answering(three, lambda h: h["workers"]["pending_deliveries"] == len(ids))
+        pids = [answering(three, lambda h, i=index: h["worker"]["index"] == i)["worker"]["pid"]
+                for index in range(3)]  # fmt: skip
+        for pid in (three.proc.pid, *pids):  # a crash: nothing drains
+            os.kill(pid, signal.SIGKILL)
+        three.proc.wait(timeout=10)
+        wait_until(lambda: not any(alive(pid) for pid in pids), what="the workers gone")
+    finally:
+        three.stop()
+    assert left.exists()
+
+    trainer.reset()  # TrainGate is back
+    two = ServeProcess(*serve, "--workers", "2", **FAST_CALLBACKS)
+    try:
+        two.wait_ready(timeout=30)
+        for rollout_id in ids:
+            assert trainer.wait_completed(rollout_id, timeout=15)["status"] == "COMPLETED"
+        assert answering(two, lambda h: h["workers"]["pending_deliveries"] == 0)
+    finally:
+        code, _, err = two.stop()
+    assert code == 0, err
+    assert all(_runs(trainer, rollout_id) == 0 for rollout_id in ids)  # re-sent, not run again
+    assert "unacknowledged callbacks of worker 2" in err
+    assert not any(path.name.startswith("outbox.worker-2") for path in tmp_path.iterdir())
 
 
 def test_reload_and_workers_refuse_each_other_in_one_line():

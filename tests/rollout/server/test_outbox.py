@@ -7,6 +7,7 @@ import stat
 from pathlib import Path
 
 from osmosis_ai.rollout.server.outbox import Delivery, Outbox
+from osmosis_ai.rollout.server.workers import adopt_left_outboxes, worker_outbox
 
 
 def test_committed_rows_survive_a_reopen_and_acknowledged_ones_do_not(tmp_path: Path):
@@ -67,3 +68,22 @@ def test_keys_not_stored_are_answered_without_changing_the_count(tmp_path: Path)
     reopened.remove("k1")
     assert reopened.get("k1") is None and reopened.pending == 0
     reopened.close()
+
+
+def test_the_outboxes_of_workers_a_run_does_not_have_are_emptied_into_worker_0s(tmp_path: Path):
+    path = str(tmp_path / "outbox.sqlite3")
+    rows = {1: ("kept", 1.0), 2: ("k", 1.0), 10: ("k", 2.0), 11: ("old", 3.0)}
+    for index, (key, created) in rows.items():
+        left = Outbox(worker_outbox(path, index))
+        left.put(Delivery(key, f"r-{index}", "http://trainer", None, b"{}", created))
+        left.close()
+    own = Outbox(path)
+    own.put(Delivery("old", "r-own", "http://trainer", None, b"{}", 9.0))  # newer than worker 11's
+    own.close()
+    assert adopt_left_outboxes(path, 2) == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["outbox.sqlite3", "outbox.worker-1.sqlite3"]
+    merged = Outbox(path)
+    assert sorted((d.key, d.rollout_id) for d in merged.all()) == [("k", "r-10"), ("old", "r-own")]
+    merged.close()
+    assert adopt_left_outboxes(path, 1) == 1  # and back to one process
+    assert adopt_left_outboxes(":memory:", 1) == 0
