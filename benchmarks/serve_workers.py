@@ -9,7 +9,10 @@ rollout (one tool call). Each round starts a fresh ``osmosis serve --local`` wit
 one with two, waits until ``/health`` answers, and drives it with ``benchmarks/trainer_driver.py``
 at ``--concurrency`` rollouts in flight; the best round of each is kept (the machine is shared) and
 the ratio of the two throughputs printed, with the median of the per-round ratios. Goal: >= 1.6x on
-two cores (the driver shares them). Loopback only; every process is stopped; bounded in time.
+two cores (the driver shares them). The CPU time per rollout of the server (all its processes) and
+of the driver is printed too, with the ratio they allow — one worker held to one core, two sharing
+both with the driver — which other load on the machine does not move. Loopback only; every process
+is stopped; bounded in time.
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
-from benchmarks.rollout_server import Server, free_port, get_json, trainer
+from benchmarks.rollout_server import Server, cpu_seconds, free_port, get_json, trainer
 from osmosis_ai.rollout import RolloutAgentLoop, RolloutContext, RolloutRequest, RolloutResult
 
 WORK_ENV = "OSMOSIS_BENCH_TURN_WORK"
@@ -104,7 +108,12 @@ def measure(workers: int, work: int, rollouts: int, concurrency: int) -> dict[st
                 time.sleep(0.1)
         flags = ["--rollouts", str(rollouts), "--concurrency", str(concurrency), "--tool-turns", "1"]
         trainer(url, *flags, "--rollouts", str(min(200, rollouts)), "--tag", "warm")  # imports, pools
-        return trainer(url, *flags, "--timeout", "150")
+        before = _tree_cpu_seconds(proc.pid)
+        result = trainer(url, *flags, "--timeout", "150")
+        result["server_cpu_ms_per_rollout"] = round(
+            (_tree_cpu_seconds(proc.pid) - before) / max(result["completed"], 1) * 1000, 3
+        )
+        return result
     finally:
         proc.terminate()
         try:
@@ -112,6 +121,12 @@ def measure(workers: int, work: int, rollouts: int, concurrency: int) -> dict[st
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def _tree_cpu_seconds(pid: int) -> float:
+    """CPU time of the server: the process and its workers (the supervisor's children)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return cpu_seconds(pid) + sum(cpu_seconds(int(child)) for child in children)
 
 
 def main() -> int:
@@ -130,7 +145,9 @@ def main() -> int:
             result = measure(workers, work, args.rollouts, args.concurrency)
             runs[workers].append(result)
             print(f"  round {round_ + 1}, --workers {workers}: {result['rollouts_per_s']:8.1f} rollouts/s "
-                  f"(p50 {result['p50_ms']} ms, completed {result['completed']}/{args.rollouts})")  # fmt: skip
+                  f"(p50 {result['p50_ms']} ms, completed {result['completed']}/{args.rollouts}; CPU per "
+                  f"rollout: server {result['server_cpu_ms_per_rollout']} ms, driver "
+                  f"{result['cpu_ms_per_rollout']} ms)")  # fmt: skip
             if result["completed"] != args.rollouts:
                 print(f"    init errors {result['init_errors']}, timed out {result['timed_out']}: "
                       f"{result['first_errors']}")  # fmt: skip
@@ -138,12 +155,24 @@ def main() -> int:
     ratios = [two["rollouts_per_s"] / one["rollouts_per_s"] for one, two in zip(runs[1], runs[2], strict=True)
               if one["rollouts_per_s"]]  # fmt: skip
     ratio = best[2] / best[1] if best[1] else 0.0
+    cpu = {workers: {side: statistics.median(r[key] for r in results) for side, key in
+                     (("server", "server_cpu_ms_per_rollout"), ("driver", "cpu_ms_per_rollout"))}
+           for workers, results in runs.items()}  # fmt: skip
+    # What the CPU figures allow, whatever else runs: one worker is held to one core, two share
+    # both cores with the driver.
+    bound = 2 * cpu[1]["server"] / (cpu[2]["server"] + cpu[2]["driver"])
     print(f"{'--workers 1':>14}: {best[1]:8.1f} rollouts/s")
-    print(f"{'--workers 2':>14}: {best[2]:8.1f} rollouts/s  -> {ratio:.2f}x (goal >= {GOAL}x; median of "
-          f"per-round ratios {statistics.median(ratios):.2f}x)")  # fmt: skip
+    print(
+        f"{'--workers 2':>14}: {best[2]:8.1f} rollouts/s  -> {ratio:.2f}x (goal >= {GOAL}x; median of "
+        f"per-round ratios {statistics.median(ratios):.2f}x)"
+    )
+    print(f"{'CPU per rollout':>14}: server {cpu[1]['server']:.3f} ms (1 worker), {cpu[2]['server']:.3f} ms "
+          f"(2), driver {cpu[2]['driver']:.3f} ms -> at most {bound:.2f}x on two cores")  # fmt: skip
     complete = all(r["completed"] == args.rollouts for results in runs.values() for r in results)
     print(json.dumps({"workers_1_per_s": best[1], "workers_2_per_s": best[2], "ratio": round(ratio, 2),
-                      "median_round_ratio": round(statistics.median(ratios), 2), "complete": complete}))  # fmt: skip
+                      "median_round_ratio": round(statistics.median(ratios), 2), "cpu_bound_ratio": round(bound, 2),
+                      "server_cpu_ms": {w: c["server"] for w, c in cpu.items()},
+                      "driver_cpu_ms": cpu[2]["driver"], "complete": complete}))  # fmt: skip
     return 0 if complete else 1
 
 

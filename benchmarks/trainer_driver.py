@@ -177,10 +177,20 @@ class Client:
         self.idle: list[ClientConnection] = []
 
     async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
-        connection = self.idle.pop() if self.idle else await self._connect()
         request = b"POST %s HTTP/1.1\r\n%sContent-Length: %d\r\n\r\n%s" % (
             (self.base + path).encode(), self.head, len(body), body,
         )  # fmt: skip
+        while self.idle:
+            connection = self.idle.pop()
+            if connection.transport is None:
+                continue
+            try:
+                return await self._send(connection, request)
+            except ConnectionError:  # closed by the server as it sat idle; an init is deduplicated: resend
+                continue
+        return await self._send(await self._connect(), request)
+
+    async def _send(self, connection: ClientConnection, request: bytes) -> tuple[int, bytes]:
         try:
             reply = await connection.send(request)
         except BaseException:
