@@ -8,7 +8,9 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
+import sqlite3
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,6 +46,14 @@ def _alive_actors() -> list[Any]:
 
 def _no_actors_left() -> None:
     wait_until(lambda: not _alive_actors(), timeout=30, what="every actor gone")
+
+
+def _journalled(path: Path) -> list[tuple[Any, ...]]:
+    """Every record of the journal at ``path``, in key order."""
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        return connection.execute(
+            "SELECT row_index, sample_index, model_tag, outcome, data FROM samples ORDER BY 1, 2, 3"
+        ).fetchall()
 
 
 def _untimed(value: Any) -> Any:
@@ -98,6 +108,78 @@ def test_reward_score_on_ray_gives_the_output_of_one_process(ray_session: Any, t
     assert [json.loads(line)["score"] for line in lines["ray"].splitlines()] == [
         float(i % 3 == 1) for i in range(12)
     ]
+    _no_actors_left()
+
+
+def test_regrade_on_ray_gives_the_output_and_journal_of_one_process(
+    ray_session: Any, openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    openai_server.default = Reply(content="12")
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"system_prompt": "s", "user_prompt": f"q{i}", "ground_truth": truth})
+                            + "\n" for i, truth in enumerate(["12", "2", "5", "12"])))  # fmt: skip
+    results = tmp_path / "eval.json"
+    ran = cli("eval", "-m", "tests.support.agents:agent_loop", "-d", str(data), "--eval-fn", "tests.support.evals:exact",
+              "--model", "m", "--base-url", openai_server.url, "--n", "2", "--journal", str(tmp_path / "eval.sqlite"),
+              "--log-samples", "-o", str(results), "-q")  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    samples = tmp_path / "eval.samples.jsonl"
+    requests = len(openai_server.requests)
+    runs = {}
+    for backend in ("local", "ray"):
+        out, journal = tmp_path / f"{backend}.jsonl", tmp_path / f"{backend}.sqlite"
+        ran = cli("regrade", str(results), str(samples), "--reward", "tests.support.rewards:contains", "-d", str(data),
+                  "-r", "2", "-o", str(out), "--journal", str(journal), "--backend", backend)  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+        lines = ran.stdout.replace(str(out), "OUT").replace(str(journal), "JOURNAL").splitlines()
+        runs[backend] = (lines, out.read_text(), _journalled(journal))
+    assert len(openai_server.requests) == requests  # not one model call: the stored answers were scored
+    (local_lines, *local_files), (ray_lines, *ray_files) = runs["local"], runs["ray"]
+    assert ray_files == local_files  # the output file and every journalled record, repeats included
+    assert sum(tag == "repeat-1" for _, _, tag, _, _ in ray_files[1]) == 8
+    assert local_lines[1].startswith("Scoring: ") and ray_lines[1] == "Backend: Ray, 2 workers"
+    assert ray_lines[:1] + ray_lines[2:] == local_lines[:1] + local_lines[2:]  # the comparison's figures
+    assert (
+        ray_lines[-1] == "8 answers regraded: 8 scored"
+        and "Changed: 2 of 8 answers scored by both (25.0%)" in ray_lines
+    )
+    _no_actors_left()
+
+
+def test_rubric_regrade_on_ray_judges_as_one_process(
+    ray_session: Any, openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    (tmp_path / "rubric_configs.yaml").write_text(
+        "version: 1\ndefault_score_min: 0\ndefault_score_max: 1\nrubrics:\n  - id: tone\n"
+        "    rubric: Is the reply polite?\n    model_info:\n      provider: openai\n"
+        f"      model: local-judge\n      api_base: {openai_server.url}\n      timeout: 5\n"
+    )
+    (tmp_path / "judged.jsonl").write_text("".join(
+        json.dumps({"conversation_id": f"c{i}", "rubric_id": "tone", "solution_str": f"reply {i}"}) + "\n"
+        for i in range(4)
+    ))  # fmt: skip
+    home = tmp_path / "home"
+    home.mkdir()
+    judged = cli(
+        "eval-rubric", "-r", "tone", "-d", "judged.jsonl", "-o", "rubric.json", cwd=tmp_path, home=home
+    )
+    assert judged.returncode == 0, judged.stderr
+
+    def verdict(payload: dict[str, Any]) -> str:  # the judge's score: whether the answer's number is odd
+        number = int(re.findall(r"reply (\d)", json.dumps(payload["messages"]))[-1])
+        return json.dumps({"score": float(number % 2), "explanation": "odd"})
+
+    openai_server.handler = verdict
+    before = len(openai_server.requests)
+    outputs = {}
+    for backend in ("local", "ray"):
+        ran = cli("regrade", "rubric.json", "--rubric", "tone", "-o", f"{backend}.jsonl", "-q", "--backend", backend,
+                  "--journal", str(tmp_path / f"{backend}.sqlite"), cwd=tmp_path, home=home)  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+        outputs[backend] = (tmp_path / f"{backend}.jsonl").read_text()
+    assert len(openai_server.requests) - before == 8  # the judge's calls, once per answer and backend
+    assert outputs["ray"] == outputs["local"]
+    assert [json.loads(line)["reward"] for line in outputs["ray"].splitlines()] == [0.0, 1.0, 0.0, 1.0]
     _no_actors_left()
 
 

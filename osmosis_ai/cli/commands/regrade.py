@@ -16,6 +16,9 @@ scoring may come from the judgment cache, never a repeat (a cached judgment woul
 ``--concurrency N`` answers are scored at once; with ``--rubric``, ``--concurrency auto`` follows what
 the judge's server can take (:mod:`osmosis_ai.models.concurrency`, bounded by ``--max-concurrency``)
 and the summary and ``--json`` say what the limit did.
+``--backend ray`` scores on Ray workers (:func:`ray_worker`), each answer sent inside its work item
+(:class:`~osmosis_ai.runs.executors.stored.StoredItem`); the driver alone reads the inputs and
+journals, so the output is the same as in one process.
 
 The command is parse (:func:`run`) -> engine (:func:`_engine`) -> render (:func:`_render`); ``-o``
 writes JSON lines in the engine's record format (what ``rollout run -o`` writes), each with its
@@ -27,9 +30,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,10 +41,12 @@ from typing import TYPE_CHECKING, Any
 from osmosis_ai._pool import FixedLimit, Limit
 from osmosis_ai.cli.arguments import (
     absolute_path,
+    add_backend_arguments,
     add_journal_arguments,
     add_log_to_argument,
     add_max_concurrency_argument,
     add_reward_runtime_arguments,
+    check_backend_arguments,
     concurrency_value,
     finite_number,
     whole_number,
@@ -54,8 +60,10 @@ if TYPE_CHECKING:
     from osmosis_ai.evaluation.journal import Journal
     from osmosis_ai.models.concurrency import CallObserver
     from osmosis_ai.report.model import Row
+    from osmosis_ai.runs.engine import Pipeline
     from osmosis_ai.runs.items import WorkItem
     from osmosis_ai.runs.result import Attempt
+    from osmosis_ai.runs.scorer import Scorer
 
 # Earlier outcomes whose answer exists: the run finished and only its scoring failed (or, for an
 # eval --log-samples file alone, was not recorded). Any other outcome has no answer to score.
@@ -104,6 +112,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write the regraded records (never one of the inputs)")  # fmt: skip
     add_journal_arguments(parser, unit="answer")
     add_reward_runtime_arguments(parser, what="the grader")
+    add_backend_arguments(parser)
     add_summary_arguments(parser)
     add_log_to_argument(parser)
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")
@@ -116,6 +125,11 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError(
             "--concurrency auto follows a judge's server, so it goes with --rubric; "
             "give --concurrency N for --reward/--eval-fn"
+        )
+    check_backend_arguments(args)
+    if args.concurrency == "auto" and args.backend == "ray":
+        raise CLIError(
+            "--concurrency auto follows one process's judge requests; give --concurrency N with --backend ray"
         )
     args.quiet = args.quiet or args.json
     return run_command(lambda: _regrade(args), on_interrupt=lambda: interrupted("answer"))
@@ -338,48 +352,90 @@ async def _engine(
     todo: Mapping[str, Sequence[tuple[int, int]]],
     journal: Journal,
 ) -> str | None:
-    """Score the answers still to do through the run engine: stored executor, scorer, journal."""
-    from osmosis_ai.cli.loading import reward_runtime
+    """Score the answers still to do through the run engine (stored executor, scorer, journal): here,
+    or on Ray workers that each score with a grader of their own, the answers sent in the items."""
+    from osmosis_ai.cli.backend import run_backend, worker_settings
     from osmosis_ai.models.concurrency import AdaptiveLimit, observer_of
-    from osmosis_ai.runs.engine import Pipeline, run_items
-    from osmosis_ai.runs.executors.stored import StoredExecutor
-    from osmosis_ai.runs.items import WorkItem
-    from osmosis_ai.runs.scorer import Scorer, runtime_function
+    from osmosis_ai.runs.engine import run_items
+    from osmosis_ai.runs.executors.stored import StoredItem
 
-    runtimes = []
     limit = state.limit
-    if state.rubric is not None:
-        say(f"Scoring: the judge of rubric {state.rubric.rubric_id!r}", quiet=args.quiet)
-        judge = judge_function(state.rubric, cache=args.cache, observer=observer_of(limit))
-        scorer = Scorer([judge], reward="score")
-    else:
-        kind = "reward function" if args.reward else "eval function"
-        names = ["reward"] if args.reward else list(specs)
-        runtimes = [reward_runtime(spec, args, kind=kind) for spec in specs]
+    pending = {tag: set(keys) for tag, keys in todo.items()}
+    needs_ground_truth = state.rubric is None
+
+    def items() -> Iterator[StoredItem]:
+        for key in state.selected:
+            stored = state.answers[key]
+            for tag in state.tags:
+                if key in pending[tag]:
+                    answer = attempt_of(stored, state.grader, needs_ground_truth=needs_ground_truth)
+                    yield StoredItem(key[0], key[1], stored.columns, tag, answer=answer)
+
+    def local() -> contextlib.AbstractAsyncContextManager[Pipeline]:
+        scorer, runtimes = _scoring(args, specs, state.rubric, observer=observer_of(limit))
+        if state.rubric is not None:
+            say(f"Scoring: the judge of rubric {state.rubric.rubric_id!r}", quiet=args.quiet)
         for runtime in runtimes:
             say(f"Scoring: {runtime.describe()}", quiet=args.quiet)
-        scorer = Scorer([runtime_function(rt, name) for rt, name in zip(runtimes, names, strict=True)],
-                        reward=names[0])  # fmt: skip
+        return _pipeline(scorer, runtimes)
 
-    def attempt(item: WorkItem) -> Attempt:
-        return attempt_of(state.answers[item.key], state.grader, needs_ground_truth=state.rubric is None)
-
-    pending = {tag: set(keys) for tag, keys in todo.items()}
-    items = [
-        WorkItem(row, sample, state.answers[(row, sample)].columns, tag)
-        for row, sample in state.selected
-        for tag in state.tags
-        if (row, sample) in pending[tag]
-    ]
+    rubric = None if state.rubric is None else dataclasses.asdict(state.rubric)
+    # A Ray worker has one CPU: one reward process of its own unless told (0: in the worker's process).
+    reward_workers = 1 if args.reward_workers is None else args.reward_workers
+    settings = worker_settings(args, specs=list(specs), rubric_config=rubric, reward_workers=reward_workers)
+    backend_context = run_backend(args, local, factory=f"{__name__}:ray_worker", settings=settings,
+                                  concurrency=limit.ceiling)  # fmt: skip
     async with contextlib.AsyncExitStack() as stack:
         if isinstance(limit, AdaptiveLimit):
             stack.push_async_callback(limit.aclose)  # its server-metrics reader
+        backend = await stack.enter_async_context(backend_context)
+        if backend.workers:
+            say(f"Backend: Ray, {backend.workers} workers", quiet=args.quiet)
+        report = await run_items(items(), backend.process, concurrency=limit, journal=journal)
+    return report.stop_reason
+
+
+def _scoring(
+    args: argparse.Namespace, specs: Sequence[str], rubric: Any, *, observer: CallObserver | None = None
+) -> tuple[Scorer, list[Any]]:
+    """The grader's scorer, and the reward runtimes it scores in (none for a rubric's judge, whose
+    requests ``observer`` hears)."""
+    from osmosis_ai.cli.loading import reward_runtime
+    from osmosis_ai.runs.scorer import Scorer, runtime_function
+
+    if rubric is not None:
+        return Scorer([judge_function(rubric, cache=args.cache, observer=observer)], reward="score"), []
+    kind = "reward function" if args.reward else "eval function"
+    names = ["reward"] if args.reward else list(specs)
+    runtimes = [reward_runtime(spec, args, kind=kind) for spec in specs]
+    functions = [runtime_function(rt, name) for rt, name in zip(runtimes, names, strict=True)]
+    return Scorer(functions, reward=names[0]), runtimes
+
+
+@contextlib.asynccontextmanager
+async def _pipeline(scorer: Scorer, runtimes: Sequence[Any]) -> AsyncIterator[Pipeline]:
+    """The carried answers scored by ``scorer``; the runtimes' worker processes end with the context."""
+    from osmosis_ai.runs.engine import Pipeline
+    from osmosis_ai.runs.executors.stored import StoredExecutor, carried
+
+    async with contextlib.AsyncExitStack() as stack:
         for runtime in runtimes:
             await stack.enter_async_context(runtime)
-        report = await run_items(
-            items, Pipeline(StoredExecutor(attempt), scorer), concurrency=limit, journal=journal
-        )
-    return report.stop_reason
+        yield Pipeline(StoredExecutor(carried), scorer)
+
+
+@contextlib.asynccontextmanager
+async def ray_worker(settings: Mapping[str, Any], share: int) -> AsyncIterator[Pipeline]:
+    """One Ray worker's pipeline for ``osmosis regrade --backend ray``: the same grader, named by the
+    command's arguments (``settings``), in a reward runtime of the worker's own (or the rubric's
+    judge, its config sent as data); the answers come in the items."""
+    from osmosis_ai.cli.eval_rubric.config import RubricConfig
+
+    args = argparse.Namespace(**settings)
+    rubric = None if args.rubric_config is None else RubricConfig(**args.rubric_config)
+    scorer, runtimes = _scoring(args, args.specs, rubric)
+    async with _pipeline(scorer, runtimes) as pipeline:
+        yield pipeline
 
 
 def judge_function(
