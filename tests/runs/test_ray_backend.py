@@ -1,24 +1,32 @@
 """``--backend ray`` on a real local Ray (one instance for the session, 2 CPUs): the same outcomes,
-scores, pass@k and output files as one process; a worker SIGKILLed mid-run loses no item and counts
-none twice; a run stopped on Ray resumes in one process to the uninterrupted result; no actor stays."""
+scores, pass@k and output files as one process (eval, test, reward score, regrade with a reward and
+with a rubric's judge); a worker SIGKILLed mid-run loses no item and counts none twice; a run stopped
+on Ray resumes in one process, and one killed in one process resumes on Ray, to the uninterrupted
+result; no actor stays. The ``slow`` ones start the command as a subprocess with a Ray of its own:
+Ctrl-C exits 130 with one line and stops every process of that Ray, and a SIGKILLed driver takes its
+Ray and workers along and resumes in one process."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import re
 import signal
 import sqlite3
+import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.cli import REPO, cli
+from osmosis_ai.evaluation.journal import Journal
+from tests.support.cli import REPO, Ran, cli, subprocess_env
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.waiting import wait_until
 
@@ -186,7 +194,6 @@ def test_rubric_regrade_on_ray_judges_as_one_process(
 async def test_a_worker_killed_mid_run_loses_no_item_and_counts_none_twice(
     ray_session: Any, tmp_path: Path
 ) -> None:
-    from osmosis_ai.evaluation.journal import Journal
     from osmosis_ai.runs.backends.ray import WorkerSpec, ray_pool
     from osmosis_ai.runs.engine import run_items
     from osmosis_ai.runs.items import work_items
@@ -256,6 +263,163 @@ def test_eval_stopped_on_ray_resumes_in_one_process_to_the_uninterrupted_result(
     assert resumed.stdout.splitlines()[-1] == whole.stdout.splitlines()[-1]
     documents = [json.loads((tmp_path / f"{name}.json").read_text()) for name in ("resumed", "whole")]
     assert _untimed(documents[0]) == _untimed(documents[1])
+
+
+def _descendants(root: int) -> dict[int, str]:
+    """The processes under ``root`` now (by parent PID, from /proc), each with its command line."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    found: dict[int, str] = {}
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            with contextlib.suppress(OSError):
+                found[child] = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+                todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its parent does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _journalled_runs(journal: Path) -> int:
+    info = Journal.inspect(journal) if journal.exists() else None
+    return -1 if info is None else info.runs
+
+
+class _HeldEval:
+    """``osmosis eval --backend ray`` of 6 rows as a subprocess that starts its own Ray: the stand-in
+    answers the preflight and the first ``answered`` runs, then holds every model call (until
+    :meth:`release`), so the test acts while items are in flight on both workers."""
+
+    def __init__(self, server: OpenAIServer, tmp_path: Path, *, answered: int, backend: str = "ray") -> None:
+        self.data = tmp_path / "data.jsonl"
+        self.data.write_text("".join(json.dumps({"system_prompt": "s", "user_prompt": f"q{i}", "ground_truth": str(i % 2)})
+                                     + "\n" for i in range(6)))  # fmt: skip
+        self.journal = tmp_path / "journal.sqlite"
+        self.gate = threading.Event()
+        self.server = server
+        served = itertools.count(1)
+        server.handler = lambda payload: Reply(
+            content="1", gate=None if next(served) <= answered + 1 else self.gate
+        )
+        command = self.command(backend, self.journal)
+        self.process = subprocess.Popen([sys.executable, "-m", "osmosis_ai", *command], cwd=REPO,
+                                        env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True)  # fmt: skip
+        self.answered = answered
+
+    def command(self, backend: str, journal: Path, *extra: str) -> list[str]:
+        return ["eval", "-m", "tests.support.agents:agent_loop", "-d", str(self.data), "--eval-fn", "tests.support.evals:exact",
+                "--model", "m", "--base-url", self.server.url, "--batch-size", "2", "--backend", backend,
+                "--journal", str(journal), *extra]  # fmt: skip
+
+    def resumed_and_whole(self, backend: str, tmp_path: Path) -> tuple[Ran, Ran, list[Any]]:
+        """The killed run resumed on ``backend``, the same run uninterrupted in one process, and
+        their ``-o`` documents without timing fields."""
+        resumed = cli(*self.command(backend, self.journal, "-o", str(tmp_path / "resumed.json")))
+        assert resumed.returncode == 0, resumed.stderr
+        whole = cli(*self.command("local", tmp_path / "whole.sqlite", "-o", str(tmp_path / "whole.json")))
+        assert whole.returncode == 0, whole.stderr
+        documents = [
+            _untimed(json.loads((tmp_path / f"{name}.json").read_text())) for name in ("resumed", "whole")
+        ]
+        return resumed, whole, documents
+
+    def held(self) -> dict[int, str]:
+        """Once the answered runs are journalled and two more are held at the model: every process
+        the command started (its Ray's, the workers', their reward processes)."""
+        wait_until(lambda: (self.server.in_flight.now >= 2 and _journalled_runs(self.journal) == self.answered)
+                   or self.process.poll() is not None, timeout=90, what="two runs held, the others journalled")  # fmt: skip
+        assert self.process.poll() is None, self.process.communicate()
+        return _descendants(self.process.pid)
+
+    def release(self) -> None:
+        self.gate.set()
+        self.server.handler = None
+        self.server.default = Reply(content="1")
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()
+        self.process.communicate(timeout=60)
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_an_eval_on_ray_exits_130_with_one_line_and_stops_its_ray(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    pytest.importorskip("ray")
+    run = _HeldEval(openai_server, tmp_path, answered=2)
+    try:
+        started = run.held()
+        assert any("raylet" in line for line in started.values()) and any(
+            "_Worker" in line for line in started.values()
+        ), started
+        run.process.send_signal(signal.SIGINT)
+        _, stderr = run.process.communicate(timeout=60)
+        assert run.process.returncode == 130
+        assert stderr.splitlines() == [
+            "Interrupted: the finished runs are kept in the journal; run the same command again to resume."
+        ]
+        wait_until(lambda: not any(_alive(pid) for pid in started), 30, "every process of its Ray gone")
+    finally:
+        run.release()
+    assert _journalled_runs(run.journal) == 2  # the finished runs are kept, the interrupted ones are not
+
+
+@pytest.mark.slow
+def test_an_eval_on_ray_whose_driver_is_killed_leaves_no_worker_and_resumes_in_one_process(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    pytest.importorskip("ray")
+    run = _HeldEval(openai_server, tmp_path, answered=2)
+    try:
+        started = run.held()
+        run.process.send_signal(signal.SIGKILL)
+        run.process.wait(timeout=30)
+        # Ray's reaper takes its raylet, GCS and workers (and so the reward processes) along at once.
+        # Its two agents wait on the stopped GCS for up to a minute before they exit: not waited on here.
+        agents = ("ray::DashboardAgent", "ray::RuntimeEnvAgent")
+        ours = [pid for pid, line in started.items() if not line.startswith(agents)]
+        wait_until(
+            lambda: not [pid for pid in ours if _alive(pid)], 30, "the killed run's Ray and workers gone"
+        )
+    finally:
+        for pid in started:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        run.release()
+    assert _journalled_runs(run.journal) == 2
+    resumed, whole, documents = run.resumed_and_whole("local", tmp_path)
+    assert "Resuming: 2 of 6" in resumed.stdout
+    assert resumed.stdout.splitlines()[-1] == whole.stdout.splitlines()[-1]
+    assert documents[0] == documents[1]
+
+
+def test_an_eval_killed_in_one_process_resumes_on_ray_to_the_uninterrupted_result(
+    ray_session: Any, openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    run = _HeldEval(openai_server, tmp_path, answered=3, backend="local")
+    try:
+        run.held()
+        run.process.send_signal(signal.SIGKILL)
+        run.process.wait(timeout=30)
+    finally:
+        run.release()
+    assert _journalled_runs(run.journal) == 3
+    resumed, whole, documents = run.resumed_and_whole("ray", tmp_path)
+    assert "Resuming: 3 of 6" in resumed.stdout
+    assert resumed.stdout.splitlines()[-1] == whole.stdout.splitlines()[-1] + "; on 2 Ray workers"
+    assert documents[0] == documents[1]
+    _no_actors_left()
 
 
 def test_a_missing_ray_is_one_line_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -267,6 +267,22 @@ def _connect(ray: Any, address: str | None, num_cpus: int | None) -> bool:
     return False
 
 
+def _shutdown(ray: Any) -> None:
+    """Stop the local Ray this process started (blocking: run off the event loop).
+
+    ``ray.shutdown()`` stops the GCS before the autoscaler monitor, whose SIGTERM handler then
+    waits to report to the stopped GCS until Ray kills it a second later: a second of every local
+    run's end, and of every Ctrl-C. A local instance has nothing to autoscale, so the monitor is
+    killed first; the rest stop as Ray stops them (the raylet takes its workers and agents along)."""
+    node = getattr(getattr(ray, "_private", None), "worker", None)
+    processes = getattr(getattr(node, "_global_node", None), "all_processes", None) or {}
+    for info in processes.get("monitor", []):
+        with contextlib.suppress(Exception):  # another Ray's internals: then it is only slower
+            info.process.kill()
+            info.process.wait(timeout=5)
+    ray.shutdown()
+
+
 @contextlib.asynccontextmanager
 async def ray_pool(
     spec: WorkerSpec,
@@ -300,4 +316,4 @@ async def ray_pool(
             await pool.aclose()
     finally:
         if started:
-            await asyncio.to_thread(ray.shutdown)
+            await asyncio.to_thread(_shutdown, ray)
