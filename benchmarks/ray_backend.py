@@ -6,9 +6,9 @@ The eval throughput case of ``benchmarks/eval_throughput.py`` (its provider stan
 process answering after ``--latency`` seconds, its agent, eval function and dataset), measured side
 by side after a warm-up of each: one process (``--backend local``), then Ray with 2 CPUs (two
 workers, ``--batch-size`` shared between them) joining a local Ray this process started. Ray's own
-cost is reported apart: starting and stopping the local instance (``ray.init(num_cpus=2)``,
-``ray.shutdown()``), and the workers' start and stop inside each command (the wall time of a
-1-row run). Each run's ratio is ideal / measured, the ideal being ``rows x n x latency / batch size``.
+cost is reported apart: starting and stopping the local instance (``ray.init(num_cpus=2)``, and
+``_shutdown`` of ``osmosis_ai.runs.backends.ray``, the stop a command that started its own Ray
+pays), and the workers' start and stop inside each command (the wall time of a 1-row run). Each run's ratio is ideal / measured, the ideal being ``rows x n x latency / batch size``.
 
 Then ``osmosis reward score`` of ``--reward-rows`` answers with the reward of
 ``benchmarks/reward_runtime.py`` that spends ~1 ms of CPU: the local pool (``--workers 2``) against
@@ -29,6 +29,7 @@ from pathlib import Path
 from benchmarks.eval_throughput import _dataset, run_eval
 from benchmarks.openai_stub import StubProcess
 from benchmarks.reward_runtime import BUSY
+from osmosis_ai.runs.backends.ray import _shutdown
 
 
 def run_reward_score(folder: Path, dataset: Path, label: str, *extra: str) -> float:
@@ -84,7 +85,7 @@ def main() -> None:
             scored_on_ray = run_reward_score(folder, answers, "ray", "--workers", "1", *ray_options)
         finally:
             started = time.perf_counter()
-            ray.shutdown()
+            _shutdown(ray)
             shutdown = time.perf_counter() - started
     print(f"osmosis eval: {args.rows} rows x n={args.n}, --batch-size {args.batch_size}, "
           f"{args.latency * 1000:.0f} ms latency; ideal {ideal:.2f} s")  # fmt: skip

@@ -231,6 +231,41 @@ async def test_a_worker_killed_mid_run_loses_no_item_and_counts_none_twice(
     _no_actors_left()
 
 
+async def test_an_item_held_on_a_worker_holds_up_none_sent_with_it(ray_session: Any, tmp_path: Path) -> None:
+    from osmosis_ai.runs.backends.ray import WorkerSpec, ray_pool
+    from osmosis_ai.runs.engine import run_items
+    from osmosis_ai.runs.items import work_items
+
+    pids, release = tmp_path / "pids", tmp_path / "release"
+    pids.mkdir()
+    rows = [(i, {"value": i, "hold": i == 0}) for i in range(8)]
+    spec = WorkerSpec("tests.support.ray_workers:held", {"pids": str(pids), "release": str(release)})
+    seen: list[int] = []
+    async with ray_pool(spec, concurrency=8) as pool:
+        # the 8 items are given out in one turn of the loop: 4 to a worker in one call each
+        run = asyncio.ensure_future(run_items(work_items(rows), pool, concurrency=8,
+                                              on_result=lambda r: seen.append(r.item.row_index)))  # fmt: skip
+        await asyncio.to_thread(wait_until, lambda: len(seen) == 7, 30, "the 7 items not held")
+        assert sorted(seen) == list(range(1, 8)) and not run.done()  # row 0 is still held
+        release.touch()
+        await run
+    assert seen[-1] == 0
+    _no_actors_left()
+
+
+async def test_a_pipeline_that_raises_fails_the_run_with_its_error(ray_session: Any, tmp_path: Path) -> None:
+    from osmosis_ai.runs.backends.ray import WorkerSpec, ray_pool
+    from osmosis_ai.runs.engine import run_items
+    from osmosis_ai.runs.items import work_items
+
+    rows = [(i, {"value": i, "boom": i == 5}) for i in range(8)]
+    spec = WorkerSpec("tests.support.ray_workers:held", {"pids": str(tmp_path), "release": str(tmp_path)})
+    async with ray_pool(spec, concurrency=4) as pool:
+        with pytest.raises(ValueError, match=r"^boom at row 5$"):
+            await run_items(work_items(rows), pool, concurrency=4)
+    _no_actors_left()
+
+
 def test_eval_stopped_on_ray_resumes_in_one_process_to_the_uninterrupted_result(
     ray_session: Any, openai_server: OpenAIServer, tmp_path: Path
 ) -> None:

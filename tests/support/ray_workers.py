@@ -18,10 +18,13 @@ from osmosis_ai.runs.result import Attempt, Result
 async def held(settings: Mapping[str, Any], share: int) -> AsyncIterator[Any]:
     """Completes each item with its row's ``value`` as the reward; an item of a row with ``hold``
     first writes this worker's pid to ``settings["pids"]/<row>`` and waits for ``settings["release"]``
-    to exist (so a test can kill the worker while the item runs)."""
+    to exist (so a test can kill the worker while the item runs); one with ``boom`` raises
+    ``ValueError`` (a pipeline that fails, not its item)."""
     pids, release = Path(settings["pids"]), Path(settings["release"])
 
     async def process(item: WorkItem) -> Result:
+        if item.row.get("boom"):
+            raise ValueError(f"boom at row {item.row_index}")
         if item.row.get("hold") and not release.exists():
             (pids / str(item.row_index)).write_text(str(os.getpid()))
             while not release.exists():
