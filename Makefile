@@ -35,8 +35,9 @@ lint: $(STAMP)
 # workers read their rewritten test modules instead of compiling them again (7 -> 4 s of CPU each).
 PYTEST_WORKERS ?= 3
 
+# --dist loadgroup: the tests of one xdist_group run on one worker (the Ray tests share one local Ray).
 test: $(STAMP) lint programs mcp-oldest
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(PYTEST_WORKERS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 # Programs some tests drive, from Debian's packages: Chromium (the login and HTML-report tests, headless),
 # Prometheus with promtool (the /metrics scrape) and redis-server (replicas sharing state, its outage).

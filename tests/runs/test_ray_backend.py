@@ -30,6 +30,9 @@ from tests.support.cli import REPO, Ran, cli, subprocess_env
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.waiting import wait_until
 
+# One xdist worker runs them all (the suite uses --dist loadgroup), so the suite starts one Ray, not one per worker.
+pytestmark = pytest.mark.xdist_group("ray")
+
 CALCULATOR = ["-m", "examples.calculator.agent:agent_loop", "-d", str(REPO / "examples/calculator/dataset.jsonl"),
               "--model", "scripted"]  # fmt: skip
 REWARD = "examples.calculator.reward:calculator_reward"
