@@ -489,3 +489,19 @@ def test_a_cluster_of_other_versions_is_refused_with_the_fix() -> None:
 def test_ray_options_are_checked_before_anything_runs(options: list[str], status: int, message: str) -> None:
     ran = cli("eval", *CALCULATOR, "--eval-fn", REWARD, *options)
     assert ran.returncode == status and message in ran.stderr
+
+
+def test_regrade_refuses_auto_concurrency_on_ray_before_anything_runs(tmp_path: Path) -> None:
+    ran = cli(
+        "regrade",
+        str(tmp_path / "any.jsonl"),
+        "--rubric",
+        "tone",
+        "--concurrency",
+        "auto",
+        "--backend",
+        "ray",
+    )
+    assert ran.returncode == 1 and ran.stderr == (
+        "Error: --concurrency auto follows one process's judge requests; give --concurrency N with --backend ray\n"
+    )
