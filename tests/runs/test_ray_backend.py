@@ -404,7 +404,9 @@ def test_ctrl_c_during_an_eval_on_ray_exits_130_with_one_line_and_stops_its_ray(
         run.process.send_signal(signal.SIGINT)
         _, stderr = run.process.communicate(timeout=60)
         assert run.process.returncode == 130
-        assert stderr.splitlines() == [
+        # The one line saying why; on a loaded machine a stop past 1 s adds the CLI's "still stopping" notice.
+        notice = "Interrupted: still stopping... (Ctrl-C again to quit at once)"
+        assert [line for line in stderr.splitlines() if line != notice] == [
             "Interrupted: the finished runs are kept in the journal; run the same command again to resume."
         ]
         wait_until(lambda: not any(_alive(pid) for pid in started), 30, "every process of its Ray gone")
