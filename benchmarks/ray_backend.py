@@ -10,6 +10,11 @@ cost is reported apart: starting and stopping the local instance (``ray.init(num
 ``_shutdown`` of ``osmosis_ai.runs.backends.ray``, the stop a command that started its own Ray
 pays), and the workers' start and stop inside each command (the wall time of a 1-row run). Each run's ratio is ideal / measured, the ideal being ``rows x n x latency / batch size``.
 
+Then the same pair through LiteLLM (``OSMOSIS_FORCE_LITELLM=1``, ``--litellm-rows`` rows), where the
+client's CPU binds one process (~5 ms of LiteLLM per call, see ``benchmarks/eval_throughput.py``):
+the case the goal is set for. Ray is started again for it with the variable set, since a local
+Ray's workers take the environment it started with.
+
 Then ``osmosis reward score`` of ``--reward-rows`` answers with the reward of
 ``benchmarks/reward_runtime.py`` that spends ~1 ms of CPU: the local pool (``--workers 2``) against
 Ray's two workers, each scoring in a reward runtime of one worker process.
@@ -25,8 +30,9 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-from benchmarks.eval_throughput import _dataset, run_eval
+from benchmarks.eval_throughput import _dataset, _path, run_eval
 from benchmarks.openai_stub import StubProcess
 from benchmarks.reward_runtime import BUSY
 from osmosis_ai.runs.backends.ray import _shutdown
@@ -53,6 +59,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--latency", type=float, default=0.1, help="the provider's seconds per answer")
     parser.add_argument("--reward-rows", type=int, default=4000, help="answers for the reward score case")
+    parser.add_argument("--litellm-rows", type=int, default=250, help="rows for the LiteLLM (CPU-bound) case")
     args = parser.parse_args()
     import ray
 
@@ -61,11 +68,7 @@ def main() -> None:
     ray_options = ("--backend", "ray")
     with tempfile.TemporaryDirectory() as tmp, StubProcess(delay=args.latency) as api_base:
         folder = Path(tmp)
-        started = time.perf_counter()
-        ray.init(
-            address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False
-        )
-        init = time.perf_counter() - started
+        init = _start(ray)
         try:
             (folder / "warm").mkdir()
             warm = _dataset(folder / "warm", 1)
@@ -87,6 +90,24 @@ def main() -> None:
             started = time.perf_counter()
             _shutdown(ray)
             shutdown = time.perf_counter() - started
+        with _path(litellm=True):
+            _start(ray)
+            try:
+                run_eval(
+                    api_base, warm, folder / "warm-local-litellm.sqlite", n=1, batch_size=1, litellm=True
+                )
+                run_eval(api_base, warm, folder / "warm-ray-litellm.sqlite", n=1, batch_size=2, litellm=True,
+                         extra=ray_options)  # fmt: skip
+                (folder / "litellm").mkdir()
+                small = _dataset(folder / "litellm", args.litellm_rows)
+                bound = (
+                    run_eval(api_base, small, folder / "local-litellm.sqlite", n=args.n,
+                             batch_size=args.batch_size, litellm=True),
+                    run_eval(api_base, small, folder / "ray-litellm.sqlite", n=args.n,
+                             batch_size=args.batch_size, litellm=True, extra=ray_options),
+                )  # fmt: skip
+            finally:
+                _shutdown(ray)
     print(f"osmosis eval: {args.rows} rows x n={args.n}, --batch-size {args.batch_size}, "
           f"{args.latency * 1000:.0f} ms latency; ideal {ideal:.2f} s")  # fmt: skip
     print(f"{'':<40}{'wall s':>8}{'ratio to ideal':>16}{'driver CPU per run':>20}")
@@ -95,13 +116,32 @@ def main() -> None:
         ("Ray, 2 CPUs (--backend ray)", on_ray),
     ):
         print(f"{label:<40}{wall:>8.2f}{ideal / wall:>15.2f}x{cpu / runs * 1000:>17.2f} ms")
-    print(f"Ray over one process: {local[0] / on_ray[0]:.2f}x (goal >= 1.6x where the client CPU binds); "
+    print(f"Ray over one process: {local[0] / on_ray[0]:.2f}x (the client CPU does not bind here); "
           f"driver CPU {on_ray[1]:.2f} s of {on_ray[0]:.2f} s; load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+    litellm_runs = args.litellm_rows * args.n
+    litellm_ideal = litellm_runs * args.latency / args.batch_size
+    print(f"through LiteLLM, {args.litellm_rows} rows x n={args.n} (the client CPU binds one process): "
+          f"ideal {litellm_ideal:.2f} s")  # fmt: skip
+    for label, (wall, cpu) in zip(
+        ("one process (--backend local)", "Ray, 2 CPUs (--backend ray)"), bound, strict=True
+    ):
+        print(f"{label:<40}{wall:>8.2f}{litellm_ideal / wall:>15.2f}x{cpu / litellm_runs * 1000:>17.2f} ms")
+    print(f"Ray over one process through LiteLLM: {bound[0][0] / bound[1][0]:.2f}x (goal >= 1.6x where the "
+          f"client CPU binds); load average {os.getloadavg()[0]:.1f}")  # fmt: skip
     print(f"Ray's own cost: local instance start {init:.2f} s, stop {shutdown:.2f} s; a command's workers "
           f"start and stop (a 1-row run) {workers[0]:.2f} s, counted in the Ray run above")  # fmt: skip
     print(f"osmosis reward score, {args.reward_rows:,} answers, a reward spending ~1 ms of CPU: local pool "
           f"(2 workers) {pool:.2f} s, Ray (2 workers x 1) {scored_on_ray:.2f} s: Ray {pool / scored_on_ray:.2f}x "
           "the local pool")  # fmt: skip
+
+
+def _start(ray: Any) -> float:
+    """Start a local Ray with 2 CPUs; the seconds it took."""
+    started = time.perf_counter()
+    ray.init(
+        address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False
+    )
+    return time.perf_counter() - started
 
 
 def warm_answers(folder: Path) -> Path:
