@@ -13,7 +13,10 @@ pays), and the workers' start and stop inside each command (the wall time of a 1
 Then the same pair through LiteLLM (``OSMOSIS_FORCE_LITELLM=1``, ``--litellm-rows`` rows), where the
 client's CPU binds one process (~5 ms of LiteLLM per call, see ``benchmarks/eval_throughput.py``):
 the case the goal is set for. Ray is started again for it with the variable set, since a local
-Ray's workers take the environment it started with.
+Ray's workers take the environment it started with. For this pair the CPU seconds of each kind of
+process (this driver, the Ray workers, their reward workers, the stand-in, Ray's own raylet, GCS and
+agents; read from /proc) are reported for the one-process run, the Ray run, and a 1-row Ray run with n=2
+(a command's workers starting, each importing LiteLLM for its one run), and the Ray run's per-run CPU beyond that start.
 
 Then ``osmosis reward score`` of ``--reward-rows`` answers with the reward of
 ``benchmarks/reward_runtime.py`` that spends ~1 ms of CPU: the local pool (``--workers 2``) against
@@ -28,7 +31,9 @@ import io
 import json
 import os
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +55,74 @@ def run_reward_score(folder: Path, dataset: Path, label: str, *extra: str) -> fl
     if status != 0:
         raise RuntimeError(f"osmosis reward score exited {status}")
     return time.perf_counter() - started
+
+
+ROLES = ("Ray workers", "driver", "stand-in", "reward workers", "Ray's own (raylet, GCS, agents)")
+
+
+def _processes() -> dict[int, tuple[float, float, str]]:
+    """This process and every one it started, directly or not: (CPU seconds, start tick, command line)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    table, todo = {}, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        with contextlib.suppress(OSError):  # ended meanwhile
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            table[pid] = ((int(fields[11]) + int(fields[12])) / tick, float(fields[19]), command)
+            for task in os.listdir(f"/proc/{pid}/task"):
+                todo.extend(
+                    int(child) for child in Path(f"/proc/{pid}/task/{task}/children").read_text().split()
+                )
+    return table
+
+
+def _role(pid: int, command: str) -> str:
+    """Which of :data:`ROLES` a process is."""
+    if pid == os.getpid():
+        return "driver"
+    for marker, role in (
+        ("ray::", "Ray workers"),
+        ("openai_stub", "stand-in"),
+        ("rewards.runtime.worker", "reward workers"),
+    ):
+        if marker in command:
+            return role
+    return ROLES[-1]
+
+
+@contextlib.contextmanager
+def cpu_by_role() -> Iterator[dict[str, float]]:
+    """CPU seconds this process and those it started spent in the block, by role (:data:`ROLES`);
+    the mapping is filled when the block ends. Sampled every 0.2 s, so a process that ended
+    between two samples misses at most its last 0.2 s."""
+    first, last, commands = _processes(), {}, {}
+    stop = threading.Event()
+
+    def sample() -> None:
+        for pid, (cpu, start, command) in _processes().items():
+            last[pid] = (cpu, start)
+            if command.strip():  # a Ray worker's title is briefly empty while it is being set
+                commands[pid] = command
+
+    def loop() -> None:
+        while not stop.wait(0.2):
+            sample()
+
+    totals: dict[str, float] = dict.fromkeys(ROLES, 0.0)
+    sampler = threading.Thread(target=loop, daemon=True)
+    sampler.start()
+    try:
+        yield totals
+    finally:
+        stop.set()
+        sampler.join()
+        sample()
+        for pid, (cpu, start) in last.items():
+            before = first.get(pid)
+            totals[_role(pid, commands.get(pid, ""))] += cpu - (
+                before[0] if before and before[1] == start else 0.0
+            )
 
 
 def main() -> None:
@@ -96,16 +169,20 @@ def main() -> None:
                 run_eval(
                     api_base, warm, folder / "warm-local-litellm.sqlite", n=1, batch_size=1, litellm=True
                 )
-                run_eval(api_base, warm, folder / "warm-ray-litellm.sqlite", n=1, batch_size=2, litellm=True,
-                         extra=ray_options)  # fmt: skip
+                with (
+                    cpu_by_role() as start_cpu
+                ):  # a command's workers start, each importing LiteLLM for its run
+                    litellm_workers = run_eval(api_base, warm, folder / "warm-ray-litellm.sqlite", n=2, batch_size=2,
+                                               litellm=True, extra=ray_options)  # fmt: skip
                 (folder / "litellm").mkdir()
                 small = _dataset(folder / "litellm", args.litellm_rows)
-                bound = (
-                    run_eval(api_base, small, folder / "local-litellm.sqlite", n=args.n,
-                             batch_size=args.batch_size, litellm=True),
-                    run_eval(api_base, small, folder / "ray-litellm.sqlite", n=args.n,
-                             batch_size=args.batch_size, litellm=True, extra=ray_options),
-                )  # fmt: skip
+                with cpu_by_role() as local_cpu:
+                    local_bound = run_eval(api_base, small, folder / "local-litellm.sqlite", n=args.n,
+                                           batch_size=args.batch_size, litellm=True)  # fmt: skip
+                with cpu_by_role() as ray_cpu:
+                    ray_bound = run_eval(api_base, small, folder / "ray-litellm.sqlite", n=args.n,
+                                         batch_size=args.batch_size, litellm=True, extra=ray_options)  # fmt: skip
+                bound = (local_bound, ray_bound)
             finally:
                 _shutdown(ray)
     print(f"osmosis eval: {args.rows} rows x n={args.n}, --batch-size {args.batch_size}, "
@@ -128,6 +205,14 @@ def main() -> None:
         print(f"{label:<40}{wall:>8.2f}{litellm_ideal / wall:>15.2f}x{cpu / litellm_runs * 1000:>17.2f} ms")
     print(f"Ray over one process through LiteLLM: {bound[0][0] / bound[1][0]:.2f}x (goal >= 1.6x where the "
           f"client CPU binds); load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+    print(f"CPU seconds by process through LiteLLM (2 cores x the Ray run's wall = {2 * ray_bound[0]:.2f} s; "
+          f"a command's workers starting, the 1-row run with n=2, {litellm_workers[0]:.2f} s wall):")  # fmt: skip
+    print(f"{'':<34}{'one process':>12}{'Ray':>8}{'Ray, start':>12}{'Ray per run':>13}")
+    for role in ROLES:
+        per_run = (ray_cpu[role] - start_cpu[role]) / litellm_runs * 1000
+        print(
+            f"{role:<34}{local_cpu[role]:>12.2f}{ray_cpu[role]:>8.2f}{start_cpu[role]:>12.2f}{per_run:>10.2f} ms"
+        )
     print(f"Ray's own cost: local instance start {init:.2f} s, stop {shutdown:.2f} s; a command's workers "
           f"start and stop (a 1-row run) {workers[0]:.2f} s, counted in the Ray run above")  # fmt: skip
     print(f"osmosis reward score, {args.reward_rows:,} answers, a reward spending ~1 ms of CPU: local pool "
