@@ -132,7 +132,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--latency", type=float, default=0.1, help="the provider's seconds per answer")
     parser.add_argument("--reward-rows", type=int, default=4000, help="answers for the reward score case")
-    parser.add_argument("--litellm-rows", type=int, default=1000, help="rows for the LiteLLM (CPU-bound) case")
+    parser.add_argument(
+        "--litellm-rows", type=int, default=1000, help="rows for the LiteLLM (CPU-bound) case"
+    )
     args = parser.parse_args()
     import ray
 
