@@ -240,6 +240,16 @@ class Comparison(_Changes[RowChange]):
     """Run ``after`` against run ``before``, ``(row, sample)`` against ``(row, sample)``."""
 
 
+def _row_mean_difference(before: Run, after: Run) -> Estimate | None:
+    """The paired difference of the per-row mean scores over the rows scored in both runs (per-row
+    means, so rows with more samples do not weigh more); ``None`` when no row is."""
+    a, b = scores_by_row(before.rows), scores_by_row(after.rows)
+    shared = sorted(set(a) & set(b))
+    if not shared:
+        return None
+    return paired_difference([sum(b[r]) / len(b[r]) for r in shared], [sum(a[r]) / len(a[r]) for r in shared])
+
+
 def compare(before: Run, after: Run) -> Comparison:
     """Pair two gradings of the same answers (``osmosis regrade``) by ``(row, sample)``; the mean
     difference is over rows scored in both (per-row means first, so rows with more samples do not
@@ -248,13 +258,7 @@ def compare(before: Run, after: Run) -> Comparison:
     second = {row.key: row for row in after.rows}
     keys = sorted(set(first) | set(second))
     changes = [RowChange(key, first.get(key), second.get(key)) for key in keys]
-    a, b = scores_by_row(before.rows), scores_by_row(after.rows)
-    shared = sorted(set(a) & set(b))
-    difference = None
-    if shared:
-        difference = paired_difference(
-            [sum(b[r]) / len(b[r]) for r in shared], [sum(a[r]) / len(a[r]) for r in shared]
-        )
+    difference = _row_mean_difference(before, after)
     return Comparison(before, after, changes, difference)
 
 
@@ -352,13 +356,7 @@ def compare_rows(before: Run, after: Run) -> RowComparison:
     first, second = row_figures(before), row_figures(after)
     keys = sorted(set(first) | set(second))
     changes = [RowDelta(key, first.get(key), second.get(key)) for key in keys]
-    a, b = scores_by_row(before.rows), scores_by_row(after.rows)
-    shared = sorted(set(a) & set(b))
-    difference = None
-    if shared:
-        difference = paired_difference(
-            [sum(b[r]) / len(b[r]) for r in shared], [sum(a[r]) / len(a[r]) for r in shared]
-        )
+    difference = _row_mean_difference(before, after)
     ahead, behind = _pass_at_k(before), _pass_at_k(after)
     passes = {k: (ahead[k], behind[k]) for k in sorted(set(ahead) & set(behind))}
     return RowComparison(before, after, changes, difference, passes)
