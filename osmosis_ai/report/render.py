@@ -243,19 +243,25 @@ def _run_section(index: int, run: Run, summary: Summary) -> str:
     )
 
 
+def _change_figures(comparison: Comparison | RowComparison, interval_note: str = "") -> list[str]:
+    """The figures atop a comparison: the mean difference with its interval, rows better and worse,
+    outcomes changed."""
+    difference = comparison.mean_difference
+    return [
+        _figure("mean-difference", "mean difference (B − A)", _number(difference.value if difference else None),
+                f"95% CI {_interval(difference)}{interval_note}" if difference else "no row scored in both"),
+        _figure("improved", "rows better", str(comparison.improved)),
+        _figure("worse", "rows worse", str(comparison.worse)),
+        _figure("outcome-changes", "outcome changed", str(comparison.outcome_changes)),
+    ]  # fmt: skip
+
+
 def _comparison_section(
     number: int, comparison: Comparison, before: int, after: int, *, regrade: bool = False
 ) -> str:
     """Run ``after`` against run ``before``: their changed rows; for a regrade (``before`` is the
     earlier grading, which has no section of its own) every row, the changed ones first."""
-    difference = comparison.mean_difference
-    figures = [
-        _figure("mean-difference", "mean difference (B − A)", _number(difference.value if difference else None),
-                f"95% CI {_interval(difference)}" if difference else "no row scored in both"),
-        _figure("improved", "rows better", str(comparison.improved)),
-        _figure("worse", "rows worse", str(comparison.worse)),
-        _figure("outcome-changes", "outcome changed", str(comparison.outcome_changes)),
-    ]  # fmt: skip
+    figures = _change_figures(comparison)
     body = []
     changes = comparison.changes
     if regrade:
@@ -312,14 +318,7 @@ def _outcomes(figures: RowFigures | None) -> str:
 
 def _row_comparison_section(number: int, comparison: RowComparison, before: int, after: int) -> str:
     """Run ``after`` against run ``before``, dataset row against dataset row, with pass@k side by side."""
-    difference = comparison.mean_difference
-    figures = [
-        _figure("mean-difference", "mean difference (B − A)", _number(difference.value if difference else None),
-                f"95% CI {_interval(difference)} over rows" if difference else "no row scored in both"),
-        _figure("improved", "rows better", str(comparison.improved)),
-        _figure("worse", "rows worse", str(comparison.worse)),
-        _figure("outcome-changes", "outcome changed", str(comparison.outcome_changes)),
-    ]  # fmt: skip
+    figures = _change_figures(comparison, " over rows")
     passes = "".join(
         f'<tr data-k="{k}"><td>pass@{k}</td><td class="num">{a.value:.3f}</td><td class="num">{b.value:.3f}</td>'
         f'<td class="num">{b.value - a.value:+.3f}</td></tr>'
