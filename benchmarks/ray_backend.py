@@ -18,6 +18,11 @@ process (this driver, the Ray workers, their reward workers, the stand-in, Ray's
 agents; read from /proc) are reported for the one-process run, the Ray run, and a 1-row Ray run with n=2
 (a command's workers starting, each importing LiteLLM for its one run), and the Ray run's per-run CPU beyond that start.
 
+Then a cold command, what a user waits for end to end: ``osmosis eval`` of 1 row x n=2 through
+LiteLLM as a fresh process, with a Ray of its own (``--backend ray``, no ``--ray-address``: started
+while the driver sends its preflight request, stopped at the end) against one process,
+``--cold-pairs`` pairs run in turn; medians.
+
 Then ``osmosis reward score`` of ``--reward-rows`` answers with the reward of
 ``benchmarks/reward_runtime.py`` that spends ~1 ms of CPU: the local pool (``--workers 2``) against
 Ray's two workers, each scoring in a reward runtime of one worker process.
@@ -30,6 +35,9 @@ import contextlib
 import io
 import json
 import os
+import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -37,7 +45,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmarks.eval_throughput import _dataset, _path, run_eval
+from benchmarks.eval_throughput import AGENT, EVAL_FN, _dataset, _path, run_eval
 from benchmarks.openai_stub import StubProcess
 from benchmarks.reward_runtime import BUSY
 from osmosis_ai.runs.backends.ray import _shutdown
@@ -54,6 +62,20 @@ def run_reward_score(folder: Path, dataset: Path, label: str, *extra: str) -> fl
         status = main(argv)
     if status != 0:
         raise RuntimeError(f"osmosis reward score exited {status}")
+    return time.perf_counter() - started
+
+
+def run_cold(api_base: str, dataset: Path, journal: Path, backend: str) -> float:
+    """Wall seconds of ``osmosis eval --backend BACKEND`` of ``dataset`` (n=2) through LiteLLM as a
+    fresh process; a Ray backend starts and stops a local Ray of its own."""
+    argv = [sys.executable, "-m", "osmosis_ai", "eval", "-m", AGENT, "-d", str(dataset), "--eval-fn", EVAL_FN,
+            "--model", "bench", "--base-url", api_base, "--n", "2", "--batch-size", "2", "--journal", str(journal),
+            "--backend", backend, "-q"]  # fmt: skip
+    environment = os.environ | {"OSMOSIS_FORCE_LITELLM": "1"}
+    started = time.perf_counter()
+    ran = subprocess.run(argv, cwd=Path(__file__).parents[1], env=environment, capture_output=True, text=True)
+    if ran.returncode != 0:
+        raise RuntimeError(f"osmosis eval --backend {backend} exited {ran.returncode}: {ran.stderr.strip()}")
     return time.perf_counter() - started
 
 
@@ -135,6 +157,7 @@ def main() -> None:
     parser.add_argument(
         "--litellm-rows", type=int, default=1000, help="rows for the LiteLLM (CPU-bound) case"
     )
+    parser.add_argument("--cold-pairs", type=int, default=3, help="cold commands on Ray and on one process")
     args = parser.parse_args()
     import ray
 
@@ -187,6 +210,12 @@ def main() -> None:
                 bound = (local_bound, ray_bound)
             finally:
                 _shutdown(ray)
+        cold: dict[str, list[float]] = {"ray": [], "local": []}
+        for pair in range(args.cold_pairs):
+            for backend in cold:
+                cold[backend].append(
+                    run_cold(api_base, warm, folder / f"cold-{backend}-{pair}.sqlite", backend)
+                )
     print(f"osmosis eval: {args.rows} rows x n={args.n}, --batch-size {args.batch_size}, "
           f"{args.latency * 1000:.0f} ms latency; ideal {ideal:.2f} s")  # fmt: skip
     print(f"{'':<40}{'wall s':>8}{'ratio to ideal':>16}{'driver CPU per run':>20}")
@@ -217,6 +246,9 @@ def main() -> None:
         )
     print(f"Ray's own cost: local instance start {init:.2f} s, stop {shutdown:.2f} s; a command's workers "
           f"start and stop (a 1-row run) {workers[0]:.2f} s, counted in the Ray run above")  # fmt: skip
+    cold_ray, cold_local = (statistics.median(cold[backend]) for backend in ("ray", "local"))
+    print(f"a cold command (1 row x n=2 through LiteLLM, a fresh process; medians of {args.cold_pairs}): "
+          f"on a Ray of its own {cold_ray:.2f} s, one process {cold_local:.2f} s: Ray adds {cold_ray - cold_local:.2f} s")  # fmt: skip
     print(f"osmosis reward score, {args.reward_rows:,} answers, a reward spending ~1 ms of CPU: local pool "
           f"(2 workers) {pool:.2f} s, Ray (2 workers x 1) {scored_on_ray:.2f} s: Ray {pool / scored_on_ray:.2f}x "
           "the local pool")  # fmt: skip

@@ -444,6 +444,42 @@ def test_an_eval_on_ray_whose_driver_is_killed_leaves_no_worker_and_resumes_in_o
     assert documents[0] == documents[1]
 
 
+@pytest.mark.slow
+def test_ray_starts_during_the_preflight_and_a_refused_preflight_stops_it_with_the_local_line(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    pytest.importorskip("ray")
+    gate = threading.Event()
+    openai_server.handler = lambda payload: Reply(status=401, gate=gate)
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"system_prompt": "s", "user_prompt": f"q{i}", "ground_truth": "1"}) + "\n"
+                            for i in range(2)))  # fmt: skip
+
+    def command(backend: str) -> list[str]:
+        return ["eval", "-m", "tests.support.agents:agent_loop", "-d", str(data), "--eval-fn", "tests.support.evals:exact",
+                "--model", "m", "--base-url", openai_server.url, "--batch-size", "2", "--backend", backend,
+                "--journal", str(tmp_path / f"{backend}.sqlite")]  # fmt: skip
+
+    process = subprocess.Popen([sys.executable, "-m", "osmosis_ai", *command("ray")], cwd=REPO, env=subprocess_env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        # The preflight request is held at the stand-in while the command's Ray and its workers start.
+        wait_until(lambda: sum("_Worker" in line for line in _descendants(process.pid).values()) == 2
+                   or process.poll() is not None, timeout=90, what="both workers started during the preflight")  # fmt: skip
+        assert process.poll() is None, process.communicate()
+        assert openai_server.in_flight.now == 1  # the preflight, its max_tokens=1:
+        assert [request.json["max_tokens"] for request in openai_server.requests] == [1]
+        started = _descendants(process.pid)
+    finally:
+        gate.set()
+        _, stderr = process.communicate(timeout=60)
+    wait_until(lambda: not any(_alive(pid) for pid in started), 30, "every process of its Ray gone")
+    local = cli(*command("local"))
+    assert process.returncode == local.returncode != 0
+    assert stderr.strip().splitlines() == local.stderr.strip().splitlines()[-1:]  # the one line, the same
+    assert len(openai_server.requests) == 2  # the two preflights: nothing else was sent
+
+
 def test_an_eval_killed_in_one_process_resumes_on_ray_to_the_uninterrupted_result(
     ray_session: Any, openai_server: OpenAIServer, tmp_path: Path
 ) -> None:

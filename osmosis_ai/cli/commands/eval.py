@@ -222,16 +222,6 @@ async def _run(
             "--batch-size auto follows one process's model calls; give --batch-size N with --backend ray"
         )
     models = _models(args, [tag for tag, keys in todo.items() if keys], observer_of(limit))
-    for tag, model in models.items():  # a model with nothing left costs no preflight
-        say(f"{'Baseline' if tag == BASELINE else 'Model'}: {model.client.display_name}", quiet=args.quiet)
-        try:
-            await model.client.preflight_check()
-        except SystemicProviderError as exc:
-            if tag == PRIMARY:
-                raise
-            raise CLIError(f"(baseline) {exc}") from exc
-    for spec in args.eval_fn:
-        say(f"Scoring: {reward_runtime(spec, args, kind='eval function').describe()}", quiet=args.quiet)
     total = done + sum(len(keys) for keys in todo.values())
     remaining = total - done
     bar = not args.quiet and output.wants_progress(None, remaining)
@@ -244,11 +234,25 @@ async def _run(
         if isinstance(limit, AdaptiveLimit):
             stack.push_async_callback(limit.aclose)  # its server-metrics reader
             stack.callback(lambda: say(limit_line(limit) or "", quiet=args.quiet))
+        # Entered first: Ray's workers start while each model gets its preflight request.
         backend = await stack.enter_async_context(
             run_backend(
                 args, local, factory=f"{__name__}:ray_worker", settings=settings, concurrency=limit.ceiling
             )
         )
+        for tag, model in models.items():  # a model with nothing left costs no preflight
+            say(
+                f"{'Baseline' if tag == BASELINE else 'Model'}: {model.client.display_name}", quiet=args.quiet
+            )
+            try:
+                await model.client.preflight_check()
+            except SystemicProviderError as exc:
+                if tag == PRIMARY:
+                    raise
+                raise CLIError(f"(baseline) {exc}") from exc
+        for spec in args.eval_fn:
+            say(f"Scoring: {reward_runtime(spec, args, kind='eval function').describe()}", quiet=args.quiet)
+        pipeline = await backend.ready()
         args.backend_note = backend.note()
         if backend.workers:
             say(f"Backend: Ray, {backend.workers} workers", quiet=args.quiet)
@@ -256,7 +260,7 @@ async def _run(
             report = progress_reporter(total=total, done=done, quiet=args.quiet, tagged=BASELINE in todo,
                                        advance=advance, bar=bar)  # fmt: skip
             return await run_samples(
-                pipeline=backend.process, rows=rows, n=args.n, tags=list(models),
+                pipeline=pipeline, rows=rows, n=args.n, tags=list(models),
                 journal=journal, retry_failed=args.retry_failed, batch_size=limit,
                 log_samples=args.log_samples, on_sample=report,
             )  # fmt: skip

@@ -389,9 +389,10 @@ async def _engine(
         if isinstance(limit, AdaptiveLimit):
             stack.push_async_callback(limit.aclose)  # its server-metrics reader
         backend = await stack.enter_async_context(backend_context)
+        process = await backend.ready()
         if backend.workers:
             say(f"Backend: Ray, {backend.workers} workers", quiet=args.quiet)
-        report = await run_items(items(), backend.process, concurrency=limit, journal=journal)
+        report = await run_items(items(), process, concurrency=limit, journal=journal)
     return report.stop_reason
 
 

@@ -154,13 +154,14 @@ async def _test(args: argparse.Namespace) -> int:
                                       factory=f"{__name__}:ray_worker", settings=worker_settings(args),
                                       concurrency=limit.ceiling)  # fmt: skip
         async with backend_context as backend:
+            process = await backend.ready()
             if backend.workers:
                 say(quiet=args.quiet, line=f"Backend: Ray, {backend.workers} workers")
             with progress_bar(selected, "rows", enabled=bar, stderr=False) as advance:
                 try:
                     report = await run_items(
                         work_items(reader.iter_indexed(args.limit, args.offset)),
-                        backend.process,
+                        process,
                         concurrency=limit,
                         on_result=show,
                     )

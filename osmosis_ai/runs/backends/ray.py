@@ -132,6 +132,7 @@ class RayPool:
         self._replacements = replacements
         self._all: list[Any] = []  # every handle ever started, so closing kills them all
         self._calls: set[asyncio.Task[None]] = set()
+        self._opening: asyncio.Future[None] | None = None  # see ray_pool(wait=False)
 
     @property
     def workers(self) -> int:
@@ -158,9 +159,16 @@ class RayPool:
         _check_versions(infos[0])
         self._actors.extend(_Actor(handle, info["pid"]) for handle, info in zip(handles, infos, strict=True))
 
+    async def ready(self) -> None:
+        """Wait until Ray is joined and the workers have started (an item sent before waits too);
+        raises :class:`RayBackendError` (or the factory's own error) when they cannot start."""
+        if self._opening is not None:
+            await asyncio.shield(self._opening)
+
     async def __call__(self, item: WorkItem) -> Result:
         import ray
 
+        await self.ready()
         for _ in range(ATTEMPTS):
             actor = await self._least_busy()
             actor.busy += 1
@@ -259,6 +267,11 @@ class RayPool:
         """Stop the workers' pipelines (briefly), then kill every actor this pool started."""
         import ray
 
+        if self._opening is not None:
+            self._opening.cancel()
+            await asyncio.wait([self._opening])
+            if not self._opening.cancelled():
+                self._opening.exception()  # seen: whoever awaited ready() has raised it already
         for task in [*self._replacing.values(), *self._calls]:
             task.cancel()
         if self._actors:
@@ -363,6 +376,7 @@ async def ray_pool(
     address: str | None = None,
     workers: int | None = None,
     num_cpus: int | None = None,
+    wait: bool = True,
 ) -> AsyncIterator[RayPool]:
     """A :class:`RayPool` of ``workers`` actors (default: one per CPU of the cluster, at most
     ``concurrency``), each running ``ceil(concurrency / workers)`` items at once.
@@ -370,22 +384,40 @@ async def ray_pool(
     A Ray this process is already connected to is used as it is (and left running); otherwise
     ``address`` joins a cluster, and without one a local instance with ``num_cpus`` (default: this
     machine's) starts and stops with the pool. Raises :class:`RayBackendError` with the fix when Ray
-    is missing, unreachable or of other versions."""
+    is missing, unreachable or of other versions.
+
+    With ``wait=False`` the pool is given at once while Ray and its workers start, so the caller's
+    own preparations (a model's preflight request, loading the data) overlap them; ``await
+    pool.ready()`` waits for the start and raises its error, and items sent meanwhile wait for it."""
     ray = _import_ray()
-    started = False
+    connecting: asyncio.Future[bool] | None = None
     if not ray.is_initialized():
-        started = await asyncio.to_thread(_connect, ray, address, num_cpus)
-    try:
+        connecting = asyncio.ensure_future(asyncio.to_thread(_connect, ray, address, num_cpus))
+    pool = RayPool(spec, 1, os.getcwd() if address is None else None, replacements=0)
+
+    async def start() -> None:
+        if connecting is not None:
+            await asyncio.shield(connecting)
         cpus = int(ray.cluster_resources().get("CPU", 0)) or 1
         count = max(1, min(workers or cpus, concurrency))
-        share = math.ceil(concurrency / count)
-        directory = os.getcwd() if address is None else None
-        pool = RayPool(spec, share, directory, replacements=count)
-        try:
-            await pool._start(count)
-            yield pool
-        finally:
-            await pool.aclose()
+        pool._share, pool._replacements = math.ceil(concurrency / count), count
+        await pool._start(count)
+
+    pool._opening = asyncio.ensure_future(start())
+    try:
+        if wait:
+            await pool.ready()
+        yield pool
     finally:
-        if started:
-            await asyncio.to_thread(_shutdown, ray)
+        try:
+            await pool.aclose()
+        finally:
+            # ray.init cannot be interrupted: a start still under way is let finish, then stopped.
+            if connecting is not None and await _settled(connecting):
+                await asyncio.to_thread(_shutdown, ray)
+
+
+async def _settled(connecting: asyncio.Future[bool]) -> bool:
+    """Whether ``connecting`` (:func:`_connect`, under way or done) started a Ray instance."""
+    await asyncio.wait([connecting])
+    return not connecting.cancelled() and connecting.exception() is None and connecting.result()
