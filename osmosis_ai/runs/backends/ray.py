@@ -144,6 +144,18 @@ class RayPool:
         """The process ids of the actors in use (on their nodes)."""
         return [actor.pid for actor in self._actors]
 
+    async def _open(
+        self, ray: Any, connecting: asyncio.Future[bool] | None, concurrency: int, workers: int | None
+    ) -> None:
+        """Once Ray is joined: ``workers`` actors (default one per CPU, at most ``concurrency``), each
+        with its share of ``concurrency``, and as many replacements."""
+        if connecting is not None:
+            await asyncio.shield(connecting)
+        cpus = int(ray.cluster_resources().get("CPU", 0)) or 1
+        count = max(1, min(workers or cpus, concurrency))
+        self._share, self._replacements = math.ceil(concurrency / count), count
+        await self._start(count)
+
     async def _start(self, count: int) -> None:
         import ray
 
@@ -394,16 +406,7 @@ async def ray_pool(
     if not ray.is_initialized():
         connecting = asyncio.ensure_future(asyncio.to_thread(_connect, ray, address, num_cpus))
     pool = RayPool(spec, 1, os.getcwd() if address is None else None, replacements=0)
-
-    async def start() -> None:
-        if connecting is not None:
-            await asyncio.shield(connecting)
-        cpus = int(ray.cluster_resources().get("CPU", 0)) or 1
-        count = max(1, min(workers or cpus, concurrency))
-        pool._share, pool._replacements = math.ceil(concurrency / count), count
-        await pool._start(count)
-
-    pool._opening = asyncio.ensure_future(start())
+    pool._opening = asyncio.ensure_future(pool._open(ray, connecting, concurrency, workers))
     try:
         if wait:
             await pool.ready()
