@@ -162,12 +162,12 @@ class ExternalLLMClient:
         self._row().errors.append(failure.kind)
         if failure.systemic:
             raise SystemicProviderError(
-                describe_failure(self.display_name, failure), kind=failure.kind, status=failure.status
+                describe_failure(self.model, failure), kind=failure.kind, status=failure.status
             ) from error
         status = f" (HTTP {failure.status})" if failure.status else ""
         why = f"after {self.retry.max_attempts} attempts: " if error.transient else ""
         raise ProviderError(
-            f"model {self.display_name!r} call failed{status}: {why}{failure.message}",
+            f"model {self.model!r} call failed{status}: {why}{failure.message}",
             kind=failure.kind,
             status=failure.status,
         ) from error
@@ -211,7 +211,7 @@ class ExternalLLMClient:
         row.prompt_tokens += prompt
         row.response_tokens += completion
         if reply.message is None:
-            raise ProviderError(f"model {self.display_name!r} returned no choices", kind="bad_reply")
+            raise ProviderError(f"model {self.model!r} returned no choices", kind="bad_reply")
         return CompletionsResult(
             message=reply.message,
             token_ids=[],

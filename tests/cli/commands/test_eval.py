@@ -91,7 +91,7 @@ def test_a_systemic_failure_stops_the_run_and_a_rerun_finishes_it(
     assert result.returncode == 1
     assert result.stdout == "1 run: 1 completed (100.0%); 2 of 3 not run\n"
     assert result.stderr.startswith(
-        "Error: the run stopped: model 'm' cannot be used: the provider refused the API key"
+        "Error: the run stopped: model 'openai/m' cannot be used: the provider refused the API key"
     )
     openai_server.reset()
     openai_server.default = Reply(content="2")

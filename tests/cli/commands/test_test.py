@@ -128,7 +128,7 @@ def test_a_key_refused_mid_run_stops_it_at_once(openai_server: OpenAIServer) -> 
     result = _test(openai_server.url, "-q")
     assert result.returncode == 1
     assert result.stdout == f"1 row: 0 completed (0.0%), infra_error 1; stopped after 1 of {ROWS} rows\n"
-    assert result.stderr.startswith("Error: the run stopped: model 'local-model' cannot be used")
+    assert result.stderr.startswith("Error: the run stopped: model 'openai/local-model' cannot be used")
     assert len(openai_server.requests) == 2
 
 
