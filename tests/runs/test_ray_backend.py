@@ -480,6 +480,42 @@ def test_ray_starts_during_the_preflight_and_a_refused_preflight_stops_it_with_t
     assert len(openai_server.requests) == 2  # the two preflights: nothing else was sent
 
 
+@pytest.mark.parametrize("command", ["eval", "test"])
+def test_the_workers_start_during_the_preflight_on_a_joined_ray_and_a_refused_one_leaves_none(
+    ray_session: Any, openai_server: OpenAIServer, tmp_path: Path, command: str
+) -> None:
+    gate = threading.Event()
+    openai_server.handler = lambda payload: Reply(status=401, gate=gate)
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"system_prompt": "s", "user_prompt": f"q{i}", "ground_truth": "1"}) + "\n"
+                            for i in range(2)))  # fmt: skip
+
+    def run(backend: str) -> Ran:
+        options = (["--eval-fn", "tests.support.evals:exact", "--batch-size", "2", "--journal",
+                    str(tmp_path / f"{backend}.sqlite")] if command == "eval" else ["--concurrency", "2"])  # fmt: skip
+        return cli(command, "-m", "tests.support.agents:agent_loop", "-d", str(data), "--model", "m",
+                   "--base-url", openai_server.url, *options, "--backend", backend)  # fmt: skip
+
+    ran: list[Ran] = []
+    thread = threading.Thread(target=lambda: ran.append(run("ray")))
+    thread.start()
+    try:
+        # The preflight request is held at the stand-in while both workers start on the joined Ray.
+        wait_until(lambda: len(_alive_actors()) == 2 or not thread.is_alive(), timeout=60,
+                   what="both workers started during the preflight")  # fmt: skip
+        assert thread.is_alive(), ran
+        assert openai_server.in_flight.now == 1
+        assert [request.json["max_tokens"] for request in openai_server.requests] == [1]
+    finally:
+        gate.set()
+        thread.join(timeout=60)
+    _no_actors_left()
+    local = run("local")
+    assert ran[0].returncode == local.returncode != 0
+    assert ran[0].stderr.strip().splitlines()[-1:] == local.stderr.strip().splitlines()[-1:]
+    assert len(openai_server.requests) == 2  # the two preflights: nothing else was sent
+
+
 def test_an_eval_killed_in_one_process_resumes_on_ray_to_the_uninterrupted_result(
     ray_session: Any, openai_server: OpenAIServer, tmp_path: Path
 ) -> None:

@@ -114,6 +114,10 @@ async def _test(args: argparse.Namespace) -> int:
         raise CLIError(f"--row {args.row} is out of range; valid rows are {valid}")
     say(quiet=args.quiet, line=f"Dataset: {reader.file_path} ({total} rows, running {selected})")
     limit = run_limit(args.concurrency, args, base_url=args.base_url)
+    if args.backend == "ray" and isinstance(limit, AdaptiveLimit):
+        raise CLIError(
+            "--concurrency auto follows one process's model calls; give --concurrency N with --backend ray"
+        )
     client = ExternalLLMClient(
         args.model, api_key=args.api_key, api_base=args.base_url, observer=observer_of(limit)
     )
@@ -122,8 +126,8 @@ async def _test(args: argparse.Namespace) -> int:
             quiet=args.quiet,
             line=f"Model: {client.display_name}" + (f" at {args.base_url}" if args.base_url else ""),
         )
-        await client.preflight_check()  # a bad key or model: one line, nothing run
         if args.interactive:
+            await client.preflight_check()  # a bad key or model: one line, nothing run
             return await _interactive(args, agent_loop, client, reader, last)
         results: list[Result] = []
         # On a terminal a bar counts the rows and only failed rows get a line; piped, every row does.
@@ -145,15 +149,12 @@ async def _test(args: argparse.Namespace) -> int:
                 line += " - " + (error if len(error) <= ERROR_PREVIEW else error[: ERROR_PREVIEW - 3] + "...")
             say(quiet=args.quiet, line=line)
 
-        pipeline = _pipeline(args, agent_loop, client, threads=limit.ceiling)
-        if args.backend == "ray" and isinstance(limit, AdaptiveLimit):
-            raise CLIError(
-                "--concurrency auto follows one process's model calls; give --concurrency N with --backend ray"
-            )
-        backend_context = run_backend(args, lambda: contextlib.nullcontext(pipeline),
-                                      factory=f"{__name__}:ray_worker", settings=worker_settings(args),
-                                      concurrency=limit.ceiling)  # fmt: skip
-        async with backend_context as backend:
+        backend_context = run_backend(
+            args, lambda: contextlib.nullcontext(_pipeline(args, agent_loop, client, threads=limit.ceiling)),
+            factory=f"{__name__}:ray_worker", settings=worker_settings(args), concurrency=limit.ceiling,
+        )  # fmt: skip
+        async with backend_context as backend:  # entered first: Ray's workers start during the preflight
+            await client.preflight_check()  # a bad key or model: one line, nothing run
             process = await backend.ready()
             if backend.workers:
                 say(quiet=args.quiet, line=f"Backend: Ray, {backend.workers} workers")
