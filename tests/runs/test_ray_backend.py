@@ -516,6 +516,27 @@ def test_the_workers_start_during_the_preflight_on_a_joined_ray_and_a_refused_on
     assert len(openai_server.requests) == 2  # the two preflights: nothing else was sent
 
 
+def test_the_workers_sign_in_with_the_drivers_provider_key(
+    ray_session: Any, openai_server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Set after the session's Ray started: its workers' processes have only what the driver sends them.
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-of-the-driver")
+    openai_server.default = Reply(content="1")
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"system_prompt": "s", "user_prompt": f"q{i}", "ground_truth": "1"}) + "\n"
+                            for i in range(4)))  # fmt: skip
+    ran = cli("eval", "-m", "tests.support.agents:agent_loop", "-d", str(data), "--eval-fn", "tests.support.evals:exact",
+              "--model", "deepseek/m", "--base-url", openai_server.url, "--batch-size", "2", "--backend", "ray",
+              "--journal", str(tmp_path / "ray.sqlite"))  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines()[-1].endswith("; on 2 Ray workers")
+    assert len(openai_server.requests) == 5  # the driver's preflight, then the workers' four answers
+    assert {request.headers.get("authorization") for request in openai_server.requests} == {
+        "Bearer sk-of-the-driver"
+    }
+    _no_actors_left()
+
+
 def test_an_eval_killed_in_one_process_resumes_on_ray_to_the_uninterrupted_result(
     ray_session: Any, openai_server: OpenAIServer, tmp_path: Path
 ) -> None:

@@ -17,6 +17,8 @@ result that came back. Cancelling the run cancels the remote items; closing the 
 actor, and a Ray instance the pool started (no ``address``: a local one with this machine's CPUs)
 stops with it. With an ``address`` (``auto``, ``ray://HOST:PORT``) the working directory and this
 package travel to the cluster as the job's runtime environment (``working_dir``, ``py_modules``).
+Each worker takes the driver's provider keys and bases (:func:`_driver_environment`), so its model
+calls sign in as the driver's do.
 
 ``ray`` (the ``osmosis-ai[ray]`` extra) is imported only here, on first use.
 """
@@ -47,6 +49,10 @@ LINGER = 0.002
 
 # Not shipped to a remote cluster with the working directory: environments, history, journals.
 _EXCLUDES = [".git", ".venv", "venv", "__pycache__", "*.sqlite", "*.sqlite-*", "node_modules"]
+# The driver's variables a worker's model calls read, set on each worker as in the driver: a
+# cluster's nodes do not have the shell the command ran in (a joined Ray's workers neither).
+_FORWARDED_SUFFIXES = ("_API_KEY", "_API_BASE", "_BASE_URL", "_API_VERSION")
+_FORWARDED = ("LITELLM_", "OSMOSIS_FORCE_LITELLM")
 
 
 class RayBackendError(OsmosisError):
@@ -70,14 +76,18 @@ class WorkerSpec:
 class _Worker:
     """One Ray actor's side: builds the pipeline once, then runs items on its own event loop."""
 
-    def __init__(self, spec: WorkerSpec, share: int, directory: str | None) -> None:
+    def __init__(
+        self, spec: WorkerSpec, share: int, directory: str | None, environment: Mapping[str, str]
+    ) -> None:
         self._spec, self._share, self._directory = spec, share, directory
+        self._environment = dict(environment)
         self._stack = contextlib.AsyncExitStack()
         self._process: Callable[[WorkItem], Any] | None = None
 
     async def start(self) -> dict[str, Any]:
         import ray
 
+        os.environ.update(self._environment)
         if self._directory is not None and os.path.isdir(self._directory):  # same machine as the driver
             os.chdir(self._directory)
         if os.getcwd() not in sys.path:
@@ -160,7 +170,10 @@ class RayPool:
         import ray
 
         remote = ray.remote(_Worker).options(num_cpus=1, max_concurrency=self._share + 1, max_restarts=0)
-        handles: list[Any] = [remote.remote(self._spec, self._share, self._directory) for _ in range(count)]
+        environment = _driver_environment()
+        handles: list[Any] = [
+            remote.remote(self._spec, self._share, self._directory, environment) for _ in range(count)
+        ]
         self._all.extend(handles)
         try:
             infos = await asyncio.gather(*(handle.start.remote() for handle in handles))
@@ -362,6 +375,17 @@ def _connect(ray: Any, address: str | None, num_cpus: int | None) -> bool:
             "install the cluster's Ray and Python versions here"
         ) from None
     return False
+
+
+def _driver_environment() -> dict[str, str]:
+    """This process's provider keys and bases (``*_API_KEY``, ``*_API_BASE``, ``*_BASE_URL``,
+    ``*_API_VERSION``; not the server keys of ``OSMOSIS_*``), ``LITELLM_*`` and ``OSMOSIS_FORCE_LITELLM``."""
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if name.startswith(_FORWARDED)
+        or (name.endswith(_FORWARDED_SUFFIXES) and not name.startswith("OSMOSIS_"))
+    }
 
 
 def _shutdown(ray: Any) -> None:
