@@ -35,8 +35,10 @@ lint: $(STAMP)
 # workers read their rewritten test modules instead of compiling them again (7 -> 4 s of CPU each).
 PYTEST_WORKERS ?= 3
 
+# The steps before pytest run side by side, so apt-get fetching the programs overlaps pip's install.
 # --dist loadgroup: the tests of one xdist_group run on one worker (the Ray tests share one local Ray).
-test: $(STAMP) lint programs mcp-oldest
+test:
+	@$(MAKE) --no-print-directory -j3 lint programs mcp-oldest
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 # Programs some tests drive, from Debian's packages: Chromium (the login and HTML-report tests, headless),
