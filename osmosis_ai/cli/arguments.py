@@ -246,7 +246,10 @@ def ray_address(text: str) -> str:
     """A Ray cluster address: ``auto`` (the cluster this machine belongs to) or ``ray://HOST:PORT``."""
     if text == "auto" or (text.startswith("ray://") and len(text) > len("ray://")):
         return text
-    raise argparse.ArgumentTypeError(f"invalid address {text!r}: expected 'auto' or 'ray://HOST:PORT'")
+    raise argparse.ArgumentTypeError(
+        f"invalid address {text!r}: expected 'auto' (the Ray this machine is a node of) or 'ray://HOST:PORT' "
+        "(a head node's client server, port 10001 unless `ray start --ray-client-server-port` set another)"
+    )
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:

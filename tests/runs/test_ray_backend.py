@@ -28,6 +28,7 @@ import pytest
 from osmosis_ai.evaluation.journal import Journal
 from tests.support.cli import REPO, Ran, cli, subprocess_env
 from tests.support.openai_server import OpenAIServer, Reply
+from tests.support.sockets import free_port
 from tests.support.waiting import wait_until
 
 # One xdist worker runs them all (the suite uses --dist loadgroup), so the suite starts one Ray, not one per worker.
@@ -581,12 +582,28 @@ def test_a_cluster_of_other_versions_is_refused_with_the_fix() -> None:
     ("options", "status", "message"),
     [
         (["--ray-address", "auto"], 1, "Error: --ray-address needs --backend ray"),
-        (["--backend", "ray", "--ray-address", "10.0.0.1:6379"], 2, "expected 'auto' or 'ray://HOST:PORT'"),
+        (
+            ["--backend", "ray", "--ray-address", "10.0.0.1:6379"],
+            2,
+            "expected 'auto' (the Ray this machine is a node of) or 'ray://HOST:PORT'",
+        ),
     ],
 )
 def test_ray_options_are_checked_before_anything_runs(options: list[str], status: int, message: str) -> None:
     ran = cli("eval", *CALCULATOR, "--eval-fn", REWARD, *options)
     assert ran.returncode == status and message in ran.stderr
+
+
+def test_a_cluster_address_that_nothing_answers_is_one_line_at_once(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    address = f"ray://127.0.0.1:{free_port()}"
+    ran = cli("eval", *CALCULATOR, "--eval-fn", REWARD, "--backend", "ray", "--ray-address", address,
+              "--journal", str(tmp_path / "journal.sqlite"))  # fmt: skip
+    assert ran.returncode == 1
+    assert ran.stderr.strip().splitlines()[-1] == (
+        f"Error: cannot reach the Ray cluster at '{address}' (connection refused); start it (`ray start "
+        "--head`) or give the address it prints (--ray-address auto or ray://HOST:10001)"
+    )
 
 
 def test_regrade_refuses_auto_concurrency_on_ray_before_anything_runs(tmp_path: Path) -> None:

@@ -29,7 +29,9 @@ import asyncio
 import contextlib
 import math
 import os
+import socket
 import sys
+import urllib.parse
 import warnings
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
@@ -46,6 +48,11 @@ BATCH = 16
 """The most items in one call to an actor."""
 LINGER = 0.002
 """Seconds an item given to an actor waits for others to share its call (see :meth:`RayPool._send`)."""
+
+_CLIENT_PORT = 10001
+"""The Ray client server's port, where ``ray://HOST`` without one goes."""
+_PROBE_SECONDS = 5.0
+"""Seconds :func:`_probe` waits for a ``ray://`` address to accept a connection."""
 
 # Not shipped to a remote cluster with the working directory: environments, history, journals.
 _EXCLUDES = [".git", ".venv", "venv", "__pycache__", "*.sqlite", "*.sqlite-*", "node_modules"]
@@ -353,6 +360,7 @@ def _connect(ray: Any, address: str | None, num_cpus: int | None) -> bool:
 
     package = os.path.dirname(os.path.abspath(osmosis_ai.__file__))
     runtime_env = {"working_dir": os.getcwd(), "excludes": _EXCLUDES, "py_modules": [package]}
+    _probe(address)
     try:
         with warnings.catch_warnings():  # its own "timed out" warning says what the error below says
             warnings.simplefilter("ignore")
@@ -363,10 +371,7 @@ def _connect(ray: Any, address: str | None, num_cpus: int | None) -> bool:
                 f"the Ray cluster at {address!r} refused this machine's token; set RAY_AUTH_TOKEN (or "
                 "~/.ray/auth_token) to the cluster's, which `ray get-auth-token` prints on its head node"
             ) from None
-        raise RayBackendError(
-            f"cannot reach the Ray cluster at {address!r} ({_first_line(exc)}); start it (`ray start "
-            "--head`) or give the address it prints (--ray-address auto or ray://HOST:10001)"
-        ) from None
+        raise _unreachable(address, _first_line(exc)) from None
     except RuntimeError as exc:
         if "version" not in str(exc).lower():
             raise
@@ -375,6 +380,29 @@ def _connect(ray: Any, address: str | None, num_cpus: int | None) -> bool:
             "install the cluster's Ray and Python versions here"
         ) from None
     return False
+
+
+def _probe(address: str) -> None:
+    """Refuse a ``ray://`` address that nothing answers at once: Ray's client retries one for 30 s."""
+    if not address.startswith("ray://"):
+        return
+    try:
+        parts = urllib.parse.urlsplit(address)
+        host, port = parts.hostname or "", parts.port or _CLIENT_PORT
+    except ValueError:
+        return  # Ray's own parser words it
+    try:
+        socket.create_connection((host, port), timeout=_PROBE_SECONDS).close()
+    except OSError as exc:
+        reason = (exc.strerror or "").lower() or f"no answer in {_PROBE_SECONDS:g} s"
+        raise _unreachable(address, reason) from None
+
+
+def _unreachable(address: str, reason: str) -> RayBackendError:
+    return RayBackendError(
+        f"cannot reach the Ray cluster at {address!r} ({reason}); start it (`ray start --head`) or give "
+        "the address it prints (--ray-address auto or ray://HOST:10001)"
+    )
 
 
 def _driver_environment() -> dict[str, str]:
