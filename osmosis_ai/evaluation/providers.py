@@ -9,8 +9,8 @@ seam's (:mod:`osmosis_ai.models.errors`); :func:`classify_provider_error` shows 
 
 :func:`preflight` sends one tiny request (``max_tokens=1``) before a run starts, so a run that cannot
 work stops at once with one line instead of failing every row after its retries. Only systemic
-failures stop it: a rate limit proves the key and the model are good, and a transient error is left
-for the rows' own retries.
+failures (and LiteLLM failing in its own code) stop it: a rate limit proves the key and the model
+are good, and a transient error is left for the rows' own retries.
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ _HINTS = {
     "not_found": "the provider does not know this model (or this endpoint has no such route); check the name",
     "connection": "the provider's endpoint does not answer; check the base URL and the network",
     "config": "LiteLLM cannot route this model name; use provider/model, e.g. openai/gpt-4o-mini",
+    "client": "LiteLLM fails in its own code on this provider's answer, not at the provider; try another "
+    "litellm version, or openai/MODEL with the base URL if the endpoint speaks the OpenAI API",
 }
 # The arguments of a LiteLLM call that the route carries, or that a one-token check leaves out.
 _NOT_PARAMS = frozenset({"messages", "api_key", "api_base", "custom_llm_provider", "timeout"})
@@ -80,7 +82,7 @@ async def preflight(model: str, request: Mapping[str, Any], *, timeout: float = 
 
     ``request`` holds the other ``litellm.acompletion`` arguments the run itself will use
     (``api_base``, ``api_key``, ``extra_body``...), so the check takes the same route.
-    Non-systemic failures are logged at debug level and otherwise ignored.
+    Other failures are logged at debug level and otherwise ignored.
     """
     target = await models.aroute(model, api_base=request.get("api_base"), api_key=request.get("api_key"))
     params = {k: v for k, v in request.items() if k not in _NOT_PARAMS}

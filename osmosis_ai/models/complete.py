@@ -37,7 +37,7 @@ from osmosis_ai._litellm import aimport_litellm
 from osmosis_ai.models import litellm as _litellm
 from osmosis_ai.models import openai_compat, scripted
 from osmosis_ai.models.concurrency import CallObserver, CallOutcome
-from osmosis_ai.models.errors import ModelCallError, ModelRouteError
+from osmosis_ai.models.errors import PREFLIGHT, ModelCallError, ModelRouteError
 from osmosis_ai.observe import tracing
 
 logger = logging.getLogger(__name__)
@@ -289,11 +289,12 @@ async def preflight(route: Route, *, timeout: float = 30.0, **params: Any) -> No
     table of each provider's variables): that raises a ``missing_key`` failure naming it. Then one
     token is asked for; ``params`` are the run's own request fields, so the check takes the run's
     route (tools and token limits are left out). A systemic failure (bad key, unknown model,
-    unroutable name, an endpoint that does not answer) raises; anything else (a rate limit proves
-    key and model good) is logged at debug level and left for the run's own retries.
+    unroutable name, an endpoint that does not answer) or LiteLLM failing in its own code raises;
+    anything else (a rate limit proves key and model good) is logged at debug level and left for
+    the run's own retries.
 
     Raises:
-        ModelCallError: a systemic failure.
+        ModelCallError: a failure of a kind in :data:`~osmosis_ai.models.errors.PREFLIGHT`.
     """
     if route.via == SCRIPTED:
         return
@@ -308,6 +309,6 @@ async def preflight(route: Route, *, timeout: float = 30.0, **params: Any) -> No
     try:
         await complete(route, [{"role": "user", "content": "hi"}], timeout=timeout, max_tokens=1, **params)
     except ModelCallError as exc:
-        if exc.systemic:
+        if exc.kind in PREFLIGHT:
             raise
         logger.debug("preflight of %s ended in a %s failure; the run goes on: %s", route.model, exc.kind, exc)

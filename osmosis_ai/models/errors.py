@@ -7,7 +7,10 @@ A failure has a **kind**, and the kind says what can be done about it:
 * **systemic** — ``auth``, ``missing_key``, ``budget``, ``not_found``, ``config``, and
   ``connection`` once the retries are used up: no other call can succeed until someone fixes it
   (a key, a model name, a base URL), so a run stops;
-* **per-row** — ``context_window``, ``bad_request``, ``other``: this request fails, others may not.
+* **per-row** — ``context_window``, ``bad_request``, ``other``: this request fails, others may not;
+* **client** — LiteLLM failed in its own code (a bug, or an answer it cannot read), which it
+  reports under its connection class: asking again gives the same, so the preflight stops on it
+  (:data:`PREFLIGHT`), while during a run it fails only its row (it may follow from one answer).
 
 :func:`model_error` turns whatever a call raised (LiteLLM's many exception classes, a timeout, the
 direct route's HTTP answers) into a :class:`ModelCallError` carrying the kind, the HTTP status
@@ -29,6 +32,11 @@ MESSAGE_LIMIT = 200
 
 TRANSIENT = frozenset({"rate_limit", "server", "timeout", "connection"})
 SYSTEMIC = frozenset({"auth", "missing_key", "budget", "not_found", "config", "connection"})
+PREFLIGHT = SYSTEMIC | {"client"}
+"""The kinds that stop a run at its preflight."""
+# Raised by a library's own code, never by a network or a provider: LiteLLM wrapping one of these
+# as an APIConnectionError failed before or after the provider answered.
+_PROGRAMMING = (AttributeError, TypeError, KeyError, IndexError, NameError, AssertionError)
 
 # LiteLLM exception class -> kind, looked up along the exception's MRO, most specific first.
 _BY_CLASS = {
@@ -134,7 +142,7 @@ def kind_of(text: str, status: int | None = None, exc: BaseException | None = No
     for cls in type(exc).__mro__ if exc is not None else ():
         known = _BY_CLASS.get(cls.__name__)
         if known is not None:
-            return known
+            return "client" if known == "connection" and _raised_by_code(exc) else known
     if any(phrase in lowered for phrase in _UNROUTABLE):
         return "config"
     if status in _BY_STATUS:
@@ -146,6 +154,19 @@ def kind_of(text: str, status: int | None = None, exc: BaseException | None = No
     if status is not None:
         return "server" if _http.is_retryable_status(status) else "bad_request"
     return "other"
+
+
+def _raised_by_code(exc: BaseException | None) -> bool:
+    """Whether what ``exc`` wraps is a programming error, with no network error along the way."""
+    seen: set[int] = set()
+    programming = False
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError):
+            return False
+        programming = programming or isinstance(exc, _PROGRAMMING)
+        exc = exc.__cause__ or exc.__context__
+    return programming
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -162,4 +183,6 @@ def model_error(exc: BaseException) -> ModelCallError:
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) else None
     kind = kind_of(str(exc), status, exc)
+    if kind == "client":
+        status = None  # LiteLLM's made-up 500: no answer's status is known
     return ModelCallError(provider_message(exc), kind=kind, status=status, retry_after=_retry_after(exc))

@@ -3,6 +3,8 @@ LiteLLM reports it under; the preflight names a missing key before sending anyth
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from osmosis_ai.models import complete as models
@@ -103,3 +105,51 @@ def test_retry_after_and_the_provider_words_are_kept() -> None:
     error = model_error(RateLimitError("litellm.RateLimitError: RateLimitError: OpenAIException - slow down"))
     assert (error.kind, error.retry_after, error.message) == ("rate_limit", 7.0, "slow down")
     assert model_error(error) is error
+
+
+class _Handler:
+    """A LiteLLM custom provider whose call raises ``error``: LiteLLM's own wrapping of it is real."""
+
+    def __new__(cls, error: BaseException) -> Any:
+        from litellm import CustomLLM
+
+        class Raising(CustomLLM):
+            async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
+                raise error
+
+        return Raising()
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (AttributeError("'ModelResponse' object has no attribute 'service_tier'"), "client"),
+        (ConnectionRefusedError(111, "Connection refused"), "connection"),
+    ],
+)
+async def test_litellm_failing_in_its_own_code_is_not_an_endpoint_that_does_not_answer(
+    monkeypatch: pytest.MonkeyPatch, error: BaseException, kind: str
+) -> None:
+    import litellm
+
+    from osmosis_ai.evaluation.errors import ProviderCheckError
+    from osmosis_ai.evaluation.providers import preflight
+
+    provider = f"raising-{kind}"
+    monkeypatch.setattr(
+        litellm, "custom_provider_map", [{"provider": provider, "custom_handler": _Handler(error)}]
+    )
+    with pytest.raises(ModelCallError) as caught:
+        await models.complete(models.route(f"{provider}/m"), HI, timeout=10)
+    assert type(caught.value.__cause__).__name__ == "APIConnectionError"  # LiteLLM's class for both
+    assert caught.value.kind == kind and caught.value.transient == (kind == "connection")
+    with pytest.raises(ProviderCheckError) as stopped:  # both stop the run before its first row
+        await preflight(f"{provider}/m", {})
+    if kind == "client":
+        assert str(stopped.value) == (
+            f"model '{provider}/m' cannot be used: LiteLLM fails in its own code on this provider's answer, "
+            "not at the provider; try another litellm version, or openai/MODEL with the base URL if the "
+            "endpoint speaks the OpenAI API ('ModelResponse' object has no attribute 'service_tier')"
+        )
+    else:
+        assert "the provider's endpoint does not answer" in str(stopped.value)
