@@ -47,6 +47,11 @@ class Backend:
         workers = self.workers
         return f"; on {workers} Ray worker{'s' * (workers != 1)}" if workers else ""
 
+    def header(self) -> str | None:
+        """The header line naming the Ray workers in use (``None`` for a local run)."""
+        workers = self.workers
+        return f"Backend: Ray, {workers} worker{'s' * (workers != 1)}" if workers else None
+
 
 def worker_settings(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
     """The command's arguments as plain data for its Ray workers (``extra`` overrides)."""

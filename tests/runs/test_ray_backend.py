@@ -104,6 +104,14 @@ def test_test_on_ray_gives_the_results_of_one_process(ray_session: Any, tmp_path
     _no_actors_left()
 
 
+def test_one_worker_is_one_worker_in_the_header_and_the_summary(ray_session: Any) -> None:
+    ran = cli("test", *CALCULATOR, "--concurrency", "1", "--backend", "ray")
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.splitlines()
+    assert "Backend: Ray, 1 worker" in lines and any(line.endswith("; on 1 Ray worker") for line in lines)
+    _no_actors_left()
+
+
 def test_reward_score_on_ray_gives_the_output_of_one_process(ray_session: Any, tmp_path: Path) -> None:
     data = tmp_path / "answers.jsonl"
     data.write_text("".join(json.dumps({"solution_str": f"#### {i % 3}", "ground_truth": "1", "id": i}) + "\n"

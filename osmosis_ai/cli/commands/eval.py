@@ -254,8 +254,8 @@ async def _run(
             say(f"Scoring: {reward_runtime(spec, args, kind='eval function').describe()}", quiet=args.quiet)
         pipeline = await backend.ready()
         args.backend_note = backend.note()
-        if backend.workers:
-            say(f"Backend: Ray, {backend.workers} workers", quiet=args.quiet)
+        if header := backend.header():
+            say(header, quiet=args.quiet)
         with output.progress_bar(remaining, "eval", enabled=bar) as advance:
             report = progress_reporter(total=total, done=done, quiet=args.quiet, tagged=BASELINE in todo,
                                        advance=advance, bar=bar)  # fmt: skip

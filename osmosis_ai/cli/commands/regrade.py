@@ -390,8 +390,8 @@ async def _engine(
             stack.push_async_callback(limit.aclose)  # its server-metrics reader
         backend = await stack.enter_async_context(backend_context)
         process = await backend.ready()
-        if backend.workers:
-            say(f"Backend: Ray, {backend.workers} workers", quiet=args.quiet)
+        if header := backend.header():
+            say(header, quiet=args.quiet)
         report = await run_items(items(), process, concurrency=limit, journal=journal)
     return report.stop_reason
 

@@ -262,8 +262,8 @@ async def _engine(args: argparse.Namespace, plan: _Plan, todo: int) -> None:
             stack.push_async_callback(plan.limit.aclose)  # its server-metrics reader
         backend = await stack.enter_async_context(backend_context)
         process = await backend.ready()
-        if backend.workers:
-            say(f"Backend: Ray, {backend.workers} workers", quiet=args.quiet)
+        if header := backend.header():
+            say(header, quiet=args.quiet)
         with progress_bar(todo, "rows", enabled=bar) as advance:
             await run_items(
                 work_items(rows, skip=skip),

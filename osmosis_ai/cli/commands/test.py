@@ -156,8 +156,8 @@ async def _test(args: argparse.Namespace) -> int:
         async with backend_context as backend:  # entered first: Ray's workers start during the preflight
             await client.preflight_check()  # a bad key or model: one line, nothing run
             process = await backend.ready()
-            if backend.workers:
-                say(quiet=args.quiet, line=f"Backend: Ray, {backend.workers} workers")
+            if header := backend.header():
+                say(header, quiet=args.quiet)
             with progress_bar(selected, "rows", enabled=bar, stderr=False) as advance:
                 try:
                     report = await run_items(
