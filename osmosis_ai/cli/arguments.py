@@ -260,7 +260,8 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
                         "dataset, journal and outputs stay here (needs osmosis-ai[ray])")  # fmt: skip
     parser.add_argument("--ray-address", type=ray_address, metavar="auto|ray://HOST:PORT",
                         help="with --backend ray: join this cluster (the working directory is shipped to it) "
-                        "instead of starting a local Ray with this machine's CPUs")  # fmt: skip
+                        "instead of starting a local Ray with this machine's CPUs; default: RAY_ADDRESS, "
+                        "which a Ray job's driver is given")  # fmt: skip
 
 
 def check_backend_arguments(args: argparse.Namespace) -> None:

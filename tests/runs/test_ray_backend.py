@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from osmosis_ai.evaluation.journal import Journal
-from tests.support.cli import REPO, Ran, cli, subprocess_env
+from tests.support.cli import REPO, Ran, cli, osmosis, subprocess_env
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.sockets import free_port
 from tests.support.waiting import wait_until
@@ -602,16 +602,54 @@ def test_ray_options_are_checked_before_anything_runs(options: list[str], status
     assert ran.returncode == status and message in ran.stderr
 
 
-def test_a_cluster_address_that_nothing_answers_is_one_line_at_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("given", ["option", "RAY_ADDRESS"])
+def test_a_cluster_address_that_nothing_answers_is_one_line_at_once(given: str, tmp_path: Path) -> None:
     pytest.importorskip("ray")
-    address = f"ray://127.0.0.1:{free_port()}"
-    ran = cli("eval", *CALCULATOR, "--eval-fn", REWARD, "--backend", "ray", "--ray-address", address,
-              "--journal", str(tmp_path / "journal.sqlite"))  # fmt: skip
+    port = free_port()
+    if given == "option":  # Ray's client would retry it for 30 s
+        address, options, env, named = (
+            f"ray://127.0.0.1:{port}",
+            ["--ray-address", f"ray://127.0.0.1:{port}"],
+            {},
+            "",
+        )
+    else:  # a head node's own address, as a Ray job's driver has it; Ray would wait minutes
+        address, options, env, named = (
+            f"127.0.0.1:{port}",
+            [],
+            {"RAY_ADDRESS": f"127.0.0.1:{port}"},
+            " (RAY_ADDRESS)",
+        )
+    ran = osmosis("eval", *CALCULATOR, "--eval-fn", REWARD, "--backend", "ray", *options,
+                  "--journal", str(tmp_path / "journal.sqlite"), env=env, timeout=60)  # fmt: skip
     assert ran.returncode == 1
     assert ran.stderr.strip().splitlines()[-1] == (
-        f"Error: cannot reach the Ray cluster at '{address}' (connection refused); start it (`ray start "
+        f"Error: cannot reach the Ray cluster at '{address}'{named} (connection refused); start it (`ray start "
         "--head`) or give the address it prints (--ray-address auto or ray://HOST:10001)"
     )
+
+
+def test_ray_address_set_to_the_jobs_api_url_is_one_line_with_the_fix(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    ran = osmosis("eval", *CALCULATOR, "--eval-fn", REWARD, "--backend", "ray", "--journal",
+                  str(tmp_path / "journal.sqlite"), env={"RAY_ADDRESS": "http://127.0.0.1:8265"}, timeout=60)  # fmt: skip
+    assert ran.returncode == 1 and "Traceback" not in ran.stderr
+    line = ran.stderr.strip().splitlines()[-1]
+    assert line.startswith("Error: Ray cannot use the address 'http://127.0.0.1:8265' (RAY_ADDRESS): ")
+    assert "Set RAY_ADDRESS to the GCS address instead" in line
+
+
+def test_a_ray_jobs_driver_joins_the_cluster_of_its_ray_address(ray_session: Any, tmp_path: Path) -> None:
+    before = len(ray_session._private.state.actors())  # every actor this Ray ever had, the dead too
+    address = ray_session.get_runtime_context().gcs_address
+    out = tmp_path / "ray.json"
+    ran = osmosis("eval", *CALCULATOR, "--eval-fn", REWARD, "--n", "2", "--batch-size", "4", "--backend", "ray",
+                  "--journal", str(tmp_path / "journal.sqlite"), "-o", str(out), env={"RAY_ADDRESS": address})  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines()[-1].endswith("; on 2 Ray workers")
+    assert len(ray_session._private.state.actors()) == before + 2  # its workers ran on this Ray
+    assert ray_session.cluster_resources().get("CPU") == 2  # which the command left running
+    _no_actors_left()
 
 
 def test_regrade_refuses_auto_concurrency_on_ray_before_anything_runs(tmp_path: Path) -> None:

@@ -15,8 +15,9 @@ the others; an item whose worker dies under it :data:`ATTEMPTS` times ends as ``
 a resumed run runs again. Nothing is counted twice, since only the driver journals, and only the
 result that came back. Cancelling the run cancels the remote items; closing the pool kills every
 actor, and a Ray instance the pool started (no ``address``: a local one with this machine's CPUs)
-stops with it. With an ``address`` (``auto``, ``ray://HOST:PORT``) the working directory and this
-package travel to the cluster as the job's runtime environment (``working_dir``, ``py_modules``).
+stops with it. With an ``address`` (``auto``, ``ray://HOST:PORT``, or a Ray job's ``RAY_ADDRESS``)
+the working directory and this package travel to the cluster as the job's runtime environment
+(``working_dir``, ``py_modules``).
 Each worker takes the driver's provider keys and bases (:func:`_driver_environment`), so its model
 calls sign in as the driver's do.
 
@@ -55,7 +56,8 @@ _PROBE_SECONDS = 5.0
 """Seconds :func:`_probe` waits for a ``ray://`` address to accept a connection."""
 
 # Not shipped to a remote cluster with the working directory: environments, history, journals.
-_EXCLUDES = [".git", ".venv", "venv", "__pycache__", "*.sqlite", "*.sqlite-*", "node_modules"]
+_EXCLUDES = [".git", ".venv", "venv", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", "*.sqlite",
+             "*.sqlite-*", "node_modules"]  # fmt: skip
 # The driver's variables a worker's model calls read, set on each worker as in the driver: a
 # cluster's nodes do not have the shell the command ran in (a joined Ray's workers neither).
 _FORWARDED_SUFFIXES = ("_API_KEY", "_API_BASE", "_BASE_URL", "_API_VERSION")
@@ -368,29 +370,36 @@ def _connect(ray: Any, address: str | None, num_cpus: int | None) -> bool:
     except ConnectionError as exc:
         if "AuthToken" in str(exc.__cause__):
             raise RayBackendError(
-                f"the Ray cluster at {address!r} refused this machine's token; set RAY_AUTH_TOKEN (or "
+                f"the Ray cluster at {_named(address)} refused this machine's token; set RAY_AUTH_TOKEN (or "
                 "~/.ray/auth_token) to the cluster's, which `ray get-auth-token` prints on its head node"
             ) from None
         raise _unreachable(address, _first_line(exc)) from None
+    except ValueError as exc:  # an address Ray cannot read (RAY_ADDRESS set to the Jobs API's http URL)
+        raise RayBackendError(
+            f"Ray cannot use the address {_named(address)}: {' '.join(str(exc).split())}"
+        ) from None
     except RuntimeError as exc:
         if "version" not in str(exc).lower():
             raise
         raise RayBackendError(
-            f"the Ray cluster at {address!r} runs other versions than this machine ({_first_line(exc)}); "
+            f"the Ray cluster at {_named(address)} runs other versions than this machine ({_first_line(exc)}); "
             "install the cluster's Ray and Python versions here"
         ) from None
     return False
 
 
 def _probe(address: str) -> None:
-    """Refuse a ``ray://`` address that nothing answers at once: Ray's client retries one for 30 s."""
-    if not address.startswith("ray://"):
-        return
+    """Refuse an address that nothing answers at once: Ray's client retries a ``ray://`` one for
+    30 s, and a head node's ``HOST:PORT`` (a Ray job's ``RAY_ADDRESS``) is waited on for minutes."""
+    if address == "auto" or ("://" in address and not address.startswith("ray://")):
+        return  # found by Ray itself, or a scheme Ray refuses in its own words
     try:
-        parts = urllib.parse.urlsplit(address)
-        host, port = parts.hostname or "", parts.port or _CLIENT_PORT
+        parts = urllib.parse.urlsplit(address if "://" in address else f"//{address}")
+        host, port = parts.hostname, parts.port or (_CLIENT_PORT if parts.scheme == "ray" else None)
     except ValueError:
         return  # Ray's own parser words it
+    if not host or port is None:
+        return
     try:
         socket.create_connection((host, port), timeout=_PROBE_SECONDS).close()
     except OSError as exc:
@@ -400,7 +409,7 @@ def _probe(address: str) -> None:
 
 def _unreachable(address: str, reason: str) -> RayBackendError:
     return RayBackendError(
-        f"cannot reach the Ray cluster at {address!r} ({reason}); start it (`ray start --head`) or give "
+        f"cannot reach the Ray cluster at {_named(address)} ({reason}); start it (`ray start --head`) or give "
         "the address it prints (--ray-address auto or ray://HOST:10001)"
     )
 
@@ -446,14 +455,15 @@ async def ray_pool(
     ``concurrency``), each running ``ceil(concurrency / workers)`` items at once.
 
     A Ray this process is already connected to is used as it is (and left running); otherwise
-    ``address`` joins a cluster, and without one a local instance with ``num_cpus`` (default: this
-    machine's) starts and stops with the pool. Raises :class:`RayBackendError` with the fix when Ray
+    ``address`` (default: ``RAY_ADDRESS``, as in a Ray job) joins a cluster, and without one a local
+    instance with ``num_cpus`` (default: this machine's) starts and stops with the pool. Raises :class:`RayBackendError` with the fix when Ray
     is missing, unreachable or of other versions.
 
     With ``wait=False`` the pool is given at once while Ray and its workers start, so the caller's
     own preparations (a model's preflight request, loading the data) overlap them; ``await
     pool.ready()`` waits for the start and raises its error, and items sent meanwhile wait for it."""
     ray = _import_ray()
+    address = address or _environment_address()
     connecting: asyncio.Future[bool] | None = None
     if not ray.is_initialized():
         connecting = asyncio.ensure_future(asyncio.to_thread(_connect, ray, address, num_cpus))
@@ -470,6 +480,17 @@ async def ray_pool(
             # ray.init cannot be interrupted: a start still under way is let finish, then stopped.
             if connecting is not None and await _settled(connecting):
                 await asyncio.to_thread(_shutdown, ray)
+
+
+def _named(address: str) -> str:
+    """``address`` as an error shows it, saying so when it is ``RAY_ADDRESS``'s."""
+    return f"{address!r} (RAY_ADDRESS)" if address == _environment_address() else repr(address)
+
+
+def _environment_address() -> str | None:
+    """``RAY_ADDRESS``, which a Ray job's driver is given: the cluster it runs in (``local`` means none)."""
+    address = os.environ.get("RAY_ADDRESS", "").strip()
+    return address if address and address != "local" else None
 
 
 async def _settled(connecting: asyncio.Future[bool]) -> bool:
