@@ -40,9 +40,14 @@ REWARD = "examples.calculator.reward:calculator_reward"
 
 
 @pytest.fixture(scope="session")
-def ray_session() -> Iterator[Any]:
+def ray_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One local Ray (2 CPUs) for the test process; each backend use joins it as it is."""
     ray = pytest.importorskip("ray")
+    if "PYTEST_XDIST_WORKER" in os.environ:  # the workers' temporary directories share this parent
+        try:
+            (tmp_path_factory.getbasetemp().parent / "ray-tests-claimed").mkdir()
+        except FileExistsError:
+            pytest.fail("the Ray tests run on two xdist workers: --dist loadgroup did not group them")
     ray.init(
         address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False
     )
