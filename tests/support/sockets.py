@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import os
+import random
 import socket
 
 
@@ -17,8 +20,24 @@ def listener() -> socket.socket:
     return sock
 
 
+# free_port's ports lie below the kernel's ephemeral range (32768 and up here), so no listener on
+# port 0 and no outgoing connection is given one before the subprocess binds it; each xdist worker
+# (up to 8) has a range of its own, gone through in turn from a random start so that one test's
+# port is not the next one's, nor another test run's.
+_SPAN = 1500
+_FIRST = 20000 + _SPAN * (int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0) % 8)
+_turn = itertools.count(random.randrange(_SPAN))
+
+
 def free_port() -> int:
-    """A port of 127.0.0.1 that was free a moment ago (for a subprocess to bind, or to be refused on)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port of 127.0.0.1 that is free now and that nothing else is handed out (for a subprocess to
+    bind, or to be refused on)."""
+    for _ in range(_SPAN):
+        port = _FIRST + next(_turn) % _SPAN
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {_FIRST}-{_FIRST + _SPAN - 1}")
