@@ -53,7 +53,7 @@ LINGER = 0.002
 _CLIENT_PORT = 10001
 """The Ray client server's port, where ``ray://HOST`` without one goes."""
 _PROBE_SECONDS = 5.0
-"""Seconds :func:`_probe` waits for a ``ray://`` address to accept a connection."""
+"""Seconds :func:`_probe` waits for a cluster's address to accept a connection."""
 
 # Not shipped to a remote cluster with the working directory: environments, history, journals.
 _EXCLUDES = [".git", ".venv", "venv", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", "*.sqlite",
@@ -456,8 +456,8 @@ async def ray_pool(
 
     A Ray this process is already connected to is used as it is (and left running); otherwise
     ``address`` (default: ``RAY_ADDRESS``, as in a Ray job) joins a cluster, and without one a local
-    instance with ``num_cpus`` (default: this machine's) starts and stops with the pool. Raises :class:`RayBackendError` with the fix when Ray
-    is missing, unreachable or of other versions.
+    instance with ``num_cpus`` (default: this machine's) starts and stops with the pool. Raises
+    :class:`RayBackendError` with the fix when Ray is missing, unreachable or of other versions.
 
     With ``wait=False`` the pool is given at once while Ray and its workers start, so the caller's
     own preparations (a model's preflight request, loading the data) overlap them; ``await
