@@ -292,10 +292,10 @@ async def _regrade(args: argparse.Namespace) -> int:
     check_run_outputs(args)
     rubric = None
     if args.rubric:
-        from osmosis_ai.cli.eval_rubric.session import locate_config, lookup_rubric
+        from osmosis_ai.cli.eval_rubric.session import judging_rubric, locate_config
 
         config_path = locate_config(args.config, inputs[0])
-        rubric = lookup_rubric(config_path, args.rubric)
+        rubric = judging_rubric(config_path, args.rubric)
         specs = [args.rubric]
         grader = f"--rubric {args.rubric} -c {config_path}"
         digests = [f"{args.rubric}@{file_digest(config_path)}"]

@@ -171,10 +171,10 @@ def _prepare(args: argparse.Namespace) -> _Plan:
     runtime = rubric = None
     if args.rubric:
         from osmosis_ai.cli.arguments import run_limit
-        from osmosis_ai.cli.eval_rubric.session import locate_config, lookup_rubric
+        from osmosis_ai.cli.eval_rubric.session import judging_rubric, locate_config
 
         config_path = locate_config(args.config, dataset)
-        rubric = lookup_rubric(config_path, args.rubric)
+        rubric = judging_rubric(config_path, args.rubric)
         grader = f"--rubric {args.rubric} -c {config_path}"
         digest = f"{args.rubric}@{file_digest(config_path)}"
         limit = run_limit(

@@ -172,6 +172,14 @@ def lookup_rubric(config_path: Path, rubric_id: str) -> RubricConfig:
     return config
 
 
+def judging_rubric(config_path: Path, rubric_id: str) -> RubricConfig:
+    """:func:`lookup_rubric` for a command that judges with the rubric as configured, its judge's key
+    checked before any row is read (``MissingAPIKeyError`` naming the variable to set)."""
+    config = lookup_rubric(config_path, rubric_id)
+    ensure_api_key_available(config.model_info)
+    return config
+
+
 def run_eval_rubric(
     options: EvalRubricOptions,
     emit: Callable[[str], Any] = print,

@@ -2,7 +2,8 @@
 ``main()`` against the judge tests' OpenAI-compatible stand-in: a fixed ``--concurrency N`` never has
 more than N judge requests at the server and says so in ``--json``; ``--concurrency auto`` against a
 stand-in that refuses (429) whatever comes past its capacity backs off, and every answer still gets
-the judge's verdict — a refusal is retried, never a score of 0; ``auto`` without a judge is refused."""
+the judge's verdict — a refusal is retried, never a score of 0; ``auto`` without a judge is refused;
+a judge whose key is not set stops either command with one line before any row."""
 
 from __future__ import annotations
 
@@ -179,3 +180,26 @@ def test_reward_score_concurrency_goes_with_a_judge(tmp_path: Path) -> None:
     assert ray.returncode == 1 and "--rubric judges in this process" in ray.stderr
     both = cli("reward", "score", "--rubric", "tone", "-f", "a:b", "-d", str(data))
     assert both.returncode == 2
+
+
+def test_a_judge_without_its_key_stops_regrade_and_reward_score_before_any_row(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    source, home = _judged(tmp_path, openai_server, 3)
+    sent = len(openai_server.requests)
+    (tmp_path / "rubric_configs.yaml").write_text(  # the provider's own endpoint: its key is needed
+        "version: 1\nrubrics:\n  - id: tone\n    rubric: Is the reply polite?\n"
+        "    model_info:\n      provider: openai\n      model: gpt-5-mini\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "answers.jsonl").write_text('{"solution_str": "hello", "ground_truth": "x"}\n')
+    for command in (["regrade", str(source)], ["reward", "score", "-d", "answers.jsonl"]):
+        result = cli(*command, "--rubric", "tone", "-q", "--journal", str(tmp_path / f"{command[0]}.sqlite"),
+                     cwd=tmp_path, home=home)  # fmt: skip
+        assert result.returncode == 1, result.stdout
+        assert result.stderr.splitlines()[0] == (
+            "Error: No API key for provider 'openai': environment variable 'OPENAI_API_KEY' is not set or "
+            "is empty. Set it, or put 'api_key' / 'api_key_env' in model_info."
+        )
+        assert not (tmp_path / f"{command[0]}.sqlite").exists()  # no row was read, nothing journalled
+    assert len(openai_server.requests) == sent
