@@ -143,8 +143,9 @@ def add_journal_arguments(
 
 def open_dataset(args: argparse.Namespace) -> tuple[DatasetReader, int, int]:
     """The dataset ``-d`` names and the rows ``--offset``/``--limit`` select: ``(reader, rows in the
-    file, rows to run)``. The first selected row is checked now, so a dataset in the wrong shape fails
-    before any paid request; the others are checked as they are read (the file is never loaded whole)."""
+    file, rows to run)``. Every selected row is read and checked now, one at a time (the file is never
+    loaded whole; ~7 µs a row), so a malformed line fails before any paid request, not after the rows
+    before it ran."""
     from osmosis_ai.evaluation.dataset import DatasetReader
 
     reader = DatasetReader(args.dataset)
@@ -154,7 +155,8 @@ def open_dataset(args: argparse.Namespace) -> tuple[DatasetReader, int, int]:
         raise CLIError(
             f"{reader.file_path}: no rows to run (the dataset has {total}, --offset {args.offset})"
         )
-    reader.read(limit=1, offset=args.offset)
+    for _ in reader.iter_rows(limit=selected, offset=args.offset):
+        pass
     return reader, total, selected
 
 

@@ -313,3 +313,20 @@ def test_output_path_and_log_samples_lay_out_the_results(openai_server: OpenAISe
         *command[:-4], "--output-path", str(cache / "eval" / "x"), env={"OSMOSIS_CACHE_DIR": str(cache)}
     )
     assert inside.returncode == 1 and "is inside the journal directory" in inside.stderr
+
+
+@pytest.mark.parametrize("command", ["eval", "test"])
+def test_a_malformed_line_fails_before_any_request(
+    openai_server: OpenAIServer, tmp_path: Path, command: str
+) -> None:
+    data = _data(tmp_path, ["2", "3", "2", "5"])
+    lines = data.read_text().splitlines(keepends=True)
+    lines[2] = lines[2][:-3] + "\n"  # the third line's JSON cut short
+    data.write_text("".join(lines))
+    args = _command(openai_server.url, data, tmp_path)
+    if command == "test":
+        args = ["test", *args[1:5], *args[7:11]]  # no eval function, no journal
+    result = cli(*args)
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1].startswith(f"Error: {data}: row 2: line 3 is not valid JSON")
+    assert "row 0" not in result.stdout and openai_server.requests == []  # not even the preflight
