@@ -22,7 +22,7 @@ demo: $(STAMP)
 		--journal $(VENV)/demo-journal.sqlite
 	@echo "Next: score the agent with an eval function and open the report:"
 	@echo "  $(BIN)/osmosis eval -m examples.calculator.agent:agent_loop -d examples/calculator/dataset.jsonl --model scripted --eval-fn examples.calculator.reward:calculator_reward --n 4 --fresh --report .venv/demo.html"
-	@echo "then give --model a real model (e.g. openai/gpt-5-mini with OPENAI_API_KEY set): README, "Quick start: testing and evaluating an agent"."
+	@echo "then give --model a real model (e.g. openai/gpt-5-mini with OPENAI_API_KEY set): README, 'Quick start: testing and evaluating an agent'."
 
 lint: $(STAMP)
 	$(BIN)/ruff check osmosis_ai tests benchmarks examples
