@@ -89,3 +89,9 @@ def test_the_server_loads_redis_and_prometheus_only_when_asked() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_scripted_run_is_priced_without_importing_litellm() -> None:
+    # LiteLLM's import is seconds of an `osmosis report`, and a scripted run has no price to find
+    statement = "from osmosis_ai.report.cost import estimated_cost; assert estimated_cost('scripted', 3728, 1000) is None"
+    assert "litellm" not in _loaded_after(statement)

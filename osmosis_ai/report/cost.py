@@ -18,6 +18,10 @@ def estimated_cost(
     """US dollars for the tokens at ``model``'s list price, or ``None`` when that is not known."""
     if not model or not (prompt_tokens or completion_tokens):
         return None
+    from osmosis_ai.models.complete import SCRIPTED
+
+    if model == SCRIPTED:  # offline and free: no need of LiteLLM's seconds of import to find no price
+        return None
     try:
         from osmosis_ai._litellm import import_litellm
 
