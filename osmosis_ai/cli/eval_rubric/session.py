@@ -45,6 +45,7 @@ from osmosis_ai.cli.output_file import OutputPathError
 from osmosis_ai.evaluation.outcome import verdict
 from osmosis_ai.judge.keys import ensure_api_key_available
 from osmosis_ai.judge.ratelimit import RateLimiter
+from osmosis_ai.models.complete import SCRIPTED
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +78,11 @@ def with_overrides(config: RubricConfig, options: EvalRubricOptions) -> RubricCo
     """The rubric's judge as the command line names it: ``--model [provider/]name``, ``--base-url``
     and ``--api-key`` take the place of the YAML's ``model_info`` values, which stay otherwise."""
     info = dict(config.model_info)
+    if options.model == SCRIPTED:
+        raise CLIError(
+            "--model scripted is the offline calculator solver of rollout run, test and eval; it cannot "
+            "judge. Give a judge model (provider/model), or --base-url for a local OpenAI-compatible server"
+        )
     if options.model:
         provider, slash, name = options.model.partition("/")
         if slash and name:

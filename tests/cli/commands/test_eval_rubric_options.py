@@ -92,3 +92,16 @@ def test_pass_threshold_decides_pass_at_k(openai_server: OpenAIServer, tmp_path:
     summary = json.loads(result.stdout)
     assert summary["pass_at_k"]["1"]["value"] == 0.5 and summary["pass_at_k"]["2"]["value"] == 1.0
     assert json.loads((tmp_path / "out.json").read_text())["pass_threshold"] == 0.7
+
+
+def test_the_scripted_solver_is_refused_as_a_judge_with_what_to_give(tmp_path: Path, home: Path) -> None:
+    (tmp_path / "rubric_configs.yaml").write_text(CONFIG, encoding="utf-8")
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in RECORDS), encoding="utf-8")
+    result = cli(
+        "eval-rubric", "-r", "tone", "-d", "data.jsonl", "--model", "scripted", cwd=tmp_path, home=home
+    )
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == (
+        "Error: --model scripted is the offline calculator solver of rollout run, test and eval; it cannot "
+        "judge. Give a judge model (provider/model), or --base-url for a local OpenAI-compatible server"
+    )
