@@ -104,13 +104,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _task_id(args: argparse.Namespace, dataset: Path) -> str:
-    """What names a journal: the agent, eval functions, models, dataset file and the rows selected, so
-    shards of one dataset (``--offset``/``--limit``) run side by side (the rest is checked)."""
-    named = [agent_spec(args), args.eval_fn, args.model, str(dataset.resolve())]
+    """What names a journal: the configuration as the command line gives it (agent, eval functions,
+    models, base URL, dataset path, the rows selected, ``--n``, ``--max-turns``, sampling flags), so
+    another flag is another journal, as in 0.2, and shards run side by side; the contents (files,
+    sources) are checked against the journal's fingerprint."""
+    named: list[Any] = [agent_spec(args), args.eval_fn, args.model, str(dataset.resolve())]
     if args.offset or args.limit is not None:
         named.append([args.offset, args.limit])
     if args.baseline_model:
         named.append([args.baseline_model, args.baseline_base_url])
+    named.append([args.base_url, args.n, args.max_turns, _completion_params(args)])
     return hashlib.sha256(json.dumps(named).encode()).hexdigest()[:12]
 
 

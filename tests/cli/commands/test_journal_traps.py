@@ -90,3 +90,17 @@ def test_a_journal_in_use_is_refused_naming_the_other_run(
     assert code == 1 and stderr.count("\n") == 1
     assert f"is in use by another run (pid {os.getpid()} on " in stderr and "--journal FILE" in stderr
     assert len(openai_server.requests) == 0  # refused before any model call
+
+
+def test_another_n_is_another_journal_and_each_resumes(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    openai_server.default = Reply(content="2")
+    data = _data(tmp_path, 2)
+    journals = {}
+    for n in ("1", "2", "1"):
+        code, stdout, stderr = _eval(openai_server.url, data, "--n", n, cwd=tmp_path)
+        assert code == 0, stderr
+        journals.setdefault(n, stdout.split("; journal ", 1)[1].splitlines()[0])
+        assert stdout.split("; journal ", 1)[1].splitlines()[0] == journals[n]
+    assert journals["1"] != journals["2"]
+    assert "Resuming: 2 of 2 runs already finished" in stdout  # the first --n 1 run, found again
+    assert len(openai_server.requests) == (1 + 2) + (1 + 4)  # preflight and runs; the third run asks nothing
