@@ -1,9 +1,10 @@
-"""A run's journal as the command line sees it: refusals that name the flag getting past them, and
-the resume line that says what a rerun will and will not run again."""
+"""A run's journal as the command line sees it: refusals that name the flag getting past them, an
+unused journal not left behind, and the resume line that says what a rerun will and will not run again."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,22 @@ def open_journal(
     if journal.set_aside is not None:
         warn(journal.set_aside.describe())
     return journal
+
+
+@contextlib.contextmanager
+def kept_if_used(journal: Journal) -> Iterator[Journal]:
+    """``journal`` for the block, then closed; one this run created and committed nothing to (a
+    refused preflight, a mistake found before the first result, Ctrl-C) is deleted with its files,
+    so no empty run is left to list or to find."""
+    from osmosis_ai.evaluation.journal_store import journal_root, remove
+
+    try:
+        yield journal
+    finally:
+        unused = journal.created and journal.is_empty()
+        journal.close()
+        if unused:
+            remove(journal.path, journal_root())
 
 
 def resuming_line(done: int, total: int, unit: str, *, failed: int, retry_failed: bool) -> str:

@@ -164,6 +164,8 @@ class Journal:
         self._pending: list[tuple[SampleRecord, asyncio.Future[None]]] = []
         self._writer: asyncio.Task[None] | None = None
         self._lock_fd: int | None = None
+        self.created = False
+        """Whether :meth:`open` created the file (none was there, or it set the old one aside)."""
 
     @classmethod
     def open(
@@ -210,13 +212,16 @@ class Journal:
     ) -> Journal:
         if fresh and file.exists():
             _move_aside(file, samples, "bak", fold=True)
+        created = not file.exists()
         try:
             journal = cls._open(file, samples, dict(description), dict(labels or {}))
         except JournalCorruptError as exc:
             kept = _move_aside(file, samples, "corrupt", fold=False)
             journal = cls._open(file, samples, dict(description), dict(labels or {}))
             journal.set_aside = SetAside(file, kept, str(exc))
+            created = True
         journal._lock_fd = lock
+        journal.created = created
         return journal
 
     @classmethod
@@ -302,7 +307,7 @@ class Journal:
     def _claim(self, description: dict[str, Any], labels: dict[str, Any]) -> None:
         stored = dict(self._connection.execute("SELECT key, value FROM meta").fetchall())
         wanted = fingerprint(description)
-        if stored and stored.get("fingerprint") != wanted and self._is_empty():
+        if stored and stored.get("fingerprint") != wanted and self.is_empty():
             stored = {}  # nothing recorded under the old configuration: nothing to keep
         if not stored:
             with self._lock:
@@ -341,8 +346,10 @@ class Journal:
             path=self.path,
         )
 
-    def _is_empty(self) -> bool:
-        return self._connection.execute("SELECT 1 FROM samples LIMIT 1").fetchone() is None
+    def is_empty(self) -> bool:
+        """Whether no sample has been committed."""
+        with self._lock:
+            return self._connection.execute("SELECT 1 FROM samples LIMIT 1").fetchone() is None
 
     @staticmethod
     def inspect(path: str | Path) -> JournalInfo | None:

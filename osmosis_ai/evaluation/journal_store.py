@@ -97,9 +97,9 @@ def entries(root: Path) -> Iterator[Entry]:
     return iter(sorted(found, key=lambda e: e.info.created_at, reverse=True))
 
 
-def remove(entry: Entry, root: Path) -> None:
-    """Delete a journal with its write-ahead log, lock and samples file, then its directories if left empty."""
-    journal = entry.info.path
+def remove(journal: Path, root: Path) -> None:
+    """Delete the journal at ``journal`` with its write-ahead log, lock and samples file, then its
+    directories under ``root`` if left empty."""
     for path in (journal, *(journal.with_name(journal.name + suffix) for suffix in ("-wal", "-shm", ".lock")),
                  samples_path(journal)):  # fmt: skip
         path.unlink(missing_ok=True)

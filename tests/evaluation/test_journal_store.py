@@ -55,5 +55,5 @@ def test_entries_and_remove(tmp_path: Path) -> None:
     )
     assert found.matches(model="M", dataset="SET", status=None) and not found.matches(model=None, dataset=None,
                                                                                       status="completed")  # fmt: skip
-    remove(found, root)
+    remove(found.info.path, root)
     assert not path.exists() and (root / "m" / "set").exists()  # the other file keeps its directory

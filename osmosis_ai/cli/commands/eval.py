@@ -119,7 +119,7 @@ def _task_id(args: argparse.Namespace, dataset: Path) -> str:
 
 async def _eval(args: argparse.Namespace) -> int:
     from osmosis_ai.cli.eval.report import check_output_path
-    from osmosis_ai.cli.journals import open_journal, resuming_line
+    from osmosis_ai.cli.journals import kept_if_used, open_journal, resuming_line
     from osmosis_ai.cli.loading import agent_digest, load_agent, load_attribute, source_digest
     from osmosis_ai.evaluation.eval_fn import EvalFnWrapper
     from osmosis_ai.evaluation.journal import BASELINE, PRIMARY, file_digest
@@ -162,7 +162,7 @@ async def _eval(args: argparse.Namespace) -> int:
     journal = open_journal(journal_file, description, fresh=args.fresh, labels=labels,
                            samples_path=samples_path(journal_file) if args.log_samples else None)  # fmt: skip
     tags = [PRIMARY, BASELINE] if args.baseline_model else [PRIMARY]
-    with contextlib.closing(journal):
+    with kept_if_used(journal):
         keys = [
             (row, sample) for row in range(args.offset, args.offset + selected) for sample in range(args.n)
         ]

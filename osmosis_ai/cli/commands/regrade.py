@@ -282,7 +282,7 @@ def _task_id(args: argparse.Namespace, inputs: Sequence[Path], grader: str) -> s
 
 async def _regrade(args: argparse.Namespace) -> int:
     from osmosis_ai.cli.arguments import run_limit
-    from osmosis_ai.cli.journals import open_journal, resuming_line
+    from osmosis_ai.cli.journals import kept_if_used, open_journal, resuming_line
     from osmosis_ai.cli.loading import load_attribute, source_digest
     from osmosis_ai.cli.summary import check_run_outputs
     from osmosis_ai.evaluation.journal import PRIMARY, file_digest
@@ -328,7 +328,7 @@ async def _regrade(args: argparse.Namespace) -> int:
     journal = open_journal(journal_file, description, fresh=args.fresh, labels=labels)
     state = Regrade(grader, answers, selected, tags, args.pass_threshold or threshold, records={},
                     rubric=rubric, limit=limit)  # fmt: skip
-    with contextlib.closing(journal):
+    with kept_if_used(journal):
         todo = {tag: journal.to_run(selected, retry_failed=args.retry_failed, model_tag=tag) for tag in tags}
         planned = len(selected) * len(tags)
         remaining = sum(len(keys) for keys in todo.values())

@@ -140,8 +140,10 @@ class _Plan:
 
 
 async def _score(args: argparse.Namespace) -> int:
+    from osmosis_ai.cli.journals import kept_if_used
+
     plan = _prepare(args)
-    with contextlib.closing(plan.journal):
+    with kept_if_used(plan.journal):
         keys = [(row, 0) for row in range(plan.rows)]
         todo = len(plan.journal.to_run(keys, retry_failed=args.retry_failed))
         if todo < plan.rows:

@@ -242,6 +242,7 @@ def _record_window(concurrency: int) -> int:
 
 async def _run(args: argparse.Namespace) -> int:
     from osmosis_ai.cli.commands import rollout_journal
+    from osmosis_ai.cli.journals import kept_if_used
     from osmosis_ai.cli.output_file import is_regular_output
     from osmosis_ai.traingate.report import RunTally
 
@@ -252,7 +253,7 @@ async def _run(args: argparse.Namespace) -> int:
     from_memory = args.report and not (args.output and is_regular_output(args.output))
     tally = RunTally(keep_lines=PER_ROLLOUT_TABLE_LIMIT + 1, keep_records=total if from_memory else 0)
     journal = rollout_journal.open_journal(args, reader, reward_fn, agent_loop)
-    with contextlib.closing(journal):
+    with kept_if_used(journal):
         replayed = rollout_journal.replay(journal, tally, retry_failed=args.retry_failed)
         rollout_journal.say_resuming(args, journal, replayed, total)
         writer, wall = await _run_rollouts(

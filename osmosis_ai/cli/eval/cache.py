@@ -127,7 +127,7 @@ def _remove(root: Any, args: argparse.Namespace) -> int:
             print("Aborted.")
             return 0
     for entry in targets:
-        remove(entry, root)
+        remove(entry.info.path, root)
     if args.json:
         from osmosis_ai.cli.output import print_json
 

@@ -104,3 +104,26 @@ def test_another_n_is_another_journal_and_each_resumes(openai_server: OpenAIServ
     assert journals["1"] != journals["2"]
     assert "Resuming: 2 of 2 runs already finished" in stdout  # the first --n 1 run, found again
     assert len(openai_server.requests) == (1 + 2) + (1 + 4)  # preflight and runs; the third run asks nothing
+
+
+def test_a_run_that_committed_nothing_leaves_no_journal_and_one_that_did_keeps_it(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    openai_server.default = Reply(content="2")
+    data, cache = _data(tmp_path, 2), tmp_path / "cache"
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    code, _, stderr = _eval(dead, data, cwd=tmp_path)  # the default journal, under the cache root
+    assert code == 1 and "does not answer" in stderr
+    explicit = tmp_path / "j.sqlite"
+    assert _eval(dead, data, "--journal", str(explicit), cwd=tmp_path)[0] == 1
+    assert not explicit.exists() and list((cache / "eval").iterdir()) == []  # nor the directories
+    openai_server.queue("ok")  # the preflight; then both runs fail and are journalled as model errors
+    openai_server.default = Reply(status=400)
+    assert _eval(openai_server.url, data, "--journal", str(explicit), cwd=tmp_path)[0] == 1
+    openai_server.queue(Reply(status=401))  # the rerun's preflight is refused
+    code, _, stderr = _eval(
+        openai_server.url, data, "--journal", str(explicit), "--retry-failed", cwd=tmp_path
+    )
+    assert code == 1 and "refused the API key" in stderr
+    info = Journal.inspect(explicit)
+    assert info is not None and info.runs == 2  # a journal with runs in it is never removed
