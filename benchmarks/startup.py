@@ -12,7 +12,10 @@ medians and ratios, because the machines this runs on are shared and noisy:
 * the same import with ``typing`` loaded too: what the light modules would cost with a plain
   ``from typing import TYPE_CHECKING`` instead of ``TYPE_CHECKING = False`` (kept while >= 1.05x),
 * per-call overhead of an ``@osmosis_reward`` function over the undecorated function
-  (goal <= 300 ns).
+  (goal <= 300 ns),
+* the estimated cost of a self-hosted model's tokens (what every ``test``/``eval`` summary asks)
+  in a fresh process, against the same with LiteLLM loaded, as it was before the price table was
+  read from its file (kept while >= 1.05x).
 """
 
 from __future__ import annotations
@@ -32,6 +35,16 @@ BARE = [sys.executable, "-c", "pass"]
 IMPORT = [sys.executable, "-c", "from osmosis_ai import osmosis_reward"]
 IMPORT_WITH_TYPING = [sys.executable, "-c", "import typing; from osmosis_ai import osmosis_reward"]
 RSS_PROBE = "import resource; {}; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+PRICE = (
+    "from osmosis_ai.report.cost import estimated_cost; estimated_cost('openai/my-vllm-model', 3728, 1000)"
+)
+PRICE_GATED = [sys.executable, "-c", PRICE]
+PRICE_WITH_LITELLM = [
+    sys.executable,
+    "-c",
+    f"from osmosis_ai._litellm import import_litellm; import_litellm(); {PRICE}",
+]
+PRICE_RUNS = 5  # LiteLLM's import is seconds
 
 
 def _wall(command: list[str]) -> float:
@@ -88,6 +101,7 @@ def main() -> int:
     rss_bare = _peak_rss_mib("pass")
     rss_import = _peak_rss_mib("from osmosis_ai import osmosis_reward")
     plain_ns, decorated_ns = _reward_overhead_ns()
+    price_s, litellm_s, price_ratio = _paired_medians(PRICE_WITH_LITELLM, PRICE_GATED, runs=PRICE_RUNS)
     overhead = decorated_ns - plain_ns
 
     rows = [
@@ -121,6 +135,12 @@ def main() -> int:
             f"{overhead:.0f} ns",
             f"{plain_ns:.0f} -> {decorated_ns:.0f} ns/call",
             "<= 300 ns",
+        ),
+        (
+            "a self-hosted model's cost, fresh process",
+            f"{litellm_s * 1e3:.0f} ms",
+            f"{price_ratio:.1f}x faster than with LiteLLM ({price_s:.2f} s)",
+            "keep the table read if >= 1.05x",
         ),
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
