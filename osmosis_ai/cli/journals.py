@@ -4,6 +4,7 @@ unused journal not left behind, and the resume line that says what a rerun will 
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,7 +56,10 @@ def kept_if_used(journal: Journal) -> Iterator[Journal]:
     try:
         yield journal
     finally:
-        unused = journal.created and journal.is_empty()
+        try:
+            unused = journal.created and journal.is_empty()
+        except sqlite3.Error:  # a journal that cannot say is kept, and the run's own error shown
+            unused = False
         journal.close()
         if unused:
             remove(journal.path, journal_root())
