@@ -86,11 +86,11 @@ def test_eval_timeout_covers_a_hung_eval_function(openai_server: OpenAIServer, t
     openai_server.default = Reply(content="2")
     data, markers = _setup(tmp_path, "ok", "eval")
     result = osmosis("eval", "-m", "hung_agent:agent_loop", "-d", str(data), "--eval-fn", "hung_agent:hangs",
-                     "--model", "m", "--base-url", openai_server.url, "--timeout", "2", "--batch-size", "2",
+                     "--model", "m", "--base-url", openai_server.url, "--timeout", "4", "--batch-size", "2",
                      "--journal", str(tmp_path / "j.sqlite"), cwd=tmp_path, env={"MARKERS": str(markers)})  # fmt: skip
     assert result.returncode == 1
     assert result.stdout.endswith("2 runs: 1 completed (50.0%), timeout 1\n")
-    assert "'hung_agent:hangs' did not return within the item's time limit of 2s" in result.stdout
+    assert "'hung_agent:hangs' did not return within the item's time limit of 4s" in result.stdout
 
 
 def _start(command: str, *args: str, tmp_path: Path, markers: Path) -> subprocess.Popen[str]:
