@@ -42,10 +42,10 @@ def estimated_cost(
 
 def _may_be_listed(model: str) -> bool:
     """Whether LiteLLM may price ``model``: an entry of its bundled table ends with the model's name
-    (its lookups try the name with and without a provider). A fine-tune (``ft:BASE:...``) and a
+    (its lookups try the name with and without a provider). A fine-tune (``[openai/]ft:BASE:...``) and a
     LiteLLM this process already imported (user code may have registered prices with it) are
     always asked."""
-    if "litellm" in sys.modules or model.startswith("ft:"):
+    if "litellm" in sys.modules or "ft:" in model:
         return True
     names = _listed_names()
     return True if names is None else model.rsplit("/", 1)[-1].lower() in names
