@@ -21,7 +21,7 @@ demo: $(STAMP)
 	$(BIN)/osmosis rollout run -m examples.calculator.agent:agent_loop -d examples/calculator/dataset.jsonl --model scripted \
 		--journal $(VENV)/demo-journal.sqlite
 	@echo "Next: score the agent with an eval function and open the report:"
-	@echo "  $(BIN)/osmosis eval -m examples.calculator.agent:agent_loop -d examples/calculator/dataset.jsonl --model scripted --eval-fn examples.calculator.reward:calculator_reward --n 4 --fresh --report .venv/demo.html"
+	@echo "  $(BIN)/osmosis eval -m examples.calculator.agent:agent_loop -d examples/calculator/dataset.jsonl --model scripted --eval-fn examples.calculator.reward:calculator_reward --n 4 --report .venv/demo.html"
 	@echo "then give --model a real model (e.g. openai/gpt-5-mini with OPENAI_API_KEY set): README, 'Quick start: testing and evaluating an agent'."
 
 lint: $(STAMP)
