@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from osmosis_ai.cli.errors import CLIError
+from osmosis_ai.evaluation.outcome import plural
 from osmosis_ai.runs.engine import ProcessItem
 
 _PLAIN = (str, int, float, bool, type(None))
@@ -45,12 +46,12 @@ class Backend:
     def note(self) -> str:
         """What the summary line adds: where the items ran (nothing for a local run)."""
         workers = self.workers
-        return f"; on {workers} Ray worker{'s' * (workers != 1)}" if workers else ""
+        return f"; on {workers} Ray {plural('worker', workers)}" if workers else ""
 
     def header(self) -> str | None:
         """The header line naming the Ray workers in use (``None`` for a local run)."""
         workers = self.workers
-        return f"Backend: Ray, {workers} worker{'s' * (workers != 1)}" if workers else None
+        return f"Backend: Ray, {workers} {plural('worker', workers)}" if workers else None
 
 
 def worker_settings(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:

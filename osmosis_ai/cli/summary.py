@@ -34,10 +34,12 @@ def _ms(value: float | None) -> str:
 
 def _counted(summary: Summary, outcomes: str) -> tuple[str, str]:
     """The first row: what was counted, samples beside the rows they ran on when rows ran ``--n`` times."""
+    from osmosis_ai.evaluation.outcome import plural
+
     if summary.samples_per_row <= 1:
         return "rows", f"{summary.rows}: {outcomes}"
     per_row = (
-        f"{summary.dataset_rows} rows x {summary.samples_per_row}"
+        f"{summary.dataset_rows} {plural('row', summary.dataset_rows)} x {summary.samples_per_row}"
         if summary.dataset_rows
         else (f"{summary.samples_per_row} per row")
     )

@@ -96,7 +96,7 @@ class OutcomeCounts:
         """One line: ``"10 rollouts: 8 completed (80.0%), agent_error 1, timeout 1"``."""
         total = self.total
         rate = f" ({self.completed / total:.1%})" if total else ""
-        line = f"{total} {_plural(unit, total)}: {self.completed} completed{rate}"
+        line = f"{total} {plural(unit, total)}: {self.completed} completed{rate}"
         failures = self.failures()
         return f"{line}, {failures}" if failures else line
 
@@ -105,7 +105,8 @@ class OutcomeCounts:
         return {o.value: self[o] for o in Outcome}
 
 
-def _plural(unit: str, count: int) -> str:
+def plural(unit: str, count: int) -> str:
+    """``unit`` for one, ``units`` for any other count."""
     return unit if count == 1 else f"{unit}s"
 
 
@@ -129,7 +130,7 @@ def verdict(
     if counts.infrastructure:
         n = counts.infrastructure
         return (
-            f"{n} of {total} {_plural(unit, total)} ended in an infrastructure failure "
+            f"{n} of {total} {plural(unit, total)} ended in an infrastructure failure "
             f"({counts.failures()}); their results are not scores"
         )
     if counts.completed == 0:
@@ -137,7 +138,7 @@ def verdict(
         return f"{everything} failed ({counts.failures()})"
     if counts.failure_rate > max_failure_rate:
         return (
-            f"{counts.failed} of {total} {_plural(unit, total)} failed ({counts.failures()}): "
+            f"{counts.failed} of {total} {plural(unit, total)} failed ({counts.failures()}): "
             f"failure rate {counts.failure_rate:.1%} is above {limit_name} {max_failure_rate:.1%}"
         )
     return None

@@ -124,7 +124,7 @@ async def _eval(args: argparse.Namespace) -> int:
     from osmosis_ai.evaluation.eval_fn import EvalFnWrapper
     from osmosis_ai.evaluation.journal import BASELINE, PRIMARY, file_digest
     from osmosis_ai.evaluation.journal_store import journal_path, journal_root, samples_path
-    from osmosis_ai.evaluation.outcome import Outcome
+    from osmosis_ai.evaluation.outcome import Outcome, plural
 
     if len(set(args.eval_fn)) != len(args.eval_fn):
         raise CLIError("each --eval-fn may be given once")
@@ -171,7 +171,8 @@ async def _eval(args: argparse.Namespace) -> int:
         planned = len(keys) * len(tags)
         remaining = sum(len(t) for t in todo.values())
         models = f" x2 models (baseline {args.baseline_model})" if args.baseline_model else ""
-        say(f"Dataset: {reader.file_path} ({selected} rows x {args.n} runs{models}); journal {journal_file}",
+        say(f"Dataset: {reader.file_path} ({selected} {plural('row', selected)} x {args.n} "
+            f"{plural('run', args.n)}{models}); journal {journal_file}",
             quiet=args.quiet)  # fmt: skip
         if remaining < planned:
             failed = sum(

@@ -330,3 +330,12 @@ def test_a_malformed_line_fails_before_any_request(
     assert result.returncode == 1
     assert result.stderr.splitlines()[-1].startswith(f"Error: {data}: row 2: line 3 is not valid JSON")
     assert "row 0" not in result.stdout and openai_server.requests == []  # not even the preflight
+
+
+def test_one_row_is_one_row_in_the_header_and_the_summary(tmp_path: Path) -> None:
+    result = cli("eval", "-m", "examples.calculator.agent:agent_loop", "-d", "examples/calculator/dataset.jsonl",
+                 "--model", "scripted", "--eval-fn", "examples.calculator.reward:calculator_reward", "--n", "2",
+                 "--limit", "1", "--journal", str(tmp_path / "j.sqlite"))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "(1 row x 2 runs); journal" in result.stdout
+    assert "2 (1 row x 2): completed 2" in result.stdout
