@@ -258,8 +258,9 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     """``--backend local|ray`` and ``--ray-address``: where the work items run
     (:func:`osmosis_ai.cli.backend.run_backend` opens it)."""
     parser.add_argument("--backend", choices=("local", "ray"), default="local",
-                        help="run the items in this process (default) or on Ray workers, one per CPU (at most one per run in flight); the "
-                        "dataset, journal and outputs stay here (needs osmosis-ai[ray])")  # fmt: skip
+                        help="run the items in this process (default) or on Ray workers, one per CPU (at "
+                        "most one per run in flight); the dataset, journal and outputs stay here (needs "
+                        "osmosis-ai[ray])")  # fmt: skip
     parser.add_argument("--ray-address", type=ray_address, metavar="auto|ray://HOST:PORT",
                         help="with --backend ray: join this cluster (the working directory is shipped to it) "
                         "instead of starting a local Ray with this machine's CPUs; default: RAY_ADDRESS, "

@@ -382,8 +382,8 @@ def _connect(ray: Any, address: str | None, num_cpus: int | None) -> bool:
         if "version" not in str(exc).lower():
             raise
         raise RayBackendError(
-            f"the Ray cluster at {_named(address)} runs other versions than this machine ({_first_line(exc)}); "
-            "install the cluster's Ray and Python versions here"
+            f"the Ray cluster at {_named(address)} runs other versions than this machine "
+            f"({_first_line(exc)}); install the cluster's Ray and Python versions here"
         ) from None
     return False
 
