@@ -18,7 +18,7 @@ is written as it goes (``rollout run -o``), in place whatever is there.
 
 A file a command writes is never one it reads: each command declares which of its options name
 files it reads, writes, or both (:func:`declare_files`), and :func:`check_files`, run by ``main``
-before the command itself, refuses a written file that is one of the others, by identity (a symbolic
+(and the 0.2 command objects) before the command itself, refuses a written file that is one of the others, by identity (a symbolic
 or hard link to the dataset is the dataset), with one line and before anything is read or written.
 """
 
