@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli.errors import CLIError
+from osmosis_ai.cli.output_file import declare_files
 from osmosis_ai.cli.parser import OptionGroup, OutOfRange, add_exclusive
 
 if TYPE_CHECKING:
@@ -127,6 +128,7 @@ def add_agent_run_arguments(parser: argparse.ArgumentParser, *, unit: str, requi
         "-o", "--output", metavar="FILE.json", type=absolute_path, help="write the results as JSON"
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")
+    declare_files(parser, read=["dataset"], written=["output"])
 
 
 def add_journal_arguments(
@@ -139,6 +141,7 @@ def add_journal_arguments(
     again = add_exclusive(parser)
     again.add_argument("--fresh", action="store_true", help="start over; the old journal is kept as a backup")
     again.add_argument("--retry-failed", action="store_true", help=f"also rerun {unit}s {failed}")
+    declare_files(parser, read_and_written=["journal"])
 
 
 def open_dataset(args: argparse.Namespace) -> tuple[DatasetReader, int, int]:

@@ -21,6 +21,9 @@ class CommandObject:
         parser.set_defaults(handler=self.run)
 
     def run(self, args: argparse.Namespace) -> int:
+        from osmosis_ai.cli.output_file import check_files
+
+        check_files(args)
         status: int = importlib.import_module(self.module).run(args)
         return status
 

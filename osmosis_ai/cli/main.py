@@ -168,6 +168,7 @@ def _dispatch(arguments: list[str]) -> int:
     import importlib
 
     from osmosis_ai.cli import output
+    from osmosis_ai.cli.output_file import check_files
     from osmosis_ai.cli.parser import JSON_ERRORS
     from osmosis_ai.errors import OsmosisError
 
@@ -187,6 +188,7 @@ def _dispatch(arguments: list[str]) -> int:
                     parser.print_help()
                     return 1
                 _load_dotenv()
+                check_files(args)
                 # Under --json, what user code prints goes to stderr: stdout carries the one object.
                 with output.logging_restored(), output.user_output_to_stderr(as_json):
                     status: int = importlib.import_module(COMMANDS[args.command].module).run(args)

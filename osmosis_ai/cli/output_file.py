@@ -15,18 +15,27 @@ What is at the path decides how it is written:
 :func:`check_output` applies the refusals, and proves the directory writable, before a command does
 any paid work; :func:`write_output` writes a whole document; :func:`open_output` opens a file that
 is written as it goes (``rollout run -o``), in place whatever is there.
+
+A file a command writes is never one it reads: each command declares which of its options name
+files it reads, writes, or both (:func:`declare_files`), and :func:`check_files`, run by ``main``
+(and the 0.2 command objects) before the command itself, refuses a written file that is one of the others, by identity (a symbolic
+or hard link to the dataset is the dataset), with one line and before anything is read or written.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import stat
 import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from osmosis_ai.cli.errors import CLIError
+from osmosis_ai.cli.parser import option_label
 
 
 class OutputPathError(CLIError):
@@ -176,3 +185,71 @@ def _replace(target: Path, data: bytes, found: os.stat_result | None) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+READ, READ_AND_WRITTEN, WRITTEN = 0, 1, 2
+"""What a command does with a named file; of two options naming one file, the one written most is
+what the refusal names first."""
+_DECLARED = "_named_files"
+
+
+@dataclass(frozen=True)
+class NamedFile:
+    """A file option of a command: how the help shows it, and what the command does with the file.
+    ``path`` gives the file from the parsed arguments: the option's value, or (for a file the command
+    derives from another option, like ``eval --log-samples``'s) a function of them."""
+
+    label: str
+    use: int
+    path: str | Callable[[argparse.Namespace], str | None]
+    fix: str = "choose another output path"
+
+    def paths(self, args: argparse.Namespace) -> Iterator[str]:
+        value = self.path(args) if callable(self.path) else getattr(args, self.path, None)
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if item:
+                yield os.fspath(item)
+
+
+def declare_files(
+    parser: argparse.ArgumentParser,
+    *,
+    read: Sequence[str] = (),
+    written: Sequence[str] = (),
+    read_and_written: Sequence[str] = (),
+    derived: Mapping[str, tuple[Callable[[argparse.Namespace], str | None], str]] | None = None,
+) -> None:
+    """Declare the options (by ``dest``, added to ``parser`` already) naming files the command reads,
+    writes, or both (a journal); ``derived`` maps a label to ``(path of the parsed arguments, how to
+    fix a clash)`` for a file the command writes at a path of its own making. Declarations add up."""
+    declared: tuple[NamedFile, ...] = parser.get_default(_DECLARED) or ()
+    for dests, use in ((read, READ), (written, WRITTEN), (read_and_written, READ_AND_WRITTEN)):
+        declared += tuple(NamedFile(option_label(parser, dest), use, dest) for dest in dests)
+    declared += tuple(NamedFile(label, WRITTEN, path, fix) for label, (path, fix) in (derived or {}).items())
+    parser.set_defaults(**{_DECLARED: declared})
+
+
+def _identity(path: str) -> Any:
+    """What makes two paths one file: an existing regular file's device and inode (links followed),
+    else the real path a new file would get; None for a directory, device or FIFO, which a command
+    never replaces (``-o /dev/null --report /dev/null`` is fine)."""
+    try:
+        found = os.stat(path)
+    except OSError:  # nothing there yet, or a dangling link: where the file would be created
+        return os.path.realpath(path)
+    return (found.st_dev, found.st_ino) if stat.S_ISREG(found.st_mode) else None
+
+
+def check_files(args: argparse.Namespace) -> None:
+    """Refuse, with one line, a file the command writes that is also a file it reads or writes under
+    another option (:func:`declare_files`); the command has not started yet."""
+    named = [
+        (entry, path, _identity(path)) for entry in getattr(args, _DECLARED, ()) for path in entry.paths(args)
+    ]
+    for i, (first, first_path, identity) in enumerate(named):
+        for second, second_path, other in named[i + 1 :]:
+            if identity is None or identity != other or max(first.use, second.use) == READ:
+                continue
+            subject, shown = (first, second_path) if first.use > second.use else (second, first_path)
+            other_label = second.label if subject is first else first.label
+            raise CLIError(f"{subject.label} names the same file as {other_label} ({shown}): {subject.fix}")

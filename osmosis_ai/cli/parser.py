@@ -65,6 +65,16 @@ def _option_name(action: argparse.Action) -> str:
     )
 
 
+def option_label(parser: argparse.ArgumentParser, dest: str) -> str:
+    """How the help shows the argument storing ``dest``: ``-m/--module``, or a positional's metavar."""
+    for action in parser._actions:
+        if action.dest == dest:
+            if action.option_strings:
+                return "/".join(action.option_strings[:2])
+            return action.metavar if isinstance(action.metavar, str) else dest
+    return dest
+
+
 class Parser(argparse.ArgumentParser):
     """An ``argparse.ArgumentParser`` with the behaviour described in the module docstring."""
 
@@ -122,11 +132,7 @@ class Parser(argparse.ArgumentParser):
                 raise CLIError(f"{self.prog} needs one of {names} (see {self.prog} --help)")
 
     def _flag_of(self, dest: str) -> str:
-        """How the help shows the option storing ``dest`` (``-m/--module``)."""
-        for action in self._actions:
-            if action.dest == dest and action.option_strings:
-                return "/".join(action.option_strings[:2])
-        return dest
+        return option_label(self, dest)
 
     # -- values --------------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from osmosis_ai.cli.arguments import absolute_path
 from osmosis_ai.cli.output import console, print_json, say
+from osmosis_ai.cli.output_file import declare_files
 
 TYPE_CHECKING = False  # the report package loads only when a summary is drawn
 if TYPE_CHECKING:
@@ -123,6 +124,7 @@ def add_summary_arguments(parser: argparse.ArgumentParser, *, json_flag: bool = 
         type=absolute_path,
         help="also write the HTML report of the run (see osmosis report)",
     )
+    declare_files(parser, written=["report"])
     if json_flag:
         parser.add_argument(
             "--json",

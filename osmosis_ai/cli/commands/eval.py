@@ -47,6 +47,7 @@ from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.eval import cache
 from osmosis_ai.cli.loading import agent_spec
 from osmosis_ai.cli.output import interrupted, say, setup_logging
+from osmosis_ai.cli.output_file import declare_files
 from osmosis_ai.cli.running import run_command
 from osmosis_ai.cli.summary import add_summary_arguments, check_run_outputs, finish_run, show_summary
 from osmosis_ai.consts import PACKAGE_VERSION
@@ -80,11 +81,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write results_<unix>_<task id>.json under DIR/<model>/<dataset>/")  # fmt: skip
     parser.add_argument("--log-samples", action="store_true",
                         help="keep each run's final messages (a .jsonl beside the journal and the results)")  # fmt: skip
+    declare_files(
+        parser,
+        derived={"the --log-samples file of --journal": (_samples_file, "choose another --journal path")},
+    )
     parser.add_argument("--debug", action="store_true",
                         help=f"show library log messages and write the agents' traces to ./{DEBUG_DIR}")  # fmt: skip
     add_summary_arguments(parser)
     add_log_to_argument(parser)
     cache.add_parser(parser.add_subparsers(dest="eval_command", metavar="{cache}"))
+
+
+def _samples_file(args: argparse.Namespace) -> str | None:
+    """Where ``--log-samples`` appends, when ``--journal`` names the journal it goes beside."""
+    from osmosis_ai.evaluation.journal_store import samples_path
+
+    return str(samples_path(Path(args.journal))) if args.journal and args.log_samples else None
 
 
 def run(args: argparse.Namespace) -> int:

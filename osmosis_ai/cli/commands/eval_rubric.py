@@ -13,6 +13,7 @@ from typing import Any
 from osmosis_ai.cli import output
 from osmosis_ai.cli.arguments import finite_number, fraction
 from osmosis_ai.cli.eval_rubric.session import EvalRubricOptions, run_eval_rubric
+from osmosis_ai.cli.output_file import declare_files
 from osmosis_ai.cli.summary import Figures, add_summary_arguments, finish_run, show_summary
 
 
@@ -42,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-b", "--baseline", type=Path, help="earlier JSON report (or statistics JSON) to compare with"
     )
+    declare_files(parser, read=["data", "config", "baseline"], written=["output"])
     parser.add_argument(
         "--concurrency", type=int, default=8, help="judge calls in flight at once (default: 8)"
     )

@@ -53,6 +53,7 @@ from osmosis_ai.cli.arguments import (
 )
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import interrupted, say
+from osmosis_ai.cli.output_file import declare_files
 from osmosis_ai.cli.running import run_command
 from osmosis_ai.cli.summary import add_summary_arguments
 
@@ -110,6 +111,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="an answer passes when its score is at least this (default: the input's, else 1.0)")  # fmt: skip
     parser.add_argument("-o", "--output", type=absolute_path, metavar="FILE.jsonl",
                         help="write the regraded records (never one of the inputs)")  # fmt: skip
+    declare_files(parser, read=["results", "dataset", "config"], written=["output"])
     add_journal_arguments(parser, unit="answer")
     add_reward_runtime_arguments(parser, what="the grader")
     add_backend_arguments(parser)
@@ -166,16 +168,6 @@ class Regrade:
 
 
 # -- parse -----------------------------------------------------------------------------------------
-
-
-def _inputs(args: argparse.Namespace) -> list[Path]:
-    inputs = [Path(p) for p in args.results]
-    if args.output:
-        out = Path(args.output)
-        for path in inputs + ([Path(args.dataset)] if args.dataset else []):
-            if out.resolve() == path.resolve() or (out.exists() and path.exists() and out.samefile(path)):
-                raise CLIError(f"-o {out} is one of the inputs; regrade writes a new file, give another name")
-    return inputs
 
 
 def _read(inputs: Sequence[Path]) -> tuple[dict[tuple[int, int], Stored], float]:
@@ -288,7 +280,7 @@ async def _regrade(args: argparse.Namespace) -> int:
     from osmosis_ai.evaluation.journal import PRIMARY, file_digest
     from osmosis_ai.evaluation.journal_store import journal_path, journal_root
 
-    inputs = _inputs(args)
+    inputs = [Path(p) for p in args.results]
     check_run_outputs(args)
     rubric = None
     if args.rubric:

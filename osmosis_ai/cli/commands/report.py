@@ -13,12 +13,14 @@ from __future__ import annotations
 import argparse
 
 from osmosis_ai.cli.arguments import finite_number
+from osmosis_ai.cli.output_file import declare_files
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("results", nargs="+", metavar="RESULTS", help="results files (JSON or JSONL)")
     parser.add_argument("-o", "--output", default="report.html", metavar="FILE.html",
                         help="where to write the page (default report.html)")  # fmt: skip
+    declare_files(parser, read=["results"], written=["output"])
     parser.add_argument("--title", help="title of the page (default 'Osmosis report')")
     parser.add_argument("--pass-threshold", type=finite_number(), metavar="SCORE",
                         help="a sample passes (pass@k) when its score is at least this "

@@ -45,6 +45,7 @@ from osmosis_ai.cli.arguments import (
 )
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import interrupted, say
+from osmosis_ai.cli.output_file import declare_files
 from osmosis_ai.cli.running import run_command
 from osmosis_ai.cli.summary import add_summary_arguments
 from osmosis_ai.consts import PACKAGE_VERSION
@@ -100,6 +101,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     score.add_argument("-o", "--output", metavar="OUT.jsonl", type=absolute_path,
                        help="write one JSON line per row, in row order: row_index, score, outcome, error "
                        "and the row's own fields")  # fmt: skip
+    declare_files(score, read=["dataset", "config"], written=["output"])
     add_journal_arguments(score, unit="row", failed="whose reward timed out or crashed")
     add_summary_arguments(score)
     add_log_to_argument(score)

@@ -42,6 +42,7 @@ from osmosis_ai.cli.arguments import (
 )
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import setup_logging
+from osmosis_ai.cli.output_file import declare_files
 from osmosis_ai.cli.running import run_command
 from osmosis_ai.cli.summary import Figures, add_summary_arguments, check_run_outputs, finish_run, show_summary
 
@@ -151,6 +152,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument(
         "-o", "--output", metavar="FILE.jsonl", type=absolute_path, help="write one JSON record per rollout"
     )
+    declare_files(run, read=["dataset", "chat_template"], written=["output"])
     add_journal_arguments(run, unit="rollout")
     add_reward_runtime_arguments(run, what="the --reward function")
     add_summary_arguments(run)

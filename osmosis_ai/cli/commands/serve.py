@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from osmosis_ai.cli.arguments import add_agent_arguments, finite_number, whole_number
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import console
+from osmosis_ai.cli.output_file import declare_files
 from osmosis_ai.rollout.server.serve import DEFAULT_PORT
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "restart (default: $OSMOSIS_ROLLOUT_SERVER_OUTBOX_PATH, else "
         "$XDG_STATE_HOME/osmosis/rollout-outbox/port-<port>.sqlite3; ':memory:' = not kept on disk)",
     )
+    declare_files(parser, read=["api_key_file"], read_and_written=["outbox"])
     parser.add_argument(
         "--log", metavar="DIR", default=None, help="write per-rollout JSONL traces under DIR/<unix time>/"
     )

@@ -65,7 +65,7 @@ def test_rollout_run_output_regraded_with_another_reward(rollouts: Path, tmp_pat
     # the output is itself a results file: the report reads it, and a regrade never writes over an input
     again = cli("regrade", str(out), "--reward", CONTAINS, "-o", str(out), *IN_PROCESS)
     assert again.returncode == 1 and again.stderr.count("\n") == 1
-    assert f"-o {out} is one of the inputs" in again.stderr
+    assert f"-o/--output names the same file as RESULTS ({out})" in again.stderr
     page = tmp_path / "r.html"
     report = cli("report", str(out), "-o", str(page), "-q")
     assert report.returncode == 0, report.stderr
