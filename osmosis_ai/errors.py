@@ -39,7 +39,7 @@ classes that exist, both ways, so a new error class means a new line here::
     │   ├── MCPLoadError                            osmosis_ai.rollout.mcp.errors
     │   ├── PublicIPDetectionError                  osmosis_ai.rollout.network
     │   └── SharedStateUnavailable                  osmosis_ai.rollout.server.state
-    ├── ServeError                                  osmosis_ai.rollout.server.serve
+    ├── ServeError                                  osmosis_ai.rollout.server.errors
     ├── EvaluationError                             osmosis_ai.evaluation.errors
     │   ├── DatasetError (ValueError)               osmosis_ai.evaluation.errors
     │   │   ├── DatasetParseError                   osmosis_ai.evaluation.errors

@@ -38,6 +38,8 @@ from importlib.util import find_spec
 from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Any
 
+from osmosis_ai.rollout.server.errors import ServeError
+
 if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
 
@@ -223,8 +225,6 @@ class Supervisor:
 
     def run(self) -> None:
         """Serve until a signal stops every worker; ``ServeError`` if a worker cannot start at all."""
-        from osmosis_ai.rollout.server.serve import ServeError
-
         self.sock.listen(2048)
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
