@@ -38,7 +38,7 @@ classes that exist, both ways, so a new error class means a new line here::
     │   ├── AgentLoopValidationError                osmosis_ai.rollout.validator
     │   ├── MCPLoadError                            osmosis_ai.rollout.mcp.errors
     │   ├── PublicIPDetectionError                  osmosis_ai.rollout.network
-    │   └── SharedStateUnavailable                  osmosis_ai.rollout.server.state
+    │   └── SharedStateUnavailable                  osmosis_ai.rollout.server.errors
     ├── ServeError                                  osmosis_ai.rollout.server.errors
     ├── EvaluationError                             osmosis_ai.evaluation.errors
     │   ├── DatasetError (ValueError)               osmosis_ai.evaluation.errors

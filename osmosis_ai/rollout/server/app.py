@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from osmosis_ai._lazy import install_hint
 from osmosis_ai.rollout.server.config import LifecycleHook, ServerConfig, from_keywords
+from osmosis_ai.rollout.server.errors import SharedStateUnavailable
 from osmosis_ai.rollout.server.executor import RolloutExecutor
-from osmosis_ai.rollout.server.state import AppState, MemoryState, SharedStateUnavailable, open_state
+from osmosis_ai.rollout.server.state import AppState, open_state
+from osmosis_ai.rollout.server.state_memory import MemoryState
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

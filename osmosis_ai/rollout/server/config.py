@@ -88,7 +88,7 @@ class ServerConfig:
     tools_exclude_none: bool = False
     metrics: bool | None = None
     # -- several processes serving one agent (``--workers``, ``--state``) --------------------------------
-    # ``state``: where the dedupe claims shared with other processes live (state.py): None = this
+    # ``state``: where the dedupe claims shared with other processes live (state_shared.py): None = this
     # process only; a ``redis://HOST:PORT/DB`` URL (replicas on any hosts); an SQLite file (the
     # processes of one host; ``serve_agent_loop(workers=N)`` picks one beside the outbox).
     state: str | None = None

@@ -341,7 +341,9 @@ def _checked_outbox(path: str, workers: int) -> str:
 
 def _checked_state(state: str | None, outbox: str, workers: int) -> str | None:
     """The dedupe state to share: the one given, checked, or for workers an SQLite file beside the outbox."""
-    from osmosis_ai.rollout.server.state import REDIS_SCHEMES, SharedStateUnavailable, SqliteState
+    from osmosis_ai.rollout.server.errors import SharedStateUnavailable
+    from osmosis_ai.rollout.server.state_redis import REDIS_SCHEMES
+    from osmosis_ai.rollout.server.state_sqlite import SqliteState
     from osmosis_ai.rollout.server.workers import state_beside
 
     if state is None and workers == 1:
@@ -372,7 +374,7 @@ def _checked_state(state: str | None, outbox: str, workers: int) -> str | None:
 
 
 def _shown_state(state: str) -> str:
-    from osmosis_ai.rollout.server.state import REDIS_SCHEMES, redis_location
+    from osmosis_ai.rollout.server.state_redis import REDIS_SCHEMES, redis_location
 
     return redis_location(state) if state.startswith(REDIS_SCHEMES) else state
 
@@ -467,7 +469,8 @@ def _serve_workers(
     import functools
 
     from osmosis_ai.rollout.server.app import SHUTDOWN_CALLBACK_TIMEOUT_SECONDS
-    from osmosis_ai.rollout.server.state import REDIS_SCHEMES, SqliteState
+    from osmosis_ai.rollout.server.state_redis import REDIS_SCHEMES
+    from osmosis_ai.rollout.server.state_sqlite import SqliteState
     from osmosis_ai.rollout.server.workers import Supervisor
 
     if config.registers:

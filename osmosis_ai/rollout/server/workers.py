@@ -6,7 +6,7 @@ listening socket and runs its own app and event loop under :func:`~osmosis_ai.ro
 (the kernel hands each new connection to one of them). The workers share:
 
 * the dedupe state: an SQLite file beside the outbox (or the ``state`` the config names, e.g.
-  Redis), so a duplicate init that lands on another worker runs nothing (state.py);
+  Redis), so a duplicate init that lands on another worker runs nothing (state_shared.py);
 * the figures of :class:`WorkerSlot`, shared memory from which ``/health`` adds up all workers.
 
 Each worker keeps its own outbox file (worker 0 the server's, worker *i* ``<outbox>.worker-<i>.sqlite3``): a worker that dies is
@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
 
     from osmosis_ai.rollout.server.executor import RolloutExecutor
-    from osmosis_ai.rollout.server.state import AppState, SqliteState
+    from osmosis_ai.rollout.server.state import AppState
+    from osmosis_ai.rollout.server.state_sqlite import SqliteState
 
 logger = logging.getLogger(__name__)
 
