@@ -38,8 +38,8 @@ classes that exist, both ways, so a new error class means a new line here::
     │   ├── AgentLoopValidationError                osmosis_ai.rollout.validator
     │   ├── MCPLoadError                            osmosis_ai.rollout.mcp.errors
     │   ├── PublicIPDetectionError                  osmosis_ai.rollout.network
-    │   └── SharedStateUnavailable                  osmosis_ai.rollout.server.state
-    ├── ServeError                                  osmosis_ai.rollout.server.serve
+    │   └── SharedStateUnavailable                  osmosis_ai.rollout.server.errors
+    ├── ServeError                                  osmosis_ai.rollout.server.errors
     ├── EvaluationError                             osmosis_ai.evaluation.errors
     │   ├── DatasetError (ValueError)               osmosis_ai.evaluation.errors
     │   │   ├── DatasetParseError                   osmosis_ai.evaluation.errors

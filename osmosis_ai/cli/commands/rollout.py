@@ -21,21 +21,17 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import os
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli import output
 from osmosis_ai.cli.arguments import (
     absolute_path,
-    add_agent_arguments,
     add_journal_arguments,
     add_log_to_argument,
-    add_max_concurrency_argument,
     add_reward_runtime_arguments,
-    concurrency_value,
     finite_number,
     fraction,
     whole_number,
@@ -43,6 +39,7 @@ from osmosis_ai.cli.arguments import (
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import setup_logging
 from osmosis_ai.cli.output_file import declare_files
+from osmosis_ai.cli.rollout_target import add_target_arguments, rollout_server
 from osmosis_ai.cli.running import run_command
 from osmosis_ai.cli.summary import Figures, add_summary_arguments, check_run_outputs, finish_run, show_summary
 
@@ -53,34 +50,7 @@ if TYPE_CHECKING:
     from osmosis_ai.evaluation.journal import Journal
     from osmosis_ai.traingate.report import OrderedRecordWriter, RolloutLine, RunSummary, RunTally
 
-SERVER_KEY_ENV = "OSMOSIS_SERVER_API_KEY"
 PER_ROLLOUT_TABLE_LIMIT = 20  # larger runs get the summary only; --output has every rollout
-
-
-def _add_target(parser: argparse.ArgumentParser, *, adaptive: bool = False) -> None:
-    target = add_agent_arguments(
-        parser, module_help="agent loop to serve in-process, e.g. examples.calculator.agent:agent_loop"
-    )
-    target.add_argument("--url", help="base URL of a running rollout server, e.g. http://127.0.0.1:9000")
-    parser.add_argument(
-        "--server-api-key", metavar="KEY", help=f"Bearer key of the --url server (default: ${SERVER_KEY_ENV})"
-    )
-    if adaptive:
-        parser.add_argument("--concurrency", type=concurrency_value, default=8, metavar="N|auto",
-                            help="rollouts in flight, or 'auto' to follow what the policy's server can take "
-                            "(default 8)")  # fmt: skip
-        add_max_concurrency_argument(parser, "--concurrency")
-    else:
-        parser.add_argument(
-            "--concurrency", type=whole_number(1), default=8, help="rollouts in flight (default 8)"
-        )
-    parser.add_argument(
-        "--timeout",
-        type=finite_number(0, exclusive=True),
-        default=300.0,
-        help="seconds each rollout may take before it counts as lost (default 300)",
-    )
-    parser.add_argument("-v", "--verbose", action="store_true", help="show library log messages")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run a dataset through a rollout server with a local TrainGate",
         description="Run a dataset through a rollout server with a local TrainGate.",
     )
-    _add_target(run, adaptive=True)
+    add_target_arguments(run, adaptive=True)
     run.add_argument(
         "-d",
         "--dataset",
@@ -169,12 +139,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="measure rollouts/s of a rollout server with an instant canned policy",
         description="Measure rollouts/s of a rollout server with an instant canned policy.",
     )
-    _add_target(bench)
+    add_target_arguments(bench)
     bench.add_argument("--rollouts", type=whole_number(1), default=200, help="rollouts to run (default 200)")
     bench.add_argument("--tool-turns", type=int, default=1, help="tool-calling turns per rollout (default 1)")
     bench.add_argument("--json", action="store_true", help="print the figures as one JSON line")
     bench.set_defaults(timeout=120.0)
-    rollout_check.add_parser(sub, _add_target)
+    rollout_check.add_parser(sub)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -186,26 +156,6 @@ def run(args: argparse.Namespace) -> int:
 
         return asyncio.run(check(args))
     return run_command(lambda: _run(args), on_interrupt=lambda: output.interrupted("rollout"))
-
-
-@contextlib.asynccontextmanager
-async def rollout_server(
-    args: argparse.Namespace, agent_loop: Any = None
-) -> AsyncIterator[tuple[str, str | None]]:
-    """Yield (base URL, Bearer key) of the rollout server to drive: in-process for ``-m``, else ``--url``.
-
-    ``agent_loop`` is the already loaded ``-m`` agent, if the caller loaded it.
-    """
-    if args.url:
-        yield args.url, args.server_api_key or os.environ.get(SERVER_KEY_ENV) or None
-        return
-    from osmosis_ai.cli.loading import load_agent
-    from osmosis_ai.traingate.local_server import serve_agent_loop_locally
-
-    if agent_loop is None:
-        agent_loop = load_agent(args)
-    async with serve_agent_loop_locally(agent_loop) as url:
-        yield url, None
 
 
 def _prepare(args: argparse.Namespace) -> tuple[Any, int, Any, Any, Any, Any, Limit]:

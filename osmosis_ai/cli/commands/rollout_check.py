@@ -19,11 +19,12 @@ import argparse
 import asyncio
 import contextlib
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli.arguments import whole_number
 from osmosis_ai.cli.errors import CLIError
+from osmosis_ai.cli.rollout_target import add_target_arguments, rollout_server
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -51,7 +52,7 @@ ADVICE = {
 }
 
 
-def add_parser(sub: Any, add_target: Callable[[argparse.ArgumentParser], None]) -> None:
+def add_parser(sub: Any) -> None:
     """Register ``check`` on the ``rollout`` sub-command parser ``sub``."""
     check = sub.add_parser(
         "check",
@@ -59,7 +60,7 @@ def add_parser(sub: Any, add_target: Callable[[argparse.ArgumentParser], None]) 
         description="Run a few dataset rows through the agent with the model's chat template and say "
         "whether token-in-token-out training is safe, or where and why the template drifts.",
     )
-    add_target(check)
+    add_target_arguments(check)
     check.add_argument("-d", "--dataset", required=True, help="dataset file (.jsonl, .csv, .parquet)")
     check.add_argument(
         "--tokenizer",
@@ -167,7 +168,6 @@ def verdict(sessions: Sequence[RolloutSession]) -> tuple[bool, list[str]]:
 
 async def check(args: argparse.Namespace) -> int:
     """Run ``args.rows`` rows with a template-rendering TrainGate and print the verdict."""
-    from osmosis_ai.cli.commands.rollout import rollout_server
     from osmosis_ai.cli.loading import load_agent
     from osmosis_ai.evaluation.dataset import DatasetReader
     from osmosis_ai.traingate.gateway import TrainGate

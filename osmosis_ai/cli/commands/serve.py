@@ -163,7 +163,7 @@ def _api_key(args: argparse.Namespace) -> str | None:
 
 
 def _state(value: str | None) -> str | None:
-    from osmosis_ai.rollout.server.state import REDIS_SCHEMES
+    from osmosis_ai.rollout.server.state_redis import REDIS_SCHEMES
 
     if value is None:
         return None

@@ -14,7 +14,7 @@ _EXPORTS: dict[str, str] = {
     "AppState": "osmosis_ai.rollout.server.state",
     "DEFAULT_HOST": "osmosis_ai.rollout.server.serve",
     "DEFAULT_PORT": "osmosis_ai.rollout.server.serve",
-    "ServeError": "osmosis_ai.rollout.server.serve",
+    "ServeError": "osmosis_ai.rollout.server.errors",
     "ServeStarted": "osmosis_ai.rollout.server.serve",
     "ServerConfig": "osmosis_ai.rollout.server.config",
     "create_app": "osmosis_ai.rollout.server.app",
@@ -32,10 +32,10 @@ if TYPE_CHECKING:
     from osmosis_ai.rollout.server.api_key import generate_api_key, validate_api_key
     from osmosis_ai.rollout.server.app import create_app
     from osmosis_ai.rollout.server.config import ServerConfig
+    from osmosis_ai.rollout.server.errors import ServeError
     from osmosis_ai.rollout.server.serve import (
         DEFAULT_HOST,
         DEFAULT_PORT,
-        ServeError,
         ServeStarted,
         serve_agent_loop,
         validate_and_report,

@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from osmosis_ai._lazy import install_hint
 from osmosis_ai.rollout.server.config import LifecycleHook, ServerConfig, from_keywords
+from osmosis_ai.rollout.server.errors import SharedStateUnavailable
 from osmosis_ai.rollout.server.executor import RolloutExecutor
-from osmosis_ai.rollout.server.state import AppState, MemoryState, SharedStateUnavailable, open_state
+from osmosis_ai.rollout.server.state import AppState, open_state
+from osmosis_ai.rollout.server.state_memory import MemoryState
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
     from osmosis_ai.observe.metrics import ServerMetrics
     from osmosis_ai.rollout.config.settings import RolloutSettings
     from osmosis_ai.rollout.core.base import RolloutAgentLoop
+    from osmosis_ai.rollout.server.registration import RegistrationResult
+    from osmosis_ai.rollout.server.workers import WorkerSlot
 
 logger = logging.getLogger(__name__)
 
@@ -36,12 +40,20 @@ HEARTBEATS_PER_LEASE = 4  # a claim outlives a few missed beats, not a dead owne
 
 
 class LifecycleManager:
-    """Start-up and shutdown of one app (see the module docstring for the order)."""
+    """Start-up and shutdown of one app (see the module docstring for the order); ``worker`` is its
+    slot among the processes of ``serve_agent_loop(workers=N)``."""
 
-    def __init__(self, config: ServerConfig, state: AppState, executor: RolloutExecutor) -> None:
+    def __init__(
+        self,
+        config: ServerConfig,
+        state: AppState,
+        executor: RolloutExecutor,
+        worker: WorkerSlot | None = None,
+    ) -> None:
         self.config = config
         self.state = state
         self.executor = executor
+        self.worker = worker
         self._registration: asyncio.Task[Any] | None = None
         self._drain: asyncio.Future[None] | None = None
         self._gauges: asyncio.Task[None] | None = None
@@ -93,15 +105,13 @@ class LifecycleManager:
         metrics = self.executor.metrics
         if metrics is not None and metrics.multiprocess:
             self._gauges = asyncio.get_running_loop().create_task(_refresh_gauges(metrics))
-        if not isinstance(self.executor.shared, MemoryState) or config.worker is not None:
+        if not isinstance(self.executor.shared, MemoryState) or self.worker is not None:
             failing = await self._beat(warned=False)
             await self.executor.adopt_stored()
             self._heartbeat = asyncio.get_running_loop().create_task(self._heartbeat_loop(failing))
         if config.on_startup is not None:
             await config.on_startup()
         if config.registers:
-            from osmosis_ai.rollout.server.registration import register_when_ready
-
             self._registration = asyncio.get_running_loop().create_task(
                 register_when_ready(config, self.state.agent_loop_name)
             )
@@ -115,8 +125,8 @@ class LifecycleManager:
     async def _beat(self, warned: bool) -> bool:
         """Renew this process's liveness and the claims of its unfinished rollouts, and publish its
         figures; whether the shared state failed."""
-        if self.config.worker is not None:
-            self.config.worker.publish(self.state, self.executor)
+        if self.worker is not None:
+            self.worker.publish(self.state, self.executor)
         try:
             await self.executor.shared.heartbeat(list(self.state.active))
         except SharedStateUnavailable as exc:
@@ -157,6 +167,26 @@ class LifecycleManager:
             await self.executor.settle_releases(RELEASE_SETTLE_SECONDS)
             self.executor.close_abandoned()
             await _close_shared_transport()
+
+
+async def register_when_ready(config: ServerConfig, agent_loop_name: str) -> RegistrationResult:
+    """Wait for the server's own ``/health``, register once, and hand the outcome to
+    ``config.on_registration`` (default: ``log_registration_result``). The lifespan runs this as a
+    task when ``config.registers``."""
+    from osmosis_ai.rollout.server.registration import (
+        aregister_with_platform,
+        log_registration_result,
+        wait_until_ready,
+    )
+
+    assert config.host is not None and config.port is not None
+    if not await wait_until_ready(config.host, config.port, config.server):
+        logger.warning("the server did not answer /health in time; registering anyway")
+    result = await aregister_with_platform(
+        config.host, config.port, agent_loop_name, config.credentials, config.api_key
+    )
+    (config.on_registration or log_registration_result)(result)
+    return result
 
 
 async def _refresh_gauges(metrics: ServerMetrics) -> None:
@@ -216,12 +246,6 @@ def create_app(
     ``max_concurrent_rollouts`` and ``record_ttl_seconds``; ``settings`` gives its ``server`` and
     ``client``). Give either ``config`` or those, not both (``RolloutValueError``).
     """
-    try:
-        from fastapi import FastAPI
-
-        from osmosis_ai.rollout.server.routes import add_routes
-    except ImportError as exc:
-        raise ImportError(f"create_app needs FastAPI; {install_hint(exc.name)}") from exc
     config = from_keywords(
         "create_app",
         config,
@@ -236,6 +260,20 @@ def create_app(
         on_startup=on_startup,
         on_shutdown=on_shutdown,
     )
+    return build_app(agent_loop, config)
+
+
+def build_app(
+    agent_loop: RolloutAgentLoop, config: ServerConfig, worker: WorkerSlot | None = None
+) -> FastAPI:
+    """The app :func:`create_app` describes, for ``config``; ``worker`` is its slot when it is one of
+    the processes of ``serve_agent_loop(workers=N)`` (``/health`` then adds up all of them)."""
+    try:
+        from fastapi import FastAPI
+
+        from osmosis_ai.rollout.server.routes import add_routes
+    except ImportError as exc:
+        raise ImportError(f"create_app needs FastAPI; {install_hint(exc.name)}") from exc
     name = _agent_name(agent_loop)
     state = AppState(settings=config.server, agent_loop_name=name)
     metrics: ServerMetrics | None = None
@@ -250,7 +288,7 @@ def create_app(
         metrics = ServerMetrics(gauges)
     shared = open_state(config.state, record_ttl_seconds=config.server.record_ttl_seconds)
     executor = RolloutExecutor(agent_loop, state, config, shared, metrics)
-    lifecycle = LifecycleManager(config, state, executor)
+    lifecycle = LifecycleManager(config, state, executor, worker)
     app = FastAPI(
         title=f"Osmosis RolloutServer ({name})",
         description="Remote rollout server for Osmosis agent training",
@@ -259,7 +297,7 @@ def create_app(
         redoc_url="/redoc" if config.docs_enabled else None,
         openapi_url="/openapi.json" if config.docs_enabled else None,
     )
-    add_routes(app, state, executor, config, metrics)
+    add_routes(app, state, executor, config, metrics, worker)
     app.state.rollout_state = state
     app.state.rollout_executor = executor
     app.state.rollout_lifecycle = lifecycle

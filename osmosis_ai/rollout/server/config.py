@@ -32,7 +32,6 @@ from osmosis_ai.rollout.core.exceptions import RolloutValueError
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.server.registration import RegistrationResult
-    from osmosis_ai.rollout.server.workers import WorkerSlot
 
 DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_CONCURRENT_INITS = 64
@@ -89,12 +88,10 @@ class ServerConfig:
     tools_exclude_none: bool = False
     metrics: bool | None = None
     # -- several processes serving one agent (``--workers``, ``--state``) --------------------------------
-    # ``state``: where the dedupe claims shared with other processes live (state.py): None = this
+    # ``state``: where the dedupe claims shared with other processes live (state_shared.py): None = this
     # process only; a ``redis://HOST:PORT/DB`` URL (replicas on any hosts); an SQLite file (the
     # processes of one host; ``serve_agent_loop(workers=N)`` picks one beside the outbox).
-    # ``worker``: set by ``serve_agent_loop`` in each of its worker processes (``/health`` figures).
     state: str | None = None
-    worker: WorkerSlot | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.max_request_bytes <= 0:

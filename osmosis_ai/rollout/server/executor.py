@@ -53,15 +53,11 @@ from osmosis_ai.rollout.core.exceptions import (
 from osmosis_ai.rollout.core.schemas import InitResponse
 from osmosis_ai.rollout.server.agent_tools import GetToolsCaller, ToolsCache
 from osmosis_ai.rollout.server.delivery import Deliveries
+from osmosis_ai.rollout.server.errors import SharedStateUnavailable
 from osmosis_ai.rollout.server.outbox import Delivery, Outbox
-from osmosis_ai.rollout.server.state import (
-    AppState,
-    Claim,
-    MemoryState,
-    RolloutRecord,
-    SharedState,
-    SharedStateUnavailable,
-)
+from osmosis_ai.rollout.server.state import AppState, RolloutRecord
+from osmosis_ai.rollout.server.state_memory import MemoryState
+from osmosis_ai.rollout.server.state_shared import Claim, SharedState
 
 if TYPE_CHECKING:
     from osmosis_ai.observe.metrics import ServerMetrics

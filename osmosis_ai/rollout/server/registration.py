@@ -26,7 +26,6 @@ from osmosis_ai._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.config.settings import RolloutServerSettings
-    from osmosis_ai.rollout.server.config import ServerConfig
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +175,8 @@ def _probe_host(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
-async def _wait_until_ready(host: str, port: int, settings: RolloutServerSettings) -> bool:
+async def wait_until_ready(host: str, port: int, settings: RolloutServerSettings) -> bool:
+    """Whether the server bound to ``host``:``port`` answered ``/health`` within the readiness timeout."""
     url = f"http://{_probe_host(host)}:{port}/health"
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.registration_readiness_timeout_seconds
@@ -199,20 +199,6 @@ def log_registration_result(result: RegistrationResult) -> None:
         logger.warning("registered with the Osmosis Platform, but its health check failed: %s", result.error)
     else:
         logger.warning("registration with the Osmosis Platform failed: %s", result.error)
-
-
-async def register_when_ready(config: ServerConfig, agent_loop_name: str) -> RegistrationResult:
-    """Wait for the server's own ``/health``, register once, and hand the outcome to
-    ``config.on_registration`` (default: :func:`log_registration_result`). The lifespan runs this as
-    a task when ``config.registers``."""
-    assert config.host is not None and config.port is not None
-    if not await _wait_until_ready(config.host, config.port, config.server):
-        logger.warning("the server did not answer /health in time; registering anyway")
-    result = await aregister_with_platform(
-        config.host, config.port, agent_loop_name, config.credentials, config.api_key
-    )
-    (config.on_registration or log_registration_result)(result)
-    return result
 
 
 _EXPORTS = {"print_registration_result": "osmosis_ai.cli.commands.serve"}  # prints: it is the command's

@@ -319,8 +319,10 @@ def add_routes(
     executor: RolloutExecutor,
     config: ServerConfig,
     metrics: ServerMetrics | None = None,
+    worker: WorkerSlot | None = None,
 ) -> None:
-    """Add the endpoints to ``app`` (``/metrics`` with ``metrics``), and :class:`InitGate` in front of them."""
+    """Add the endpoints to ``app`` (``/metrics`` with ``metrics``; the figures of every worker with
+    ``worker``), and :class:`InitGate` in front of them."""
     api_key = config.api_key
 
     async def init(request: RolloutRequest) -> Response:
@@ -340,14 +342,14 @@ def add_routes(
         return Response(body, 202, media_type="application/json")
 
     async def health() -> Response:
-        return JSONResponse(health_payload(state, executor, config.worker))
+        return JSONResponse(health_payload(state, executor, worker))
 
     async def platform_health(request: Request) -> Response:
         if api_key is None:
             return JSONResponse({"detail": "Not found"}, 404)
         if not authorized(_authorization(request), api_key):
             return JSONResponse(UNAUTHORIZED, 401)
-        return JSONResponse(health_payload(state, executor, config.worker))
+        return JSONResponse(health_payload(state, executor, worker))
 
     app.add_api_route(INIT_PATH, init, methods=["POST"], status_code=202)
     app.add_exception_handler(RequestValidationError, _unprocessable)

@@ -51,12 +51,13 @@ from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai._lazy import install_hint, lazy_exports
-from osmosis_ai.errors import OsmosisError
+from osmosis_ai.rollout.server.errors import ServeError
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.config.settings import RolloutSettings
     from osmosis_ai.rollout.core.base import RolloutAgentLoop
     from osmosis_ai.rollout.server.config import ServerConfig
+    from osmosis_ai.rollout.server.workers import WorkerSlot
     from osmosis_ai.rollout.validator import ValidationResult
 
 logger = logging.getLogger(__name__)
@@ -66,10 +67,6 @@ DEFAULT_HOST = "0.0.0.0"
 LOCAL_HOST = "127.0.0.1"
 RELOAD_CONFIG_ENV = "OSMOSIS_SERVE_RELOAD_CONFIG"
 _GRACEFUL_HTTP_SHUTDOWN_SECONDS = 5
-
-
-class ServeError(OsmosisError):
-    """The server cannot start as configured; the message says what to change."""
 
 
 @dataclass(frozen=True)
@@ -169,13 +166,18 @@ def serve_agent_loop(
 
 
 def _serve_app(
-    agent_loop: RolloutAgentLoop, config: ServerConfig, sock: socket.socket, options: dict[str, Any]
+    agent_loop: RolloutAgentLoop,
+    config: ServerConfig,
+    sock: socket.socket,
+    options: dict[str, Any],
+    worker: WorkerSlot | None = None,
 ) -> None:
-    """The app built from ``config`` and served on ``sock`` until it stops (one server, or one worker)."""
-    from osmosis_ai.rollout.server.app import create_app
+    """The app built from ``config`` and served on ``sock`` until it stops (one server, or the worker
+    ``worker``)."""
+    from osmosis_ai.rollout.server.app import build_app
     from osmosis_ai.rollout.server.runner import run_app
 
-    app = create_app(agent_loop, config=config)
+    app = build_app(agent_loop, config, worker)
     assert config.host is not None and config.port is not None
     run_app(
         app,
@@ -339,7 +341,9 @@ def _checked_outbox(path: str, workers: int) -> str:
 
 def _checked_state(state: str | None, outbox: str, workers: int) -> str | None:
     """The dedupe state to share: the one given, checked, or for workers an SQLite file beside the outbox."""
-    from osmosis_ai.rollout.server.state import REDIS_SCHEMES, SharedStateUnavailable, SqliteState
+    from osmosis_ai.rollout.server.errors import SharedStateUnavailable
+    from osmosis_ai.rollout.server.state_redis import REDIS_SCHEMES
+    from osmosis_ai.rollout.server.state_sqlite import SqliteState
     from osmosis_ai.rollout.server.workers import state_beside
 
     if state is None and workers == 1:
@@ -370,7 +374,7 @@ def _checked_state(state: str | None, outbox: str, workers: int) -> str | None:
 
 
 def _shown_state(state: str) -> str:
-    from osmosis_ai.rollout.server.state import REDIS_SCHEMES, redis_location
+    from osmosis_ai.rollout.server.state_redis import REDIS_SCHEMES, redis_location
 
     return redis_location(state) if state.startswith(REDIS_SCHEMES) else state
 
@@ -465,7 +469,8 @@ def _serve_workers(
     import functools
 
     from osmosis_ai.rollout.server.app import SHUTDOWN_CALLBACK_TIMEOUT_SECONDS
-    from osmosis_ai.rollout.server.state import REDIS_SCHEMES, SqliteState
+    from osmosis_ai.rollout.server.state_redis import REDIS_SCHEMES
+    from osmosis_ai.rollout.server.state_sqlite import SqliteState
     from osmosis_ai.rollout.server.workers import Supervisor
 
     if config.registers:
@@ -503,12 +508,8 @@ def _serve_worker(
         on_worker_start()
     agent_loop, config = _rebuilt(portable)
     outbox = worker_outbox(config.server.outbox_path or ":memory:", index)
-    config = dataclasses.replace(
-        config,
-        server=config.server.model_copy(update={"outbox_path": outbox}),
-        worker=WorkerSlot(figures, index, workers),
-    )
-    _serve_app(agent_loop, config, sock, options)
+    config = dataclasses.replace(config, server=config.server.model_copy(update={"outbox_path": outbox}))
+    _serve_app(agent_loop, config, sock, options, WorkerSlot(figures, index, workers))
 
 
 def _run_with_reload(
@@ -535,7 +536,7 @@ def _run_with_reload(
 
 def _register_in_background(config: ServerConfig, name: str) -> None:
     """Register once the first worker answers ``/health``, from a daemon thread of this process."""
-    from osmosis_ai.rollout.server.registration import register_when_ready
+    from osmosis_ai.rollout.server.app import register_when_ready
 
     def register() -> None:
         try:

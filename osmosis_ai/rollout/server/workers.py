@@ -6,7 +6,7 @@ listening socket and runs its own app and event loop under :func:`~osmosis_ai.ro
 (the kernel hands each new connection to one of them). The workers share:
 
 * the dedupe state: an SQLite file beside the outbox (or the ``state`` the config names, e.g.
-  Redis), so a duplicate init that lands on another worker runs nothing (state.py);
+  Redis), so a duplicate init that lands on another worker runs nothing (state_shared.py);
 * the figures of :class:`WorkerSlot`, shared memory from which ``/health`` adds up all workers.
 
 Each worker keeps its own outbox file (worker 0 the server's, worker *i* ``<outbox>.worker-<i>.sqlite3``): a worker that dies is
@@ -38,11 +38,14 @@ from importlib.util import find_spec
 from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Any
 
+from osmosis_ai.rollout.server.errors import ServeError
+
 if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
 
     from osmosis_ai.rollout.server.executor import RolloutExecutor
-    from osmosis_ai.rollout.server.state import AppState, SqliteState
+    from osmosis_ai.rollout.server.state import AppState
+    from osmosis_ai.rollout.server.state_sqlite import SqliteState
 
 logger = logging.getLogger(__name__)
 
@@ -223,8 +226,6 @@ class Supervisor:
 
     def run(self) -> None:
         """Serve until a signal stops every worker; ``ServeError`` if a worker cannot start at all."""
-        from osmosis_ai.rollout.server.serve import ServeError
-
         self.sock.listen(2048)
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:

@@ -1,0 +1,150 @@
+"""The shared state of replicas on any number of hosts: Redis (``redis://HOST:PORT/DB``)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Collection, Mapping
+from typing import Any, TypeVar
+
+from osmosis_ai.rollout.server.errors import SharedStateUnavailable
+from osmosis_ai.rollout.server.state_shared import DEFAULT_LEASE_SECONDS, Claim, owner_id
+
+T = TypeVar("T")
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+# KEYS[1]: the claim; ARGV: owner-key prefix, owner, rollout_id, record TTL ms, lease ms
+_REDIS_CLAIM = """
+local owner = redis.call('HGET', KEYS[1], 'owner')
+if owner and redis.call('EXISTS', ARGV[1] .. owner) == 1 then
+  return redis.call('HMGET', KEYS[1], 'rollout_id', 'body')
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'rollout_id', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('SET', ARGV[1] .. ARGV[2], '1', 'PX', ARGV[5])
+return false
+"""
+# KEYS[1]: the claim; ARGV: owner-key prefix
+_REDIS_LOOKUP = """
+local owner = redis.call('HGET', KEYS[1], 'owner')
+if owner and redis.call('EXISTS', ARGV[1] .. owner) == 1 then
+  return redis.call('HMGET', KEYS[1], 'rollout_id', 'body')
+end
+return false
+"""
+# KEYS[1]: the owner's key, then the claims to renew; ARGV: owner, lease ms, record TTL ms
+_REDIS_BEAT = """
+redis.call('SET', KEYS[1], '1', 'PX', ARGV[2])
+for i = 2, #KEYS do
+  if redis.call('HGET', KEYS[i], 'owner') == ARGV[1] then redis.call('PEXPIRE', KEYS[i], ARGV[3]) end
+end
+"""
+# KEYS[1]: the claim; ARGV: owner, then 'release' or the body to store
+_REDIS_OWNED = """
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
+if ARGV[2] == 'release' then return redis.call('DEL', KEYS[1]) end
+redis.call('HSET', KEYS[1], 'body', ARGV[3])
+return 1
+"""
+
+
+def redis_location(url: str) -> str:
+    """``url`` without its password, for messages and logs."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rpartition("@")[2]
+    user = f"{parts.username}:***@" if parts.username else "***@"
+    return parts._replace(netloc=user + netloc).geturl()
+
+
+class RedisState:
+    """Claims in Redis, shared by replicas on any number of hosts (``redis://HOST:PORT/DB``).
+
+    A claim is a hash with the record TTL (renewed with its owner's key by :meth:`heartbeat` while
+    its rollout runs); an owner is alive while its key (``lease_seconds``) exists. Each step is one
+    Lua script, so claiming is atomic. One connection pool per process, opened on first use; a command waits at most ``timeout_seconds``,
+    so an unreachable Redis answers inits 503 quickly. Redis must keep its data across its own
+    restart (``appendonly yes``): one restarted empty forgets the claims of running rollouts.
+    """
+
+    prefix = "osmosis:rollout:"
+    owner_prefix = "osmosis:owner:"
+
+    def __init__(
+        self,
+        url: str,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        record_ttl_seconds: float = 3600.0,
+        owner: str | None = None,
+        timeout_seconds: float = 1.0,
+    ) -> None:
+        import redis.asyncio as aioredis
+        from redis.exceptions import RedisError
+
+        self.where = redis_location(url)
+        self.lease_seconds = lease_seconds
+        self.owner = owner or owner_id()
+        self._ttl_ms = str(int(record_ttl_seconds * 1000))
+        self._lease_ms = str(int(lease_seconds * 1000))
+        self._errors: tuple[type[BaseException], ...] = (RedisError, OSError)
+        self._redis = aioredis.Redis.from_url(
+            url, socket_timeout=timeout_seconds, socket_connect_timeout=timeout_seconds
+        )
+        self._claim = self._redis.register_script(_REDIS_CLAIM)
+        self._lookup = self._redis.register_script(_REDIS_LOOKUP)
+        self._owned = self._redis.register_script(_REDIS_OWNED)
+        self._beat = self._redis.register_script(_REDIS_BEAT)
+
+    async def _run(self, action: Awaitable[T]) -> T:
+        try:
+            return await action
+        except self._errors as exc:
+            raise SharedStateUnavailable(f"the shared state {self.where} is unreachable: {exc}") from None
+
+    @staticmethod
+    def _claim_of(reply: Any) -> Claim | None:
+        if not reply:
+            return None
+        rollout_id, body = reply
+        return Claim(rollout_id.decode(), body)
+
+    async def claim(self, key: str, rollout_id: str) -> Claim | None:
+        args = [self.owner_prefix, self.owner, rollout_id, self._ttl_ms, self._lease_ms]
+        return self._claim_of(await self._run(self._claim(keys=[self.prefix + key], args=args)))
+
+    async def answered(self, key: str, body: bytes) -> None:
+        await self._run(self._owned(keys=[self.prefix + key], args=[self.owner, "body", body]))
+
+    async def lookup(self, key: str) -> Claim | None:
+        return self._claim_of(
+            await self._run(self._lookup(keys=[self.prefix + key], args=[self.owner_prefix]))
+        )
+
+    async def release(self, key: str) -> None:
+        await self._run(self._owned(keys=[self.prefix + key], args=[self.owner, "release"]))
+
+    async def adopt(self, keys: Mapping[str, str]) -> None:
+        async def adopt() -> None:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for key, rollout_id in keys.items():
+                    mapping = {"owner": self.owner, "rollout_id": rollout_id, "body": b""}
+                    pipe.delete(self.prefix + key)
+                    pipe.hset(self.prefix + key, mapping=mapping)  # type: ignore[arg-type]
+                    pipe.pexpire(self.prefix + key, int(self._ttl_ms))
+                await pipe.execute()
+
+        if keys:
+            await self._run(adopt())
+
+    async def heartbeat(self, running: Collection[str] = ()) -> None:
+        keys = [self.owner_prefix + self.owner, *(self.prefix + key for key in running)]
+        await self._run(self._beat(keys=keys, args=[self.owner, self._lease_ms, self._ttl_ms]))
+
+    async def close(self) -> None:
+        with contextlib.suppress(*self._errors):
+            await self._redis.delete(self.owner_prefix + self.owner)
+        with contextlib.suppress(*self._errors):
+            await self._redis.aclose()

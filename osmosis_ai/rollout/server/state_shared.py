@@ -1,0 +1,81 @@
+"""The dedupe state several processes serving one agent share: what every backend implements.
+
+An :class:`~osmosis_ai.rollout.server.state.AppState` is one process's view. When several processes
+serve one agent (``--workers`` on a host, replicas behind a load balancer), each new dedup key is
+also *claimed* in a :class:`SharedState` before its rollout starts, so a duplicate init that lands on
+another process answers 202 instead of running the rollout again. A claim names its owner (one per
+process); it is released when TrainGate acknowledges the result, and it counts only while its owner
+is alive: owners renew a heartbeat, and a claim whose owner stopped renewing it for
+``lease_seconds`` (the process died mid-run: there is no result to wait for) may be taken by the
+next init, as a restarted single server runs a repeated init afresh. A restarted process adopts the
+claims of the results its outbox still holds. A claim is kept for the record TTL after it was made
+or last renewed; each heartbeat renews the claims of the rollouts its owner still runs, so a rollout
+that outlives the TTL stays claimed, and a finished one's claim ages from its last beat like a
+finished record.
+
+The backends: :class:`~osmosis_ai.rollout.server.state_memory.MemoryState` (one process),
+:class:`~osmosis_ai.rollout.server.state_sqlite.SqliteState` (the workers of one host),
+:class:`~osmosis_ai.rollout.server.state_redis.RedisState` (replicas anywhere);
+:func:`~osmosis_ai.rollout.server.state.open_state` picks one.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A dedup key held by a live process: the rollout it names, and the 202 body once its init
+    answered (``None`` before; ``b""`` for a claim adopted after a restart, whose body was not kept)."""
+
+    rollout_id: str
+    body: bytes | None
+
+
+class SharedState(Protocol):
+    """Where claims live (see the module docstring); every method may raise
+    :class:`~osmosis_ai.rollout.server.errors.SharedStateUnavailable`."""
+
+    where: str  # for messages: "memory", a file, a URL without its password
+    lease_seconds: float
+
+    async def claim(self, key: str, rollout_id: str) -> Claim | None:
+        """Claim ``key`` for this process (``None``), or the live claim another init holds."""
+        ...
+
+    async def answered(self, key: str, body: bytes) -> None:
+        """Store the 202 body of this process's claim on ``key`` for duplicates elsewhere."""
+        ...
+
+    async def lookup(self, key: str) -> Claim | None:
+        """The live claim on ``key``, if any."""
+        ...
+
+    async def release(self, key: str) -> None:
+        """Drop this process's claim on ``key`` (its init failed, or its result was acknowledged)."""
+        ...
+
+    async def adopt(self, keys: Mapping[str, str]) -> None:
+        """Claim ``{key: rollout_id}`` for this process, whoever held them: results its outbox holds."""
+        ...
+
+    async def heartbeat(self, running: Collection[str] = ()) -> None:
+        """Renew this process's liveness and its claims on the ``running`` keys (and prune what expired)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+def owner_id(pid: int | None = None) -> str:
+    """The owner name of a process in a shared state: host, pid and a per-process token."""
+    return f"{socket.gethostname()}/{os.getpid() if pid is None else pid}/{_TOKEN}"
+
+
+_TOKEN = secrets.token_hex(4)
+DEFAULT_LEASE_SECONDS = 10.0

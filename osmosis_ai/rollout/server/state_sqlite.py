@@ -1,0 +1,153 @@
+"""The shared state of the worker processes of one host (``serve --workers N``): an SQLite file."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Collection, Mapping
+from typing import TypeVar
+
+from osmosis_ai.rollout.server.errors import SharedStateUnavailable
+from osmosis_ai.rollout.server.state_shared import DEFAULT_LEASE_SECONDS, Claim, owner_id
+
+T = TypeVar("T")
+
+# ``created``: when the claim was made or last renewed (it is dropped ``record_ttl`` later)
+_SQLITE_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, rollout_id TEXT NOT NULL, owner TEXT NOT NULL, "
+    "body BLOB, created REAL NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS owners (owner TEXT PRIMARY KEY, beat REAL NOT NULL) WITHOUT ROWID",
+)
+_LIVE_CLAIM = (
+    "SELECT c.rollout_id, c.body FROM claims c JOIN owners o ON o.owner = c.owner "
+    "WHERE c.key = ? AND o.beat >= ?"
+)
+
+
+class SqliteState:
+    """Claims in an SQLite file (WAL) shared by the processes of one host.
+
+    Statements run on the event loop, as the outbox's do: each is a short transaction on a local
+    file; a writer waits at most ``busy_seconds`` for another process's write lock (held for
+    microseconds). Raises :class:`SharedStateUnavailable` from the constructor when the file cannot
+    be opened.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        record_ttl_seconds: float = 3600.0,
+        owner: str | None = None,
+        busy_seconds: float = 5.0,
+    ) -> None:
+        import sqlite3
+
+        self.where = path
+        self.lease_seconds = lease_seconds
+        self.record_ttl = record_ttl_seconds
+        self.owner = owner or owner_id()
+        self._errors: tuple[type[BaseException], ...] = (sqlite3.Error, OSError)
+        try:
+            directory = os.path.dirname(path)
+            if directory:
+                os.makedirs(directory, exist_ok=True)
+            if path != ":memory:" and not os.path.exists(
+                path
+            ):  # it holds no secret, but nobody else needs to write it
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+            self._db = sqlite3.connect(
+                path, timeout=busy_seconds, isolation_level=None, check_same_thread=False
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            for statement in _SQLITE_SCHEMA:
+                self._db.execute(statement)
+            self._beat()
+        except self._errors as exc:
+            raise SharedStateUnavailable(f"cannot open the shared state {path}: {exc}") from None
+
+    def _run(self, action: Callable[[], T]) -> T:
+        try:
+            return action()
+        except self._errors as exc:
+            raise SharedStateUnavailable(f"the shared state {self.where} failed: {exc}") from None
+
+    def _beat(self) -> None:
+        self._db.execute("INSERT OR REPLACE INTO owners VALUES (?, ?)", (self.owner, time.time()))
+
+    async def claim(self, key: str, rollout_id: str) -> Claim | None:
+        def claim() -> Claim | None:
+            db = self._db
+            now = time.time()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                row = db.execute(_LIVE_CLAIM, (key, now - self.lease_seconds)).fetchone()
+                if row is None:
+                    db.execute(
+                        "INSERT OR REPLACE INTO claims VALUES (?, ?, ?, NULL, ?)",
+                        (key, rollout_id, self.owner, now),
+                    )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            return None if row is None else Claim(row[0], row[1])
+
+        return self._run(claim)
+
+    async def answered(self, key: str, body: bytes) -> None:
+        self._run(
+            lambda: self._db.execute(
+                "UPDATE claims SET body = ? WHERE key = ? AND owner = ?", (body, key, self.owner)
+            )
+        )
+
+    async def lookup(self, key: str) -> Claim | None:
+        row = self._run(
+            lambda: self._db.execute(_LIVE_CLAIM, (key, time.time() - self.lease_seconds)).fetchone()
+        )
+        return None if row is None else Claim(row[0], row[1])
+
+    async def release(self, key: str) -> None:
+        self._run(
+            lambda: self._db.execute("DELETE FROM claims WHERE key = ? AND owner = ?", (key, self.owner))
+        )
+
+    async def adopt(self, keys: Mapping[str, str]) -> None:
+        now = time.time()
+        rows = [(key, rollout_id, self.owner, b"", now) for key, rollout_id in keys.items()]
+        self._run(lambda: self._db.executemany("INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?)", rows))
+
+    async def heartbeat(self, running: Collection[str] = ()) -> None:
+        def beat() -> None:
+            db = self._db
+            now = time.time()
+            db.execute("BEGIN IMMEDIATE")  # one commit for the beat, the renewals and the pruning
+            try:
+                self._beat()
+                db.executemany(
+                    "UPDATE claims SET created = ? WHERE key = ? AND owner = ?",
+                    [(now, key, self.owner) for key in running],
+                )
+                stale = now - self.record_ttl
+                db.execute("DELETE FROM claims WHERE created < ?", (stale,))
+                db.execute("DELETE FROM owners WHERE beat < ?", (stale,))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+        self._run(beat)
+
+    def forget_process(self, pid: int) -> None:
+        """Declare every owner of process ``pid`` of this host dead (its supervisor saw it end)."""
+        prefix = owner_id(pid).rsplit("/", 1)[0] + "/"
+        self._run(lambda: self._db.execute("DELETE FROM owners WHERE substr(owner, 1, ?) = ?",
+                                           (len(prefix), prefix)))  # fmt: skip
+
+    async def close(self) -> None:
+        with contextlib.suppress(*self._errors):
+            self._db.execute("DELETE FROM owners WHERE owner = ?", (self.owner,))
+        self._db.close()
