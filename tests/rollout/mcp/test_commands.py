@@ -122,6 +122,60 @@ def test_osmosis_rollout_run_serves_an_mcp_directory_to_the_local_traingate() ->
     assert result.stdout.startswith(f"{ROWS} rollouts: {ROWS} completed (100.0%); mean reward 1.000")
 
 
+# Calculator tools whose parameters are not the calculator's a/b: renamed numbers, integers, an array
+# of numbers, and a required string beside the numbers.
+RENAMED_TOOLS = """
+from fastmcp import FastMCP
+
+mcp = FastMCP("renamed")
+
+
+@mcp.tool()
+def add(x: float, y: float) -> float:
+    return x + y
+
+
+@mcp.tool()
+def subtract(first: int, second: int) -> int:
+    return first - second
+
+
+@mcp.tool()
+def multiply(factors: list[float]) -> float:
+    return factors[0] * factors[1]
+
+
+@mcp.tool()
+def divide(dividend: float, divisor: float, label: str) -> str:
+    return f"{dividend / divisor:g}"
+"""
+
+
+def test_the_scripted_policy_fills_the_arguments_each_tool_names(tmp_path: Path) -> None:
+    (tmp_path / "mcp").mkdir()
+    (tmp_path / "mcp" / "main.py").write_text(RENAMED_TOOLS)
+    out = tmp_path / "records.jsonl"
+    result = cli(
+        "rollout", "run", "--mcp", str(tmp_path / "mcp"), "-d", str(CALCULATOR_DATASET), "--model", "scripted",
+        "--reward", REWARD, "-q", "-o", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"{ROWS} rollouts: {ROWS} completed (100.0%); mean reward 1.000")
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    sent = {
+        call["function"]["name"]: json.loads(call["function"]["arguments"])
+        for record in records[:4]
+        for message in record["final_messages"]
+        for call in message.get("tool_calls") or ()
+    }
+    assert sent == {
+        "add": {"x": 12, "y": 7},
+        "subtract": {"first": 45, "second": 18},
+        "multiply": {"factors": [6, 7]},
+        "divide": {"dividend": 81, "divisor": 9, "label": "81 / 9"},
+    }
+
+
 def test_osmosis_rollout_run_offers_the_policy_the_nested_schemas_over_the_rollout_wire(
     openai_server: OpenAIServer, tmp_path: Path
 ) -> None:
