@@ -176,6 +176,28 @@ def test_the_scripted_policy_fills_the_arguments_each_tool_names(tmp_path: Path)
     }
 
 
+def test_arguments_a_tool_rejects_are_tool_errors_the_summary_counts(tmp_path: Path) -> None:
+    (tmp_path / "mcp").mkdir()
+    (tmp_path / "mcp" / "main.py").write_text(  # three numbers required: the question has two
+        "from fastmcp import FastMCP\n\nmcp = FastMCP('strict')\n\n\n"
+        "@mcp.tool()\ndef add(x: float, y: float, z: float) -> float:\n    return x + y + z\n"
+    )
+    data = tmp_path / "data.jsonl"
+    row = {"system_prompt": "s", "user_prompt": "What is 12 + 7?", "ground_truth": "19"}
+    data.write_text(json.dumps(row) + "\n")
+    argv = ["rollout", "run", "--mcp", str(tmp_path / "mcp"), "-d", str(data), "--model", "scripted",
+            "--reward", REWARD, "--n", "2"]  # fmt: skip
+    shown = cli(*argv, "-q")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.endswith("; mean reward 0.000 over 2 completed; 2 tool errors\n")
+    figures = cli(*argv, "--json")
+    assert figures.returncode == 0, figures.stderr
+    assert json.loads(figures.stdout)["tool_errors"] == 2
+    table = cli(*argv).stdout  # the run's own table names the first error: argument z is missing
+    assert any("tool errors" in line and "2 (first: Error: " in line for line in table.splitlines()), table
+    assert "z" in table.partition("(first: Error: ")[2].split("Summary")[0]
+
+
 def test_osmosis_rollout_run_offers_the_policy_the_nested_schemas_over_the_rollout_wire(
     openai_server: OpenAIServer, tmp_path: Path
 ) -> None:
