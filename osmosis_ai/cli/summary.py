@@ -79,6 +79,8 @@ def summary_rows(run: Run, summary: Summary) -> list[tuple[str, str]]:
         rows.append(("estimated cost", f"${summary.cost_usd:.4f}"))
     if summary.violations or summary.drift_events:
         rows.append(("violations / drift", f"{summary.violations} / {summary.drift_events}"))
+    if summary.tool_errors:
+        rows.append(("tool errors", str(summary.tool_errors)))
     return rows
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from osmosis_ai._pool import Limit, run_bounded
 from osmosis_ai.judge.errors import JudgeInputError, JudgeSettingError
 from osmosis_ai.judge.evaluate import CacheOption, aevaluate_rubric
+from osmosis_ai.judge.keys import configured_api_base
 from osmosis_ai.judge.portal import synchronous
 from osmosis_ai.judge.ratelimit import RateLimiter
 from osmosis_ai.judge.retry import RetryPolicy
@@ -92,7 +93,7 @@ def _limit(concurrency: int | str, items: Sequence[Mapping[str, Any]]) -> Limit:
     """The batch's limit: a fixed number, or ``"auto"`` watching the judge's server when all items
     share one ``api_base``."""
     if isinstance(concurrency, str) and concurrency.strip().lower() == "auto":
-        bases = {str((item.get("model_info") or {}).get("api_base") or "") for item in items}
+        bases = {configured_api_base(item.get("model_info") or {}) or "" for item in items}
         base = bases.pop() if len(bases) == 1 else ""
         return concurrency_limit("auto", base_url=base or None)
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:

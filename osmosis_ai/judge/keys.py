@@ -9,8 +9,8 @@ Resolution for ``model_info`` (first match wins):
    ``sagemaker``): no key; LiteLLM reads AWS / Google credentials itself;
 4. the provider's default variable (:data:`DEFAULT_API_KEY_ENV`, else ``<PROVIDER>_API_KEY``, the
    convention LiteLLM follows) when it is set;
-5. no key needed: with an ``api_base`` (in ``model_info`` or ``<PROVIDER>_API_BASE``; a placeholder
-   key is sent, since OpenAI-style clients insist on one), for a key-less local provider
+5. no key needed: with an ``api_base`` (see :func:`configured_api_base`; a placeholder key is sent,
+   since OpenAI-style clients insist on one), for a key-less local provider
    (``ollama``, ``hosted_vllm``, ``lm_studio``, ...), or for a provider outside the table (LiteLLM
    reports its own authentication error if one turns out to be needed);
 6. otherwise :class:`MissingAPIKeyError` naming the variable to export.
@@ -84,7 +84,7 @@ def resolve_api_key(provider: str, model_info: Mapping[str, Any]) -> str | None:
     value = _nonblank(os.environ.get(default_env))
     if value is not None:
         return value
-    if _api_base_configured(provider, model_info):
+    if configured_api_base(model_info, provider) is not None:
         return NO_KEY_PLACEHOLDER
     if provider in KEYLESS_PROVIDERS or provider not in DEFAULT_API_KEY_ENV:
         return None
@@ -94,9 +94,18 @@ def resolve_api_key(provider: str, model_info: Mapping[str, Any]) -> str | None:
     )
 
 
-def _api_base_configured(provider: str, model_info: Mapping[str, Any]) -> bool:
-    base = _nonblank(model_info.get("api_base")) or _nonblank(os.environ.get(f"{provider.upper()}_API_BASE"))
-    return base is not None
+def configured_api_base(model_info: Mapping[str, Any], provider: str | None = None) -> str | None:
+    """The base URL the judge of ``model_info`` is sent to, ``None`` for its provider's own API.
+
+    ``api_base`` in ``model_info``, else ``<PROVIDER>_API_BASE`` or ``<PROVIDER>_BASE_URL`` from the
+    environment: LiteLLM reads both spellings (and the OpenAI SDK only ``OPENAI_BASE_URL``), so
+    either one points the judge elsewhere. ``provider`` defaults to ``model_info['provider']``.
+    """
+    given = _nonblank(model_info.get("api_base"))
+    prefix = (_nonblank(provider if provider is not None else model_info.get("provider")) or "").upper()
+    if given is not None or not prefix:
+        return given
+    return _nonblank(os.environ.get(f"{prefix}_API_BASE")) or _nonblank(os.environ.get(f"{prefix}_BASE_URL"))
 
 
 def ensure_api_key_available(model_info: Mapping[str, Any]) -> None:

@@ -21,6 +21,7 @@ from osmosis_ai.evaluation.statistics import (
 )
 from osmosis_ai.report.cost import estimated_cost
 from osmosis_ai.report.model import Row, Run
+from osmosis_ai.rollout.utils import is_tool_error
 from osmosis_ai.traingate.report import percentile
 
 PERCENTILES = (0.5, 0.9, 0.99)
@@ -57,6 +58,8 @@ class Summary:
     violations: int
     drift_events: int
     cost_usd: float | None = None
+    # tool messages reporting a failure (a tool that raised, timed out or rejected its arguments)
+    tool_errors: int = 0
     # the dataset rows behind ``rows`` (a row run ``--n`` times counts once), when known
     dataset_rows: int | None = None
     samples_per_row: int = 1
@@ -87,6 +90,7 @@ class Summary:
             "total_tokens": self.total_tokens,
             "append_only_violations": self.violations,
             "drift_events": self.drift_events,
+            "tool_errors": self.tool_errors,
             "estimated_cost_usd": self.cost_usd,
             "dataset_rows": self.dataset_rows,
             "samples_per_row": self.samples_per_row,
@@ -129,6 +133,7 @@ def summary_of(
     price: bool = True,
     other_scores: dict[str, ScoreTally] | None = None,
     dataset_rows: int | None = None,
+    tool_errors: int = 0,
 ) -> Summary:
     """A summary from running totals, for a command that counted its run instead of keeping it."""
     return Summary(
@@ -142,6 +147,7 @@ def summary_of(
         completion_tokens=completion_tokens,
         violations=violations,
         drift_events=drift_events,
+        tool_errors=tool_errors,
         cost_usd=estimated_cost(model, prompt_tokens, completion_tokens) if price else None,
         dataset_rows=dataset_rows,
         samples_per_row=samples_per_row,
@@ -176,6 +182,7 @@ def summarize(run: Run, *, price: bool = True) -> Summary:
         price=price,
         other_scores=others,
         dataset_rows=len({row.row for row in run.rows}),
+        tool_errors=sum(is_tool_error(m) for row in run.rows for m in row.trajectory.messages),
     )
 
 

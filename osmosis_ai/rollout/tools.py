@@ -9,6 +9,7 @@ from typing import Any
 
 from osmosis_ai.rollout.core.exceptions import ToolArgumentError
 from osmosis_ai.rollout.core.schemas import MessageDict
+from osmosis_ai.rollout.utils import TOOL_ERROR_PREFIX
 
 
 def create_tool_result(tool_call_id: str, content: str) -> MessageDict:
@@ -18,7 +19,7 @@ def create_tool_result(tool_call_id: str, content: str) -> MessageDict:
 
 def create_tool_error_result(tool_call_id: str, error_message: str) -> MessageDict:
     """A tool message reporting a failure (content ``"Error: <message>"``), so the model can recover."""
-    return create_tool_result(tool_call_id, f"Error: {error_message}")
+    return create_tool_result(tool_call_id, TOOL_ERROR_PREFIX + error_message)
 
 
 def serialize_tool_result(result: Any) -> str:

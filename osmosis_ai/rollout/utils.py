@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from osmosis_ai.rollout.core.schemas import MessageDict
+if TYPE_CHECKING:  # the helpers need only the standard library: the run reports read records with them
+    from osmosis_ai.rollout.core.schemas import MessageDict
+
+TOOL_ERROR_PREFIX = "Error: "
+"""How a tool message reporting a failure begins (``create_tool_error_result``)."""
 
 
 def parse_tool_calls(assistant_message: MessageDict) -> list[dict[str, Any]]:
@@ -42,6 +47,15 @@ def is_assistant_message(message: MessageDict) -> bool:
 def is_tool_message(message: MessageDict) -> bool:
     """Whether the role is ``tool``."""
     return get_message_role(message) == "tool"
+
+
+def is_tool_error(message: Mapping[str, Any]) -> bool:
+    """Whether the message is a tool message reporting a failure (``"Error: ..."``): the tool raised,
+    timed out, or rejected its arguments."""
+    content = message.get("content")
+    return (
+        message.get("role") == "tool" and isinstance(content, str) and content.startswith(TOOL_ERROR_PREFIX)
+    )
 
 
 def is_user_message(message: MessageDict) -> bool:

@@ -1,5 +1,5 @@
-"""Summaries of a run (outcome and status counts, rewards, turns, latency percentiles, protocol violations) and
-the per-rollout record file.
+"""Summaries of a run (outcome and status counts, rewards, turns, latency percentiles, protocol violations,
+tool errors) and the per-rollout record file.
 
 :func:`summarize` is pure data; ``osmosis rollout run`` draws it (``osmosis_ai.cli.commands.rollout``).
 """
@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from osmosis_ai.evaluation.outcome import Outcome, OutcomeCounts
 from osmosis_ai.evaluation.statistics import ScoreTally
+from osmosis_ai.rollout.utils import is_tool_error
 from osmosis_ai.traingate.append_only import AppendOnlyViolation
 from osmosis_ai.traingate.drift import DriftEvent, DriftTally
 from osmosis_ai.traingate.session import INFRA_STATUSES, TERMINAL_STATUSES, RolloutSession
@@ -50,6 +51,7 @@ class RunSummary:
     rejected_calls: int
     gateway_errors: int
     reward_errors: int
+    tool_errors: int
     infra_failures: list[str] = field(default_factory=list)
     outcomes: dict[str, int] = field(default_factory=dict)
 
@@ -123,10 +125,12 @@ class RunTally:
         self.rejected_calls = 0
         self.gateway_errors = 0
         self.reward_errors = 0
+        self.tool_errors = 0  # tool messages reporting a failure, arguments the tool rejected included
         self.infra: Counter[str] = Counter()
         self.first_failure: Example | None = None
         self.first_gateway_error: str | None = None
         self.first_reward_error: str | None = None
+        self.first_tool_error: str | None = None
         self.violation_examples: list[Example] = []
         self.agent_errors: list[Example] = []
         self.agent_error_count = 0
@@ -179,8 +183,14 @@ class RunTally:
             self.first_gateway_error = errors[0]
 
     def _count_failure(self, record: dict[str, Any], rollout_id: str, status: str, outcome: Outcome) -> None:
-        """Reward errors, infrastructure failures by kind, agent errors and the run's first failure."""
+        """Reward errors, tool errors, infrastructure failures by kind, agent errors and the run's first failure."""
         reward_error, error_message = record.get("reward_error"), record.get("error_message")
+        failed_tools = [
+            m for m in record.get("final_messages") or () if isinstance(m, dict) and is_tool_error(m)
+        ]
+        self.tool_errors += len(failed_tools)
+        if failed_tools and self.first_tool_error is None:
+            self.first_tool_error = " ".join(str(failed_tools[0]["content"]).split())
         if reward_error:
             self.reward_errors += 1
             self.first_reward_error = self.first_reward_error or reward_error
@@ -243,6 +253,7 @@ class RunTally:
             rejected_calls=self.rejected_calls,
             gateway_errors=self.gateway_errors,
             reward_errors=self.reward_errors,
+            tool_errors=self.tool_errors,
             infra_failures=[f"{count} x {message}" for message, count in self.infra.most_common(5)],
             outcomes=OutcomeCounts(dict(self.outcomes)).to_dict(),
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -18,7 +19,8 @@ async def _no_sleep(_seconds: float) -> None:
 @pytest.fixture(autouse=True)
 def _clean_provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """No real credentials or API bases leak into tests from the developer's environment."""
-    for name in {*DEFAULT_API_KEY_ENV.values(), "OPENAI_API_BASE", "OPENAI_BASE_URL", "HOSTED_VLLM_API_BASE"}:
+    bases = {name for name in os.environ if name.endswith(("_API_BASE", "_BASE_URL"))}
+    for name in {*DEFAULT_API_KEY_ENV.values(), *bases}:
         monkeypatch.delenv(name, raising=False)
 
 

@@ -14,6 +14,7 @@ from osmosis_ai.judge.keys import (
     CREDENTIAL_CHAIN_PROVIDERS,
     DEFAULT_API_KEY_ENV,
     NO_KEY_PLACEHOLDER,
+    configured_api_base,
     resolve_api_key,
 )
 from osmosis_ai.rubric_eval import ensure_api_key_available
@@ -69,12 +70,25 @@ def test_provider_key_variable_is_sent(openai_server: OpenAIServer, monkeypatch:
     assert openai_server.requests[-1].headers["authorization"] == "Bearer sk-from-env"
 
 
-def test_standard_api_base_variable_is_honoured(
-    openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("variable", ["OPENAI_API_BASE", "OPENAI_BASE_URL"])
+def test_either_base_url_variable_points_a_key_less_judge_at_a_local_server(
+    variable: str, openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("OPENAI_API_BASE", openai_server.url)
+    monkeypatch.setenv(variable, openai_server.url)
     assert evaluate_rubric("r", "x", {"provider": "openai", "model": "judge"}) == 1.0
     assert openai_server.requests[-1].headers["authorization"] == f"Bearer {NO_KEY_PLACEHOLDER}"
+    assert openai_server.requests[-1].json["model"] == "judge"
+
+
+@pytest.mark.parametrize("variable", ["ANTHROPIC_API_BASE", "ANTHROPIC_BASE_URL"])
+def test_either_spelling_of_another_providers_base_needs_no_key(
+    variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(MissingAPIKeyError, match="ANTHROPIC_API_KEY"):
+        resolve_api_key("anthropic", {})
+    monkeypatch.setenv(variable, "http://127.0.0.1:1")
+    assert resolve_api_key("anthropic", {}) == NO_KEY_PLACEHOLDER
+    assert configured_api_base({"provider": "Anthropic"}) == "http://127.0.0.1:1"
 
 
 @pytest.mark.parametrize("provider", ["hosted_vllm", "openai"])

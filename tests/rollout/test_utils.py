@@ -6,11 +6,13 @@ from typing import Any
 
 import pytest
 
+from osmosis_ai.rollout.tools import create_tool_error_result, create_tool_result
 from osmosis_ai.rollout.utils import (
     count_messages_by_role,
     get_message_content,
     get_message_role,
     is_assistant_message,
+    is_tool_error,
     is_tool_message,
     is_user_message,
     normalize_stop,
@@ -72,3 +74,17 @@ def test_role_predicates_and_counts() -> None:
         "tool": 1,
         "unknown": 1,
     }
+
+
+@pytest.mark.parametrize(
+    ("message", "failed"),
+    [
+        (create_tool_error_result("c", "z is missing"), True),
+        (create_tool_result("c", "19"), False),
+        ({"role": "assistant", "content": "Error: not a tool message"}, False),
+        ({"role": "tool", "content": ["Error: ", "a list"]}, False),
+        ({"role": "tool"}, False),
+    ],
+)
+def test_is_tool_error(message: dict[str, Any], failed: bool) -> None:
+    assert is_tool_error(message) is failed

@@ -36,7 +36,8 @@ def subprocess_env(home: Path | None = None, **extra: str) -> dict[str, str]:
         env = {
             k: v
             for k, v in env.items()
-            if not k.endswith(("_API_KEY", "_API_BASE")) and k not in {"OSMOSIS_CACHE_DIR", "XDG_CACHE_HOME"}
+            if not k.endswith(("_API_KEY", "_API_BASE", "_BASE_URL"))
+            and k not in {"OSMOSIS_CACHE_DIR", "XDG_CACHE_HOME"}
         }
         env["HOME"] = str(home)
     env["PYTHONPATH"] = str(REPO)

@@ -285,6 +285,7 @@ async def _regrade(args: argparse.Namespace) -> int:
     rubric = None
     if args.rubric:
         from osmosis_ai.cli.eval_rubric.session import judging_rubric, locate_config
+        from osmosis_ai.judge.keys import configured_api_base
 
         config_path = locate_config(args.config, inputs[0])
         rubric = judging_rubric(config_path, args.rubric)
@@ -300,7 +301,7 @@ async def _regrade(args: argparse.Namespace) -> int:
         grader = " ".join(f"{'--reward' if args.reward else '--eval-fn'} {spec}" for spec in specs)
         digests = [f"{spec}@{source_digest(fn)}" for spec, fn in zip(specs, functions, strict=True)]
     default = CONCURRENCY if rubric is None else JUDGE_CONCURRENCY
-    base_url = None if rubric is None else rubric.model_info.get("api_base")
+    base_url = None if rubric is None else configured_api_base(rubric.model_info)
     limit = run_limit(args.concurrency or default, args, base_url=base_url)
     answers, threshold = _read(inputs)
     description: dict[str, Any] = {

@@ -176,13 +176,14 @@ def _prepare(args: argparse.Namespace) -> _Plan:
     if args.rubric:
         from osmosis_ai.cli.arguments import run_limit
         from osmosis_ai.cli.eval_rubric.session import judging_rubric, locate_config
+        from osmosis_ai.judge.keys import configured_api_base
 
         config_path = locate_config(args.config, dataset)
         rubric = judging_rubric(config_path, args.rubric)
         grader = f"--rubric {args.rubric} -c {config_path}"
         digest = f"{args.rubric}@{file_digest(config_path)}"
         limit = run_limit(
-            args.concurrency or JUDGE_CONCURRENCY, args, base_url=rubric.model_info.get("api_base")
+            args.concurrency or JUDGE_CONCURRENCY, args, base_url=configured_api_base(rubric.model_info)
         )
     else:
         from osmosis_ai._pool import FixedLimit

@@ -403,15 +403,21 @@ def run_figures(tally: RunTally, source: str, *, samples_per_row: int) -> Figure
         drift_events=tally.drift.events,
         price=False,
         dataset_rows=-(-tally.rollouts // samples_per_row),  # every row runs --n times
+        tool_errors=tally.tool_errors,
     )
     return Run(source, "rollout run", []), summary
 
 
 def outcome_line(summary: RunSummary) -> str:
-    """The one line every run prints: outcome counts beside the pass rate, and the mean reward."""
+    """The one line every run prints: outcome counts beside the pass rate, the mean reward, and how
+    many tool calls were answered with an error (arguments the tool rejected included)."""
+    from osmosis_ai.evaluation.outcome import plural
+
     line = summary.outcome_counts.describe("rollout")
     if summary.mean_reward is not None:
         line += f"; mean reward {summary.mean_reward:.3f} over {summary.rewarded} completed"
+    if summary.tool_errors:
+        line += f"; {summary.tool_errors} tool {plural('error', summary.tool_errors)}"
     return line
 
 
@@ -521,6 +527,12 @@ def render_summary(summary: RunSummary, tally: RunTally, console: Console) -> No
         table.add_row(
             "reward errors",
             f"{summary.reward_errors} (first: {escape(tally.first_reward_error or '')})",
+            style="yellow",
+        )
+    if summary.tool_errors:
+        table.add_row(
+            "tool errors",
+            f"{summary.tool_errors} (first: {escape(tally.first_tool_error or '')})",
             style="yellow",
         )
     console.print(table)

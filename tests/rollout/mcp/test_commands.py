@@ -122,6 +122,82 @@ def test_osmosis_rollout_run_serves_an_mcp_directory_to_the_local_traingate() ->
     assert result.stdout.startswith(f"{ROWS} rollouts: {ROWS} completed (100.0%); mean reward 1.000")
 
 
+# Calculator tools whose parameters are not the calculator's a/b: renamed numbers, integers, an array
+# of numbers, and a required string beside the numbers.
+RENAMED_TOOLS = """
+from fastmcp import FastMCP
+
+mcp = FastMCP("renamed")
+
+
+@mcp.tool()
+def add(x: float, y: float) -> float:
+    return x + y
+
+
+@mcp.tool()
+def subtract(first: int, second: int) -> int:
+    return first - second
+
+
+@mcp.tool()
+def multiply(factors: list[float]) -> float:
+    return factors[0] * factors[1]
+
+
+@mcp.tool()
+def divide(dividend: float, divisor: float, label: str) -> str:
+    return f"{dividend / divisor:g}"
+"""
+
+
+def test_the_scripted_policy_fills_the_arguments_each_tool_names(tmp_path: Path) -> None:
+    (tmp_path / "mcp").mkdir()
+    (tmp_path / "mcp" / "main.py").write_text(RENAMED_TOOLS)
+    out = tmp_path / "records.jsonl"
+    result = cli(
+        "rollout", "run", "--mcp", str(tmp_path / "mcp"), "-d", str(CALCULATOR_DATASET), "--model", "scripted",
+        "--reward", REWARD, "-q", "-o", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"{ROWS} rollouts: {ROWS} completed (100.0%); mean reward 1.000")
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    sent = {
+        call["function"]["name"]: json.loads(call["function"]["arguments"])
+        for record in records[:4]
+        for message in record["final_messages"]
+        for call in message.get("tool_calls") or ()
+    }
+    assert sent == {
+        "add": {"x": 12, "y": 7},
+        "subtract": {"first": 45, "second": 18},
+        "multiply": {"factors": [6, 7]},
+        "divide": {"dividend": 81, "divisor": 9, "label": "81 / 9"},
+    }
+
+
+def test_arguments_a_tool_rejects_are_tool_errors_the_summary_counts(tmp_path: Path) -> None:
+    (tmp_path / "mcp").mkdir()
+    (tmp_path / "mcp" / "main.py").write_text(  # three numbers required: the question has two
+        "from fastmcp import FastMCP\n\nmcp = FastMCP('strict')\n\n\n"
+        "@mcp.tool()\ndef add(x: float, y: float, z: float) -> float:\n    return x + y + z\n"
+    )
+    data = tmp_path / "data.jsonl"
+    row = {"system_prompt": "s", "user_prompt": "What is 12 + 7?", "ground_truth": "19"}
+    data.write_text(json.dumps(row) + "\n")
+    argv = ["rollout", "run", "--mcp", str(tmp_path / "mcp"), "-d", str(data), "--model", "scripted",
+            "--reward", REWARD, "--n", "2"]  # fmt: skip
+    shown = cli(*argv, "-q")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.endswith("; mean reward 0.000 over 2 completed; 2 tool errors\n")
+    figures = cli(*argv, "--json")
+    assert figures.returncode == 0, figures.stderr
+    assert json.loads(figures.stdout)["tool_errors"] == 2
+    table = cli(*argv).stdout  # the run's own table names the first error: argument z is missing
+    assert any("tool errors" in line and "2 (first: Error: " in line for line in table.splitlines()), table
+    assert "z" in table.partition("(first: Error: ")[2].split("Summary")[0]
+
+
 def test_osmosis_rollout_run_offers_the_policy_the_nested_schemas_over_the_rollout_wire(
     openai_server: OpenAIServer, tmp_path: Path
 ) -> None:
