@@ -4,32 +4,27 @@ unused journal not left behind, and the resume line that says what a rerun will 
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import warn
+from osmosis_ai.runs.run import kept_if_used
+
+__all__ = ["journal_refusals", "kept_if_used", "open_journal", "resuming_line"]
 
 if TYPE_CHECKING:
     from osmosis_ai.evaluation.journal import Journal
 
 
-def open_journal(
-    path: Path,
-    description: Mapping[str, Any],
-    *,
-    fresh: bool,
-    labels: Mapping[str, Any],
-    samples_path: Path | None = None,
-) -> Journal:
-    """:meth:`Journal.open`, its refusals turned into one line naming ``--fresh`` or ``--journal``; a
-    damaged journal it set aside is one ``Warning:`` line on stderr."""
-    from osmosis_ai.evaluation.journal import Journal, JournalLockedError, JournalMismatchError
+@contextlib.contextmanager
+def journal_refusals(path: Path) -> Iterator[None]:
+    """The journal's refusals within the block turned into one line naming ``--fresh`` or ``--journal``."""
+    from osmosis_ai.evaluation.journal import JournalLockedError, JournalMismatchError
 
     try:
-        journal = Journal.open(path, description, fresh=fresh, labels=labels, samples_path=samples_path)
+        yield
     except JournalMismatchError as exc:
         raise CLIError(
             f"the journal {path} belongs to another run: {', '.join(exc.changed)} changed since it was "
@@ -41,28 +36,25 @@ def open_journal(
             f"the journal {path} is in use by another run{holder}; wait for it to finish, or give this "
             "run its own with --journal FILE"
         ) from None
+
+
+def open_journal(
+    path: Path,
+    description: Mapping[str, Any],
+    *,
+    fresh: bool,
+    labels: Mapping[str, Any],
+    samples_path: Path | None = None,
+) -> Journal:
+    """:meth:`Journal.open` with :func:`journal_refusals`; a damaged journal it set aside is one
+    ``Warning:`` line on stderr."""
+    from osmosis_ai.evaluation.journal import Journal
+
+    with journal_refusals(path):
+        journal = Journal.open(path, description, fresh=fresh, labels=labels, samples_path=samples_path)
     if journal.set_aside is not None:
         warn(journal.set_aside.describe())
     return journal
-
-
-@contextlib.contextmanager
-def kept_if_used(journal: Journal) -> Iterator[Journal]:
-    """``journal`` for the block, then closed; one this run created and committed nothing to (a
-    refused preflight, a mistake found before the first result, Ctrl-C) is deleted with its files,
-    so no empty run is left to list or to find."""
-    from osmosis_ai.evaluation.journal_store import journal_root, remove
-
-    try:
-        yield journal
-    finally:
-        try:
-            unused = journal.created and journal.is_empty()
-        except sqlite3.Error:  # a journal that cannot say is kept, and the run's own error shown
-            unused = False
-        journal.close()
-        if unused:
-            remove(journal.path, journal_root())
 
 
 def resuming_line(done: int, total: int, unit: str, *, failed: int, retry_failed: bool) -> str:

@@ -4,7 +4,7 @@ The reward is computed on the content of the last assistant message, the convent
 ``osmosis eval``'s simple mode, called the one way user code is called
 (:func:`osmosis_ai._usercode.call_user`) and checked by the one score rule
 (:func:`osmosis_ai.rewards.score.to_score`). (``osmosis rollout run --reward MODULE:FN`` loads the
-function: :func:`osmosis_ai.cli.loading.load_reward`.)
+function: :func:`osmosis_ai.rollout.loading.load_function`.)
 """
 
 from __future__ import annotations

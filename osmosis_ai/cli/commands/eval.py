@@ -19,11 +19,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
-import json
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,8 +36,6 @@ from osmosis_ai.cli.arguments import (
     concurrency_value,
     finite_number,
     limit_summary,
-    open_dataset,
-    run_limit,
     whole_number,
 )
 from osmosis_ai.cli.errors import CLIError
@@ -53,9 +48,8 @@ from osmosis_ai.cli.summary import add_summary_arguments, check_run_outputs, fin
 from osmosis_ai.consts import PACKAGE_VERSION
 
 if TYPE_CHECKING:
-    from osmosis_ai._pool import Limit
-    from osmosis_ai.runs.engine import Pipeline
-    from osmosis_ai.runs.executors.local import LocalModel
+    from osmosis_ai.runs.plan import RunPlan
+    from osmosis_ai.runs.run import RunEnd
 
 DEBUG_DIR = "local_debug"
 
@@ -110,250 +104,110 @@ def run(args: argparse.Namespace) -> int:
     if (args.baseline_base_url or args.baseline_api_key) and not args.baseline_model:
         raise CLIError("--baseline-base-url and --baseline-api-key need --baseline-model")
     check_backend_arguments(args)
+    if args.backend == "ray" and args.batch_size == "auto":
+        raise CLIError(
+            "--batch-size auto follows one process's model calls; give --batch-size N with --backend ray"
+        )
     setup_logging(logging.DEBUG if args.debug else None)
     args.quiet = args.quiet or args.json
     return run_command(lambda: _eval(args), on_interrupt=lambda: interrupted("run"))
 
 
-def _task_id(args: argparse.Namespace, dataset: Path) -> str:
-    """What names a journal: the configuration as the command line gives it (agent, eval functions,
-    models, base URL, dataset path, the rows selected, ``--n``, ``--max-turns``, sampling flags), so
-    another flag is another journal, as in 0.2, and shards run side by side; the contents (files,
-    sources) are checked against the journal's fingerprint."""
-    named: list[Any] = [agent_spec(args), args.eval_fn, args.model, str(dataset.resolve())]
-    if args.offset or args.limit is not None:
-        named.append([args.offset, args.limit])
+def plan_of(args: argparse.Namespace) -> RunPlan:
+    """The run the command line asks for."""
+    from osmosis_ai.cli.loading import agent_ref
+    from osmosis_ai.evaluation.journal import BASELINE, PRIMARY
+    from osmosis_ai.runs.plan import InProcessAgent, JournalSpec, ModelRef, Rows, RunPlan, Scoring
+
+    models = [(PRIMARY, ModelRef(args.model, args.base_url, args.api_key))]
     if args.baseline_model:
-        named.append([args.baseline_model, args.baseline_base_url])
-    named.append([args.base_url, args.n, args.max_turns, _completion_params(args)])
-    return hashlib.sha256(json.dumps(named).encode()).hexdigest()[:12]
+        models.append(
+            (BASELINE, ModelRef(args.baseline_model, args.baseline_base_url, args.baseline_api_key))
+        )
+    executor = InProcessAgent(agent_ref(args), tuple(models), "eval", max_turns=args.max_turns,
+                              completion_params=completion_params(args),
+                              debug_dir=DEBUG_DIR if args.debug else None)  # fmt: skip
+    scoring = Scoring(tuple(args.eval_fn), timeout=args.reward_timeout or None, workers=args.reward_workers,
+                      memory_limit_mb=args.reward_memory_limit)  # fmt: skip
+    journal = JournalSpec(
+        args.journal, fresh=args.fresh, retry_failed=args.retry_failed, keep_messages=args.log_samples
+    )
+    return RunPlan(Rows(args.dataset, args.offset, args.limit), executor, scoring, n=args.n,
+                   concurrency=args.batch_size, max_concurrency=args.max_concurrency, timeout=args.timeout,
+                   journal=journal, backend=args.backend, ray_address=args.ray_address)  # fmt: skip
+
+
+def completion_params(args: argparse.Namespace) -> tuple[tuple[str, Any], ...]:
+    """``--temperature`` and ``--max-tokens``, the ones given."""
+    return tuple(
+        (k, v)
+        for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens))
+        if v is not None
+    )
 
 
 async def _eval(args: argparse.Namespace) -> int:
+    from osmosis_ai.cli import output
+    from osmosis_ai.cli.arguments import limit_line
     from osmosis_ai.cli.eval.report import check_output_path
-    from osmosis_ai.cli.journals import kept_if_used, open_journal, resuming_line
-    from osmosis_ai.cli.loading import agent_digest, load_agent, load_attribute, source_digest
-    from osmosis_ai.evaluation.eval_fn import EvalFnWrapper
-    from osmosis_ai.evaluation.journal import BASELINE, PRIMARY, file_digest
-    from osmosis_ai.evaluation.journal_store import journal_path, journal_root, samples_path
-    from osmosis_ai.evaluation.outcome import Outcome, plural
+    from osmosis_ai.cli.eval.samples import progress_reporter
+    from osmosis_ai.cli.journals import journal_refusals, resuming_line
+    from osmosis_ai.evaluation.journal import BASELINE
+    from osmosis_ai.evaluation.journal_store import journal_root
+    from osmosis_ai.evaluation.outcome import plural
+    from osmosis_ai.runs.result import Result
+    from osmosis_ai.runs.run import ModelChecked, Opened, Ready, journal_file, run
 
     if len(set(args.eval_fn)) != len(args.eval_fn):
         raise CLIError("each --eval-fn may be given once")
     say(f"osmosis-eval v{PACKAGE_VERSION}", quiet=args.quiet)
     output_dir = check_output_path(Path(args.output_path), journal_root()) if args.output_path else None
     check_run_outputs(args)
-    agent_loop = load_agent(args)
-    eval_fns = [
-        EvalFnWrapper(load_attribute(spec, what="eval function", example="e.g. 'my_evals:exact'"), spec)
-        for spec in args.eval_fn
-    ]
-    reader, _, selected = open_dataset(args)
-    params = _completion_params(args)
-    description = {
-        "agent": f"{agent_spec(args)}@{agent_digest(args, agent_loop) or source_digest(agent_loop)}",
-        "eval_fns": [f"{fn.name}@{source_digest(fn.fn)}" for fn in eval_fns],
-        "model": args.model,
-        "base_url": args.base_url,
-        "dataset": file_digest(reader.file_path),
-        "rows": [args.offset, selected],
-        "n": args.n,
-        "max_turns": args.max_turns,
-        "completion_params": params,
-    }
-    if args.baseline_model:
-        description["baseline"] = [args.baseline_model, args.baseline_base_url]
-    task_id = _task_id(args, reader.file_path)
-    journal_file = (
-        Path(args.journal)
-        if args.journal
-        else journal_path(journal_root(), args.model, args.dataset, task_id)
-    )
+    plan = plan_of(args)
+    show: dict[str, Any] = {}
+
+    def on_event(event: Any) -> None:
+        if isinstance(event, Result):
+            show["result"](event)
+        elif isinstance(event, Opened):
+            models = f" x2 models (baseline {args.baseline_model})" if args.baseline_model else ""
+            say(f"Dataset: {event.dataset} ({event.rows} {plural('row', event.rows)} x {args.n} "
+                f"{plural('run', args.n)}{models}); journal {event.journal}", quiet=args.quiet)  # fmt: skip
+            if event.set_aside is not None:
+                output.warn(event.set_aside.describe())
+            if event.remaining < event.planned:
+                line = resuming_line(event.planned - event.remaining, event.planned, "run", failed=event.failed,
+                                     retry_failed=args.retry_failed)  # fmt: skip
+                say(line, quiet=args.quiet)
+            bar = not args.quiet and output.wants_progress(None, event.remaining)
+            advance = stack.enter_context(output.progress_bar(event.remaining, "eval", enabled=bar))
+            show["result"] = progress_reporter(total=event.planned, done=event.planned - event.remaining,
+                                               quiet=args.quiet, tagged=bool(args.baseline_model),
+                                               advance=advance, bar=bar)  # fmt: skip
+        elif isinstance(event, ModelChecked):
+            say(f"{'Baseline' if event.tag == BASELINE else 'Model'}: {event.display_name}", quiet=args.quiet)
+        elif isinstance(event, Ready):
+            for line in event.scoring:
+                say(f"Scoring: {line}", quiet=args.quiet)
+            if event.backend:
+                say(event.backend, quiet=args.quiet)
+
     labels = {"model": args.model, "dataset": args.dataset, "module": agent_spec(args),
               "baseline_model": args.baseline_model}  # fmt: skip
-    journal = open_journal(journal_file, description, fresh=args.fresh, labels=labels,
-                           samples_path=samples_path(journal_file) if args.log_samples else None)  # fmt: skip
-    tags = [PRIMARY, BASELINE] if args.baseline_model else [PRIMARY]
-    with kept_if_used(journal):
-        keys = [
-            (row, sample) for row in range(args.offset, args.offset + selected) for sample in range(args.n)
-        ]
-        wanted = set(keys)
-        todo = {tag: journal.to_run(keys, retry_failed=args.retry_failed, model_tag=tag) for tag in tags}
-        planned = len(keys) * len(tags)
-        remaining = sum(len(t) for t in todo.values())
-        models = f" x2 models (baseline {args.baseline_model})" if args.baseline_model else ""
-        say(f"Dataset: {reader.file_path} ({selected} {plural('row', selected)} x {args.n} "
-            f"{plural('run', args.n)}{models}); journal {journal_file}",
-            quiet=args.quiet)  # fmt: skip
-        if remaining < planned:
-            failed = sum(
-                o is Outcome.MODEL_ERROR for tag in tags for key, o in journal.outcomes(tag) if key in wanted
-            )
-            line = resuming_line(
-                planned - remaining, planned, "run", failed=failed, retry_failed=args.retry_failed
-            )
-            say(line, quiet=args.quiet)
-        stop = None
-        limit = run_limit(args.batch_size, args, base_url=args.base_url)
-        if remaining:
-            stop = await _run(
-                args, agent_loop, reader.iter_indexed(selected, args.offset), journal, todo, limit,
-                done=planned - remaining,
-            )  # fmt: skip
-        records = {tag: journal.records(tag) for tag in tags}
-        finished = all(not journal.to_run(keys, model_tag=tag) for tag in tags)
-        if finished and stop is None:
-            journal.mark("completed")
-        status = journal.status
-
-    picked = {tag: [records[tag][key] for key in keys if key in records[tag]] for tag in tags}
-    return _report(args, picked, eval_fns, planned, stop, task_id=task_id, status=status, output_dir=output_dir,
-                   samples_file=journal.samples_path, extra={"concurrency": limit_summary(limit)})  # fmt: skip
-
-
-async def _run(
-    args: argparse.Namespace,
-    agent_loop: Any,
-    rows: Any,
-    journal: Any,
-    todo: dict[str, list[tuple[int, int]]],
-    limit: Limit,
-    *,
-    done: int,
-) -> str | None:
-    """Preflight each model, then run the missing samples (here or on Ray workers) with a progress
-    bar or plain lines."""
-    from osmosis_ai.cli import output
-    from osmosis_ai.cli.arguments import limit_line
-    from osmosis_ai.cli.backend import run_backend, worker_settings
-    from osmosis_ai.cli.eval.samples import progress_reporter, run_samples
-    from osmosis_ai.cli.loading import reward_runtime
-    from osmosis_ai.evaluation.errors import SystemicProviderError
-    from osmosis_ai.evaluation.journal import BASELINE, PRIMARY
-    from osmosis_ai.models.concurrency import AdaptiveLimit, observer_of
-
-    if args.backend == "ray" and isinstance(limit, AdaptiveLimit):
-        raise CLIError(
-            "--batch-size auto follows one process's model calls; give --batch-size N with --backend ray"
-        )
-    models = _models(args, [tag for tag, keys in todo.items() if keys], observer_of(limit))
-    total = done + sum(len(keys) for keys in todo.values())
-    remaining = total - done
-    bar = not args.quiet and output.wants_progress(None, remaining)
-    settings = worker_settings(args, tags=list(models), reward_workers=args.reward_workers or 1)
-
-    def local() -> contextlib.AbstractAsyncContextManager[Pipeline]:
-        return _pipeline(args, agent_loop, models, limit.ceiling)
-
-    async with contextlib.AsyncExitStack() as stack:
-        if isinstance(limit, AdaptiveLimit):
-            stack.push_async_callback(limit.aclose)  # its server-metrics reader
-            stack.callback(lambda: say(limit_line(limit) or "", quiet=args.quiet))
-        # Entered first: Ray's workers start while each model gets its preflight request.
-        backend = await stack.enter_async_context(
-            run_backend(
-                args, local, factory=f"{__name__}:ray_worker", settings=settings, concurrency=limit.ceiling
-            )
-        )
-        for tag, model in models.items():  # a model with nothing left costs no preflight
-            say(
-                f"{'Baseline' if tag == BASELINE else 'Model'}: {model.client.display_name}", quiet=args.quiet
-            )
-            try:
-                await model.client.preflight_check()
-            except SystemicProviderError as exc:
-                if tag == PRIMARY:
-                    raise
-                raise CLIError(f"(baseline) {exc}") from exc
-        for spec in args.eval_fn:
-            say(f"Scoring: {reward_runtime(spec, args, kind='eval function').describe()}", quiet=args.quiet)
-        pipeline = await backend.ready()
-        args.backend_note = backend.note()
-        if header := backend.header():
-            say(header, quiet=args.quiet)
-        with output.progress_bar(remaining, "eval", enabled=bar) as advance:
-            report = progress_reporter(total=total, done=done, quiet=args.quiet, tagged=BASELINE in todo,
-                                       advance=advance, bar=bar)  # fmt: skip
-            return await run_samples(
-                pipeline=pipeline, rows=rows, n=args.n, tags=list(models),
-                journal=journal, retry_failed=args.retry_failed, batch_size=limit,
-                log_samples=args.log_samples, on_sample=report,
-            )  # fmt: skip
-
-
-def _models(args: argparse.Namespace, tags: list[str], observer: Any) -> dict[str, LocalModel]:
-    """The model client of each of ``tags`` (``primary``, ``baseline``), its requests labelled."""
-    from osmosis_ai.evaluation.journal import BASELINE, PRIMARY
-    from osmosis_ai.evaluation.llm_client import ExternalLLMClient
-    from osmosis_ai.runs.executors.local import LocalModel
-
-    endpoints = {PRIMARY: (args.model, args.api_key, args.base_url),
-                 BASELINE: (args.baseline_model, args.baseline_api_key, args.baseline_base_url)}  # fmt: skip
-    models: dict[str, LocalModel] = {}
-    for tag in tags:
-        model, key, url = endpoints[tag]
-        client = ExternalLLMClient(model, api_key=key, api_base=url, observer=observer)
-        prefix = "eval" if tag == PRIMARY else "eval-baseline"
-        metadata = {"execution_mode": "eval"} | ({} if tag == PRIMARY else {"model_tag": BASELINE})
-        models[tag] = LocalModel(client, prefix, metadata)
-    return models
-
-
-@contextlib.asynccontextmanager
-async def _pipeline(
-    args: argparse.Namespace, agent_loop: Any, models: dict[str, LocalModel], in_flight: int
-) -> AsyncIterator[Pipeline]:
-    """The agent in-process with ``models``, scored by the eval functions in the reward runtime
-    (its worker processes end with the context, however it ends)."""
-    from osmosis_ai._usercode import UserThreads
-    from osmosis_ai.cli.loading import reward_runtime
-    from osmosis_ai.runs.engine import Pipeline
-    from osmosis_ai.runs.executors.local import InProcessExecutor
-    from osmosis_ai.runs.scorer import Scorer, runtime_function
-
-    params = _completion_params(args)
-    # Synchronous agent code gets a thread per sample in flight, its own.
-    threads = UserThreads(in_flight, name="osmosis-eval")
-    executor = InProcessExecutor(agent_loop, models, max_turns=args.max_turns, completion_params=params,
-                                 debug_dir=DEBUG_DIR if args.debug else None, threads=threads)  # fmt: skip
-    runtimes = [reward_runtime(spec, args, kind="eval function") for spec in args.eval_fn]
-    scorer = Scorer([runtime_function(rt, spec) for rt, spec in zip(runtimes, args.eval_fn, strict=True)])
-    async with contextlib.AsyncExitStack() as stack:
-        for runtime in runtimes:
-            await stack.enter_async_context(runtime)
-        yield Pipeline(executor, scorer, timeout=args.timeout)
-
-
-@contextlib.asynccontextmanager
-async def ray_worker(settings: Mapping[str, Any], share: int) -> AsyncIterator[Pipeline]:
-    """One Ray worker's pipeline for ``osmosis eval --backend ray``: the same agent, models and eval
-    functions as in one process, named by the command's arguments (``settings``), ``share`` in flight."""
-    from osmosis_ai.cli.loading import load_agent
-
-    args = argparse.Namespace(**settings)
-    async with _pipeline(args, load_agent(args), _models(args, args.tags, None), share) as pipeline:
-        yield pipeline
-
-
-def _completion_params(args: argparse.Namespace) -> dict[str, Any]:
-    return {
-        k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens)) if v is not None
-    }
+    with contextlib.ExitStack() as stack, journal_refusals(journal_file(plan)):
+        end = await run(plan, on_event, labels=labels)
+    if (line := limit_line(end.limit)) is not None:
+        say(line, quiet=args.quiet)
+    args.backend_note = end.backend_note
+    return _report(args, end.records, plan.task_id(), end, output_dir)
 
 
 def _report(
     args: argparse.Namespace,
     records: dict[str, list[Any]],
-    eval_fns: list[Any],
-    planned: int,
-    stop: str | None,
-    *,
     task_id: str,
-    status: str,
+    end: RunEnd,
     output_dir: Path | None,
-    samples_file: Path | None,
-    extra: dict[str, Any],
 ) -> int:
     from osmosis_ai.cli.eval.report import (
         outcome_line,
@@ -370,7 +224,8 @@ def _report(
     # With -q and nothing written, only the outcome line (counts) is shown: the figures, two
     # thousand bootstrap resamples per eval function, would be computed for no one.
     wanted = not args.quiet or bool(args.output or output_dir or args.json or args.report or args.log_to)
-    names = [fn.name for fn in eval_fns] if wanted else []
+    names = list(args.eval_fn) if wanted else []
+    planned, stop, samples_file = end.planned, end.stop, end.samples_path
     primary = summarize(records[PRIMARY], names, model=args.model, pass_threshold=args.pass_threshold)
     baseline = comparison = None
     # The summary table below has the primary model's figures; a baseline adds its own and the pairing.
@@ -394,9 +249,9 @@ def _report(
     say(outcome_line(primary, baseline, planned) + getattr(args, "backend_note", ""), quiet=args.json)
     if args.output:
         write_json(Path(args.output), document, flag="--output")
-    if output_dir is not None and status == "completed":
+    if output_dir is not None and end.status == "completed":
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        structured = {"version": 1, "task_id": task_id, "status": status, "written_at": now,
+        structured = {"version": 1, "task_id": task_id, "status": end.status, "written_at": now,
                       "config": {**config, "dataset": args.dataset, "module": agent_spec(args), "base_url": args.base_url,
                                  "offset": args.offset, "limit": args.limit, "max_turns": args.max_turns},
                       **{k: v for k, v in document.items() if k != "config"},
@@ -405,7 +260,13 @@ def _report(
         path = write_structured(output_dir, model=args.model, dataset=args.dataset, task_id=task_id,
                                 document=structured, samples=samples)  # fmt: skip
         say(f"Wrote {path}", quiet=args.quiet)
-    finish_run(args, document, args.output or "osmosis eval", figures, extra=extra)
+    finish_run(
+        args,
+        document,
+        args.output or "osmosis eval",
+        figures,
+        extra={"concurrency": limit_summary(end.limit)},
+    )
     if stop is not None:
         raise CLIError(
             f"the run stopped: {stop} (finished runs are kept; run the same command again to resume)"

@@ -275,10 +275,10 @@ def _task_id(args: argparse.Namespace, inputs: Sequence[Path], grader: str) -> s
 async def _regrade(args: argparse.Namespace) -> int:
     from osmosis_ai.cli.arguments import run_limit
     from osmosis_ai.cli.journals import kept_if_used, open_journal, resuming_line
-    from osmosis_ai.cli.loading import load_attribute, source_digest
     from osmosis_ai.cli.summary import check_run_outputs
     from osmosis_ai.evaluation.journal import PRIMARY, file_digest
     from osmosis_ai.evaluation.journal_store import journal_path, journal_root
+    from osmosis_ai.rollout.loading import load_attribute, source_digest
 
     inputs = [Path(p) for p in args.results]
     check_run_outputs(args)

@@ -165,9 +165,10 @@ def _prepare(args: argparse.Namespace) -> tuple[Any, int, Any, Any, Any, Any, Li
     fails now, before any rollout); the run reads it again as it goes, so it is never held whole.
     """
     from osmosis_ai.cli.arguments import run_limit
-    from osmosis_ai.cli.loading import load_agent, load_reward
+    from osmosis_ai.cli.loading import load_agent
     from osmosis_ai.evaluation.dataset import DatasetReader
     from osmosis_ai.models.concurrency import observer_of
+    from osmosis_ai.rollout.loading import load_function
     from osmosis_ai.traingate.policy import make_policy
     from osmosis_ai.traingate.tokenizer import ChatTokenizer, load_tokenizer
 
@@ -176,7 +177,11 @@ def _prepare(args: argparse.Namespace) -> tuple[Any, int, Any, Any, Any, Any, Li
     rows = sum(1 for _ in reader.iter_rows())
     if rows == 0:
         raise CLIError(f"{reader.file_path}: the dataset has no rows")
-    reward_fn = load_reward(args.reward) if args.reward else None
+    reward_fn = (
+        load_function(args.reward, what="reward function", example="e.g. 'my_rewards:score'")
+        if args.reward
+        else None
+    )
     tokenizer = load_tokenizer(args.tokenizer, chat_template=args.chat_template)
     agent_loop = None if args.url else load_agent(args)
     traced = isinstance(tokenizer, ChatTokenizer)

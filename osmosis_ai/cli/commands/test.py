@@ -17,7 +17,6 @@ import contextlib
 import json
 import logging
 import sys
-from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,8 +28,6 @@ from osmosis_ai.cli.arguments import (
     concurrency_value,
     limit_line,
     limit_summary,
-    open_dataset,
-    run_limit,
     whole_number,
 )
 from osmosis_ai.cli.errors import CLIError
@@ -41,7 +38,7 @@ from osmosis_ai.consts import PACKAGE_VERSION
 from osmosis_ai.evaluation.outcome import OutcomeCounts, verdict
 
 if TYPE_CHECKING:
-    from osmosis_ai.runs.engine import Pipeline
+    from osmosis_ai.runs.plan import RunPlan
 
 ERROR_PREVIEW = 200
 DEBUG_DIR = "test_debug"
@@ -82,6 +79,10 @@ def run(args: argparse.Namespace) -> int:
     if args.interactive and args.backend == "ray":
         raise CLIError("--interactive steps through rows in this process; leave out --backend ray")
     check_backend_arguments(args)
+    if args.backend == "ray" and args.concurrency == "auto":
+        raise CLIError(
+            "--concurrency auto follows one process's model calls; give --concurrency N with --backend ray"
+        )
     setup_logging(logging.DEBUG if args.debug else None)
     args.quiet = args.quiet or args.json
     return run_command(lambda: _test(args), on_interrupt=_interrupted)
@@ -92,88 +93,83 @@ def _interrupted() -> int:
     return INTERRUPTED
 
 
+def plan_of(args: argparse.Namespace) -> RunPlan:
+    """The run the command line asks for: the agent's own reward scores each row; no journal."""
+    from osmosis_ai.cli.commands.eval import completion_params
+    from osmosis_ai.cli.loading import agent_ref
+    from osmosis_ai.runs.items import PRIMARY
+    from osmosis_ai.runs.plan import InProcessAgent, ModelRef, Rows, RunPlan
+
+    model = ModelRef(args.model, args.base_url, args.api_key)
+    executor = InProcessAgent(agent_ref(args), ((PRIMARY, model),), "test", max_turns=args.max_turns,
+                              completion_params=completion_params(args),
+                              debug_dir=DEBUG_DIR if args.debug else None)  # fmt: skip
+    return RunPlan(Rows(args.dataset, args.offset, args.limit), executor, concurrency=args.concurrency,
+                   max_concurrency=args.max_concurrency, timeout=args.timeout, backend=args.backend,
+                   ray_address=args.ray_address)  # fmt: skip
+
+
 async def _test(args: argparse.Namespace) -> int:
-    from osmosis_ai.cli.backend import run_backend, worker_settings
     from osmosis_ai.cli.eval.report import run_member
-    from osmosis_ai.cli.loading import load_agent
-    from osmosis_ai.evaluation.llm_client import ExternalLLMClient
-    from osmosis_ai.models.concurrency import AdaptiveLimit, observer_of
-    from osmosis_ai.runs.engine import run_items
-    from osmosis_ai.runs.items import work_items
     from osmosis_ai.runs.result import Result
+    from osmosis_ai.runs.run import ModelChecked, Opened, Ready, run
 
     output = Path(args.output) if args.output else None
     check_run_outputs(args)
     mode = " (Interactive Mode)" if args.interactive else ""
     say(quiet=args.quiet, line=f"osmosis-rollout-test v{PACKAGE_VERSION}{mode}")
-    agent_loop = load_agent(args)
-    reader, total, selected = open_dataset(args)
-    last = args.offset + selected - 1
-    if args.row is not None and not args.offset <= args.row <= last:
-        valid = f"{args.offset}-{last}" if last > args.offset else str(last)
-        raise CLIError(f"--row {args.row} is out of range; valid rows are {valid}")
-    say(quiet=args.quiet, line=f"Dataset: {reader.file_path} ({total} rows, running {selected})")
-    limit = run_limit(args.concurrency, args, base_url=args.base_url)
-    if args.backend == "ray" and isinstance(limit, AdaptiveLimit):
-        raise CLIError(
-            "--concurrency auto follows one process's model calls; give --concurrency N with --backend ray"
-        )
-    client = ExternalLLMClient(
-        args.model, api_key=args.api_key, api_base=args.base_url, observer=observer_of(limit)
-    )
-    async with client:
-        say(
-            quiet=args.quiet,
-            line=f"Model: {client.display_name}" + (f" at {args.base_url}" if args.base_url else ""),
-        )
-        if args.interactive:
-            await client.preflight_check()  # a bad key or model: one line, nothing run
-            return await _interactive(args, agent_loop, client, reader, last)
-        results: list[Result] = []
-        # On a terminal a bar counts the rows and only failed rows get a line; piped, every row does.
-        bar = not args.quiet and wants_progress(None, selected, sys.stdout)
+    plan = plan_of(args)
+    if args.interactive:
+        return await _interactive(args, plan)
+    results: list[Result] = []
+    selected = 0
+    bar = False
 
-        def show(result: Result) -> None:
-            results.append(result)
-            advance(score=result.reward if result.success else None, failed=not result.success)
-            if bar and result.success:
-                return
-            attempt = result.attempt
-            status = "OK" if result.success else f"FAILED [{result.outcome.value}]"
-            line = (
-                f"[{len(results)}/{selected}] Row {result.item.row_index}: {status} "
-                f"({format_duration(attempt.duration_ms)}, {attempt.tokens:,} tokens)"
+    def advance(**_: Any) -> None:  # the progress bar's step, once the items start
+        pass
+
+    def show(result: Result) -> None:
+        results.append(result)
+        advance(score=result.reward if result.success else None, failed=not result.success)
+        if bar and result.success:
+            return
+        attempt = result.attempt
+        status = "OK" if result.success else f"FAILED [{result.outcome.value}]"
+        line = (
+            f"[{len(results)}/{selected}] Row {result.item.row_index}: {status} "
+            f"({format_duration(attempt.duration_ms)}, {attempt.tokens:,} tokens)"
+        )
+        if result.error and not result.success:
+            error = " ".join(result.error.split())
+            line += " - " + (error if len(error) <= ERROR_PREVIEW else error[: ERROR_PREVIEW - 3] + "...")
+        say(quiet=args.quiet, line=line)
+
+    def on_event(event: Any) -> None:
+        nonlocal selected, bar, advance
+        if isinstance(event, Result):
+            show(event)
+        elif isinstance(event, Opened):
+            selected = event.rows
+            say(
+                quiet=args.quiet,
+                line=f"Dataset: {event.dataset} ({event.rows_in_file} rows, running {selected})",
             )
-            if result.error and not result.success:
-                error = " ".join(result.error.split())
-                line += " - " + (error if len(error) <= ERROR_PREVIEW else error[: ERROR_PREVIEW - 3] + "...")
-            say(quiet=args.quiet, line=line)
+        elif isinstance(event, ModelChecked):
+            at = f" at {args.base_url}" if args.base_url else ""
+            say(quiet=args.quiet, line=f"Model: {event.display_name}{at}")
+        elif isinstance(event, Ready):
+            if event.backend:
+                say(event.backend, quiet=args.quiet)
+            # On a terminal a bar counts the rows and only failed rows get a line; piped, every row does.
+            bar = not args.quiet and wants_progress(None, selected, sys.stdout)
+            advance = stack.enter_context(progress_bar(selected, "rows", enabled=bar, stderr=False))
 
-        backend_context = run_backend(
-            args, lambda: contextlib.nullcontext(_pipeline(args, agent_loop, client, threads=limit.ceiling)),
-            factory=f"{__name__}:ray_worker", settings=worker_settings(args), concurrency=limit.ceiling,
-        )  # fmt: skip
-        async with backend_context as backend:  # entered first: Ray's workers start during the preflight
-            await client.preflight_check()  # a bad key or model: one line, nothing run
-            process = await backend.ready()
-            if header := backend.header():
-                say(header, quiet=args.quiet)
-            with progress_bar(selected, "rows", enabled=bar, stderr=False) as advance:
-                try:
-                    report = await run_items(
-                        work_items(reader.iter_indexed(args.limit, args.offset)),
-                        process,
-                        concurrency=limit,
-                        on_result=show,
-                    )
-                finally:
-                    if isinstance(limit, AdaptiveLimit):
-                        await limit.aclose()  # its server-metrics reader
-            note = backend.note()
+    with contextlib.ExitStack() as stack:
+        end = await run(plan, on_event)
     results.sort(key=lambda r: r.item.row_index)
-    if (concurrency := limit_line(limit)) is not None:
+    if (concurrency := limit_line(end.limit)) is not None:
         say(quiet=args.quiet, line=concurrency)
-    stop = report.stop_reason
+    stop = end.stop
     counts = OutcomeCounts.of(r.outcome for r in results)
     duration = sum(r.attempt.duration_ms for r in results)
     tokens = sum(r.attempt.tokens for r in results)
@@ -187,7 +183,7 @@ async def _test(args: argparse.Namespace) -> int:
         line += f"; mean reward {sum(rewards) / len(rewards):.3f} over {len(rewards)} completed"
     if stop is not None:
         line += f"; stopped after {counts.total} of {selected} rows"
-    line += note
+    line += end.backend_note
     document = {
         "summary": {
             "total": counts.total,
@@ -210,7 +206,7 @@ async def _test(args: argparse.Namespace) -> int:
     if output is not None:
         _write_json(output, document)
         say(quiet=args.quiet, line=f"Results written to: {output}")
-    finish_run(args, document, source, figures, extra={"concurrency": limit_summary(limit)})
+    finish_run(args, document, source, figures, extra={"concurrency": limit_summary(end.limit)})
     if stop is not None:
         raise CLIError(f"the run stopped: {stop}")
     reason = verdict(
@@ -221,47 +217,26 @@ async def _test(args: argparse.Namespace) -> int:
     return 0
 
 
-@contextlib.asynccontextmanager
-async def ray_worker(settings: Mapping[str, Any], share: int) -> AsyncIterator[Pipeline]:
-    """One Ray worker's pipeline for ``osmosis test --backend ray``: the same agent and model as in
-    one process, named by the command's arguments (``settings``), ``share`` rows in flight."""
-    from osmosis_ai.cli.loading import load_agent
-    from osmosis_ai.evaluation.llm_client import ExternalLLMClient
-
-    args = argparse.Namespace(**settings)
-    async with ExternalLLMClient(args.model, api_key=args.api_key, api_base=args.base_url) as client:
-        yield _pipeline(args, load_agent(args), client, threads=share)
-
-
-def _pipeline(args: argparse.Namespace, agent_loop: Any, client: Any, *, threads: int = 1) -> Pipeline:
-    """The agent in-process with ``client`` answering its model calls, scored by the agent's own reward;
-    synchronous agent code gets ``threads`` threads of its own (one per row in flight)."""
-    from osmosis_ai._usercode import UserThreads
-    from osmosis_ai.runs.engine import Pipeline
-    from osmosis_ai.runs.executors.local import InProcessExecutor, LocalModel
-    from osmosis_ai.runs.items import PRIMARY
-    from osmosis_ai.runs.scorer import Scorer
-
-    params = {
-        k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens)) if v is not None
-    }
-    model = LocalModel(client, "test", {"execution_mode": "test", "test_mode": True})
-    executor = InProcessExecutor(
-        agent_loop,
-        {PRIMARY: model},
-        max_turns=args.max_turns,
-        completion_params=params,
-        debug_dir=DEBUG_DIR if args.debug else None,
-        threads=UserThreads(threads, name="osmosis-test"),
-    )
-    return Pipeline(executor, Scorer(), timeout=args.timeout)
-
-
-async def _interactive(args: argparse.Namespace, agent_loop: Any, client: Any, reader: Any, last: int) -> int:
+async def _interactive(args: argparse.Namespace, plan: RunPlan) -> int:
     from osmosis_ai.cli.interactive import InteractiveSession
+    from osmosis_ai.runs.items import PRIMARY
+    from osmosis_ai.runs.pipeline import model_clients, pipeline
+    from osmosis_ai.runs.run import open_rows
 
-    session = InteractiveSession(client, reader, args.offset, last)
-    results = await session.run(_pipeline(args, agent_loop, session.client), args.row)
+    reader, total, selected = open_rows(plan)
+    last = args.offset + selected - 1
+    if args.row is not None and not args.offset <= args.row <= last:
+        valid = f"{args.offset}-{last}" if last > args.offset else str(last)
+        raise CLIError(f"--row {args.row} is out of range; valid rows are {valid}")
+    agent_loop = plan.executor.agent.load()
+    say(quiet=args.quiet, line=f"Dataset: {reader.file_path} ({total} rows, running {selected})")
+    async with model_clients(plan)[PRIMARY] as client:
+        at = f" at {args.base_url}" if args.base_url else ""
+        say(quiet=args.quiet, line=f"Model: {client.display_name}{at}")
+        await client.preflight_check()  # a bad key or model: one line, nothing run
+        session = InteractiveSession(client, reader, args.offset, last)
+        async with pipeline(plan, agent_loop, {PRIMARY: session.client}, 1) as steps:
+            results = await session.run(steps, args.row)
     counts = OutcomeCounts.of(r.outcome for r in results)
     line = counts.describe("row")
     if session.aborted_rows:

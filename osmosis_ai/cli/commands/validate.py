@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from osmosis_ai.cli.loading import load_agent_loop
+    from osmosis_ai.rollout.loading import load_agent_loop
 
     agent_loop = load_agent_loop(args.module)
     if not args.json:
