@@ -4,7 +4,7 @@
 and learns how many the server can take from what the model-call seam reports after every request
 (:meth:`AdaptiveLimit.observe`: the latency and a :class:`CallOutcome`) and, when the base URL serves
 vLLM or SGLang Prometheus metrics, from the server's own queue and KV-cache figures. The rules, with
-the measurements that chose them, are in docs/design.md ("Concurrency that tunes itself"):
+the measurements that chose them, are in docs/design/concurrency.md ("Concurrency that tunes itself"):
 
 * **Rounds.** A decision is taken once per round: when requests sent since the limit last changed
   have answered, half the limit of them (4 at least) or, when their latencies are spread, enough for

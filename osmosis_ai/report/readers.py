@@ -13,7 +13,7 @@ The format is told by content, not by the file name:
 * JSON lines whose objects all carry ``row_index``, ``score``, ``outcome`` and ``error`` —
   ``osmosis reward score -o`` (told apart from a rollout run's records, which have no ``score``).
 
-Only the fields listed in docs/design.md ("The HTML report") are read. Others are ignored and
+Only the fields listed in docs/design/report.md ("The HTML report") are read. Others are ignored and
 optional ones may be missing, so the writers can grow fields without breaking the report. Rows are
 returned in dataset order (row, sample), whatever order they were written in.
 """

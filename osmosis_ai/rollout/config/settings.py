@@ -71,7 +71,7 @@ class RolloutServerSettings(BaseSettings):
     not sent a complete request head within this time is closed; ``max_head_bytes``,
     ``max_headers``: a request head larger, or with more header fields, is answered 431 and its
     connection closed, before authentication (``serve_agent_loop``).
-    See docs/design.md for why each exists and docs/compatibility.md for the defaults.
+    See docs/design/rollout-server.md for why each exists and docs/compatibility.md for the defaults.
     """
 
     model_config = _config("OSMOSIS_ROLLOUT_SERVER_")

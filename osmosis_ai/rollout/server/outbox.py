@@ -14,7 +14,7 @@ still re-send them, but a killed process loses them. The file holds callback key
 readable by its owner only.
 
 Writes run on the event loop: a commit to the WAL is a write to the page cache without ``fsync``
-(tens of microseconds; measured in docs/design.md), cheaper than a thread hop. SQLite checkpoints
+(tens of microseconds; measured in docs/design/rollout-server.md), cheaper than a thread hop. SQLite checkpoints
 the WAL into the file itself, every 1,000 pages, in the commit that crosses the mark. An acknowledged
 row is deleted at once, in its own commit.
 """
