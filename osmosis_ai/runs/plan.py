@@ -2,7 +2,9 @@
 
 A command fills in a plan from its flags and hands it to :func:`osmosis_ai.runs.run.run`; the plan
 is all the library needs to run (here, or on each Ray worker, which builds its pipeline from the
-same plan: :mod:`osmosis_ai.runs.pipeline`). Every part is frozen and picklable, and names user code
+same plan: :func:`osmosis_ai.runs.run.on_worker`). What runs each item is the plan's executor spec,
+one kind per executor (:class:`ExecutorSpec`; the in-process agent is
+:class:`osmosis_ai.runs.executors.local.InProcessAgent`). Every part is frozen and picklable, and names user code
 by reference (``MODULE:ATTR``), never as a function object. :meth:`RunPlan.task_id` hashes what
 names a journal; an API key is never part of a hash or a ``repr``.
 """
@@ -11,14 +13,26 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from osmosis_ai.evaluation.journal import BASELINE, PRIMARY
-from osmosis_ai.rollout.loading import AgentRef
+if TYPE_CHECKING:
+    from osmosis_ai.runs.engine import Pipeline
 
-__all__ = ["AgentRef", "InProcessAgent", "JournalSpec", "ModelRef", "Rows", "RunPlan", "Scoring"]
+__all__ = [
+    "ExecutorSpec",
+    "JournalSpec",
+    "ModelRef",
+    "Prepared",
+    "RowSource",
+    "Rows",
+    "RunPlan",
+    "Scoring",
+    "Session",
+]
 
 
 @dataclass(frozen=True)
@@ -39,25 +53,64 @@ class ModelRef:
     api_key: str | None = field(default=None, repr=False, compare=False)
 
 
-@dataclass(frozen=True)
-class InProcessAgent:
-    """The executor that runs the agent loop in the run's process (or in each Ray worker), its model
-    calls answered by ``models`` (``primary``, and ``baseline`` for a comparison). ``label`` names the
-    command in request ids and metadata (``test``, ``eval``)."""
+class Session(Protocol):
+    """An executor opened for a run in one process (the driver's, or a Ray worker's): its model
+    clients or servers up, ready to check and to build pipelines."""
 
-    agent: AgentRef
-    models: tuple[tuple[str, ModelRef], ...]
-    label: str
-    max_turns: int = 10
-    completion_params: tuple[tuple[str, Any], ...] = ()
-    debug_dir: str | None = None
+    async def preflight(self, on_event: Callable[[Any], None]) -> None:
+        """Prove the run can start (one request per model), telling ``on_event`` what is checked."""
+
+    def pipeline(self, in_flight: int) -> AbstractAsyncContextManager[Pipeline]:
+        """The pipeline running items here, ``in_flight`` at once, closed with the context."""
+
+
+class Prepared(Protocol):
+    """An executor's user code, loaded in this process."""
+
+    def fingerprint(self, rows: int) -> dict[str, Any]:
+        """What the journal checks a resumed run against: the configuration and digests of the code
+        and inputs (``rows``: how many the run selects)."""
+
+    def session(self, plan: RunPlan, tags: list[str], observer: Any) -> AbstractAsyncContextManager[Session]:
+        """The executor opened for ``tags``; model calls reported to ``observer`` (an adaptive limit)."""
+
+
+class ExecutorSpec(Protocol):
+    """What runs each item, as plain data: each kind lives beside its executor
+    (:mod:`osmosis_ai.runs.executors`)."""
 
     @property
     def tags(self) -> list[str]:
-        return [tag for tag, _ in self.models]
+        """The model tags every row runs under (``primary``, and ``baseline`` for a comparison)."""
 
-    def model(self, tag: str = PRIMARY) -> ModelRef:
-        return dict(self.models)[tag]
+    def task_id_parts(self, plan: RunPlan) -> list[Any]:
+        """What names the journal, as JSON values."""
+
+    def journal_name(self) -> str:
+        """The first part of the default journal's path (the model, or the command)."""
+
+    @property
+    def base_url(self) -> str | None:
+        """The model server whose metrics ``concurrency="auto"`` follows (``None``: none to read)."""
+
+    def read_rows(self, rows: Rows) -> RowSource:
+        """The rows this executor runs, checked as it needs them."""
+
+    def prepare(self, plan: RunPlan) -> Prepared:
+        """Load the user code the executor runs (in this process)."""
+
+
+class RowSource(Protocol):
+    """A dataset opened for a run: where it is, how many rows it has, and its rows as a stream."""
+
+    file_path: Path
+
+    def __len__(self) -> int: ...
+
+    def iter_indexed(
+        self, limit: int | None = None, offset: int = 0
+    ) -> Iterator[tuple[int, Mapping[str, Any]]]:
+        """``(row index, row)`` of the rows after the first ``offset``, at most ``limit`` of them."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +144,7 @@ class RunPlan:
     ``backend``."""
 
     rows: Rows
-    executor: InProcessAgent
+    executor: ExecutorSpec
     scoring: Scoring = Scoring()
     n: int = 1
     concurrency: int | Literal["auto"] = 1
@@ -102,22 +155,8 @@ class RunPlan:
     ray_address: str | None = None
 
     def task_id(self) -> str:
-        """What names the run's journal: the configuration as given (agent, scorers, models and their
-        base URLs, dataset path, the rows selected, ``n``, ``max_turns``, sampling), so another
-        configuration is another journal and shards run side by side. The contents (files,
-        sources) are checked against the journal's fingerprint instead."""
-        executor = self.executor
-        primary = executor.model(PRIMARY)
-        named: list[Any] = [
-            executor.agent.spec,
-            list(self.scoring.functions),
-            primary.name,
-            str(Path(self.rows.dataset).resolve()),
-        ]
-        if self.rows.offset or self.rows.limit is not None:
-            named.append([self.rows.offset, self.rows.limit])
-        if BASELINE in executor.tags:
-            baseline = executor.model(BASELINE)
-            named.append([baseline.name, baseline.base_url])
-        named.append([primary.base_url, self.n, executor.max_turns, dict(executor.completion_params)])
+        """What names the run's journal: the configuration as given (the executor's parts), so
+        another configuration is another journal and shards run side by side. The contents
+        (files, sources) are checked against the journal's fingerprint instead."""
+        named = self.executor.task_id_parts(self)
         return hashlib.sha256(json.dumps(named).encode()).hexdigest()[:12]

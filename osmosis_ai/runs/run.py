@@ -1,11 +1,11 @@
 """Running a :class:`~osmosis_ai.runs.plan.RunPlan`: :func:`run`.
 
-In order: the rows are read and checked (never loaded whole), the agent and eval functions loaded,
-the journal opened by the plan's task id (what it already has is skipped; a changed input is refused
-by name), the backend entered (Ray's workers start now), each model still needed gets one preflight
-request, and then the items run through :func:`~osmosis_ai.runs.engine.run_items`, each committed to
+In order: the rows are read and checked (never loaded whole), the executor's user code loaded, the
+journal opened by the plan's task id (what it already has is skipped; a changed input is refused by
+name), the executor opened and the backend entered (Ray's workers start now), the executor's
+preflight (one request per model still needed), and then the items run through :func:`~osmosis_ai.runs.engine.run_items`, each committed to
 the journal before it counts. A run that finished every item is marked completed. What happens is
-told to ``on_event`` — :class:`Opened`, :class:`ModelChecked`, :class:`Ready`, and each
+told to ``on_event`` — the events of :mod:`osmosis_ai.runs.events` and each
 :class:`~osmosis_ai.runs.result.Result` — and how it ended is the returned :class:`RunEnd`; the
 library prints nothing.
 """
@@ -20,53 +20,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from osmosis_ai.evaluation.errors import EvaluationError, SystemicProviderError
+from osmosis_ai.evaluation.errors import EvaluationError
 from osmosis_ai.evaluation.journal import PRIMARY
 from osmosis_ai.evaluation.outcome import Outcome
-from osmosis_ai.runs.plan import RunPlan
+from osmosis_ai.runs.events import ModelChecked, Opened, Ready
+from osmosis_ai.runs.plan import Prepared, RowSource, RunPlan
 from osmosis_ai.runs.result import Result
 
 if TYPE_CHECKING:
     from osmosis_ai._pool import Limit
-    from osmosis_ai.evaluation.dataset import DatasetReader
-    from osmosis_ai.evaluation.eval_fn import EvalFnWrapper
-    from osmosis_ai.evaluation.journal import Journal, SampleRecord, SetAside
+    from osmosis_ai.evaluation.journal import Journal, SampleRecord
 
 
 class PlanError(EvaluationError, ValueError):
     """The plan cannot run as given: its rows select nothing, its concurrency is out of range."""
-
-
-@dataclass(frozen=True)
-class Opened:
-    """The run's work is known: ``rows`` of the file's ``rows_in_file``; ``planned`` items, of which
-    ``remaining`` still run (a resumed run has the rest, ``failed`` of them failed and not run
-    again); the journal, and any damaged one it set aside."""
-
-    dataset: Path
-    rows_in_file: int
-    rows: int
-    planned: int
-    remaining: int
-    failed: int
-    journal: Path | None
-    set_aside: SetAside | None
-
-
-@dataclass(frozen=True)
-class ModelChecked:
-    """A model's preflight is about to go out (``tag`` ``primary`` or ``baseline``)."""
-
-    tag: str
-    display_name: str
-
-
-@dataclass(frozen=True)
-class Ready:
-    """The items are about to run: how the eval functions score, and the backend's header line."""
-
-    scoring: list[str]
-    backend: str | None
 
 
 Event = Opened | ModelChecked | Ready | Result
@@ -88,62 +55,21 @@ class RunEnd:
     samples_path: Path | None
 
 
-def open_rows(plan: RunPlan) -> tuple[DatasetReader, int, int]:
-    """The plan's dataset and the rows it selects: ``(reader, rows in the file, rows to run)``. Every
+def open_rows(plan: RunPlan) -> tuple[RowSource, int, int]:
+    """The plan's dataset and the rows it selects: ``(rows, rows in the file, rows to run)``. Every
     selected row is read and checked now, one at a time (the file is never loaded whole), so a
     malformed line fails before any paid request."""
-    from osmosis_ai.evaluation.dataset import DatasetReader
-
     rows = plan.rows
-    reader = DatasetReader(rows.dataset)
+    reader = plan.executor.read_rows(rows)
     total = len(reader)
     selected = max(0, min(total - rows.offset, rows.limit if rows.limit is not None else total))
     if selected == 0:
         raise PlanError(
             f"{reader.file_path}: no rows to run (the dataset has {total}, --offset {rows.offset})"
         )
-    for _ in reader.iter_rows(limit=selected, offset=rows.offset):
+    for _ in reader.iter_indexed(selected, rows.offset):
         pass
     return reader, total, selected
-
-
-def describe(
-    plan: RunPlan, agent_loop: Any, scorers: list[EvalFnWrapper], reader: DatasetReader, selected: int
-) -> dict[str, Any]:
-    """The journal's fingerprint of the plan: its configuration and the digests of its inputs (the
-    agent's code, each eval function's source, the dataset's bytes), so an edited input is refused."""
-    from osmosis_ai.evaluation.journal import BASELINE, file_digest
-    from osmosis_ai.rollout.loading import source_digest
-
-    executor = plan.executor
-    primary = executor.model(PRIMARY)
-    description: dict[str, Any] = {
-        "agent": f"{executor.agent.spec}@{executor.agent.digest(agent_loop)}",
-        "eval_fns": [f"{fn.name}@{source_digest(fn.fn)}" for fn in scorers],
-        "model": primary.name,
-        "base_url": primary.base_url,
-        "dataset": file_digest(reader.file_path),
-        "rows": [plan.rows.offset, selected],
-        "n": plan.n,
-        "max_turns": executor.max_turns,
-        "completion_params": dict(executor.completion_params),
-    }
-    if BASELINE in executor.tags:
-        baseline = executor.model(BASELINE)
-        description["baseline"] = [baseline.name, baseline.base_url]
-    return description
-
-
-def load_scorers(plan: RunPlan) -> list[EvalFnWrapper]:
-    """The plan's eval functions, imported and their signatures checked (before any worker starts)."""
-    from osmosis_ai.evaluation.eval_fn import EvalFnWrapper
-    from osmosis_ai.rollout.loading import load_attribute
-
-    example = "e.g. 'my_evals:exact'"
-    return [
-        EvalFnWrapper(load_attribute(spec, what=plan.scoring.kind, example=example), spec)
-        for spec in plan.scoring.functions
-    ]
 
 
 def journal_file(plan: RunPlan) -> Path:
@@ -153,7 +79,7 @@ def journal_file(plan: RunPlan) -> Path:
     assert plan.journal is not None
     if plan.journal.path:
         return Path(plan.journal.path)
-    return journal_path(journal_root(), plan.executor.model().name, plan.rows.dataset, plan.task_id())
+    return journal_path(journal_root(), plan.executor.journal_name(), plan.rows.dataset, plan.task_id())
 
 
 @contextlib.contextmanager
@@ -178,20 +104,21 @@ def kept_if_used(journal: Journal) -> Iterator[Journal]:
 async def run(plan: RunPlan, on_event: OnEvent, *, labels: dict[str, Any] | None = None) -> RunEnd:
     """Run ``plan`` (see the module docstring). ``labels`` are stored in the journal for listings.
 
-    Raises the library's typed errors for what stops a run before its items (a bad dataset, an
-    agent that does not load, a journal of another configuration, a refused preflight:
-    :class:`~osmosis_ai.evaluation.errors.SystemicProviderError`, its message prefixed with the
-    model's tag when it is not the primary model)."""
+    Raises the library's typed errors for what stops a run before its items (a bad dataset, user
+    code that does not load, a journal of another configuration, a refused preflight:
+    :class:`~osmosis_ai.evaluation.errors.SystemicProviderError`)."""
     from osmosis_ai.evaluation.journal import Journal
     from osmosis_ai.evaluation.journal_store import samples_path
     from osmosis_ai.models.concurrency import concurrency_limit
 
     reader, total, selected = open_rows(plan)
-    agent_loop = plan.executor.agent.load()
-    scorers = load_scorers(plan)
-    limit = concurrency_limit(
-        plan.concurrency, maximum=plan.max_concurrency, base_url=plan.executor.model().base_url
-    )
+    prepared = plan.executor.prepare(plan)
+    try:
+        limit = concurrency_limit(
+            plan.concurrency, maximum=plan.max_concurrency, base_url=plan.executor.base_url
+        )
+    except ValueError as exc:
+        raise PlanError(str(exc)) from None
     tags = plan.executor.tags
     keys = [
         (row, sample)
@@ -202,14 +129,12 @@ async def run(plan: RunPlan, on_event: OnEvent, *, labels: dict[str, Any] | None
     end = RunEnd(plan.task_id(), planned, None, None, {}, limit, "", None)
     if plan.journal is None:
         on_event(Opened(reader.file_path, total, selected, planned, planned, 0, None, None))
-        await _run_items(
-            plan, agent_loop, reader, selected, None, {tag: keys for tag in tags}, limit, on_event, end
-        )
+        await _run_items(plan, prepared, reader, selected, None, tags, limit, on_event, end)
         return end
     file = journal_file(plan)
     journal = Journal.open(
         file,
-        describe(plan, agent_loop, scorers, reader, selected),
+        prepared.fingerprint(selected),
         fresh=plan.journal.fresh,
         labels=labels,
         samples_path=samples_path(file) if plan.journal.keep_messages else None,
@@ -226,7 +151,8 @@ async def run(plan: RunPlan, on_event: OnEvent, *, labels: dict[str, Any] | None
             Opened(reader.file_path, total, selected, planned, remaining, failed, file, journal.set_aside)
         )
         if remaining:
-            await _run_items(plan, agent_loop, reader, selected, journal, todo, limit, on_event, end)
+            left = [tag for tag in tags if todo[tag]]
+            await _run_items(plan, prepared, reader, selected, journal, left, limit, on_event, end)
         records = {tag: journal.records(tag) for tag in tags}
         if end.stop is None and all(not journal.to_run(keys, model_tag=tag) for tag in tags):
             journal.mark("completed")
@@ -238,54 +164,45 @@ async def run(plan: RunPlan, on_event: OnEvent, *, labels: dict[str, Any] | None
 
 async def _run_items(
     plan: RunPlan,
-    agent_loop: Any,
-    reader: DatasetReader,
+    prepared: Prepared,
+    reader: RowSource,
     selected: int,
     journal: Journal | None,
-    todo: dict[str, list[tuple[int, int]]],
+    tags: list[str],
     limit: Limit,
     on_event: OnEvent,
     end: RunEnd,
 ) -> None:
-    """The backend entered, each model with work left preflighted, then the items."""
+    """The backend entered, the executor's preflight, then the items of ``tags``."""
     from osmosis_ai.models.concurrency import AdaptiveLimit, observer_of
     from osmosis_ai.runs.backends.open import open_backend
     from osmosis_ai.runs.backends.ray import WorkerSpec
     from osmosis_ai.runs.engine import run_items
     from osmosis_ai.runs.items import WorkItem, work_items
-    from osmosis_ai.runs.pipeline import model_clients, pipeline, runtimes
+    from osmosis_ai.runs.pipeline import runtimes
 
-    tags = [tag for tag, keys in todo.items() if keys]
-    clients = model_clients(plan, tags, observer_of(limit))
     # Each Ray worker scores in one process of its own unless told otherwise: the workers are the parallelism.
-    worker_plan = dataclasses.replace(
-        plan, scoring=dataclasses.replace(plan.scoring, workers=plan.scoring.workers or 1)
+    scoring = dataclasses.replace(plan.scoring, workers=plan.scoring.workers or 1)
+    spec = WorkerSpec(
+        "osmosis_ai.runs.pipeline:on_worker",
+        {"plan": dataclasses.replace(plan, scoring=scoring), "tags": tags},
     )
-    spec = WorkerSpec("osmosis_ai.runs.pipeline:on_worker", {"plan": worker_plan, "tags": tags})
     async with contextlib.AsyncExitStack() as stack:
         if isinstance(limit, AdaptiveLimit):
             stack.push_async_callback(limit.aclose)  # its server-metrics reader
-        for client in clients.values():
-            await stack.enter_async_context(client)
+        session = await stack.enter_async_context(prepared.session(plan, tags, observer_of(limit)))
 
         def local() -> contextlib.AbstractAsyncContextManager[Any]:
-            return pipeline(plan, agent_loop, clients, limit.ceiling)
+            return session.pipeline(limit.ceiling)
 
-        # Entered first: Ray's workers start while each model gets its preflight request.
+        # Entered first: Ray's workers start while the executor's preflight is out.
         backend = await stack.enter_async_context(
             open_backend(plan.backend, local, spec=spec, concurrency=limit.ceiling, address=plan.ray_address)
         )
-        for tag, client in clients.items():
-            on_event(ModelChecked(tag, client.display_name))
-            try:
-                await client.preflight_check()
-            except SystemicProviderError as exc:
-                if tag == PRIMARY:
-                    raise
-                raise SystemicProviderError(f"({tag}) {exc}", kind=exc.kind, status=exc.status) from exc
-        scoring = [runtime.describe() for runtime in runtimes(plan.scoring)]
+        await session.preflight(on_event)
+        described = [runtime.describe() for runtime in runtimes(plan.scoring)]
         process = await backend.ready()
-        on_event(Ready(scoring, backend.header()))
+        on_event(Ready(described, backend.header()))
         skip: Callable[[WorkItem], bool] | None = None
         if journal is not None:
             retry = plan.journal.retry_failed if plan.journal else False

@@ -117,7 +117,8 @@ def plan_of(args: argparse.Namespace) -> RunPlan:
     """The run the command line asks for."""
     from osmosis_ai.cli.loading import agent_ref
     from osmosis_ai.evaluation.journal import BASELINE, PRIMARY
-    from osmosis_ai.runs.plan import InProcessAgent, JournalSpec, ModelRef, Rows, RunPlan, Scoring
+    from osmosis_ai.runs.executors.local import InProcessAgent
+    from osmosis_ai.runs.plan import JournalSpec, ModelRef, Rows, RunPlan, Scoring
 
     models = [(PRIMARY, ModelRef(args.model, args.base_url, args.api_key))]
     if args.baseline_model:
@@ -155,8 +156,9 @@ async def _eval(args: argparse.Namespace) -> int:
     from osmosis_ai.evaluation.journal import BASELINE
     from osmosis_ai.evaluation.journal_store import journal_root
     from osmosis_ai.evaluation.outcome import plural
+    from osmosis_ai.runs.events import ModelChecked, Opened, Ready
     from osmosis_ai.runs.result import Result
-    from osmosis_ai.runs.run import ModelChecked, Opened, Ready, journal_file, run
+    from osmosis_ai.runs.run import journal_file, run
 
     if len(set(args.eval_fn)) != len(args.eval_fn):
         raise CLIError("each --eval-fn may be given once")

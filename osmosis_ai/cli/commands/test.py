@@ -97,8 +97,9 @@ def plan_of(args: argparse.Namespace) -> RunPlan:
     """The run the command line asks for: the agent's own reward scores each row; no journal."""
     from osmosis_ai.cli.commands.eval import completion_params
     from osmosis_ai.cli.loading import agent_ref
+    from osmosis_ai.runs.executors.local import InProcessAgent
     from osmosis_ai.runs.items import PRIMARY
-    from osmosis_ai.runs.plan import InProcessAgent, ModelRef, Rows, RunPlan
+    from osmosis_ai.runs.plan import ModelRef, Rows, RunPlan
 
     model = ModelRef(args.model, args.base_url, args.api_key)
     executor = InProcessAgent(agent_ref(args), ((PRIMARY, model),), "test", max_turns=args.max_turns,
@@ -111,8 +112,9 @@ def plan_of(args: argparse.Namespace) -> RunPlan:
 
 async def _test(args: argparse.Namespace) -> int:
     from osmosis_ai.cli.eval.report import run_member
+    from osmosis_ai.runs.events import ModelChecked, Opened, Ready
     from osmosis_ai.runs.result import Result
-    from osmosis_ai.runs.run import ModelChecked, Opened, Ready, run
+    from osmosis_ai.runs.run import run
 
     output = Path(args.output) if args.output else None
     check_run_outputs(args)
@@ -219,23 +221,26 @@ async def _test(args: argparse.Namespace) -> int:
 
 async def _interactive(args: argparse.Namespace, plan: RunPlan) -> int:
     from osmosis_ai.cli.interactive import InteractiveSession
+    from osmosis_ai.runs.executors.local import InProcessAgent
     from osmosis_ai.runs.items import PRIMARY
-    from osmosis_ai.runs.pipeline import model_clients, pipeline
     from osmosis_ai.runs.run import open_rows
 
-    reader, total, selected = open_rows(plan)
+    assert isinstance(plan.executor, InProcessAgent)
+    _, total, selected = open_rows(plan)
+    reader = plan.executor.read_rows(plan.rows)
     last = args.offset + selected - 1
     if args.row is not None and not args.offset <= args.row <= last:
         valid = f"{args.offset}-{last}" if last > args.offset else str(last)
         raise CLIError(f"--row {args.row} is out of range; valid rows are {valid}")
-    agent_loop = plan.executor.agent.load()
+    prepared = plan.executor.prepare(plan)
     say(quiet=args.quiet, line=f"Dataset: {reader.file_path} ({total} rows, running {selected})")
-    async with model_clients(plan)[PRIMARY] as client:
+    async with prepared.session(plan, [PRIMARY], None) as opened:
+        client = opened.clients[PRIMARY]
         at = f" at {args.base_url}" if args.base_url else ""
         say(quiet=args.quiet, line=f"Model: {client.display_name}{at}")
         await client.preflight_check()  # a bad key or model: one line, nothing run
         session = InteractiveSession(client, reader, args.offset, last)
-        async with pipeline(plan, agent_loop, {PRIMARY: session.client}, 1) as steps:
+        async with opened.replacing(PRIMARY, session.client).pipeline(1) as steps:
             results = await session.run(steps, args.row)
     counts = OutcomeCounts.of(r.outcome for r in results)
     line = counts.describe("row")

@@ -16,18 +16,27 @@ tag: the model under test, and a baseline). How the attempt ended:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai._usercode import UserCodeRaised, UserThreads, call_user, contain
 from osmosis_ai.evaluation.errors import ProviderError, SystemicProviderError, ToolValidationError
+from osmosis_ai.evaluation.journal import BASELINE, PRIMARY
 from osmosis_ai.evaluation.outcome import Outcome
 from osmosis_ai.evaluation.requests import dataset_row_to_request
+from osmosis_ai.rollout.loading import AgentRef
 from osmosis_ai.runs.items import Deadline, WorkItem
+from osmosis_ai.runs.plan import ModelRef, Rows, RunPlan
 from osmosis_ai.runs.result import Attempt
+
+if TYPE_CHECKING:
+    from osmosis_ai.evaluation.dataset import DatasetReader
+    from osmosis_ai.runs.engine import Pipeline
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI-compatible providers accept
 
@@ -156,3 +165,154 @@ class InProcessExecutor:
         attempt.completion_tokens = metrics.response_tokens
         attempt.num_llm_calls = metrics.num_llm_calls
         attempt.retries = getattr(client, "retries", 0)
+
+
+@dataclass(frozen=True)
+class InProcessAgent:
+    """The plan's executor spec for an agent loop run in the run's process (or in each Ray worker),
+    its model calls answered by ``models`` (``primary``, and ``baseline`` for a comparison).
+    ``label`` names the command in request ids and metadata (``test``, ``eval``)."""
+
+    agent: AgentRef
+    models: tuple[tuple[str, ModelRef], ...]
+    label: str
+    max_turns: int = 10
+    completion_params: tuple[tuple[str, Any], ...] = ()
+    debug_dir: str | None = None
+
+    @property
+    def tags(self) -> list[str]:
+        return [tag for tag, _ in self.models]
+
+    @property
+    def base_url(self) -> str | None:
+        return self.model().base_url
+
+    def model(self, tag: str = PRIMARY) -> ModelRef:
+        return dict(self.models)[tag]
+
+    def journal_name(self) -> str:
+        return self.model().name
+
+    def task_id_parts(self, plan: RunPlan) -> list[Any]:
+        """The agent, the eval functions, the models and their base URLs, the dataset's path, the rows
+        selected, ``n``, ``max_turns`` and the sampling parameters."""
+        primary = self.model()
+        named: list[Any] = [
+            self.agent.spec,
+            list(plan.scoring.functions),
+            primary.name,
+            str(Path(plan.rows.dataset).resolve()),
+        ]
+        if plan.rows.offset or plan.rows.limit is not None:
+            named.append([plan.rows.offset, plan.rows.limit])
+        if BASELINE in self.tags:
+            baseline = self.model(BASELINE)
+            named.append([baseline.name, baseline.base_url])
+        named.append([primary.base_url, plan.n, self.max_turns, dict(self.completion_params)])
+        return named
+
+    def read_rows(self, rows: Rows) -> DatasetReader:
+        from osmosis_ai.evaluation.dataset import DatasetReader
+
+        return DatasetReader(rows.dataset)
+
+    def prepare(self, plan: RunPlan) -> PreparedAgent:
+        from osmosis_ai.runs.pipeline import load_scorers
+
+        return PreparedAgent(plan, self, self.agent.load(), load_scorers(plan.scoring))
+
+
+class PreparedAgent:
+    """The agent loop and the eval functions, loaded."""
+
+    def __init__(self, plan: RunPlan, spec: InProcessAgent, agent_loop: Any, scorers: list[Any]) -> None:
+        self.plan, self.spec, self.agent_loop, self.scorers = plan, spec, agent_loop, scorers
+
+    def fingerprint(self, rows: int) -> dict[str, Any]:
+        from osmosis_ai.evaluation.journal import file_digest
+        from osmosis_ai.rollout.loading import source_digest
+
+        spec, plan = self.spec, self.plan
+        primary = spec.model()
+        description: dict[str, Any] = {
+            "agent": f"{spec.agent.spec}@{spec.agent.digest(self.agent_loop)}",
+            "eval_fns": [f"{fn.name}@{source_digest(fn.fn)}" for fn in self.scorers],
+            "model": primary.name,
+            "base_url": primary.base_url,
+            "dataset": file_digest(plan.rows.dataset),
+            "rows": [plan.rows.offset, rows],
+            "n": plan.n,
+            "max_turns": spec.max_turns,
+            "completion_params": dict(spec.completion_params),
+        }
+        if BASELINE in spec.tags:
+            baseline = spec.model(BASELINE)
+            description["baseline"] = [baseline.name, baseline.base_url]
+        return description
+
+    @contextlib.asynccontextmanager
+    async def session(self, plan: RunPlan, tags: list[str], observer: Any) -> AsyncIterator[AgentSession]:
+        from osmosis_ai.evaluation.llm_client import ExternalLLMClient
+
+        async with contextlib.AsyncExitStack() as stack:
+            clients = {}
+            for tag in tags:
+                model = self.spec.model(tag)
+                client = ExternalLLMClient(
+                    model.name, api_key=model.api_key, api_base=model.base_url, observer=observer
+                )
+                clients[tag] = await stack.enter_async_context(client)
+            yield AgentSession(self, clients)
+
+
+class AgentSession:
+    """The agent's model clients, open: each model's preflight, and the pipeline over them."""
+
+    def __init__(self, prepared: PreparedAgent, clients: dict[str, Any]) -> None:
+        self.prepared, self.clients = prepared, clients
+
+    async def preflight(self, on_event: Callable[[Any], None]) -> None:
+        from osmosis_ai.runs.events import ModelChecked
+
+        for tag, client in self.clients.items():
+            on_event(ModelChecked(tag, client.display_name))
+            try:
+                await client.preflight_check()
+            except SystemicProviderError as exc:
+                if tag == PRIMARY:
+                    raise
+                raise SystemicProviderError(f"({tag}) {exc}", kind=exc.kind, status=exc.status) from exc
+
+    def pipeline(self, in_flight: int) -> contextlib.AbstractAsyncContextManager[Pipeline]:
+        from osmosis_ai.runs.pipeline import scored
+
+        return scored(self.prepared.plan, self.executor(in_flight))
+
+    def executor(self, in_flight: int) -> InProcessExecutor:
+        """The agent with this session's clients; synchronous agent code gets a thread per item in
+        flight (``in_flight``), its own."""
+        spec = self.prepared.spec
+        models = {tag: self.local_model(tag, client) for tag, client in self.clients.items()}
+        return InProcessExecutor(
+            self.prepared.agent_loop,
+            models,
+            max_turns=spec.max_turns,
+            completion_params=dict(spec.completion_params),
+            debug_dir=spec.debug_dir,
+            threads=UserThreads(in_flight, name=f"osmosis-{spec.label}"),
+        )
+
+    def replacing(self, tag: str, client: Any) -> AgentSession:
+        """This session with ``tag``'s calls going to ``client`` instead (an interactive session's)."""
+        return AgentSession(self.prepared, {**self.clients, tag: client})
+
+    def local_model(self, tag: str, client: Any) -> LocalModel:
+        """``client`` labelled as the command labels its requests (``test``, ``eval``, ``eval-baseline``)."""
+        label = self.prepared.spec.label
+        metadata: dict[str, Any] = {"execution_mode": label}
+        if label == "test":
+            metadata["test_mode"] = True
+        if tag != PRIMARY:
+            metadata["model_tag"] = tag
+        return LocalModel(client, label if tag == PRIMARY else f"{label}-{tag}", metadata)
