@@ -62,12 +62,13 @@ def runtimes(scoring: Scoring) -> list[RewardRuntime]:
 async def scored(plan: RunPlan, executor: Executor) -> AsyncIterator[Pipeline]:
     """``executor`` then the plan's scoring, within the plan's time limit per item."""
     from osmosis_ai.runs.engine import Pipeline
-    from osmosis_ai.runs.scorer import Scorer, runtime_function
+    from osmosis_ai.runs.scorer import AGENT, Scorer, runtime_function
 
-    made = runtimes(plan.scoring)
-    scorer = Scorer(
-        [runtime_function(rt, spec) for rt, spec in zip(made, plan.scoring.functions, strict=True)]
-    )
+    scoring = plan.scoring
+    made = runtimes(scoring)
+    names = [scoring.reward] if scoring.reward else list(scoring.functions)
+    functions = [runtime_function(rt, name) for rt, name in zip(made, names, strict=True)]
+    scorer = Scorer(functions, reward=scoring.reward or AGENT)
     async with contextlib.AsyncExitStack() as stack:
         for runtime in made:
             await stack.enter_async_context(runtime)

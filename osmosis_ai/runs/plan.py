@@ -57,7 +57,7 @@ class Session(Protocol):
     """An executor opened for a run in one process (the driver's, or a Ray worker's): its model
     clients or servers up, ready to check and to build pipelines."""
 
-    async def preflight(self, on_event: Callable[[Any], None]) -> None:
+    async def preflight(self, on_event: Callable[[Any], Any]) -> None:
         """Prove the run can start (one request per model), telling ``on_event`` what is checked."""
 
     def pipeline(self, in_flight: int) -> AbstractAsyncContextManager[Pipeline]:
@@ -78,6 +78,9 @@ class Prepared(Protocol):
 class ExecutorSpec(Protocol):
     """What runs each item, as plain data: each kind lives beside its executor
     (:mod:`osmosis_ai.runs.executors`)."""
+
+    task_prefix: str
+    """What the task id of this kind's journals starts with (a listing tells the kinds apart by it)."""
 
     @property
     def tags(self) -> list[str]:
@@ -120,6 +123,9 @@ class Scoring:
 
     functions: tuple[str, ...] = ()
     kind: str = "eval function"
+    reward: str | None = None
+    """The name the one function scores under, its score then the item's reward (``None``: each
+    function under its own reference, and the agent's own reward is the item's)."""
     timeout: float | None = 60.0
     workers: int | None = None
     memory_limit_mb: int | None = None
@@ -159,4 +165,4 @@ class RunPlan:
         another configuration is another journal and shards run side by side. The contents
         (files, sources) are checked against the journal's fingerprint instead."""
         named = self.executor.task_id_parts(self)
-        return hashlib.sha256(json.dumps(named).encode()).hexdigest()[:12]
+        return self.executor.task_prefix + hashlib.sha256(json.dumps(named).encode()).hexdigest()[:12]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 from osmosis_ai.evaluation.errors import EvaluationError
 from osmosis_ai.evaluation.journal import PRIMARY
 from osmosis_ai.evaluation.outcome import Outcome
-from osmosis_ai.runs.events import ModelChecked, Opened, Ready
+from osmosis_ai.runs.events import ItemsDone, OnEvent, Opened, Ready, tell
+from osmosis_ai.runs.items import WorkItem
 from osmosis_ai.runs.plan import Prepared, RowSource, RunPlan
-from osmosis_ai.runs.result import Result
 
 if TYPE_CHECKING:
     from osmosis_ai._pool import Limit
@@ -34,10 +34,6 @@ if TYPE_CHECKING:
 
 class PlanError(EvaluationError, ValueError):
     """The plan cannot run as given: its rows select nothing, its concurrency is out of range."""
-
-
-Event = Opened | ModelChecked | Ready | Result
-OnEvent = Callable[[Event], None]
 
 
 @dataclass
@@ -101,8 +97,17 @@ def kept_if_used(journal: Journal) -> Iterator[Journal]:
             remove(journal.path, journal_root())
 
 
-async def run(plan: RunPlan, on_event: OnEvent, *, labels: dict[str, Any] | None = None) -> RunEnd:
-    """Run ``plan`` (see the module docstring). ``labels`` are stored in the journal for listings.
+async def run(
+    plan: RunPlan,
+    on_event: OnEvent,
+    *,
+    labels: dict[str, Any] | None = None,
+    before_start: Callable[[WorkItem], Awaitable[None]] | None = None,
+    collect: bool = True,
+) -> RunEnd:
+    """Run ``plan`` (see the module docstring). ``labels`` are stored in the journal for listings;
+    ``before_start(item)`` is awaited before each item starts (a consumer holding items back);
+    ``collect=False`` leaves :attr:`RunEnd.records` empty (a caller streaming the journal instead).
 
     Raises the library's typed errors for what stops a run before its items (a bad dataset, user
     code that does not load, a journal of another configuration, a refused preflight:
@@ -128,8 +133,12 @@ async def run(plan: RunPlan, on_event: OnEvent, *, labels: dict[str, Any] | None
     planned = len(keys) * len(tags)
     end = RunEnd(plan.task_id(), planned, None, None, {}, limit, "", None)
     if plan.journal is None:
-        on_event(Opened(reader.file_path, total, selected, planned, planned, 0, None, None))
-        await _run_items(plan, prepared, reader, selected, None, tags, limit, on_event, end)
+        await tell(
+            on_event,
+            Opened(reader.file_path, total, selected, planned, planned, 0, None, None, limit.ceiling),
+        )
+        await _run_items(plan, prepared, reader, selected, None, tags, limit, on_event, before_start, end)
+        await tell(on_event, ItemsDone())
         return end
     file = journal_file(plan)
     journal = Journal.open(
@@ -147,13 +156,16 @@ async def run(plan: RunPlan, on_event: OnEvent, *, labels: dict[str, Any] | None
         failed = sum(
             o is Outcome.MODEL_ERROR for tag in tags for key, o in journal.outcomes(tag) if key in wanted
         )
-        on_event(
-            Opened(reader.file_path, total, selected, planned, remaining, failed, file, journal.set_aside)
-        )
+        opened = Opened(reader.file_path, total, selected, planned, remaining, failed, file, journal.set_aside,
+                        limit.ceiling, journal.iter_records)  # fmt: skip
+        await tell(on_event, opened)
         if remaining:
             left = [tag for tag in tags if todo[tag]]
-            await _run_items(plan, prepared, reader, selected, journal, left, limit, on_event, end)
-        records = {tag: journal.records(tag) for tag in tags}
+            await _run_items(
+                plan, prepared, reader, selected, journal, left, limit, on_event, before_start, end
+            )
+        await tell(on_event, ItemsDone())
+        records = {tag: journal.records(tag) if collect else {} for tag in tags}
         if end.stop is None and all(not journal.to_run(keys, model_tag=tag) for tag in tags):
             journal.mark("completed")
         end.status = journal.status
@@ -171,6 +183,7 @@ async def _run_items(
     tags: list[str],
     limit: Limit,
     on_event: OnEvent,
+    before_start: Callable[[WorkItem], Awaitable[None]] | None,
     end: RunEnd,
 ) -> None:
     """The backend entered, the executor's preflight, then the items of ``tags``."""
@@ -178,7 +191,7 @@ async def _run_items(
     from osmosis_ai.runs.backends.open import open_backend
     from osmosis_ai.runs.backends.ray import WorkerSpec
     from osmosis_ai.runs.engine import run_items
-    from osmosis_ai.runs.items import WorkItem, work_items
+    from osmosis_ai.runs.items import work_items
     from osmosis_ai.runs.pipeline import runtimes
 
     # Each Ray worker scores in one process of its own unless told otherwise: the workers are the parallelism.
@@ -202,7 +215,7 @@ async def _run_items(
         await session.preflight(on_event)
         described = [runtime.describe() for runtime in runtimes(plan.scoring)]
         process = await backend.ready()
-        on_event(Ready(described, backend.header()))
+        await tell(on_event, Ready(described, backend.header()))
         skip: Callable[[WorkItem], bool] | None = None
         if journal is not None:
             retry = plan.journal.retry_failed if plan.journal else False
@@ -218,6 +231,7 @@ async def _run_items(
             journal=journal,
             keep_messages=bool(plan.journal and plan.journal.keep_messages),
             on_result=on_event,
+            before_start=before_start,
         )
         end.backend_note = backend.note()
     if report.stopped_by is not None:

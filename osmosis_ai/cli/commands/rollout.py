@@ -7,7 +7,7 @@ JSON record per rollout, in dataset order; runs of at most 20 rollouts also get 
 row per rollout). The dataset is streamed and the summary tallied as rollouts end, so a run's
 memory follows its concurrency, not its dataset. Every finished rollout is committed to a journal
 before it counts, so the same command resumes an interrupted run
-(:mod:`osmosis_ai.cli.commands.rollout_journal`).
+(:class:`osmosis_ai.runs.executors.traingate.RolloutServer` says what its fingerprint covers).
 Everything local is checked first (dataset, reward, tokenizer, agent), then the policy answers one
 tiny preflight request, and only then does any rollout start. The last line on stdout counts the
 outcomes (printed with ``--quiet`` too); the exit status follows the shared rule of
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from osmosis_ai._pool import Limit
-    from osmosis_ai.evaluation.journal import Journal
+    from osmosis_ai.runs.plan import RunPlan
     from osmosis_ai.traingate.report import OrderedRecordWriter, RolloutLine, RunSummary, RunTally
 
 PER_ROLLOUT_TABLE_LIMIT = 20  # larger runs get the summary only; --output has every rollout
@@ -158,37 +158,25 @@ def run(args: argparse.Namespace) -> int:
     return run_command(lambda: _run(args), on_interrupt=lambda: output.interrupted("rollout"))
 
 
-def _prepare(args: argparse.Namespace) -> tuple[Any, int, Any, Any, Any, Any, Limit]:
-    """Check everything the run needs before any server starts: dataset, reward, tokenizer, agent, policy.
+def plan_of(args: argparse.Namespace) -> RunPlan:
+    """The run the command line asks for."""
+    from osmosis_ai.cli.commands.eval import completion_params
+    from osmosis_ai.cli.loading import agent_ref
+    from osmosis_ai.runs.executors.traingate import RolloutServer
+    from osmosis_ai.runs.plan import JournalSpec, ModelRef, Rows, RunPlan, Scoring
 
-    The dataset is read once here, row by row, to check every row and count them (a bad row 9,000
-    fails now, before any rollout); the run reads it again as it goes, so it is never held whole.
-    """
-    from osmosis_ai.cli.arguments import run_limit
-    from osmosis_ai.cli.loading import load_agent
-    from osmosis_ai.evaluation.dataset import DatasetReader
-    from osmosis_ai.models.concurrency import observer_of
-    from osmosis_ai.rollout.loading import load_function
-    from osmosis_ai.traingate.policy import make_policy
-    from osmosis_ai.traingate.tokenizer import ChatTokenizer, load_tokenizer
-
-    check_run_outputs(args)
-    reader = DatasetReader(args.dataset)
-    rows = sum(1 for _ in reader.iter_rows())
-    if rows == 0:
-        raise CLIError(f"{reader.file_path}: the dataset has no rows")
-    reward_fn = (
-        load_function(args.reward, what="reward function", example="e.g. 'my_rewards:score'")
-        if args.reward
-        else None
-    )
-    tokenizer = load_tokenizer(args.tokenizer, chat_template=args.chat_template)
-    agent_loop = None if args.url else load_agent(args)
-    traced = isinstance(tokenizer, ChatTokenizer)
-    limit = run_limit(args.concurrency, args, base_url=args.base_url)
-    policy = make_policy(args.model, base_url=args.base_url, api_key=args.api_key, request_token_ids=traced,
-                         observer=observer_of(limit))  # fmt: skip
-    return reader, rows, reward_fn, tokenizer, agent_loop, policy, limit
+    server = RolloutServer(ModelRef(args.model, args.base_url, args.api_key),
+                           agent=None if args.url else agent_ref(args), url=args.url,
+                           server_api_key=args.server_api_key, tokenizer=args.tokenizer,
+                           chat_template=args.chat_template, gateway_host=args.gateway_host,
+                           max_turns=args.max_turns, completion_params=completion_params(args))  # fmt: skip
+    scoring = Scoring(tuple([args.reward] if args.reward else []), kind="reward function",
+                      reward="reward" if args.reward else None,
+                      timeout=args.reward_timeout or None, workers=args.reward_workers,
+                      memory_limit_mb=args.reward_memory_limit)  # fmt: skip
+    return RunPlan(Rows(args.dataset), server, scoring, n=args.n, concurrency=args.concurrency,
+                   max_concurrency=args.max_concurrency, timeout=args.timeout,
+                   journal=JournalSpec(args.journal, fresh=args.fresh, retry_failed=args.retry_failed))  # fmt: skip
 
 
 def _record_window(concurrency: int) -> int:
@@ -198,150 +186,104 @@ def _record_window(concurrency: int) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from osmosis_ai.cli.commands import rollout_journal
-    from osmosis_ai.cli.journals import kept_if_used
-    from osmosis_ai.cli.output_file import is_regular_output
-    from osmosis_ai.traingate.report import RunTally
-
-    reader, rows, reward_fn, tokenizer, agent_loop, policy, limit = _prepare(args)
-    args.quiet = args.quiet or args.json
-    total = rows * args.n
-    # --report without -o reads the rollouts from memory, so then every one is kept.
-    from_memory = args.report and not (args.output and is_regular_output(args.output))
-    tally = RunTally(keep_lines=PER_ROLLOUT_TABLE_LIMIT + 1, keep_records=total if from_memory else 0)
-    journal = rollout_journal.open_journal(args, reader, reward_fn, agent_loop)
-    with kept_if_used(journal):
-        replayed = rollout_journal.replay(journal, tally, retry_failed=args.retry_failed)
-        rollout_journal.say_resuming(args, journal, replayed, total)
-        writer, wall = await _run_rollouts(
-            args, journal, tally, total, reader, reward_fn, tokenizer, agent_loop, policy, limit
-        )
-        if tally.rollouts == total and not tally.infra:
-            journal.mark("completed")
-    return _finish(args, tally, writer, wall, limit)
-
-
-async def _run_rollouts(
-    args: argparse.Namespace,
-    journal: Journal,
-    tally: RunTally,
-    total: int,
-    reader: Any,
-    reward_fn: Any,
-    tokenizer: Any,
-    agent_loop: Any,
-    policy: Any,
-    limit: Limit,
-) -> tuple[OrderedRecordWriter | None, float]:
-    """Run the rollouts the journal does not have (committing each before it counts) and write
-    ``--output`` whole, in dataset order; return the writer and the wall time."""
+    """Run the rollouts the journal does not have (each committed before it counts), write
+    ``--output`` whole in dataset order, and report."""
     from osmosis_ai.cli.arguments import limit_line
-    from osmosis_ai.cli.commands.rollout_journal import premade_records
-    from osmosis_ai.cli.loading import reward_runtime
-    from osmosis_ai.cli.output_file import open_output
-    from osmosis_ai.models.concurrency import AdaptiveLimit
-    from osmosis_ai.runs.engine import Pipeline, run_items
-    from osmosis_ai.runs.executors.traingate import TrainGateExecutor
-    from osmosis_ai.runs.items import WorkItem, work_items
+    from osmosis_ai.cli.journals import journal_refusals, resuming_line
+    from osmosis_ai.cli.loading import agent_spec
+    from osmosis_ai.cli.output_file import is_regular_output, open_output
+    from osmosis_ai.evaluation.journal import runs_again
+    from osmosis_ai.runs.events import ItemsDone, Opened, Ready
+    from osmosis_ai.runs.items import WorkItem
     from osmosis_ai.runs.result import Result
-    from osmosis_ai.runs.scorer import Scorer, runtime_function
-    from osmosis_ai.traingate.gateway import TrainGate
-    from osmosis_ai.traingate.launcher import RolloutLauncher
-    from osmosis_ai.traingate.report import OrderedRecordWriter
+    from osmosis_ai.runs.run import journal_file, run
+    from osmosis_ai.traingate.report import OrderedRecordWriter, RunTally
 
-    params = {
-        k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens)) if v is not None
-    }
-    show_progress = not args.quiet and (args.progress or sys.stdout.isatty())
-    remaining = total - tally.rollouts
-    progress = output.progress_bar(remaining, "rollouts", enabled=show_progress, stderr=False)
-    writer = (
-        OrderedRecordWriter(
-            args.output,
-            window=_record_window(limit.ceiling),
-            premade=premade_records(journal, args.n),
-            opener=lambda path: open_output(path, flag="--output"),
-        )
-        if args.output
-        else None
-    )
-    started = time.perf_counter()
-    try:
-        async with contextlib.AsyncExitStack() as stack:
-            stack.push_async_callback(policy.aclose)
-            if isinstance(limit, AdaptiveLimit):
-                stack.push_async_callback(limit.aclose)  # its server-metrics reader
-                stack.callback(lambda: output.say(limit_line(limit) or "", quiet=args.quiet))
-            if remaining:  # (with everything in the journal, nothing is asked of the policy)
-                await policy.preflight()  # a bad key or model: one line and nothing run
+    check_run_outputs(args)
+    args.quiet = args.quiet or args.json
+    plan = plan_of(args)
+    state: dict[str, Any] = {"writer": None, "started": time.perf_counter(), "wall": 0.0}
+    tally = RunTally(keep_lines=PER_ROLLOUT_TABLE_LIMIT + 1)
+
+    def sequence(item: WorkItem) -> int:
+        return item.row_index * args.n + item.sample_index
+
+    async def admit(item: WorkItem) -> None:
+        if state["writer"] is not None:
+            await state["writer"].admit(sequence(item))
+
+    async def on_event(event: Any) -> None:
+        writer: OrderedRecordWriter | None = state["writer"]
+        if isinstance(event, Result):
+            record = event.record()  # committed to the journal by the engine before this
+            record["model"] = args.model  # what the report prices the tokens with
+            tally.add_record(record)
             if writer is not None:
-                stack.enter_context(writer)
-            if not remaining:
-                if writer is not None:
-                    await writer.complete(total)
-                return writer, time.perf_counter() - started
-            # The gateway outlives the rollout server, so late callbacks sent while it shuts down are still heard.
-            gate = await stack.enter_async_context(
-                TrainGate(policy, tokenizer=tokenizer, host=args.gateway_host)
-            )
-            url, key = await stack.enter_async_context(rollout_server(args, agent_loop))
-            launcher = await stack.enter_async_context(
-                RolloutLauncher(url, api_key=key, max_connections=limit.ceiling)
-            )
-            executor = TrainGateExecutor(
-                gate,
-                launcher,
-                timeout=args.timeout,
-                max_turns=args.max_turns,
-                completion_params=params,
-                keep_turns=False,
-            )
-            scorer = Scorer()
-            if reward_fn is not None:
-                runtime = await stack.enter_async_context(
-                    reward_runtime(args.reward, args, kind="reward function")
+                # Written as soon as every earlier rollout is, in dataset order, by a writer thread.
+                await writer.put_record(sequence(event.item), record)
+            state["advance"](score=event.reward if event.success else None, failed=not event.success)
+        elif isinstance(event, Opened):
+            total = event.planned
+            # --report without -o reads the rollouts from memory, so then every one is kept.
+            if args.report and not (args.output and is_regular_output(args.output)):
+                tally.keep_records = total
+            replayed = 0
+            for kept in event.journaled() if event.journaled else ():
+                if not runs_again(kept.outcome, retry_failed=args.retry_failed):
+                    tally.add_record(kept.data, replayed=True)
+                    replayed += 1
+            if replayed:
+                line = resuming_line(
+                    replayed, total, "rollout", failed=event.failed, retry_failed=args.retry_failed
                 )
-                output.say(f"Scoring: {runtime.describe()}", quiet=args.quiet)
-                scorer = Scorer([runtime_function(runtime, "reward")], reward="reward")
-            finished = journal.finished_in_order(retry_failed=args.retry_failed)
+                output.say(f"{line} (journal {event.journal})", quiet=args.quiet)
+                if args.url:
+                    output.say(f"Note: the code behind --url {args.url} cannot be fingerprinted; if it changed "
+                               "since, rerun with --fresh", quiet=args.quiet)  # fmt: skip
+            if args.output:
+                journaled = event.journaled
 
-            def sequence(item: WorkItem) -> int:
-                return item.row_index * args.n + item.sample_index
+                def premade(start: int, stop: int) -> Any:
+                    for kept in (
+                        journaled(start=divmod(start, args.n), stop=divmod(stop, args.n)) if journaled else ()
+                    ):
+                        yield kept.data
 
-            admit = None if writer is None else (lambda item: writer.admit(sequence(item)))
+                # Opened once the preflight passed (or nothing is left to run): a refused run writes no file.
+                state["writer"] = OrderedRecordWriter(args.output, window=_record_window(event.in_flight),
+                                                      premade=premade,
+                                                      opener=lambda path: open_output(path, flag="--output"))  # fmt: skip
+            show = not args.quiet and (args.progress or sys.stdout.isatty())
+            state["advance"] = stack.enter_context(
+                output.progress_bar(event.remaining, "rollouts", enabled=show, stderr=False)
+            )
+            state["total"] = total
+        elif isinstance(event, Ready):
+            for line in event.scoring:
+                output.say(f"Scoring: {line}", quiet=args.quiet)
+            if writer is not None:
+                state["opened"] = stack.enter_context(writer)
+            state["started"] = time.perf_counter()
+        elif isinstance(event, ItemsDone):
+            state["wall"] = time.perf_counter() - state["started"]
+            if writer is not None:
+                if "opened" not in state:
+                    state["opened"] = stack.enter_context(writer)
+                await writer.complete(state["total"])
 
-            started = time.perf_counter()
-            with progress as advance:
-
-                async def counted(result: Result) -> None:
-                    record = result.record()  # committed to the journal by the engine before this
-                    record["model"] = args.model  # what the report prices the tokens with
-                    tally.add_record(record)
-                    if writer is not None:
-                        # Written as soon as every earlier rollout is, in dataset order, by a writer thread.
-                        await writer.put_record(sequence(result.item), record)
-                    advance(score=result.reward if result.success else None, failed=not result.success)
-
-                await run_items(
-                    work_items(
-                        enumerate(reader.iter_rows()),
-                        n=args.n,
-                        skip=lambda item: finished(item.row_index, item.sample_index),
-                    ),
-                    # --timeout bounds each rollout from its init to its callback, and its scoring too.
-                    Pipeline(executor, scorer, timeout=args.timeout),
-                    concurrency=limit,
-                    journal=journal,
-                    on_result=counted,
-                    before_start=admit,
-                )
-                if writer is not None:
-                    await writer.complete(total)
-            return writer, time.perf_counter() - started
+    labels = {"command": "rollout run", "model": args.model, "dataset": args.dataset,
+              "module": args.url or agent_spec(args)}  # fmt: skip
+    try:
+        with contextlib.ExitStack() as stack, journal_refusals(journal_file(plan)):
+            end = await run(plan, on_event, labels=labels, before_start=admit, collect=False)
     except OSError as exc:
+        writer = state["writer"]
         if writer is None or writer.error is None:
             raise
         raise CLIError(f"cannot write --output {args.output}: {exc.strerror or exc}") from None
+    if (line := limit_line(end.limit)) is not None:
+        output.say(line, quiet=args.quiet)
+    return _finish(args, tally, state["writer"], state["wall"], end.limit)
 
 
 def _finish(

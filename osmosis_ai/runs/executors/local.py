@@ -179,6 +179,7 @@ class InProcessAgent:
     max_turns: int = 10
     completion_params: tuple[tuple[str, Any], ...] = ()
     debug_dir: str | None = None
+    task_prefix = ""
 
     @property
     def tags(self) -> list[str]:
@@ -272,11 +273,11 @@ class AgentSession:
     def __init__(self, prepared: PreparedAgent, clients: dict[str, Any]) -> None:
         self.prepared, self.clients = prepared, clients
 
-    async def preflight(self, on_event: Callable[[Any], None]) -> None:
-        from osmosis_ai.runs.events import ModelChecked
+    async def preflight(self, on_event: Callable[[Any], Any]) -> None:
+        from osmosis_ai.runs.events import ModelChecked, tell
 
         for tag, client in self.clients.items():
-            on_event(ModelChecked(tag, client.display_name))
+            await tell(on_event, ModelChecked(tag, client.display_name))
             try:
                 await client.preflight_check()
             except SystemicProviderError as exc:

@@ -13,17 +13,26 @@ session's (:meth:`~osmosis_ai.traingate.session.RolloutSession.to_record`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import time
 import uuid
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from osmosis_ai.evaluation.journal import PRIMARY
 from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.rollout.loading import AgentRef
 from osmosis_ai.runs.items import Deadline, WorkItem
+from osmosis_ai.runs.plan import ModelRef, Rows, RunPlan
 from osmosis_ai.runs.result import Attempt
 
 if TYPE_CHECKING:
+    from osmosis_ai.evaluation.dataset import DatasetReader
+    from osmosis_ai.runs.engine import Pipeline
     from osmosis_ai.traingate.gateway import TrainGate
     from osmosis_ai.traingate.launcher import RolloutLauncher
     from osmosis_ai.traingate.session import RolloutSession
@@ -173,3 +182,192 @@ class TrainGateExecutor:
         self._retired.append(session.rollout_id)
         while len(self._retired) > self.retain_finished:
             self.gate.sessions.pop(self._retired.popleft(), None)
+
+
+COMMAND = "rollout run"
+TASK_PREFIX = "rollout-"  # how a listing of journals tells a rollout run's from an eval's
+SERVER_KEY_ENV = "OSMOSIS_SERVER_API_KEY"
+
+
+@dataclass(frozen=True)
+class RolloutServer:
+    """The plan's executor spec for a rollout server driven through the local TrainGate, the policy
+    ``model`` answering the agent's chat calls: the agent served in-process (``agent``) or a running
+    server at ``url`` (with ``server_api_key``). ``tokenizer``/``chat_template`` name the token
+    accounting (default: bytes); the gateway binds ``gateway_host``."""
+
+    model: ModelRef
+    agent: AgentRef | None = None
+    url: str | None = None
+    server_api_key: str | None = field(default=None, repr=False, compare=False)
+    tokenizer: str | None = None
+    chat_template: str | None = None
+    gateway_host: str = "127.0.0.1"
+    max_turns: int = 10
+    completion_params: tuple[tuple[str, Any], ...] = ()
+    task_prefix = TASK_PREFIX
+
+    @property
+    def tags(self) -> list[str]:
+        return [PRIMARY]
+
+    @property
+    def base_url(self) -> str | None:
+        return self.model.base_url
+
+    def journal_name(self) -> str:
+        return self.model.name
+
+    def target(self) -> str:
+        """The server as the run names it: ``url:<url>``, or the served agent's reference."""
+        return f"url:{self.url}" if self.url else (self.agent.spec if self.agent else "")
+
+    def task_id_parts(self, plan: RunPlan) -> list[Any]:
+        """The server, the policy, the dataset's path, ``n``, ``max_turns``, the sampling parameters,
+        the reward function and the tokenizer, as the command line gives them."""
+        params = dict(self.completion_params)
+        reward = plan.scoring.functions[0] if plan.scoring.functions else None
+        return [COMMAND, self.target(), self.model.name, self.model.base_url,
+                str(Path(plan.rows.dataset).resolve()), plan.n, self.max_turns, params.get("temperature"),
+                params.get("max_tokens"), reward, self.tokenizer, self.chat_template]  # fmt: skip
+
+    def read_rows(self, rows: Rows) -> DatasetReader:
+        from osmosis_ai.evaluation.dataset import DatasetReader
+
+        return DatasetReader(rows.dataset)
+
+    def prepare(self, plan: RunPlan) -> PreparedServer:
+        from osmosis_ai.rollout.loading import load_function
+        from osmosis_ai.traingate.tokenizer import load_tokenizer
+
+        functions = [load_function(spec, what=plan.scoring.kind, example="e.g. 'my_rewards:score'")
+                     for spec in plan.scoring.functions]  # fmt: skip
+        tokenizer = load_tokenizer(self.tokenizer, chat_template=self.chat_template)
+        agent_loop = None if self.url or self.agent is None else self.agent.load()
+        return PreparedServer(plan, self, tokenizer, agent_loop, functions)
+
+
+def tokenizer_identity(spec: str | None, chat_template: str | None) -> dict[str, str | None]:
+    """Digests of the files the tokenizer ``spec`` and ``chat_template`` come from (a directory's JSON
+    and template files; its weights are not read)."""
+    import hashlib
+
+    from osmosis_ai.evaluation.journal import file_digest
+
+    def files_digest(files: list[Path]) -> str:
+        digest = hashlib.sha256()
+        for file in sorted(files):
+            digest.update(file.name.encode() + b"\0" + file.read_bytes())
+        return digest.hexdigest()
+
+    tokenizer = spec
+    if spec and spec != "bytes":
+        path = Path(spec)
+        if path.is_dir():
+            tokenizer = files_digest([*path.glob("*.json"), *path.glob("*.jinja")])
+        else:
+            beside = path.parent / "tokenizer_config.json"
+            tokenizer = files_digest([path, *([beside] if beside.is_file() else [])])
+    return {"tokenizer": tokenizer, "chat_template": file_digest(chat_template) if chat_template else None}
+
+
+class PreparedServer:
+    """The tokenizer, the served agent and the reward function, loaded."""
+
+    def __init__(
+        self, plan: RunPlan, spec: RolloutServer, tokenizer: Any, agent_loop: Any, functions: list[Any]
+    ) -> None:
+        self.plan, self.spec, self.tokenizer, self.agent_loop, self.functions = (
+            plan,
+            spec,
+            tokenizer,
+            agent_loop,
+            functions,
+        )
+
+    def fingerprint(self, rows: int) -> dict[str, Any]:
+        """What decides a rollout's result: the agent's code (a ``url`` server's cannot be read, so only
+        its URL), the policy and its base URL (never its key), ``n``, ``max_turns``, the sampling
+        parameters, the reward function's source, the tokenizer's and template's files, the dataset."""
+        from osmosis_ai.evaluation.journal import file_digest
+        from osmosis_ai.rollout.loading import source_digest
+
+        spec, plan = self.spec, self.plan
+        params = dict(spec.completion_params)
+        agent = (
+            spec.target()
+            if spec.url or spec.agent is None
+            else f"{spec.agent.spec}@{spec.agent.digest(self.agent_loop)}"
+        )
+        reward = self.functions[0] if self.functions else None
+        return {
+            "command": COMMAND,
+            "agent": agent,
+            "model": spec.model.name,
+            "base_url": spec.model.base_url,
+            "n": plan.n,
+            "max_turns": spec.max_turns,
+            "completion_params": {
+                "temperature": params.get("temperature"),
+                "max_tokens": params.get("max_tokens"),
+            },
+            "reward": f"{plan.scoring.functions[0]}@{source_digest(reward)}" if reward is not None else None,
+            **tokenizer_identity(spec.tokenizer, spec.chat_template),
+            "dataset": file_digest(plan.rows.dataset),
+        }
+
+    @contextlib.asynccontextmanager
+    async def session(self, plan: RunPlan, tags: list[str], observer: Any) -> AsyncIterator[ServerSession]:
+        from osmosis_ai.traingate.policy import make_policy
+        from osmosis_ai.traingate.tokenizer import ChatTokenizer
+
+        model = self.spec.model
+        policy = make_policy(model.name, base_url=model.base_url, api_key=model.api_key,
+                             request_token_ids=isinstance(self.tokenizer, ChatTokenizer), observer=observer)  # fmt: skip
+        try:
+            yield ServerSession(self, policy)
+        finally:
+            await policy.aclose()
+
+
+class ServerSession:
+    """The policy, open: its preflight, and the pipeline driving the server through a TrainGate."""
+
+    def __init__(self, prepared: PreparedServer, policy: Any) -> None:
+        self.prepared, self.policy = prepared, policy
+
+    async def preflight(self, on_event: Callable[[Any], Any]) -> None:
+        await self.policy.preflight()  # a bad key or model: one line and nothing run
+
+    @contextlib.asynccontextmanager
+    async def pipeline(self, in_flight: int) -> AsyncIterator[Pipeline]:
+        from osmosis_ai.runs.pipeline import scored
+        from osmosis_ai.traingate.gateway import TrainGate
+        from osmosis_ai.traingate.launcher import RolloutLauncher
+        from osmosis_ai.traingate.local_server import serve_agent_loop_locally
+
+        prepared, spec, plan = self.prepared, self.prepared.spec, self.prepared.plan
+        async with contextlib.AsyncExitStack() as stack:
+            # The gateway outlives the rollout server, so late callbacks sent while it shuts down are still heard.
+            gate = await stack.enter_async_context(
+                TrainGate(self.policy, tokenizer=prepared.tokenizer, host=spec.gateway_host)
+            )
+            if spec.url:
+                url, key = spec.url, spec.server_api_key or os.environ.get(SERVER_KEY_ENV) or None
+            else:
+                url, key = (
+                    await stack.enter_async_context(serve_agent_loop_locally(prepared.agent_loop)),
+                    None,
+                )
+            launcher = await stack.enter_async_context(
+                RolloutLauncher(url, api_key=key, max_connections=in_flight)
+            )
+            executor = TrainGateExecutor(
+                gate,
+                launcher,
+                timeout=plan.timeout or 300.0,
+                max_turns=spec.max_turns,
+                completion_params=dict(spec.completion_params),
+                keep_turns=False,
+            )
+            yield await stack.enter_async_context(scored(plan, executor))
