@@ -212,4 +212,4 @@ class AliasFinder:
 def install() -> None:
     """Put :class:`AliasFinder` on ``sys.meta_path`` (once), after the finders of real files."""
     if AliasFinder not in sys.meta_path:
-        sys.meta_path.append(AliasFinder)  # type: ignore[arg-type]
+        sys.meta_path.append(AliasFinder)
