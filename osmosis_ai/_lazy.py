@@ -10,12 +10,14 @@ instead of a bare ``ModuleNotFoundError`` from deep inside.
 from __future__ import annotations
 
 import importlib
+import sys
 
 TYPE_CHECKING = (
     False  # keeps typing off the start-up path (see benchmarks/startup.py); checkers read it as True
 )
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+    from importlib.machinery import ModuleSpec
     from types import ModuleType
     from typing import Any
 
@@ -97,3 +99,26 @@ def lazy_exports(
         return sorted(set(namespace) | set(exports))
 
     return __getattr__, __dir__
+
+
+class LazyAliasFinder:
+    """A ``sys.meta_path`` finder for osmosis-ai 0.2's import paths that costs nothing until one is used.
+
+    Last on ``sys.meta_path``, it is asked only for modules no file provides; for those under
+    ``osmosis_ai`` it defers to :class:`osmosis_ai._compat.AliasFinder`, importing the alias table
+    then, so ``import osmosis_ai`` does not load it.
+    """
+
+    @staticmethod
+    def find_spec(fullname: str, path: object = None, target: ModuleType | None = None) -> ModuleSpec | None:
+        if not fullname.startswith("osmosis_ai."):
+            return None
+        from osmosis_ai._compat import AliasFinder
+
+        return AliasFinder.find_spec(fullname, path, target)
+
+
+def install_alias_finder() -> None:
+    """Append :class:`LazyAliasFinder` to ``sys.meta_path``, once."""
+    if LazyAliasFinder not in sys.meta_path:
+        sys.meta_path.append(LazyAliasFinder)

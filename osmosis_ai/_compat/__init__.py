@@ -6,10 +6,12 @@ module, the same object under a second name) or ``{name: "module"}`` / ``{name: 
 copies). Where a path keeps behaviour rather than only names, that code is a module of this package
 (``auth_credentials``, ``rubric_services``, ...), which the table names like any other.
 
-:class:`AliasFinder`, on ``sys.meta_path`` once ``osmosis_ai`` is imported, serves those paths to
-``import``, ``from ... import`` and ``importlib.import_module``; the packages above them resolve them
-as attributes too (see :func:`osmosis_ai._lazy.lazy_exports`). The package's own code imports the
-live modules, never these paths.
+:class:`AliasFinder` serves those paths to ``import``, ``from ... import`` and
+``importlib.import_module``: ``import osmosis_ai`` puts :class:`osmosis_ai._lazy.LazyAliasFinder` on
+``sys.meta_path``, which imports this module the first time a path no file provides is asked for.
+The packages above the paths resolve them as attributes too (see
+:func:`osmosis_ai._lazy.lazy_exports`). The package's own code imports the live modules, never these
+paths.
 """
 
 from __future__ import annotations
@@ -207,9 +209,3 @@ class AliasFinder:
             __getattr__=getattr_,
             __dir__=dir_,
         )
-
-
-def install() -> None:
-    """Put :class:`AliasFinder` on ``sys.meta_path`` (once), after the finders of real files."""
-    if AliasFinder not in sys.meta_path:
-        sys.meta_path.append(AliasFinder)
