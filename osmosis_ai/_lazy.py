@@ -68,7 +68,8 @@ def lazy_exports(
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """Build ``__getattr__`` and ``__dir__`` for ``package`` from its export table.
 
-    Resolved values are cached in the package namespace, so each name is imported once.
+    Resolved values are cached in the package namespace, so each name is imported once. A name the
+    table lacks that is one of osmosis-ai 0.2's module paths under ``package`` is that module.
     """
 
     def __getattr__(name: str) -> Any:

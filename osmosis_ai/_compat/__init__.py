@@ -18,13 +18,10 @@ from __future__ import annotations
 
 import importlib
 import sys
+from importlib.machinery import ModuleSpec
+from types import ModuleType
 
 from osmosis_ai._lazy import lazy_exports
-
-TYPE_CHECKING = False  # keeps typing off the start-up path (see benchmarks/startup.py)
-if TYPE_CHECKING:
-    from importlib.machinery import ModuleSpec
-    from types import ModuleType
 
 
 def _from(module: str, *names: str) -> dict[str, str]:
@@ -184,8 +181,6 @@ class AliasFinder:
     ) -> ModuleSpec | None:
         if fullname not in ALIASES:
             return None
-        from importlib.machinery import ModuleSpec
-
         is_package = any(other.startswith(fullname + ".") for other in ALIASES)
         return ModuleSpec(fullname, cls, is_package=is_package)  # type: ignore[arg-type]
 
