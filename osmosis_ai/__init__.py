@@ -6,8 +6,10 @@ Importing the package is free: every public name is resolved on first use (PEP 5
 
 from __future__ import annotations
 
-from osmosis_ai._lazy import lazy_exports
+from osmosis_ai._lazy import install_alias_finder, lazy_exports
 from osmosis_ai.consts import PACKAGE_VERSION as __version__
+
+install_alias_finder()  # serves osmosis-ai 0.2's import paths (osmosis_ai.rubric_eval, ...)
 
 _ROLLOUT_NAMES = (
     "CompletionsResult",
@@ -34,12 +36,12 @@ _ROLLOUT_NAMES = (
 _EXPORTS: dict[str, str] = {
     "osmosis_reward": "osmosis_ai.rewards",
     "osmosis_rubric": "osmosis_ai.rewards",
-    "evaluate_rubric": "osmosis_ai.rubric_eval",
-    "aevaluate_rubric": "osmosis_ai.rubric_eval",
-    "evaluate_rubric_batch": "osmosis_ai.rubric_eval",
-    "MissingAPIKeyError": "osmosis_ai.rubric_types",
-    "ProviderRequestError": "osmosis_ai.rubric_types",
-    "ModelNotFoundError": "osmosis_ai.rubric_types",
+    "evaluate_rubric": "osmosis_ai.judge.evaluate",
+    "aevaluate_rubric": "osmosis_ai.judge.evaluate",
+    "evaluate_rubric_batch": "osmosis_ai.judge.batch",
+    "MissingAPIKeyError": "osmosis_ai.judge.errors",
+    "ProviderRequestError": "osmosis_ai.judge.errors",
+    "ModelNotFoundError": "osmosis_ai.judge.errors",
     **dict.fromkeys(_ROLLOUT_NAMES, "osmosis_ai.rollout"),
 }
 
@@ -52,6 +54,9 @@ TYPE_CHECKING = (
 )
 
 if TYPE_CHECKING:
+    from osmosis_ai.judge.batch import evaluate_rubric_batch
+    from osmosis_ai.judge.errors import MissingAPIKeyError, ModelNotFoundError, ProviderRequestError
+    from osmosis_ai.judge.evaluate import aevaluate_rubric, evaluate_rubric
     from osmosis_ai.rewards import osmosis_reward, osmosis_rubric
     from osmosis_ai.rollout import (
         CompletionsResult,
@@ -74,6 +79,4 @@ if TYPE_CHECKING:
         list_agent_loops,
         register_agent_loop,
     )
-    from osmosis_ai.rubric_eval import aevaluate_rubric, evaluate_rubric, evaluate_rubric_batch
-    from osmosis_ai.rubric_types import MissingAPIKeyError, ModelNotFoundError, ProviderRequestError
 del TYPE_CHECKING

@@ -1,20 +1,24 @@
 """PEP 562 lazy exports, shared by every package that re-exports names from heavy modules.
 
-A package lists ``{public name: module that defines it}`` once; its ``__all__`` and module-level
-``__getattr__``/``__dir__`` are derived from that table, so importing the package costs nothing until
-a name is first used. A missing optional dependency surfaces as an ``ImportError`` that names the
-attribute and the extra to install, instead of a bare ``ModuleNotFoundError`` from deep inside.
+A package lists ``{public name: module that defines it}`` once (``module:attribute`` where the
+name differs there); its ``__all__`` and module-level ``__getattr__``/``__dir__`` are derived from
+that table, so importing the package costs nothing until a name is first used. A missing optional
+dependency surfaces as an ``ImportError`` that names the attribute and the extra to install,
+instead of a bare ``ModuleNotFoundError`` from deep inside.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 
 TYPE_CHECKING = (
     False  # keeps typing off the start-up path (see benchmarks/startup.py); checkers read it as True
 )
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
     from typing import Any
 
 # Third-party modules whose absence means an optional extra is not installed.
@@ -43,18 +47,40 @@ def install_hint(missing_module: str | None) -> str:
     return "reinstall the package with: pip install --upgrade osmosis-ai"
 
 
+def require_optional(
+    module: str, package: str | None = None, feature_name: str = "", install_extra: str | None = None
+) -> ModuleType:
+    """Import ``module`` or raise ``ImportError`` saying which feature needs it and how to install it."""
+    try:
+        return importlib.import_module(module, package)
+    except ImportError as exc:
+        feature = f" for {feature_name}" if feature_name else ""
+        hint = (
+            f"install it with: pip install 'osmosis-ai[{install_extra}]'"
+            if install_extra
+            else install_hint(getattr(exc, "name", None) or module)
+        )
+        raise ImportError(f"The package {module!r} is required{feature}; {hint}") from exc
+
+
 def lazy_exports(
     package: str, exports: Mapping[str, str], namespace: dict[str, Any]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """Build ``__getattr__`` and ``__dir__`` for ``package`` from its export table.
 
-    Resolved values are cached in the package namespace, so each name is imported once.
+    Resolved values are cached in the package namespace, so each name is imported once. A name the
+    table lacks that is one of osmosis-ai 0.2's module paths under ``package`` is that module.
     """
 
     def __getattr__(name: str) -> Any:
-        module_name = exports.get(name)
-        if module_name is None:
+        source = exports.get(name)
+        if source is None:
+            from osmosis_ai._compat import ALIASES
+
+            if f"{package}.{name}" in ALIASES:  # a 0.2 module path under this package
+                return importlib.import_module(f"{package}.{name}")
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        module_name, _, attribute = source.partition(":")
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
@@ -66,7 +92,7 @@ def lazy_exports(
                 f"{package}.{name} needs the package {exc.name!r}, which is not installed; "
                 f"{install_hint(exc.name)}"
             ) from exc
-        value = getattr(module, name)
+        value = getattr(module, attribute or name)
         namespace[name] = value
         return value
 
@@ -74,3 +100,26 @@ def lazy_exports(
         return sorted(set(namespace) | set(exports))
 
     return __getattr__, __dir__
+
+
+class LazyAliasFinder:
+    """A ``sys.meta_path`` finder for osmosis-ai 0.2's import paths that costs nothing until one is used.
+
+    Last on ``sys.meta_path``, it is asked only for modules no file provides; for those under
+    ``osmosis_ai`` it defers to :class:`osmosis_ai._compat.AliasFinder`, importing the alias table
+    then, so ``import osmosis_ai`` does not load it.
+    """
+
+    @staticmethod
+    def find_spec(fullname: str, path: object = None, target: ModuleType | None = None) -> ModuleSpec | None:
+        if not fullname.startswith("osmosis_ai."):
+            return None
+        from osmosis_ai._compat import AliasFinder
+
+        return AliasFinder.find_spec(fullname, path, target)
+
+
+def install_alias_finder() -> None:
+    """Append :class:`LazyAliasFinder` to ``sys.meta_path``, once."""
+    if LazyAliasFinder not in sys.meta_path:
+        sys.meta_path.append(LazyAliasFinder)

@@ -6,7 +6,8 @@
   Platform that issued it.
 * Login flows: :mod:`~osmosis_ai.auth.browser` (loopback callback) and :mod:`~osmosis_ai.auth.device`
   (device code), both ending in :func:`~osmosis_ai.auth.session.complete_login`.
-* ``config``, ``credentials``, ``flow``, ``local_server``, ``platform_client``: the 0.2 module names.
+* ``config``, ``credentials``, ``flow``, ``local_server``, ``platform_client``: the 0.2 module names,
+  served by :mod:`osmosis_ai._compat` (the functions 0.2 exported here live there too).
 
 Names are resolved lazily, so importing the package costs nothing until one is used.
 """
@@ -22,18 +23,18 @@ _EXPORTS: dict[str, str] = {
     "WorkspaceCredentials": "osmosis_ai.auth.store",
     "UserInfo": "osmosis_ai.auth.store",
     "OrganizationInfo": "osmosis_ai.auth.store",
-    "save_credentials": "osmosis_ai.auth.credentials",
-    "load_credentials": "osmosis_ai.auth.credentials",
-    "delete_credentials": "osmosis_ai.auth.credentials",
-    "delete_workspace_credentials": "osmosis_ai.auth.credentials",
-    "get_valid_credentials": "osmosis_ai.auth.credentials",
-    "get_all_workspaces": "osmosis_ai.auth.credentials",
-    "get_active_workspace": "osmosis_ai.auth.credentials",
-    "set_active_workspace": "osmosis_ai.auth.credentials",
-    "login": "osmosis_ai.auth.flow",
+    "save_credentials": "osmosis_ai._compat.auth_credentials",
+    "load_credentials": "osmosis_ai._compat.auth_credentials",
+    "delete_credentials": "osmosis_ai._compat.auth_credentials",
+    "delete_workspace_credentials": "osmosis_ai._compat.auth_credentials",
+    "get_valid_credentials": "osmosis_ai._compat.auth_credentials",
+    "get_all_workspaces": "osmosis_ai._compat.auth_credentials",
+    "get_active_workspace": "osmosis_ai._compat.auth_credentials",
+    "set_active_workspace": "osmosis_ai._compat.auth_credentials",
+    "login": "osmosis_ai._compat.auth_flow",
     "device_login": "osmosis_ai.auth.device",
     "LoginResult": "osmosis_ai.auth.session",
-    "platform_request": "osmosis_ai.auth.platform_client",
+    "platform_request": "osmosis_ai._compat.auth_platform_client",
     "resolve_credentials": "osmosis_ai.auth.client",
     "AuthError": "osmosis_ai.auth.errors",
     "LoginError": "osmosis_ai.auth.errors",
@@ -45,8 +46,12 @@ _EXPORTS: dict[str, str] = {
     "UnreadableCredentialsError": "osmosis_ai.auth.errors",
 }
 
-# Read from the environment at every lookup (never cached here), like osmosis_ai.auth.config's.
-_DYNAMIC = ("CONFIG_DIR", "CREDENTIALS_FILE", "PLATFORM_URL")
+# Read from the environment at every lookup (never cached here).
+_DYNAMIC = {
+    "CONFIG_DIR": "config_dir",
+    "CREDENTIALS_FILE": "credentials_file",
+    "PLATFORM_URL": "platform_url",
+}
 
 __all__ = sorted([*_EXPORTS, *_DYNAMIC])
 
@@ -55,9 +60,9 @@ _lazy_getattr, _lazy_dir = lazy_exports(__name__, _EXPORTS, globals())
 
 def __getattr__(name: str) -> Any:
     if name in _DYNAMIC:
-        from osmosis_ai.auth import config
+        from osmosis_ai.auth import settings
 
-        return getattr(config, name)
+        return getattr(settings, _DYNAMIC[name])()
     return _lazy_getattr(name)
 
 

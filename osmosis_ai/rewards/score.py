@@ -37,6 +37,12 @@ def to_score(value: object, function_name: str, *, kind: str = "reward function"
     raise RewardReturnError(return_problem(value, function_name, kind), function_name=function_name)
 
 
+def agent_reward(value: object) -> float | None:
+    """The reward an agent reports (``ctx.complete(..., reward=value)``) by the score rule: ``None`` when
+    it reported none, else :func:`to_score`'s finite ``float`` or its refusal naming the agent's reward."""
+    return None if value is None else to_score(value, "", kind="the agent's reward")
+
+
 def return_problem(value: object, function_name: str, kind: str = "reward function") -> str:
     """Why ``value`` is not a score, in one sentence naming the function."""
     if function_name:

@@ -51,7 +51,9 @@ from osmosis_ai._http import (
     retrying,
 )
 from osmosis_ai._http import Response as TransportResponse
+from osmosis_ai.errors import RewardReturnError
 from osmosis_ai.observe import tracing
+from osmosis_ai.rewards.score import agent_reward
 from osmosis_ai.rollout.config.settings import RolloutClientSettings, get_settings
 from osmosis_ai.rollout.core.exceptions import (
     OsmosisRolloutError,
@@ -62,6 +64,7 @@ from osmosis_ai.rollout.core.exceptions import (
     RolloutValueError,
 )
 from osmosis_ai.rollout.core.schemas import (
+    REWARD_ERROR_FIELD,
     CompletionsRequest,
     MessageDict,
     RolloutMetrics,
@@ -377,9 +380,10 @@ class OsmosisLLMClient:
         """Report the rollout's outcome to TrainGate (``RolloutResponse`` JSON, nulls left out).
 
         ``metrics`` defaults to this client's LLM counters; a dict of its fields is accepted too.
-        Anything that does not fit ``RolloutResponse`` (an invalid ``status``, a non-numeric ``reward``,
-        ``final_messages`` that are not a list of dicts, a non-string ``finish_reason`` or
-        ``error_message``, non-JSON messages) raises ``RolloutValueError`` before anything is sent.
+        Anything that does not fit ``RolloutResponse`` (an invalid ``status``, ``final_messages`` that
+        are not a list of dicts, a non-string ``finish_reason`` or ``error_message``, non-JSON messages)
+        or a ``reward`` the score rule refuses (a bool, a string, NaN) raises ``RolloutValueError``
+        before anything is sent.
         """
         body = self.encode_completion(status, final_messages, finish_reason, error_message, metrics, reward)
         await self._exchange(
@@ -395,16 +399,21 @@ class OsmosisLLMClient:
         error_message: str | None = None,
         metrics: RolloutMetrics | None = None,
         reward: float | None = None,
+        *,
+        reward_error: str | None = None,
     ) -> bytes:
-        """The body :meth:`complete_rollout` sends, checked and encoded (``RolloutValueError`` if it cannot be)."""
+        """The body :meth:`complete_rollout` sends, checked and encoded (``RolloutValueError`` if it cannot be).
+
+        ``reward`` goes by the score rule (:func:`~osmosis_ai.rewards.score.agent_reward`).
+        ``reward_error`` is that rule's refusal of the agent's reward, sent in ``extra_fields`` instead
+        of a reward (see :data:`~osmosis_ai.rollout.core.schemas.REWARD_ERROR_FIELD`).
+        """
         _check_completion_fields(final_messages, finish_reason, error_message)
-        if reward is not None:
-            try:
-                reward = float(reward)
-            except (TypeError, ValueError) as exc:
-                raise RolloutValueError(f"reward must be a number or None, got {reward!r}") from exc
-            if not math.isfinite(reward):
-                raise RolloutValueError(f"reward must be a finite number or None, got {reward!r}")
+        try:
+            reward = agent_reward(reward)
+        except RewardReturnError as exc:
+            raise RolloutValueError(str(exc)) from None
+        extra_fields = {REWARD_ERROR_FIELD: reward_error} if reward_error is not None else {}
         try:
             response = RolloutResponse(
                 rollout_id=self.rollout_id,
@@ -414,6 +423,7 @@ class OsmosisLLMClient:
                 error_message=error_message,
                 reward=reward,
                 metrics=_metrics(metrics if metrics is not None else self.get_metrics()),
+                extra_fields=extra_fields,
             )
         except ValidationError as exc:
             raise RolloutValueError(f"cannot send the rollout completion: {exc}") from exc

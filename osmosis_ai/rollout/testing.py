@@ -111,7 +111,7 @@ def create_mock_trainer_app(
 
     Raises ``ImportError`` with the install command when FastAPI (the ``server`` extra) is missing.
     """
-    from osmosis_ai.rollout._compat import require_optional
+    from osmosis_ai._lazy import require_optional
 
     fastapi = require_optional("fastapi", feature_name="create_mock_trainer_app()", install_extra="server")
     from pydantic import ValidationError

@@ -33,6 +33,9 @@ class Attempt:
     final_messages: list[Message] = field(default_factory=list)
     agent_reward: Any = None
     """The agent's own reward, exactly as it reported it (the scorer checks it)."""
+    agent_reward_error: str | None = None
+    """The score rule's refusal of the agent's reward, when a rollout server applied the rule and sent
+    the refusal instead of the reward; the scorer takes it as that check's outcome."""
     finish_reason: str | None = None
     duration_ms: float = 0.0
     prompt_tokens: int = 0

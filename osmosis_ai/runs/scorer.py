@@ -24,7 +24,7 @@ from typing import Any
 from osmosis_ai._usercode import UserCodeRaised, UserThreads
 from osmosis_ai.errors import RewardReturnError
 from osmosis_ai.evaluation.outcome import Outcome
-from osmosis_ai.rewards.score import to_score
+from osmosis_ai.rewards.score import agent_reward, to_score
 from osmosis_ai.runs.items import Deadline, WorkItem
 from osmosis_ai.runs.result import Attempt, Result
 
@@ -90,11 +90,6 @@ def runtime_function(runtime: Any, name: str, *, sample_of: SampleOf | None = No
     return ScoreFn(name, score)
 
 
-def agent_reward(value: Any) -> float | None:
-    """The agent's reported reward by the score rule (``None`` when it reported none)."""
-    return None if value is None else to_score(value, "", kind="the agent's reward")
-
-
 class Scorer:
     """Scores completed attempts (see the module docstring).
 
@@ -128,10 +123,13 @@ class Scorer:
             return Result(item, attempt, attempt.outcome)
         result = Result(item, attempt, Outcome.COMPLETED)
         if self.reward == AGENT:
-            try:
-                result.reward = agent_reward(attempt.agent_reward)
-            except RewardReturnError as exc:
-                result.score_errors["reward"] = str(exc)
+            if attempt.agent_reward_error is not None:
+                result.score_errors["reward"] = attempt.agent_reward_error
+            else:
+                try:
+                    result.reward = agent_reward(attempt.agent_reward)
+                except RewardReturnError as exc:
+                    result.score_errors["reward"] = str(exc)
         failed: Outcome | None = None
         for fn in self.functions:
             try:

@@ -419,8 +419,9 @@ async def test_complete_rollout_4xx_fails_at_once(trainer: TrainerStandIn) -> No
     ("kwargs", "match"),
     [
         ({"status": "DONE"}, "'DONE' is not a valid RolloutStatus"),
-        ({"status": "COMPLETED", "reward": "high"}, "reward must be a number"),
-        ({"status": "COMPLETED", "reward": float("nan")}, "reward must be a finite number"),
+        ({"status": "COMPLETED", "reward": "high"}, "reward must be a finite real number .* got 'high'"),
+        ({"status": "COMPLETED", "reward": float("nan")}, "reward must be a finite real number .* got nan"),
+        ({"status": "COMPLETED", "reward": True}, "got True of type bool; a bool is not a score"),
         ({"status": "COMPLETED", "final_messages": [{"x": object()}]}, "not valid JSON"),
         ({"status": "COMPLETED", "final_messages": None}, "final_messages must be a list of message dicts"),
         ({"status": "COMPLETED", "final_messages": ["hi"]}, "final_messages must be a list of message dicts"),

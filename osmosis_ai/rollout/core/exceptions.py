@@ -7,7 +7,8 @@
   + OsmosisTimeoutError            no answer within the timeout; retried
   + AgentLoopNotFoundError         registry lookup failed; ``.name``, ``.available``
   + AgentLoopDefinitionError (TypeError)   a concrete agent loop class lacks a proper ``name``
-  + RolloutValueError (ValueError) a bad value: unknown status, non-numeric reward, non-JSON data, taken name
+  + RolloutValueError (ValueError) a bad value: unknown status, a reward that is no score, non-JSON data,
+                                   a taken name
   + ToolExecutionError             a tool call failed; ``.tool_call_id``, ``.tool_name``
     - ToolArgumentError            ... because its arguments could not be parsed
 
@@ -60,9 +61,9 @@ class AgentLoopDefinitionError(OsmosisRolloutError, TypeError):
 
 
 class RolloutValueError(OsmosisRolloutError, ValueError):
-    """A value the SDK cannot use: a status other than COMPLETED/ERROR, a non-numeric reward, data that is
-    not JSON, an agent-loop name already registered. Also a ``ValueError``, so callers that catch the
-    builtin keep working."""
+    """A value the SDK cannot use: a status other than COMPLETED/ERROR, a reward the score rule refuses,
+    data that is not JSON, an agent-loop name already registered. Also a ``ValueError``, so callers
+    that catch the builtin keep working."""
 
 
 class ToolExecutionError(OsmosisRolloutError):

@@ -329,6 +329,11 @@ class InitResponse(BaseModel):
     tools: list[OpenAIFunctionToolSchema] = Field(default_factory=list)
 
 
+REWARD_ERROR_FIELD = "reward_error"
+"""The ``extra_fields`` key of a completion whose agent reported a reward that is not a score: the score
+rule's message, sent instead of any ``reward`` (a TrainGate that does not read it sees no reward)."""
+
+
 class RolloutResponse(BaseModel):
     """Body of ``POST {server_url}/v1/rollout/completed``: the rollout's outcome."""
 

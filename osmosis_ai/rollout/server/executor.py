@@ -18,6 +18,9 @@ deliver it (:mod:`~osmosis_ai.rollout.server.delivery`: the outbox, retries, wak
 * delivery is at-least-once (see the delivery module); an init repeated while the result is
   unacknowledged has it re-sent at once, and a duplicate init for a finished rollout whose result
   is no longer stored (acknowledged) starts the rollout afresh;
+* the agent's reward goes by the score rule (:func:`~osmosis_ai.rewards.score.agent_reward`): one
+  that is not a finite real number (a bool, a string, NaN) is never sent as a number; the callback
+  carries the rule's message in ``extra_fields["reward_error"]`` instead, the rollout still COMPLETED;
 * a COMPLETED result whose delivery fails is never re-reported as ERROR: TrainGate may have
   recorded it, and a second, contradicting terminal callback would be worse than a missing one;
 * on agent errors, timeouts and shutdown, ERROR carries the conversation as last seen and full
@@ -41,7 +44,9 @@ from typing import TYPE_CHECKING, Any
 
 from osmosis_ai._http import FailureLog, endpoint_of
 from osmosis_ai._usercode import UserCodeRaised, contain, forget_traceback
+from osmosis_ai.errors import RewardReturnError
 from osmosis_ai.observe import tracing
+from osmosis_ai.rewards.score import agent_reward
 from osmosis_ai.rollout.client import OsmosisLLMClient
 from osmosis_ai.rollout.core.base import RolloutContext, RolloutResult
 from osmosis_ai.rollout.core.exceptions import (
@@ -97,6 +102,7 @@ class _Outcome:
     error_message: str | None = None
     metrics: RolloutMetrics | None = None
     reward: float | None = None
+    reward_error: str | None = None
 
 
 def _pool_for(client: RolloutClientSettings, max_concurrent: int) -> RolloutClientSettings:
@@ -112,6 +118,12 @@ def _pool_for(client: RolloutClientSettings, max_concurrent: int) -> RolloutClie
 
 def _error_text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
+
+
+def _unbuildable(rollout_id: str, status: str, exc: Exception) -> str:
+    """Log the defect ``exc`` that keeps the ``status`` callback from being built; the ERROR's message."""
+    logger.error("rollout %s: the %s callback could not be built", rollout_id, status, exc_info=exc)
+    return f"the RolloutServer could not build the {status} callback: {type(exc).__name__}"
 
 
 class RolloutExecutor:
@@ -449,18 +461,28 @@ class RolloutExecutor:
                 f"run() returned the invalid status {status!r}; use 'COMPLETED' or 'ERROR'",
                 "invalid_result",
             )
+        status = str(getattr(status, "value", status))
+        reward_error = None
+        try:
+            reward = agent_reward(result.reward)
+        except RewardReturnError as exc:  # the rollout stands; its reward is the refusal, never a number
+            reward, reward_error = None, str(exc)
+            logger.error("rollout %s: %s", ctx.request.rollout_id, reward_error)
+        except Exception as exc:  # the reward's own code failed (its __float__ or __repr__ raised)
+            return self._failure(ctx, _unbuildable(ctx.request.rollout_id, status, exc), "invalid_result")
         error_message = result.error_message
         if status == "ERROR":
             self._count_error("reported")
             if not error_message:
                 error_message = "the agent loop reported an error without a message"
         return _Outcome(
-            str(getattr(status, "value", status)),
+            status,
             result.final_messages,
             result.finish_reason,
             error_message,
             result.metrics,
-            result.reward,
+            reward,
+            reward_error,
         )
 
     # -- the terminal callback ------------------------------------------------------------------------
@@ -516,16 +538,13 @@ class RolloutExecutor:
                 error_message=outcome.error_message,
                 metrics=outcome.metrics,
                 reward=outcome.reward,
+                reward_error=outcome.reward_error,
             ), None
         except RolloutValueError as exc:  # the fields do not fit RolloutResponse
             logger.error("rollout %s: cannot build the %s callback: %s", rollout_id, outcome.status, exc)
             return None, f"the agent loop returned an invalid result: {_error_text(exc)}"
         except Exception as exc:  # a defect in the result's values
-            logger.exception("rollout %s: the %s callback could not be built", rollout_id, outcome.status)
-            return (
-                None,
-                f"the RolloutServer could not build the {outcome.status} callback: {type(exc).__name__}",
-            )
+            return None, _unbuildable(rollout_id, outcome.status, exc)
 
     @property
     def pending_deliveries(self) -> int:

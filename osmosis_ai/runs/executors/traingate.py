@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.evaluation.journal import PRIMARY
 from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.rollout.core.schemas import REWARD_ERROR_FIELD
 from osmosis_ai.rollout.loading import AgentRef
 from osmosis_ai.runs.items import Deadline, WorkItem
 from osmosis_ai.runs.plan import ModelRef, Rows, RunPlan
@@ -159,12 +160,15 @@ class TrainGateExecutor:
             error = "the agent finished without calling the model"
         elif error is None and session.errors and outcome is not Outcome.COMPLETED:
             error = session.errors[-1]
+        response = session.response or {}
+        reward_error = (response.get("extra_fields") or {}).get(REWARD_ERROR_FIELD)
         attempt = Attempt(
             outcome,
             error=error,
             final_messages=session.final_messages,
-            agent_reward=(session.response or {}).get("reward"),
-            finish_reason=(session.response or {}).get("finish_reason"),
+            agent_reward=response.get("reward"),
+            agent_reward_error=reward_error if isinstance(reward_error, str) and reward_error else None,
+            finish_reason=response.get("finish_reason"),
             duration_ms=session.latency_ms,
             prompt_tokens=sum(int(t.usage.get("prompt_tokens") or 0) for t in turns),
             completion_tokens=sum(int(t.usage.get("completion_tokens") or 0) for t in turns),

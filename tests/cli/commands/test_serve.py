@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from osmosis_ai.cli.commands.validate import validate_and_report
 from osmosis_ai.rollout.server.registration import RegistrationResult
 from tests.support.cli import ASYNC_TOOLS_AGENT, CALCULATOR, REPO, cli, osmosis, subprocess_env
 from tests.support.platform import StandInPlatform, assert_no_token, osmosis_on
+from tests.support.serve import ServeProcess
 from tests.support.server import PlatformStandIn, init_body
 from tests.support.sockets import free_port
 from tests.support.trainer import TrainerStandIn
@@ -52,42 +52,6 @@ def test_serve_rejects_a_bad_port():
 
 
 # -- serve: running --------------------------------------------------------------------------------
-
-
-class ServeProcess:
-    def __init__(self, *args: str, cwd: Path = REPO, port: int | None = None, **env: str) -> None:
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        env.setdefault("XDG_STATE_HOME", tempfile.mkdtemp(prefix="osmosis-serve-state-"))  # default outbox
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "osmosis_ai", "serve", "-p", str(self.port), *args],
-            cwd=cwd,
-            env=subprocess_env(COLUMNS="200", **env),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-
-    def wait_ready(self, timeout: float = 20) -> None:
-        def ready() -> bool:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"serve exited early: {self.proc.communicate()}")
-            try:
-                return httpx.get(f"{self.url}/health", timeout=0.5).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_until(ready, timeout, what="serve ready")
-
-    def stop(self) -> tuple[int, str, str]:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-        try:
-            out, err = self.proc.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            out, err = self.proc.communicate()
-        return self.proc.returncode, out, err
 
 
 @pytest.fixture

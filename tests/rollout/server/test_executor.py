@@ -75,7 +75,6 @@ async def _returns(value: Any) -> Any:
     [
         (lambda ctx: _returns(RolloutResult("DONE", [], "stop")), "'DONE'"),
         (lambda ctx: _returns(None), "returned NoneType"),
-        (lambda ctx: _returns(ctx.complete([], reward="lots")), "invalid result"),
         (lambda ctx: _returns(RolloutResult("ERROR", [], "error")), "without a message"),
         (
             lambda ctx: _returns(ctx.error("custom failure", [{"role": "user", "content": "x"}])),
@@ -93,6 +92,29 @@ def test_invalid_or_error_results_report_one_error(serve, http, trainer, behavio
         lambda: http.get(f"{server.url}/health").json()["active_rollouts"] == 0
     )  # nothing more to send
     assert len(trainer.completed_requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("reward", "refusal"),
+    [
+        (True, "got True of type bool; a bool is not a score: return 1.0 or 0.0"),
+        ("0.5", "got '0.5' of type str"),
+        (float("nan"), "got nan of type float"),
+    ],
+)
+def test_a_reward_the_score_rule_refuses_is_sent_as_its_reward_error_never_a_number(
+    serve, http, trainer, caplog, reward: object, refusal: str
+):
+    messages = [{"role": "user", "content": "x"}]
+    server = serve(ScriptedAgent(lambda ctx: _returns(ctx.complete(messages, reward=reward))))
+    with caplog.at_level(logging.ERROR, logger="osmosis_ai.rollout.server.executor"):
+        _start(http, server.url, "bad-reward", trainer)
+        done = trainer.wait_completed("bad-reward")
+    message = f"the agent's reward must be a finite real number (a float, or an int), {refusal}"
+    assert (done["status"], done["final_messages"]) == ("COMPLETED", messages)  # the rollout stands
+    assert "reward" not in done and "error_message" not in done
+    assert done["extra_fields"] == {"reward_error": message}
+    assert f"rollout bad-reward: {message}" in caplog.text  # the server's own log says it too
 
 
 def test_rejected_completed_delivery_is_not_retried_nor_re_reported_as_error(serve, http, trainer, caplog):
@@ -331,7 +353,7 @@ def test_shutdown_error_callbacks_are_bounded_by_the_callback_budget(serve, http
 
 
 def test_a_result_built_wrongly_by_a_defect_is_replaced_by_exactly_one_error(serve, http, trainer, caplog):
-    class BrokenReward:
+    class BrokenReward(float):
         def __float__(self) -> float:  # not the TypeError/ValueError of a bad value: a bug
             raise RuntimeError("broken")
 

@@ -1,4 +1,5 @@
-"""The compatibility credential functions, over :mod:`osmosis_ai.auth.store`, for the current Platform.
+"""0.2's ``osmosis_ai.auth.credentials``: the credential functions, over :mod:`osmosis_ai.auth.store`,
+for the current Platform.
 
 Each works on the workspaces of the Platform that ``OSMOSIS_PLATFORM_URL`` names (the public one by
 default). Workspaces are found by key (organization id) or by organization name.

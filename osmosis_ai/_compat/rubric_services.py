@@ -1,4 +1,6 @@
-"""Legacy import path of the rubric config reader, over :mod:`osmosis_ai.cli.eval_rubric.config`."""
+"""The rubric tools' services that keep their 0.2 meaning (``osmosis_ai.cli_services`` and its
+``config`` and ``dataset`` modules), over the rubric config reader and JSONL helpers of
+``osmosis eval-rubric``."""
 
 from __future__ import annotations
 
@@ -8,17 +10,18 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_ai.cli.eval_rubric import config as _config
-from osmosis_ai.cli.eval_rubric.config import RubricConfig, RubricSuite
-from osmosis_ai.cli.eval_rubric.preview import yaml_blocks
+from osmosis_ai.cli.eval_rubric.config import RubricSuite
+from osmosis_ai.cli.eval_rubric.dataset import load_json_objects
+from osmosis_ai.cli.eval_rubric.preview import json_blocks, yaml_blocks
 from osmosis_ai.cli.eval_rubric.session import locate_config
 
 __all__ = [
     "ParsedItem",
-    "RubricConfig",
-    "RubricSuite",
     "discover_rubric_config_path",
+    "load_jsonl_records",
     "load_rubric_configs",
     "load_rubric_suite",
+    "render_json_records",
     "render_yaml_items",
 ]
 
@@ -51,3 +54,13 @@ def discover_rubric_config_path(config_arg: str | None, data_path: Path) -> Path
 def render_yaml_items(items: Sequence[ParsedItem], label: str) -> str:
     """``label #i (item label)`` and the entry as YAML, for each item."""
     return "\n".join(yaml_blocks([(item.label, item.payload) for item in items], label))
+
+
+def load_jsonl_records(path: Path) -> list[dict[str, Any]]:
+    """Every line of a JSONL file as an object (the command line's error, with the line number, otherwise)."""
+    return load_json_objects(Path(path))
+
+
+def render_json_records(records: list[dict[str, Any]]) -> str:
+    """``JSONL record #i`` and the record as indented JSON, for each record."""
+    return "\n".join(json_blocks(records))

@@ -1,4 +1,5 @@
-"""The compatibility names of the login callback server, as adapters over :mod:`osmosis_ai.auth.callback`.
+"""0.2's ``osmosis_ai.auth.local_server``: the login callback server, as adapters over
+:mod:`osmosis_ai.auth.callback`.
 
 :class:`LocalAuthServer` keeps 0.2's interface (``port``, ``expected_state``, ``wait_for_callback``,
 ``set_verification_result``, ``received_token``, ``error``, ``revoked_count``, ``shutdown``) and

@@ -1,4 +1,5 @@
-"""Legacy import path of eval functions: :class:`EvalFnWrapper` and loading ``module:function`` specs."""
+"""What 0.2's ``osmosis_ai.rollout.eval`` paths keep beyond re-exports: loading ``module:function``
+eval functions, and the required dataset columns in 0.2's order and as a set."""
 
 from __future__ import annotations
 
@@ -11,7 +12,11 @@ from typing import Any
 from osmosis_ai.evaluation.errors import EvalFnError
 from osmosis_ai.evaluation.eval_fn import EvalFnWrapper
 
-__all__ = ["EvalFnError", "EvalFnWrapper", "load_eval_fn", "load_eval_fns"]
+__all__ = ["REQUIRED_COLUMNS", "REQUIRED_COLUMNS_SET", "load_eval_fn", "load_eval_fns"]
+
+# 0.2's order; the dataset reader matches the columns in any order and case.
+REQUIRED_COLUMNS = ["ground_truth", "user_prompt", "system_prompt"]
+REQUIRED_COLUMNS_SET = frozenset(REQUIRED_COLUMNS)
 
 
 def load_eval_fn(module_path: str) -> Callable[..., Any]:

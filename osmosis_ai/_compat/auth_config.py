@@ -1,5 +1,6 @@
-"""The 0.2 configuration names. ``PLATFORM_URL``, ``CONFIG_DIR`` and ``CREDENTIALS_FILE`` are read
-from the environment each time they are looked up (see :mod:`osmosis_ai.auth.settings`)."""
+"""0.2's ``osmosis_ai.auth.config``: the configuration names. ``PLATFORM_URL``, ``CONFIG_DIR``
+and ``CREDENTIALS_FILE`` are read from the environment each time they are looked up (see
+:mod:`osmosis_ai.auth.settings`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""LiteLLM's exception classes and completion functions, at an import path existing code uses.
+"""0.2's ``osmosis_ai._litellm_compat``: LiteLLM's exception classes and completion functions.
 
-Kept as a compatibility path (docs/compatibility.md); new code imports LiteLLM itself.
+New code imports LiteLLM itself.
 
 Names are resolved on first access (PEP 562), so importing this module does not import LiteLLM.
 """

@@ -1,4 +1,4 @@
-"""Optional-dependency helpers kept for compatibility, without importing anything heavy up front.
+"""0.2's ``osmosis_ai.rollout._compat``: optional-dependency helpers that import nothing heavy up front.
 
 The availability flags come from ``importlib.util.find_spec`` (no import); the module attributes
 ``pydantic_settings``, ``fastapi`` and ``uvicorn`` import the package on first access (``None`` when
@@ -11,7 +11,7 @@ import importlib
 from importlib.util import find_spec
 from types import ModuleType
 
-from osmosis_ai._lazy import install_hint
+from osmosis_ai._lazy import require_optional as require_optional
 
 
 def _available(module: str) -> bool:
@@ -34,22 +34,6 @@ def import_optional(module: str, package: str | None = None) -> tuple[ModuleType
         return importlib.import_module(module, package), True
     except ImportError:
         return None, False
-
-
-def require_optional(
-    module: str, package: str | None = None, feature_name: str = "", install_extra: str | None = None
-) -> ModuleType:
-    """Import ``module`` or raise ``ImportError`` saying which feature needs it and how to install it."""
-    try:
-        return importlib.import_module(module, package)
-    except ImportError as exc:
-        feature = f" for {feature_name}" if feature_name else ""
-        hint = (
-            f"install it with: pip install 'osmosis-ai[{install_extra}]'"
-            if install_extra
-            else install_hint(getattr(exc, "name", None) or module)
-        )
-        raise ImportError(f"The package {module!r} is required{feature}; {hint}") from exc
 
 
 def __getattr__(name: str) -> ModuleType | None:

@@ -1,4 +1,4 @@
-"""The compatibility ``login`` (browser flow), over :mod:`osmosis_ai.auth.browser`."""
+"""0.2's ``osmosis_ai.auth.flow``: ``login`` (browser flow), over :mod:`osmosis_ai.auth.browser`."""
 
 from __future__ import annotations
 

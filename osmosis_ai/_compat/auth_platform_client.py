@@ -1,4 +1,4 @@
-"""The compatibility ``platform_request``, over :mod:`osmosis_ai.auth.client`."""
+"""0.2's ``osmosis_ai.auth.platform_client``: ``platform_request``, over :mod:`osmosis_ai.auth.client`."""
 
 from __future__ import annotations
 
