@@ -190,7 +190,7 @@ def _replace(target: Path, data: bytes, found: os.stat_result | None) -> None:
 READ, READ_AND_WRITTEN, WRITTEN = 0, 1, 2
 """What a command does with a named file; of two options naming one file, the one written most is
 what the refusal names first."""
-_DECLARED = "_named_files"
+NAMED_FILES = "_named_files"
 
 
 @dataclass(frozen=True)
@@ -222,11 +222,11 @@ def declare_files(
     """Declare the options (by ``dest``, added to ``parser`` already) naming files the command reads,
     writes, or both (a journal); ``derived`` maps a label to ``(path of the parsed arguments, how to
     fix a clash)`` for a file the command writes at a path of its own making. Declarations add up."""
-    declared: tuple[NamedFile, ...] = parser.get_default(_DECLARED) or ()
+    declared: tuple[NamedFile, ...] = parser.get_default(NAMED_FILES) or ()
     for dests, use in ((read, READ), (written, WRITTEN), (read_and_written, READ_AND_WRITTEN)):
         declared += tuple(NamedFile(option_label(parser, dest), use, dest) for dest in dests)
     declared += tuple(NamedFile(label, WRITTEN, path, fix) for label, (path, fix) in (derived or {}).items())
-    parser.set_defaults(**{_DECLARED: declared})
+    parser.set_defaults(**{NAMED_FILES: declared})
 
 
 def _identity(path: str) -> Any:
@@ -244,7 +244,7 @@ def check_files(args: argparse.Namespace) -> None:
     """Refuse, with one line, a file the command writes that is also a file it reads or writes under
     another option (:func:`declare_files`); the command has not started yet."""
     named = [
-        (entry, path, _identity(path)) for entry in getattr(args, _DECLARED, ()) for path in entry.paths(args)
+        (entry, path, _identity(path)) for entry in getattr(args, NAMED_FILES, ()) for path in entry.paths(args)
     ]
     for i, (first, first_path, identity) in enumerate(named):
         for second, second_path, other in named[i + 1 :]:
