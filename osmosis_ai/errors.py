@@ -40,6 +40,8 @@ classes that exist, both ways, so a new error class means a new line here::
     │   ├── PublicIPDetectionError                  osmosis_ai.rollout.network
     │   └── SharedStateUnavailable                  osmosis_ai.rollout.server.errors
     ├── ServeError                                  osmosis_ai.rollout.server.errors
+    ├── LoadError                                   osmosis_ai.rollout.loading
+    │   └── UserCodeError                           osmosis_ai.rollout.loading
     ├── EvaluationError                             osmosis_ai.evaluation.errors
     │   ├── DatasetError (ValueError)               osmosis_ai.evaluation.errors
     │   │   ├── DatasetParseError                   osmosis_ai.evaluation.errors
@@ -50,6 +52,7 @@ classes that exist, both ways, so a new error class means a new line here::
     │   │   ├── JournalCorruptError                 osmosis_ai.evaluation.journal
     │   │   ├── JournalMismatchError                osmosis_ai.evaluation.journal
     │   │   └── JournalLockedError                  osmosis_ai.evaluation.journal
+    │   ├── PlanError (ValueError)                  osmosis_ai.runs.run
     │   ├── ProviderCheckError                      osmosis_ai.evaluation.errors
     │   ├── ProviderError                           osmosis_ai.evaluation.errors
     │   │   └── SystemicProviderError               osmosis_ai.evaluation.errors

@@ -244,7 +244,9 @@ def check_files(args: argparse.Namespace) -> None:
     """Refuse, with one line, a file the command writes that is also a file it reads or writes under
     another option (:func:`declare_files`); the command has not started yet."""
     named = [
-        (entry, path, _identity(path)) for entry in getattr(args, NAMED_FILES, ()) for path in entry.paths(args)
+        (entry, path, _identity(path))
+        for entry in getattr(args, NAMED_FILES, ())
+        for path in entry.paths(args)
     ]
     for i, (first, first_path, identity) in enumerate(named):
         for second, second_path, other in named[i + 1 :]:

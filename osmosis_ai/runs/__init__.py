@@ -26,6 +26,11 @@ _EXPORTS: dict[str, str] = {
     "Pipeline": "osmosis_ai.runs.engine",
     "RunReport": "osmosis_ai.runs.engine",
     "run_items": "osmosis_ai.runs.engine",
+    "RunPlan": "osmosis_ai.runs.plan",
+    "run": "osmosis_ai.runs.run",
+    "RunConfig": "osmosis_ai.runs.rollouts",
+    "run_rollouts": "osmosis_ai.runs.rollouts",
+    "run_bench": "osmosis_ai.runs.bench",
     "WorkerSpec": "osmosis_ai.runs.backends.ray",
     "ray_pool": "osmosis_ai.runs.backends.ray",
 }

@@ -12,17 +12,12 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from osmosis_ai.errors import OsmosisError
 from osmosis_ai.runs.plan import RunPlan, Scoring
 
 if TYPE_CHECKING:
     from osmosis_ai.evaluation.eval_fn import EvalFnWrapper
     from osmosis_ai.rewards.runtime import RewardRuntime
     from osmosis_ai.runs.engine import Executor, Pipeline
-
-
-class ScoringSetupError(OsmosisError):
-    """A scoring function's runtime settings are refused (a bad worker count, memory limit, ...)."""
 
 
 def load_scorers(scoring: Scoring) -> list[EvalFnWrapper]:
@@ -53,8 +48,9 @@ def runtimes(scoring: Scoring) -> list[RewardRuntime]:
                     kind=scoring.kind,
                 )
             )
-        except RewardRuntimeError as exc:
-            raise ScoringSetupError(f"{scoring.kind} {spec!r}: {exc}") from None
+        except RewardRuntimeError as exc:  # its own class, the function named in its message
+            exc.args = (f"{scoring.kind} {spec!r}: {exc}",)
+            raise
     return made
 
 

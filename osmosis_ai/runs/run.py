@@ -116,8 +116,8 @@ async def run(
     from osmosis_ai.evaluation.journal_store import samples_path
     from osmosis_ai.models.concurrency import concurrency_limit
 
-    reader, total, selected = open_rows(plan)
     prepared = plan.executor.prepare(plan)
+    reader, total, selected = open_rows(plan)
     try:
         limit = concurrency_limit(
             plan.concurrency, maximum=plan.max_concurrency, base_url=plan.executor.base_url

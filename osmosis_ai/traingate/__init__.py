@@ -4,7 +4,7 @@ It speaks the production protocol (init, chat completions with token ids, comple
 checks the append-only contract and callback keys on every call, and records every turn, so an
 agent can be tested for training without a cluster. Given a model directory it renders the model's
 own chat template, keeps each rollout's ids token-in-token-out and reports template drift. Entry points: ``osmosis rollout run`` and
-``osmosis rollout bench``, or :class:`TrainGate` + :func:`run_rollouts` from Python.
+``osmosis rollout bench``, or :class:`TrainGate` + :func:`osmosis_ai.runs.rollouts.run_rollouts` from Python.
 """
 
 from __future__ import annotations
@@ -17,11 +17,8 @@ _EXPORTS: dict[str, str] = {
     "TrainGate": "osmosis_ai.traingate.gateway",
     "RolloutSession": "osmosis_ai.traingate.session",
     "TurnRecord": "osmosis_ai.traingate.session",
-    "RunConfig": "osmosis_ai.traingate.runner",
-    "run_rollouts": "osmosis_ai.traingate.runner",
     "RunSummary": "osmosis_ai.traingate.report",
     "summarize": "osmosis_ai.traingate.report",
-    "run_bench": "osmosis_ai.traingate.bench",
     "make_policy": "osmosis_ai.traingate.policy",
     "Policy": "osmosis_ai.traingate.policy.base",
     "Generation": "osmosis_ai.traingate.policy.base",

@@ -12,12 +12,12 @@ import pytest
 
 from examples.calculator.agent import agent_loop as calculator_agent
 from osmosis_ai.rollout import RolloutAgentLoop, RolloutContext, RolloutRequest, RolloutResult, create_app
-from osmosis_ai.traingate.bench import run_bench
+from osmosis_ai.runs.bench import run_bench
+from osmosis_ai.runs.rollouts import RunConfig, run_rollouts
 from osmosis_ai.traingate.gateway import TrainGate
 from osmosis_ai.traingate.local_server import serve_agent_loop_locally, serve_asgi
 from osmosis_ai.traingate.policy.scripted import ScriptedPolicy
 from osmosis_ai.traingate.report import summarize
-from osmosis_ai.traingate.runner import RunConfig, run_rollouts
 from tests.support.rollout_server import Callback, StandInRolloutServer
 from tests.support.sockets import free_port
 

@@ -224,6 +224,8 @@ async def _run(args: argparse.Namespace) -> int:
             state["advance"](score=event.reward if event.success else None, failed=not event.success)
         elif isinstance(event, Opened):
             total = event.planned
+            if event.set_aside is not None:
+                output.warn(event.set_aside.describe())
             # --report without -o reads the rollouts from memory, so then every one is kept.
             if args.report and not (args.output and is_regular_output(args.output)):
                 tally.keep_records = total
@@ -378,7 +380,7 @@ def _first_failure(tally: RunTally) -> str:
 
 async def _bench(args: argparse.Namespace) -> int:
 
-    from osmosis_ai.traingate.bench import run_bench
+    from osmosis_ai.runs.bench import run_bench
 
     async with rollout_server(args) as (url, key):
         summary = await run_bench(

@@ -13,11 +13,11 @@ import pytest
 
 from examples.calculator.agent import agent_loop as calculator_agent
 from osmosis_ai.rollout import RolloutClientSettings, RolloutSettings, configure, reset_settings
+from osmosis_ai.runs.rollouts import RunConfig, run_rollouts
 from osmosis_ai.traingate.gateway import TrainGate
 from osmosis_ai.traingate.local_server import serve_agent_loop_locally
 from osmosis_ai.traingate.policy import make_policy
 from osmosis_ai.traingate.policy.litellm import LiteLLMPolicy
-from osmosis_ai.traingate.runner import RunConfig, run_rollouts
 from tests.support.openai_server import OpenAIServer, Reply
 
 ROWS = [

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import time
 
+from osmosis_ai.runs.rollouts import RunConfig, run_rollouts
 from osmosis_ai.traingate.gateway import TrainGate
 from osmosis_ai.traingate.policy.canned import CannedPolicy
 from osmosis_ai.traingate.report import RunSummary, summarize
-from osmosis_ai.traingate.runner import RunConfig, run_rollouts
 
 BENCH_ROW = {
     "system_prompt": "You are a calculator. Use the tools, then answer as '#### <number>'.",
