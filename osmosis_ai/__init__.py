@@ -6,7 +6,8 @@ Importing the package is free: every public name is resolved on first use (PEP 5
 
 from __future__ import annotations
 
-from osmosis_ai._lazy import install_alias_finder, lazy_exports
+from osmosis_ai._aliases import install_alias_finder
+from osmosis_ai._lazy import lazy_exports
 from osmosis_ai.consts import PACKAGE_VERSION as __version__
 
 install_alias_finder()  # serves osmosis-ai 0.2's import paths (osmosis_ai.rubric_eval, ...)

@@ -10,6 +10,7 @@ instead of a bare ``ModuleNotFoundError`` from deep inside.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 
 TYPE_CHECKING = (
@@ -17,7 +18,6 @@ TYPE_CHECKING = (
 )
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
-    from importlib.machinery import ModuleSpec
     from types import ModuleType
     from typing import Any
 
@@ -63,23 +63,30 @@ def require_optional(
         raise ImportError(f"The package {module!r} is required{feature}; {hint}") from exc
 
 
+def _submodule(package: str, name: str) -> ModuleType:
+    """The module ``package.name``, imported if it exists; else the ``AttributeError`` of a missing name."""
+    full = f"{package}.{name}"
+    if full in sys.modules:  # imported, or being imported (a partly run module is not imported twice)
+        return sys.modules[full]
+    if not name.startswith("__") and importlib.util.find_spec(full) is not None:
+        return importlib.import_module(full)
+    raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+
 def lazy_exports(
     package: str, exports: Mapping[str, str], namespace: dict[str, Any]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """Build ``__getattr__`` and ``__dir__`` for ``package`` from its export table.
 
     Resolved values are cached in the package namespace, so each name is imported once. A name the
-    table lacks that is one of osmosis-ai 0.2's module paths under ``package`` is that module.
+    table lacks that is a module under ``package`` is that module (osmosis-ai 0.2's paths included,
+    which the import system finds through :mod:`osmosis_ai._aliases`).
     """
 
     def __getattr__(name: str) -> Any:
         source = exports.get(name)
         if source is None:
-            from osmosis_ai._compat import ALIASES
-
-            if f"{package}.{name}" in ALIASES:  # a 0.2 module path under this package
-                return importlib.import_module(f"{package}.{name}")
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+            return _submodule(package, name)
         module_name, _, attribute = source.partition(":")
         try:
             module = importlib.import_module(module_name)
@@ -100,26 +107,3 @@ def lazy_exports(
         return sorted(set(namespace) | set(exports))
 
     return __getattr__, __dir__
-
-
-class LazyAliasFinder:
-    """A ``sys.meta_path`` finder for osmosis-ai 0.2's import paths that costs nothing until one is used.
-
-    Last on ``sys.meta_path``, it is asked only for modules no file provides; for those under
-    ``osmosis_ai`` it defers to :class:`osmosis_ai._compat.AliasFinder`, importing the alias table
-    then, so ``import osmosis_ai`` does not load it.
-    """
-
-    @staticmethod
-    def find_spec(fullname: str, path: object = None, target: ModuleType | None = None) -> ModuleSpec | None:
-        if not fullname.startswith("osmosis_ai."):
-            return None
-        from osmosis_ai._compat import AliasFinder
-
-        return AliasFinder.find_spec(fullname, path, target)
-
-
-def install_alias_finder() -> None:
-    """Append :class:`LazyAliasFinder` to ``sys.meta_path``, once."""
-    if LazyAliasFinder not in sys.meta_path:
-        sys.meta_path.append(LazyAliasFinder)

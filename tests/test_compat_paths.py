@@ -154,7 +154,7 @@ def test_paths_resolve_as_attributes_and_through_every_import_form_in_a_fresh_in
         for path in {sorted(ALIASES)!r}:
             parent, _, child = path.rpartition(".")
             assert getattr(importlib.import_module(parent), child) is sys.modules[path], path
-        assert sys.meta_path.count(osmosis_ai._lazy.LazyAliasFinder) == 1
+        assert sys.meta_path.count(osmosis_ai._aliases.LazyAliasFinder) == 1
         """
     )
     subprocess.run([sys.executable, "-c", script], check=True)

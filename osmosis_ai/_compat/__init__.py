@@ -7,7 +7,7 @@ copies). Where a path keeps behaviour rather than only names, that code is a mod
 (``auth_credentials``, ``rubric_services``, ...), which the table names like any other.
 
 :class:`AliasFinder` serves those paths to ``import``, ``from ... import`` and
-``importlib.import_module``: ``import osmosis_ai`` puts :class:`osmosis_ai._lazy.LazyAliasFinder` on
+``importlib.import_module``: ``import osmosis_ai`` puts :class:`osmosis_ai._aliases.LazyAliasFinder` on
 ``sys.meta_path``, which imports this module the first time a path no file provides is asked for.
 The packages above the paths resolve them as attributes too (see
 :func:`osmosis_ai._lazy.lazy_exports`). The package's own code imports the live modules, never these
