@@ -24,9 +24,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from osmosis_ai.evaluation.providers import ProviderFailure, describe_failure
 from osmosis_ai.judge.errors import JudgeInputError, MissingAPIKeyError
 from osmosis_ai.models.complete import NO_KEY
+from osmosis_ai.models.errors import describe
 from osmosis_ai.models.keys import PROVIDER_KEYS, key_hint
 
 DEFAULT_API_KEY_ENV: dict[str, str] = {
@@ -61,8 +61,7 @@ def _missing(provider: str, model_info: Mapping[str, Any], variables: list[str])
         shown = model or provider
     else:
         shown = f"{provider}/{model}"
-    failure = ProviderFailure("missing_key", True, None, key_hint(variables))
-    return MissingAPIKeyError(describe_failure(shown, failure))
+    return MissingAPIKeyError(describe(shown, "missing_key", key_hint(variables)))
 
 
 def default_key_env(provider: str) -> str:
