@@ -1,22 +1,33 @@
-# The two commands: `make demo` and `make test`. Both build .venv when it is missing
-# or when pyproject.toml changed, and are quick on a second run.
-# The editable install is a plain path entry (compat mode), not an import hook: the hook would
-# import pathlib and typing at every interpreter start and skew the start-up benchmark.
+# The two commands: `make demo` and `make test`. Both build .venv when it is missing or when
+# pyproject.toml changed, and are quick on a second run. The demo installs the package with the one
+# extra its run needs ([server]: the agent is served on a local port); `make test` installs every
+# extra and the tools into the same .venv.
+# The editable install is a plain path entry in a .pth file, not an import hook (the hook would import
+# pathlib and typing at every interpreter start and skew the start-up benchmark): pyproject.toml names
+# the project root as the package root, for which setuptools writes the path entry by default.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
+DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint programs mcp-oldest bench chaos clean
 
-$(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[full,dev]' \
-		--config-settings editable_mode=compat
-	@touch $(STAMP)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) --upgrade pip
 
-demo: $(STAMP)
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP) -e '.[server]'
+	@touch $@
+
+# Everything the demo has too, so a demo after a test run installs nothing.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(PIP) -e '.[all,dev]'
+	@touch $@ $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	@rm -f $(VENV)/demo-journal.sqlite*  # the demo runs every time instead of resuming the last one
 	$(BIN)/osmosis rollout run -m examples.calculator.agent:agent_loop -d examples/calculator/dataset.jsonl --model scripted \
 		--journal $(VENV)/demo-journal.sqlite

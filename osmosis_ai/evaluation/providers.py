@@ -21,7 +21,7 @@ from typing import Any
 
 from osmosis_ai.evaluation.errors import ProviderCheckError
 from osmosis_ai.models import complete as models
-from osmosis_ai.models.errors import MESSAGE_LIMIT, ModelCallError, model_error, provider_message
+from osmosis_ai.models.errors import MESSAGE_LIMIT, ModelCallError, describe, model_error, provider_message
 
 __all__ = [
     "MESSAGE_LIMIT",
@@ -32,16 +32,6 @@ __all__ = [
     "provider_message",
 ]
 
-_HINTS = {
-    "missing_key": "no API key for its provider",
-    "auth": "the provider refused the API key; check the key (or the provider's key variable)",
-    "budget": "the provider's budget for this key is exhausted",
-    "not_found": "the provider does not know this model (or this endpoint has no such route); check the name",
-    "connection": "the provider's endpoint does not answer; check the base URL and the network",
-    "config": "LiteLLM cannot route this model name; use provider/model, e.g. openai/gpt-4o-mini",
-    "client": "LiteLLM fails in its own code on this provider's answer, not at the provider; try another "
-    "litellm version, or openai/MODEL with the base URL if the endpoint speaks the OpenAI API",
-}
 # The arguments of a LiteLLM call that the route carries, or that a one-token check leaves out.
 _NOT_PARAMS = frozenset({"messages", "api_key", "api_base", "custom_llm_provider", "timeout"})
 
@@ -64,10 +54,7 @@ def classify_provider_error(exc: BaseException) -> ProviderFailure:
 
 def describe_failure(model: str, failure: ProviderFailure) -> str:
     """One line for a systemic failure: what is wrong with ``model``, what to do, and the provider's words."""
-    hint = _HINTS.get(failure.kind, "the provider refused the request")
-    # LiteLLM gives a connection failure a made-up 500; only a real answer's status is worth showing.
-    status = f"HTTP {failure.status}: " if failure.status and failure.kind != "connection" else ""
-    return f"model {model!r} cannot be used: {hint} ({status}{failure.message})"
+    return describe(model, failure.kind, failure.message, failure.status)
 
 
 def check_error(model: str, exc: ModelCallError) -> ProviderCheckError:

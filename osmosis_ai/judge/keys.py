@@ -8,12 +8,14 @@ Resolution for ``model_info`` (first match wins):
 3. providers that authenticate through their own credential chain (``bedrock``, ``vertex_ai``,
    ``sagemaker``): no key; LiteLLM reads AWS / Google credentials itself;
 4. the provider's default variable (:data:`DEFAULT_API_KEY_ENV`, else ``<PROVIDER>_API_KEY``, the
-   convention LiteLLM follows) when it is set;
+   convention LiteLLM follows) when it is set, else any other variable LiteLLM reads the provider's
+   key from (:data:`osmosis_ai.models.keys.PROVIDER_KEYS`);
 5. no key needed: with an ``api_base`` (see :func:`configured_api_base`; a placeholder key is sent,
    since OpenAI-style clients insist on one), for a key-less local provider
-   (``ollama``, ``hosted_vllm``, ``lm_studio``, ...), or for a provider outside the table (LiteLLM
+   (``ollama``, ``hosted_vllm``, ``lm_studio``, ...), or for a provider outside both tables (LiteLLM
    reports its own authentication error if one turns out to be needed);
-6. otherwise :class:`MissingAPIKeyError` naming the variable to export.
+6. otherwise :class:`MissingAPIKeyError`, worded like every command's missing-key line (the
+   model, then the variable to set).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from typing import Any
 
 from osmosis_ai.judge.errors import JudgeInputError, MissingAPIKeyError
 from osmosis_ai.models.complete import NO_KEY
+from osmosis_ai.models.errors import describe
+from osmosis_ai.models.keys import PROVIDER_KEYS, key_hint
 
 DEFAULT_API_KEY_ENV: dict[str, str] = {
     "openai": "OPENAI_API_KEY",
@@ -50,9 +54,14 @@ def _nonblank(value: Any) -> str | None:
     return value.strip() or None if isinstance(value, str) else None
 
 
-def _export_hint(names: list[str]) -> str:
-    lines = "\n".join(f'  export {name}="..."' for name in dict.fromkeys(names))
-    return f"Set the key in your environment, for example:\n{lines}"
+def _missing(provider: str, model_info: Mapping[str, Any], variables: list[str]) -> MissingAPIKeyError:
+    """The error every command words the same way: the judge's model and the variables to set."""
+    model = _nonblank(model_info.get("model"))
+    if model is None or model.lower().startswith(f"{provider}/"):
+        shown = model or provider
+    else:
+        shown = f"{provider}/{model}"
+    return MissingAPIKeyError(describe(shown, "missing_key", key_hint(variables)))
 
 
 def default_key_env(provider: str) -> str:
@@ -73,25 +82,21 @@ def resolve_api_key(provider: str, model_info: Mapping[str, Any]) -> str | None:
     if env_name:
         value = _nonblank(os.environ.get(env_name))
         if value is None:
-            raise MissingAPIKeyError(
-                f"Environment variable '{env_name}' for provider '{provider}' is not set or is empty.\n"
-                + _export_hint([env_name])
-            )
+            raise _missing(provider, model_info, [env_name])
         return value
     if provider in CREDENTIAL_CHAIN_PROVIDERS:
         return None
     default_env = default_key_env(provider)
-    value = _nonblank(os.environ.get(default_env))
-    if value is not None:
-        return value
+    known = PROVIDER_KEYS.get(provider)
+    for name in (default_env, *(known.accepted if known else ())):
+        value = _nonblank(os.environ.get(name))
+        if value is not None:
+            return value
     if configured_api_base(model_info, provider) is not None:
         return NO_KEY_PLACEHOLDER
-    if provider in KEYLESS_PROVIDERS or provider not in DEFAULT_API_KEY_ENV:
+    if provider in KEYLESS_PROVIDERS or (provider not in DEFAULT_API_KEY_ENV and known is None):
         return None
-    raise MissingAPIKeyError(
-        f"No API key for provider '{provider}': environment variable '{default_env}' is not set or is empty. "
-        "Set it, or put 'api_key' / 'api_key_env' in model_info.\n" + _export_hint([default_env])
-    )
+    raise _missing(provider, model_info, list(known.named) if known else [default_env])
 
 
 def configured_api_base(model_info: Mapping[str, Any], provider: str | None = None) -> str | None:

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from osmosis_ai._litellm import aimport_litellm
+from osmosis_ai.models import keys, openai_compat, scripted
 from osmosis_ai.models import litellm as _litellm
-from osmosis_ai.models import openai_compat, scripted
 from osmosis_ai.models.concurrency import CallObserver, CallOutcome
 from osmosis_ai.models.errors import PREFLIGHT, ModelCallError, ModelRouteError
 from osmosis_ai.observe import tracing
@@ -285,13 +285,13 @@ def retry_after(exc: Exception) -> float | None:
 async def preflight(route: Route, *, timeout: float = 30.0, **params: Any) -> None:
     """Check that the model of ``route`` can answer; raise what no other request could get past.
 
-    No request is sent when no key was given and the provider's key variable is unset (LiteLLM's
-    table of each provider's variables): that raises a ``missing_key`` failure naming it. Then one
-    token is asked for; ``params`` are the run's own request fields, so the check takes the run's
-    route (tools and token limits are left out). A systemic failure (bad key, unknown model,
-    unroutable name, an endpoint that does not answer) or LiteLLM failing in its own code raises;
-    anything else (a rate limit proves key and model good) is logged at debug level and left for
-    the run's own retries.
+    No request is sent when no key was given and the provider's key variable is unset (the common
+    providers' table in :mod:`osmosis_ai.models.keys`, read before LiteLLM is imported, else
+    LiteLLM's): that raises a ``missing_key`` failure naming it. Then one token is asked for;
+    ``params`` are the run's own request fields, so the check takes the run's route (tools and token
+    limits are left out). A systemic failure (bad key, unknown model, unroutable name, an endpoint
+    that does not answer) or LiteLLM failing in its own code raises; anything else (a rate limit
+    proves key and model good) is logged at debug level and left for the run's own retries.
 
     Raises:
         ModelCallError: a failure of a kind in :data:`~osmosis_ai.models.errors.PREFLIGHT`.
@@ -299,12 +299,12 @@ async def preflight(route: Route, *, timeout: float = 30.0, **params: Any) -> No
     if route.via == SCRIPTED:
         return
     if route.api_key is None:
-        await aimport_litellm()  # its table of key variables; off the event loop the first time
-        names = _litellm.missing_keys(route.model)
+        names = keys.missing_key_variables(route.model)  # the common providers, without LiteLLM
+        if names is None:
+            await aimport_litellm()  # its table of key variables; off the event loop the first time
+            names = _litellm.missing_keys(route.model)
         if names:
-            raise ModelCallError(
-                f"set {' or '.join(names)} in the environment, or pass an API key", kind="missing_key"
-            )
+            raise ModelCallError(keys.key_hint(names), kind="missing_key")
     params = {k: v for k, v in params.items() if k not in ("max_tokens", "tools")}
     try:
         await complete(route, [{"role": "user", "content": "hi"}], timeout=timeout, max_tokens=1, **params)

@@ -105,6 +105,30 @@ class ModelRouteError(OsmosisError, ValueError):
     """A model name and base URL that name no model the SDK can call (also a ``ValueError``)."""
 
 
+_HINTS = {
+    "missing_key": "no API key for its provider",
+    "auth": "the provider refused the API key; check the key (or the provider's key variable)",
+    "budget": "the provider's budget for this key is exhausted",
+    "not_found": "the provider does not know this model (or this endpoint has no such route); check the name",
+    "connection": "the provider's endpoint does not answer; check the base URL and the network",
+    "config": "LiteLLM cannot route this model name; use provider/model, e.g. openai/gpt-4o-mini",
+    "client": "LiteLLM fails in its own code on this provider's answer, not at the provider; try another "
+    "litellm version, or openai/MODEL with the base URL if the endpoint speaks the OpenAI API",
+}
+
+
+def describe(model: str, kind: str, message: str, status: int | None = None) -> str:
+    """One line for a systemic failure of ``model``: what is wrong, what to do, and the provider's words.
+
+    Every command words its failures this way, a missing key included (``kind="missing_key"``, the
+    message from :func:`osmosis_ai.models.keys.key_hint`).
+    """
+    hint = _HINTS.get(kind, "the provider refused the request")
+    # LiteLLM gives a connection failure a made-up 500; only a real answer's status is worth showing.
+    shown_status = f"HTTP {status}: " if status and kind != "connection" else ""
+    return f"model {model!r} cannot be used: {hint} ({shown_status}{message})"
+
+
 def provider_message(exc: BaseException) -> str:
     """The provider's own explanation in ``exc``: LiteLLM's class prefix and trailing noise removed, cut short."""
     return (

@@ -9,6 +9,7 @@ import pytest
 
 from osmosis_ai.judge.keys import DEFAULT_API_KEY_ENV
 from osmosis_ai.judge.retry import RetryPolicy
+from osmosis_ai.models.keys import PROVIDER_KEYS
 from tests.support.openai_server import OpenAIServer
 
 
@@ -20,7 +21,8 @@ async def _no_sleep(_seconds: float) -> None:
 def _clean_provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """No real credentials or API bases leak into tests from the developer's environment."""
     bases = {name for name in os.environ if name.endswith(("_API_BASE", "_BASE_URL"))}
-    for name in {*DEFAULT_API_KEY_ENV.values(), *bases}:
+    accepted = {name for keys in PROVIDER_KEYS.values() for name in keys.accepted}
+    for name in {*DEFAULT_API_KEY_ENV.values(), *accepted, *bases}:
         monkeypatch.delenv(name, raising=False)
 
 

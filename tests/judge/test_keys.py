@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from typing import Any
@@ -52,16 +51,31 @@ def test_cloud_providers_use_their_own_credential_chain(
 def test_keyless_and_unlisted_providers_need_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolve_api_key("ollama", {}) is None
     assert resolve_api_key("openai", {"api_base": "http://127.0.0.1:1/v1"}) == NO_KEY_PLACEHOLDER
-    assert resolve_api_key("groq", {}) is None
-    monkeypatch.setenv("GROQ_API_KEY", "gsk")
-    assert resolve_api_key("groq", {}) == "gsk"  # LiteLLM's <PROVIDER>_API_KEY convention
+    assert resolve_api_key("nscale", {}) is None
+    monkeypatch.setenv("NSCALE_API_KEY", "nsk")
+    assert resolve_api_key("nscale", {}) == "nsk"  # LiteLLM's <PROVIDER>_API_KEY convention
+
+
+def test_the_common_providers_need_their_key_under_any_name_litellm_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(MissingAPIKeyError, match="set GROQ_API_KEY in the environment"):
+        resolve_api_key("groq", {"model": "llama-3.3-70b"})
+    monkeypatch.setenv("GOOGLE_API_KEY", "g-key")  # LiteLLM's other name for a Gemini key
+    assert resolve_api_key("gemini", {}) == "g-key"
+    monkeypatch.setenv("GEMINI_API_KEY", "gemini-key")
+    assert resolve_api_key("gemini", {}) == "gemini-key"  # the judge's own variable first
 
 
 def test_ensure_api_key_available_fails_fast() -> None:
     with pytest.raises(TypeError, match="provider"):
         ensure_api_key_available({"model": "m"})  # type: ignore[typeddict-item]
-    with pytest.raises(MissingAPIKeyError, match=re.escape('export ANTHROPIC_API_KEY="..."')):
+    with pytest.raises(MissingAPIKeyError) as caught:
         ensure_api_key_available({"provider": "Anthropic", "model": "m"})
+    assert str(caught.value) == (  # every command's missing-key line, word for word
+        "model 'anthropic/m' cannot be used: no API key for its provider "
+        "(set ANTHROPIC_API_KEY in the environment, or pass an API key)"
+    )
 
 
 def test_provider_key_variable_is_sent(openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -197,9 +197,9 @@ def test_a_judge_without_its_key_stops_regrade_and_reward_score_before_any_row(
         result = cli(*command, "--rubric", "tone", "-q", "--journal", str(tmp_path / f"{command[0]}.sqlite"),
                      cwd=tmp_path, home=home)  # fmt: skip
         assert result.returncode == 1, result.stdout
-        assert result.stderr.splitlines()[0] == (
-            "Error: No API key for provider 'openai': environment variable 'OPENAI_API_KEY' is not set or "
-            "is empty. Set it, or put 'api_key' / 'api_key_env' in model_info."
-        )
+        assert result.stderr.splitlines() == [
+            "Error: model 'openai/gpt-5-mini' cannot be used: no API key for its provider "
+            "(set OPENAI_API_KEY in the environment, or pass an API key)"
+        ]
         assert not (tmp_path / f"{command[0]}.sqlite").exists()  # no row was read, nothing journalled
     assert len(openai_server.requests) == sent
