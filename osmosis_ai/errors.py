@@ -42,21 +42,21 @@ classes that exist, both ways, so a new error class means a new line here::
     ├── ServeError                                  osmosis_ai.rollout.server.errors
     ├── LoadError                                   osmosis_ai.rollout.loading
     │   └── UserCodeError                           osmosis_ai.rollout.loading
-    ├── EvaluationError                             osmosis_ai.evaluation.errors
-    │   ├── DatasetError (ValueError)               osmosis_ai.evaluation.errors
-    │   │   ├── DatasetParseError                   osmosis_ai.evaluation.errors
-    │   │   │   └── DatasetNotFoundError (FileNotFoundError)   osmosis_ai.evaluation.errors
-    │   │   └── DatasetValidationError              osmosis_ai.evaluation.errors
-    │   ├── EvalFnError                             osmosis_ai.evaluation.errors
-    │   ├── JournalError                            osmosis_ai.evaluation.journal
-    │   │   ├── JournalCorruptError                 osmosis_ai.evaluation.journal
-    │   │   ├── JournalMismatchError                osmosis_ai.evaluation.journal
-    │   │   └── JournalLockedError                  osmosis_ai.evaluation.journal
+    ├── EvaluationError                             osmosis_ai.errors
+    │   ├── DatasetError (ValueError)               osmosis_ai.errors
+    │   │   ├── DatasetParseError                   osmosis_ai.errors
+    │   │   │   └── DatasetNotFoundError (FileNotFoundError)   osmosis_ai.errors
+    │   │   └── DatasetValidationError              osmosis_ai.errors
+    │   ├── EvalFnError                             osmosis_ai.rewards.eval_fn
+    │   ├── JournalError                            osmosis_ai.runs.journal
+    │   │   ├── JournalCorruptError                 osmosis_ai.runs.journal
+    │   │   ├── JournalMismatchError                osmosis_ai.runs.journal
+    │   │   └── JournalLockedError                  osmosis_ai.runs.journal
     │   ├── PlanError (ValueError)                  osmosis_ai.runs.run
-    │   ├── ProviderCheckError                      osmosis_ai.evaluation.errors
-    │   ├── ProviderError                           osmosis_ai.evaluation.errors
-    │   │   └── SystemicProviderError               osmosis_ai.evaluation.errors
-    │   └── ToolValidationError (ValueError)        osmosis_ai.evaluation.errors
+    │   ├── ProviderCheckError                      osmosis_ai.models.errors
+    │   ├── ProviderError                           osmosis_ai.models.errors
+    │   │   └── SystemicProviderError               osmosis_ai.models.errors
+    │   └── ToolValidationError (ValueError)        osmosis_ai.errors
     ├── AuthError                                   osmosis_ai.auth.errors
     │   ├── LoginError                              osmosis_ai.auth.errors
     │   ├── PlatformURLError (ValueError)           osmosis_ai.auth.errors
@@ -98,6 +98,11 @@ The command line's own error class lives in ``osmosis_ai/cli/errors.py``
 
 from __future__ import annotations
 
+TYPE_CHECKING = False  # typing is not imported: the reward decorators import this module
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
 
 class OsmosisError(Exception):
     """Root of every error raised on purpose by the Osmosis SDK."""
@@ -124,3 +129,55 @@ class RewardArgumentError(RewardContractError):
 
 class RewardReturnError(RewardContractError, ValueError):
     """A reward function returned something other than a finite real number."""
+
+
+class EvaluationError(OsmosisError):
+    """A local run (``osmosis rollout run``, ``test``, ``eval``) cannot do what was asked."""
+
+
+_UNSET: Any = object()  # "no value given", as distinct from None
+
+
+class DatasetError(EvaluationError, ValueError):
+    """A dataset file cannot be read, or one of its rows breaks the dataset format.
+
+    ``row`` is the 0-based row index (blank JSONL lines and the CSV header do not count), ``line``
+    the 1-based line of a JSONL file, ``column`` the column concerned and ``value`` its value, each
+    ``None`` when the error is not about one row, line or column.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | Path | None = None,
+        row: int | None = None,
+        line: int | None = None,
+        column: str | None = None,
+        value: Any = _UNSET,
+    ) -> None:
+        from pathlib import Path
+
+        super().__init__(message)
+        self.path = None if path is None else Path(path)
+        self.row = row
+        self.line = line
+        self.column = column
+        self.has_value = value is not _UNSET
+        self.value = None if value is _UNSET else value
+
+
+class DatasetParseError(DatasetError):
+    """The file is not a readable dataset: unknown format, bad JSON, bad CSV, unreadable Parquet."""
+
+
+class DatasetNotFoundError(DatasetParseError, FileNotFoundError):
+    """The dataset file does not exist (also a ``FileNotFoundError``)."""
+
+
+class DatasetValidationError(DatasetError):
+    """A row is readable but breaks the column rules (missing, null, non-string or blank value)."""
+
+
+class ToolValidationError(EvaluationError, ValueError):
+    """An agent's tool list breaks the function-tool schema; the row ends as the agent's error."""

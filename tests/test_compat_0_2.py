@@ -130,8 +130,9 @@ def test_credentials_store_round_trips_through_0_2s_dict(
 
 
 def test_names_and_keywords_of_0_2() -> None:
-    from osmosis_ai.evaluation.interactive import InteractiveLLMClient, InteractiveStep
     from osmosis_ai.rollout.eval.common import REQUIRED_COLUMNS_SET, TOOL_NAME_PATTERN, SystemicProviderError
+
+    from osmosis_ai.runs.executors.interactive import InteractiveLLMClient, InteractiveStep
 
     assert frozenset({"ground_truth", "user_prompt", "system_prompt"}) == REQUIRED_COLUMNS_SET
     assert TOOL_NAME_PATTERN.match("get_weather") and not TOOL_NAME_PATTERN.match("bad name")

@@ -149,7 +149,7 @@ def test_paths_resolve_as_attributes_and_through_every_import_form_in_a_fresh_in
         import osmosis_ai.rollout.eval.common.errors
         assert osmosis_ai.rollout.eval.common.errors.LocalExecutionError.__name__ == "EvaluationError"
         from osmosis_ai.rollout.eval.evaluation import *
-        assert pass_at_k.__module__ == "osmosis_ai.evaluation.statistics"
+        assert pass_at_k.__module__ == "osmosis_ai.statistics"
         from osmosis_ai.auth import credentials
         for path in {sorted(ALIASES)!r}:
             parent, _, child = path.rpartition(".")

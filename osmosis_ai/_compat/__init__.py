@@ -31,47 +31,41 @@ def _from(module: str, *names: str) -> dict[str, str]:
 # The names of the 0.2 modules under osmosis_ai.rollout.eval; its packages re-export their modules'.
 _READER = {
     "REQUIRED_COLUMNS": "osmosis_ai._compat.rollout_eval",
-    "DatasetReader": "osmosis_ai.evaluation.dataset",
-    "dataset_row_to_request": "osmosis_ai.evaluation.requests",
+    "DatasetReader": "osmosis_ai.runs.dataset",
+    "dataset_row_to_request": "osmosis_ai.runs.executors.requests",
 }
-_LOCAL_EXECUTION_ERROR = {"LocalExecutionError": "osmosis_ai.evaluation.errors:EvaluationError"}
+_LOCAL_EXECUTION_ERROR = {"LocalExecutionError": "osmosis_ai.errors:EvaluationError"}
 _EVAL_DATASET = {
     **_READER,
-    **_from("osmosis_ai.evaluation.errors", "DatasetParseError", "DatasetValidationError"),
+    **_from("osmosis_ai.errors", "DatasetParseError", "DatasetValidationError"),
     **_LOCAL_EXECUTION_ERROR,
 }
 _EVAL_LLM_CLIENT = {
-    "ExternalLLMClient": "osmosis_ai.evaluation.llm_client",
-    **_from("osmosis_ai.evaluation.errors", "ProviderError", "SystemicProviderError"),
+    "ExternalLLMClient": "osmosis_ai.runs.executors.model_client",
+    **_from("osmosis_ai.models.errors", "ProviderError", "SystemicProviderError"),
 }
 _COMMON_DATASET = {
     **_READER,
     "REQUIRED_COLUMNS_SET": "osmosis_ai._compat.rollout_eval",
-    "DatasetRow": "osmosis_ai.evaluation.dataset:Row",
+    "DatasetRow": "osmosis_ai.runs.dataset:Row",
 }
 _COMMON_ERRORS = {
-    **_from(
-        "osmosis_ai.evaluation.errors",
-        "DatasetParseError",
-        "DatasetValidationError",
-        "ProviderError",
-        "SystemicProviderError",
-        "ToolValidationError",
-    ),
+    **_from("osmosis_ai.errors", "DatasetParseError", "DatasetValidationError", "ToolValidationError"),
+    **_from("osmosis_ai.models.errors", "ProviderError", "SystemicProviderError"),
     **_LOCAL_EXECUTION_ERROR,
 }
-_COMMON_LLM_CLIENT = {"ExternalLLMClient": "osmosis_ai.evaluation.llm_client"}
+_COMMON_LLM_CLIENT = {"ExternalLLMClient": "osmosis_ai.runs.executors.model_client"}
 _COMMON_RUNNER = {
     "TOOL_NAME_PATTERN": "osmosis_ai.runs.executors.local:_TOOL_NAME",
     "validate_tools": "osmosis_ai.runs.executors.local",
 }
-_INTERACTIVE = _from("osmosis_ai.evaluation.interactive", "InteractiveLLMClient", "InteractiveStep")
+_INTERACTIVE = _from("osmosis_ai.runs.executors.interactive", "InteractiveLLMClient", "InteractiveStep")
 _EVAL_FN = {
-    "EvalFnError": "osmosis_ai.evaluation.errors",
-    "EvalFnWrapper": "osmosis_ai.evaluation.eval_fn",
+    "EvalFnError": "osmosis_ai.rewards.eval_fn",
+    "EvalFnWrapper": "osmosis_ai.rewards.eval_fn",
     **_from("osmosis_ai._compat.rollout_eval", "load_eval_fn", "load_eval_fns"),
 }
-_REPORT = {"pass_at_k": "osmosis_ai.evaluation.statistics"}
+_REPORT = {"pass_at_k": "osmosis_ai.statistics"}
 _RUBRIC_ERRORS = _from(
     "osmosis_ai.judge.errors", "MissingAPIKeyError", "ModelNotFoundError", "ProviderRequestError"
 )
@@ -92,6 +86,65 @@ _CLI_ERROR = {"CLIError": "osmosis_ai.cli.errors"}
 _COMMANDS = "osmosis_ai.cli.command_objects"
 
 ALIASES: dict[str, str | dict[str, str]] = {
+    # this package's own osmosis_ai.evaluation (its parts moved to runs/, models/, rewards/ and the base)
+    "osmosis_ai.evaluation": {
+        "DatasetReader": "osmosis_ai.runs.dataset",
+        "RawRow": "osmosis_ai.runs.dataset",
+        "REQUIRED_COLUMNS": "osmosis_ai.runs.dataset",
+        "count_rows": "osmosis_ai.runs.dataset",
+        "iter_raw": "osmosis_ai.runs.dataset",
+        "normalize_row": "osmosis_ai.runs.dataset",
+        "EvaluationError": "osmosis_ai.errors",
+        "DatasetError": "osmosis_ai.errors",
+        "DatasetParseError": "osmosis_ai.errors",
+        "DatasetNotFoundError": "osmosis_ai.errors",
+        "DatasetValidationError": "osmosis_ai.errors",
+        "ProviderCheckError": "osmosis_ai.models.errors",
+        "ProviderError": "osmosis_ai.models.errors",
+        "SystemicProviderError": "osmosis_ai.models.errors",
+        "ExternalLLMClient": "osmosis_ai.runs.executors.model_client",
+        "dataset_row_to_request": "osmosis_ai.runs.executors.requests",
+        "classify_provider_error": "osmosis_ai.models.providers",
+        "preflight": "osmosis_ai.models.providers",
+        "EvalFnWrapper": "osmosis_ai.rewards.eval_fn",
+        "Journal": "osmosis_ai.runs.journal",
+        "SampleRecord": "osmosis_ai.runs.journal",
+        "JournalError": "osmosis_ai.runs.journal",
+        "JournalMismatchError": "osmosis_ai.runs.journal",
+        "EvalFnError": "osmosis_ai.rewards.eval_fn",
+        "Estimate": "osmosis_ai.statistics",
+        "pass_at_k": "osmosis_ai.statistics",
+        "wilson_interval": "osmosis_ai.statistics",
+        "bootstrap_interval": "osmosis_ai.statistics",
+        "paired_difference": "osmosis_ai.statistics",
+        "Outcome": "osmosis_ai.outcome",
+        "OutcomeCounts": "osmosis_ai.outcome",
+        "verdict": "osmosis_ai.outcome",
+    },
+    "osmosis_ai.evaluation.outcome": "osmosis_ai.outcome",
+    "osmosis_ai.evaluation.statistics": "osmosis_ai.statistics",
+    "osmosis_ai.evaluation.eval_fn": "osmosis_ai.rewards.eval_fn",
+    "osmosis_ai.evaluation.providers": "osmosis_ai.models.providers",
+    "osmosis_ai.evaluation.dataset": "osmosis_ai.runs.dataset",
+    "osmosis_ai.evaluation.journal": "osmosis_ai.runs.journal",
+    "osmosis_ai.evaluation.journal_store": "osmosis_ai.runs.journal_store",
+    "osmosis_ai.evaluation.summary": "osmosis_ai.runs.summary",
+    "osmosis_ai.evaluation.regrade": "osmosis_ai.runs.regrade",
+    "osmosis_ai.evaluation.llm_client": "osmosis_ai.runs.executors.model_client",
+    "osmosis_ai.evaluation.requests": "osmosis_ai.runs.executors.requests",
+    "osmosis_ai.evaluation.interactive": "osmosis_ai.runs.executors.interactive",
+    "osmosis_ai.evaluation.errors": {
+        "EvaluationError": "osmosis_ai.errors",
+        "DatasetError": "osmosis_ai.errors",
+        "DatasetParseError": "osmosis_ai.errors",
+        "DatasetNotFoundError": "osmosis_ai.errors",
+        "DatasetValidationError": "osmosis_ai.errors",
+        "ToolValidationError": "osmosis_ai.errors",
+        "ProviderCheckError": "osmosis_ai.models.errors",
+        "ProviderError": "osmosis_ai.models.errors",
+        "SystemicProviderError": "osmosis_ai.models.errors",
+        "EvalFnError": "osmosis_ai.rewards.eval_fn",
+    },
     # reward decorators and the rubric judge
     "osmosis_ai.utils": _from("osmosis_ai.rewards", "osmosis_reward", "osmosis_rubric"),
     "osmosis_ai.rubric_eval": {
@@ -152,7 +205,7 @@ ALIASES: dict[str, str | dict[str, str]] = {
     "osmosis_ai.rollout.eval.evaluation.report": _REPORT,
     "osmosis_ai.rollout.eval.test_mode": {
         **_COMMON_LLM_CLIENT,
-        "ProviderError": "osmosis_ai.evaluation.errors",
+        "ProviderError": "osmosis_ai.models.errors",
         **_INTERACTIVE,
     },
     "osmosis_ai.rollout.eval.test_mode.cli": _from(_COMMANDS, "TestCommand"),

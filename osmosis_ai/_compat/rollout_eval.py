@@ -9,8 +9,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from osmosis_ai.evaluation.errors import EvalFnError
-from osmosis_ai.evaluation.eval_fn import EvalFnWrapper
+from osmosis_ai.rewards.eval_fn import EvalFnError, EvalFnWrapper
 
 __all__ = ["REQUIRED_COLUMNS", "REQUIRED_COLUMNS_SET", "load_eval_fn", "load_eval_fns"]
 

@@ -19,7 +19,7 @@ from osmosis_ai.cli.parser import OptionGroup, OutOfRange, add_exclusive
 
 if TYPE_CHECKING:
     from osmosis_ai._pool import Limit
-    from osmosis_ai.evaluation.dataset import DatasetReader
+    from osmosis_ai.runs.dataset import DatasetReader
 
 
 def whole_number(minimum: int, maximum: int | None = None, *, name: str = "value") -> Callable[[str], int]:
@@ -149,7 +149,7 @@ def open_dataset(args: argparse.Namespace) -> tuple[DatasetReader, int, int]:
     file, rows to run)``. Every selected row is read and checked now, one at a time (the file is never
     loaded whole; ~7 µs a row), so a malformed line fails before any paid request, not after the rows
     before it ran."""
-    from osmosis_ai.evaluation.dataset import DatasetReader
+    from osmosis_ai.runs.dataset import DatasetReader
 
     reader = DatasetReader(args.dataset)
     total = len(reader)

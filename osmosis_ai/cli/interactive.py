@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from osmosis_ai.cli.output import console
-from osmosis_ai.evaluation.dataset import DatasetReader
-from osmosis_ai.evaluation.errors import SystemicProviderError
-from osmosis_ai.evaluation.interactive import InteractiveLLMClient, InteractiveStep, parse_arguments
+from osmosis_ai.models.errors import SystemicProviderError
+from osmosis_ai.runs.dataset import DatasetReader
 from osmosis_ai.runs.engine import ProcessItem
+from osmosis_ai.runs.executors.interactive import InteractiveLLMClient, InteractiveStep, parse_arguments
 from osmosis_ai.runs.items import WorkItem
 from osmosis_ai.runs.result import Result
 

@@ -15,13 +15,13 @@ from osmosis_ai.runs.run import kept_if_used
 __all__ = ["journal_refusals", "kept_if_used", "open_journal", "resuming_line"]
 
 if TYPE_CHECKING:
-    from osmosis_ai.evaluation.journal import Journal
+    from osmosis_ai.runs.journal import Journal
 
 
 @contextlib.contextmanager
 def journal_refusals(path: Path) -> Iterator[None]:
     """The journal's refusals within the block turned into one line naming ``--fresh`` or ``--journal``."""
-    from osmosis_ai.evaluation.journal import JournalLockedError, JournalMismatchError
+    from osmosis_ai.runs.journal import JournalLockedError, JournalMismatchError
 
     try:
         yield
@@ -48,7 +48,7 @@ def open_journal(
 ) -> Journal:
     """:meth:`Journal.open` with :func:`journal_refusals`; a damaged journal it set aside is one
     ``Warning:`` line on stderr."""
-    from osmosis_ai.evaluation.journal import Journal
+    from osmosis_ai.runs.journal import Journal
 
     with journal_refusals(path):
         journal = Journal.open(path, description, fresh=fresh, labels=labels, samples_path=samples_path)

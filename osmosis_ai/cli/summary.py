@@ -24,9 +24,9 @@ from osmosis_ai.cli.output_file import declare_files
 
 TYPE_CHECKING = False  # the report package loads only when a summary is drawn
 if TYPE_CHECKING:
-    from osmosis_ai.evaluation.statistics import Estimate
     from osmosis_ai.report.figures import Summary
     from osmosis_ai.report.model import Run
+    from osmosis_ai.statistics import Estimate
 
 
 def _ms(value: float | None) -> str:
@@ -35,7 +35,7 @@ def _ms(value: float | None) -> str:
 
 def _counted(summary: Summary, outcomes: str) -> tuple[str, str]:
     """The first row: what was counted, samples beside the rows they ran on when rows ran ``--n`` times."""
-    from osmosis_ai.evaluation.outcome import plural
+    from osmosis_ai.outcome import plural
 
     if summary.samples_per_row <= 1:
         return "rows", f"{summary.rows}: {outcomes}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from html import escape
 
-from osmosis_ai.evaluation.statistics import Estimate
+from osmosis_ai.statistics import Estimate
 
 # Drawn at its own size (CSS width = WIDTH), so a 12-unit label is 12 px on the page, never scaled down.
 WIDTH, HEIGHT, PAD = 480, 196, 32

@@ -4,7 +4,7 @@ Scores are summarised over completed rows only (a failed row has no score, it is
 mean is the mean of per-row means with a bootstrap interval over rows, and pass@k (a sample passes
 when its score is at least the run's threshold) is given for every ``k`` up to the samples per row
 when rows have more than one — the same estimators ``osmosis eval`` reports
-(:mod:`osmosis_ai.evaluation.statistics`), so the page and the command agree.
+(:mod:`osmosis_ai.statistics`), so the page and the command agree.
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from osmosis_ai.evaluation.outcome import Outcome
-from osmosis_ai.evaluation.statistics import (
+from osmosis_ai.outcome import Outcome
+from osmosis_ai.report.cost import estimated_cost
+from osmosis_ai.report.model import Row, Run
+from osmosis_ai.rollout.utils import is_tool_error
+from osmosis_ai.statistics import (
     Estimate,
     ScoreTally,
     paired_difference,
 )
-from osmosis_ai.report.cost import estimated_cost
-from osmosis_ai.report.model import Row, Run
-from osmosis_ai.rollout.utils import is_tool_error
 from osmosis_ai.traingate.report import percentile
 
 PERCENTILES = (0.5, 0.9, 0.99)

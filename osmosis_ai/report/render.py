@@ -22,7 +22,6 @@ from importlib.resources import files
 from typing import Any
 
 from osmosis_ai.consts import PACKAGE_VERSION
-from osmosis_ai.evaluation.statistics import pass_at_k
 from osmosis_ai.report.charts import histogram_svg, pass_at_k_svg
 from osmosis_ai.report.figures import (
     Comparison,
@@ -35,6 +34,7 @@ from osmosis_ai.report.figures import (
     summarize,
 )
 from osmosis_ai.report.model import Row, Run
+from osmosis_ai.statistics import pass_at_k
 
 PREVIEW_CHARS = 120
 

@@ -7,7 +7,7 @@ behind a rollout server driven by the local TrainGate) into an :class:`~osmosis_
 the one **scorer** (:mod:`~osmosis_ai.runs.scorer`) turns it into a scored
 :class:`~osmosis_ai.runs.result.Result` by the one score rule; the result is committed to the
 run's journal before it counts, and only then handed to the application's ``on_result`` callback.
-Every item ends in a typed :class:`~osmosis_ai.evaluation.outcome.Outcome`. On Ray, the ``process``
+Every item ends in a typed :class:`~osmosis_ai.outcome.Outcome`. On Ray, the ``process``
 is a :func:`~osmosis_ai.runs.backends.ray.ray_pool` whose workers build the pipeline from a
 :class:`~osmosis_ai.runs.backends.ray.WorkerSpec` (``osmosis_ai[ray]``).
 """

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.outcome import Outcome
 from osmosis_ai.rewards.runtime.sample import Sample
 from osmosis_ai.rewards.score import describe_value
 from osmosis_ai.runs.items import WorkItem

@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from osmosis_ai._pool import Limit, run_bounded
-from osmosis_ai.evaluation.outcome import Outcome
 from osmosis_ai.observe import tracing
+from osmosis_ai.outcome import Outcome
 from osmosis_ai.runs.items import Deadline, WorkItem
 from osmosis_ai.runs.result import Attempt, Result
 from osmosis_ai.runs.scorer import Scorer
 
 if TYPE_CHECKING:
-    from osmosis_ai.evaluation.journal import Journal
+    from osmosis_ai.runs.journal import Journal
 
 
 class Executor(Protocol):
@@ -118,7 +118,7 @@ async def run_items(
     file). ``before_start(item)`` is awaited once the item is taken and before it starts, e.g. to
     hold back items an in-order consumer cannot buffer yet.
     """
-    from osmosis_ai.evaluation.journal import SampleRecord
+    from osmosis_ai.runs.journal import SampleRecord
 
     report = RunReport()
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
 if TYPE_CHECKING:
-    from osmosis_ai.evaluation.journal import SampleRecord, SetAside
+    from osmosis_ai.runs.journal import SampleRecord, SetAside
     from osmosis_ai.runs.result import Result
 
 

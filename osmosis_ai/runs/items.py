@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from osmosis_ai.evaluation.journal import PRIMARY
+from osmosis_ai.runs.journal import PRIMARY
 
 
 @dataclass(frozen=True)

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 from osmosis_ai.runs.plan import RunPlan, Scoring
 
 if TYPE_CHECKING:
-    from osmosis_ai.evaluation.eval_fn import EvalFnWrapper
+    from osmosis_ai.rewards.eval_fn import EvalFnWrapper
     from osmosis_ai.rewards.runtime import RewardRuntime
     from osmosis_ai.runs.engine import Executor, Pipeline
 
 
 def load_scorers(scoring: Scoring) -> list[EvalFnWrapper]:
     """The scoring functions, imported and their signatures checked (before any worker starts)."""
-    from osmosis_ai.evaluation.eval_fn import EvalFnWrapper
+    from osmosis_ai.rewards.eval_fn import EvalFnWrapper
     from osmosis_ai.rollout.loading import load_attribute
 
     example = "e.g. 'my_evals:exact'"

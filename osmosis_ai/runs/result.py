@@ -1,7 +1,7 @@
 """What running one work item produced (:class:`Attempt`), and the scored, typed end of it (:class:`Result`).
 
 An executor returns an :class:`Attempt`: how the run of the item ended *before* scoring (its
-:class:`~osmosis_ai.evaluation.outcome.Outcome` is ``completed`` when the agent finished having
+:class:`~osmosis_ai.outcome.Outcome` is ``completed`` when the agent finished having
 called the model), the final conversation, the agent's own reward as reported, and what it cost.
 The scorer makes it a :class:`Result`: the outcome after scoring, the reward and the named scores,
 or the scoring errors.
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.outcome import Outcome
 from osmosis_ai.runs.items import WorkItem
 
 Message = dict[str, Any]

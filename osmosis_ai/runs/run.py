@@ -20,16 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from osmosis_ai.evaluation.errors import EvaluationError
-from osmosis_ai.evaluation.journal import PRIMARY
-from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.errors import EvaluationError
+from osmosis_ai.outcome import Outcome
 from osmosis_ai.runs.events import ItemsDone, OnEvent, Opened, Ready, tell
 from osmosis_ai.runs.items import WorkItem
+from osmosis_ai.runs.journal import PRIMARY
 from osmosis_ai.runs.plan import Prepared, RowSource, RunPlan
 
 if TYPE_CHECKING:
     from osmosis_ai._pool import Limit
-    from osmosis_ai.evaluation.journal import Journal, SampleRecord
+    from osmosis_ai.runs.journal import Journal, SampleRecord
 
 
 class PlanError(EvaluationError, ValueError):
@@ -70,7 +70,7 @@ def open_rows(plan: RunPlan) -> tuple[RowSource, int, int]:
 
 def journal_file(plan: RunPlan) -> Path:
     """Where the plan's journal is: the one it names, or the default place for its task id."""
-    from osmosis_ai.evaluation.journal_store import journal_path, journal_root
+    from osmosis_ai.runs.journal_store import journal_path, journal_root
 
     assert plan.journal is not None
     if plan.journal.path:
@@ -83,7 +83,7 @@ def kept_if_used(journal: Journal) -> Iterator[Journal]:
     """``journal`` for the block, then closed; one this run created and committed nothing to (a
     refused preflight, a mistake found before the first result, Ctrl-C) is deleted with its files,
     so no empty run is left to list or to find."""
-    from osmosis_ai.evaluation.journal_store import journal_root, remove
+    from osmosis_ai.runs.journal_store import journal_root, remove
 
     try:
         yield journal
@@ -111,10 +111,10 @@ async def run(
 
     Raises the library's typed errors for what stops a run before its items (a bad dataset, user
     code that does not load, a journal of another configuration, a refused preflight:
-    :class:`~osmosis_ai.evaluation.errors.SystemicProviderError`)."""
-    from osmosis_ai.evaluation.journal import Journal
-    from osmosis_ai.evaluation.journal_store import samples_path
+    :class:`~osmosis_ai.models.errors.SystemicProviderError`)."""
     from osmosis_ai.models.concurrency import concurrency_limit
+    from osmosis_ai.runs.journal import Journal
+    from osmosis_ai.runs.journal_store import samples_path
 
     prepared = plan.executor.prepare(plan)
     reader, total, selected = open_rows(plan)

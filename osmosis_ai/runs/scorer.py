@@ -23,7 +23,7 @@ from typing import Any
 
 from osmosis_ai._usercode import UserCodeRaised, UserThreads
 from osmosis_ai.errors import RewardReturnError
-from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.outcome import Outcome
 from osmosis_ai.rewards.score import agent_reward, to_score
 from osmosis_ai.runs.items import Deadline, WorkItem
 from osmosis_ai.runs.result import Attempt, Result

@@ -1,14 +1,12 @@
 """Errors of the local TrainGate, rooted at :class:`TrainGateError`.
 
-:class:`DatasetError` belongs to the shared dataset reader (:mod:`osmosis_ai.evaluation.errors`)
-and is re-exported here, where callers have imported it from. The whole tree is drawn in
-:mod:`osmosis_ai.errors`.
+:class:`DatasetError` belongs to the dataset reader and is re-exported here, where callers have
+imported it from. The whole tree is drawn in :mod:`osmosis_ai.errors`.
 """
 
 from __future__ import annotations
 
-from osmosis_ai.errors import OsmosisError
-from osmosis_ai.evaluation.errors import DatasetError
+from osmosis_ai.errors import DatasetError, OsmosisError
 
 __all__ = ["DatasetError", "PolicyError", "TrainGateError"]
 

@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from osmosis_ai.evaluation.outcome import Outcome, OutcomeCounts
-from osmosis_ai.evaluation.statistics import ScoreTally
+from osmosis_ai.outcome import Outcome, OutcomeCounts
 from osmosis_ai.rollout.utils import is_tool_error
+from osmosis_ai.statistics import ScoreTally
 from osmosis_ai.traingate.append_only import AppendOnlyViolation
 from osmosis_ai.traingate.drift import DriftEvent, DriftTally
 from osmosis_ai.traingate.session import INFRA_STATUSES, TERMINAL_STATUSES, RolloutSession

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from osmosis_ai._usercode import UserThreads, call_user
-from osmosis_ai.evaluation.eval_fn import last_assistant_text
+from osmosis_ai.rewards.eval_fn import last_assistant_text
 from osmosis_ai.rewards.score import to_score
 
 RewardFn = Callable[..., Any]

@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.outcome import Outcome
 from osmosis_ai.traingate.append_only import AppendOnlyViolation, canonical
 
 if TYPE_CHECKING:

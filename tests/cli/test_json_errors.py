@@ -136,7 +136,7 @@ def test_an_error_object_names_the_class_and_its_plain_attributes(capsys: pytest
     assert main(["test", "-m", CALCULATOR, "-d", MISSING, "--json"]) == 1
     captured = capsys.readouterr()
     error = assert_error(one_object(captured.out), "dataset_not_found_error", command="osmosis test")
-    assert error["details"]["type"] == "osmosis_ai.evaluation.errors.DatasetNotFoundError"
+    assert error["details"]["type"] == "osmosis_ai.errors.DatasetNotFoundError"
     assert MISSING in error["message"]
     assert captured.err.startswith("Error: ")  # the person at the terminal still reads one line
 

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 import pytest
+from osmosis_ai.rubric_eval import ensure_api_key_available
 
 from osmosis_ai import MissingAPIKeyError, evaluate_rubric
 from osmosis_ai.judge.keys import (
@@ -16,7 +17,6 @@ from osmosis_ai.judge.keys import (
     configured_api_base,
     resolve_api_key,
 )
-from osmosis_ai.rubric_eval import ensure_api_key_available
 from tests.support.openai_server import OpenAIServer
 
 KEYED = sorted(set(DEFAULT_API_KEY_ENV) - CREDENTIAL_CHAIN_PROVIDERS)

@@ -132,8 +132,8 @@ async def test_litellm_failing_in_its_own_code_is_not_an_endpoint_that_does_not_
 ) -> None:
     import litellm
 
-    from osmosis_ai.evaluation.errors import ProviderCheckError
-    from osmosis_ai.evaluation.providers import preflight
+    from osmosis_ai.models.errors import ProviderCheckError
+    from osmosis_ai.models.providers import preflight
 
     provider = f"raising-{kind}"
     monkeypatch.setattr(

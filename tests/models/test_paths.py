@@ -10,13 +10,12 @@ from typing import Any
 import pytest
 
 from osmosis_ai._http import RetryPolicy
-from osmosis_ai.evaluation.errors import ProviderError, SystemicProviderError
-from osmosis_ai.evaluation.llm_client import ExternalLLMClient
 from osmosis_ai.judge.errors import ModelNotFoundError, ProviderRequestError
 from osmosis_ai.judge.evaluate import aevaluate_rubric
 from osmosis_ai.judge.retry import RetryPolicy as JudgeRetryPolicy
 from osmosis_ai.models import complete as models
-from osmosis_ai.models.errors import ModelCallError
+from osmosis_ai.models.errors import ModelCallError, ProviderError, SystemicProviderError
+from osmosis_ai.runs.executors.model_client import ExternalLLMClient
 from osmosis_ai.traingate.errors import PolicyError
 from osmosis_ai.traingate.policy.litellm import TOKEN_ID_OPTIONS, LiteLLMPolicy
 from tests.support.openai_server import OpenAIServer, Reply

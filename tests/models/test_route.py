@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from osmosis_ai.evaluation.llm_client import ExternalLLMClient
 from osmosis_ai.models.complete import NO_KEY, Route, route
+from osmosis_ai.runs.executors.model_client import ExternalLLMClient
 from osmosis_ai.traingate.policy import make_policy
 from tests.support.openai_server import OpenAIServer
 

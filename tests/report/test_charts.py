@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from osmosis_ai.evaluation.statistics import Estimate
 from osmosis_ai.report.charts import bins, histogram_svg, pass_at_k_svg
+from osmosis_ai.statistics import Estimate
 
 
 def test_few_distinct_values_get_one_bar_each() -> None:

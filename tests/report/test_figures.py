@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from osmosis_ai.evaluation.statistics import bootstrap_interval, paired_difference, pass_at_k_table
 from osmosis_ai.report.figures import compare, compare_rows, summarize
 from osmosis_ai.report.model import Row, Run
 from osmosis_ai.report.readers import read_results
+from osmosis_ai.statistics import bootstrap_interval, paired_difference, pass_at_k_table
 from osmosis_ai.traingate.report import percentile
 from tests.support.results import write_rollout_results
 

@@ -11,7 +11,7 @@ import pytest
 
 from osmosis_ai import osmosis_reward
 from osmosis_ai.errors import RewardReturnError
-from osmosis_ai.evaluation.eval_fn import EvalFnWrapper
+from osmosis_ai.rewards.eval_fn import EvalFnWrapper
 from osmosis_ai.rewards.score import to_score
 from osmosis_ai.traingate.reward import compute_reward
 

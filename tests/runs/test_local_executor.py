@@ -8,12 +8,13 @@ from typing import Any
 import pytest
 
 from osmosis_ai._http import RetryPolicy
-from osmosis_ai.evaluation.errors import ProviderError, ToolValidationError
-from osmosis_ai.evaluation.llm_client import ExternalLLMClient
-from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.errors import ToolValidationError
+from osmosis_ai.models.errors import ProviderError
+from osmosis_ai.outcome import Outcome
 from osmosis_ai.rollout import RolloutAgentLoop, RolloutContext, RolloutRequest, RolloutResult
 from osmosis_ai.runs.engine import Pipeline, run_items
 from osmosis_ai.runs.executors.local import InProcessExecutor, LocalModel, validate_tools
+from osmosis_ai.runs.executors.model_client import ExternalLLMClient
 from osmosis_ai.runs.items import PRIMARY, WorkItem, work_items
 from osmosis_ai.runs.result import Result
 from osmosis_ai.runs.scorer import Scorer

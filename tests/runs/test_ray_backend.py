@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from osmosis_ai.evaluation.journal import Journal
+from osmosis_ai.runs.journal import Journal
 from tests.support.cli import REPO, Ran, cli, osmosis, subprocess_env
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.sockets import free_port

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.outcome import Outcome
 from osmosis_ai.runs.engine import Pipeline, run_items
 from osmosis_ai.runs.executors.stored import StoredExecutor
 from osmosis_ai.runs.items import WorkItem, work_items

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.outcome import Outcome
 from osmosis_ai.runs.items import WorkItem
 from osmosis_ai.runs.result import Attempt, Result
 

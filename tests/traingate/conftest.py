@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from osmosis_ai.evaluation.dataset import DatasetReader
+from osmosis_ai.runs.dataset import DatasetReader
 from tests.support.cli import CALCULATOR_DATASET
 
 

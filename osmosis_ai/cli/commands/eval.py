@@ -8,10 +8,10 @@ command is run again; a changed dataset or configuration is refused with the rea
 starts over, keeping the old journal as a backup; ``--retry-failed`` also reruns samples the model
 failed). Samples lost to infrastructure are never kept as finished.
 
-The report (:mod:`osmosis_ai.evaluation.summary`) counts the outcomes beside the pass rate and gives
+The report (:mod:`osmosis_ai.runs.summary`) counts the outcomes beside the pass rate and gives
 each model its own summary; with a baseline, a paired comparison over the same rows. Failed samples
 have no score: they are counted, never scored 0. Exit status by the shared rule
-(:func:`osmosis_ai.evaluation.outcome.verdict`), applied to each model. ``osmosis eval cache`` is
+(:func:`osmosis_ai.outcome.verdict`), applied to each model. ``osmosis eval cache`` is
 :mod:`osmosis_ai.cli.eval.cache`.
 """
 
@@ -88,7 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _samples_file(args: argparse.Namespace) -> str | None:
     """Where ``--log-samples`` appends, when ``--journal`` names the journal it goes beside."""
-    from osmosis_ai.evaluation.journal_store import samples_path
+    from osmosis_ai.runs.journal_store import samples_path
 
     return str(samples_path(Path(args.journal))) if args.journal and args.log_samples else None
 
@@ -116,8 +116,8 @@ def run(args: argparse.Namespace) -> int:
 def plan_of(args: argparse.Namespace) -> RunPlan:
     """The run the command line asks for."""
     from osmosis_ai.cli.loading import agent_ref
-    from osmosis_ai.evaluation.journal import BASELINE, PRIMARY
     from osmosis_ai.runs.executors.local import InProcessAgent
+    from osmosis_ai.runs.journal import BASELINE, PRIMARY
     from osmosis_ai.runs.plan import JournalSpec, ModelRef, Rows, RunPlan, Scoring
 
     models = [(PRIMARY, ModelRef(args.model, args.base_url, args.api_key))]
@@ -153,10 +153,10 @@ async def _eval(args: argparse.Namespace) -> int:
     from osmosis_ai.cli.eval.report import check_output_path
     from osmosis_ai.cli.eval.samples import progress_reporter
     from osmosis_ai.cli.journals import journal_refusals, resuming_line
-    from osmosis_ai.evaluation.journal import BASELINE
-    from osmosis_ai.evaluation.journal_store import journal_root
-    from osmosis_ai.evaluation.outcome import plural
+    from osmosis_ai.outcome import plural
     from osmosis_ai.runs.events import ModelChecked, Opened, Ready
+    from osmosis_ai.runs.journal import BASELINE
+    from osmosis_ai.runs.journal_store import journal_root
     from osmosis_ai.runs.result import Result
     from osmosis_ai.runs.run import journal_file, run
 
@@ -219,9 +219,9 @@ def _report(
         write_json,
         write_structured,
     )
-    from osmosis_ai.evaluation.journal import BASELINE, PRIMARY, read_samples
-    from osmosis_ai.evaluation.outcome import verdict
-    from osmosis_ai.evaluation.summary import compare, legacy_document, run_entry, summarize
+    from osmosis_ai.outcome import verdict
+    from osmosis_ai.runs.journal import BASELINE, PRIMARY, read_samples
+    from osmosis_ai.runs.summary import compare, legacy_document, run_entry, summarize
 
     # With -q and nothing written, only the outcome line (counts) is shown: the figures, two
     # thousand bootstrap resamples per eval function, would be computed for no one.

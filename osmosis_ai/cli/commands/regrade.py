@@ -58,11 +58,11 @@ from osmosis_ai.cli.running import run_command
 from osmosis_ai.cli.summary import add_summary_arguments
 
 if TYPE_CHECKING:
-    from osmosis_ai.evaluation.journal import Journal
     from osmosis_ai.models.concurrency import CallObserver
     from osmosis_ai.report.model import Row
     from osmosis_ai.runs.engine import Pipeline
     from osmosis_ai.runs.items import WorkItem
+    from osmosis_ai.runs.journal import Journal
     from osmosis_ai.runs.result import Attempt
     from osmosis_ai.runs.scorer import Scorer
 
@@ -211,8 +211,8 @@ def _read(inputs: Sequence[Path]) -> tuple[dict[tuple[int, int], Stored], float]
 
 def _join_dataset(answers: Mapping[tuple[int, int], Stored], dataset: str) -> str:
     """Each answer's columns from ``dataset``'s row of its index; the dataset's digest."""
-    from osmosis_ai.evaluation.dataset import DatasetReader
-    from osmosis_ai.evaluation.journal import file_digest
+    from osmosis_ai.runs.dataset import DatasetReader
+    from osmosis_ai.runs.journal import file_digest
 
     reader = DatasetReader(dataset)
     wanted = {row for row, _ in answers}
@@ -230,7 +230,7 @@ def _join_dataset(answers: Mapping[tuple[int, int], Stored], dataset: str) -> st
 
 
 def _outcome(text: str) -> Any:
-    from osmosis_ai.evaluation.outcome import Outcome
+    from osmosis_ai.outcome import Outcome
 
     try:
         return Outcome(text)
@@ -242,7 +242,7 @@ def attempt_of(stored: Stored, grader: str, *, needs_ground_truth: bool = True) 
     """The attempt of a stored answer: completed with its final messages when the grader can score
     it; refused (``reward_error``, with the reason) when it lacks what the grader needs; the
     earlier failure, kept, when the run never produced an answer."""
-    from osmosis_ai.evaluation.outcome import Outcome
+    from osmosis_ai.outcome import Outcome
     from osmosis_ai.runs.result import Attempt
 
     row = stored.row
@@ -276,9 +276,9 @@ async def _regrade(args: argparse.Namespace) -> int:
     from osmosis_ai.cli.arguments import run_limit
     from osmosis_ai.cli.journals import kept_if_used, open_journal, resuming_line
     from osmosis_ai.cli.summary import check_run_outputs
-    from osmosis_ai.evaluation.journal import PRIMARY, file_digest
-    from osmosis_ai.evaluation.journal_store import journal_path, journal_root
     from osmosis_ai.rollout.loading import load_attribute, source_digest
+    from osmosis_ai.runs.journal import PRIMARY, file_digest
+    from osmosis_ai.runs.journal_store import journal_path, journal_root
 
     inputs = [Path(p) for p in args.results]
     check_run_outputs(args)
@@ -448,8 +448,8 @@ def judge_function(
     from osmosis_ai._usercode import UserThreads
     from osmosis_ai.cli.eval_rubric.dataset import RubricRecord
     from osmosis_ai.cli.eval_rubric.engine import RubricEvaluationEngine
-    from osmosis_ai.evaluation.journal import PRIMARY
-    from osmosis_ai.evaluation.outcome import Outcome
+    from osmosis_ai.outcome import Outcome
+    from osmosis_ai.runs.journal import PRIMARY
     from osmosis_ai.runs.scorer import ScoreFailure, ScoreFn
 
     first = RubricEvaluationEngine(cache=cache or None, progress=False, observer=observer)
@@ -505,7 +505,7 @@ def _output_records(state: Regrade) -> list[dict[str, Any]]:
 
 
 def _pairs(state: Regrade, records: Sequence[dict[str, Any]]) -> list[Any]:
-    from osmosis_ai.evaluation.regrade import Pair
+    from osmosis_ai.runs.regrade import Pair
 
     pairs = []
     for record in records:
@@ -522,7 +522,7 @@ def _render(args: argparse.Namespace, state: Regrade) -> int:
     from osmosis_ai.cli.arguments import limit_line, limit_summary
     from osmosis_ai.cli.output import print_json
     from osmosis_ai.cli.output_file import write_output
-    from osmosis_ai.evaluation.regrade import compare, variance
+    from osmosis_ai.runs.regrade import compare, variance
 
     records = _output_records(state)
     pairs = _pairs(state, records)

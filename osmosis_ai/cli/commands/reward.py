@@ -54,9 +54,9 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
 
     from osmosis_ai._pool import Limit
-    from osmosis_ai.evaluation.journal import Journal
     from osmosis_ai.runs.answers import Columns
     from osmosis_ai.runs.engine import Pipeline
+    from osmosis_ai.runs.journal import Journal
 
 REWARD = "reward"
 JUDGE_CONCURRENCY = 8  # a judge is a provider's rate limit away from failing: eval-rubric's default
@@ -164,10 +164,10 @@ def _prepare(args: argparse.Namespace) -> _Plan:
     from osmosis_ai.cli.journals import open_journal
     from osmosis_ai.cli.loading import reward_runtime, source_digest
     from osmosis_ai.cli.summary import check_run_outputs
-    from osmosis_ai.evaluation.dataset import count_rows, dataset_format, iter_raw
-    from osmosis_ai.evaluation.journal import file_digest
-    from osmosis_ai.evaluation.journal_store import journal_path, journal_root
     from osmosis_ai.runs.answers import Columns, RowRefused
+    from osmosis_ai.runs.dataset import count_rows, dataset_format, iter_raw
+    from osmosis_ai.runs.journal import file_digest
+    from osmosis_ai.runs.journal_store import journal_path, journal_root
 
     say(f"osmosis-reward-score v{PACKAGE_VERSION}", quiet=args.quiet)
     check_run_outputs(args)
@@ -226,7 +226,7 @@ def _prepare(args: argparse.Namespace) -> _Plan:
 
 def _say_resuming(args: argparse.Namespace, plan: _Plan, *, done: int) -> None:
     from osmosis_ai.cli.journals import resuming_line
-    from osmosis_ai.evaluation.journal import RETRIED_WITH_RETRY_FAILED
+    from osmosis_ai.runs.journal import RETRIED_WITH_RETRY_FAILED
 
     failed = sum(o in RETRIED_WITH_RETRY_FAILED for _, o in plan.journal.outcomes())
     line = resuming_line(done, plan.rows, "row", failed=failed, retry_failed=args.retry_failed)
@@ -238,8 +238,8 @@ async def _engine(args: argparse.Namespace, plan: _Plan, todo: int) -> None:
     Ray workers that each score with a reward runtime of their own."""
     from osmosis_ai.cli.backend import run_backend, worker_settings
     from osmosis_ai.cli.output import progress_bar, wants_progress
-    from osmosis_ai.evaluation.dataset import iter_raw
     from osmosis_ai.models.concurrency import AdaptiveLimit
+    from osmosis_ai.runs.dataset import iter_raw
     from osmosis_ai.runs.engine import run_items
     from osmosis_ai.runs.items import WorkItem, work_items
 
@@ -310,8 +310,8 @@ async def ray_worker(settings: Mapping[str, Any], share: int) -> AsyncIterator[P
     """One Ray worker's pipeline for ``osmosis reward score --backend ray``: the same reward, loaded by
     name, in a reward runtime of the worker's own."""
     from osmosis_ai.cli.loading import reward_runtime
-    from osmosis_ai.evaluation.dataset import dataset_format
     from osmosis_ai.runs.answers import Columns
+    from osmosis_ai.runs.dataset import dataset_format
 
     args = argparse.Namespace(**settings)
     columns = Columns(args.solution_column, args.ground_truth_column, args.extra_info_column,
@@ -324,9 +324,9 @@ def _render(args: argparse.Namespace, plan: _Plan, records: dict[tuple[int, int]
     from osmosis_ai.cli.arguments import limit_line, limit_summary
     from osmosis_ai.cli.output_file import write_output
     from osmosis_ai.cli.summary import finish_run, show_summary
-    from osmosis_ai.evaluation.dataset import iter_raw
-    from osmosis_ai.evaluation.outcome import OutcomeCounts, verdict
+    from osmosis_ai.outcome import OutcomeCounts, verdict
     from osmosis_ai.runs.answers import output_line
+    from osmosis_ai.runs.dataset import iter_raw
 
     lines = [
         output_line(raw.index, raw.value, records[(raw.index, 0)].data)

@@ -11,7 +11,7 @@ before it counts, so the same command resumes an interrupted run
 Everything local is checked first (dataset, reward, tokenizer, agent), then the policy answers one
 tiny preflight request, and only then does any rollout start. The last line on stdout counts the
 outcomes (printed with ``--quiet`` too); the exit status follows the shared rule of
-:func:`osmosis_ai.evaluation.outcome.verdict`, with the reason on stderr.
+:func:`osmosis_ai.outcome.verdict`, with the reason on stderr.
 ``bench`` measures rollouts/s with an instant canned policy.
 """
 
@@ -192,9 +192,9 @@ async def _run(args: argparse.Namespace) -> int:
     from osmosis_ai.cli.journals import journal_refusals, resuming_line
     from osmosis_ai.cli.loading import agent_spec
     from osmosis_ai.cli.output_file import is_regular_output, open_output
-    from osmosis_ai.evaluation.journal import runs_again
     from osmosis_ai.runs.events import ItemsDone, Opened, Ready
     from osmosis_ai.runs.items import WorkItem
+    from osmosis_ai.runs.journal import runs_again
     from osmosis_ai.runs.result import Result
     from osmosis_ai.runs.run import journal_file, run
     from osmosis_ai.traingate.report import OrderedRecordWriter, RunTally
@@ -318,7 +318,7 @@ def _finish(
         raise CLIError(
             f"{lost} of {summary.rollouts} rollout(s) did not finish: " + "; ".join(summary.infra_failures)
         )
-    from osmosis_ai.evaluation.outcome import verdict
+    from osmosis_ai.outcome import verdict
 
     reason = verdict(
         summary.outcome_counts,
@@ -336,7 +336,7 @@ def _finish(
 def run_figures(tally: RunTally, source: str, *, samples_per_row: int) -> Figures:
     """The summary of the run, as reading its records file would give it (unpriced, like the
     records, which name no model: pricing would import LiteLLM, seconds, for one figure)."""
-    from osmosis_ai.evaluation.outcome import Outcome
+    from osmosis_ai.outcome import Outcome
     from osmosis_ai.report.figures import summary_of
     from osmosis_ai.report.model import Run
 
@@ -360,7 +360,7 @@ def run_figures(tally: RunTally, source: str, *, samples_per_row: int) -> Figure
 def outcome_line(summary: RunSummary) -> str:
     """The one line every run prints: outcome counts beside the pass rate, the mean reward, and how
     many tool calls were answered with an error (arguments the tool rejected included)."""
-    from osmosis_ai.evaluation.outcome import plural
+    from osmosis_ai.outcome import plural
 
     line = summary.outcome_counts.describe("rollout")
     if summary.mean_reward is not None:

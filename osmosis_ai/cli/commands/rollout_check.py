@@ -169,7 +169,7 @@ def verdict(sessions: Sequence[RolloutSession]) -> tuple[bool, list[str]]:
 async def check(args: argparse.Namespace) -> int:
     """Run ``args.rows`` rows with a template-rendering TrainGate and print the verdict."""
     from osmosis_ai.cli.loading import load_agent
-    from osmosis_ai.evaluation.dataset import DatasetReader
+    from osmosis_ai.runs.dataset import DatasetReader
     from osmosis_ai.runs.rollouts import RunConfig, run_rollouts
     from osmosis_ai.traingate.gateway import TrainGate
     from osmosis_ai.traingate.policy import make_policy

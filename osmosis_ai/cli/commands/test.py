@@ -5,7 +5,7 @@ checked, not loaded) — then one tiny preflight request to the model, and only 
 another by default, ``--concurrency N`` (or ``auto``, following the model server) at once. Each row
 prints one line with its outcome (the ``-o`` file keeps row order); the summary counts the outcomes beside the pass rate, and its last
 line is printed with ``-q`` too. Exit status by the shared rule
-(:func:`osmosis_ai.evaluation.outcome.verdict`): 0 when every row completed (or the failures stay
+(:func:`osmosis_ai.outcome.verdict`): 0 when every row completed (or the failures stay
 within ``--max-failure-rate``), 1 with the reason otherwise; a systemic provider failure stops the
 run at once.
 """
@@ -35,7 +35,7 @@ from osmosis_ai.cli.output import progress_bar, say, setup_logging, wants_progre
 from osmosis_ai.cli.running import INTERRUPTED, run_command
 from osmosis_ai.cli.summary import add_summary_arguments, check_run_outputs, finish_run, show_summary
 from osmosis_ai.consts import PACKAGE_VERSION
-from osmosis_ai.evaluation.outcome import OutcomeCounts, verdict
+from osmosis_ai.outcome import OutcomeCounts, verdict
 
 if TYPE_CHECKING:
     from osmosis_ai.runs.plan import RunPlan

@@ -40,7 +40,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from osmosis_ai.evaluation.journal_store import journal_root
+    from osmosis_ai.runs.journal_store import journal_root
 
     command = getattr(args, "cache_command", None)
     if command is None:
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _selected(root: Any, args: argparse.Namespace) -> list[Any]:
-    from osmosis_ai.evaluation.journal_store import entries
+    from osmosis_ai.runs.journal_store import entries
 
     return [e for e in entries(root) if e.matches(model=args.model, dataset=args.dataset, status=args.status)]
 
@@ -98,7 +98,7 @@ def _entry_json(entry: Any) -> dict[str, Any]:
 
 
 def _remove(root: Any, args: argparse.Namespace) -> int:
-    from osmosis_ai.evaluation.journal_store import remove
+    from osmosis_ai.runs.journal_store import remove
 
     filtered = args.model is not None or args.dataset is not None or args.status is not None
     if args.task_id is None and not args.all and not filtered:

@@ -13,8 +13,8 @@ from typing import Any
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import say
 from osmosis_ai.cli.output_file import write_output
-from osmosis_ai.evaluation.journal_store import safe_path_part
-from osmosis_ai.evaluation.summary import Comparison, ModelSummary
+from osmosis_ai.runs.journal_store import safe_path_part
+from osmosis_ai.runs.summary import Comparison, ModelSummary
 
 
 def print_summary(summary: ModelSummary, *, quiet: bool, title: str) -> None:

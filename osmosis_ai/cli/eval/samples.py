@@ -15,10 +15,10 @@ from typing import Any
 
 from osmosis_ai._pool import Limit
 from osmosis_ai.cli import output
-from osmosis_ai.evaluation.journal import PRIMARY, Journal
-from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.outcome import Outcome
 from osmosis_ai.runs.engine import ProcessItem, run_items
 from osmosis_ai.runs.items import WorkItem, work_items
+from osmosis_ai.runs.journal import PRIMARY, Journal
 from osmosis_ai.runs.result import Result
 
 

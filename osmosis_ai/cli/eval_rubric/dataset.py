@@ -4,7 +4,7 @@ Every line needs a non-blank ``solution_str`` (even lines for other rubrics). Op
 ``rubric_id`` (selects records, case-insensitively), ``conversation_id`` (display label), ``id``,
 ``ground_truth``, ``original_input``, ``metadata`` (object, quoted to the judge), ``extra_info``
 (object, context for custom rubric functions) and per-record ``score_min``/``score_max``.
-Lines are read one at a time by the shared reader (:func:`osmosis_ai.evaluation.dataset.iter_raw`).
+Lines are read one at a time by the shared reader (:func:`osmosis_ai.runs.dataset.iter_raw`).
 Errors name the file and the 1-based line.
 """
 
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_ai.cli.errors import CLIError
-from osmosis_ai.evaluation.dataset import iter_raw
-from osmosis_ai.evaluation.errors import DatasetParseError
+from osmosis_ai.errors import DatasetParseError
+from osmosis_ai.runs.dataset import iter_raw
 
 
 @dataclass(frozen=True)

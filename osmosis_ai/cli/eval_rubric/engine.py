@@ -5,7 +5,7 @@ The engine turns a :class:`~osmosis_ai.cli.eval_rubric.config.RubricConfig` and 
 config's), runs every ``(record, run)`` pair on the SDK's one bounded pool (``concurrency`` at
 once, :func:`osmosis_ai._pool.run_bounded`), and records each outcome as an :class:`EvaluationRun`. A failed run is recorded, never raised, so
 one bad record does not lose the others. Each run also ends in a typed
-:class:`~osmosis_ai.evaluation.outcome.Outcome`: a judge call the provider could not serve (after the
+:class:`~osmosis_ai.outcome.Outcome`: a judge call the provider could not serve (after the
 judge's own retries) is ``infra_error``/``timeout`` when the provider or the network failed and
 ``model_error`` when the model's answer was unusable; a custom rubric function that raises is a
 ``reward_error``. A judgment served from the judgment cache is marked ``cached``.
@@ -36,14 +36,14 @@ from osmosis_ai.cli.eval_rubric.config import RubricConfig
 from osmosis_ai.cli.eval_rubric.dataset import RubricRecord
 from osmosis_ai.cli.output import progress_bar, wants_progress
 from osmosis_ai.errors import OsmosisError
-from osmosis_ai.evaluation.outcome import Outcome
-from osmosis_ai.evaluation.providers import classify_provider_error
 from osmosis_ai.judge.errors import JudgeSettingError, MissingAPIKeyError, ProviderRequestError
 from osmosis_ai.judge.evaluate import CacheOption, aevaluate_rubric
 from osmosis_ai.judge.keys import default_key_env
 from osmosis_ai.judge.ratelimit import RateLimiter
 from osmosis_ai.judge.retry import RetryPolicy
 from osmosis_ai.models.concurrency import CallObserver
+from osmosis_ai.models.providers import classify_provider_error
+from osmosis_ai.outcome import Outcome
 
 PREVIEW_LIMIT = 140
 _WHITESPACE = re.compile(r"\s+")

@@ -18,7 +18,7 @@ from osmosis_ai.cli.eval_rubric.config import RubricConfig
 from osmosis_ai.cli.eval_rubric.engine import EvaluationRun, RecordResult, compute_statistics
 from osmosis_ai.cli.output import one_line
 from osmosis_ai.cli.output_file import OutputPathError, check_output, write_output
-from osmosis_ai.evaluation.outcome import Outcome, OutcomeCounts
+from osmosis_ai.outcome import Outcome, OutcomeCounts
 
 COMPARED_KEYS = ("average", "variance", "stdev", "min", "max", "success_count", "failure_count", "total_runs")
 _COUNT_KEYS = frozenset({"success_count", "failure_count", "total_runs"})

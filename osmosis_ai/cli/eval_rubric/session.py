@@ -6,7 +6,7 @@ before any paid call); then the judged runs, the text report, the JSON report fi
 counting the runs' outcomes. A report file that cannot be written after all is an error naming the
 path, but the text report is already printed. The report is written whatever the outcomes; then the
 run fails (``CLIError`` with one line saying why) by the shared rule of
-:func:`osmosis_ai.evaluation.outcome.verdict`: any judgment lost to the provider or the network,
+:func:`osmosis_ai.outcome.verdict`: any judgment lost to the provider or the network,
 no successful judgment at all, or more failed judgments than ``--max-failure-rate`` allows.
 
 Where the report goes: ``-o file.json`` writes that file; ``-o DIR`` writes
@@ -42,10 +42,10 @@ from osmosis_ai.cli.eval_rubric.report import (
     write_json_atomic,
 )
 from osmosis_ai.cli.output_file import OutputPathError
-from osmosis_ai.evaluation.outcome import verdict
 from osmosis_ai.judge.keys import ensure_api_key_available
 from osmosis_ai.judge.ratelimit import RateLimiter
 from osmosis_ai.models.complete import SCRIPTED
+from osmosis_ai.outcome import verdict
 
 logger = logging.getLogger(__name__)
 

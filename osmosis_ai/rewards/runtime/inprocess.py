@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from osmosis_ai._usercode import UserThreads, call_user, forget_traceback
-from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.outcome import Outcome
 from osmosis_ai.rewards.runtime.errors import RewardRuntimeError
 from osmosis_ai.rewards.runtime.pool import Deliver
 from osmosis_ai.rewards.runtime.sample import SampleResult

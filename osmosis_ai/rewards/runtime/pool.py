@@ -39,7 +39,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.outcome import Outcome
 from osmosis_ai.rewards.runtime.errors import RewardInputError, RewardRuntimeError, WorkerStartError
 from osmosis_ai.rewards.runtime.process import WorkerProcess, describe_exit, kill_all
 from osmosis_ai.rewards.runtime.protocol import (

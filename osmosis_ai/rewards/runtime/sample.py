@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from osmosis_ai.evaluation.eval_fn import SIMPLE, last_assistant_text
-from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.outcome import Outcome
+from osmosis_ai.rewards.eval_fn import SIMPLE, last_assistant_text
 from osmosis_ai.rewards.runtime.errors import RewardInputError
 from osmosis_ai.rewards.score import describe_value
 

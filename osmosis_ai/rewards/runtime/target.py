@@ -10,7 +10,7 @@ script being run (``__main__``) is loaded in a worker by running that script as 
 
 Checked here, each with its own message: the name is well formed, the module imports (with the
 working directory first on ``sys.path``, as on the command line), the attribute exists and is
-callable, and its signature fits one of the two shapes of :mod:`osmosis_ai.evaluation.eval_fn`,
+callable, and its signature fits one of the two shapes of :mod:`osmosis_ai.rewards.eval_fn`,
 accepting the three arguments by keyword (as eval functions are called) or else by position (as
 trainer-side rewards are).
 """
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from osmosis_ai._usercode import UserCodeRaised, is_async_callable
-from osmosis_ai.evaluation.eval_fn import PARAMETERS, SHAPES, shape_of
+from osmosis_ai.rewards.eval_fn import PARAMETERS, SHAPES, shape_of
 from osmosis_ai.rewards.runtime.errors import RewardLoadError
 
 MAIN_ALIAS = "__mp_main__"

@@ -13,7 +13,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from osmosis_ai.evaluation.outcome import plural
+from osmosis_ai.outcome import plural
 from osmosis_ai.runs.engine import ProcessItem
 
 if TYPE_CHECKING:

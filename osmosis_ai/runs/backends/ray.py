@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from osmosis_ai.errors import OsmosisError
-from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.outcome import Outcome
 from osmosis_ai.runs.items import WorkItem
 from osmosis_ai.runs.result import Attempt, Result
 

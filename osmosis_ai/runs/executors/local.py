@@ -1,7 +1,7 @@
 """The in-process executor: an agent loop run in this process, its model calls answered by a client.
 
 This is what ``osmosis test`` and ``osmosis eval`` run. For each item it builds the request
-(:func:`~osmosis_ai.evaluation.requests.dataset_row_to_request`), asks the agent for its tools (user
+(:func:`~osmosis_ai.runs.executors.requests.dataset_row_to_request`), asks the agent for its tools (user
 code, called the one way: :func:`osmosis_ai._usercode.call_user`) and checks them, and runs the agent
 with a :class:`~osmosis_ai.rollout.RolloutContext` whose LLM is the item's model client (one per model
 tag: the model under test, and a baseline). How the attempt ended:
@@ -25,17 +25,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai._usercode import UserCodeRaised, UserThreads, call_user, contain
-from osmosis_ai.evaluation.errors import ProviderError, SystemicProviderError, ToolValidationError
-from osmosis_ai.evaluation.journal import BASELINE, PRIMARY
-from osmosis_ai.evaluation.outcome import Outcome
-from osmosis_ai.evaluation.requests import dataset_row_to_request
+from osmosis_ai.errors import ToolValidationError
+from osmosis_ai.models.errors import ProviderError, SystemicProviderError
+from osmosis_ai.outcome import Outcome
 from osmosis_ai.rollout.loading import AgentRef
+from osmosis_ai.runs.executors.requests import dataset_row_to_request
 from osmosis_ai.runs.items import Deadline, WorkItem
+from osmosis_ai.runs.journal import BASELINE, PRIMARY
 from osmosis_ai.runs.plan import ModelRef, Rows, RunPlan
 from osmosis_ai.runs.result import Attempt
 
 if TYPE_CHECKING:
-    from osmosis_ai.evaluation.dataset import DatasetReader
+    from osmosis_ai.runs.dataset import DatasetReader
     from osmosis_ai.runs.engine import Pipeline
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI-compatible providers accept
@@ -214,7 +215,7 @@ class InProcessAgent:
         return named
 
     def read_rows(self, rows: Rows) -> DatasetReader:
-        from osmosis_ai.evaluation.dataset import DatasetReader
+        from osmosis_ai.runs.dataset import DatasetReader
 
         return DatasetReader(rows.dataset)
 
@@ -231,8 +232,8 @@ class PreparedAgent:
         self.plan, self.spec, self.agent_loop, self.scorers = plan, spec, agent_loop, scorers
 
     def fingerprint(self, rows: int) -> dict[str, Any]:
-        from osmosis_ai.evaluation.journal import file_digest
         from osmosis_ai.rollout.loading import source_digest
+        from osmosis_ai.runs.journal import file_digest
 
         spec, plan = self.spec, self.plan
         primary = spec.model()
@@ -254,7 +255,7 @@ class PreparedAgent:
 
     @contextlib.asynccontextmanager
     async def session(self, plan: RunPlan, tags: list[str], observer: Any) -> AsyncIterator[AgentSession]:
-        from osmosis_ai.evaluation.llm_client import ExternalLLMClient
+        from osmosis_ai.runs.executors.model_client import ExternalLLMClient
 
         async with contextlib.AsyncExitStack() as stack:
             clients = {}

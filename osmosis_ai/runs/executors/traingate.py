@@ -23,16 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from osmosis_ai.evaluation.journal import PRIMARY
-from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.outcome import Outcome
 from osmosis_ai.rollout.core.schemas import REWARD_ERROR_FIELD
 from osmosis_ai.rollout.loading import AgentRef
 from osmosis_ai.runs.items import Deadline, WorkItem
+from osmosis_ai.runs.journal import PRIMARY
 from osmosis_ai.runs.plan import ModelRef, Rows, RunPlan
 from osmosis_ai.runs.result import Attempt
 
 if TYPE_CHECKING:
-    from osmosis_ai.evaluation.dataset import DatasetReader
+    from osmosis_ai.runs.dataset import DatasetReader
     from osmosis_ai.runs.engine import Pipeline
     from osmosis_ai.traingate.gateway import TrainGate
     from osmosis_ai.traingate.launcher import RolloutLauncher
@@ -236,7 +236,7 @@ class RolloutServer:
                 params.get("max_tokens"), reward, self.tokenizer, self.chat_template]  # fmt: skip
 
     def read_rows(self, rows: Rows) -> DatasetReader:
-        from osmosis_ai.evaluation.dataset import DatasetReader
+        from osmosis_ai.runs.dataset import DatasetReader
 
         return DatasetReader(rows.dataset)
 
@@ -256,7 +256,7 @@ def tokenizer_identity(spec: str | None, chat_template: str | None) -> dict[str,
     and template files; its weights are not read)."""
     import hashlib
 
-    from osmosis_ai.evaluation.journal import file_digest
+    from osmosis_ai.runs.journal import file_digest
 
     def files_digest(files: list[Path]) -> str:
         digest = hashlib.sha256()
@@ -293,8 +293,8 @@ class PreparedServer:
         """What decides a rollout's result: the agent's code (a ``url`` server's cannot be read, so only
         its URL), the policy and its base URL (never its key), ``n``, ``max_turns``, the sampling
         parameters, the reward function's source, the tokenizer's and template's files, the dataset."""
-        from osmosis_ai.evaluation.journal import file_digest
         from osmosis_ai.rollout.loading import source_digest
+        from osmosis_ai.runs.journal import file_digest
 
         spec, plan = self.spec, self.plan
         params = dict(spec.completion_params)

@@ -44,7 +44,7 @@ class Policy(abc.ABC):
     async def preflight(self) -> None:
         """Check, before any rollout runs, that the backend can answer at all.
 
-        Raises :class:`~osmosis_ai.evaluation.errors.ProviderCheckError` when it cannot (bad key,
+        Raises :class:`~osmosis_ai.models.errors.ProviderCheckError` when it cannot (bad key,
         unknown model, endpoint down). The default has nothing to check.
         """
         return None

@@ -92,7 +92,7 @@ class LiteLLMPolicy(Policy):
 
     async def preflight(self) -> None:
         """One ``max_tokens=1`` request by the route the rollouts will take; systemic failures raise."""
-        from osmosis_ai.evaluation.providers import check_error
+        from osmosis_ai.models.providers import check_error
 
         target = await self._target()
         try:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from osmosis_ai.evaluation.journal import Journal
+from osmosis_ai.runs.journal import Journal
 from tests.support.cli import osmosis, subprocess_env
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.waiting import wait_until

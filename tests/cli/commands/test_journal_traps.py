@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from osmosis_ai.evaluation.journal import Journal
+from osmosis_ai.runs.journal import Journal
 from tests.support.cli import cli
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.sockets import free_port

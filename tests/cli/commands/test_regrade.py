@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from osmosis_ai.evaluation.journal import Journal
+from osmosis_ai.runs.journal import Journal
 from tests.support.cli import CALCULATOR_DATASET, REPO, cli, subprocess_env
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.results import write_rollout_results, write_test_results

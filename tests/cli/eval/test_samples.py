@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from osmosis_ai.cli.eval.samples import describe_sample
-from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.outcome import Outcome
 from osmosis_ai.runs.items import WorkItem
 from osmosis_ai.runs.result import Attempt, Result
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from osmosis_ai.cli.eval_rubric.dataset import load_records
 from osmosis_ai.cli.eval_rubric.engine import RubricEvaluationEngine
-from osmosis_ai.evaluation.outcome import Outcome
 from osmosis_ai.judge.retry import RetryPolicy
+from osmosis_ai.outcome import Outcome
 from tests.support.eval_rubric import MODEL, suite_from
 from tests.support.openai_server import OpenAIServer, Reply
 

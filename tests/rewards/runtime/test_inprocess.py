@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.outcome import Outcome
 from osmosis_ai.rewards.runtime import RewardRuntime, SampleResult, score_stream
 from tests.support.processes import children
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from osmosis_ai.evaluation.eval_fn import FULL, SIMPLE
+from osmosis_ai.rewards.eval_fn import FULL, SIMPLE
 from osmosis_ai.rewards.runtime import RewardLoadError, RewardRuntime
 from osmosis_ai.rewards.runtime.target import resolve
 from tests.rewards.runtime import hostile

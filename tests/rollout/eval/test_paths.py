@@ -10,10 +10,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
-from osmosis_ai import evaluation
 from osmosis_ai.evaluation import errors, interactive, statistics
 from osmosis_ai.rollout.eval.evaluation import EvalFnError, EvalFnWrapper, load_eval_fn, load_eval_fns
+
+from osmosis_ai import evaluation
 from osmosis_ai.runs.executors import local
 
 # 0.2 path -> {name: the object of this design it must be}
@@ -77,8 +77,9 @@ def test_each_package_exports_its_modules_names(package: str) -> None:
 
 
 def test_common_also_has_0_2_required_columns_and_row_type() -> None:
-    from osmosis_ai.evaluation.dataset import Row
     from osmosis_ai.rollout.eval.common import REQUIRED_COLUMNS, DatasetRow
+
+    from osmosis_ai.runs.dataset import Row
 
     assert REQUIRED_COLUMNS == ["ground_truth", "user_prompt", "system_prompt"]
     assert DatasetRow is Row

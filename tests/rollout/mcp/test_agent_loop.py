@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from osmosis_ai.evaluation.llm_client import ExternalLLMClient
 from osmosis_ai.rollout.mcp import MCPAgentLoop, MCPLoadError, load_mcp_server
 from osmosis_ai.runs.engine import Pipeline
 from osmosis_ai.runs.executors.local import InProcessExecutor, LocalModel
+from osmosis_ai.runs.executors.model_client import ExternalLLMClient
 from osmosis_ai.runs.items import PRIMARY, WorkItem
 from osmosis_ai.runs.result import Result
 from osmosis_ai.runs.scorer import Scorer

@@ -1,4 +1,4 @@
-"""Errors of dataset reading and local runs, rooted at :class:`EvaluationError`.
+"""Errors of a run's inputs: the dataset reader's, and an agent's tool list.
 
 Dataset errors are bad input, so they are ``ValueError`` too; a missing dataset file is also a
 ``FileNotFoundError``. Each dataset error carries where it happened (``path``, ``row``, ``line``,
@@ -11,13 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai.errors import OsmosisError
+from osmosis_ai.errors import EvaluationError
 
 _UNSET: Any = object()
-
-
-class EvaluationError(OsmosisError):
-    """A local run (``osmosis rollout run``, ``test``, ``eval``) cannot do what was asked."""
 
 
 class DatasetError(EvaluationError, ValueError):
@@ -59,48 +55,5 @@ class DatasetValidationError(DatasetError):
     """A row is readable but breaks the column rules (missing, null, non-string or blank value)."""
 
 
-class ProviderCheckError(EvaluationError):
-    """The model provider refused the preflight request in a way no row can succeed after.
-
-    A bad key, an unknown model or an endpoint that does not answer. ``kind`` is the failure's
-    class (``"auth"``, ``"not_found"``, ``"connection"``, ``"config"``) and ``status`` the HTTP
-    status when there was one.
-    """
-
-    def __init__(self, message: str, *, kind: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.status = status
-
-
-class ProviderError(EvaluationError):
-    """A model call failed for this row only (bad request, context too long, retries used up).
-
-    ``kind`` is the failure's class (see :func:`~osmosis_ai.evaluation.providers.classify_provider_error`)
-    and ``status`` its HTTP status, when there was one.
-    """
-
-    def __init__(self, message: str = "", *, kind: str = "other", status: int | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.status = status
-
-
-class SystemicProviderError(ProviderError):
-    """A model call failed in a way no row can get past: the run should stop.
-
-    ``duration_ms`` and ``tokens`` are left for the runner to fill in with what the row had used.
-    """
-
-    def __init__(self, message: str = "", *, kind: str = "other", status: int | None = None) -> None:
-        super().__init__(message, kind=kind, status=status)
-        self.duration_ms: float | None = None
-        self.tokens: int | None = None
-
-
 class ToolValidationError(EvaluationError, ValueError):
     """An agent's tool list breaks the function-tool schema; the row ends as the agent's error."""
-
-
-class EvalFnError(EvaluationError):
-    """An eval function has a shape ``osmosis eval`` cannot call, or returned something that is not a score."""

@@ -1,7 +1,7 @@
 """Stepping through a row's model calls: a client wrapper that reports each step and can stop the row.
 
 :class:`InteractiveLLMClient` wraps the run's model client (an
-:class:`~osmosis_ai.evaluation.llm_client.ExternalLLMClient`). Before each call it hands the
+:class:`~osmosis_ai.runs.executors.model_client.ExternalLLMClient`). Before each call it hands the
 outgoing conversation to ``on_messages_updated`` (so a viewer can show the tool results the agent
 appended); ``on_tools`` hears the row's tools when the runner offers them; after each call it hands the model's answer to ``on_step`` as an
 :class:`InteractiveStep`. When ``on_step`` answers ``False`` the row is aborted: that call and

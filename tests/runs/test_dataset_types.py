@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from osmosis_ai.evaluation.dataset import DatasetReader, iter_raw
-from osmosis_ai.evaluation.errors import DatasetError, DatasetValidationError
-from osmosis_ai.evaluation.requests import dataset_row_to_request
+from osmosis_ai.errors import DatasetError, DatasetValidationError
+from osmosis_ai.runs.dataset import DatasetReader, iter_raw
+from osmosis_ai.runs.executors.requests import dataset_row_to_request
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from osmosis_ai.evaluation.journal import Journal, SampleRecord
-from osmosis_ai.evaluation.journal_store import entries, journal_path, journal_root, remove, safe_path_part
-from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.outcome import Outcome
+from osmosis_ai.runs.journal import Journal, SampleRecord
+from osmosis_ai.runs.journal_store import entries, journal_path, journal_root, remove, safe_path_part
 
 
 @pytest.mark.parametrize(

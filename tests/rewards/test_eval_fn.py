@@ -9,8 +9,7 @@ import pytest
 
 from osmosis_ai import osmosis_reward
 from osmosis_ai.errors import RewardReturnError
-from osmosis_ai.evaluation.errors import EvalFnError
-from osmosis_ai.evaluation.eval_fn import FULL, SIMPLE, EvalFnWrapper
+from osmosis_ai.rewards.eval_fn import FULL, SIMPLE, EvalFnError, EvalFnWrapper
 
 MESSAGES = [
     {"role": "user", "content": "What is 2 + 2?"},

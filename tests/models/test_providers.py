@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from osmosis_ai.evaluation.errors import ProviderCheckError
-from osmosis_ai.evaluation.providers import classify_provider_error, preflight, provider_message
+from osmosis_ai.models.errors import ProviderCheckError
+from osmosis_ai.models.providers import classify_provider_error, preflight, provider_message
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.sockets import free_port
 

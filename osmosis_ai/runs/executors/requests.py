@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from osmosis_ai.evaluation.dataset import REQUIRED_COLUMNS
+from osmosis_ai.runs.dataset import REQUIRED_COLUMNS
 
 LOCAL_SERVER_URL = "http://local-rollout.local"  # no TrainGate: the agent's calls go to the in-process client
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from osmosis_ai.evaluation.journal import BASELINE, SampleRecord
-from osmosis_ai.evaluation.outcome import Outcome
-from osmosis_ai.evaluation.summary import compare, legacy_document, summarize
+from osmosis_ai.outcome import Outcome
+from osmosis_ai.runs.journal import BASELINE, SampleRecord
+from osmosis_ai.runs.summary import compare, legacy_document, summarize
 
 FN = "evals:exact"
 

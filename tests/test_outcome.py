@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from osmosis_ai.evaluation.outcome import Outcome, OutcomeCounts, verdict
+from osmosis_ai.outcome import Outcome, OutcomeCounts, verdict
 
 C, A, M, INF, T, N, R, RT, RC = (
     Outcome.COMPLETED,

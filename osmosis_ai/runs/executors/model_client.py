@@ -29,10 +29,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai import _http
-from osmosis_ai.evaluation.errors import ProviderError, SystemicProviderError
-from osmosis_ai.evaluation.providers import check_error, classify_provider_error, describe_failure
 from osmosis_ai.models import complete as models
-from osmosis_ai.models.errors import ModelCallError
+from osmosis_ai.models.errors import ModelCallError, ProviderError, SystemicProviderError
+from osmosis_ai.models.providers import check_error, classify_provider_error, describe_failure
 
 if TYPE_CHECKING:
     from osmosis_ai.models.concurrency import CallObserver

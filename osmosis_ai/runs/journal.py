@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai.evaluation.errors import EvaluationError
-from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.errors import EvaluationError
+from osmosis_ai.outcome import Outcome
 
 SCHEMA_VERSION = "2"
 RETRIED_WITH_RETRY_FAILED = frozenset({Outcome.MODEL_ERROR, Outcome.REWARD_TIMEOUT, Outcome.REWARD_CRASH})

@@ -21,8 +21,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from osmosis_ai._usercode import call_user
-from osmosis_ai.evaluation.errors import EvalFnError
+from osmosis_ai.errors import EvaluationError
 from osmosis_ai.rewards.score import to_score
+
+
+class EvalFnError(EvaluationError):
+    """An eval function has a shape ``osmosis eval`` cannot call, or returned something that is not a score."""
+
 
 SIMPLE = "simple"
 FULL = "full"

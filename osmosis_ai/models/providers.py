@@ -19,9 +19,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from osmosis_ai.evaluation.errors import ProviderCheckError
 from osmosis_ai.models import complete as models
-from osmosis_ai.models.errors import MESSAGE_LIMIT, ModelCallError, describe, model_error, provider_message
+from osmosis_ai.models.errors import (
+    MESSAGE_LIMIT,
+    ModelCallError,
+    ProviderCheckError,
+    describe,
+    model_error,
+    provider_message,
+)
 
 __all__ = [
     "MESSAGE_LIMIT",

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from osmosis_ai.evaluation.journal import (
+from osmosis_ai.outcome import Outcome
+from osmosis_ai.runs.journal import (
     Journal,
     JournalMismatchError,
     SampleRecord,
     file_digest,
     fingerprint,
 )
-from osmosis_ai.evaluation.outcome import Outcome
 from tests.support.cli import REPO, subprocess_env
 
 ROWS, SAMPLES = 20, 3
@@ -26,8 +26,8 @@ DESCRIPTION = {"model": "m", "dataset": "abc", "n": SAMPLES}
 
 WORKER = """
 import sys, time
-from osmosis_ai.evaluation.journal import Journal, SampleRecord
-from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.runs.journal import Journal, SampleRecord
+from osmosis_ai.outcome import Outcome
 
 keys = [(r, s) for r in range({rows}) for s in range({samples})]
 with Journal.open(sys.argv[1], {description!r}) as journal:
@@ -121,7 +121,7 @@ def test_fingerprints(tmp_path: Path) -> None:
 def test_model_tags_keep_their_own_samples_and_lines_go_beside_the_journal(tmp_path: Path) -> None:
     import asyncio
 
-    from osmosis_ai.evaluation.journal import BASELINE, read_samples
+    from osmosis_ai.runs.journal import BASELINE, read_samples
 
     samples = tmp_path / "j.samples.jsonl"
     with Journal.open(tmp_path / "j.sqlite", DESCRIPTION, samples_path=samples) as journal:
@@ -179,7 +179,7 @@ def test_a_journal_with_no_sample_is_claimed_by_the_next_configuration(tmp_path:
 def test_one_run_at_a_time_and_the_lock_goes_with_the_journal(tmp_path: Path) -> None:
     import os
 
-    from osmosis_ai.evaluation.journal import JournalLockedError
+    from osmosis_ai.runs.journal import JournalLockedError
 
     path = tmp_path / "j.sqlite"
     first = Journal.open(path, DESCRIPTION)

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from osmosis_ai.evaluation.journal import (
+from osmosis_ai.outcome import Outcome
+from osmosis_ai.runs.journal import (
     Journal,
     JournalCorruptError,
     JournalError,
     SampleRecord,
     read_samples,
 )
-from osmosis_ai.evaluation.outcome import Outcome
 
 DESCRIPTION = {"model": "m", "dataset": "abc", "n": 1}
 

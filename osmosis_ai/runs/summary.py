@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from statistics import fmean, pstdev
 from typing import Any
 
-from osmosis_ai.evaluation.journal import BASELINE, PRIMARY, SampleRecord
-from osmosis_ai.evaluation.outcome import Outcome, OutcomeCounts
-from osmosis_ai.evaluation.statistics import (
+from osmosis_ai.outcome import Outcome, OutcomeCounts
+from osmosis_ai.runs.journal import BASELINE, PRIMARY, SampleRecord
+from osmosis_ai.statistics import (
     Estimate,
     bootstrap_means,
     paired_difference,

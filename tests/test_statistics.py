@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from osmosis_ai.evaluation.statistics import (
+from osmosis_ai.statistics import (
     bootstrap_interval,
     bootstrap_means,
     cohen_kappa,

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from osmosis_ai.evaluation.dataset import DatasetReader, count_rows, iter_raw
-from osmosis_ai.evaluation.errors import (
+from osmosis_ai.errors import (
     DatasetError,
     DatasetNotFoundError,
     DatasetParseError,
     DatasetValidationError,
 )
+from osmosis_ai.runs.dataset import DatasetReader, count_rows, iter_raw
 
 GOOD = {"system_prompt": "s", "user_prompt": "What is 1 + 2?", "ground_truth": "3"}
 

@@ -18,7 +18,7 @@ with its row and column. A CSV file may start with a byte order mark, and its fi
 limit beyond the row's own (Python's ``csv`` module stops at 128 KiB unless told otherwise, a
 process-wide setting this module raises).
 
-Every error is a :class:`~osmosis_ai.evaluation.errors.DatasetError` naming the file, the 0-based
+Every error is a :class:`~osmosis_ai.errors.DatasetError` naming the file, the 0-based
 row (blank JSONL lines and the CSV header do not count; with an offset the row is still counted
 from the start of the file), the 1-based line for JSONL, the column and the offending value.
 
@@ -38,11 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai.evaluation.errors import (
-    DatasetNotFoundError,
-    DatasetParseError,
-    DatasetValidationError,
-)
+from osmosis_ai.errors import DatasetNotFoundError, DatasetParseError, DatasetValidationError
 
 REQUIRED_COLUMNS = ("system_prompt", "user_prompt", "ground_truth")
 SUFFIXES = (".jsonl", ".csv", ".parquet")

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from osmosis_ai.evaluation.statistics import (
+from osmosis_ai.statistics import (
     bootstrap_interval,
     bootstrap_means,
     cohen_kappa,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from hashlib import sha256
 from pathlib import Path
 
-from osmosis_ai.evaluation.journal import Journal, JournalInfo
+from osmosis_ai.runs.journal import Journal, JournalInfo
 
 JOURNAL_SUFFIX = ".sqlite"
 SAMPLES_SUFFIX = ".samples.jsonl"

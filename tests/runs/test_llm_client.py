@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from osmosis_ai._http import RetryPolicy
-from osmosis_ai.evaluation.errors import ProviderError, SystemicProviderError
-from osmosis_ai.evaluation.llm_client import ExternalLLMClient
-from osmosis_ai.evaluation.requests import dataset_row_to_request
+from osmosis_ai.models.errors import ProviderError, SystemicProviderError
 from osmosis_ai.rollout import RolloutContext
+from osmosis_ai.runs.executors.model_client import ExternalLLMClient
+from osmosis_ai.runs.executors.requests import dataset_row_to_request
 from tests.support.agents import OutcomeAgent
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.sockets import free_port
@@ -149,7 +149,7 @@ def test_0_2_import_paths() -> None:
     from osmosis_ai.rollout.eval.llm_client import ExternalLLMClient as Same
 
     assert Same is ExternalLLMClient and issubclass(SystemicProviderError, LocalExecutionError)
-    assert DatasetReader.__module__ == "osmosis_ai.evaluation.dataset"
+    assert DatasetReader.__module__ == "osmosis_ai.runs.dataset"
     assert sorted(REQUIRED_COLUMNS) == ["ground_truth", "system_prompt", "user_prompt"]
     assert ExternalLLMClient().display_name == "gpt-5-mini"
     assert ExternalLLMClient("anthropic/claude").model == "anthropic/claude"

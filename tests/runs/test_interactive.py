@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from osmosis_ai.evaluation.interactive import InteractiveLLMClient, InteractiveStep, parse_arguments
-from osmosis_ai.evaluation.llm_client import ExternalLLMClient
+from osmosis_ai.runs.executors.interactive import InteractiveLLMClient, InteractiveStep, parse_arguments
+from osmosis_ai.runs.executors.model_client import ExternalLLMClient
 from tests.support.openai_server import OpenAIServer, Reply
 
 HELLO = [{"role": "user", "content": "hi"}]
