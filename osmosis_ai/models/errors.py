@@ -26,7 +26,7 @@ import re
 from typing import Any
 
 from osmosis_ai import _http
-from osmosis_ai.errors import OsmosisError
+from osmosis_ai.errors import EvaluationError, OsmosisError
 
 MESSAGE_LIMIT = 200
 
@@ -210,3 +210,42 @@ def model_error(exc: BaseException) -> ModelCallError:
     if kind == "client":
         status = None  # LiteLLM's made-up 500: no answer's status is known
     return ModelCallError(provider_message(exc), kind=kind, status=status, retry_after=_retry_after(exc))
+
+
+class ProviderCheckError(EvaluationError):
+    """The model provider refused the preflight request in a way no row can succeed after.
+
+    A bad key, an unknown model or an endpoint that does not answer. ``kind`` is the failure's
+    class (``"auth"``, ``"not_found"``, ``"connection"``, ``"config"``) and ``status`` the HTTP
+    status when there was one.
+    """
+
+    def __init__(self, message: str, *, kind: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+
+
+class ProviderError(EvaluationError):
+    """A model call failed for this row only (bad request, context too long, retries used up).
+
+    ``kind`` is the failure's class (see :func:`~osmosis_ai.evaluation.providers.classify_provider_error`)
+    and ``status`` its HTTP status, when there was one.
+    """
+
+    def __init__(self, message: str = "", *, kind: str = "other", status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+
+
+class SystemicProviderError(ProviderError):
+    """A model call failed in a way no row can get past: the run should stop.
+
+    ``duration_ms`` and ``tokens`` are left for the runner to fill in with what the row had used.
+    """
+
+    def __init__(self, message: str = "", *, kind: str = "other", status: int | None = None) -> None:
+        super().__init__(message, kind=kind, status=status)
+        self.duration_ms: float | None = None
+        self.tokens: int | None = None
