@@ -1,4 +1,4 @@
-"""The one seam for the SDK's own outgoing HTTP: a shared client, one retry policy, one status table.
+"""The seam for the SDK's own outgoing HTTP: a shared client, one retry policy, one status table.
 
 * :func:`shared_pool` — the aiohttp session of the running event loop, holding at most
   ``max_connections`` connections, and at most ``per_host`` to any one host (one pool per
@@ -16,7 +16,7 @@
   No answer at all (refused, reset, timed out) is retryable too: :class:`NoAnswer`.
 * :func:`parse_retry_after` / :func:`retry_after_from` — the server's ``Retry-After`` hint.
 * :class:`RetryPolicy` — attempts, exponential back-off with jitter, and how the hint counts.
-* :func:`retrying` — the one retry loop over a policy, used by every SDK call that asks again
+* :func:`retrying` — the retry loop over a policy, used by every SDK call that asks again
   (rollout callbacks, TrainGate's inits, model calls).
 * :func:`run_sync` — an async request from synchronous code, on a private loop in a worker thread.
 * :func:`redact` — an error body made safe to show: the secret that was sent, any piece of it, and
@@ -28,6 +28,8 @@ Requests are sent as given: no redirects followed (unless asked), no proxy from 
 (unless passed), JSON encoded by the caller. Errors: an HTTP answer of any status is returned as a
 :class:`Response`; only the absence of an answer raises :class:`NoAnswer`, which callers translate
 into their own domain's error.
+
+There is one of it: ``tests/test_one_of_each.py::test_one_http_client``.
 """
 
 from __future__ import annotations

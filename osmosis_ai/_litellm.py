@@ -1,4 +1,4 @@
-"""The one place that imports LiteLLM.
+"""The place that imports LiteLLM.
 
 LiteLLM is heavy (seconds of import time) and, by default, downloads its model cost map from the
 internet while being imported. Every module that talks to a model calls :func:`import_litellm`

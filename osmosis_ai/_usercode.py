@@ -1,4 +1,4 @@
-"""The one way the SDK calls user code that may be synchronous or asynchronous.
+"""How the SDK calls user code that may be synchronous or asynchronous.
 
 User code (rewards, eval functions, an agent's ``get_tools`` or ``run``) may block, may never
 return, and may raise anything, ``SystemExit`` and ``KeyboardInterrupt`` included. So:

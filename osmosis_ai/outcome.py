@@ -3,7 +3,7 @@
 Every unit of work ends in exactly one :class:`Outcome`. Only ``completed`` units are scored: a
 unit that failed for any other reason has no score, so infrastructure trouble can never pass for a
 score of 0 and drag an average down. :class:`OutcomeCounts` tallies a run, and :func:`verdict`
-applies the one rule every command uses for its exit status:
+applies the rule every command uses for its exit status:
 
 * any ``infra_error`` or ``timeout`` fails the run (the run did not measure what it was meant to);
   a reward that hangs (``reward_timeout``) or takes its process down (``reward_crash``) is the

@@ -85,8 +85,20 @@ EARLIER: dict[str, str | None] = {
     "EvalFnError EvaluationError ProviderCheckError ProviderError SystemicProviderError ToolValidationError",
     **{
         f"osmosis_ai.evaluation.{name}": "live"
-        for name in "dataset eval_fn interactive journal journal_store llm_client outcome providers regrade "
-        "requests statistics summary".split()
+        for name in [
+            "dataset",
+            "eval_fn",
+            "interactive",
+            "journal",
+            "journal_store",
+            "llm_client",
+            "outcome",
+            "providers",
+            "regrade",
+            "requests",
+            "statistics",
+            "summary",
+        ]
     },
 }
 # Public names a 0.2 path served without listing them in its __all__.

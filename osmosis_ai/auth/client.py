@@ -1,4 +1,4 @@
-"""The one Platform client: every call to the Osmosis Platform's CLI API, through the SDK's one HTTP
+"""The Platform client: every call to the Osmosis Platform's CLI API, through the SDK's one HTTP
 seam (:mod:`osmosis_ai._http`). Each call exists async (for code on an event loop: the rollout
 server's registration) and as a blocking form over it (the commands).
 

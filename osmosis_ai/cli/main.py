@@ -193,7 +193,7 @@ def _dispatch(arguments: list[str]) -> int:
                 with output.logging_restored(), output.user_output_to_stderr(as_json):
                     status: int = importlib.import_module(COMMANDS[args.command].module).run(args)
             except reported as exc:
-                # The one place where a failure becomes the user's ``Error: ...`` line (or, under
+                # The place where a failure becomes the user's ``Error: ...`` line (or, under
                 # --json, the ``{"error": ...}`` object).
                 if (
                     args is not None

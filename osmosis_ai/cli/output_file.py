@@ -1,4 +1,4 @@
-"""The one writer of the files a command line names: ``-o``, ``--report``, ``--output-path``.
+"""The writer of the files a command line names: ``-o``, ``--report``, ``--output-path``.
 
 What is at the path decides how it is written:
 

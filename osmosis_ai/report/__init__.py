@@ -1,6 +1,6 @@
 """One self-contained HTML report for the results of ``rollout run``, ``test``, ``eval`` and ``eval-rubric``.
 
-* :mod:`~osmosis_ai.report.model` — the one shape every results file is read into (:class:`Run`, :class:`Row`);
+* :mod:`~osmosis_ai.report.model` — the shape every results file is read into (:class:`Run`, :class:`Row`);
 * :mod:`~osmosis_ai.report.readers` — detects which command wrote a file and reads it, tolerating fields
   it does not know and optional fields that are missing;
 * :mod:`~osmosis_ai.report.figures` — the summary: outcome counts, mean score with its interval, pass@k,

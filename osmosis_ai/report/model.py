@@ -1,4 +1,4 @@
-"""The one shape every results file is read into: a :class:`Run` of :class:`Row` s.
+"""The shape every results file is read into: a :class:`Run` of :class:`Row` s.
 
 A row is one unit of work (one rollout, one test row, one eval run of a row, one judgment of a
 record), keyed by ``(row, sample)`` so that two runs over the same dataset can be paired. Its

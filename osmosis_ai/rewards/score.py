@@ -1,4 +1,4 @@
-"""The one score rule: what a reward, rubric or eval function may return, and the message when it may not.
+"""The score rule: what a reward, rubric or eval function may return, and the message when it may not.
 
 A score is a finite real number. ``int`` and other ``numbers.Real`` types (``Fraction``, numpy
 scalars such as ``np.float32(0.5)``) come back as ``float``. ``bool`` is refused although it is an
@@ -8,6 +8,8 @@ are refused too. Every path that scores (the reward decorators, ``osmosis eval -
 ``osmosis rollout run --reward``, the agent's own reward) applies this rule through :func:`to_score`.
 
 A finite float ``r`` is recognised by ``r - r == 0.0``, which is false for NaN and both infinities.
+
+There is one of it: ``tests/test_one_of_each.py::test_one_score_rule``.
 """
 
 from __future__ import annotations

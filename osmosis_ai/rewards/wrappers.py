@@ -3,7 +3,7 @@
 Rewards are called once per sample during training, so the wrappers are built for speed: every
 decision is taken when the decorator runs, the common call (positional arguments, a ``float``
 result) takes one branch for ``data_source`` and one type test, and anything slower (ints,
-``numbers.Real`` types such as ``Fraction`` or numpy scalars, errors) is left to the one score rule,
+``numbers.Real`` types such as ``Fraction`` or numpy scalars, errors) is left to the score rule,
 :func:`osmosis_ai.rewards.score.to_score`.
 """
 

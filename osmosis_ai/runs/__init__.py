@@ -1,11 +1,11 @@
-"""The run engine: the one loop under ``osmosis test``, ``osmosis eval`` and ``osmosis rollout run``.
+"""The run engine: the loop under ``osmosis test``, ``osmosis eval`` and ``osmosis rollout run``.
 
 Data flows one way (:mod:`osmosis_ai.runs.engine`): work items — dataset rows × samples (× the
-models under comparison) — are taken lazily from the one dataset reader (:mod:`~osmosis_ai.runs.items`);
+models under comparison) — are taken lazily from the dataset reader (:mod:`~osmosis_ai.runs.items`);
 an **executor** runs each (:mod:`~osmosis_ai.runs.executors`: the agent in-process, or an agent
 behind a rollout server driven by the local TrainGate) into an :class:`~osmosis_ai.runs.result.Attempt`;
 the one **scorer** (:mod:`~osmosis_ai.runs.scorer`) turns it into a scored
-:class:`~osmosis_ai.runs.result.Result` by the one score rule; the result is committed to the
+:class:`~osmosis_ai.runs.result.Result` by the score rule; the result is committed to the
 run's journal before it counts, and only then handed to the application's ``on_result`` callback.
 Every item ends in a typed :class:`~osmosis_ai.outcome.Outcome`. On Ray, the ``process``
 is a :func:`~osmosis_ai.runs.backends.ray.ray_pool` whose workers build the pipeline from a

@@ -1,4 +1,4 @@
-"""The one dataset reader: JSONL, CSV and Parquet rows, read as a stream.
+"""The dataset reader: JSONL, CSV and Parquet rows, read as a stream.
 
 A dataset has one row per prompt with the columns ``system_prompt``, ``user_prompt`` and
 ``ground_truth`` (matched case-insensitively; each a non-blank string — numbers are refused rather
@@ -24,6 +24,8 @@ from the start of the file), the 1-based line for JSONL, the column and the offe
 
 :func:`iter_raw` gives the raw rows of any supported file for callers with their own row schema
 (``eval-rubric``'s records); :class:`DatasetReader` adds the column rules above.
+
+There is one of it: ``tests/test_one_of_each.py::test_one_dataset_reader``.
 """
 
 from __future__ import annotations

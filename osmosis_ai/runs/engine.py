@@ -1,4 +1,4 @@
-"""The one run loop: items in, typed and scored results out, each journalled before it counts.
+"""The run loop: items in, typed and scored results out, each journalled before it counts.
 
 :func:`run_items` takes work items lazily (a bounded distance ahead of the ones running), runs each
 through a :class:`Pipeline` — the executor, then the scorer, under the item's time limit — with
@@ -13,6 +13,8 @@ An attempt marked ``systemic`` (no later item can succeed: a refused key, an unk
 the run: no new item starts, the ones in flight finish, and that result is not journalled, so the
 run after the fix runs it. Any exception — the journal's disk, the application's callback, the item
 iterable — cancels the items in flight and is raised; their results were never counted.
+
+There is one of it: ``tests/test_one_of_each.py::test_one_run_loop_and_one_plan``.
 """
 
 from __future__ import annotations

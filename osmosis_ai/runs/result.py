@@ -6,7 +6,7 @@ called the model), the final conversation, the agent's own reward as reported, a
 The scorer makes it a :class:`Result`: the outcome after scoring, the reward and the named scores,
 or the scoring errors.
 
-``Result.record()`` is the one record shape every command journals and writes, keyed as the
+``Result.record()`` is the record shape every command journals and writes, keyed as the
 commands' files have always been keyed where they mean the same thing (``row_index``,
 ``sample_index``, ``outcome``, ``error``, ``reward``, ``finish_reason``, ``duration_ms``,
 ``token_usage``...); an executor adds what only it knows (a rollout run's turns and token ids, its

@@ -1,7 +1,7 @@
 """Running dataset rows through a rollout server from Python: :func:`run_rollouts`.
 
 A thin use of the run engine (:mod:`osmosis_ai.runs`): every row ``config.n`` times through the
-:class:`~osmosis_ai.runs.executors.traingate.TrainGateExecutor` and the one scorer (the trainer-side
+:class:`~osmosis_ai.runs.executors.traingate.TrainGateExecutor` and the scorer (the trainer-side
 ``config.reward_fn`` when given, else the agent's own reward), at most ``config.concurrency`` in
 flight. It returns every rollout's session, scored, in (row, sample) order: the gateway's record of
 each rollout with its turns and token data. ``osmosis rollout run`` streams instead and keeps none.

@@ -1,4 +1,4 @@
-"""The one scorer: every finished item of every command is scored here, by the one score rule.
+"""The scorer: every finished item of every command is scored here, by the score rule.
 
 Only an attempt that completed is scored; any other keeps its outcome and has no score, so a
 failure is never a 0. A :class:`Scorer` holds the run's named score functions (:class:`ScoreFn`:

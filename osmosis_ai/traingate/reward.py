@@ -1,8 +1,8 @@
 """Trainer-side rewards: a function with the classic ``(solution_str, ground_truth, extra_info)`` signature.
 
 The reward is computed on the content of the last assistant message, the convention of
-``osmosis eval``'s simple mode, called the one way user code is called
-(:func:`osmosis_ai._usercode.call_user`) and checked by the one score rule
+``osmosis eval``'s simple mode, called the way all user code is called
+(:func:`osmosis_ai._usercode.call_user`) and checked by the score rule
 (:func:`osmosis_ai.rewards.score.to_score`). (``osmosis rollout run --reward MODULE:FN`` loads the
 function: :func:`osmosis_ai.rollout.loading.load_function`.)
 """

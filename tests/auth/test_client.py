@@ -3,11 +3,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from osmosis_ai.auth.platform_client import platform_request
 
 from osmosis_ai.auth import credentials as api
 from osmosis_ai.auth.client import EnvCredentials, aauthenticated_request, revoke, verify_token
 from osmosis_ai.auth.errors import AuthenticationExpiredError, LoginError, PlatformAPIError
-from osmosis_ai.auth.platform_client import platform_request
 from tests.support.platform import StandInPlatform
 from tests.support.sockets import free_port
 

@@ -12,11 +12,11 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
+import osmosis_ai.utils
 import pytest
 
 import osmosis_ai
 import osmosis_ai.rewards
-import osmosis_ai.utils
 from osmosis_ai import osmosis_reward, osmosis_rubric
 from osmosis_ai.errors import RewardArgumentError, RewardContractError, RewardReturnError
 

@@ -68,7 +68,7 @@ def run_member(args: Any) -> dict[str, Any]:
 
 
 def write_json(path: Path, document: Any, *, flag: str) -> None:
-    """``document`` as indented JSON at ``path``, by the one output writer (parents created)."""
+    """``document`` as indented JSON at ``path``, by the output writer (parents created)."""
     write_output(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n", flag=flag)
 
 

@@ -1,4 +1,4 @@
-"""The in-process mode (``workers=0``): the reward runs in this process, called the one way user code is.
+"""The in-process mode (``workers=0``): the reward runs in this process, called the way all user code is.
 
 It is there for cheap rewards and for tests: nothing to start, nothing to pickle, any callable
 (closures and lambdas included). It **cannot kill**. A synchronous reward past its timeout is

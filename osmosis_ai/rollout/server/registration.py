@@ -1,7 +1,7 @@
 """Registering a running RolloutServer with the Osmosis Platform (``osmosis serve`` without ``--local``).
 
 Once the server answers its own ``/health``, it POSTs ``{host, port, agent_loop_name, api_key}`` to the
-Platform's ``/api/cli/rollout-server/register`` through the one Platform client
+Platform's ``/api/cli/rollout-server/register`` through the Platform client
 (:func:`osmosis_ai.auth.client.aauthenticated_request`: the right Platform, the token, a 401 flagging a
 stored login); the Platform then health-checks ``/platform/health`` with the server key. Everything
 here is async and cancellable, so shutdown never waits for it, and every failure is a
