@@ -2,3 +2,4 @@
 
 package_name = "osmosis-ai"
 PACKAGE_VERSION = "0.2.18"
+SERVER_KEY_ENV = "OSMOSIS_SERVER_API_KEY"  # the Bearer key of a rollout server run elsewhere

@@ -76,6 +76,7 @@ classes that exist, both ways, so a new error class means a new line here::
     └── TrainGateError                              osmosis_ai.traingate.errors
         ├── PolicyError                             osmosis_ai.traingate.errors
         ├── InitRejected                            osmosis_ai.traingate.launcher
+        ├── ServerKeyRefused                        osmosis_ai.traingate.launcher
         └── ServerUnreachable                       osmosis_ai.traingate.launcher
 
 What each one means is in its class docstring. In short: the ``Reward*`` errors are a reward

@@ -19,8 +19,9 @@ from osmosis_ai.cli.arguments import (
     finite_number,
     whole_number,
 )
+from osmosis_ai.consts import SERVER_KEY_ENV
 
-SERVER_KEY_ENV = "OSMOSIS_SERVER_API_KEY"
+__all__ = ["SERVER_KEY_ENV", "add_target_arguments", "rollout_server"]
 
 
 def add_target_arguments(parser: argparse.ArgumentParser, *, adaptive: bool = False) -> None:

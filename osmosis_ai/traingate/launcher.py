@@ -10,8 +10,11 @@ carries the rollout id as its idempotency key.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import sys
+import time
 from typing import Any
 
 from osmosis_ai._http import (
@@ -45,6 +48,10 @@ class InitRejected(TrainGateError):
 
 class ServerUnreachable(TrainGateError):
     """The rollout server could not be reached at all."""
+
+
+class ServerKeyRefused(TrainGateError):
+    """The rollout server refused the server API key sent (or the lack of one): HTTP 401."""
 
 
 DEFAULT_RETRY = RetryPolicy(max_attempts=3, base_delay=0.5, max_delay=5.0, max_retry_after=30.0)
@@ -82,6 +89,31 @@ class RolloutLauncher:
     async def __aexit__(self, *exc_info: object) -> None:
         """Nothing to release: the shared pool closes with its event loop."""
 
+    async def check(self, *, timeout: float = 10.0) -> None:
+        """One look at the server before any rollout starts, so a wrong URL or key is one error, not
+        a failed rollout per row: ``GET /health`` must answer 200 (:class:`ServerUnreachable` when
+        nothing answers, :class:`InitRejected` for another status), and ``GET /platform/health``
+        with the key must not answer 401 (:class:`ServerKeyRefused`; 404 means the server checks
+        no key). Each request may take ``timeout`` seconds."""
+        pool = shared_pool(self._max_connections)
+        for path, headers in (("/health", {}), ("/platform/health", self._headers)):
+            url = f"{self.server_url}{path}"
+            try:
+                answer = await pool.request(
+                    "GET", url, headers=headers, timeout=timeout, connect_timeout=timeout
+                )
+            except NoAnswer as exc:
+                raise ServerUnreachable(
+                    f"cannot reach the rollout server at {self.server_url} (is it running?): {exc}"
+                ) from exc
+            if path == "/health" and answer.status != 200:
+                raise InitRejected(url, answer.status, answer.body.decode("utf-8", "replace"))
+        if answer.status == 401:
+            sent = (
+                "the server API key sent" if "Authorization" in self._headers else "a request without a key"
+            )
+            raise ServerKeyRefused(f"the rollout server at {self.server_url} refused {sent} (HTTP 401)")
+
     def build_request(
         self,
         session: RolloutSession,
@@ -103,11 +135,17 @@ class RolloutLauncher:
             idempotency_key=session.rollout_id,
         )
 
-    async def init(self, request: RolloutRequest) -> InitResponse:
-        """POST the init; return the server's InitResponse or raise InitRejected/ServerUnreachable."""
+    async def init(self, request: RolloutRequest, *, deadline: float | None = None) -> InitResponse:
+        """POST the init; return the server's InitResponse or raise InitRejected/ServerUnreachable.
+
+        With a ``deadline`` (``time.monotonic()``), an answer that says when to come back (a 429 or
+        503 with ``Retry-After``) is asked again for as long as the deadline allows, not only the
+        policy's few attempts: a server waiting out its shared state's outage gets the time the
+        rollout has. Other failures (no answer, a 500) still get the policy's attempts only.
+        """
         url = f"{self.server_url}/v1/rollout/init"
         body = request.model_dump_json(exclude_none=True).encode()
-        response = await self._post(url, body)
+        response = await self._post(url, body, deadline)
         text = response.body.decode("utf-8", "replace")
         if response.status not in (200, 202):
             raise InitRejected(url, response.status, text)
@@ -116,9 +154,11 @@ class RolloutLauncher:
         except ValueError as exc:
             raise InitRejected(url, response.status, f"unreadable init response ({exc}): {text}") from exc
 
-    async def _post(self, url: str, body: bytes) -> Response:
+    async def _post(self, url: str, body: bytes, deadline: float | None) -> Response:
         """The answer to the init: the first one that is not retryable, or the last one."""
         pool = shared_pool(self._max_connections)
+        policy = self.retry if deadline is None else dataclasses.replace(self.retry, max_attempts=sys.maxsize)
+        failures = 0  # the answers that count against the policy's attempts
         headers = dict(self._headers)
         tracing.inject(headers)  # the server's rollout span continues this run's trace
 
@@ -144,12 +184,25 @@ class RolloutLauncher:
             reason = str(exc.__cause__) if isinstance(exc, ServerUnreachable) else str(exc)
             logger.info("init %s attempt %d failed (%s); retrying in %.2fs", url, number, reason, wait)
 
+        def retryable(exc: Exception) -> bool:
+            nonlocal failures
+            if isinstance(exc, _RetryableAnswer) and exc.retry_after is not None and deadline is not None:
+                return True  # the server said when to come back: the deadline decides
+            failures += 1
+            return isinstance(exc, (ServerUnreachable, _RetryableAnswer)) and self.retry.should_retry(
+                failures
+            )
+
+        def give_up(wait: float) -> bool:
+            return deadline is not None and time.monotonic() + wait >= deadline
+
         try:
             return await retrying(
                 attempt,
-                self.retry,
-                retryable=lambda exc: isinstance(exc, (ServerUnreachable, _RetryableAnswer)),
+                policy,
+                retryable=retryable,
                 retry_after=lambda exc: exc.retry_after if isinstance(exc, _RetryableAnswer) else None,
+                give_up=give_up,
                 on_retry=log,
             )
         except _RetryableAnswer as exc:

@@ -9,6 +9,9 @@ It runs in the test's event loop on a free loopback port (aiohttp) and answers
 * ``"silent"``: 202 with ``tools`` and never calls back;
 * ``"reject"``: ``status`` with ``body`` as plain text.
 
+Whatever the mode, the first ``busy`` inits are answered 503 with ``Retry-After: 0`` (a server
+waiting out an outage of its shared state).
+
 ``inits`` records every init body received.
 """
 
@@ -38,8 +41,10 @@ class StandInRolloutServer:
         script: Script | None = None,
         status: int = 500,
         body: str = "Internal Server Error",
+        busy: int = 0,
     ) -> None:
         self.mode = mode
+        self.busy = busy
         self.script = script
         self.status = status
         self.body = body
@@ -52,6 +57,8 @@ class StandInRolloutServer:
     async def _init(self, request: web.Request) -> web.Response:
         body = await request.json()
         self.inits.append(body)
+        if len(self.inits) <= self.busy:
+            return web.Response(status=503, text="shared state unreachable", headers={"Retry-After": "0"})
         if self.mode == "reject":
             return web.Response(status=self.status, text=self.body)
         if self.mode == "script" and self.script is not None:
@@ -75,6 +82,7 @@ class StandInRolloutServer:
     async def __aenter__(self) -> StandInRolloutServer:
         app = web.Application()
         app.router.add_post("/v1/rollout/init", self._init)
+        app.router.add_get("/health", lambda _: web.json_response({"status": "healthy"}))
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         sock = listener()

@@ -39,7 +39,7 @@ from osmosis_ai.cli.arguments import (
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import setup_logging
 from osmosis_ai.cli.output_file import declare_files
-from osmosis_ai.cli.rollout_target import add_target_arguments, rollout_server
+from osmosis_ai.cli.rollout_target import SERVER_KEY_ENV, add_target_arguments, rollout_server
 from osmosis_ai.cli.running import run_command
 from osmosis_ai.cli.summary import Figures, add_summary_arguments, check_run_outputs, finish_run, show_summary
 
@@ -197,6 +197,7 @@ async def _run(args: argparse.Namespace) -> int:
     from osmosis_ai.runs.journal import runs_again
     from osmosis_ai.runs.result import Result
     from osmosis_ai.runs.run import journal_file, run
+    from osmosis_ai.traingate.launcher import ServerKeyRefused
     from osmosis_ai.traingate.report import OrderedRecordWriter, RunTally
 
     check_run_outputs(args)
@@ -278,6 +279,8 @@ async def _run(args: argparse.Namespace) -> int:
     try:
         with contextlib.ExitStack() as stack, journal_refusals(journal_file(plan)):
             end = await run(plan, on_event, labels=labels, before_start=admit, collect=False)
+    except ServerKeyRefused as exc:
+        raise CLIError(f"{exc}; give the server's key with --server-api-key or ${SERVER_KEY_ENV}") from None
     except OSError as exc:
         writer = state["writer"]
         if writer is None or writer.error is None:

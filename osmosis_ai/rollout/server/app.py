@@ -130,9 +130,11 @@ class LifecycleManager:
         try:
             await self.executor.shared.heartbeat(list(self.state.active))
         except SharedStateUnavailable as exc:
+            self.executor.shared_error = str(exc)
             if not warned:
                 logger.warning("%s; inits answer 503 until it is back", exc)
             return True
+        self.executor.shared_error = None
         if warned:
             logger.info("the shared state %s is reachable again", self.executor.shared.where)
         return False

@@ -162,6 +162,8 @@ class RolloutExecutor:
             self.deliveries.on_attempt = metrics.callback_attempt
         self.accepting = True
         self.abandoned = 0  # rollouts whose agent ignored cancellation (their tasks run on, unowned)
+        self.shared_error: str | None = None
+        """Why the shared state failed at its last use (``None``: it answered): /health says degraded."""
         self._abandoned: set[asyncio.Task[Any]] = set()
         self._draining = False  # True once shutdown cancels rollouts: a cancelled rollout reports ERROR
         self._callback_deadline: float | None = None
@@ -234,10 +236,13 @@ class RolloutExecutor:
 
     async def _claim(self, key: str, rollout_id: str) -> Claim | None:
         try:
-            return await self.shared.claim(key, rollout_id)
+            claim = await self.shared.claim(key, rollout_id)
         except SharedStateUnavailable as exc:
             logger.warning("init of rollout %s refused: %s", key, exc)
+            self.shared_error = str(exc)
             raise _InitRefused(503, f"{exc}; retry later", retry_after=STATE_RETRY_AFTER_SECONDS) from None
+        self.shared_error = None
+        return claim
 
     async def _claimed_elsewhere(self, key: str, claim: Claim, request: RolloutRequest) -> bytes:
         """The 202 body for a key another process holds: its stored answer, once there is one.

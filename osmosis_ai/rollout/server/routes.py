@@ -278,9 +278,11 @@ def health_payload(
     state: AppState, executor: RolloutExecutor, worker: WorkerSlot | None = None
 ) -> dict[str, Any]:
     """The ``/health`` body: the four protocol keys first, then capacity figures; under
-    ``serve --workers`` also which worker answered and the figures of all of them."""
+    ``serve --workers`` also which worker answered and the figures of all of them. ``degraded`` while
+    the shared state cannot be reached (every init answers 503 then), with the reason."""
+    status = "draining" if not executor.accepting else "degraded" if executor.shared_error else "healthy"
     payload: dict[str, Any] = {
-        "status": "healthy" if executor.accepting else "draining",
+        "status": status,
         "agent_loop": state.agent_loop_name,
         "active_rollouts": state.active_count,
         "completed_rollouts": state.completed_count,
@@ -291,6 +293,8 @@ def health_payload(
         "pending_deliveries": executor.pending_deliveries,
         "abandoned_rollouts": executor.abandoned,
     }
+    if status == "degraded":
+        payload["degraded_reason"] = executor.shared_error
     if worker is not None:
         worker.publish(state, executor)
         payload["worker"] = {"index": worker.index, "pid": os.getpid()}
@@ -341,15 +345,20 @@ def add_routes(
             return PlainTextResponse("Internal Server Error", 500)
         return Response(body, 202, media_type="application/json")
 
+    def healthy() -> Response:
+        payload = health_payload(state, executor, worker)
+        # A load balancer reads the status code: a degraded process takes no traffic until it recovers.
+        return JSONResponse(payload, 503 if payload["status"] == "degraded" else 200)
+
     async def health() -> Response:
-        return JSONResponse(health_payload(state, executor, worker))
+        return healthy()
 
     async def platform_health(request: Request) -> Response:
         if api_key is None:
             return JSONResponse({"detail": "Not found"}, 404)
         if not authorized(_authorization(request), api_key):
             return JSONResponse(UNAUTHORIZED, 401)
-        return JSONResponse(health_payload(state, executor, worker))
+        return healthy()
 
     app.add_api_route(INIT_PATH, init, methods=["POST"], status_code=202)
     app.add_exception_handler(RequestValidationError, _unprocessable)

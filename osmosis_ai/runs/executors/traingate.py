@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from osmosis_ai.consts import SERVER_KEY_ENV
 from osmosis_ai.outcome import Outcome
 from osmosis_ai.rollout.core.schemas import REWARD_ERROR_FIELD
 from osmosis_ai.rollout.loading import AgentRef
@@ -125,7 +126,9 @@ class TrainGateExecutor:
             max_tokens_total=self.max_tokens_total,
         )
         try:
-            init = await asyncio.wait_for(self.launcher.init(request), max(end - time.monotonic(), 0.0))
+            init = await asyncio.wait_for(
+                self.launcher.init(request, deadline=end), max(end - time.monotonic(), 0.0)
+            )
         except (InitRejected, ServerUnreachable) as exc:
             session.initialized.set()
             session.finish("INIT_FAILED" if isinstance(exc, InitRejected) else "UNREACHABLE", str(exc))
@@ -190,7 +193,6 @@ class TrainGateExecutor:
 
 COMMAND = "rollout run"
 TASK_PREFIX = "rollout-"  # how a listing of journals tells a rollout run's from an eval's
-SERVER_KEY_ENV = "OSMOSIS_SERVER_API_KEY"
 
 
 @dataclass(frozen=True)
@@ -221,6 +223,10 @@ class RolloutServer:
 
     def journal_name(self) -> str:
         return self.model.name
+
+    def key(self) -> str | None:
+        """The Bearer key of the ``url`` server: ``server_api_key``, else ``$OSMOSIS_SERVER_API_KEY``."""
+        return self.server_api_key or os.environ.get(SERVER_KEY_ENV) or None
 
     def target(self) -> str:
         """The server as the run names it: ``url:<url>``, or the served agent's reference."""
@@ -341,6 +347,13 @@ class ServerSession:
         self.prepared, self.policy = prepared, policy
 
     async def preflight(self, on_event: Callable[[Any], Any]) -> None:
+        from osmosis_ai.traingate.launcher import RolloutLauncher
+
+        spec = self.prepared.spec
+        if spec.url:  # a wrong URL or key: one error before any rollout, not one failed rollout per row
+            await RolloutLauncher(spec.url, api_key=spec.key()).check(
+                timeout=min(10.0, self.prepared.plan.timeout or 10.0)
+            )
         await self.policy.preflight()  # a bad key or model: one line and nothing run
 
     @contextlib.asynccontextmanager
@@ -357,7 +370,7 @@ class ServerSession:
                 TrainGate(self.policy, tokenizer=prepared.tokenizer, host=spec.gateway_host)
             )
             if spec.url:
-                url, key = spec.url, spec.server_api_key or os.environ.get(SERVER_KEY_ENV) or None
+                url, key = spec.url, spec.key()
             else:
                 url, key = (
                     await stack.enter_async_context(serve_agent_loop_locally(prepared.agent_loop)),

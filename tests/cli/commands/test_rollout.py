@@ -405,8 +405,44 @@ def test_a_hanging_init_ends_at_the_timeout_and_says_what_timed_out() -> None:
             "run", "--url", url, "-d", str(CALCULATOR_DATASET), "--model", "scripted", "--timeout", "0.5",
             "-q",
         )  # fmt: skip
-    assert result.returncode == 1
-    assert result.stderr == (
-        f"Error: {data_rows} of {data_rows} rollout(s) did not finish: {data_rows} x the rollout server at "
-        f"{url} did not answer the init within 0.5s\n"
+    assert result.returncode == 1 and data_rows > 1
+    # The /health preflight, bounded by --timeout too, says so once instead of a failed rollout per row.
+    assert result.stderr.startswith(
+        f"Error: cannot reach the rollout server at {url} (is it running?): no answer from {url}/health "
+        "within 0.5s"
+    )
+    assert result.stderr.count("\n") == 1
+
+
+def test_a_url_nothing_answers_is_one_line_before_any_rollout() -> None:
+    from tests.support.sockets import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    ran = rollout("run", "--url", url, "-d", str(CALCULATOR_DATASET), "--model", "scripted")
+    assert ran.returncode == 1 and ran.stdout == ""
+    assert ran.stderr.splitlines() == [ran.stderr.strip()]
+    assert ran.stderr.startswith(f"Error: cannot reach the rollout server at {url} (is it running?)")
+
+
+@pytest.mark.parametrize("key", [None, "wrong-key-of-enough-length-000000"])
+def test_a_refused_server_key_names_the_flag_and_the_variable(key: str | None) -> None:
+    from osmosis_ai.rollout.server.app import create_app
+    from tests.support.server import RunningServer, ScriptedAgent, fast_config
+
+    server = RunningServer(
+        create_app(ScriptedAgent(), config=fast_config(api_key="right-key-" + "0" * 32))
+    ).start()
+    try:
+        given = ["--server-api-key", key] if key else []
+        ran = rollout(
+            "run", "--url", server.url, *given, "-d", str(CALCULATOR_DATASET), "--model", "scripted"
+        )
+    finally:
+        server.stop()
+    assert ran.returncode == 1 and ran.stdout == ""
+    assert ran.stderr.splitlines() == [ran.stderr.strip()]
+    assert (
+        "refused" in ran.stderr
+        and "--server-api-key" in ran.stderr
+        and "$OSMOSIS_SERVER_API_KEY" in ran.stderr
     )

@@ -140,6 +140,10 @@ async def test_replicas_sharing_redis_run_each_rollout_once_through_an_outage(
             refused = await asyncio.gather(*(init(n % 2, f"new-{n}") for n in range(4)))
             assert {a.status_code for a in refused} == {503}
             assert all(a.headers["retry-after"] == "1" for a in refused)
+            for replica in replicas:  # a load balancer reads the status code
+                health = await http.get(f"{replica.url}/health")
+                assert health.status_code == 503 and health.json()["status"] == "degraded"
+                assert redis_server.url.split("@")[-1].split("/")[0] in health.json()["degraded_reason"]
             late_duplicate = await init(1, "during")  # another replica's rollout: cannot be checked now
             assert late_duplicate.status_code == 503
             gate.set()
@@ -149,6 +153,8 @@ async def test_replicas_sharing_redis_run_each_rollout_once_through_an_outage(
             redis_server.start()
             recovered = await init(1, "after")
             assert recovered.status_code == 202
+            health = await http.get(f"{replicas[1].url}/health")
+            assert health.status_code == 200 and health.json()["status"] == "healthy"
             trainer.wait_completed("after")
             assert (await init(0, "during")).status_code == 202  # still answered from its claim
     finally:
