@@ -139,9 +139,35 @@ def test_names_and_keywords_of_0_2() -> None:
     error = SystemicProviderError()
     assert error.duration_ms is None and error.tokens is None
     step = InteractiveStep(turn=1, step_type="final")
-    assert step.message == {} and step.tool_calls == [] and step.finish_reason is None
+    assert step.message is None and step.tool_calls is None and step.finish_reason is None
     client = InteractiveLLMClient(wrapped_client=object(), on_step=lambda step: True)
     assert client.wrapped is not None
+
+
+def test_errors_of_0_2_take_any_exceptions_arguments() -> None:
+    from osmosis_ai.rollout.eval.common.errors import (
+        DatasetParseError,
+        DatasetValidationError,
+        ProviderError,
+        SystemicProviderError,
+    )
+
+    assert ProviderError("a", "b").args == ("a", "b")
+    assert SystemicProviderError("a", 2).args == ("a", 2)
+    assert DatasetParseError().args == () and str(DatasetValidationError("bad row")) == "bad row"
+    assert ProviderError("a", kind="auth").kind == "auth"
+
+
+async def test_interactive_client_is_an_async_context_manager_over_the_wrapped_client() -> None:
+    from osmosis_ai.rollout.eval.common.llm_client import ExternalLLMClient
+    from osmosis_ai.rollout.eval.test_mode.interactive import InteractiveLLMClient
+
+    wrapped = ExternalLLMClient("openai/gpt-5-mini", api_key="k")
+    async with InteractiveLLMClient(wrapped, on_step=lambda step: True) as client:
+        assert isinstance(client, InteractiveLLMClient)
+        client.set_tools([{"type": "function", "function": {"name": "add", "parameters": {}}}])
+        assert wrapped._row().tools
+    assert wrapped._row().tools is None  # leaving closed the wrapped client, which forgets its tools
 
 
 def test_the_0_2_command_classes_configure_and_run_a_command(capsys: pytest.CaptureFixture[str]) -> None:

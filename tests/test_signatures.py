@@ -47,7 +47,13 @@ def _resolve(key: str) -> tuple[Any, bool]:
 
 
 def _parameters(obj: Any, bound: bool) -> list[inspect.Parameter]:
-    params = list(inspect.signature(obj).parameters.values())
+    try:
+        params = list(inspect.signature(obj).parameters.values())
+    except ValueError:
+        # An exception class without an __init__ of its own is constructed as BaseException is.
+        if inspect.isclass(obj) and issubclass(obj, BaseException):
+            return [inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)]
+        raise
     return params[1:] if bound else params
 
 
