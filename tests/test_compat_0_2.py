@@ -144,6 +144,21 @@ def test_names_and_keywords_of_0_2() -> None:
     assert client.wrapped is not None
 
 
+def test_the_schema_validators_are_callable_by_their_0_2_names() -> None:
+    from osmosis_ai.rollout.core.schemas import CompletionsRequest, ToolResponse
+
+    assert RolloutRequest.validate_rollout_id_format("r-1") == "r-1"
+    with pytest.raises(ValueError, match="whitespace"):
+        CompletionsRequest.validate_rollout_id_format("  ")
+    with pytest.raises(ValueError, match="http or https"):
+        RolloutRequest.validate_server_url_format("ftp://host")
+    request = _request()
+    assert request.validate_metadata_size() is request
+    assert ToolResponse.validate_media_fields({"image": [1]}) == {"image": [1]}
+    with pytest.raises(ValueError, match="image must be a list"):
+        ToolResponse.validate_media_fields({"image": "one.png"})
+
+
 def test_errors_of_0_2_take_any_exceptions_arguments() -> None:
     from osmosis_ai.rollout.eval.common.errors import (
         DatasetParseError,
