@@ -151,7 +151,7 @@ class RubricConfigParser:
             suite = _config.load_rubric_suite(path, strict=strict)
             return suite, [ParsedItem(entry.label, entry.raw) for entry in suite.entries]
         documents = [(index, doc) for index, doc in enumerate(_config._read_documents(path)) if doc]
-        versions = {self._version(doc, path, index) for index, doc in documents} - {None}
+        versions = {v for index, doc in documents if (v := self._version(doc, path, index)) is not None}
         if len(versions) > 1:
             raise CLIError(f"{path}: documents declare different versions ({sorted(versions)})")
         version = versions.pop() if versions else None
