@@ -1,11 +1,14 @@
 """Write the parameter names of osmosis-ai 0.2's public callables to a JSON fixture.
 
-Run by hand, not by CI, against a 0.2 release: its sdist or wheel as downloaded, or an unpacked
-source tree (the directory holding ``osmosis_ai/``)::
+Run by hand, not by CI, against a 0.2 release: its sdist or wheel, or a source tree (the
+directory holding ``osmosis_ai/``). The fixture is 0.2.17's, which the package index does not
+carry: take its tree from the upstream repository (github.com/Osmosis-AI/osmosis-sdk-python) at
+the tag ``v0.2.17`` (commit cd01d1c2b68fce081ad997738242d1cff3127c2f)::
 
-    pip download osmosis-ai==0.2.17 --no-deps -d /tmp/osmo017
-    python scripts/snapshot_02_signatures.py /tmp/osmo017/osmosis_ai-0.2.17-py3-none-any.whl \
-        --out tests/data/signatures_0_2.json
+    git clone --bare https://github.com/Osmosis-AI/osmosis-sdk-python /tmp/osmosis-sdk.git
+    mkdir /tmp/osmosis-0.2.17
+    git --git-dir=/tmp/osmosis-sdk.git archive v0.2.17 | tar -x -C /tmp/osmosis-0.2.17
+    python scripts/snapshot_02_signatures.py /tmp/osmosis-0.2.17 --out tests/data/signatures_0_2.json
 
 The source is read with ``ast`` and never imported, so the old release's dependencies need not
 be installed. ``tests/test_signatures.py`` compares the fixture with this package.
