@@ -20,6 +20,7 @@ matching must leave the list.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import json
 from pathlib import Path
@@ -233,3 +234,33 @@ def test_checker_reports_a_renamed_keyword() -> None:
     assert mismatches(keyword_only, ["*", "ip"]) == []
     assert mismatches(extra_required, ["ip"]) != []
     assert mismatches(extra_required, ["ip", "port"]) == []
+
+
+def test_the_snapshot_reads_validators_aliased_bases_and_inherited_constructors(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "snapshot_02_signatures", Path(__file__).parents[1] / "scripts" / "snapshot_02_signatures.py"
+    )
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    source = tmp_path / "osmosis_ai" / "rollout"
+    source.mkdir(parents=True)
+    (source / "utils.py").write_text(
+        "from pydantic_settings import BaseSettings as _Base\n"
+        "class Settings(_Base):\n"
+        "    limit: int = 1\n"
+        "    @field_validator('limit')\n"
+        "    @classmethod\n"
+        "    def check_limit(cls, v): return v\n"
+        "class Failed(RuntimeError): pass\n"
+        "class Plain:\n"
+        "    def go(self, x): ...\n"
+        "class Enumerated(str, Enum): A = 'a'\n"
+    )
+    assert script.snapshot(tmp_path) == {
+        "osmosis_ai.rollout.utils:Failed": ["*args"],
+        "osmosis_ai.rollout.utils:Plain": [],
+        "osmosis_ai.rollout.utils:Plain.go": ["x"],
+        "osmosis_ai.rollout.utils:Settings": ["*", "limit"],
+        "osmosis_ai.rollout.utils:Settings.check_limit": ["v"],
+    }
