@@ -144,13 +144,13 @@ class DatasetError(EvaluationError, ValueError):
 
     ``row`` is the 0-based row index (blank JSONL lines and the CSV header do not count), ``line``
     the 1-based line of a JSONL file, ``column`` the column concerned and ``value`` its value, each
-    ``None`` when the error is not about one row, line or column.
+    ``None`` when the error is not about one row, line or column. The positional arguments are
+    any exception's (``DatasetParseError()``, ``DatasetParseError("what", detail)``), as in 0.2.
     """
 
     def __init__(
         self,
-        message: str,
-        *,
+        *args: object,
         path: str | Path | None = None,
         row: int | None = None,
         line: int | None = None,
@@ -159,7 +159,7 @@ class DatasetError(EvaluationError, ValueError):
     ) -> None:
         from pathlib import Path
 
-        super().__init__(message)
+        super().__init__(*args)
         self.path = None if path is None else Path(path)
         self.row = row
         self.line = line

@@ -1,11 +1,14 @@
 """Write the parameter names of osmosis-ai 0.2's public callables to a JSON fixture.
 
-Run by hand, not by CI, against a 0.2 release: its sdist or wheel as downloaded, or an unpacked
-source tree (the directory holding ``osmosis_ai/``)::
+Run by hand, not by CI, against a 0.2 release: its sdist or wheel, or a source tree (the
+directory holding ``osmosis_ai/``). The fixture is 0.2.17's, which the package index does not
+carry: take its tree from the upstream repository (github.com/Osmosis-AI/osmosis-sdk-python) at
+the tag ``v0.2.17`` (commit cd01d1c2b68fce081ad997738242d1cff3127c2f)::
 
-    pip download osmosis-ai==0.2.17 --no-deps -d /tmp/osmo017
-    python scripts/snapshot_02_signatures.py /tmp/osmo017/osmosis_ai-0.2.17-py3-none-any.whl \
-        --out tests/data/signatures_0_2.json
+    git clone --bare https://github.com/Osmosis-AI/osmosis-sdk-python /tmp/osmosis-sdk.git
+    mkdir /tmp/osmosis-0.2.17
+    git --git-dir=/tmp/osmosis-sdk.git archive v0.2.17 | tar -x -C /tmp/osmosis-0.2.17
+    python scripts/snapshot_02_signatures.py /tmp/osmosis-0.2.17 --out tests/data/signatures_0_2.json
 
 The source is read with ``ast`` and never imported, so the old release's dependencies need not
 be installed. ``tests/test_signatures.py`` compares the fixture with this package.
@@ -21,15 +24,18 @@ underscore" for the module file, the class, the function and the method. Each en
 
 A class entry describes its constructor: its own ``__init__``, else the fields of a dataclass
 (positional) or a pydantic model (keyword-only, private ``_fields`` left out), else the
-constructor it inherits from a class in the same module. Classes whose constructor comes from
-elsewhere (exceptions without ``__init__``, enums, protocols) get no class entry, only their
-methods. Properties, pydantic validators and dunder methods are left out.
+constructor it inherits from a class in the same module, else none (``[]``) for a class with no
+base but ``object`` or ``ABC``, else ``*args`` for one deriving from a built-in exception. Classes
+whose constructor comes from elsewhere (enums, protocols, typed dicts, another module's classes)
+get no class entry, only their methods. Properties and dunder methods are left out; pydantic validators are methods like any
+other. A base imported under another name (``BaseSettings as _BaseSettings``) counts as itself.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import builtins
 import json
 import sys
 import tarfile
@@ -73,20 +79,8 @@ PUBLIC_MODULES = (
 
 MODEL_BASES = {"BaseModel", "BaseSettings"}
 
-# Attribute-like methods, and pydantic hooks that pydantic calls rather than users.
-SKIPPED_DECORATORS = {
-    "property",
-    "setter",
-    "getter",
-    "deleter",
-    "cached_property",
-    "field_validator",
-    "model_validator",
-    "field_serializer",
-    "model_serializer",
-    "validator",
-    "root_validator",
-}
+# Attribute-like methods. Pydantic validators stay: they are methods users can call by name.
+SKIPPED_DECORATORS = {"property", "setter", "getter", "deleter", "cached_property"}
 
 
 def _decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> set[str]:
@@ -108,6 +102,11 @@ def _base_names(node: ast.ClassDef) -> list[str]:
         elif isinstance(base, ast.Name):
             names.append(base.id)
     return names
+
+
+def _is_builtin_exception(name: str) -> bool:
+    value = getattr(builtins, name, None)
+    return isinstance(value, type) and issubclass(value, BaseException)
 
 
 def function_params(node: ast.FunctionDef | ast.AsyncFunctionDef, *, bound: bool) -> list[str]:
@@ -164,10 +163,15 @@ class ModuleScanner:
         self.entries: dict[str, list[str]] = {}
         self.constructors: dict[str, list[str] | None] = {}
         self.kinds: dict[str, str] = {}
+        self.imported_as: dict[str, str] = {}
 
     def scan(self, tree: ast.Module) -> None:
         for stmt in self._top_level(tree.body):
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if isinstance(stmt, ast.ImportFrom):
+                for alias in stmt.names:
+                    if alias.asname is not None:
+                        self.imported_as.setdefault(alias.asname, alias.name)
+            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if not stmt.name.startswith("_"):
                     self._add(stmt.name, function_params(stmt, bound=False))
             elif isinstance(stmt, ast.ClassDef):
@@ -196,7 +200,7 @@ class ModuleScanner:
     def _class(self, node: ast.ClassDef) -> None:
         if node.name in self.constructors:
             return
-        bases = _base_names(node)
+        bases = [self.imported_as.get(base, base) for base in _base_names(node)]
         init = None
         for stmt in node.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == "__init__":
@@ -221,8 +225,14 @@ class ModuleScanner:
             parent = [p for p in inherited or [] if p != "*"]
             fields = parent + _fields(node, keep_private=False)
             ctor = ["*", *fields] if fields else []
-        else:
+        elif inherited is not None:
             ctor = inherited
+        elif set(bases) <= {"object", "ABC"}:
+            ctor = []
+        elif any(_is_builtin_exception(base) for base in bases):
+            ctor = ["*args"]
+        else:
+            ctor = None
         self.constructors[node.name] = ctor
         if node.name.startswith("_"):
             return

@@ -139,9 +139,50 @@ def test_names_and_keywords_of_0_2() -> None:
     error = SystemicProviderError()
     assert error.duration_ms is None and error.tokens is None
     step = InteractiveStep(turn=1, step_type="final")
-    assert step.message == {} and step.tool_calls == [] and step.finish_reason is None
+    assert step.message is None and step.tool_calls is None and step.finish_reason is None
     client = InteractiveLLMClient(wrapped_client=object(), on_step=lambda step: True)
     assert client.wrapped is not None
+
+
+def test_the_schema_validators_are_callable_by_their_0_2_names() -> None:
+    from osmosis_ai.rollout.core.schemas import CompletionsRequest, ToolResponse
+
+    assert RolloutRequest.validate_rollout_id_format("r-1") == "r-1"
+    with pytest.raises(ValueError, match="whitespace"):
+        CompletionsRequest.validate_rollout_id_format("  ")
+    with pytest.raises(ValueError, match="http or https"):
+        RolloutRequest.validate_server_url_format("ftp://host")
+    request = _request()
+    assert request.validate_metadata_size() is request
+    assert ToolResponse.validate_media_fields({"image": [1]}) == {"image": [1]}
+    with pytest.raises(ValueError, match="image must be a list"):
+        ToolResponse.validate_media_fields({"image": "one.png"})
+
+
+def test_errors_of_0_2_take_any_exceptions_arguments() -> None:
+    from osmosis_ai.rollout.eval.common.errors import (
+        DatasetParseError,
+        DatasetValidationError,
+        ProviderError,
+        SystemicProviderError,
+    )
+
+    assert ProviderError("a", "b").args == ("a", "b")
+    assert SystemicProviderError("a", 2).args == ("a", 2)
+    assert DatasetParseError().args == () and str(DatasetValidationError("bad row")) == "bad row"
+    assert ProviderError("a", kind="auth").kind == "auth"
+
+
+async def test_interactive_client_is_an_async_context_manager_over_the_wrapped_client() -> None:
+    from osmosis_ai.rollout.eval.common.llm_client import ExternalLLMClient
+    from osmosis_ai.rollout.eval.test_mode.interactive import InteractiveLLMClient
+
+    wrapped = ExternalLLMClient("openai/gpt-5-mini", api_key="k")
+    async with InteractiveLLMClient(wrapped, on_step=lambda step: True) as client:
+        assert isinstance(client, InteractiveLLMClient)
+        client.set_tools([{"type": "function", "function": {"name": "add", "parameters": {}}}])
+        assert wrapped._row().tools
+    assert wrapped._row().tools is None  # leaving closed the wrapped client, which forgets its tools
 
 
 def test_the_0_2_command_classes_configure_and_run_a_command(capsys: pytest.CaptureFixture[str]) -> None:
@@ -197,3 +238,62 @@ def test_cli_services_keeps_the_config_and_record_helpers() -> None:
     assert render_json_records(records).splitlines()[0] == "JSONL record #1"
     with pytest.raises(CLIError):
         discover_rubric_config_path(str(examples / "missing.yaml"), examples / "sample_data.jsonl")
+
+
+def test_cli_services_dataset_loader_reads_0_2_records(tmp_path: Path) -> None:
+    from osmosis_ai.cli_services import CLIError, DatasetLoader, DatasetRecord
+
+    data = tmp_path / "records.jsonl"
+    lines = [
+        {"id": " r-1 ", "conversation_id": " c-1 ", "rubric_id": " grade ", "solution_str": "an  answer\n"},
+        {"id": 7, "solution_str": "x" * 200, "metadata": {"m": 1}, "extra_info": {"original_input": "q"}},
+    ]
+    data.write_text("\n".join(json.dumps(line) for line in lines) + "\n\n")
+    first, second = DatasetLoader().load(data)
+    assert isinstance(first, DatasetRecord)
+    assert (first.rubric_id, first.conversation_id, first.record_id) == ("grade", "c-1", "r-1")
+    assert first.assistant_preview() == "an answer" and first.merged_extra_info() is None
+    assert first.record_identifier(first.conversation_label(0)) == "r-1"
+    assert second.conversation_label(1) == "record[1]" and second.record_identifier("record[1]") == "7"
+    preview = second.assistant_preview(max_length=10)
+    assert preview == "xxxxxxx..."
+    assert second.original_input == "q"
+    assert second.merged_extra_info() == {"original_input": "q", "dataset_metadata": {"m": 1}}
+    data.write_text(json.dumps({"solution_str": " "}) + "\n")
+    with pytest.raises(CLIError, match=r"records\.jsonl:1: 'solution_str'"):
+        DatasetLoader().load(data)
+
+
+def test_cli_services_rubric_config_parser_with_its_own_and_a_callers_schema(tmp_path: Path) -> None:
+    from osmosis_ai.cli_services import CLIError, RubricConfigParser
+    from osmosis_ai.cli_services.config import (
+        BaseRubricConfigSchema,
+        RubricConfigDocumentResult,
+        RubricConfigDocumentSchema,
+        Version1RubricConfigSchema,
+    )
+
+    config = Path(__file__).parents[1] / "examples" / "rubric_configs.yaml"
+    suite, items = RubricConfigParser().parse(config)
+    assert suite.available_ids() == ["policy_grounding", "support_followup"] and len(items) == 2
+    assert Version1RubricConfigSchema.version == 1 and BaseRubricConfigSchema.version is None
+
+    with pytest.raises(NotImplementedError):
+        RubricConfigDocumentSchema().parse_document({}, path=config, doc_index=0, strict=True)
+    result = BaseRubricConfigSchema().parse_document(
+        {"rubric": "r", "id": "a", "model_info": {}}, path=config, doc_index=0, strict=True
+    )
+    assert isinstance(result, RubricConfigDocumentResult) and list(result.configs) == ["a"]
+
+    class Version2(BaseRubricConfigSchema):
+        version = 2
+
+    text = config.read_text().replace("version: 1", "version: 2")
+    (tmp_path / "v2.yaml").write_text(text)
+    with pytest.raises(CLIError, match="version 2"):
+        RubricConfigParser().parse(tmp_path / "v2.yaml")
+    parser = RubricConfigParser(schemas={None: BaseRubricConfigSchema(), 2: Version2()})
+    suite, items = parser.parse(tmp_path / "v2.yaml")
+    assert suite.version == 2 and suite.available_ids() == ["policy_grounding", "support_followup"]
+    with pytest.raises(ValueError, match="None"):
+        RubricConfigParser(schemas={1: Version1RubricConfigSchema()})

@@ -35,11 +35,14 @@ ALL_0_2: dict[str, str | None] = {
     "ContextWindowExceededError NotFoundError RateLimitError Timeout acompletion completion",
     "osmosis_ai.cli_commands": "EvalRubricCommand LoginCommand LogoutCommand PreviewCommand WhoamiCommand "
     "WorkspaceCommand",
-    "osmosis_ai.cli_services": "CLIError ParsedItem RubricConfig RubricSuite discover_rubric_config_path "
-    "load_jsonl_records load_rubric_configs load_rubric_suite render_json_records render_yaml_items",
-    "osmosis_ai.cli_services.config": "ParsedItem RubricConfig RubricSuite discover_rubric_config_path "
-    "load_rubric_configs load_rubric_suite render_yaml_items",
-    "osmosis_ai.cli_services.dataset": "load_jsonl_records render_json_records",
+    "osmosis_ai.cli_services": "CLIError DatasetLoader DatasetRecord ParsedItem RubricConfig "
+    "RubricConfigParser RubricSuite discover_rubric_config_path load_jsonl_records load_rubric_configs "
+    "load_rubric_suite render_json_records render_yaml_items",
+    "osmosis_ai.cli_services.config": "BaseRubricConfigSchema ParsedItem RubricConfig "
+    "RubricConfigDocumentResult RubricConfigDocumentSchema RubricConfigParser RubricSuite "
+    "Version1RubricConfigSchema discover_rubric_config_path load_rubric_configs load_rubric_suite "
+    "render_yaml_items",
+    "osmosis_ai.cli_services.dataset": "DatasetLoader DatasetRecord load_jsonl_records render_json_records",
     "osmosis_ai.cli_services.errors": "CLIError",
     "osmosis_ai.auth.config": "CALLBACK_PORTS CONFIG_DIR CREDENTIALS_FILE CREDENTIALS_VERSION "
     "DEFAULT_PLATFORM_URL DEFAULT_TOKEN_EXPIRY_DAYS LOCAL_SERVER_PORT_END LOCAL_SERVER_PORT_START PLATFORM_URL",
@@ -51,7 +54,7 @@ ALL_0_2: dict[str, str | None] = {
     "find_available_port",
     "osmosis_ai.auth.platform_client": "AuthenticationExpiredError PlatformAPIError platform_request",
     "osmosis_ai.rollout._compat": None,
-    "osmosis_ai.rollout.cli": "EvalCommand ServeCommand TestCommand ValidateCommand",
+    "osmosis_ai.rollout.cli": "CLIError EvalCommand ServeCommand TestCommand ValidateCommand",
     "osmosis_ai.rollout.cli_utils": "CLIError agent_digest agent_spec load_agent load_agent_loop "
     "load_attribute load_reward source_digest",
     "osmosis_ai.rollout.console": "Console RICH_AVAILABLE console",

@@ -11,11 +11,16 @@ entry this test imports our object and checks, with ``inspect.signature``:
   since no call can spell them. A ``**kwargs`` in ours does not stand in for a named 0.2
   parameter: the name must exist, or a misspelt call would be swallowed silently;
 * anything ours adds must have a default, so no 0.2 call lacks an argument.
+
+The 0.2 callables this release leaves out or shapes differently on purpose are :data:`DIFFERS`,
+each documented in docs/compatibility.md; their entries are expected to fail, so one that starts
+matching must leave the list.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import json
 from pathlib import Path
@@ -24,8 +29,40 @@ from typing import Any
 import pytest
 
 FIXTURE = Path(__file__).parent / "data" / "signatures_0_2.json"
+COMPATIBILITY_DOC = Path(__file__).parents[1] / "docs" / "compatibility.md"
 
 ENTRIES: dict[str, list[str]] = json.loads(FIXTURE.read_text(encoding="utf-8"))
+
+# The 0.2 signatures this release does not match on purpose, each in docs/compatibility.md's table
+# of them (where the key, without its ``*``, is written out). A key is a fixture key, or ends in
+# ``*`` and covers every key it begins (a module's names, a class and its methods).
+DIFFERS: dict[str, str] = {
+    "osmosis_ai.cli_services.engine:*": "eval-rubric's insides, replaced by its concurrent engine",
+    "osmosis_ai.cli_services.reporting:*": "eval-rubric's insides: its reports are written by the command",
+    "osmosis_ai.cli_services.session:*": "eval-rubric's insides: the command runs the session",
+    "osmosis_ai.cli_services.shared:*": "eval-rubric's insides: statistics and previews of its reports",
+    "osmosis_ai.cli_commands:EvalRubricCommand": "command objects take no injected collaborators",
+    "osmosis_ai.cli_commands:PreviewCommand": "command objects take no injected collaborators",
+    "osmosis_ai.cli_commands:WhoamiCommand.run": "run(args) like every command object, not run(_args)",
+    "osmosis_ai.rollout.eval.common.cli:*": "osmosis test/eval's helpers, replaced by their flags",
+    "osmosis_ai.rollout.eval.common.runner:LocalRolloutRunner*": "the run engine's InProcessExecutor",
+    "osmosis_ai.rollout.eval.common.runner:LocalRunResult": "the run engine's Result, with an outcome",
+    "osmosis_ai.rollout.eval.common.runner:LocalBatchResult": "the run engine's results and summary",
+    "osmosis_ai.rollout.eval.common.runner:LocalLLMClientProtocol*": "the run engine's model client",
+    "osmosis_ai.rollout.eval.evaluation.runner:*": "osmosis eval with its journal",
+    "osmosis_ai.rollout.eval.evaluation.report:format_eval_report": "osmosis_ai.runs.summary",
+    "osmosis_ai.rollout.eval.test_mode.runner:*": "the run engine's InProcessExecutor",
+    "osmosis_ai.rollout.eval.test_mode.interactive:InteractiveRunner*": "osmosis test -i",
+}
+
+
+def _covers(known: str, key: str) -> bool:
+    return key.startswith(known[:-1]) if known.endswith("*") else key == known
+
+
+def _differs(key: str) -> str | None:
+    """Why ``key`` is in :data:`DIFFERS`, else ``None``."""
+    return next((reason for known, reason in DIFFERS.items() if _covers(known, key)), None)
 
 
 def _resolve(key: str) -> tuple[Any, bool]:
@@ -47,7 +84,13 @@ def _resolve(key: str) -> tuple[Any, bool]:
 
 
 def _parameters(obj: Any, bound: bool) -> list[inspect.Parameter]:
-    params = list(inspect.signature(obj).parameters.values())
+    try:
+        params = list(inspect.signature(obj).parameters.values())
+    except ValueError:
+        # An exception class without an __init__ of its own is constructed as BaseException is.
+        if inspect.isclass(obj) and issubclass(obj, BaseException):
+            return [inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)]
+        raise
     return params[1:] if bound else params
 
 
@@ -107,13 +150,28 @@ def mismatches(obj: Any, params: list[str], *, bound: bool = False) -> list[str]
     return problems
 
 
-@pytest.mark.parametrize(
-    ("key", "params"), [pytest.param(key, params, id=key) for key, params in ENTRIES.items()]
-)
+def _case(key: str, params: list[str]) -> Any:
+    reason = _differs(key)
+    marks = [] if reason is None else [pytest.mark.xfail(strict=True, reason=f"documented: {reason}")]
+    return pytest.param(key, params, id=key, marks=marks)
+
+
+@pytest.mark.parametrize(("key", "params"), [_case(key, params) for key, params in ENTRIES.items()])
 def test_signature_matches_0_2(key: str, params: list[str]) -> None:
-    obj, bound = _resolve(key)
+    try:
+        obj, bound = _resolve(key)
+    except (ImportError, AttributeError) as exc:
+        pytest.fail(f"{key}: not provided ({exc})")
     problems = mismatches(obj, params, bound=bound)
     assert not problems, f"{key}: {problems}"
+
+
+def test_every_documented_difference_is_a_0_2_signature_and_in_the_docs() -> None:
+    documented = COMPATIBILITY_DOC.read_text(encoding="utf-8")
+    for known in DIFFERS:
+        assert any(_covers(known, key) for key in ENTRIES), f"{known} names no 0.2 signature"
+        written = known.rstrip("*").rstrip(":")
+        assert f"`{written}`" in documented, f"{written} is not in docs/compatibility.md's table"
 
 
 def test_0_2_keyword_calls_work() -> None:
@@ -176,3 +234,33 @@ def test_checker_reports_a_renamed_keyword() -> None:
     assert mismatches(keyword_only, ["*", "ip"]) == []
     assert mismatches(extra_required, ["ip"]) != []
     assert mismatches(extra_required, ["ip", "port"]) == []
+
+
+def test_the_snapshot_reads_validators_aliased_bases_and_inherited_constructors(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "snapshot_02_signatures", Path(__file__).parents[1] / "scripts" / "snapshot_02_signatures.py"
+    )
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    source = tmp_path / "osmosis_ai" / "rollout"
+    source.mkdir(parents=True)
+    (source / "utils.py").write_text(
+        "from pydantic_settings import BaseSettings as _Base\n"
+        "class Settings(_Base):\n"
+        "    limit: int = 1\n"
+        "    @field_validator('limit')\n"
+        "    @classmethod\n"
+        "    def check_limit(cls, v): return v\n"
+        "class Failed(RuntimeError): pass\n"
+        "class Plain:\n"
+        "    def go(self, x): ...\n"
+        "class Enumerated(str, Enum): A = 'a'\n"
+    )
+    assert script.snapshot(tmp_path) == {
+        "osmosis_ai.rollout.utils:Failed": ["*args"],
+        "osmosis_ai.rollout.utils:Plain": [],
+        "osmosis_ai.rollout.utils:Plain.go": ["x"],
+        "osmosis_ai.rollout.utils:Settings": ["*", "limit"],
+        "osmosis_ai.rollout.utils:Settings.check_limit": ["v"],
+    }

@@ -80,8 +80,22 @@ _RUBRIC_CONFIG = {
         "render_yaml_items",
     ),
     **_from("osmosis_ai.cli.eval_rubric.config", "RubricConfig", "RubricSuite"),
+    "RubricConfigParser": "osmosis_ai._compat.rubric_services",
 }
-_RECORDS = _from("osmosis_ai._compat.rubric_services", "load_jsonl_records", "render_json_records")
+_RUBRIC_SCHEMAS = _from(
+    "osmosis_ai._compat.rubric_services",
+    "RubricConfigDocumentResult",
+    "RubricConfigDocumentSchema",
+    "BaseRubricConfigSchema",
+    "Version1RubricConfigSchema",
+)
+_RECORDS = _from(
+    "osmosis_ai._compat.rubric_services",
+    "DatasetLoader",
+    "DatasetRecord",
+    "load_jsonl_records",
+    "render_json_records",
+)
 _CLI_ERROR = {"CLIError": "osmosis_ai.cli.errors"}
 _COMMANDS = "osmosis_ai.cli.command_objects"
 
@@ -169,7 +183,7 @@ ALIASES: dict[str, str | dict[str, str]] = {
         "WorkspaceCommand",
     ),
     "osmosis_ai.cli_services": {**_CLI_ERROR, **_RUBRIC_CONFIG, **_RECORDS},
-    "osmosis_ai.cli_services.config": _RUBRIC_CONFIG,
+    "osmosis_ai.cli_services.config": {**_RUBRIC_CONFIG, **_RUBRIC_SCHEMAS},
     "osmosis_ai.cli_services.dataset": _RECORDS,
     "osmosis_ai.cli_services.errors": _CLI_ERROR,
     # Platform login and credentials
@@ -180,9 +194,10 @@ ALIASES: dict[str, str | dict[str, str]] = {
     "osmosis_ai.auth.platform_client": "osmosis_ai._compat.auth_platform_client",
     # remote rollout: command-line helpers and optional dependencies
     "osmosis_ai.rollout._compat": "osmosis_ai._compat.rollout_optional",
-    "osmosis_ai.rollout.cli": _from(
-        _COMMANDS, "EvalCommand", "ServeCommand", "TestCommand", "ValidateCommand"
-    ),
+    "osmosis_ai.rollout.cli": {
+        **_CLI_ERROR,
+        **_from(_COMMANDS, "EvalCommand", "ServeCommand", "TestCommand", "ValidateCommand"),
+    },
     "osmosis_ai.rollout.cli_utils": "osmosis_ai.cli.loading",
     "osmosis_ai.rollout.console": _from("osmosis_ai.cli.output", "RICH_AVAILABLE", "Console", "console"),
     # local test and eval

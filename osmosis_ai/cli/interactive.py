@@ -217,10 +217,11 @@ class InteractiveSession:
         self._messages, self._shown = list(messages), len(messages)
 
     async def on_step(self, step: InteractiveStep) -> bool:
-        self._messages = [*self._messages, step.message]
+        message = step.message or {}
+        self._messages = [*self._messages, message]
         self._shown = len(self._messages)
         _separator(f"Turn {step.turn}: LLM Response")
-        show_message(step.message, tool_names(self._messages))
+        show_message(message, tool_names(self._messages))
         if step.finish_reason and step.finish_reason != "tool_calls":
             print(f"{_styled('Finish reason:', 'bold')} {step.finish_reason}")
         while not self._continue:

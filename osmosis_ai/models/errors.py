@@ -230,11 +230,12 @@ class ProviderError(EvaluationError):
     """A model call failed for this row only (bad request, context too long, retries used up).
 
     ``kind`` is the failure's class (see :func:`~osmosis_ai.evaluation.providers.classify_provider_error`)
-    and ``status`` its HTTP status, when there was one.
+    and ``status`` its HTTP status, when there was one. The positional arguments are any
+    exception's, as in 0.2 (``ProviderError("what", detail)``).
     """
 
-    def __init__(self, message: str = "", *, kind: str = "other", status: int | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, *args: object, kind: str = "other", status: int | None = None) -> None:
+        super().__init__(*args)
         self.kind = kind
         self.status = status
 
@@ -245,7 +246,7 @@ class SystemicProviderError(ProviderError):
     ``duration_ms`` and ``tokens`` are left for the runner to fill in with what the row had used.
     """
 
-    def __init__(self, message: str = "", *, kind: str = "other", status: int | None = None) -> None:
-        super().__init__(message, kind=kind, status=status)
+    def __init__(self, *args: object, kind: str = "other", status: int | None = None) -> None:
+        super().__init__(*args, kind=kind, status=status)
         self.duration_ms: float | None = None
         self.tokens: int | None = None

@@ -21,7 +21,7 @@ from enum import Enum
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from osmosis_ai.rollout.core.exceptions import RolloutValueError
 
@@ -217,15 +217,20 @@ class ToolResponse(BaseModel):
     image: list[Any] | None = None
     video: list[Any] | None = None
 
-    @field_validator("image", "video", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _require_list(cls, value: Any, info: Any) -> Any:
-        if value is not None and not isinstance(value, list):
-            raise ValueError(
-                f"{info.field_name} must be a list or None, got {type(value).__name__}; "
-                f"wrap a single item in a list: {info.field_name}=[item]"
-            )
-        return value
+    def validate_media_fields(cls, values: Any) -> Any:
+        """``values`` unchanged, or ``ValueError`` when ``image`` or ``video`` is given and not a list."""
+        if not isinstance(values, dict):
+            return values
+        for name in ("image", "video"):
+            value = values.get(name)
+            if value is not None and not isinstance(value, list):
+                raise ValueError(
+                    f"{name} must be a list or None, got {type(value).__name__}; "
+                    f"wrap a single item in a list: {name}=[item]"
+                )
+        return values
 
     def is_empty(self) -> bool:
         """True when there is no text, image or video."""
@@ -275,18 +280,20 @@ class RolloutRequest(BaseModel):
 
     @field_validator("rollout_id")
     @classmethod
-    def _rollout_id_not_blank(cls, value: str) -> str:
-        return _check_rollout_id(value)
+    def validate_rollout_id_format(cls, v: str) -> str:
+        """``v`` unchanged, or ``ValueError`` when it is blank."""
+        return _check_rollout_id(v)
 
     @field_validator("server_url")
     @classmethod
-    def _server_url_is_http(cls, value: str) -> str:
-        parsed = urlsplit(value)
+    def validate_server_url_format(cls, v: str) -> str:
+        """``v`` unchanged, or ``ValueError`` unless it is an http(s) URL with a host."""
+        parsed = urlsplit(v)
         if parsed.scheme not in ("http", "https"):
             raise ValueError("server_url must use http or https scheme")
         if not parsed.netloc:
             raise ValueError("server_url must have a valid host")
-        return value
+        return v
 
     @field_validator("api_key")
     @classmethod
@@ -296,17 +303,27 @@ class RolloutRequest(BaseModel):
     @field_validator("metadata")
     @classmethod
     def _metadata_within_limit(cls, value: dict[str, Any]) -> dict[str, Any]:
-        if not value:
-            return value
-        try:
-            encoded = json.dumps(value)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"metadata must be JSON serializable: {exc}") from exc
-        limit = get_max_metadata_size_bytes()
-        # json.dumps escapes non-ASCII by default, so the text length is the UTF-8 byte count.
-        if len(encoded) > limit:
-            raise ValueError(f"metadata size exceeds maximum allowed size of {format_size_limit(limit)}")
+        # A field validator, so that a 422 names the field and echoes only the metadata.
+        _check_metadata_size(value)
         return value
+
+    def validate_metadata_size(self) -> RolloutRequest:
+        """This request, or ``ValueError`` when its metadata is not JSON or exceeds the configured size."""
+        _check_metadata_size(self.metadata)
+        return self
+
+
+def _check_metadata_size(metadata: dict[str, Any]) -> None:
+    if not metadata:
+        return
+    try:
+        encoded = json.dumps(metadata)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"metadata must be JSON serializable: {exc}") from exc
+    limit = get_max_metadata_size_bytes()
+    # json.dumps escapes non-ASCII by default, so the text length is the UTF-8 byte count.
+    if len(encoded) > limit:
+        raise ValueError(f"metadata size exceeds maximum allowed size of {format_size_limit(limit)}")
 
 
 def check_header_safe_key(key: str | None) -> str | None:
@@ -367,8 +384,9 @@ class CompletionsRequest(BaseModel):
 
     @field_validator("rollout_id")
     @classmethod
-    def _rollout_id_not_blank(cls, value: str) -> str:
-        return _check_rollout_id(value)
+    def validate_rollout_id_format(cls, v: str) -> str:
+        """``v`` unchanged, or ``ValueError`` when it is blank."""
+        return _check_rollout_id(v)
 
 
 class CompletionsChoice(BaseModel):

@@ -10,7 +10,8 @@ starts the next row. Both callbacks may be plain functions or coroutine function
 the event loop, so one that waits for a person must wait without blocking it (``osmosis test -i``
 reads the console in a thread).
 
-Everything else (tools, metrics, retries) is the wrapped client's.
+Everything else (tools, metrics, retries, closing: ``async with`` enters and leaves the wrapped
+client) is the wrapped client's.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 Message = dict[str, Any]
@@ -31,12 +32,13 @@ ABORTED = "aborted by user"
 
 @dataclass(frozen=True)
 class InteractiveStep:
-    """One model answer within a row: the turn (1-based), the message, its tool calls and why it stopped."""
+    """One model answer within a row: the turn (1-based), the message, its tool calls (``None``
+    when it made none) and why it stopped."""
 
     turn: int
     step_type: str
-    message: Message = field(default_factory=dict)
-    tool_calls: list[Message] = field(default_factory=list)
+    message: Message | None = None
+    tool_calls: list[Message] | None = None
     finish_reason: str | None = None
 
 
@@ -109,10 +111,20 @@ class InteractiveLLMClient:
             turn=self.turn,
             step_type="llm_response",
             message=message,
-            tool_calls=list(message.get("tool_calls") or []),
+            tool_calls=list(message["tool_calls"]) if message.get("tool_calls") else None,
             finish_reason=result.finish_reason,
         )
         if not await _settle(self.on_step(step)):
             self.aborted = True
             raise InterruptedError(ABORTED)
         return result
+
+    async def close(self) -> None:
+        await self.wrapped.close()
+
+    async def __aenter__(self) -> InteractiveLLMClient:
+        await self.wrapped.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.wrapped.__aexit__(*exc_info)
