@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from osmosis_ai.rollout.types.protocol import RolloutResultResponse
-from osmosis_ai.rollout.types.status import RolloutErrorCategory, RolloutStatus
+from osmosis_ai.rollout.types.status import FINISHED, RolloutErrorCategory, RolloutStatus
 
 CANCELLED_QUEUED = "cancelled_queued"
 CANCELLED_RUNNING = "cancelled_running"
@@ -97,9 +97,10 @@ class Results03:
     # -- progress -------------------------------------------------------------------------------
 
     def set_status(self, rollout_id: str, status: RolloutStatus) -> None:
-        """Move an unfinished rollout to ``status`` and wake its pollers."""
+        """Move an unfinished rollout to the in-flight ``status`` and wake its pollers (a finished
+        status comes only with the result, through :meth:`finish`)."""
         entry = self._entries.get(rollout_id)
-        if entry is None or entry.result is not None or entry.status is status:
+        if entry is None or entry.result is not None or entry.status is status or status in FINISHED:
             return
         entry.status = status
         self._wake(entry)

@@ -16,7 +16,7 @@ from osmosis_ai.rollout.backend.local import LocalBackend
 from osmosis_ai.rollout.context import AgentWorkflowContext, GraderContext, get_rollout_context
 from osmosis_ai.rollout.grader import Grader
 from osmosis_ai.rollout.server.config import ServerConfig
-from osmosis_ai.rollout.types import AgentWorkflowConfig, ConcurrencyConfig
+from osmosis_ai.rollout.types import AgentWorkflowConfig, ConcurrencyConfig, RolloutStatus
 from tests.rollout.v03.conftest import Gate
 from tests.support.server import RunningServer, fast_settings
 from tests.support.waiting import wait_until
@@ -42,6 +42,8 @@ class Scripted(AgentWorkflow[AgentWorkflowConfig]):
         meta = ctx.metadata or {}
         context = get_rollout_context()
         assert context is not None
+        if "claim" in meta:  # a workflow reporting a status it may not set
+            await context.set_status(RolloutStatus(meta["claim"]))
         if "hold" in meta:
             await GATES[meta["hold"]].hold()
         if meta.get("raise") == "value":
@@ -117,6 +119,20 @@ def test_a_rollout_succeeds_with_the_graders_reward(
     assert sample["messages"][-1]["content"] == "4 from r-1 at http://127.0.0.1:9/v1"
     assert "trajectory_messages" not in sample
     assert poll(http, server, "r-1", token) == result  # retained: asked again, answered again
+
+
+def test_user_code_reports_progress_but_cannot_finish_the_rollout(
+    serve03: Callable[..., RunningServer], http: httpx.Client
+) -> None:
+    held = gate("claims")
+    server = serve03(backend(), result_wait_timeout_sec=0.2)
+    token = submit(http, server, "claims", metadata={"claim": "success", "hold": "claims"})
+    wait_until(held.entered.is_set, 10, "the workflow holding")
+    assert poll(http, server, "claims", token) == {
+        "rollout_id": "claims", "status": "running", "sample": None, "err_message": None, "err_category": None,
+    }  # fmt: skip
+    held.release()
+    assert finished(http, server, "claims", token)["sample"]["reward"] == 1.0
 
 
 def test_admission_and_polling_refusals(serve03: Callable[..., RunningServer], http: httpx.Client) -> None:
