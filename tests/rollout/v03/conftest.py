@@ -1,5 +1,6 @@
 """0.3 server fixtures: ``serve03(backend, **create_rollout_server_kwargs)`` runs the app under
-uvicorn on loopback (stopped after the test), ``Gate`` holds a workflow or grader until released."""
+uvicorn on loopback (stopped after the test), ``Gate`` holds a workflow or grader until released.
+(``http``, a plain client, is the rollout tests' own fixture.)"""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 from osmosis_ai.rollout.backend.local import LocalBackend
@@ -51,9 +51,3 @@ def serve03() -> Iterator[Callable[..., RunningServer]]:
     yield start
     for server in running:
         server.stop()
-
-
-@pytest.fixture
-def http() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=30.0) as client:
-        yield client

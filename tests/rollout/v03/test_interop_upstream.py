@@ -85,10 +85,11 @@ class Served:
 def serve_main(tmp_path: Path) -> Iterator[Callable[..., Served]]:
     started: list[Served] = []
 
-    def start(python: Path | str = sys.executable, env: dict[str, str] | None = None) -> Served:
+    def start(python: Path | str = sys.executable, env: dict[str, str] | None = None, **extra: str) -> Served:
         if env is None:  # this package first on the path, whatever the virtualenv has installed
             paths = [str(upstream03.REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+        env = {**env, **extra}
         served = Served(python, env, tmp_path / f"server-{len(started)}.log")
         started.append(served)
         return served
@@ -110,16 +111,24 @@ def arithmetic(openai_server: OpenAIServer) -> OpenAIServer:
     return openai_server
 
 
+def _driver(python: Path, scenario: str, server: Served, chat: str, key: str | None) -> list[str]:
+    return [str(python), str(DRIVER), scenario, server.url, chat, *([key] if key else [])]
+
+
+def _seen(returncode: int, stdout: str, stderr: str, server: Served) -> dict[str, Any]:
+    assert returncode == 0, f"{stderr[-3000:]}\nserver log:\n{server.log.read_text()[-3000:]}"
+    seen: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
+    assert Path(seen.pop("client_package")).is_relative_to(upstream03.VENV)  # upstream's client, not ours
+    return seen
+
+
 def drive(python: Path, scenario: str, server: Served, chat: str, key: str | None = KEY) -> dict[str, Any]:
     """Run the driver's ``scenario`` with upstream's client; what it saw."""
     done = subprocess.run(
-        [str(python), str(DRIVER), scenario, server.url, chat, *([key] if key else [])],
+        _driver(python, scenario, server, chat, key),
         cwd=HERE.parent, env=_without_this_repo(), capture_output=True, text=True, timeout=180,
     )  # fmt: skip
-    assert done.returncode == 0, f"{done.stderr[-3000:]}\nserver log:\n{server.log.read_text()[-3000:]}"
-    seen: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    assert Path(seen.pop("client_package")).is_relative_to(upstream03.VENV)  # upstream's client, not ours
-    return seen
+    return _seen(done.returncode, done.stdout, done.stderr, server)
 
 
 def expected_rollouts() -> list[dict[str, Any]]:
@@ -188,3 +197,27 @@ def test_a_wrong_key_gets_401_as_upstreams_client_sees_it(
     seen = drive(upstream_python, "unauthorized", serve_main(), arithmetic.url, key="not-the-key")
     assert seen == {"codes": {"health": 401, "rollout": 401}}
     assert arithmetic.requests == []
+
+
+def test_at_the_queue_limit_upstreams_client_waits_out_429_and_every_rollout_succeeds(
+    upstream_python: Path, serve_main: Callable[..., Served], arithmetic: OpenAIServer
+) -> None:
+    held = threading.Event()
+    answer = arithmetic.handler
+    assert answer is not None
+    arithmetic.handler = lambda payload: Reply(content=str(answer(payload)), gate=held)
+    server = serve_main(OSMOSIS_ROLLOUT_SERVER_MAX_QUEUED_ROLLOUTS="0")  # 4 slots, no queue
+    driver = subprocess.Popen(
+        _driver(upstream_python, "rollouts", server, arithmetic.url, KEY),
+        cwd=HERE.parent, env=_without_this_repo(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: arithmetic.in_flight.now == 4, 60, "the 4 slots taken by held chat calls")
+        wait_until(
+            lambda: '"POST /rollout HTTP/1.1" 429' in server.log.read_text(), 60, "a submit refused with 429"
+        )
+    finally:
+        held.set()
+    stdout, stderr = driver.communicate(timeout=180)
+    assert _seen(driver.returncode, stdout, stderr, server)["results"] == expected_rollouts()
+    assert arithmetic.in_flight.peak == 4

@@ -350,3 +350,22 @@ def test_while_draining_a_submit_gets_503_and_the_users_lifespan_outlives_the_dr
     assert poll(http, server, "in-flight", token)["status"] in ("running", "grading", "success")
     wait_until(lambda: not server.running, 20, "the server stopped")
     assert events == ["started", "stopped"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"result_wait_timeout_sec": 0}, ValueError, "result_wait_timeout_sec"),
+        ({"result_wait_timeout_sec": 30, "polling_lease_timeout_sec": 30}, ValueError, "longer than"),
+        ({"result_retention_sec": float("inf")}, ValueError, "result_retention_sec"),
+        ({"api_key": "  "}, ValueError, "api_key"),
+        ({"backend": object()}, TypeError, "takes a LocalBackend"),
+    ],
+)
+def test_create_rollout_server_refuses_nonsense(
+    kwargs: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    from osmosis_ai.rollout.server import create_rollout_server
+
+    with pytest.raises(error, match=match):
+        create_rollout_server(**{"backend": backend(), "configure_logging": False, **kwargs})
