@@ -70,6 +70,17 @@ def test_the_names_0_2_gave_another_meaning_keep_it() -> None:
     assert inspect.iscoroutinefunction(evaluate_rubric)
 
 
+def test_create_rollout_server_resolves_at_both_of_0_3s_paths() -> None:
+    from osmosis_ai.rollout.server import create_rollout_server
+    from osmosis_ai.rollout.server.app import POLLING_LEASE_HEADER, create_app
+    from osmosis_ai.rollout.server.app import create_rollout_server as at_app
+
+    assert at_app is create_rollout_server and callable(create_app)
+    assert POLLING_LEASE_HEADER == "X-Osmosis-Rollout-Lease"
+    with pytest.raises(ImportError):
+        from osmosis_ai.rollout.server.app import nothing_here  # noqa: F401
+
+
 def test_the_0_3_names_also_resolve_from_the_rollout_package() -> None:
     assert rollout.AgentWorkflow is AgentWorkflow
     assert rollout.LocalBackend is LocalBackend
