@@ -152,9 +152,10 @@ def test_upstreams_client_runs_rollouts_on_this_packages_server(
 
 
 def test_the_project_is_a_real_0_3_program_upstreams_own_server_serves_it(
-    upstream_python: Path, serve_main: Callable[..., Served], arithmetic: OpenAIServer
+    upstream_python: Path, serve_main: Callable[..., Served], arithmetic: OpenAIServer, tmp_path: Path
 ) -> None:
-    server = serve_main(upstream_python, _without_this_repo())
+    # upstream writes a directory per rollout; under tmp_path, not the home directory
+    server = serve_main(upstream_python, _without_this_repo(), _OSMOSIS_ROLLOUT_ARTIFACT_ROOT=str(tmp_path))
     assert drive(upstream_python, "rollouts", server, arithmetic.url)["results"] == expected_rollouts()
 
 
