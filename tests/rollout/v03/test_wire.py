@@ -3,6 +3,7 @@ cancel, health, auth, admission (409/422/429/503), deadlines and typed failures.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -46,6 +47,14 @@ class Scripted(AgentWorkflow[AgentWorkflowConfig]):
             await context.set_status(RolloutStatus(meta["claim"]))
         if "hold" in meta:
             await GATES[meta["hold"]].hold()
+        if "stubborn" in meta:  # ignores cancellation until released
+            stubborn = GATES[meta["stubborn"]]
+            stubborn.entered.set()
+            while not stubborn.released.is_set():
+                try:
+                    await asyncio.sleep(0.01)
+                except asyncio.CancelledError:
+                    stubborn.cancelled.set()
         if meta.get("raise") == "value":
             raise ValueError("the workflow did not like its input")
         answer = f"4 from {context.rollout_id} at {context.chat_completions_url}"
@@ -229,6 +238,28 @@ def test_time_spent_queued_comes_out_of_the_agents_deadline(
     assert result["err_message"].startswith("the workflow exceeded its 0.5 s deadline (")
     assert "spent queued" in result["err_message"]
     assert finished(http, server, "holder", first)["status"] == "success"
+
+
+def test_a_workflow_ignoring_its_deadline_is_abandoned_and_its_slot_freed(
+    serve03: Callable[..., RunningServer], http: httpx.Client
+) -> None:
+    stubborn = gate("stubborn")
+    config = ServerConfig(server=fast_settings(abandon_grace_seconds=0.2).server)
+    server = serve03(one_slot(), config=config)
+    try:
+        token = submit(http, server, "stubborn", metadata={"stubborn": "stubborn"}, agent_timeout_sec=0.2)
+        result = finished(http, server, "stubborn", token)
+        assert result["status"] == "failure" and result["err_category"] == "timeout"
+        assert result["err_message"] == (
+            "the workflow exceeded its 0.2 s deadline; it ignored cancellation for 0.2 s more and was abandoned"
+        )
+        assert stubborn.cancelled.is_set()
+        # the only slot is free again although the abandoned workflow still runs
+        assert (
+            finished(http, server, "next", submit(http, server, "next", metadata={}))["status"] == "success"
+        )
+    finally:
+        stubborn.release()
 
 
 def test_at_the_queue_limit_a_submit_gets_429_with_retry_after(
