@@ -128,7 +128,7 @@ def create_rollout_server(
         redoc_url="/redoc" if config.docs_enabled else None,
         openapi_url="/openapi.json" if config.docs_enabled else None,
     )
-    add_routes03(app, runner, config.api_key, process_id)
+    add_routes03(app, runner, config, process_id)
     app.state.rollout_state = state
     app.state.rollout_executor = executor
     app.state.rollout_lifecycle = lifecycle

@@ -4,13 +4,14 @@
 draining, both with ``Retry-After``), ``GET /rollout/{id}/result`` (long poll under the lease:
 404 unknown id, 403 wrong lease), ``POST /rollout/cancel`` (exactly one of ``ids``, ``prefix``,
 ``all``), ``GET /health``. With an API key every request must carry ``Authorization: Bearer <key>``
-(401 otherwise), checked before anything else is read. Bad bodies get 422 with bounded echoes.
+(401 otherwise), checked before anything else is read. A submit body above ``max_request_bytes`` gets
+413 unread; bad bodies get 422 with bounded echoes.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import FastAPI, Header
 from fastapi.exceptions import RequestValidationError
@@ -20,7 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from osmosis_ai.rollout.server.api_key import authorized
 from osmosis_ai.rollout.server.executor import _InitRefused
 from osmosis_ai.rollout.server.results03 import BadLease, DuplicateRollout, UnknownRollout
-from osmosis_ai.rollout.server.routes import _unprocessable
+from osmosis_ai.rollout.server.routes import _route_path, _unprocessable, bounded_body, replay
 from osmosis_ai.rollout.server.run03 import Runner03
 from osmosis_ai.rollout.types.protocol import (
     POLLING_LEASE_HEADER,
@@ -30,6 +31,9 @@ from osmosis_ai.rollout.types.protocol import (
     RolloutResultResponse,
 )
 from osmosis_ai.rollout.types.status import RolloutStatus
+
+if TYPE_CHECKING:
+    from osmosis_ai.rollout.server.config import ServerConfig
 
 UNAUTHORIZED = {"detail": "unauthorized"}
 INSTANCE_ENV = "_OSMOSIS_ROLLOUT_INSTANCE_ID"
@@ -51,12 +55,30 @@ class BearerGate:
         await self.app(scope, receive, send)
 
 
+class SubmitLimit:
+    """Answers 413 to a ``POST /rollout`` body above ``limit`` bytes, before it is parsed."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or _route_path(scope) != "/rollout":
+            await self.app(scope, receive, send)
+            return
+        length = next((value for name, value in scope["headers"] if name == b"content-length"), None)
+        body = await bounded_body(scope, receive, send, length, self.limit)
+        if body is not None:
+            await self.app(scope, replay(body, receive), send)
+
+
 def _result_body(response: RolloutResultResponse) -> dict[str, Any]:
     return response.model_dump(mode="json", exclude={"sample": {"trajectory_messages"}})
 
 
-def add_routes03(app: FastAPI, runner: Runner03, api_key: str | None, process_id: str) -> None:
-    """Add the 0.3 endpoints to ``app`` (and the bearer check when ``api_key`` is set)."""
+def add_routes03(app: FastAPI, runner: Runner03, config: ServerConfig, process_id: str) -> None:
+    """Add the 0.3 endpoints to ``app``, the body limit (``config.max_request_bytes``) and, when
+    ``config.api_key`` is set, the bearer check in front of everything."""
     results = runner.results
     executor = runner.executor
     state = executor.state
@@ -121,5 +143,6 @@ def add_routes03(app: FastAPI, runner: Runner03, api_key: str | None, process_id
     app.add_api_route("/rollout/{rollout_id}/result", result, methods=["GET"])
     app.add_api_route("/health", health, methods=["GET"])
     app.add_exception_handler(RequestValidationError, _unprocessable)
-    if api_key is not None:
-        app.add_middleware(BearerGate, api_key=api_key)
+    app.add_middleware(SubmitLimit, limit=config.max_request_bytes)
+    if config.api_key is not None:  # added last: the outermost, so it runs before anything is read
+        app.add_middleware(BearerGate, api_key=config.api_key)

@@ -400,3 +400,20 @@ def test_create_rollout_server_refuses_nonsense(
 
     with pytest.raises(error, match=match):
         create_rollout_server(**{"backend": backend(), "configure_logging": False, **kwargs})
+
+
+def test_a_submit_above_max_request_bytes_gets_413_after_the_key_check(
+    serve03: Callable[..., RunningServer], http: httpx.Client
+) -> None:
+    config = ServerConfig(server=fast_settings().server, max_request_bytes=2000, api_key="k-0123456789")
+    server = serve03(backend(), config=config)
+    big = body("big", metadata={"padding": "x" * 5000})
+    assert http.post(f"{server.url}/rollout", json=big).status_code == 401
+    good = {"Authorization": "Bearer k-0123456789"}
+    refused = http.post(f"{server.url}/rollout", json=big, headers=good)
+    assert refused.status_code == 413 and "2000 bytes" in refused.json()["detail"]
+    chunked = http.post(f"{server.url}/rollout", content=iter([b"{", b" " * 3000, b"}"]), headers=good)
+    assert chunked.status_code == 413
+    assert (
+        http.post(f"{server.url}/rollout", json=body("small", metadata={}), headers=good).status_code == 202
+    )
