@@ -55,6 +55,8 @@ class Scripted(AgentWorkflow[AgentWorkflowConfig]):
                     await asyncio.sleep(0.01)
                 except asyncio.CancelledError:
                     stubborn.cancelled.set()
+        if "unjson" in meta:  # a message JSON cannot carry
+            return [*ctx.prompt, {"role": "assistant", "content": object()}]
         if meta.get("raise") == "value":
             raise ValueError("the workflow did not like its input")
         answer = f"4 from {context.rollout_id} at {context.chat_completions_url}"
@@ -196,6 +198,17 @@ def test_failures_are_typed_and_never_carry_a_reward(
     assert result["sample"] is None or result["sample"]["reward"] is None
     # the server is still serving (a grader's sys.exit stayed inside its rollout)
     assert finished(http, server, "ok", submit(http, server, "ok", metadata={}))["status"] == "success"
+
+
+def test_a_sample_json_cannot_carry_is_reduced_to_its_reward(
+    serve03: Callable[..., RunningServer], http: httpx.Client
+) -> None:
+    server = serve03(backend())
+    result = finished(http, server, "odd", submit(http, server, "odd", metadata={"unjson": True}))
+    assert result["status"] == "success"
+    assert result["sample"] == {
+        "messages": [], "label": "4", "reward": 1.0, "remove_sample": False, "metrics": {}, "extra_fields": {},
+    }  # fmt: skip
 
 
 def test_without_grading_a_success_has_no_reward(
