@@ -124,11 +124,8 @@ class Bounded:
     """How :meth:`RolloutExecutor.run_bounded` left user code: ``task`` is done unless ``abandoned``."""
 
     task: asyncio.Task[Any]
-    timed_out: bool
-
-    @property
-    def abandoned(self) -> bool:
-        return not self.task.done()
+    timed_out: bool = False
+    abandoned: bool = False
 
 
 class RolloutExecutor:
@@ -383,9 +380,8 @@ class RolloutExecutor:
             await self._stop(child, self._shutdown_unwind())
             raise
         if done:
-            return Bounded(child, timed_out=False)
-        await self._stop(child, self.abandon_grace)
-        return Bounded(child, timed_out=True)
+            return Bounded(child)
+        return Bounded(child, timed_out=True, abandoned=not await self._stop(child, self.abandon_grace))
 
     async def _execute(self, request: RolloutRequest, tools: Any) -> Delivery | None:
         """Run the agent and commit its callback; the callback to deliver, if there is one."""

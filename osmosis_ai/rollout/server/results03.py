@@ -88,12 +88,6 @@ class Results03:
         """The task running the rollout: cancelled by a cancel or an expired lease."""
         self._entries[rollout_id].task = task
 
-    def discard(self, rollout_id: str) -> None:
-        """Forget a rollout whose admission failed, so its id may be submitted again."""
-        entry = self._entries.pop(rollout_id, None)
-        if entry is not None and entry.timer is not None:
-            entry.timer.cancel()
-
     # -- progress -------------------------------------------------------------------------------
 
     def set_status(self, rollout_id: str, status: RolloutStatus) -> None:

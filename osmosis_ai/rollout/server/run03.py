@@ -99,15 +99,10 @@ class Runner03:
         self.executor.check_admission()
         rollout_id = request.rollout_id
         token = self.results.register(rollout_id)
-        state = self.executor.state
         record = RolloutRecord(rollout_id, rollout_id)
         loop = asyncio.get_running_loop()
-        try:
-            record.task = loop.create_task(self._run(record, request, loop.time()))
-        except BaseException:
-            self.results.discard(rollout_id)
-            raise
-        state.add(record)
+        record.task = loop.create_task(self._run(record, request, loop.time()))
+        self.executor.state.add(record)
         self.results.bind(rollout_id, record.task)
         return token
 
