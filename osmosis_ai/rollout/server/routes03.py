@@ -11,7 +11,7 @@ draining, both with ``Retry-After``), ``GET /rollout/{id}/result`` (long poll un
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import FastAPI, Header
 from fastapi.exceptions import RequestValidationError
@@ -72,8 +72,8 @@ class SubmitLimit:
             await self.app(scope, replay(body, receive), send)
 
 
-def _result_body(response: RolloutResultResponse) -> dict[str, Any]:
-    return response.model_dump(mode="json", exclude={"sample": {"trajectory_messages"}})
+def _result_body(response: RolloutResultResponse) -> bytes:
+    return response.model_dump_json(exclude={"sample": {"trajectory_messages"}}).encode()
 
 
 def add_routes03(app: FastAPI, runner: Runner03, config: ServerConfig, process_id: str) -> None:
@@ -100,7 +100,7 @@ def add_routes03(app: FastAPI, runner: Runner03, config: ServerConfig, process_i
             result_wait_timeout_sec=results.wait_timeout,
             polling_lease_timeout_sec=results.lease_timeout,
         )
-        return JSONResponse(admission.model_dump(mode="json"), 202)
+        return Response(admission.model_dump_json(), 202, media_type="application/json")
 
     async def result(
         rollout_id: str, lease: Annotated[str, Header(alias=POLLING_LEASE_HEADER, min_length=1)]
@@ -111,7 +111,7 @@ def add_routes03(app: FastAPI, runner: Runner03, config: ServerConfig, process_i
             return JSONResponse({"detail": f"unknown rollout_id {rollout_id!r}"}, 404)
         except BadLease:
             return JSONResponse({"detail": "invalid polling lease"}, 403)
-        return JSONResponse(_result_body(response))
+        return Response(_result_body(response), media_type="application/json")
 
     async def cancel(request: CancelRolloutsRequest) -> Response:
         selectors = (request.ids is not None) + (request.prefix is not None) + request.all
