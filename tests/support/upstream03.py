@@ -10,6 +10,7 @@ reason); never vendored, never imported by this package.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -20,6 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 VENV = REPO / ".venv-upstream03"
 REQUIREMENT = "osmosis-ai[server]==0.3.8"
 _MARKER = VENV / ".installed"
+_LOCK = REPO / ".venv-upstream03.lock"
 
 
 class InstallError(RuntimeError):
@@ -53,9 +55,19 @@ def python() -> Path:
 
 
 def ensure() -> Path | None:
-    """The virtualenv's python, made and installed first when missing; ``None`` without a Python 3.12."""
+    """The virtualenv's python, made and installed first when missing; ``None`` without a Python 3.12.
+
+    Processes calling it at once (pytest-xdist workers on a fresh clone) take turns on a lock file, so
+    one installs and the others find its marker.
+    """
     if _MARKER.is_file():
         return python()
+    with _LOCK.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return python() if _MARKER.is_file() else _install()
+
+
+def _install() -> Path | None:
     base = find_python312()
     if base is None:
         return None
