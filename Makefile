@@ -12,7 +12,7 @@ PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint programs mcp-oldest bench chaos clean
+.PHONY: demo test lint programs mcp-oldest upstream03 bench chaos clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,7 +49,7 @@ PYTEST_WORKERS ?= 3
 # The steps before pytest run side by side, so apt-get fetching the programs overlaps pip's install.
 # --dist loadgroup: the tests of one xdist_group run on one worker (the Ray tests share one local Ray).
 test:
-	@$(MAKE) --no-print-directory -j3 lint programs mcp-oldest
+	@$(MAKE) --no-print-directory -j3 lint programs mcp-oldest upstream03
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 # Programs some tests drive, from Debian's packages: Chromium (the login and HTML-report tests, headless),
@@ -70,6 +70,11 @@ programs:
 mcp-oldest: $(STAMP)
 	@$(BIN)/python -m tests.support.fastmcp_oldest
 
+# Upstream osmosis-ai 0.3.8 in .venv-upstream03/ (Python 3.12 from pyenv or PATH), for the 0.3 interop
+# tests; a marker file makes a second run a no-op (tests/support/upstream03.py).
+upstream03: $(STAMP)
+	@$(BIN)/python -m tests.support.upstream03
+
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.startup
 
@@ -81,4 +86,4 @@ chaos: $(STAMP)
 	$(BIN)/python -m benchmarks.chaos
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) .venv-upstream03 build *.egg-info

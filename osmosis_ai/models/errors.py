@@ -229,7 +229,7 @@ class ProviderCheckError(EvaluationError):
 class ProviderError(EvaluationError):
     """A model call failed for this row only (bad request, context too long, retries used up).
 
-    ``kind`` is the failure's class (see :func:`~osmosis_ai.evaluation.providers.classify_provider_error`)
+    ``kind`` is the failure's class (see :func:`~osmosis_ai.models.providers.classify_provider_error`)
     and ``status`` its HTTP status, when there was one. The positional arguments are any
     exception's, as in 0.2 (``ProviderError("what", detail)``).
     """

@@ -10,7 +10,32 @@ from typing import TYPE_CHECKING
 
 from osmosis_ai._lazy import lazy_exports
 
+# 0.3's names, where they do not clash with 0.2's: ``RolloutContext``, ``RolloutStatus`` and
+# ``MessageDict`` here keep their 0.2 meaning; 0.3's are in osmosis_ai.rollout.context and .types.
+_EXPORTS_03: dict[str, str] = {
+    "AgentWorkflow": "osmosis_ai.rollout.agent_workflow",
+    "AgentWorkflowConfig": "osmosis_ai.rollout.types",
+    "AgentWorkflowContext": "osmosis_ai.rollout.context",
+    "AgentWorkflowOutput": "osmosis_ai.rollout.types",
+    "BaseConfig": "osmosis_ai.rollout.types",
+    "ConcurrencyConfig": "osmosis_ai.rollout.types",
+    "ExecutionRequest": "osmosis_ai.rollout.types",
+    "ExecutionResult": "osmosis_ai.rollout.types",
+    "Grader": "osmosis_ai.rollout.grader",
+    "GraderConfig": "osmosis_ai.rollout.types",
+    "GraderContext": "osmosis_ai.rollout.context",
+    "LocalBackend": "osmosis_ai.rollout.backend",
+    "RolloutErrorCategory": "osmosis_ai.rollout.types",
+    "RolloutInitRequest": "osmosis_ai.rollout.types",
+    "RolloutInitResponse": "osmosis_ai.rollout.types",
+    "RolloutResultResponse": "osmosis_ai.rollout.types",
+    "RolloutSample": "osmosis_ai.rollout.types",
+    "SampleSource": "osmosis_ai.rollout.context",
+    "get_rollout_context": "osmosis_ai.rollout.context",
+}
+
 _EXPORTS: dict[str, str] = {
+    **_EXPORTS_03,
     **dict.fromkeys(
         (
             "AgentLoopNotFoundError",
@@ -139,6 +164,8 @@ __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 if TYPE_CHECKING:
+    from osmosis_ai.rollout.agent_workflow import AgentWorkflow
+    from osmosis_ai.rollout.backend import LocalBackend
     from osmosis_ai.rollout.client import (
         CompletionsResult,
         OsmosisLLMClient,
@@ -150,6 +177,12 @@ if TYPE_CHECKING:
         configure,
         get_settings,
         reset_settings,
+    )
+    from osmosis_ai.rollout.context import (
+        AgentWorkflowContext,
+        GraderContext,
+        SampleSource,
+        get_rollout_context,
     )
     from osmosis_ai.rollout.core import (
         DEFAULT_MAX_METADATA_SIZE_BYTES,
@@ -187,6 +220,7 @@ if TYPE_CHECKING:
         get_max_metadata_size_bytes,
         set_max_metadata_size_bytes,
     )
+    from osmosis_ai.rollout.grader import Grader
     from osmosis_ai.rollout.network import (
         PublicIPDetectionError,
         detect_public_ip,
@@ -216,6 +250,20 @@ if TYPE_CHECKING:
         get_tool_call_info,
         parse_tool_arguments,
         serialize_tool_result,
+    )
+    from osmosis_ai.rollout.types import (
+        AgentWorkflowConfig,
+        AgentWorkflowOutput,
+        BaseConfig,
+        ConcurrencyConfig,
+        ExecutionRequest,
+        ExecutionResult,
+        GraderConfig,
+        RolloutErrorCategory,
+        RolloutInitRequest,
+        RolloutInitResponse,
+        RolloutResultResponse,
+        RolloutSample,
     )
     from osmosis_ai.rollout.utils import (
         count_messages_by_role,

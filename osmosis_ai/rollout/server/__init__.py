@@ -1,5 +1,5 @@
 """The RolloutServer: ``create_app`` builds the FastAPI app from a ``ServerConfig``, ``serve_agent_loop``
-runs it under uvicorn.
+runs it under uvicorn; ``create_rollout_server`` (0.3) serves a ``LocalBackend`` over the 0.3 wire.
 
 Names resolve lazily (PEP 562): importing this package loads neither FastAPI nor uvicorn.
 """
@@ -18,6 +18,7 @@ _EXPORTS: dict[str, str] = {
     "ServeStarted": "osmosis_ai.rollout.server.serve",
     "ServerConfig": "osmosis_ai.rollout.server.config",
     "create_app": "osmosis_ai.rollout.server.app",
+    "create_rollout_server": "osmosis_ai.rollout.server.app03",
     "generate_api_key": "osmosis_ai.rollout.server.api_key",
     "serve_agent_loop": "osmosis_ai.rollout.server.serve",
     "validate_and_report": "osmosis_ai.rollout.server.serve",
@@ -31,6 +32,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 if TYPE_CHECKING:
     from osmosis_ai.rollout.server.api_key import generate_api_key, validate_api_key
     from osmosis_ai.rollout.server.app import create_app
+    from osmosis_ai.rollout.server.app03 import create_rollout_server
     from osmosis_ai.rollout.server.config import ServerConfig
     from osmosis_ai.rollout.server.errors import ServeError
     from osmosis_ai.rollout.server.serve import (

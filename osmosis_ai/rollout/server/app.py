@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import importlib.util
 import logging
 from collections.abc import AsyncIterator
@@ -304,3 +305,21 @@ def build_app(
     app.state.rollout_executor = executor
     app.state.rollout_lifecycle = lifecycle
     return app
+
+
+# 0.3 defines create_rollout_server and its defaults in a module of this name; they live in app03
+# (which builds on this module), so they are resolved on first use.
+_AT_THE_0_3_PATH = {
+    "create_rollout_server": "osmosis_ai.rollout.server.app03",
+    "DEFAULT_POLLING_LEASE_TIMEOUT_SEC": "osmosis_ai.rollout.server.app03",
+    "DEFAULT_RESULT_RETENTION_SEC": "osmosis_ai.rollout.server.app03",
+    "DEFAULT_RESULT_WAIT_TIMEOUT_SEC": "osmosis_ai.rollout.server.app03",
+    "POLLING_LEASE_HEADER": "osmosis_ai.rollout.types.protocol",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _AT_THE_0_3_PATH.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

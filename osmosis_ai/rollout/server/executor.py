@@ -39,6 +39,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -116,6 +117,10 @@ def _pool_for(client: RolloutClientSettings, max_concurrent: int) -> RolloutClie
     return client.model_copy(update={"max_connections": max_concurrent})
 
 
+def _no_agent_loop(request: RolloutRequest) -> Any:
+    raise RuntimeError("this RolloutServer serves a 0.3 backend, not a RolloutAgentLoop: use POST /rollout")
+
+
 def _error_text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
@@ -126,12 +131,25 @@ def _unbuildable(rollout_id: str, status: str, exc: Exception) -> str:
     return f"the RolloutServer could not build the {status} callback: {type(exc).__name__}"
 
 
+@dataclass(frozen=True)
+class Bounded:
+    """How :meth:`RolloutExecutor.run_bounded` left user code: ``task`` is done unless ``abandoned``."""
+
+    task: asyncio.Task[Any]
+    timed_out: bool = False
+    abandoned: bool = False
+
+
 class RolloutExecutor:
-    """Starts rollouts for one app and reports their outcome to TrainGate."""
+    """Starts rollouts for one app and reports their outcome to TrainGate.
+
+    Its slots, queue limit, deadlines and drain are the engine of both wires: the 0.2 init path here,
+    and the 0.3 path (:mod:`~osmosis_ai.rollout.server.run03`), which serves with ``agent_loop=None``.
+    """
 
     def __init__(
         self,
-        agent_loop: RolloutAgentLoop,
+        agent_loop: RolloutAgentLoop | None,
         state: AppState,
         config: ServerConfig,
         shared: SharedState | None = None,
@@ -168,7 +186,9 @@ class RolloutExecutor:
         self._draining = False  # True once shutdown cancels rollouts: a cancelled rollout reports ERROR
         self._callback_deadline: float | None = None
         self._validate_tools = ToolsCache()
-        self._get_tools = GetToolsCaller(agent_loop.get_tools, self.timeout)
+        self._get_tools = GetToolsCaller(
+            agent_loop.get_tools if agent_loop is not None else _no_agent_loop, self.timeout
+        )
 
     # -- init -----------------------------------------------------------------------------------------
 
@@ -187,15 +207,7 @@ class RolloutExecutor:
         if stored is not None:  # finished before a restart, not acknowledged: send it again
             self.deliveries.resend(key)
             return self._init_body(stored.rollout_id, self._validate_tools(await self._get_tools(request)))
-        if not self.accepting:
-            raise _InitRefused(503, DRAINING_MESSAGE)
-        limit = self.queue_limit
-        if limit is not None and state.active_count >= state.max_concurrent + limit:
-            raise _InitRefused(
-                429,
-                f"the RolloutServer is at capacity ({state.running} running, {state.queued_count} queued, "
-                f"queue limit {limit}); retry later",
-            )
+        self.check_admission()
         if existing is not None:
             logger.info("rollout %s: duplicate init after its result was acknowledged; starting afresh", key)
         claim = await self._claim(key, request.rollout_id)
@@ -231,6 +243,20 @@ class RolloutExecutor:
                 # The rollout runs all the same; duplicates elsewhere answer with their own tools.
                 logger.warning("rollout %s: cannot store the init answer for duplicates: %s", key, exc)
         return body
+
+    def check_admission(self) -> None:
+        """Raise :class:`_InitRefused` when no new rollout may start now: 503 while draining, 429 when
+        the queue limit is reached (the one admission rule of both wires)."""
+        if not self.accepting:
+            raise _InitRefused(503, DRAINING_MESSAGE)
+        state = self.state
+        limit = self.queue_limit
+        if limit is not None and state.active_count >= state.max_concurrent + limit:
+            raise _InitRefused(
+                429,
+                f"the RolloutServer is at capacity ({state.running} running, {state.queued_count} queued, "
+                f"queue limit {limit}); retry later",
+            )
 
     # -- the state shared with other processes ----------------------------------------------------
 
@@ -328,25 +354,51 @@ class RolloutExecutor:
     async def _run(self, record: RolloutRecord, request: RolloutRequest, tools: Any) -> None:
         state = self.state
         committed: Delivery | None = None
+        holding = False
         try:
             try:
-                await state.semaphore.acquire()
+                async with self.slot():
+                    holding = True
+                    committed = await self._execute(request, tools)
             except asyncio.CancelledError:
-                if not self._draining:
+                if holding or not self._draining:
                     raise
                 self._count_error("shutdown")
                 committed = self._commit(request, None, _Outcome("ERROR", [], "error", SHUTDOWN_MESSAGE))
-            else:
-                state.running += 1
-                try:
-                    committed = await self._execute(request, tools)
-                finally:
-                    state.running -= 1
-                    state.semaphore.release()
         finally:
             state.finish(record)
         if committed is not None:
             await self.deliveries.deliver(committed)
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        """Hold one of the ``max_concurrent`` slots (waiting in the queue for it) while the body runs."""
+        state = self.state
+        await state.semaphore.acquire()
+        state.running += 1
+        try:
+            yield
+        finally:
+            state.running -= 1
+            state.semaphore.release()
+
+    async def run_bounded(self, call: Callable[[], Awaitable[Any]], timeout: float | None) -> Bounded:
+        """Run user code ``call()`` in a child task for at most ``timeout`` seconds (``None``: no limit).
+
+        On the deadline the child is cancelled and given ``abandon_grace_seconds`` to end; one that
+        ignores it is abandoned (left running, counted in ``/health``). Cancelling the caller cancels
+        the child the same way and re-raises. A ``BaseException`` the code raises stays in the child
+        (as ``UserCodeRaised``), so a ``SystemExit`` cannot stop the server.
+        """
+        child = asyncio.get_running_loop().create_task(contain(call))
+        try:
+            done, _ = await asyncio.wait((child,), timeout=timeout)
+        except asyncio.CancelledError:
+            await self._stop(child, self._shutdown_unwind())
+            raise
+        if done:
+            return Bounded(child)
+        return Bounded(child, timed_out=True, abandoned=not await self._stop(child, self.abandon_grace))
 
     async def _execute(self, request: RolloutRequest, tools: Any) -> Delivery | None:
         """Run the agent and commit its callback; the callback to deliver, if there is one."""
@@ -391,17 +443,18 @@ class RolloutExecutor:
         The child task is what lets a rollout end although its agent ignores cancellation.
         """
         rollout_id = ctx.request.rollout_id
-        agent = asyncio.get_running_loop().create_task(contain(lambda: self.agent_loop.run(ctx)))
+        agent_loop = self.agent_loop
+        assert agent_loop is not None  # the 0.2 wire is served only with an agent loop (_no_agent_loop)
         try:
-            done, _ = await asyncio.wait((agent,), timeout=self.timeout)
+            ran = await self.run_bounded(lambda: agent_loop.run(ctx), self.timeout)
         except asyncio.CancelledError:
-            await self._stop(agent, self._shutdown_unwind())
             if not self._draining:
                 raise
             return self._failure(ctx, SHUTDOWN_MESSAGE, "shutdown")
-        if not done:
+        agent = ran.task
+        if ran.timed_out:
             message = f"rollout exceeded the deadline of {self.timeout:g} s (request_timeout_seconds)"
-            if not await self._stop(agent, self.abandon_grace):
+            if ran.abandoned:
                 message += f" and ignored cancellation for {self.abandon_grace:g} s more; abandoned"
                 logger.error("rollout %s: %s", rollout_id, message)
                 return self._failure(ctx, message, "abandoned")
@@ -606,6 +659,11 @@ class RolloutExecutor:
                 task.get_coro().close()
             task.cancel()
         return len(abandoned)
+
+    @property
+    def draining(self) -> bool:
+        """Whether shutdown has begun cancelling unfinished rollouts (after the grace period)."""
+        return self._draining
 
     def callback_time_left(self) -> float:
         """Seconds left of the shutdown's ERROR-callback budget (0 before :meth:`drain` ends the grace period)."""

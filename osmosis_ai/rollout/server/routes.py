@@ -203,15 +203,8 @@ class InitGate:
             tracing.detach(token)
 
     async def _accept(self, scope: Scope, receive: Receive, send: Send, headers: dict[bytes, bytes]) -> None:
-        length = headers.get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.limit:
-            await self._too_large(scope, receive, send)
-            return
-        body = await self._body(receive)
-        if body is None:  # the client went away mid-body: nobody to answer
-            return
-        if len(body) > self.limit:
-            await self._too_large(scope, receive, send)
+        body = await bounded_body(scope, receive, send, headers.get(b"content-length"), self.limit)
+        if body is None:
             return
         content_type = headers.get(b"content-type")
         if self.fast and (content_type is None or _is_plain_json(content_type)):
@@ -229,13 +222,16 @@ class InitGate:
                 return
         if content_type is None:
             scope = {**scope, "headers": [*scope["headers"], _JSON]}
-        await self.app(
-            scope, _replaying({"type": "http.request", "body": body, "more_body": False}, receive), send
-        )
+        await self.app(scope, replay(body, receive), send)
 
-    async def _body(self, receive: Receive) -> bytes | None:
-        """The whole body, or as soon as it is past the limit what was read of it; ``None`` if the
-        client went away before it ended."""
+
+async def bounded_body(
+    scope: Scope, receive: Receive, send: Send, content_length: bytes | None, limit: int
+) -> bytes | None:
+    """The request's whole body when it is at most ``limit`` bytes; otherwise 413 is answered as soon
+    as the declared length or what was read is past it, and ``None`` returned (also when the client
+    went away before the body ended: nobody to answer)."""
+    if content_length is None or not content_length.isdigit() or int(content_length) <= limit:
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -245,12 +241,13 @@ class InitGate:
             chunk = message.get("body", b"")
             chunks.append(chunk)
             size += len(chunk)
-            if size > self.limit or not message.get("more_body", False):
+            if size > limit:
+                break
+            if not message.get("more_body", False):
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
-        detail = f"request body exceeds the limit of {self.limit} bytes (ServerConfig(max_request_bytes=...))"
-        await JSONResponse({"detail": detail}, 413)(scope, receive, send)
+    detail = f"request body exceeds the limit of {limit} bytes (ServerConfig(max_request_bytes=...))"
+    await JSONResponse({"detail": detail}, 413)(scope, receive, send)
+    return None
 
 
 def _counting(send: Send, metrics: ServerMetrics) -> Send:
@@ -264,14 +261,14 @@ def _counting(send: Send, metrics: ServerMetrics) -> Send:
     return counted
 
 
-def _replaying(message: Message, receive: Receive) -> Receive:
-    """``receive`` that gives ``message`` first, then what ``receive`` gives."""
-    pending: list[Message] = [message]
+def replay(body: bytes, receive: Receive) -> Receive:
+    """``receive`` that gives the already read ``body`` first, then what ``receive`` gives."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
 
-    async def replay() -> Message:
+    async def replayed() -> Message:
         return pending.pop() if pending else await receive()
 
-    return replay
+    return replayed
 
 
 def health_payload(

@@ -1,0 +1,136 @@
+"""``create_rollout_server``: 0.3's entry point, serving a ``LocalBackend`` over the 0.3 wire on this
+package's engine (the executor's slots, queue limit, deadlines and drain; :mod:`.routes03`).
+
+A 0.3 project's ``main.py`` runs unchanged::
+
+    app = create_rollout_server(backend=LocalBackend(workflow=MyWorkflow, grader=MyGrader))
+    uvicorn.run(app, host="0.0.0.0", port=int(os.environ.get("_OSMOSIS_ROLLOUT_PORT", "8000")))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import math
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
+
+from osmosis_ai.rollout.backend.local.backend import LocalBackend
+from osmosis_ai.rollout.server.app import LifecycleManager
+from osmosis_ai.rollout.server.config import ServerConfig
+from osmosis_ai.rollout.server.executor import RolloutExecutor
+from osmosis_ai.rollout.server.results03 import Results03
+from osmosis_ai.rollout.server.run03 import Runner03
+from osmosis_ai.rollout.server.state import AppState
+from osmosis_ai.rollout.server.state_memory import MemoryState
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+DEFAULT_RESULT_WAIT_TIMEOUT_SEC = 30.0
+DEFAULT_POLLING_LEASE_TIMEOUT_SEC = 120.0
+DEFAULT_RESULT_RETENTION_SEC = 900.0
+
+
+def _check_timings(wait: float, lease: float, retention: float) -> None:
+    if not math.isfinite(wait) or wait <= 0:
+        raise ValueError(f"result_wait_timeout_sec must be a positive finite number, got {wait!r}")
+    if not math.isfinite(lease) or lease <= wait:
+        raise ValueError(
+            f"polling_lease_timeout_sec must be finite and longer than result_wait_timeout_sec ({wait!r}), got {lease!r}"
+        )
+    if not math.isfinite(retention) or retention < 0:
+        raise ValueError(f"result_retention_sec must be a finite number >= 0, got {retention!r}")
+
+
+def _configure_default_logging() -> None:
+    """INFO to stderr when the process has set up no logging (uvicorn configures only its own loggers)."""
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _engine_config(backend: LocalBackend, config: ServerConfig | None, api_key: str | None) -> ServerConfig:
+    """``config`` (default: the environment's) with ``api_key`` and the backend's concurrency limit."""
+    config = config or ServerConfig()
+    if api_key is not None:
+        if not api_key.strip():
+            raise ValueError("api_key must be a non-empty string when given")
+        config = dataclasses.replace(config, api_key=api_key)
+    if backend.max_concurrent is not None:
+        server = config.server.model_copy(update={"max_concurrent_rollouts": backend.max_concurrent})
+        config = dataclasses.replace(config, server=server)
+    return config
+
+
+def create_rollout_server(
+    *,
+    backend: LocalBackend,
+    lifespan: Callable[[Any], contextlib.AbstractAsyncContextManager[Any]] | None = None,
+    configure_logging: bool = True,
+    result_wait_timeout_sec: float = DEFAULT_RESULT_WAIT_TIMEOUT_SEC,
+    polling_lease_timeout_sec: float = DEFAULT_POLLING_LEASE_TIMEOUT_SEC,
+    result_retention_sec: float = DEFAULT_RESULT_RETENTION_SEC,
+    api_key: str | None = None,
+    config: ServerConfig | None = None,
+) -> FastAPI:
+    """The FastAPI app serving ``backend`` over the 0.3 wire.
+
+    ``lifespan``: the user's own (entered first, left last, so its resources outlive the drain).
+    ``api_key``: requests must carry ``Authorization: Bearer <api_key>``. ``result_wait_timeout_sec``:
+    the longest a poll waits; ``polling_lease_timeout_sec``: how long a lease lasts unpolled;
+    ``result_retention_sec``: how long a finished result stays pollable. ``config`` (this package's
+    :class:`ServerConfig`) gives the engine's other knobs — queue limit, deadline, drain; the slots
+    are the backend's ``max_concurrent`` when it sets one.
+    """
+    if not isinstance(backend, LocalBackend):
+        raise TypeError(
+            f"create_rollout_server(backend=...) takes a LocalBackend, got {type(backend).__name__}"
+        )
+    _check_timings(result_wait_timeout_sec, polling_lease_timeout_sec, result_retention_sec)
+    try:
+        from fastapi import FastAPI
+
+        from osmosis_ai.rollout.server.routes03 import add_routes03
+    except ImportError as exc:
+        from osmosis_ai._lazy import install_hint
+
+        raise ImportError(f"create_rollout_server needs FastAPI; {install_hint(exc.name)}") from exc
+    if configure_logging:
+        _configure_default_logging()
+    config = _engine_config(backend, config, api_key)
+    state = AppState(settings=config.server, agent_loop_name=backend.workflow_cls.__name__)
+    # The seam for durable results: MemoryState and Results03 keep this process's only.
+    executor = RolloutExecutor(None, state, config, MemoryState())
+    lifecycle = LifecycleManager(config, state, executor)
+    results = Results03(
+        result_wait_timeout_sec=result_wait_timeout_sec,
+        polling_lease_timeout_sec=polling_lease_timeout_sec,
+        result_retention_sec=result_retention_sec,
+    )
+    process_id = str(uuid.uuid4())
+    runner = Runner03(executor, backend, results, process_id)
+
+    @contextlib.asynccontextmanager
+    async def serving(app: Any) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            if lifespan is not None:
+                await stack.enter_async_context(lifespan(app))
+            stack.callback(results.close)
+            await stack.enter_async_context(lifecycle.lifespan(app))
+            yield
+
+    app = FastAPI(
+        title=f"Osmosis rollout server ({backend.workflow_cls.__name__})",
+        lifespan=serving,
+        docs_url="/docs" if config.docs_enabled else None,
+        redoc_url="/redoc" if config.docs_enabled else None,
+        openapi_url="/openapi.json" if config.docs_enabled else None,
+    )
+    add_routes03(app, runner, config, process_id)
+    app.state.rollout_state = state
+    app.state.rollout_executor = executor
+    app.state.rollout_lifecycle = lifecycle
+    app.state.rollout_results = results
+    return app
