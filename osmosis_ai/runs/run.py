@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.evaluation.errors import EvaluationError
-from osmosis_ai.evaluation.journal import PRIMARY
-from osmosis_ai.evaluation.outcome import Outcome
+from osmosis_ai.evaluation.journal import PRIMARY, RETRIED_WITH_RETRY_FAILED
 from osmosis_ai.runs.events import ModelChecked, Opened, Ready
-from osmosis_ai.runs.plan import Prepared, RowSource, RunPlan
+from osmosis_ai.runs.plan import KeyedSource, Prepared, RowSource, RunPlan
 from osmosis_ai.runs.result import Result
 
 if TYPE_CHECKING:
@@ -120,11 +119,14 @@ async def run(plan: RunPlan, on_event: OnEvent, *, labels: dict[str, Any] | None
     except ValueError as exc:
         raise PlanError(str(exc)) from None
     tags = plan.executor.tags
-    keys = [
-        (row, sample)
-        for row in range(plan.rows.offset, plan.rows.offset + selected)
-        for sample in range(plan.n)
-    ]
+    if isinstance(reader, KeyedSource):
+        keys = reader.keys()
+    else:
+        keys = [
+            (row, sample)
+            for row in range(plan.rows.offset, plan.rows.offset + selected)
+            for sample in range(plan.n)
+        ]
     planned = len(keys) * len(tags)
     end = RunEnd(plan.task_id(), planned, None, None, {}, limit, "", None)
     if plan.journal is None:
@@ -145,7 +147,10 @@ async def run(plan: RunPlan, on_event: OnEvent, *, labels: dict[str, Any] | None
         remaining = sum(len(t) for t in todo.values())
         wanted = set(keys)
         failed = sum(
-            o is Outcome.MODEL_ERROR for tag in tags for key, o in journal.outcomes(tag) if key in wanted
+            o in RETRIED_WITH_RETRY_FAILED
+            for tag in tags
+            for key, o in journal.outcomes(tag)
+            if key in wanted
         )
         on_event(
             Opened(reader.file_path, total, selected, planned, remaining, failed, file, journal.set_aside)
@@ -179,10 +184,11 @@ async def _run_items(
     from osmosis_ai.runs.backends.ray import WorkerSpec
     from osmosis_ai.runs.engine import run_items
     from osmosis_ai.runs.items import WorkItem, work_items
-    from osmosis_ai.runs.pipeline import runtimes
+    from osmosis_ai.runs.pipeline import described
 
     # Each Ray worker scores in one process of its own unless told otherwise: the workers are the parallelism.
-    scoring = dataclasses.replace(plan.scoring, workers=plan.scoring.workers or 1)
+    workers = 1 if plan.scoring.workers is None else plan.scoring.workers
+    scoring = dataclasses.replace(plan.scoring, workers=workers)
     spec = WorkerSpec(
         "osmosis_ai.runs.pipeline:on_worker",
         {"plan": dataclasses.replace(plan, scoring=scoring), "tags": tags},
@@ -200,9 +206,9 @@ async def _run_items(
             open_backend(plan.backend, local, spec=spec, concurrency=limit.ceiling, address=plan.ray_address)
         )
         await session.preflight(on_event)
-        described = [runtime.describe() for runtime in runtimes(plan.scoring)]
+        lines = described(plan.scoring)
         process = await backend.ready()
-        on_event(Ready(described, backend.header()))
+        on_event(Ready(lines, backend.header()))
         skip: Callable[[WorkItem], bool] | None = None
         if journal is not None:
             retry = plan.journal.retry_failed if plan.journal else False
@@ -211,8 +217,14 @@ async def _run_items(
             def skip(item: WorkItem) -> bool:
                 return finished[item.model_tag](item.row_index, item.sample_index)
 
+        if isinstance(reader, KeyedSource):
+            items = reader.items(tags, skip)
+        else:
+            items = work_items(
+                reader.iter_indexed(selected, plan.rows.offset), n=plan.n, tags=tags, skip=skip
+            )
         report = await run_items(
-            work_items(reader.iter_indexed(selected, plan.rows.offset), n=plan.n, tags=tags, skip=skip),
+            items,
             process,
             concurrency=limit,
             journal=journal,

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai._litellm import import_litellm
 from osmosis_ai.cli.errors import CLIError
@@ -46,6 +46,9 @@ from osmosis_ai.evaluation.outcome import verdict
 from osmosis_ai.judge.keys import ensure_api_key_available
 from osmosis_ai.judge.ratelimit import RateLimiter
 from osmosis_ai.models.complete import SCRIPTED
+
+if TYPE_CHECKING:
+    from osmosis_ai.runs.judging import RubricJudge
 
 logger = logging.getLogger(__name__)
 
@@ -184,6 +187,21 @@ def judging_rubric(config_path: Path, rubric_id: str) -> RubricConfig:
     config = lookup_rubric(config_path, rubric_id)
     ensure_api_key_available(config.model_info)
     return config
+
+
+def rubric_judge(
+    rubric_id: str, config: Path | None, near: Path, *, cache: bool
+) -> tuple[RubricJudge, str, str | None]:
+    """The judge of ``rubric_id`` as configured (in ``config``, else found near ``near``), its key
+    checked: the plan's judge, the grader as a journal names it, and the judge's server."""
+    from osmosis_ai.evaluation.journal import file_digest
+    from osmosis_ai.judge.keys import configured_api_base
+    from osmosis_ai.runs.judging import RubricJudge
+
+    config_path = locate_config(config, near)
+    rubric = judging_rubric(config_path, rubric_id)
+    judge = RubricJudge(rubric, f"{rubric_id}@{file_digest(config_path)}", cache=cache)
+    return judge, f"--rubric {rubric_id} -c {config_path}", configured_api_base(rubric.model_info)
 
 
 def run_eval_rubric(
