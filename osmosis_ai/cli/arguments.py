@@ -258,8 +258,8 @@ def ray_address(text: str) -> str:
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--backend local|ray`` and ``--ray-address``: where the work items run
-    (:func:`osmosis_ai.cli.backend.run_backend` opens it)."""
+    """``--backend local|ray`` and ``--ray-address``: where the work items run (the plan's ``backend``
+    and ``ray_address``; :func:`osmosis_ai.runs.backends.open.open_backend` opens it)."""
     parser.add_argument("--backend", choices=("local", "ray"), default="local",
                         help="run the items in this process (default) or on Ray workers, one per CPU (at "
                         "most one per run in flight); the dataset, journal and outputs stay here (needs "

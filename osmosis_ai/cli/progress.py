@@ -15,7 +15,8 @@ from osmosis_ai.cli.output import progress_bar, say, wants_progress, warn
 
 class RunProgress(contextlib.AbstractContextManager["RunProgress"]):
     """The run's commentary (see the module docstring), the bar closed with the context. ``opening``
-    gives the line saying what will run (``None``: none); ``scoring`` shows how the scoring runs."""
+    gives the line saying what will run (``None``: none); ``scoring`` shows how the scoring runs;
+    ``bar`` forces the progress bar on or off (default: on a terminal, for more than one item)."""
 
     def __init__(
         self,
@@ -26,9 +27,10 @@ class RunProgress(contextlib.AbstractContextManager["RunProgress"]):
         retry_failed: bool,
         opening: Callable[[Any], str | None],
         scoring: bool = True,
+        bar: bool | None = None,
     ) -> None:
         self.quiet, self.unit, self.label, self.retry_failed = quiet, unit, label, retry_failed
-        self.opening, self.scoring = opening, scoring
+        self.opening, self.scoring, self.bar = opening, scoring, bar
         self.stack = contextlib.ExitStack()
         self.advance: Callable[..., None] = lambda **_: None
 
@@ -54,7 +56,7 @@ class RunProgress(contextlib.AbstractContextManager["RunProgress"]):
                 line = resuming_line(done, event.planned, self.unit, failed=event.failed,
                                      retry_failed=self.retry_failed)  # fmt: skip
                 say(line, quiet=self.quiet)
-            bar = not self.quiet and wants_progress(None, event.remaining)
+            bar = not self.quiet and wants_progress(self.bar, event.remaining)
             self.advance = self.stack.enter_context(progress_bar(event.remaining, self.label, enabled=bar))
         elif isinstance(event, Ready):
             for line in event.scoring if self.scoring else ():

@@ -147,16 +147,18 @@ def plan_of(args: argparse.Namespace) -> RunPlan:
 
 
 async def _regrade(args: argparse.Namespace) -> int:
+    from osmosis_ai.cli.commands.reward import grader_of
     from osmosis_ai.cli.journals import journal_refusals
     from osmosis_ai.cli.progress import RunProgress
     from osmosis_ai.cli.summary import check_run_outputs
-    from osmosis_ai.runs.earlier import read_answers
+    from osmosis_ai.report.errors import ReportInputError
+    from osmosis_ai.runs.earlier import AnswersError, read_answers
     from osmosis_ai.runs.events import Opened
     from osmosis_ai.runs.run import journal_file, run
 
     check_run_outputs(args)
     plan = plan_of(args)
-    grader = plan.executor.grader  # type: ignore[attr-defined]
+    grader = grader_of(plan)
     inputs = ", ".join(map(str, args.results))
 
     def opening(event: Opened) -> str:
@@ -166,8 +168,11 @@ async def _regrade(args: argparse.Namespace) -> int:
     progress = RunProgress(quiet=args.quiet, unit="answer", label="answers", retry_failed=args.retry_failed,
                            opening=opening)  # fmt: skip
     labels = {"model": "regrade", "dataset": str(args.results[0]), "module": grader}
-    with progress, journal_refusals(journal_file(plan)):
-        end = await run(plan, progress.on_event, labels=labels)
+    try:
+        with progress, journal_refusals(journal_file(plan)):
+            end = await run(plan, progress.on_event, labels=labels)
+    except (ReportInputError, AnswersError) as exc:  # the inputs named on the command line
+        raise CLIError(str(exc)) from None
     answers = read_answers(args.results, args.dataset)
     threshold = answers.pass_threshold if args.pass_threshold is None else args.pass_threshold
     records = {tag: {r.key: r.data for r in tag_records} for tag, tag_records in end.records.items()}

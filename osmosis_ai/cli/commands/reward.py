@@ -131,7 +131,7 @@ def plan_of(args: argparse.Namespace) -> RunPlan:
 
         judge, grader, base_url = rubric_judge(args.rubric, args.config, Path(args.dataset), cache=False)
         scoring = Scoring(judge=judge, reward="score")
-        concurrency: int | str = args.concurrency or JUDGE_CONCURRENCY
+        concurrency = args.concurrency or JUDGE_CONCURRENCY
     else:
         grader = args.function
         scoring = Scoring((args.function,), kind="reward function", timeout=args.reward_timeout or None,
@@ -142,9 +142,17 @@ def plan_of(args: argparse.Namespace) -> RunPlan:
                       text_cells=dataset_format(args.dataset) == "csv")  # fmt: skip
     executor = StoredAnswers(AnswerDataset(args.dataset, columns), "reward-score", grader, base_url)
     journal = JournalSpec(args.journal, fresh=args.fresh, retry_failed=args.retry_failed)
-    return RunPlan(Rows(args.dataset), executor, scoring, concurrency=concurrency,  # type: ignore[arg-type]
+    return RunPlan(Rows(args.dataset), executor, scoring, concurrency=concurrency,
                    max_concurrency=args.max_concurrency, journal=journal, backend=args.backend,
                    ray_address=args.ray_address)  # fmt: skip
+
+
+def grader_of(plan: RunPlan) -> str:
+    """The grader as the command line named it (the stored answers' spec keeps it)."""
+    from osmosis_ai.runs.executors.stored import StoredAnswers
+
+    assert isinstance(plan.executor, StoredAnswers)
+    return plan.executor.grader
 
 
 async def _score(args: argparse.Namespace) -> int:
@@ -159,7 +167,7 @@ async def _score(args: argparse.Namespace) -> int:
     say(f"osmosis-reward-score v{PACKAGE_VERSION}", quiet=args.quiet)
     check_run_outputs(args)
     plan = plan_of(args)
-    labels = {"model": "reward-score", "dataset": args.dataset, "module": plan.executor.grader}  # type: ignore[attr-defined]
+    labels = {"model": "reward-score", "dataset": args.dataset, "module": grader_of(plan)}
 
     def opening(event: Opened) -> str:
         return f"Dataset: {event.dataset} ({event.rows} rows); journal {event.journal}"

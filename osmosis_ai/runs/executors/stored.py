@@ -63,19 +63,21 @@ class StoredExecutor:
 
 class RawRows:
     """A dataset's rows as written (not as prompts), ``keep`` choosing which (all by default), numbered
-    in the order kept."""
+    in the order kept; ``format`` as the dataset reader takes it (default: by the file's name)."""
 
-    def __init__(self, dataset: str, keep: Callable[[Any], bool] | None = None) -> None:
+    def __init__(
+        self, dataset: str, keep: Callable[[Any], bool] | None = None, format: str | None = None
+    ) -> None:
         from osmosis_ai.evaluation.dataset import count_rows
 
         self.file_path = Path(dataset)
-        self.keep = keep
+        self.keep, self.format = keep, format
         self.count = count_rows(self.file_path) if keep is None else sum(1 for _ in self._kept())
 
     def _kept(self) -> Iterator[Any]:
         from osmosis_ai.evaluation.dataset import iter_raw
 
-        for raw in iter_raw(self.file_path):
+        for raw in iter_raw(self.file_path, format=self.format):
             if self.keep is None or self.keep(raw.value):
                 yield raw.value
 
@@ -206,11 +208,13 @@ class EarlierAnswers:
 
 @dataclass(frozen=True)
 class RubricDataset:
-    """A rubric dataset (``osmosis eval-rubric``): its records whose ``rubric_id`` is ``rubric_id``
-    (ignoring case), numbered in file order from 0, each judged ``n`` times (the plan's ``n``)."""
+    """A rubric dataset (``osmosis eval-rubric``), read as ``format``: its records whose ``rubric_id``
+    is ``rubric_id`` (ignoring case), numbered in file order from 0, each judged ``n`` times (the
+    plan's ``n``)."""
 
     dataset: str
     rubric_id: str
+    format: str | None = None
 
     tags = (PRIMARY,)
 
@@ -231,7 +235,7 @@ class RubricDataset:
             rubric = value.get("rubric_id") if isinstance(value, Mapping) else None
             return isinstance(rubric, str) and rubric.casefold() == wanted
 
-        return RawRows(self.dataset, chosen)
+        return RawRows(self.dataset, chosen, self.format)
 
     def attempt_of(self, item: WorkItem) -> Attempt:
         from osmosis_ai.judge.rubric import RecordRefused, record_of
