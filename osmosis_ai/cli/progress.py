@@ -59,7 +59,8 @@ class RunProgress(contextlib.AbstractContextManager["RunProgress"]):
             bar = not self.quiet and wants_progress(self.bar, event.remaining)
             self.advance = self.stack.enter_context(progress_bar(event.remaining, self.label, enabled=bar))
         elif isinstance(event, Ready):
-            for line in event.scoring if self.scoring else ():
+            # On Ray each worker scores with a runtime of its own: the header says how many.
+            for line in event.scoring if self.scoring and not event.backend else ():
                 say(f"Scoring: {line}", quiet=self.quiet)
             if event.backend:
                 say(event.backend, quiet=self.quiet)

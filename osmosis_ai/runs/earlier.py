@@ -20,6 +20,8 @@ from osmosis_ai.errors import OsmosisError
 from osmosis_ai.evaluation.outcome import Outcome
 
 if TYPE_CHECKING:
+    from osmosis_ai.evaluation.journal import SampleRecord
+    from osmosis_ai.evaluation.regrade import Pair
     from osmosis_ai.report.model import Row
     from osmosis_ai.runs.result import Attempt
 
@@ -98,6 +100,11 @@ def read_answers(inputs: Sequence[str | Path], dataset: str | Path | None = None
     return Answers(answers, 1.0 if threshold is None else threshold)
 
 
+def selected(answers: Mapping[tuple[int, int], Stored], only_failed: bool) -> list[tuple[int, int]]:
+    """The answers scored again: all of them, or with ``only_failed`` those whose scoring failed."""
+    return [key for key, stored in answers.items() if not only_failed or stored.row.outcome in SCORING_FAILED]
+
+
 def _join_dataset(answers: Mapping[tuple[int, int], Stored], dataset: str | Path) -> None:
     """Each answer's columns from ``dataset``'s row of its index."""
     from osmosis_ai.evaluation.dataset import DatasetReader
@@ -141,3 +148,53 @@ def attempt_of(stored: Stored, grader: str, *, needs_ground_truth: bool = True) 
         return Attempt(Outcome.REWARD_ERROR, error=REFUSED + refusal, extra=extra)
     return Attempt(Outcome.COMPLETED, final_messages=stored.messages, finish_reason=row.finish_reason,
                    extra=extra)  # fmt: skip
+
+
+def regraded(
+    answers: Mapping[tuple[int, int], Stored],
+    chosen: Sequence[tuple[int, int]],
+    records: Mapping[str, Sequence[SampleRecord]],
+    grader: str,
+) -> list[dict[str, Any]]:
+    """One record per answer in (row, sample) order: the first scoring's (``records``: the run's, by
+    model tag, ``primary`` first), with every repeat's reward; an answer not ``chosen`` as the earlier
+    run scored it; a chosen one the run did not reach, left out."""
+    from osmosis_ai.runs.items import WorkItem
+    from osmosis_ai.runs.result import Result
+
+    by_tag = {tag: {r.key: r.data for r in tagged} for tag, tagged in records.items()}
+    primary, *repeats = by_tag
+    wanted = set(chosen)
+    out = []
+    for key, stored in answers.items():
+        if key in wanted:
+            record = by_tag[primary].get(key)
+            if record is None:
+                continue
+            if repeats:
+                found = [by_tag[tag].get(key) for tag in by_tag]
+                record["regrade"]["repeats"] = [r.get("reward") if r else None for r in found]
+        else:
+            attempt = attempt_of(stored, grader)
+            attempt.extra["regrade"]["kept"] = True
+            item = WorkItem(key[0], key[1], stored.columns)
+            kept = Result(item, attempt, earlier_outcome(stored.row.outcome), reward=stored.row.scored_value,
+                          scores=dict(stored.row.scores))  # fmt: skip
+            record = kept.record()
+        out.append(record)
+    return out
+
+
+def pairs_of(records: Sequence[Mapping[str, Any]]) -> list[Pair]:
+    """Each regraded record's earlier and new reward (and its repeats'), for the comparison."""
+    from osmosis_ai.evaluation.regrade import Pair
+
+    pairs = []
+    for record in records:
+        regrade = record["regrade"]
+        new = record.get("reward") if record.get("outcome") == "completed" else None
+        repeats = tuple(r for r in regrade.get("repeats") or () if r is not None)
+        pairs.append(
+            Pair(record["row_index"], record["sample_index"], regrade["previous_reward"], new, repeats)
+        )
+    return pairs

@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +45,7 @@ from osmosis_ai.cli.output import interrupted, say
 from osmosis_ai.cli.output_file import declare_files
 from osmosis_ai.cli.running import run_command
 from osmosis_ai.cli.summary import add_summary_arguments
-from osmosis_ai.runs.earlier import REFUSED, SCOREABLE, SCORING_FAILED, Stored
+from osmosis_ai.runs.earlier import REFUSED, SCOREABLE
 
 if TYPE_CHECKING:
     from osmosis_ai.runs.plan import RunPlan
@@ -152,7 +151,7 @@ async def _regrade(args: argparse.Namespace) -> int:
     from osmosis_ai.cli.progress import RunProgress
     from osmosis_ai.cli.summary import check_run_outputs
     from osmosis_ai.report.errors import ReportInputError
-    from osmosis_ai.runs.earlier import AnswersError, read_answers
+    from osmosis_ai.runs.earlier import AnswersError, read_answers, regraded, selected
     from osmosis_ai.runs.events import Opened
     from osmosis_ai.runs.run import journal_file, run
 
@@ -174,85 +173,35 @@ async def _regrade(args: argparse.Namespace) -> int:
     except (ReportInputError, AnswersError) as exc:  # the inputs named on the command line
         raise CLIError(str(exc)) from None
     answers = read_answers(args.results, args.dataset)
+    chosen = selected(answers.stored, args.only_failed)
+    records = regraded(answers.stored, chosen, end.records, grader)
     threshold = answers.pass_threshold if args.pass_threshold is None else args.pass_threshold
-    records = {tag: {r.key: r.data for r in tag_records} for tag, tag_records in end.records.items()}
-    selected = [
-        k for k, s in answers.stored.items() if not args.only_failed or s.row.outcome in SCORING_FAILED
-    ]
-    state = Regrade(grader, answers.stored, selected, plan.executor.tags, threshold, records, end)
-    return _render(args, state)
-
-
-@dataclass
-class Regrade:
-    """What the run made of the inputs: the stored answers, the grader, and the records by tag."""
-
-    grader: str
-    answers: dict[tuple[int, int], Stored]
-    selected: list[tuple[int, int]]
-    tags: list[str]
-    pass_threshold: float
-    records: dict[str, dict[tuple[int, int], dict[str, Any]]]
-    end: RunEnd
+    sources = sorted({stored.source for stored in answers.stored.values()})
+    return _render(args, grader, sources, set(chosen), records, threshold, end)
 
 
 # -- render ----------------------------------------------------------------------------------------
 
 
-def _output_records(state: Regrade) -> list[dict[str, Any]]:
-    """One record per answer in (row, sample) order: the first scoring's, with every repeat's
-    reward; an answer left out by ``--only-failed`` as the earlier run scored it."""
-    from osmosis_ai.runs.earlier import attempt_of, earlier_outcome
-    from osmosis_ai.runs.items import WorkItem
-    from osmosis_ai.runs.result import Result
-
-    primary, *repeats = state.tags
-    chosen = set(state.selected)
-    out = []
-    for key, stored in state.answers.items():
-        if key in chosen:
-            record = state.records[primary].get(key)
-            if record is None:
-                continue  # the run stopped before this answer
-            if repeats:
-                found = [state.records[tag].get(key) for tag in state.tags]
-                record["regrade"]["repeats"] = [r.get("reward") if r else None for r in found]
-        else:
-            attempt = attempt_of(stored, state.grader)
-            attempt.extra["regrade"]["kept"] = True
-            item = WorkItem(key[0], key[1], stored.columns)
-            kept = Result(item, attempt, earlier_outcome(stored.row.outcome), reward=stored.row.scored_value,
-                          scores=dict(stored.row.scores))  # fmt: skip
-            record = kept.record()
-        out.append(record)
-    return out
-
-
-def _pairs(state: Regrade, records: Sequence[dict[str, Any]]) -> list[Any]:
-    from osmosis_ai.evaluation.regrade import Pair
-
-    pairs = []
-    for record in records:
-        regrade = record["regrade"]
-        new = record.get("reward") if record.get("outcome") == "completed" else None
-        repeats = tuple(r for r in regrade.get("repeats") or () if r is not None)
-        pairs.append(
-            Pair(record["row_index"], record["sample_index"], regrade["previous_reward"], new, repeats)
-        )
-    return pairs
-
-
-def _render(args: argparse.Namespace, state: Regrade) -> int:
+def _render(
+    args: argparse.Namespace,
+    grader: str,
+    sources: list[str],
+    chosen: set[tuple[int, int]],
+    records: list[dict[str, Any]],
+    pass_threshold: float,
+    end: RunEnd,
+) -> int:
+    """The comparison (and the variance), ``-o``, ``--report``, ``--json`` and the exit status."""
     from osmosis_ai.cli.arguments import limit_line, limit_summary
     from osmosis_ai.cli.output import print_json
     from osmosis_ai.cli.output_file import write_output
     from osmosis_ai.evaluation.regrade import compare, variance
+    from osmosis_ai.runs.earlier import pairs_of
 
-    records = _output_records(state)
-    pairs = _pairs(state, records)
-    comparison = compare(pairs, pass_threshold=state.pass_threshold)
-    spread = variance(pairs, pass_threshold=state.pass_threshold)
-    chosen = set(state.selected)
+    pairs = pairs_of(records)
+    comparison = compare(pairs, pass_threshold=pass_threshold)
+    spread = variance(pairs, pass_threshold=pass_threshold)
     mine = [r for r in records if (r["row_index"], r["sample_index"]) in chosen]
     carried = [r for r in mine if r["regrade"]["previous_outcome"] not in SCOREABLE]
     refused = [r for r in mine if str(r.get("error") or "").startswith(REFUSED)]
@@ -274,12 +223,12 @@ def _render(args: argparse.Namespace, state: Regrade) -> int:
     if carried:
         line += f", {len(carried)} kept as the earlier run ended (no answer to score)"
     if args.json:
-        print_json({"grader": state.grader, "sources": sorted({s.source for s in state.answers.values()}),
+        print_json({"grader": grader, "sources": sources,
                     "output": args.output, "answers": len(records), "regraded": len(mine), "scored": scored,
                     "not_scored": [{"row_index": r["row_index"], "sample_index": r["sample_index"],
                                     "outcome": r["outcome"], "error": r["error"]} for r in failed],
                     "comparison": comparison, "variance": spread,
-                    "concurrency": limit_summary(state.end.limit)})  # fmt: skip
+                    "concurrency": limit_summary(end.limit)})  # fmt: skip
     else:
         for r in failed[:10]:
             say(
@@ -288,13 +237,13 @@ def _render(args: argparse.Namespace, state: Regrade) -> int:
             )
         for text in comparison_lines(comparison, spread):
             say(text, quiet=args.quiet)
-        if (concurrency := limit_line(state.end.limit)) is not None:
+        if (concurrency := limit_line(end.limit)) is not None:
             say(concurrency, quiet=args.quiet)
         if args.output:
             say(f"Wrote {args.output}", quiet=args.quiet)
         say(line, quiet=False)
-    if state.end.stop is not None:
-        raise CLIError(f"the regrade stopped: {state.end.stop} (run the same command again to resume)")
+    if end.stop is not None:
+        raise CLIError(f"the regrade stopped: {end.stop} (run the same command again to resume)")
     if failed:
         raise CLIError(
             f"{len(failed)} of {len(mine)} answers could not be scored (first: {failed[0]['error']})"

@@ -168,16 +168,12 @@ class EarlierAnswers:
     """The answers :class:`EarlierRuns` selects, as the run's keyed source: each item carries its answer."""
 
     def __init__(self, source: EarlierRuns, grader: str) -> None:
-        from osmosis_ai.runs.earlier import SCORING_FAILED, read_answers
+        from osmosis_ai.runs.earlier import read_answers, selected
 
         self.source, self.grader = source, grader
         self.file_path = Path(source.inputs[0])
         self.answers = read_answers(source.inputs, source.dataset).stored
-        self.selected = [
-            key
-            for key, stored in self.answers.items()
-            if not source.only_failed or stored.row.outcome in SCORING_FAILED
-        ]
+        self.selected = selected(self.answers, source.only_failed)
 
     def __len__(self) -> int:
         return len(self.selected)
