@@ -79,7 +79,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a judgment passes (pass@k) when its score is at least this "
                         "(default: the rubric's score_max, else 1.0)")  # fmt: skip
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")
-    add_journal_arguments(parser, unit="judgment", failed="the judge failed")
+    add_journal_arguments(parser, unit="judgment", failed="the judge failed",
+                          default="none: the run is not resumable, only the report is written")  # fmt: skip
     add_backend_arguments(parser)
     add_summary_arguments(parser)
 
