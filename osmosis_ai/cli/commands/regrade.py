@@ -123,9 +123,10 @@ def plan_of(args: argparse.Namespace) -> RunPlan:
     base_url = None
     if args.rubric:
         from osmosis_ai.cli.eval_rubric.session import rubric_judge
+        from osmosis_ai.runs.judging import JUDGE
 
         judge, grader, base_url = rubric_judge(args.rubric, args.config, Path(inputs[0]), cache=args.cache)
-        scoring = Scoring(judge=judge, reward="score")
+        scoring = Scoring(judge=judge, reward=JUDGE)
     else:
         specs = (args.reward,) if args.reward else tuple(args.eval_fn)
         if len(set(specs)) != len(specs):

@@ -128,9 +128,10 @@ def plan_of(args: argparse.Namespace) -> RunPlan:
     base_url = None
     if args.rubric:
         from osmosis_ai.cli.eval_rubric.session import rubric_judge
+        from osmosis_ai.runs.judging import JUDGE
 
         judge, grader, base_url = rubric_judge(args.rubric, args.config, Path(args.dataset), cache=False)
-        scoring = Scoring(judge=judge, reward="score")
+        scoring = Scoring(judge=judge, reward=JUDGE)
         concurrency = args.concurrency or JUDGE_CONCURRENCY
     else:
         grader = args.function

@@ -21,13 +21,13 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from osmosis_ai.evaluation.journal import PRIMARY
 from osmosis_ai.evaluation.outcome import Outcome
 from osmosis_ai.runs.answers import Columns
 from osmosis_ai.runs.items import Deadline, WorkItem
-from osmosis_ai.runs.plan import Rows, RunPlan
+from osmosis_ai.runs.plan import Rows, RowSource, RunPlan
 from osmosis_ai.runs.result import Attempt
 
 if TYPE_CHECKING:
@@ -59,6 +59,26 @@ class StoredExecutor:
 
     async def run(self, item: WorkItem, *, deadline: Deadline | None = None) -> Attempt:
         return self.attempt_of(item)
+
+
+class AnswerSource(Protocol):
+    """Where the answers of a :class:`StoredAnswers` run come from, as plain data."""
+
+    @property
+    def tags(self) -> tuple[str, ...]:
+        """The model tags each answer is scored under (``primary``; and each repeat's)."""
+
+    def task_id_parts(self, grader: str, plan: RunPlan) -> list[Any]:
+        """What names the journal (JSON values): ``grader`` as the command line named it, the inputs."""
+
+    def fingerprint(self, graders: list[str], plan: RunPlan) -> dict[str, Any]:
+        """What a resumed run is checked against: the graders' digests, the inputs' digests."""
+
+    def read(self, rows: Rows, grader: str) -> RowSource:
+        """The answers, checked as they are read."""
+
+    def attempt_of(self, item: WorkItem) -> Attempt:
+        """The stored executor's ``attempt_of``: the attempt item's answer becomes."""
 
 
 class RawRows:
@@ -114,7 +134,7 @@ class AnswerDataset:
         names = [self.columns.solution, self.columns.ground_truth, self.columns.extra_info]
         return {"reward": graders[0], "dataset": file_digest(self.dataset), "columns": names}
 
-    def read(self, rows: Rows) -> RawRows:
+    def read(self, rows: Rows, grader: str) -> RawRows:
         reader = RawRows(self.dataset)
         first = next(reader.iter_indexed(1), None)
         if first is not None:
@@ -157,7 +177,7 @@ class EarlierRuns:
             "only_failed": self.only_failed,
         }
 
-    def read(self, rows: Rows, grader: str = "") -> EarlierAnswers:
+    def read(self, rows: Rows, grader: str) -> EarlierAnswers:
         return EarlierAnswers(self, grader)
 
     def attempt_of(self, item: WorkItem) -> Attempt:
@@ -224,7 +244,7 @@ class RubricDataset:
 
         return {"judge": graders, "dataset": file_digest(self.dataset), "n": plan.n}
 
-    def read(self, rows: Rows) -> RawRows:
+    def read(self, rows: Rows, grader: str) -> RawRows:
         wanted = self.rubric_id.casefold()
 
         def chosen(value: Any) -> bool:
@@ -244,16 +264,13 @@ class RubricDataset:
         return Attempt(Outcome.COMPLETED, final_messages=[answer], source=record)
 
 
-Source = AnswerDataset | EarlierRuns | RubricDataset
-
-
 @dataclass(frozen=True)
 class StoredAnswers:
     """The plan's executor spec for answers that exist (see the module docstring): scored as the plan's
     scoring says, named ``grader`` (as the command line named it) in the journal's task id, the
     journal named ``name``; ``base_url`` is the judge's server, whose metrics ``auto`` follows."""
 
-    source: Source
+    source: AnswerSource
     name: str
     grader: str
     base_url: str | None = None
@@ -268,10 +285,8 @@ class StoredAnswers:
     def task_id_parts(self, plan: RunPlan) -> list[Any]:
         return self.source.task_id_parts(self.grader, plan)
 
-    def read_rows(self, rows: Rows) -> Any:
-        if isinstance(self.source, EarlierRuns):
-            return self.source.read(rows, self.grader)
-        return self.source.read(rows)
+    def read_rows(self, rows: Rows) -> RowSource:
+        return self.source.read(rows, self.grader)
 
     def prepare(self, plan: RunPlan) -> PreparedAnswers:
         from osmosis_ai.runs.pipeline import load_scorers
