@@ -10,7 +10,6 @@ nor ``**kwargs`` is called with the parameters it names among ``solution_str``, 
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import inspect
 import math
@@ -221,6 +220,8 @@ def failure_outcome(exc: BaseException, *, judge: bool) -> Outcome:
     cause, and it has already retried what was worth retrying: what is left is either the provider
     or the network failing (infrastructure) or the model's answer being unusable.
     """
+    import asyncio
+
     from osmosis_ai.evaluation.providers import classify_provider_error
     from osmosis_ai.judge.errors import MissingAPIKeyError, ProviderRequestError
 

@@ -36,6 +36,8 @@ JUDGE = "score"
 """The judge's score name; it is the item's reward."""
 JUDGMENT = "judgment"
 """The record key of a judgment's details (with :attr:`RubricJudge.details`)."""
+JUDGE_CONCURRENCY = 8
+"""Judgments in flight unless told otherwise: a judge is a provider's rate limit away from failing."""
 
 
 @dataclass(frozen=True)

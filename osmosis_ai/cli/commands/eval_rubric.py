@@ -23,6 +23,7 @@ from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.eval_rubric.session import EvalRubricOptions, run_eval_rubric
 from osmosis_ai.cli.output_file import declare_files
 from osmosis_ai.cli.summary import Figures, add_summary_arguments, finish_run, show_summary
+from osmosis_ai.runs.judging import JUDGE_CONCURRENCY
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,7 +54,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     declare_files(parser, read=["data", "config", "baseline"], written=["output"])
     parser.add_argument(
-        "--concurrency", type=int, default=8, help="judge calls in flight at once (default: 8)"
+        "--concurrency",
+        type=int,
+        default=JUDGE_CONCURRENCY,
+        help=f"judge calls in flight at once (default: {JUDGE_CONCURRENCY})",
     )
     parser.add_argument(
         "--cache",

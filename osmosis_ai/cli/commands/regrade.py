@@ -46,6 +46,7 @@ from osmosis_ai.cli.output_file import declare_files
 from osmosis_ai.cli.running import run_command
 from osmosis_ai.cli.summary import add_summary_arguments
 from osmosis_ai.runs.earlier import REFUSED, SCOREABLE
+from osmosis_ai.runs.judging import JUDGE_CONCURRENCY
 
 if TYPE_CHECKING:
     from osmosis_ai.runs.plan import RunPlan
@@ -54,7 +55,6 @@ if TYPE_CHECKING:
 # Answers in flight: for a reward, the runtime's workers bound the scoring itself; a judge is a
 # provider's rate limit away from failing, so it gets eval-rubric's default.
 CONCURRENCY = 64
-JUDGE_CONCURRENCY = 8
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -46,13 +46,13 @@ from osmosis_ai.cli.output_file import declare_files
 from osmosis_ai.cli.running import run_command
 from osmosis_ai.cli.summary import add_summary_arguments
 from osmosis_ai.consts import PACKAGE_VERSION
+from osmosis_ai.runs.judging import JUDGE_CONCURRENCY
 
 if TYPE_CHECKING:
     from osmosis_ai.runs.plan import RunPlan
     from osmosis_ai.runs.run import RunEnd
 
 REWARD = "reward"
-JUDGE_CONCURRENCY = 8  # a judge is a provider's rate limit away from failing: eval-rubric's default
 SHOWN_FAILURES = 20
 BAR_WIDTH = 30
 

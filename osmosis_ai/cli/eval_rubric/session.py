@@ -48,6 +48,7 @@ from osmosis_ai.cli.output_file import OutputPathError
 from osmosis_ai.evaluation.outcome import verdict
 from osmosis_ai.judge.keys import ensure_api_key_available
 from osmosis_ai.models.complete import SCRIPTED
+from osmosis_ai.runs.judging import JUDGE_CONCURRENCY
 
 if TYPE_CHECKING:
     from osmosis_ai.runs.judging import RubricJudge
@@ -68,7 +69,7 @@ class EvalRubricOptions:
     config_path: Path | None = None
     output_path: Path | None = None
     baseline_path: Path | None = None
-    concurrency: int = 8
+    concurrency: int = JUDGE_CONCURRENCY
     cache: bool = False
     requests_per_minute: float | None = None
     progress: bool | None = None
