@@ -235,14 +235,12 @@ class RubricDataset:
     tags = (PRIMARY,)
 
     def task_id_parts(self, grader: str, plan: RunPlan) -> list[Any]:
-        judge = plan.scoring.judge
-        model = {} if judge is None else {k: v for k, v in judge.config.model_info.items() if k != "api_key"}
-        return [grader, str(Path(self.dataset).resolve()), self.rubric_id.casefold(), plan.n, model]
+        return [grader, str(Path(self.dataset).resolve()), self.rubric_id.casefold(), plan.n, _model(plan)]
 
     def fingerprint(self, graders: list[str], plan: RunPlan) -> dict[str, Any]:
         from osmosis_ai.evaluation.journal import file_digest
 
-        return {"judge": graders, "dataset": file_digest(self.dataset), "n": plan.n}
+        return {"judge": graders, "model": _model(plan), "dataset": file_digest(self.dataset), "n": plan.n}
 
     def read(self, rows: Rows, grader: str) -> RawRows:
         wanted = self.rubric_id.casefold()
@@ -262,6 +260,12 @@ class RubricDataset:
             return Attempt(Outcome.REWARD_ERROR, error=f"record {item.row_index + 1}: {exc}")
         answer = {"role": "assistant", "content": record.solution_str}
         return Attempt(Outcome.COMPLETED, final_messages=[answer], source=record)
+
+
+def _model(plan: RunPlan) -> dict[str, Any]:
+    """The judge's model as configured or overridden, without its key."""
+    judge = plan.scoring.judge
+    return {} if judge is None else {k: v for k, v in judge.config.model_info.items() if k != "api_key"}
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """``osmosis eval-rubric`` on the run engine: ``--journal`` keeps every judgment, so a run SIGKILLed
 mid-way resumes to the report of an uninterrupted one, judging only what it had not; an edited
-input is refused by name until ``--fresh``; ``--retry-failed`` judges the failed ones again."""
+input or another judge is refused by name until ``--fresh``; ``--retry-failed`` judges the failed ones again."""
 
 from __future__ import annotations
 
@@ -116,6 +116,9 @@ def test_an_edited_input_is_refused_by_name_until_fresh(
     again = _judge(tmp_path, home, "b.json", "--journal", journal)
     assert again.returncode == 0 and len(openai_server.requests) == ROWS  # all kept: nothing judged again
     assert _essence(tmp_path / "a.json") == _essence(tmp_path / "b.json")
+
+    other_judge = _judge(tmp_path, home, "c.json", "--journal", journal, "--model", "openai/other-judge")
+    assert other_judge.returncode == 1 and "belongs to another run: model changed" in other_judge.stderr
 
     data = tmp_path / "data.jsonl"
     data.write_text(data.read_text().replace("reply 5", "reply 0"))
