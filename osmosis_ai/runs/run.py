@@ -57,12 +57,13 @@ class RunEnd:
 def open_rows(plan: RunPlan) -> tuple[RowSource, int, int]:
     """The plan's dataset and the rows it selects: ``(rows, rows in the file, rows to run)``. Every
     selected row is read and checked now, one at a time (the file is never loaded whole), so a
-    malformed line fails before any paid request."""
+    malformed line fails before any paid request. A keyed source may select nothing (a regrade of
+    only the failed answers, when none failed): its run has nothing to do."""
     rows = plan.rows
     reader = plan.executor.read_rows(rows)
     total = len(reader)
     selected = max(0, min(total - rows.offset, rows.limit if rows.limit is not None else total))
-    if selected == 0:
+    if selected == 0 and not isinstance(reader, KeyedSource):
         raise PlanError(
             f"{reader.file_path}: no rows to run (the dataset has {total}, --offset {rows.offset})"
         )
