@@ -282,7 +282,8 @@ async def run_eval_rubric(
 
     refusals = journal_refusals(journal_file(plan)) if plan.journal else contextlib.nullcontext()
     with progress, refusals:
-        end = await run(plan, on_event)
+        end = await run(plan, on_event, labels={"model": "eval-rubric", "dataset": str(data_path),
+                                                "module": f"-r {config.rubric_id}"})  # fmt: skip
     judged.update({r.key: r.data for r in end.records.get(PRIMARY, [])})
     results = results_of(records, judged, options.number)
 
