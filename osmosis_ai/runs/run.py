@@ -64,9 +64,8 @@ def open_rows(plan: RunPlan) -> tuple[RowSource, int, int]:
     total = len(reader)
     selected = max(0, min(total - rows.offset, rows.limit if rows.limit is not None else total))
     if selected == 0 and not isinstance(reader, KeyedSource):
-        raise PlanError(
-            f"{reader.file_path}: no rows to run (the dataset has {total}, --offset {rows.offset})"
-        )
+        past = f" (the dataset has {total}, --offset {rows.offset})" if rows.offset else ""
+        raise PlanError(f"{reader.file_path}: no rows to run{past}")
     for _ in reader.iter_indexed(selected, rows.offset):
         pass
     return reader, total, selected
