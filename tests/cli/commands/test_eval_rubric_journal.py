@@ -171,3 +171,12 @@ def test_fresh_and_retry_failed_go_with_a_journal(tmp_path: Path, home: Path) ->
         assert result.stderr == (
             "Error: --fresh and --retry-failed go with --journal, the run they start over or resume\n"
         )
+
+
+def test_a_rate_limit_of_one_process_is_refused_on_ray(tmp_path: Path, home: Path) -> None:
+    result = cli("eval-rubric", "-r", "tone", "-d", "data.jsonl", "--backend", "ray", "--requests-per-minute", "60",
+                 cwd=tmp_path, home=home)  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr == (
+        "Error: --requests-per-minute paces one process's judge requests; drop it with --backend ray\n"
+    )
