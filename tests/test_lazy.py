@@ -44,7 +44,7 @@ def test_the_backend_modules_load_ray_only_when_it_runs() -> None:
     import sys
 
     code = (
-        "import sys, osmosis_ai.runs.backends.ray, osmosis_ai.cli.backend, osmosis_ai.cli.commands.eval, "
+        "import sys, osmosis_ai.runs.backends.ray, osmosis_ai.runs.backends.open, osmosis_ai.cli.commands.eval, "
         "osmosis_ai.cli.commands.test; print('ray' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

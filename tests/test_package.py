@@ -101,7 +101,7 @@ def test_rollout_package_import_stays_free_of_the_server_stack() -> None:
     assert not loaded & {"fastapi", "starlette", "uvicorn", "litellm", "aiohttp", "httpx"}
 
 
-@pytest.mark.parametrize("module", ["osmosis_ai.runs.regrade", "osmosis_ai.cli.commands.regrade"])
+@pytest.mark.parametrize("module", ["osmosis_ai.report.regrade", "osmosis_ai.cli.commands.regrade"])
 def test_regrade_modules_load_nothing_heavy(module: str) -> None:
     loaded = {name.partition(".")[0] for name in _modules_after(f"import {module}")}
     assert not loaded & set(HEAVY_MODULES)

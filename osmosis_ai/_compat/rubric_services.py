@@ -20,9 +20,9 @@ from osmosis_ai.cli.eval_rubric import config as _config
 from osmosis_ai.cli.eval_rubric import dataset as _dataset
 from osmosis_ai.cli.eval_rubric.config import RubricConfig, RubricEntry, RubricSuite
 from osmosis_ai.cli.eval_rubric.dataset import load_json_objects
-from osmosis_ai.cli.eval_rubric.engine import PREVIEW_LIMIT, preview_text
 from osmosis_ai.cli.eval_rubric.preview import json_blocks, yaml_blocks
 from osmosis_ai.cli.eval_rubric.session import locate_config
+from osmosis_ai.judge.rubric import PREVIEW_LIMIT, preview_text
 
 __all__ = [
     "BaseRubricConfigSchema",

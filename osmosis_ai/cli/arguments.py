@@ -131,13 +131,22 @@ def add_agent_run_arguments(parser: argparse.ArgumentParser, *, unit: str, requi
     declare_files(parser, read=["dataset"], written=["output"])
 
 
+JOURNAL_DEFAULT = "one per configuration under $OSMOSIS_CACHE_DIR/eval or ~/.cache/osmosis/eval"
+
+
 def add_journal_arguments(
-    parser: argparse.ArgumentParser, *, unit: str, failed: str = "the model failed"
+    parser: argparse.ArgumentParser,
+    *,
+    unit: str,
+    failed: str = "the model failed",
+    default: str = JOURNAL_DEFAULT,
 ) -> None:
     """``--journal``, ``--fresh`` and ``--retry-failed``: where a resumable run keeps its finished
-    ``unit``s, and what a rerun of the same command runs again (the ``unit``s ``failed`` says)."""
-    parser.add_argument("--journal", metavar="FILE", type=absolute_path, help="journal file (default: one per configuration "
-                        "under $OSMOSIS_CACHE_DIR/eval or ~/.cache/osmosis/eval)")  # fmt: skip
+    ``unit``s (``default``: where it does without ``--journal``), and what a rerun of the same
+    command runs again (the ``unit``s ``failed`` says)."""
+    parser.add_argument(
+        "--journal", metavar="FILE", type=absolute_path, help=f"journal file (default: {default})"
+    )
     again = add_exclusive(parser)
     again.add_argument("--fresh", action="store_true", help="start over; the old journal is kept as a backup")
     again.add_argument("--retry-failed", action="store_true", help=f"also rerun {unit}s {failed}")
@@ -258,8 +267,8 @@ def ray_address(text: str) -> str:
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--backend local|ray`` and ``--ray-address``: where the work items run
-    (:func:`osmosis_ai.cli.backend.run_backend` opens it)."""
+    """``--backend local|ray`` and ``--ray-address``: where the work items run (the plan's ``backend``
+    and ``ray_address``; :func:`osmosis_ai.runs.backends.open.open_backend` opens it)."""
     parser.add_argument("--backend", choices=("local", "ray"), default="local",
                         help="run the items in this process (default) or on Ray workers, one per CPU (at "
                         "most one per run in flight); the dataset, journal and outputs stay here (needs "

@@ -3,7 +3,7 @@
 Modules, one concept each: ``prompt`` (messages and sentinels), ``parsing`` (verdict extraction),
 ``keys`` (API key resolution), ``routing`` (LiteLLM model ids, timeouts, output format), ``call``
 (the LiteLLM seam), ``retry``, ``ratelimit``, ``cache`` (SQLite judgment cache), ``evaluate``
-(one judgment), ``batch`` (many). The ``eval-rubric`` command built on them is
+(one judgment), ``batch`` (many), ``rubric`` (a configured rubric judging one record). The ``eval-rubric`` command built on them is
 :mod:`osmosis_ai.cli.eval_rubric`.
 
 Names are loaded on first use, so importing this package does not import LiteLLM.

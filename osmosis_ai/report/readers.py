@@ -185,7 +185,7 @@ def _read_rollouts(records: list[dict[str, Any]], source: str) -> Run:
 def _read_regrade(records: list[dict[str, Any]], rows: list[Row], source: str) -> Run:
     """``osmosis regrade -o``: the new grading, its earlier one as ``previous``, and with ``-r`` the
     variance of the new grader's repeated scores as a note."""
-    from osmosis_ai.runs.regrade import Pair, variance
+    from osmosis_ai.report.regrade import Pair, variance
 
     provenance = [record["regrade"] for record in records]
     earlier = []

@@ -3,7 +3,9 @@ an executor, as the :class:`~osmosis_ai.runs.engine.Pipeline` a run hands the en
 way in the run's process and on each Ray worker.
 
 Scoring functions run in the reward runtime (worker processes that end with the pipeline's context,
-however it ends); with none, the agent's own reward is the item's.
+however it ends), a rubric's judge in the pipeline's own process
+(:func:`osmosis_ai.runs.judging.judge_function`); the item's reward is the score the plan names, or
+the agent's own.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from osmosis_ai.runs.plan import RunPlan, Scoring
 
 if TYPE_CHECKING:
+    from osmosis_ai.models.concurrency import CallObserver
     from osmosis_ai.rewards.eval_fn import EvalFnWrapper
     from osmosis_ai.rewards.runtime import RewardRuntime
     from osmosis_ai.runs.engine import Executor, Pipeline
@@ -54,17 +57,30 @@ def runtimes(scoring: Scoring) -> list[RewardRuntime]:
     return made
 
 
+def described(scoring: Scoring) -> list[str]:
+    """How each scoring function runs, a line each."""
+    lines = [runtime.describe() for runtime in runtimes(scoring)]
+    if scoring.judge is not None:
+        lines.append(f"the judge of rubric {scoring.judge.config.rubric_id!r}")
+    return lines
+
+
 @contextlib.asynccontextmanager
-async def scored(plan: RunPlan, executor: Executor) -> AsyncIterator[Pipeline]:
-    """``executor`` then the plan's scoring, within the plan's time limit per item."""
+async def scored(
+    plan: RunPlan, executor: Executor, observer: CallObserver | None = None
+) -> AsyncIterator[Pipeline]:
+    """``executor`` then the plan's scoring, within the plan's time limit per item; ``observer`` (an
+    ``auto`` concurrency limit) hears how each judge request ended."""
     from osmosis_ai.runs.engine import Pipeline
-    from osmosis_ai.runs.scorer import AGENT, Scorer, runtime_function
+    from osmosis_ai.runs.judging import judge_function
+    from osmosis_ai.runs.scorer import Scorer, runtime_function
 
     scoring = plan.scoring
     made = runtimes(scoring)
-    names = [scoring.reward] if scoring.reward else list(scoring.functions)
-    functions = [runtime_function(rt, name) for rt, name in zip(made, names, strict=True)]
-    scorer = Scorer(functions, reward=scoring.reward or AGENT)
+    functions = [runtime_function(rt, name) for rt, name in zip(made, scoring.score_names, strict=True)]
+    if scoring.judge is not None:
+        functions.append(judge_function(scoring.judge, observer=observer))
+    scorer = Scorer(functions, reward=scoring.reward)
     async with contextlib.AsyncExitStack() as stack:
         for runtime in made:
             await stack.enter_async_context(runtime)

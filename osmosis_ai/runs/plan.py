@@ -17,14 +17,17 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from osmosis_ai.runs.engine import Pipeline
+    from osmosis_ai.runs.items import WorkItem
+    from osmosis_ai.runs.judging import RubricJudge
 
 __all__ = [
     "ExecutorSpec",
     "JournalSpec",
+    "KeyedSource",
     "ModelRef",
     "Prepared",
     "RowSource",
@@ -116,19 +119,38 @@ class RowSource(Protocol):
         """``(row index, row)`` of the rows after the first ``offset``, at most ``limit`` of them."""
 
 
+@runtime_checkable
+class KeyedSource(RowSource, Protocol):
+    """A row source whose items are its own rather than its rows × ``n``: stored answers, each keyed
+    by the ``(row, sample)`` of the run that gave it."""
+
+    def keys(self) -> list[tuple[int, int]]:
+        """Every item's key, in order."""
+
+    def items(self, tags: list[str], skip: Callable[[WorkItem], bool] | None) -> Iterator[WorkItem]:
+        """The items of ``tags`` in key order (then tag), lazily, without the skipped ones."""
+
+
 @dataclass(frozen=True)
 class Scoring:
     """How each finished item is scored: by ``functions`` (``MODULE:FN``, eval functions) in the reward
-    runtime's worker processes, or, with none, by the agent's own reward."""
+    runtime's worker processes, each score named by its spec or by ``names``, and by a rubric's
+    ``judge`` (its score named ``score``). The item's reward is the score named ``reward``, or with
+    ``"agent"`` the agent's own."""
 
     functions: tuple[str, ...] = ()
     kind: str = "eval function"
-    reward: str | None = None
-    """The name the one function scores under, its score then the item's reward (``None``: each
-    function under its own reference, and the agent's own reward is the item's)."""
     timeout: float | None = 60.0
     workers: int | None = None
     memory_limit_mb: int | None = None
+    names: tuple[str, ...] = ()
+    reward: str = "agent"
+    judge: RubricJudge | None = None
+
+    @property
+    def score_names(self) -> tuple[str, ...]:
+        """The functions' score names."""
+        return self.names or self.functions
 
 
 @dataclass(frozen=True)

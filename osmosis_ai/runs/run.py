@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.errors import EvaluationError
-from osmosis_ai.outcome import Outcome
 from osmosis_ai.runs.events import ItemsDone, OnEvent, Opened, Ready, tell
 from osmosis_ai.runs.items import WorkItem
-from osmosis_ai.runs.journal import PRIMARY
-from osmosis_ai.runs.plan import Prepared, RowSource, RunPlan
+from osmosis_ai.runs.journal import PRIMARY, RETRIED_WITH_RETRY_FAILED
+from osmosis_ai.runs.plan import KeyedSource, Prepared, RowSource, RunPlan
 
 if TYPE_CHECKING:
     from osmosis_ai._pool import Limit
@@ -54,15 +53,15 @@ class RunEnd:
 def open_rows(plan: RunPlan) -> tuple[RowSource, int, int]:
     """The plan's dataset and the rows it selects: ``(rows, rows in the file, rows to run)``. Every
     selected row is read and checked now, one at a time (the file is never loaded whole), so a
-    malformed line fails before any paid request."""
+    malformed line fails before any paid request. A keyed source may select nothing (a regrade of
+    only the failed answers, when none failed): its run has nothing to do."""
     rows = plan.rows
     reader = plan.executor.read_rows(rows)
     total = len(reader)
     selected = max(0, min(total - rows.offset, rows.limit if rows.limit is not None else total))
-    if selected == 0:
-        raise PlanError(
-            f"{reader.file_path}: no rows to run (the dataset has {total}, --offset {rows.offset})"
-        )
+    if selected == 0 and not isinstance(reader, KeyedSource):
+        past = f" (the dataset has {total}, --offset {rows.offset})" if rows.offset else ""
+        raise PlanError(f"{reader.file_path}: no rows to run{past}")
     for _ in reader.iter_indexed(selected, rows.offset):
         pass
     return reader, total, selected
@@ -125,11 +124,14 @@ async def run(
     except ValueError as exc:
         raise PlanError(str(exc)) from None
     tags = plan.executor.tags
-    keys = [
-        (row, sample)
-        for row in range(plan.rows.offset, plan.rows.offset + selected)
-        for sample in range(plan.n)
-    ]
+    if isinstance(reader, KeyedSource):
+        keys = reader.keys()
+    else:
+        keys = [
+            (row, sample)
+            for row in range(plan.rows.offset, plan.rows.offset + selected)
+            for sample in range(plan.n)
+        ]
     planned = len(keys) * len(tags)
     end = RunEnd(plan.task_id(), planned, None, None, {}, limit, "", None)
     if plan.journal is None:
@@ -154,7 +156,10 @@ async def run(
         remaining = sum(len(t) for t in todo.values())
         wanted = set(keys)
         failed = sum(
-            o is Outcome.MODEL_ERROR for tag in tags for key, o in journal.outcomes(tag) if key in wanted
+            o in RETRIED_WITH_RETRY_FAILED
+            for tag in tags
+            for key, o in journal.outcomes(tag)
+            if key in wanted
         )
         opened = Opened(reader.file_path, total, selected, planned, remaining, failed, file, journal.set_aside,
                         limit.ceiling, journal.iter_records)  # fmt: skip
@@ -192,10 +197,11 @@ async def _run_items(
     from osmosis_ai.runs.backends.ray import WorkerSpec
     from osmosis_ai.runs.engine import run_items
     from osmosis_ai.runs.items import work_items
-    from osmosis_ai.runs.pipeline import runtimes
+    from osmosis_ai.runs.pipeline import described
 
     # Each Ray worker scores in one process of its own unless told otherwise: the workers are the parallelism.
-    scoring = dataclasses.replace(plan.scoring, workers=plan.scoring.workers or 1)
+    workers = 1 if plan.scoring.workers is None else plan.scoring.workers
+    scoring = dataclasses.replace(plan.scoring, workers=workers)
     spec = WorkerSpec(
         "osmosis_ai.runs.pipeline:on_worker",
         {"plan": dataclasses.replace(plan, scoring=scoring), "tags": tags},
@@ -213,9 +219,9 @@ async def _run_items(
             open_backend(plan.backend, local, spec=spec, concurrency=limit.ceiling, address=plan.ray_address)
         )
         await session.preflight(on_event)
-        described = [runtime.describe() for runtime in runtimes(plan.scoring)]
+        lines = described(plan.scoring)
         process = await backend.ready()
-        await tell(on_event, Ready(described, backend.header()))
+        await tell(on_event, Ready(lines, backend.header()))
         skip: Callable[[WorkItem], bool] | None = None
         if journal is not None:
             retry = plan.journal.retry_failed if plan.journal else False
@@ -224,8 +230,14 @@ async def _run_items(
             def skip(item: WorkItem) -> bool:
                 return finished[item.model_tag](item.row_index, item.sample_index)
 
+        if isinstance(reader, KeyedSource):
+            items = reader.items(tags, skip)
+        else:
+            items = work_items(
+                reader.iter_indexed(selected, plan.rows.offset), n=plan.n, tags=tags, skip=skip
+            )
         report = await run_items(
-            work_items(reader.iter_indexed(selected, plan.rows.offset), n=plan.n, tags=tags, skip=skip),
+            items,
             process,
             concurrency=limit,
             journal=journal,

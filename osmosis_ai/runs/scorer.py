@@ -59,19 +59,15 @@ def reward_function(fn: Callable[..., Any], name: str = "reward") -> ScoreFn:
     return ScoreFn(name, score)
 
 
-SampleOf = Callable[[WorkItem, Attempt], Any]
-"""What a runtime scores for an item: a :class:`~osmosis_ai.rewards.runtime.Sample`."""
-
-
-def runtime_function(runtime: Any, name: str, *, sample_of: SampleOf | None = None) -> ScoreFn:
+def runtime_function(runtime: Any, name: str) -> ScoreFn:
     """Score with ``runtime`` (a started or startable :class:`~osmosis_ai.rewards.runtime.RewardRuntime`):
-    by default the final conversation, the row's ground truth, the row as ``extra_info``;
-    ``sample_of(item, attempt)`` builds the sample another way (stored answers: the row's own columns)."""
+    the :class:`~osmosis_ai.rewards.runtime.Sample` the executor made (stored answers: the row's own
+    columns), else the final conversation, the row's ground truth and the row as ``extra_info``."""
     from osmosis_ai.rewards.runtime import RewardInputError, RewardRuntimeError, Sample
 
     async def score(item: WorkItem, attempt: Attempt, threads: UserThreads | None) -> float:
-        if sample_of is not None:
-            sample = sample_of(item, attempt)
+        if isinstance(attempt.source, Sample):
+            sample = attempt.source
         else:
             sample = Sample(
                 item.row["ground_truth"], messages=attempt.final_messages, extra_info=dict(item.row)

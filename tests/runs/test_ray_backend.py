@@ -1,6 +1,6 @@
 """``--backend ray`` on a real local Ray (one instance for the session, 2 CPUs): the same outcomes,
 scores, pass@k and output files as one process (eval, test, reward score, regrade with a reward and
-with a rubric's judge); a worker SIGKILLed mid-run loses no item and counts none twice; a run stopped
+with a rubric's judge, eval-rubric); a worker SIGKILLed mid-run loses no item and counts none twice; a run stopped
 on Ray resumes in one process, and one killed in one process resumes on Ray, to the uninterrupted
 result; no actor stays. The ``slow`` ones start the command as a subprocess with a Ray of its own:
 Ctrl-C exits 130 with one line and stops every process of that Ray, and a SIGKILLed driver takes its
@@ -205,6 +205,43 @@ def test_rubric_regrade_on_ray_judges_as_one_process(
     assert len(openai_server.requests) - before == 8  # the judge's calls, once per answer and backend
     assert outputs["ray"] == outputs["local"]
     assert [json.loads(line)["reward"] for line in outputs["ray"].splitlines()] == [0.0, 1.0, 0.0, 1.0]
+    _no_actors_left()
+
+
+def test_eval_rubric_on_ray_judges_as_one_process(
+    ray_session: Any, openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    (tmp_path / "rubric_configs.yaml").write_text(
+        "version: 1\ndefault_score_min: 0\ndefault_score_max: 1\nrubrics:\n  - id: tone\n"
+        "    rubric: Is the reply polite?\n    model_info:\n      provider: openai\n"
+        f"      model: local-judge\n      api_base: {openai_server.url}\n      timeout: 5\n"
+    )
+    (tmp_path / "judged.jsonl").write_text("".join(
+        json.dumps({"conversation_id": f"c{i}", "rubric_id": "tone", "solution_str": f"reply {i}"}) + "\n"
+        for i in range(4)
+    ))  # fmt: skip
+    home = tmp_path / "home"
+    home.mkdir()
+
+    def verdict(payload: dict[str, Any]) -> str:  # the judge's score: whether the answer's number is odd
+        number = int(re.findall(r"reply (\d)", json.dumps(payload["messages"]))[-1])
+        return json.dumps({"score": float(number % 2), "explanation": f"number {number}"})
+
+    openai_server.handler = verdict
+    judged = {}
+    for backend in ("local", "ray"):
+        ran = cli("eval-rubric", "-r", "tone", "-d", "judged.jsonl", "-n", "2", "-o", f"{backend}.json",
+                  "--journal", str(tmp_path / f"{backend}.sqlite"), "--backend", backend, cwd=tmp_path, home=home)  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stdout.endswith("8 judgments: 8 completed (100.0%)\n")
+        records = json.loads((tmp_path / f"{backend}.json").read_text())["records"]
+        judged[backend] = [
+            (r["id"], [(run["score"], run["explanation"]) for run in r["runs"]]) for r in records
+        ]
+    assert ran.stdout.startswith("Backend: Ray, 2 workers\n")
+    assert len(openai_server.requests) == 16  # every judgment once per backend
+    assert judged["ray"] == judged["local"]
+    assert [scores for _, scores in judged["ray"]] == [[(float(i % 2), f"number {i}")] * 2 for i in range(4)]
     _no_actors_left()
 
 

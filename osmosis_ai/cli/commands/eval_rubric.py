@@ -1,7 +1,8 @@
 """``osmosis eval-rubric``: score a dataset (JSONL, CSV or Parquet) with a rubric judge and report the statistics.
 
 Exit status 1, with the reason on stderr, when the judgments do not pass the shared rule (see
-:mod:`osmosis_ai.cli.eval_rubric.session`); the report is written either way.
+:mod:`osmosis_ai.cli.eval_rubric.session`); the report is written either way. With ``--journal`` a
+stopped run resumes where it stopped (``--fresh``, ``--retry-failed`` as for ``osmosis eval``).
 """
 
 from __future__ import annotations
@@ -11,10 +12,18 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_ai.cli import output
-from osmosis_ai.cli.arguments import finite_number, fraction
+from osmosis_ai.cli.arguments import (
+    add_backend_arguments,
+    add_journal_arguments,
+    check_backend_arguments,
+    finite_number,
+    fraction,
+)
+from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.eval_rubric.session import EvalRubricOptions, run_eval_rubric
 from osmosis_ai.cli.output_file import declare_files
 from osmosis_ai.cli.summary import Figures, add_summary_arguments, finish_run, show_summary
+from osmosis_ai.runs.judging import JUDGE_CONCURRENCY
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +54,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     declare_files(parser, read=["data", "config", "baseline"], written=["output"])
     parser.add_argument(
-        "--concurrency", type=int, default=8, help="judge calls in flight at once (default: 8)"
+        "--concurrency",
+        type=int,
+        default=JUDGE_CONCURRENCY,
+        help=f"judge calls in flight at once (default: {JUDGE_CONCURRENCY})",
     )
     parser.add_argument(
         "--cache",
@@ -71,10 +83,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a judgment passes (pass@k) when its score is at least this "
                         "(default: the rubric's score_max, else 1.0)")  # fmt: skip
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")
+    add_journal_arguments(parser, unit="judgment", failed="the judge failed",
+                          default="none: the run is not resumable, only the report is written")  # fmt: skip
+    add_backend_arguments(parser)
     add_summary_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    from osmosis_ai.cli.running import run_command
+
+    if (args.fresh or args.retry_failed) and not args.journal:
+        raise CLIError("--fresh and --retry-failed go with --journal, the run they start over or resume")
+    check_backend_arguments(args)
+    if args.backend == "ray" and args.requests_per_minute is not None:
+        raise CLIError("--requests-per-minute paces one process's judge requests; drop it with --backend ray")
     options = EvalRubricOptions(
         rubric_id=args.rubric,
         data_path=args.data,
@@ -91,6 +113,11 @@ def run(args: argparse.Namespace) -> int:
         api_key=args.api_key,
         pass_threshold=args.pass_threshold,
         quiet=args.quiet or args.json,
+        journal=Path(args.journal) if args.journal else None,
+        fresh=args.fresh,
+        retry_failed=args.retry_failed,
+        backend=args.backend,
+        ray_address=args.ray_address,
     )
     ended: list[tuple[Path, dict[str, Any], Figures | None]] = []
 
@@ -98,14 +125,19 @@ def run(args: argparse.Namespace) -> int:
         # The table goes before the outcome line; --report/--json wait for the verdict's line too.
         ended.append((path, document, show_summary(args, document, str(path))))
 
-    emit = (lambda line: None) if args.json else print  # --json: the summary object is all of stdout
-    try:
-        try:
-            run_eval_rubric(options, emit=emit, on_report=written)
-        finally:
-            for path, document, figures in ended:
-                finish_run(args, document, str(path), figures)
-    except KeyboardInterrupt:
-        output.console.print_error("Evaluation cancelled; no report was written.")
+    def cancelled() -> int:
+        kept = "; the finished judgments are kept in the journal" if args.journal else ""
+        output.console.print_error(f"Evaluation cancelled; no report was written{kept}.")
         return 1
-    return 0
+
+    emit = (lambda line: None) if args.json else print  # --json: the summary object is all of stdout
+
+    async def main() -> int:
+        await run_eval_rubric(options, emit=emit, on_report=written)
+        return 0
+
+    try:
+        return run_command(main, on_interrupt=cancelled)
+    finally:
+        for path, document, figures in ended:
+            finish_run(args, document, str(path), figures)

@@ -11,24 +11,21 @@ stopped (``--journal``, ``--fresh`` and ``--retry-failed`` as for ``osmosis eval
 be scored as given is a ``reward_error`` saying why; a dataset whose first row cannot be is refused
 before any worker starts.
 
-``--rubric ID`` (with ``-c CONFIG``) scores the rows with a rubric's LLM judge instead, in this
-process (regrade's judge function), ``--concurrency N`` rows at once or ``auto`` following the
-judge's server (:mod:`osmosis_ai.models.concurrency`; the summary and ``--json`` say what it did).
+``--rubric ID`` (with ``-c CONFIG``) scores the rows with a rubric's LLM judge instead
+(:mod:`osmosis_ai.runs.judging`), ``--concurrency N`` rows at once or ``auto`` following the judge's
+server (:mod:`osmosis_ai.models.concurrency`; the summary and ``--json`` say what it did).
 
-Three parts, as for ``osmosis eval``: :func:`_prepare` checks everything and opens the journal,
-:func:`_engine` runs the rows still to score, :func:`_render` prints the summary (outcomes, the mean
-score with its interval), the distribution of the scores and the failed rows, writes ``-o`` (one JSON
-line per row, in row order) and ``--report``, and decides the exit status by the shared failure-rate
-rule.
+As every run command: flag checks (:func:`run`) -> the plan (:func:`plan_of`, the stored answers of
+:class:`~osmosis_ai.runs.executors.stored.AnswerDataset`) -> :func:`osmosis_ai.runs.run.run` ->
+:func:`_render`: the summary (outcomes, the mean score with its interval), the distribution of the
+scores and the failed rows, ``-o`` (one JSON line per row, in row order) and ``--report``, and the
+exit status by the shared failure-rate rule.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import hashlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,17 +46,13 @@ from osmosis_ai.cli.output_file import declare_files
 from osmosis_ai.cli.running import run_command
 from osmosis_ai.cli.summary import add_summary_arguments
 from osmosis_ai.consts import PACKAGE_VERSION
+from osmosis_ai.runs.judging import JUDGE_CONCURRENCY
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping
-
-    from osmosis_ai._pool import Limit
-    from osmosis_ai.runs.answers import Columns
-    from osmosis_ai.runs.engine import Pipeline
-    from osmosis_ai.runs.journal import Journal
+    from osmosis_ai.runs.plan import RunPlan
+    from osmosis_ai.runs.run import RunEnd
 
 REWARD = "reward"
-JUDGE_CONCURRENCY = 8  # a judge is a provider's rate limit away from failing: eval-rubric's default
 SHOWN_FAILURES = 20
 BAR_WIDTH = 30
 
@@ -111,13 +104,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_backend_arguments(args)
-    if not args.rubric:
-        if args.config or args.concurrency is not None or args.max_concurrency is not None:
-            raise CLIError(
-                "-c/--config, --concurrency and --max-concurrency go with --rubric; a reward function's "
-                "rows in flight follow its workers (--workers)"
-            )
-    elif args.backend == "ray":
+    if not args.rubric and (args.config or args.concurrency is not None or args.max_concurrency is not None):
+        raise CLIError(
+            "-c/--config, --concurrency and --max-concurrency go with --rubric; a reward function's "
+            "rows in flight follow its workers (--workers)"
+        )
+    if args.rubric and args.backend == "ray":
         raise CLIError(
             "--rubric judges in this process (its calls wait on the judge's server); drop --backend ray"
         )
@@ -125,218 +117,92 @@ def run(args: argparse.Namespace) -> int:
     return run_command(lambda: _score(args), on_interrupt=lambda: interrupted("row"))
 
 
-@dataclass
-class _Plan:
-    """What :func:`_prepare` checked: the dataset, its columns, the runtime and the journal."""
+def plan_of(args: argparse.Namespace) -> RunPlan:
+    """The run the command line asks for: the dataset's answers, scored by ``-f`` or the rubric's judge."""
+    from osmosis_ai.runs.answers import Columns
+    from osmosis_ai.runs.dataset import dataset_format
+    from osmosis_ai.runs.executors.stored import AnswerDataset, StoredAnswers
+    from osmosis_ai.runs.pipeline import runtimes
+    from osmosis_ai.runs.plan import JournalSpec, Rows, RunPlan, Scoring
 
-    dataset: Path
-    rows: int
-    columns: Columns
-    runtime: Any
-    """The reward runtime of ``-f``; ``None`` with ``--rubric``."""
-    journal: Journal
-    limit: Limit
-    """Rows scored at once: the runtime's, or with ``--rubric`` fixed or ``auto``."""
-    rubric: Any = None
-    """With ``--rubric``: its :class:`~osmosis_ai.cli.eval_rubric.config.RubricConfig`."""
+    base_url = None
+    if args.rubric:
+        from osmosis_ai.cli.eval_rubric.session import rubric_judge
+        from osmosis_ai.runs.judging import JUDGE
+
+        judge, grader, base_url = rubric_judge(args.rubric, args.config, Path(args.dataset), cache=False)
+        scoring = Scoring(judge=judge, reward=JUDGE)
+        concurrency = args.concurrency or JUDGE_CONCURRENCY
+    else:
+        grader = args.function
+        scoring = Scoring((args.function,), kind="reward function", timeout=args.reward_timeout or None,
+                          workers=args.reward_workers, memory_limit_mb=args.reward_memory_limit,
+                          names=(REWARD,), reward=REWARD)  # fmt: skip
+        concurrency = runtimes(scoring)[0].in_flight
+    columns = Columns(args.solution_column, args.ground_truth_column, args.extra_info_column,
+                      text_cells=dataset_format(args.dataset) == "csv")  # fmt: skip
+    executor = StoredAnswers(AnswerDataset(args.dataset, columns), "reward-score", grader, base_url)
+    journal = JournalSpec(args.journal, fresh=args.fresh, retry_failed=args.retry_failed)
+    return RunPlan(Rows(args.dataset), executor, scoring, concurrency=concurrency,
+                   max_concurrency=args.max_concurrency, journal=journal, backend=args.backend,
+                   ray_address=args.ray_address)  # fmt: skip
+
+
+def grader_of(plan: RunPlan) -> str:
+    """The grader as the command line named it (the stored answers' spec keeps it)."""
+    from osmosis_ai.runs.executors.stored import StoredAnswers
+
+    assert isinstance(plan.executor, StoredAnswers)
+    return plan.executor.grader
 
 
 async def _score(args: argparse.Namespace) -> int:
-    from osmosis_ai.cli.journals import kept_if_used
-
-    plan = _prepare(args)
-    with kept_if_used(plan.journal):
-        keys = [(row, 0) for row in range(plan.rows)]
-        todo = len(plan.journal.to_run(keys, retry_failed=args.retry_failed))
-        if todo < plan.rows:
-            _say_resuming(args, plan, done=plan.rows - todo)
-        if todo:
-            await _engine(args, plan, todo)
-        if not plan.journal.to_run(keys):
-            plan.journal.mark("completed")
-        records = plan.journal.records()
-    return _render(args, plan, records)
-
-
-def _prepare(args: argparse.Namespace) -> _Plan:
-    """The local checks, before any worker starts: the outputs, the reward, the dataset and its
-    first row, the journal."""
-    from osmosis_ai.cli.journals import open_journal
-    from osmosis_ai.cli.loading import reward_runtime, source_digest
+    from osmosis_ai.cli.arguments import limit_line
+    from osmosis_ai.cli.journals import journal_refusals
+    from osmosis_ai.cli.progress import RunProgress
     from osmosis_ai.cli.summary import check_run_outputs
-    from osmosis_ai.runs.answers import Columns, RowRefused
-    from osmosis_ai.runs.dataset import count_rows, dataset_format, iter_raw
-    from osmosis_ai.runs.journal import file_digest
-    from osmosis_ai.runs.journal_store import journal_path, journal_root
+    from osmosis_ai.runs.answers import RowRefused
+    from osmosis_ai.runs.events import Opened
+    from osmosis_ai.runs.run import journal_file, run
 
     say(f"osmosis-reward-score v{PACKAGE_VERSION}", quiet=args.quiet)
     check_run_outputs(args)
-    dataset = Path(args.dataset)
-    runtime = rubric = None
-    if args.rubric:
-        from osmosis_ai.cli.arguments import run_limit
-        from osmosis_ai.cli.eval_rubric.session import judging_rubric, locate_config
-        from osmosis_ai.judge.keys import configured_api_base
+    plan = plan_of(args)
+    labels = {"model": "reward-score", "dataset": args.dataset, "module": grader_of(plan)}
 
-        config_path = locate_config(args.config, dataset)
-        rubric = judging_rubric(config_path, args.rubric)
-        grader = f"--rubric {args.rubric} -c {config_path}"
-        digest = f"{args.rubric}@{file_digest(config_path)}"
-        limit = run_limit(
-            args.concurrency or JUDGE_CONCURRENCY, args, base_url=configured_api_base(rubric.model_info)
-        )
-    else:
-        from osmosis_ai._pool import FixedLimit
+    def opening(event: Opened) -> str:
+        return f"Dataset: {event.dataset} ({event.rows} rows); journal {event.journal}"
 
-        runtime = reward_runtime(args.function, args, kind="reward function")
-        grader, digest = args.function, f"{args.function}@{source_digest(runtime.target.function)}"
-        limit = FixedLimit(runtime.in_flight)
-    columns = Columns(args.solution_column, args.ground_truth_column, args.extra_info_column,
-                      text_cells=dataset_format(dataset) == "csv")  # fmt: skip
-    rows = count_rows(dataset)
-    first = next(iter_raw(dataset), None)
-    if first is None:
-        raise CLIError(f"{dataset}: no rows to score")
+    progress = RunProgress(quiet=args.quiet, unit="row", label="rows", retry_failed=args.retry_failed,
+                           opening=opening)  # fmt: skip
     try:
-        columns.sample_of_row(first.index, first.value)
+        with progress, journal_refusals(journal_file(plan)):
+            end = await run(plan, progress.on_event, labels=labels)
     except RowRefused as exc:
-        raise CLIError(
-            f"{dataset}: {exc}; name the columns with --solution-column, --ground-truth-column "
-            "and --extra-info-column"
-        ) from None
-    named = [
-        grader,
-        str(dataset.resolve()),
-        [columns.solution, columns.ground_truth, columns.extra_info],
-    ]
-    task_id = hashlib.sha256(json.dumps(named).encode()).hexdigest()[:12]
-    description = {
-        "reward": digest,
-        "dataset": file_digest(dataset),
-        "columns": named[2],
-    }
-    path = (
-        Path(args.journal) if args.journal else journal_path(journal_root(), "reward-score", dataset, task_id)
-    )
-    labels = {"model": "reward-score", "dataset": args.dataset, "module": grader}
-    journal = open_journal(path, description, fresh=args.fresh, labels=labels)
-    say(f"Dataset: {dataset} ({rows} rows); journal {path}", quiet=args.quiet)
-    return _Plan(dataset, rows, columns, runtime, journal, limit, rubric)
+        raise CLIError(f"{args.dataset}: {exc}; name the columns with --solution-column, --ground-truth-column "
+                       "and --extra-info-column") from None  # fmt: skip
+    if (concurrency := limit_line(end.limit)) is not None:
+        say(concurrency, quiet=args.quiet)
+    return _render(args, plan, end)
 
 
-def _say_resuming(args: argparse.Namespace, plan: _Plan, *, done: int) -> None:
-    from osmosis_ai.cli.journals import resuming_line
-    from osmosis_ai.runs.journal import RETRIED_WITH_RETRY_FAILED
-
-    failed = sum(o in RETRIED_WITH_RETRY_FAILED for _, o in plan.journal.outcomes())
-    line = resuming_line(done, plan.rows, "row", failed=failed, retry_failed=args.retry_failed)
-    say(line, quiet=args.quiet)
-
-
-async def _engine(args: argparse.Namespace, plan: _Plan, todo: int) -> None:
-    """Score the rows the journal does not have yet, each committed before it counts: here, or on
-    Ray workers that each score with a reward runtime of their own."""
-    from osmosis_ai.cli.backend import run_backend, worker_settings
-    from osmosis_ai.cli.output import progress_bar, wants_progress
-    from osmosis_ai.models.concurrency import AdaptiveLimit
-    from osmosis_ai.runs.dataset import iter_raw
-    from osmosis_ai.runs.engine import run_items
-    from osmosis_ai.runs.items import WorkItem, work_items
-
-    finished = plan.journal.finished_in_order(retry_failed=args.retry_failed)
-
-    def skip(item: WorkItem) -> bool:
-        return finished(item.row_index, item.sample_index)
-
-    rows = ((raw.index, raw.value) for raw in iter_raw(plan.dataset))
-    bar = not args.quiet and wants_progress(None, todo)
-    if plan.rubric is not None:
-        say(f"Scoring: the judge of rubric {plan.rubric.rubric_id!r}", quiet=args.quiet)
-    elif args.backend != "ray":
-        say(f"Scoring: {plan.runtime.describe()}", quiet=args.quiet)
-
-    def local() -> contextlib.AbstractAsyncContextManager[Pipeline]:
-        if plan.rubric is not None:
-            return _judge_pipeline(plan.rubric, plan.columns, plan.limit)
-        return _pipeline(plan.runtime, plan.columns)
-
-    backend_context = run_backend(args, local, factory=f"{__name__}:ray_worker", settings=worker_settings(args),
-                                  concurrency=plan.limit.ceiling)  # fmt: skip
-    async with contextlib.AsyncExitStack() as stack:
-        if isinstance(plan.limit, AdaptiveLimit):
-            stack.push_async_callback(plan.limit.aclose)  # its server-metrics reader
-        backend = await stack.enter_async_context(backend_context)
-        process = await backend.ready()
-        if header := backend.header():
-            say(header, quiet=args.quiet)
-        with progress_bar(todo, "rows", enabled=bar) as advance:
-            await run_items(
-                work_items(rows, skip=skip),
-                process,
-                concurrency=plan.limit,
-                journal=plan.journal,
-                on_result=lambda _: advance(),
-            )
-
-
-@contextlib.asynccontextmanager
-async def _pipeline(runtime: Any, columns: Columns) -> AsyncIterator[Pipeline]:
-    """The stored answers scored by ``runtime``, whose worker processes end with the run, however it ends."""
-    from osmosis_ai.runs.engine import Pipeline
-    from osmosis_ai.runs.executors.stored import StoredExecutor
-    from osmosis_ai.runs.scorer import Scorer, runtime_function
-
-    scorer = Scorer([runtime_function(runtime, REWARD, sample_of=columns.sample)], reward=REWARD)
-    async with runtime:
-        yield Pipeline(StoredExecutor(columns.attempt), scorer)
-
-
-@contextlib.asynccontextmanager
-async def _judge_pipeline(rubric: Any, columns: Columns, limit: Limit) -> AsyncIterator[Pipeline]:
-    """The stored answers judged with ``rubric`` here, each judge request told to ``limit`` when it adapts."""
-    from osmosis_ai.cli.commands.regrade import judge_function
-    from osmosis_ai.models.concurrency import observer_of
-    from osmosis_ai.runs.engine import Pipeline
-    from osmosis_ai.runs.executors.stored import StoredExecutor
-    from osmosis_ai.runs.scorer import Scorer
-
-    judge = judge_function(rubric, cache=False, observer=observer_of(limit),
-                           ground_truth=lambda item, attempt: columns.sample(item, attempt).ground_truth)  # fmt: skip
-    yield Pipeline(StoredExecutor(columns.attempt), Scorer([judge], reward="score"))
-
-
-@contextlib.asynccontextmanager
-async def ray_worker(settings: Mapping[str, Any], share: int) -> AsyncIterator[Pipeline]:
-    """One Ray worker's pipeline for ``osmosis reward score --backend ray``: the same reward, loaded by
-    name, in a reward runtime of the worker's own."""
-    from osmosis_ai.cli.loading import reward_runtime
-    from osmosis_ai.runs.answers import Columns
-    from osmosis_ai.runs.dataset import dataset_format
-
-    args = argparse.Namespace(**settings)
-    columns = Columns(args.solution_column, args.ground_truth_column, args.extra_info_column,
-                      text_cells=dataset_format(Path(args.dataset)) == "csv")  # fmt: skip
-    async with _pipeline(reward_runtime(args.function, args, kind="reward function"), columns) as pipeline:
-        yield pipeline
-
-
-def _render(args: argparse.Namespace, plan: _Plan, records: dict[tuple[int, int], Any]) -> int:
-    from osmosis_ai.cli.arguments import limit_line, limit_summary
+def _render(args: argparse.Namespace, plan: RunPlan, end: RunEnd) -> int:
+    from osmosis_ai.cli.arguments import limit_summary
     from osmosis_ai.cli.output_file import write_output
     from osmosis_ai.cli.summary import finish_run, show_summary
     from osmosis_ai.outcome import OutcomeCounts, verdict
     from osmosis_ai.runs.answers import output_line
     from osmosis_ai.runs.dataset import iter_raw
+    from osmosis_ai.runs.journal import PRIMARY
 
+    records = {record.key: record for record in end.records[PRIMARY]}
     lines = [
         output_line(raw.index, raw.value, records[(raw.index, 0)].data)
-        for raw in iter_raw(plan.dataset)
+        for raw in iter_raw(plan.rows.dataset)
         if (raw.index, 0) in records
     ]
     counts = OutcomeCounts.of(record.outcome for record in records.values())
     source = args.output or "osmosis reward score"
-    if (concurrency := limit_line(plan.limit)) is not None:
-        say(concurrency, quiet=args.quiet)
     figures = show_summary(args, lines, source)
     if not args.quiet:
         _show_distribution(lines)
@@ -348,13 +214,13 @@ def _render(args: argparse.Namespace, plan: _Plan, records: dict[tuple[int, int]
         say(f"Wrote {len(lines)} rows to {args.output}", quiet=args.quiet)
     failures = [_failure(line) for line in lines if line["outcome"] != "completed"]
     extra = {"distribution": _distribution(lines), "failures": failures, "output": args.output,
-             "concurrency": limit_summary(plan.limit)}  # fmt: skip
+             "concurrency": limit_summary(end.limit)}  # fmt: skip
     finish_run(args, lines, source, figures, extra=extra)
     reason = verdict(
         counts, max_failure_rate=args.max_failure_rate, unit="row", limit_name="--max-failure-rate"
     )
-    if reason is None and counts.total < plan.rows:
-        reason = f"{plan.rows - counts.total} of {plan.rows} rows were not scored"
+    if reason is None and counts.total < end.planned:
+        reason = f"{end.planned - counts.total} of {end.planned} rows were not scored"
     if reason is not None:
         raise CLIError(reason)
     return 0

@@ -171,7 +171,7 @@ def plan_of(args: argparse.Namespace) -> RunPlan:
                            chat_template=args.chat_template, gateway_host=args.gateway_host,
                            max_turns=args.max_turns, completion_params=completion_params(args))  # fmt: skip
     scoring = Scoring(tuple([args.reward] if args.reward else []), kind="reward function",
-                      reward="reward" if args.reward else None,
+                      names=("reward",) if args.reward else (), reward="reward" if args.reward else "agent",
                       timeout=args.reward_timeout or None, workers=args.reward_workers,
                       memory_limit_mb=args.reward_memory_limit)  # fmt: skip
     return RunPlan(Rows(args.dataset), server, scoring, n=args.n, concurrency=args.concurrency,

@@ -26,24 +26,12 @@ from typing import Any
 import yaml
 
 from osmosis_ai.cli.errors import CLIError
+from osmosis_ai.judge.rubric import RubricConfig
+
+__all__ = ["RubricConfig", "RubricEntry", "RubricSuite", "load_rubric_suite"]
 
 SUPPORTED_VERSION = 1
 _TEXT_DEFAULTS = ("system_prompt", "original_input", "ground_truth")
-
-
-@dataclass(frozen=True)
-class RubricConfig:
-    """One rubric entry with document defaults applied."""
-
-    rubric_id: str
-    rubric_text: str
-    model_info: dict[str, Any]
-    score_min: float | None
-    score_max: float | None
-    system_prompt: str | None
-    original_input: str | None
-    ground_truth: str | None
-    source_label: str
 
 
 @dataclass(frozen=True)

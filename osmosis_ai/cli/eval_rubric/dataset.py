@@ -11,40 +11,28 @@ Errors name the file and the 1-based line.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.errors import DatasetParseError
+from osmosis_ai.judge.rubric import RecordRefused, RubricRecord, record_of
 from osmosis_ai.runs.dataset import iter_raw
 
+__all__ = ["RubricRecord", "load_json_objects", "load_records"]
 
-@dataclass(frozen=True)
-class RubricRecord:
-    """One dataset line, validated; ``payload`` is the object as written."""
 
-    line_number: int
-    payload: dict[str, Any]
-    solution_str: str
-    rubric_id: str
-    conversation_id: str | None
-    ground_truth: str | None
-    original_input: str | None
-    metadata: dict[str, Any] | None
-    extra_info: dict[str, Any] | None
-    score_min: float | None
-    score_max: float | None
+def rubric_format(path: Path) -> str:
+    """The dataset reader's format of a rubric dataset: .csv and .parquet by their names; any other
+    name is read as JSON lines."""
+    return path.suffix.lower().lstrip(".") if path.suffix.lower() in (".csv", ".parquet") else "jsonl"
 
 
 def _objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line number, object)`` for each non-blank line of ``path``, read by the shared reader."""
     try:
-        # .csv and .parquet by the shared reader's formats; any other name is read as JSON lines
-        kind = path.suffix.lower().lstrip(".") if path.suffix.lower() in (".csv", ".parquet") else "jsonl"
-        for raw in iter_raw(path, format=kind):
+        for raw in iter_raw(path, format=rubric_format(path)):
             line = raw.line or raw.index + 1
             if not isinstance(raw.value, dict):
                 raise CLIError(f"{path}:{line}: expected a JSON object, got {type(raw.value).__name__}")
@@ -70,41 +58,11 @@ def load_json_objects(path: Path) -> list[dict[str, Any]]:
     return objects
 
 
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _bound(value: Any, key: str, where: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise CLIError(f"{where}: '{key}' must be a number, got {value!r}")
-    if not math.isfinite(value):
-        raise CLIError(f"{where}: '{key}' must be a finite number, got {value!r}")
-    return float(value)
-
-
 def _record(number: int, payload: dict[str, Any], path: Path) -> RubricRecord:
-    where = f"{path}:{number}"
-    solution = payload.get("solution_str")
-    if not isinstance(solution, str) or not solution.strip():
-        raise CLIError(f"{where}: 'solution_str' must be a non-empty string")
-    metadata = payload.get("metadata")
-    extra_info = payload.get("extra_info")
-    rubric_id = payload.get("rubric_id")
-    return RubricRecord(
-        line_number=number,
-        payload=payload,
-        solution_str=solution,
-        rubric_id=rubric_id if isinstance(rubric_id, str) else "",
-        conversation_id=_text(payload.get("conversation_id")),
-        ground_truth=_text(payload.get("ground_truth")),
-        original_input=_text(payload.get("original_input")),
-        metadata=metadata if isinstance(metadata, dict) else None,
-        extra_info=extra_info if isinstance(extra_info, dict) else None,
-        score_min=_bound(payload.get("score_min"), "score_min", where),
-        score_max=_bound(payload.get("score_max"), "score_max", where),
-    )
+    try:
+        return record_of(number, payload)
+    except RecordRefused as exc:
+        raise CLIError(f"{path}:{number}: {exc}") from None
 
 
 def load_records(path: Path, rubric_id: str) -> list[RubricRecord]:

@@ -1,4 +1,5 @@
-"""``eval-rubric`` reports: the text report for the terminal, the JSON report file, baselines.
+"""``eval-rubric`` reports: each record's judgments read back from the run's records
+(:func:`results_of`), the text report for the terminal, the JSON report file, baselines.
 
 The JSON report is written by the one output writer (:mod:`osmosis_ai.cli.output_file`): a regular
 file is replaced atomically, so an interrupted run never leaves a half-written report behind.
@@ -7,21 +8,109 @@ file is replaced atomically, so an interrupted run never leaves a half-written r
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+import math
+import statistics as stats
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from osmosis_ai.cli.errors import CLIError
-from osmosis_ai.cli.eval_rubric.config import RubricConfig
-from osmosis_ai.cli.eval_rubric.engine import EvaluationRun, RecordResult, compute_statistics
 from osmosis_ai.cli.output import one_line
 from osmosis_ai.cli.output_file import OutputPathError, check_output, write_output
+from osmosis_ai.judge.rubric import RubricConfig, RubricRecord
 from osmosis_ai.outcome import Outcome, OutcomeCounts
+from osmosis_ai.runs.judging import JUDGMENT
 
 COMPARED_KEYS = ("average", "variance", "stdev", "min", "max", "success_count", "failure_count", "total_runs")
 _COUNT_KEYS = frozenset({"success_count", "failure_count", "total_runs"})
+
+
+@dataclass
+class EvaluationRun:
+    """One judgment of one record, as the report shows it."""
+
+    run_index: int
+    status: str
+    score: float | None
+    explanation: str | None
+    preview: str | None
+    duration_seconds: float
+    started_at: datetime
+    completed_at: datetime
+    error: str | None = None
+    raw: Any = None
+    outcome: Outcome = Outcome.COMPLETED
+    cached: bool = False
+
+
+@dataclass
+class RecordResult:
+    """A record, where it sits in the selection (from 1), and its judgments in order."""
+
+    record: RubricRecord
+    record_index: int
+    label: str
+    record_id: str
+    runs: list[EvaluationRun] = field(default_factory=list)
+
+
+def scores_of(runs: list[EvaluationRun]) -> list[float]:
+    """The scores of the successful runs (a success without a numeric score does not count)."""
+    return [run.score for run in runs if run.status == "success" and run.score is not None]
+
+
+def compute_statistics(runs: list[EvaluationRun]) -> dict[str, Any]:
+    """Mean, population variance/stdev, min, max of the successful scores, plus run counts."""
+    scores = scores_of(runs)
+    summary: dict[str, Any] = {"average": 0.0, "variance": 0.0, "stdev": 0.0, "min": 0.0, "max": 0.0}
+    if scores:
+        variance = stats.pvariance(scores)
+        summary.update(average=stats.fmean(scores), variance=variance, stdev=math.sqrt(variance),
+                       min=min(scores), max=max(scores))  # fmt: skip
+    summary.update(total_runs=len(runs), success_count=len(scores), failure_count=len(runs) - len(scores))
+    return summary
+
+
+def _identity(record: RubricRecord, position: int) -> tuple[str, str]:
+    label = record.conversation_id or f"record[{position}]"
+    raw_id = record.payload.get("id")
+    if isinstance(raw_id, str) and raw_id.strip():
+        return label, raw_id.strip()
+    return label, label if raw_id is None or isinstance(raw_id, str) else str(raw_id)
+
+
+def _run_of(sample: int, data: Mapping[str, Any]) -> EvaluationRun:
+    """A judgment from its record (:data:`~osmosis_ai.runs.judging.JUDGMENT` has the judge's details)."""
+    judged = data.get(JUDGMENT) or {}
+    now = datetime.now(timezone.utc).isoformat()
+    return EvaluationRun(
+        run_index=sample + 1,
+        status=judged.get("status", "error"),
+        score=data.get("reward"),
+        explanation=judged.get("explanation"),
+        preview=judged.get("preview"),
+        duration_seconds=judged.get("duration_seconds", 0.0),
+        started_at=datetime.fromisoformat(judged.get("started_at", now)),
+        completed_at=datetime.fromisoformat(judged.get("completed_at", now)),
+        error=data.get("error"),
+        raw=judged.get("raw"),
+        outcome=Outcome(data["outcome"]),
+        cached=judged.get("cached", False),
+    )
+
+
+def results_of(
+    records: Sequence[RubricRecord], judged: Mapping[tuple[int, int], Mapping[str, Any]], number: int
+) -> list[RecordResult]:
+    """Each selected record with its judgments, from the run's records keyed (record, run), both from 0."""
+    results = []
+    for position, record in enumerate(records, start=1):
+        label, record_id = _identity(record, position)
+        runs = [_run_of(s, judged[(position - 1, s)]) for s in range(number) if (position - 1, s) in judged]
+        results.append(RecordResult(record, position, label, record_id, runs))
+    return results
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,10 @@
 
 Order: rubric id and ``-n``, dataset path, config file (explicit or discovered), rubric lookup, API
 key (before any paid call), dataset records, baseline, output path (it must be writable: checked
-before any paid call); then the judged runs, the text report, the JSON report file and one line
+before any paid call); then the judged runs — on the run engine like every run (:func:`plan_of`: the
+records as stored answers, the rubric's judge as the scorer), so with ``--journal`` a stopped run
+resumes where it stopped and an edited input is refused by name, and ``--backend ray`` judges on Ray
+workers — then the text report, the JSON report file and one line
 counting the runs' outcomes. A report file that cannot be written after all is an error naming the
 path, but the text report is already printed. The report is written whatever the outcomes; then the
 run fails (``CLIError`` with one line saying why) by the shared rule of
@@ -18,20 +21,19 @@ written atomically, so a failed or cancelled run leaves nothing behind.
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import logging
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from osmosis_ai._litellm import import_litellm
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.eval_rubric.config import RubricConfig, load_rubric_suite
 from osmosis_ai.cli.eval_rubric.dataset import load_records
-from osmosis_ai.cli.eval_rubric.engine import RubricEvaluationEngine
 from osmosis_ai.cli.eval_rubric.report import (
     ReportContext,
     build_json_report,
@@ -39,13 +41,18 @@ from osmosis_ai.cli.eval_rubric.report import (
     load_baseline,
     outcome_counts,
     render_text_report,
+    results_of,
     write_json_atomic,
 )
 from osmosis_ai.cli.output_file import OutputPathError
 from osmosis_ai.judge.keys import ensure_api_key_available
-from osmosis_ai.judge.ratelimit import RateLimiter
 from osmosis_ai.models.complete import SCRIPTED
 from osmosis_ai.outcome import verdict
+from osmosis_ai.runs.judging import JUDGE_CONCURRENCY
+
+if TYPE_CHECKING:
+    from osmosis_ai.runs.judging import RubricJudge
+    from osmosis_ai.runs.plan import RunPlan
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +69,7 @@ class EvalRubricOptions:
     config_path: Path | None = None
     output_path: Path | None = None
     baseline_path: Path | None = None
-    concurrency: int = 8
+    concurrency: int = JUDGE_CONCURRENCY
     cache: bool = False
     requests_per_minute: float | None = None
     progress: bool | None = None
@@ -72,6 +79,11 @@ class EvalRubricOptions:
     api_key: str | None = field(default=None, repr=False)
     pass_threshold: float | None = None
     quiet: bool = False
+    journal: Path | None = None
+    fresh: bool = False
+    retry_failed: bool = False
+    backend: Literal["local", "ray"] = "local"
+    ray_address: str | None = None
 
 
 def with_overrides(config: RubricConfig, options: EvalRubricOptions) -> RubricConfig:
@@ -186,13 +198,55 @@ def judging_rubric(config_path: Path, rubric_id: str) -> RubricConfig:
     return config
 
 
-def run_eval_rubric(
+def rubric_judge(
+    rubric_id: str, config: Path | None, near: Path, *, cache: bool
+) -> tuple[RubricJudge, str, str | None]:
+    """The judge of ``rubric_id`` as configured (in ``config``, else found near ``near``), its key
+    checked: the plan's judge, the grader as a journal names it, and the judge's server."""
+    from osmosis_ai.judge.keys import configured_api_base
+    from osmosis_ai.runs.journal import file_digest
+    from osmosis_ai.runs.judging import RubricJudge
+
+    config_path = locate_config(config, near)
+    rubric = judging_rubric(config_path, rubric_id)
+    judge = RubricJudge(rubric, f"{rubric_id}@{file_digest(config_path)}", cache=cache)
+    return judge, f"--rubric {rubric_id} -c {config_path}", configured_api_base(rubric.model_info)
+
+
+def plan_of(options: EvalRubricOptions, config: RubricConfig, config_path: Path, data_path: Path) -> RunPlan:
+    """The run: the dataset's records of the rubric, each judged ``number`` times by its judge."""
+    from osmosis_ai.cli.eval_rubric.dataset import rubric_format
+    from osmosis_ai.runs.executors.stored import RubricDataset, StoredAnswers
+    from osmosis_ai.runs.journal import file_digest
+    from osmosis_ai.runs.judging import JUDGE, RubricJudge
+    from osmosis_ai.runs.plan import JournalSpec, Rows, RunPlan, Scoring
+
+    rubric_id = config.rubric_id
+    judge = RubricJudge(config, f"{rubric_id}@{file_digest(config_path)}", cache=options.cache,
+                        requests_per_minute=options.requests_per_minute, details=True)  # fmt: skip
+    source = RubricDataset(str(data_path), rubric_id, rubric_format(data_path))
+    executor = StoredAnswers(source, "eval-rubric", f"-r {rubric_id} -c {config_path}")
+    journal = None
+    if options.journal is not None:
+        journal = JournalSpec(str(options.journal), fresh=options.fresh, retry_failed=options.retry_failed)
+    return RunPlan(Rows(str(data_path)), executor, Scoring(judge=judge, reward=JUDGE), n=options.number,
+                   concurrency=options.concurrency, journal=journal, backend=options.backend,
+                   ray_address=options.ray_address)  # fmt: skip
+
+
+async def run_eval_rubric(
     options: EvalRubricOptions,
     emit: Callable[[str], Any] = print,
     on_report: Callable[[Path, dict[str, Any]], Any] | None = None,
 ) -> Path:
     """Run ``eval-rubric`` end to end; ``emit`` receives each output line, ``on_report`` the JSON
     report once written (before the closing outcome line). Returns the report path."""
+    from osmosis_ai.cli.journals import journal_refusals
+    from osmosis_ai.cli.progress import RunProgress
+    from osmosis_ai.runs.journal import PRIMARY
+    from osmosis_ai.runs.result import Result
+    from osmosis_ai.runs.run import journal_file, run
+
     migrate_legacy_reports(cache_root())
     rubric_id = options.rubric_id.strip()
     if not rubric_id:
@@ -215,14 +269,23 @@ def run_eval_rubric(
     check_report_location(report_path)
 
     import_litellm()  # seconds of import, paid before the clock of the first run starts
-    limiter = RateLimiter(options.requests_per_minute) if options.requests_per_minute else None
-    engine = RubricEvaluationEngine(
-        concurrency=options.concurrency,
-        progress=False if options.quiet else options.progress,
-        cache=options.cache,
-        rate_limiter=limiter,
-    )
-    results = asyncio.run(engine.run(config, records, options.number))
+    plan = plan_of(options, config, config_path, data_path)
+    judged: dict[tuple[int, int], dict[str, Any]] = {}
+    progress = RunProgress(quiet=options.quiet, unit="judgment", label=f"Rubric '{config.rubric_id}'",
+                           retry_failed=options.retry_failed, opening=lambda _: None, scoring=False,
+                           bar=options.progress)  # fmt: skip
+
+    def on_event(event: Any) -> None:
+        if isinstance(event, Result):
+            judged[event.item.key] = event.record()
+        progress.on_event(event)
+
+    refusals = journal_refusals(journal_file(plan)) if plan.journal else contextlib.nullcontext()
+    with progress, refusals:
+        end = await run(plan, on_event, labels={"model": "eval-rubric", "dataset": str(data_path),
+                                                "module": f"-r {config.rubric_id}"})  # fmt: skip
+    judged.update({r.key: r.data for r in end.records.get(PRIMARY, [])})
+    results = results_of(records, judged, options.number)
 
     threshold = options.pass_threshold
     if threshold is None:  # a judgment passes at the rubric's full marks
@@ -242,6 +305,8 @@ def run_eval_rubric(
     counts = outcome_counts(results)
     cached = sum(run.cached for result in results for run in result.runs)
     emit(counts.describe("judgment") + (f"; {cached} served from the judgment cache" if cached else ""))
+    if end.stop is not None:
+        raise CLIError(f"the run stopped: {end.stop}")
     reason = verdict(
         counts, max_failure_rate=options.max_failure_rate, unit="judgment", limit_name="--max-failure-rate"
     )

@@ -133,7 +133,7 @@ def _unbuildable(rollout_id: str, status: str, exc: Exception) -> str:
 
 @dataclass(frozen=True)
 class Bounded:
-    """How :meth:`RolloutExecutor.run_bounded` left user code: ``task`` is done unless ``abandoned``."""
+    """How :meth:`RolloutExecutor.call_within` left user code: ``task`` is done unless ``abandoned``."""
 
     task: asyncio.Task[Any]
     timed_out: bool = False
@@ -382,7 +382,7 @@ class RolloutExecutor:
             state.running -= 1
             state.semaphore.release()
 
-    async def run_bounded(self, call: Callable[[], Awaitable[Any]], timeout: float | None) -> Bounded:
+    async def call_within(self, call: Callable[[], Awaitable[Any]], timeout: float | None) -> Bounded:
         """Run user code ``call()`` in a child task for at most ``timeout`` seconds (``None``: no limit).
 
         On the deadline the child is cancelled and given ``abandon_grace_seconds`` to end; one that
@@ -446,7 +446,7 @@ class RolloutExecutor:
         agent_loop = self.agent_loop
         assert agent_loop is not None  # the 0.2 wire is served only with an agent loop (_no_agent_loop)
         try:
-            ran = await self.run_bounded(lambda: agent_loop.run(ctx), self.timeout)
+            ran = await self.call_within(lambda: agent_loop.run(ctx), self.timeout)
         except asyncio.CancelledError:
             if not self._draining:
                 raise

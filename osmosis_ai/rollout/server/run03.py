@@ -5,7 +5,7 @@ Admission is the executor's (503 while draining, 429 at the queue limit), then t
 The rollout then waits for one of the executor's slots; the agent's deadline is what the controller
 gave less the time spent queued, the grader's is its own (a workflow finishing just in time still
 gets the whole grading window). A phase without a deadline from the controller gets the server's
-``request_timeout_seconds``. User code runs through :meth:`RolloutExecutor.run_bounded`, so one that
+``request_timeout_seconds``. User code runs through :meth:`RolloutExecutor.call_within`, so one that
 ignores cancellation is abandoned and its slot freed.
 
 Every way a rollout ends is a typed result: an exception is ``failure`` with a category (its own
@@ -129,7 +129,7 @@ class Runner03:
                         RolloutResultResponse(rollout_id=rollout_id, status=RolloutStatus.CANCELLED),
                     )
                 raise
-            except Exception as exc:  # user code cannot get here (run_bounded keeps it): a defect of ours
+            except Exception as exc:  # user code cannot get here (call_within keeps it): a defect of ours
                 logger.exception("rollout %s: the server failed to run it", rollout_id)
                 result = _failed(RolloutErrorCategory.INTERNAL_ERROR, f"the rollout server failed: {exc!r}")
             results.finish(rollout_id, wire_result(rollout_id, result))
@@ -196,7 +196,7 @@ class Runner03:
             logger.error("rollout %s: %s", rollout_id, message)
             return _failed(RolloutErrorCategory.TIMEOUT, message)
         started = time.monotonic()  # not loop.time(): uvloop's is cached per iteration
-        ran = await executor.run_bounded(call, budget)
+        ran = await executor.call_within(call, budget)
         # A phase that blocked the event loop past its deadline and then returned is late all the same.
         late = budget is not None and time.monotonic() - started > budget
         if ran.timed_out or late:

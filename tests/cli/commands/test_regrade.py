@@ -77,6 +77,21 @@ def test_rollout_run_output_regraded_with_another_reward(rollouts: Path, tmp_pat
     assert f"regraded with --reward {CONTAINS} from {rollouts}" in html
 
 
+def test_only_failed_with_none_failed_scores_nothing_and_keeps_every_answer(
+    rollouts: Path, tmp_path: Path
+) -> None:
+    dataset = rollouts.with_name("rollouts.jsonl.dataset.jsonl")
+    out, journal = tmp_path / "kept.jsonl", tmp_path / "j.sqlite"
+    result = cli("regrade", str(rollouts), "--reward", CONTAINS, "-d", str(dataset), "--only-failed",
+                 "-o", str(out), "--journal", str(journal), *IN_PROCESS)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"Regrading 0 answers from {rollouts} with --reward {CONTAINS}; journal ")
+    assert result.stdout.endswith("0 answers regraded: 0 scored\n")
+    records = _lines(out)
+    assert len(records) == 8 and all(r["regrade"]["kept"] for r in records)
+    assert not journal.exists()  # nothing was run: no journal is left to list
+
+
 def test_rows_lacking_what_the_grader_needs_are_refused_by_row(rollouts: Path, tmp_path: Path) -> None:
     result = cli(
         "regrade", str(rollouts), "--reward", CONTAINS, *IN_PROCESS, "--journal", str(tmp_path / "j.sqlite")

@@ -169,3 +169,12 @@ def test_a_dataset_whose_first_row_has_no_answer_column_is_refused_before_any_wo
         "columns with --solution-column, --ground-truth-column and --extra-info-column\n"
     )
     assert not (tmp_path / "j.sqlite").exists()
+
+
+def test_an_empty_dataset_is_refused_before_any_work(tmp_path: Path) -> None:
+    (tmp_path / "scorers.py").write_text(SCORERS)
+    data = _write_jsonl(tmp_path / "d.jsonl", [])
+    result = _score(tmp_path, "-d", str(data), "--journal", str(tmp_path / "j.sqlite"))
+    assert result.returncode == 1
+    assert result.stderr == f"Error: {data}: no rows to run\n"
+    assert not (tmp_path / "j.sqlite").exists()

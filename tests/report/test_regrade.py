@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from osmosis_ai.runs.regrade import Pair, compare, variance
+from osmosis_ai.report.regrade import Pair, compare, variance
 
 
 def _pairs() -> list[Pair]:
