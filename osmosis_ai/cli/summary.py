@@ -47,8 +47,17 @@ def _counted(summary: Summary, outcomes: str) -> tuple[str, str]:
     return "samples", f"{summary.rows} ({per_row}): {outcomes}"
 
 
+def pass_at_k_lines(pass_at_k: dict[int, Estimate], gaps: dict[int, int]) -> list[tuple[int, str]]:
+    """Every ``k`` with its figure, or "–" and why it has none, in order of ``k``."""
+    from osmosis_ai.statistics import pass_at_k_gap_text
+
+    lines = [(k, f"{e.value:.3f} [{e.low:.3f}, {e.high:.3f}]") for k, e in pass_at_k.items()]
+    lines += [(k, f"– ({pass_at_k_gap_text(k, short)})") for k, short in gaps.items()]
+    return sorted(lines)
+
+
 def _score_rows(name: str, scored: int, mean: Estimate | None, pass_at_k: dict[int, Estimate],
-                *, named: bool) -> list[tuple[str, str]]:  # fmt: skip
+                gaps: dict[int, int], *, named: bool) -> list[tuple[str, str]]:  # fmt: skip
     score = (
         f"{mean.value:.3f} [{mean.low:.3f}, {mean.high:.3f}] over {scored} scored"
         if mean
@@ -56,7 +65,7 @@ def _score_rows(name: str, scored: int, mean: Estimate | None, pass_at_k: dict[i
     )
     suffix = f" {name}" if named else ""
     return [(f"mean {name}", score)] + [
-        (f"pass@{k}{suffix}", f"{e.value:.3f} [{e.low:.3f}, {e.high:.3f}]") for k, e in pass_at_k.items()
+        (f"pass@{k}{suffix}", text) for k, text in pass_at_k_lines(pass_at_k, gaps)
     ]
 
 
@@ -65,9 +74,12 @@ def summary_rows(run: Run, summary: Summary) -> list[tuple[str, str]]:
     outcomes = ", ".join(f"{name} {n}" for name, n in summary.outcomes.items() if n) or "none"
     named = bool(summary.other_scores)  # with several scores, each pass@k says whose it is
     rows = [_counted(summary, outcomes)]
-    rows += _score_rows(run.score_name, summary.scored, summary.mean_score, summary.pass_at_k, named=named)
+    rows += _score_rows(run.score_name, summary.scored, summary.mean_score, summary.pass_at_k,
+                        summary.pass_at_k_gaps, named=named)  # fmt: skip
     for name, figures in summary.other_scores.items():
-        rows += _score_rows(name, figures.scored, figures.mean, figures.pass_at_k, named=named)
+        rows += _score_rows(
+            name, figures.scored, figures.mean, figures.pass_at_k, figures.pass_at_k_gaps, named=named
+        )
     latency = " / ".join(_ms(summary.latency_ms.get(p)) for p in ("p50", "p90", "p99"))
     rows.append(("latency p50 / p90 / p99", latency))
     if summary.total_tokens is not None:

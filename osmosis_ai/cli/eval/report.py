@@ -13,6 +13,7 @@ from typing import Any
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import say
 from osmosis_ai.cli.output_file import write_output
+from osmosis_ai.cli.summary import pass_at_k_lines
 from osmosis_ai.runs.journal_store import safe_path_part
 from osmosis_ai.runs.summary import Comparison, ModelSummary
 
@@ -29,20 +30,22 @@ def print_summary(summary: ModelSummary, *, quiet: bool, title: str) -> None:
             f" (std {fn.std:.3f}, min {fn.low:.3f}, max {fn.high:.3f})",
             quiet=quiet,
         )
-        for k, e in fn.pass_at_k.items():
-            say(f"    pass@{k}: {e.value:.3f} [{e.low:.3f}, {e.high:.3f}]", quiet=quiet)
+        for k, text in pass_at_k_lines(fn.pass_at_k, fn.pass_at_k_gaps):
+            say(f"    pass@{k}: {text}", quiet=quiet)
     say(f"  {summary.counts.describe('run')}", quiet=quiet)
 
 
 def print_comparison(comparison: Comparison, *, quiet: bool) -> None:
-    """Primary minus baseline, per eval function, over the rows both completed."""
+    """Primary minus baseline, per eval function, over the rows both completed: the paired difference
+    and the rows won, lost and tied."""
     say("Paired comparison (primary - baseline, same rows):", quiet=quiet)
     for name, e in comparison.differences.items():
         if e is None:
             say(f"  {name}: no row completed by both models", quiet=quiet)
         else:
             say(
-                f"  {name}: {e.value:+.3f} [{e.low:+.3f}, {e.high:+.3f}] over {comparison.rows[name]} rows",
+                f"  {name}: {e.value:+.3f} [{e.low:+.3f}, {e.high:+.3f}] over {comparison.rows[name]} rows;"
+                f" {comparison.records[name].describe()}",
                 quiet=quiet,
             )
 

@@ -4,6 +4,7 @@ journal (as a subprocess for the output layout, and for the run killed with SIGK
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -339,3 +340,41 @@ def test_one_row_is_one_row_in_the_header_and_the_summary(tmp_path: Path) -> Non
     assert result.returncode == 0, result.stderr
     assert "(1 row x 2 runs); journal" in result.stdout
     assert "2 (1 row x 2): completed 2" in result.stdout
+
+
+def test_every_pass_at_k_up_to_n_is_shown_and_those_without_support_say_why(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    calls: dict[str, int] = {}
+
+    def answer(payload: dict[str, Any]) -> Reply:
+        prompt = payload["messages"][-1]["content"]
+        calls[prompt] = calls.get(prompt, 0) + 1
+        return Reply(content="refuse" if prompt == "q0" and calls[prompt] > 2 else "2")  # row 0: 2 of 4 fail
+
+    openai_server.handler = answer
+    data = _data(tmp_path, ["2", "2", "3"])
+    out, page = tmp_path / "e.json", tmp_path / "e.html"
+    common = ("--n", "4", "--eval-fn", "tests.support.evals:refusing", "--max-failure-rate", "1")
+    ran = cli(*_command(openai_server.url, data, tmp_path, *common, "-o", str(out), "--report", str(page)))
+    assert ran.returncode == 0, ran.stderr
+    table = ran.stdout.split("Summary (eval: ", 1)[1]
+    named = "tests.support.evals:refusing"
+    assert re.search(rf"pass@2 {named} +0.667 \[", table)
+    assert re.search(rf"pass@3 {named} +– \(needs 3 completed samples of a row; 1 row has fewer\)", table)
+    assert re.search(rf"pass@4 {named} +– \(needs 4 completed samples of a row; 1 row has fewer\)", table)
+    figures = json.loads(out.read_text())["summary"]["eval_fns"]["tests.support.evals:refusing"]
+    assert "pass_at_2" in figures and "pass_at_3" not in figures  # 0.2's keys: numbers only
+    assert figures["pass_at_k_missing"] == {
+        "3": "needs 3 completed samples of a row; 1 row has fewer",
+        "4": "needs 4 completed samples of a row; 1 row has fewer",
+    }
+    assert (
+        'class="missing"><td>pass@4</td><td class="num">–</td><td>needs 4 completed samples'
+        in page.read_text()
+    )
+    as_json = cli(*_command(openai_server.url, data, tmp_path, *common, "--json"))
+    summary = json.loads(as_json.stdout)
+    assert list(summary["pass_at_k"]) == ["1", "2", "3", "4"]
+    assert summary["pass_at_k"]["3"] is None and summary["pass_at_k"]["4"] is None
+    assert summary["pass_at_k_missing"]["3"] == "needs 3 completed samples of a row; 1 row has fewer"
