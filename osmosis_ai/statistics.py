@@ -201,6 +201,13 @@ class WinLossTie:
         signs = [(d > 0) - (d < 0) for d in differences]
         return cls(signs.count(1), signs.count(-1), signs.count(0))
 
+    @property
+    def total(self) -> int:
+        return self.wins + self.losses + self.ties
+
+    def __add__(self, other: WinLossTie) -> WinLossTie:
+        return WinLossTie(self.wins + other.wins, self.losses + other.losses, self.ties + other.ties)
+
     def describe(self) -> str:
         return f"W/L/T {self.wins}/{self.losses}/{self.ties}"
 

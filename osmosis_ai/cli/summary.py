@@ -24,7 +24,7 @@ from osmosis_ai.cli.output_file import declare_files
 
 TYPE_CHECKING = False  # the report package loads only when a summary is drawn
 if TYPE_CHECKING:
-    from osmosis_ai.report.figures import Summary
+    from osmosis_ai.report.figures import RowComparison, Summary
     from osmosis_ai.report.model import Run
     from osmosis_ai.statistics import Estimate
 
@@ -97,8 +97,34 @@ def summary_rows(run: Run, summary: Summary) -> list[tuple[str, str]]:
 
 
 def summary_object(run: Run, summary: Summary) -> dict[str, Any]:
-    """The summary as one JSON-ready object."""
-    return {"source": run.source, "kind": run.kind, "score_name": run.score_name, **summary.to_dict()}
+    """The summary as one JSON-ready object; with ``eval --baseline-model``, the paired comparison
+    (``comparison``: per eval function, as in the ``-o`` file)."""
+    found = {"source": run.source, "kind": run.kind, "score_name": run.score_name, **summary.to_dict()}
+    if run.paired:
+        found["baseline_model"] = run.baseline_source
+        found["comparison"] = {f.name: f.to_dict() for f in run.paired}
+    return found
+
+
+def paired_rows(run: Run) -> list[tuple[str, str]]:
+    """``eval --baseline-model``'s comparison as (figure, value) rows, one per eval function."""
+    return [(f"vs baseline {f.name}", f.describe()) for f in run.paired]
+
+
+def comparison_rows(comparison: RowComparison) -> list[tuple[str, str]]:
+    """Run B against run A, row by row, as (figure, value) rows: what the page's comparison shows."""
+    difference = comparison.mean_difference
+    record = comparison.record
+    rows = [
+        ("mean difference (B - A)",
+         f"{difference.value:+.3f} [{difference.low:+.3f}, {difference.high:+.3f}] over {record.total} rows"
+         if difference else "no row scored in both"),
+        ("rows won / lost / tied by B", f"{record.wins} / {record.losses} / {record.ties}"),
+        ("rows with outcomes changed", str(comparison.outcome_changes)),
+    ]  # fmt: skip
+    rows += [(f"pass@{k} A / B", f"{a.value:.3f} / {b.value:.3f} ({b.value - a.value:+.3f})")
+             for k, (a, b) in comparison.pass_at_k.items()]  # fmt: skip
+    return rows
 
 
 def print_summary(

@@ -133,6 +133,8 @@ def _summary_html(run: Run, summary: Summary) -> str:
         )
     if run.baseline:
         html.append(_baseline_html(run))
+    if run.paired:
+        html.append(_paired_html(run))
     values = [value for row in run.rows if (value := row.scored_value) is not None]
     html.append(
         f"<figure><figcaption>{escape(run.score_name)} of completed rows</figcaption>"
@@ -170,6 +172,29 @@ def _baseline_html(run: Run) -> str:
         f'<table class="baseline"><caption>Baseline{source} vs this run</caption>'
         f"<thead><tr><th>figure</th><th>baseline</th><th>candidate</th><th>delta</th></tr></thead>"
         f"<tbody>{rows}</tbody></table>"
+    )
+
+
+def _paired_html(run: Run) -> str:
+    """``eval --baseline-model``: per eval function, this run minus the baseline over the rows both
+    completed, and the rows won, lost and tied."""
+    rows = []
+    for f in run.paired:
+        interval = "–" if f.interval is None else f"[{f.interval[0]:+.3f}, {f.interval[1]:+.3f}]"
+        counts = ("–", "–", "–") if f.record is None else (f.record.wins, f.record.losses, f.record.ties)
+        rows.append(
+            f'<tr data-figure="{escape(f.name)}"><td>{escape(f.name)}</td><td class="num">{f.difference:+.3f}</td>'
+            f'<td>{interval}</td><td class="num">{f.rows}</td>'
+            + "".join(
+                f'<td class="num" data-count="{key}">{n}</td>' for key, n in zip("wlt", counts, strict=True)
+            )
+            + "</tr>"
+        )
+    source = f" {escape(run.baseline_source)}" if run.baseline_source else ""
+    return (
+        f'<table class="paired"><caption>This run minus the baseline{source}, row by row</caption>'
+        "<thead><tr><th>eval function</th><th>difference</th><th>95% CI</th><th>rows</th>"
+        f"<th>W</th><th>L</th><th>T</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
 
 
