@@ -150,3 +150,30 @@ async def test_two_runs_side_by_side_show_their_differences(
             "tied": "1",
             "outcome-changes": "0",
         }
+
+
+def test_a_regrade_of_several_samples_per_row_counts_samples_and_rows_apart() -> None:
+    from osmosis_ai.report.model import Row
+
+    def grading(scores: list[float]) -> Run:
+        rows = [Row(row=i // 2, sample=i % 2, outcome="completed", score=s) for i, s in enumerate(scores)]
+        return Run(source="r.jsonl", kind="regrade", rows=rows)
+
+    run = grading([1.0, 1.0, 0.0, 1.0, 0.5, 0.5])
+    run.previous = grading([1.0, 0.0, 0.0, 0.0, 0.5, 1.0])
+    page = render_report([run])
+    regrade = page.split('id="regrade-0"', 1)[1].split("</section>", 1)[0]
+    found = dict(
+        re.findall(
+            r'<span class="label">([^<]*)</span><span class="value" data-figure="[^"]*">([^<]*)<', regrade
+        )
+    )
+    assert found == {
+        "mean difference (B − A)": "0.250",  # per-row means: rows 0 and 1 gain 0.5, row 2 loses 0.25
+        "samples better (W)": "2",
+        "samples worse (L)": "1",
+        "samples tied (T)": "3",
+        "samples with outcome changed": "0",
+    }
+    section = page.split('id="run-0"', 1)[1]
+    assert 'data-figure="rows">3<' in section and 'data-figure="samples">6<' in section

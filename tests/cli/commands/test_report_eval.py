@@ -110,3 +110,20 @@ def test_an_sqlite_file_that_is_no_journal_is_one_error_line(tmp_path: Path) -> 
     assert ran.returncode == 1
     assert ran.stderr.startswith(f"Error: {other}: an SQLite file that is not a run's journal; expected")
     assert len(ran.stderr.splitlines()) == 1 and not (tmp_path / "o.html").exists()
+
+
+def test_a_test_report_shows_each_rows_final_messages(tmp_path: Path) -> None:
+    tested = tmp_path / "t.json"
+    ran = cli("test", *CALCULATOR, "--model", "scripted", "--limit", "2", "-q", "-o", str(tested))
+    assert ran.returncode == 0, ran.stderr
+    run = read_results(tested)
+    assert [row.trajectory.messages[-1]["content"] for row in run.rows] == ["The answer is #### 19"] * 1 + [
+        "The answer is #### 27"
+    ]
+    assert [m["role"] for m in run.rows[0].trajectory.messages] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
