@@ -254,11 +254,6 @@ def _report(
     if args.output:
         write_json(Path(args.output), document, flag="--output")
         say(f"Results written to: {args.output}", quiet=args.quiet)
-    else:
-        say(f"Results kept in the journal: {journal} (osmosis report reads it)", quiet=args.quiet)
-    if samples_file is not None and samples_file.exists():
-        say(f"Samples written to: {samples_file}", quiet=args.quiet)
-    say(outcome_line(primary, baseline, planned) + getattr(args, "backend_note", ""), quiet=args.json)
     if output_dir is not None and end.status == "completed":
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         structured = {"version": 1, "task_id": task_id, "status": end.status, "written_at": now,
@@ -267,9 +262,15 @@ def _report(
                       **{k: v for k, v in document.items() if k != "config"},
                       "runs": [{"row_index": r.row_index, **run_entry(r)} for r in everything]}  # fmt: skip
         samples = read_samples(samples_file) if samples_file is not None and samples_file.exists() else None
-        path = write_structured(output_dir, model=args.model, dataset=args.dataset, task_id=task_id,
-                                document=structured, samples=samples)  # fmt: skip
-        say(f"Wrote {path}", quiet=args.quiet)
+        written = write_structured(output_dir, model=args.model, dataset=args.dataset, task_id=task_id,
+                                   document=structured, samples=samples)  # fmt: skip
+        for path in written:
+            say(f"Wrote {path}", quiet=args.quiet)
+    elif not args.output:
+        say(f"Results kept in the journal: {journal} (osmosis report reads it)", quiet=args.quiet)
+    if samples_file is not None and samples_file.exists():
+        say(f"Samples written to: {samples_file}", quiet=args.quiet)
+    say(outcome_line(primary, baseline, planned) + getattr(args, "backend_note", ""), quiet=args.json)
     finish_run(
         args,
         document,

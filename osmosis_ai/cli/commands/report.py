@@ -1,7 +1,7 @@
 """``osmosis report RESULTS... [-o report.html]``: one self-contained HTML page for results files.
 
-Each file is the output of ``rollout run -o``, ``test -o``, ``eval -o`` or ``eval-rubric -o``; the
-format is told by content. With several files, each later one is compared row by row with the
+Each file is the output of ``rollout run -o``, ``test -o``, ``eval -o`` or ``eval-rubric -o``, or
+a run's journal; the format is told by content. With several files, each later one is compared row by row with the
 first (``osmosis report before.jsonl after.jsonl``). The command prints each run's short summary,
 an ``eval --baseline-model`` run's paired comparison with its baseline, each comparison of a later
 run with the first (mean difference, rows won, lost and tied, pass@k side by side) — ``--json``: all
@@ -19,7 +19,12 @@ from osmosis_ai.cli.output_file import declare_files
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("results", nargs="+", metavar="RESULTS", help="results files (JSON or JSONL)")
+    parser.add_argument(
+        "results",
+        nargs="+",
+        metavar="RESULTS",
+        help="results files (JSON or JSONL), or a run's journal (.sqlite)",
+    )
     parser.add_argument("-o", "--output", default="report.html", metavar="FILE.html",
                         help="where to write the page (default report.html)")  # fmt: skip
     declare_files(parser, read=["results"], written=["output"])

@@ -95,14 +95,14 @@ def write_structured(
     task_id: str,
     document: Mapping[str, Any],
     samples: list[dict[str, Any]] | None,
-) -> Path:
+) -> list[Path]:
     """``<dir>/<model>/<dataset stem>/results_<unix>_<task id>.json`` and, with samples, the samples
-    ``.jsonl`` beside it; returns the results file."""
+    ``.jsonl`` beside it; returns the files written."""
     stamp = int(time.time())
     folder = directory / safe_path_part(model) / safe_path_part(Path(dataset).stem)
     results = folder / f"results_{stamp}_{task_id}.json"
     write_json(results, document, flag="--output-path")
-    if samples is not None:
-        lines = "".join(json.dumps(s, ensure_ascii=False, default=str) + "\n" for s in samples)
-        write_output(folder / f"samples_{stamp}_{task_id}.jsonl", lines, flag="--output-path")
-    return results
+    if samples is None:
+        return [results]
+    lines = "".join(json.dumps(s, ensure_ascii=False, default=str) + "\n" for s in samples)
+    return [results, write_output(folder / f"samples_{stamp}_{task_id}.jsonl", lines, flag="--output-path")]

@@ -78,6 +78,13 @@ def test_eval_says_where_its_results_are_and_report_reads_the_journal(tmp_path: 
         f"\nResults kept in the journal: {journal} (osmosis report reads it)\nSamples written to: {samples}\n6 runs:"
         in ran.stdout
     )
+    again = cli("eval", *CALCULATOR, "--model", "scripted", "--eval-fn", REWARD, "--n", "2", "--limit", "3",
+                "--log-samples", "--journal", str(journal), "--baseline-model", "scripted",
+                "--output-path", str(tmp_path / "by-path"))  # fmt: skip
+    assert again.returncode == 0, again.stderr  # resumed: nothing left to run
+    [results] = (tmp_path / "by-path").rglob("results_*.json")
+    [copied] = (tmp_path / "by-path").rglob("samples_*.jsonl")
+    assert f"\nWrote {results}\nWrote {copied}\nSamples written to: {samples}\n6 runs:" in again.stdout
     shown = cli("report", str(journal), "-o", str(tmp_path / "j.html"), "--json")
     assert shown.returncode == 0, shown.stderr
     [summary] = json.loads(shown.stdout)["runs"]
