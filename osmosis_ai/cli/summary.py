@@ -122,9 +122,12 @@ def comparison_rows(comparison: RowComparison) -> list[tuple[str, str]]:
         ("rows won / lost / tied by B", f"{record.wins} / {record.losses} / {record.ties}"),
         ("rows with outcomes changed", str(comparison.outcome_changes)),
     ]  # fmt: skip
-    rows += [(f"pass@{k} A / B", f"{a.value:.3f} / {b.value:.3f} ({b.value - a.value:+.3f})")
-             for k, (a, b) in comparison.pass_at_k.items()]  # fmt: skip
-    return rows
+    passes = [
+        (k, f"{a.value:.3f} / {b.value:.3f} ({b.value - a.value:+.3f})")
+        for k, (a, b) in comparison.pass_at_k.items()
+    ]
+    passes += [(k, f"– ({why})") for k, why in comparison.pass_at_k_missing.items()]
+    return rows + [(f"pass@{k} A / B", text) for k, text in sorted(passes)]
 
 
 def print_summary(

@@ -355,6 +355,8 @@ class RowComparison(_Changes[RowDelta]):
 
     # k -> (before, after): the pass@k of each run, for every k both have
     pass_at_k: dict[int, tuple[Estimate, Estimate]] = field(default_factory=dict)
+    # k -> why it is not compared: a run whose rows have too few completed samples for it
+    pass_at_k_missing: dict[int, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The comparison as JSON: its figures, pass@k side by side, and the rows that changed."""
@@ -368,19 +370,24 @@ class RowComparison(_Changes[RowDelta]):
             "rows_tied": self.record.ties,
             "outcome_changes": self.outcome_changes,
             "pass_at_k": {
-                str(k): {"before": a.to_dict(), "after": b.to_dict(), "difference": b.value - a.value}
-                for k, (a, b) in self.pass_at_k.items()
+                **{
+                    str(k): {"before": a.to_dict(), "after": b.to_dict(), "difference": b.value - a.value}
+                    for k, (a, b) in self.pass_at_k.items()
+                },
+                **{str(k): None for k in self.pass_at_k_missing},
             },
+            "pass_at_k_missing": {str(k): why for k, why in self.pass_at_k_missing.items()},
             "changed_rows": [c.to_dict() for c in self.changes if c.outcome_changed or c.delta],
         }
 
 
-def _pass_at_k(run: Run) -> dict[int, Estimate]:
+def _pass_at_k(run: Run) -> tuple[dict[int, Estimate], dict[int, int]]:
+    """The run's pass@k and the ``k`` it has too few completed samples for (see :class:`Summary`)."""
     tally = ScoreTally(run.pass_threshold)
     for row in run.rows:
         if (value := row.scored_value) is not None:
             tally.add(row.row, value)
-    return tally.pass_at_k(run.samples_per_row)
+    return tally.pass_at_k(run.samples_per_row), tally.pass_at_k_gaps(run.samples_per_row)
 
 
 def compare_rows(before: Run, after: Run) -> RowComparison:
@@ -391,6 +398,14 @@ def compare_rows(before: Run, after: Run) -> RowComparison:
     keys = sorted(set(first) | set(second))
     changes = [RowDelta(key, first.get(key), second.get(key)) for key in keys]
     difference = _row_mean_difference(before, after)
-    ahead, behind = _pass_at_k(before), _pass_at_k(after)
+    (ahead, ahead_gaps), (behind, behind_gaps) = _pass_at_k(before), _pass_at_k(after)
     passes = {k: (ahead[k], behind[k]) for k in sorted(set(ahead) & set(behind))}
-    return RowComparison(before, after, changes, difference, passes)
+    sides = (("A", ahead_gaps), ("B", behind_gaps))
+    both = (ahead.keys() | ahead_gaps.keys()) & (
+        behind.keys() | behind_gaps.keys()
+    )  # every k up to both runs' n
+    missing = {
+        k: "; ".join(f"{side}: {pass_at_k_gap_text(k, gaps[k])}" for side, gaps in sides if k in gaps)
+        for k in sorted(both - passes.keys())
+    }
+    return RowComparison(before, after, changes, difference, passes, missing)

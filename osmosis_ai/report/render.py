@@ -378,6 +378,9 @@ def _row_comparison_section(number: int, comparison: RowComparison, before: int,
         f'<tr data-k="{k}"><td>pass@{k}</td><td class="num">{a.value:.3f}</td><td class="num">{b.value:.3f}</td>'
         f'<td class="num">{b.value - a.value:+.3f}</td></tr>'
         for k, (a, b) in comparison.pass_at_k.items()
+    ) + "".join(
+        f'<tr data-k="{k}" class="missing"><td>pass@{k}</td><td colspan="3">– ({escape(why)})</td></tr>'
+        for k, why in comparison.pass_at_k_missing.items()
     )
     pass_table = (
         '<table class="pass-at-k-comparison"><caption>pass@k, A and B</caption><thead><tr><th>k</th>'
