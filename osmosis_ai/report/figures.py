@@ -401,9 +401,8 @@ def compare_rows(before: Run, after: Run) -> RowComparison:
     (ahead, ahead_gaps), (behind, behind_gaps) = _pass_at_k(before), _pass_at_k(after)
     passes = {k: (ahead[k], behind[k]) for k in sorted(set(ahead) & set(behind))}
     sides = (("A", ahead_gaps), ("B", behind_gaps))
-    both = (ahead.keys() | ahead_gaps.keys()) & (
-        behind.keys() | behind_gaps.keys()
-    )  # every k up to both runs' n
+    # every k up to the samples per row of both runs, estimated or not
+    both = (ahead.keys() | ahead_gaps.keys()) & (behind.keys() | behind_gaps.keys())
     missing = {
         k: "; ".join(f"{side}: {pass_at_k_gap_text(k, gaps[k])}" for side, gaps in sides if k in gaps)
         for k in sorted(both - passes.keys())

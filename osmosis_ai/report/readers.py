@@ -45,6 +45,7 @@ KNOWN = (
     "file), 'osmosis eval-rubric -o' or 'osmosis reward score -o', or a run's journal"
 )
 SQLITE_HEADER = b"SQLite format 3\x00"
+JOURNAL_KINDS = {"reward-score": "reward score", "regrade": "regrade"}
 
 
 def read_results(path: str | Path) -> Run:
@@ -326,8 +327,11 @@ def _read_journal(path: Path) -> Run:
         run = read_document(
             [record.data for records in contents.records.values() for record in records], source
         )
-    if run.model is None and contents.labels.get("command") == "rollout run":
-        run.model = _text(contents.labels.get("model"))
+    labels = contents.labels
+    if labels.get("command") == "rollout run":
+        run.model = run.model or _text(labels.get("model"))
+    elif str(labels.get("model")) in JOURNAL_KINDS:  # these commands label their journals in place of a model
+        run.kind = JOURNAL_KINDS[str(labels.get("model"))]
     if contents.status != "completed":
         run.notes.append(f"read from the journal of a run that has not finished ({contents.status})")
     return run

@@ -134,3 +134,15 @@ def test_a_test_report_shows_each_rows_final_messages(tmp_path: Path) -> None:
         "tool",
         "assistant",
     ]
+
+
+def test_a_reward_score_journal_reads_as_reward_score(tmp_path: Path) -> None:
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(
+        "".join(json.dumps({"solution_str": f"#### {n}", "ground_truth": "19"}) + "\n" for n in (19, 20))
+    )
+    journal = tmp_path / "r.sqlite"
+    ran = cli("reward", "score", "-f", REWARD, "-d", str(answers), "--journal", str(journal), "-q")
+    assert ran.returncode == 0, ran.stderr
+    run = read_results(journal)
+    assert (run.kind, [row.scored_value for row in run.rows]) == ("reward score", [1.0, 0.0])
