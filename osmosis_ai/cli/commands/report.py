@@ -3,10 +3,9 @@
 Each file is the output of ``rollout run -o``, ``test -o``, ``eval -o`` or ``eval-rubric -o``, or
 a run's journal; the format is told by content. With several files, each later one is compared row
 by row with the first (``osmosis report before.jsonl after.jsonl``). The command prints each run's
-short summary,
-an ``eval --baseline-model`` run's paired comparison with its baseline, each comparison of a later
-run with the first (mean difference, rows won, lost and tied, pass@k side by side) — ``--json``: all
-of it as one JSON object — and the path of the page. ``--merge`` reads the files as the
+short summary, an ``eval --baseline-model`` run's paired comparison with its baseline, each
+comparison of a later run with the first (mean difference, rows won, lost and tied, pass@k side by
+side) — ``--json``: all of it as one JSON object — and the path of the page. ``--merge`` reads the files as the
 ``--offset``/``--limit`` shards of one run and reports them as that run
 (:mod:`osmosis_ai.report.merge`).
 """
