@@ -10,6 +10,9 @@
   :func:`bootstrap_means` does it for several per-row columns with one set of draws.
 * :func:`paired_difference` — two models on the same rows: the mean of the per-row differences
   and its bootstrap interval, never a difference of two separately computed summaries.
+* :class:`WinLossTie` — the same paired rows counted: where the first is higher, lower, equal.
+* :func:`pass_at_k_gaps` — the ``k`` that :func:`pass_at_k_table` cannot give (a row has fewer than
+  ``k`` samples), each with how many rows fall short, so a report can say why they are missing.
 * :func:`cohen_kappa` and :func:`spearman_rho` — how far two graders of the same rows agree: on
   pass/fail beyond chance, and on the order of continuous scores.
 
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist, fmean
 
@@ -75,6 +78,20 @@ def pass_at_k_table(
     columns = [pass_at_k_by_row(rows, k) for k in range(1, largest + 1)]
     estimates = bootstrap_means(columns, confidence=confidence, resamples=resamples, seed=seed)
     return dict(enumerate(estimates, start=1))
+
+
+def pass_at_k_gaps(samples: Sequence[int], largest: int) -> dict[int, int]:
+    """For every ``k <= largest`` beyond the fewest of ``samples`` (each row's number of samples):
+    how many rows have fewer than ``k``, the reason pass@k has no unbiased estimate there."""
+    if not samples:
+        return {}
+    return {k: sum(n < k for n in samples) for k in range(min(samples) + 1, largest + 1)}
+
+
+def pass_at_k_gap_text(k: int, short: int) -> str:
+    """Why pass@``k`` is not given, in words: ``short`` rows have fewer than ``k`` completed samples."""
+    rows = "1 row has" if short == 1 else f"{short} rows have"
+    return f"needs {k} completed samples of a row; {rows} fewer"
 
 
 def wilson_interval(successes: int, trials: int, *, confidence: float = 0.95) -> Estimate:
@@ -170,6 +187,34 @@ def paired_difference(
     return bootstrap_interval(differences, confidence=confidence, resamples=resamples, seed=seed)
 
 
+@dataclass(frozen=True)
+class WinLossTie:
+    """Paired rows counted by which side scored higher: ``wins`` where the first did."""
+
+    wins: int = 0
+    losses: int = 0
+    ties: int = 0
+
+    @classmethod
+    def of(cls, differences: Iterable[float]) -> WinLossTie:
+        """The counts of ``differences`` (first minus second, one per paired row)."""
+        signs = [(d > 0) - (d < 0) for d in differences]
+        return cls(signs.count(1), signs.count(-1), signs.count(0))
+
+    @property
+    def total(self) -> int:
+        return self.wins + self.losses + self.ties
+
+    def __add__(self, other: WinLossTie) -> WinLossTie:
+        return WinLossTie(self.wins + other.wins, self.losses + other.losses, self.ties + other.ties)
+
+    def describe(self) -> str:
+        return f"W/L/T {self.wins}/{self.losses}/{self.ties}"
+
+    def to_dict(self) -> dict[str, int]:
+        return {"wins": self.wins, "losses": self.losses, "ties": self.ties}
+
+
 class ScoreTally:
     """Per row, the sum, count and passes of its scores: all the mean and pass@k need, so a run
     that keeps no rows (``rollout run``) can still be summarised, in memory that grows with the rows
@@ -203,6 +248,12 @@ class ScoreTally:
             return {}
         outcomes = [[True] * int(p) + [False] * int(n - p) for _, n, p in self.by_row.values()]
         return pass_at_k_table(outcomes)
+
+    def pass_at_k_gaps(self, samples_per_row: int) -> dict[int, int]:
+        """The ``k`` up to ``samples_per_row`` that :meth:`pass_at_k` leaves out (see :func:`pass_at_k_gaps`)."""
+        if samples_per_row <= 1:
+            return {}
+        return pass_at_k_gaps([int(n) for _, n, _ in self.by_row.values()], samples_per_row)
 
 
 def cohen_kappa(first: Sequence[bool], second: Sequence[bool]) -> float | None:

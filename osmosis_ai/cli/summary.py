@@ -24,7 +24,7 @@ from osmosis_ai.cli.output_file import declare_files
 
 TYPE_CHECKING = False  # the report package loads only when a summary is drawn
 if TYPE_CHECKING:
-    from osmosis_ai.report.figures import Summary
+    from osmosis_ai.report.figures import RowComparison, Summary
     from osmosis_ai.report.model import Run
     from osmosis_ai.statistics import Estimate
 
@@ -47,8 +47,17 @@ def _counted(summary: Summary, outcomes: str) -> tuple[str, str]:
     return "samples", f"{summary.rows} ({per_row}): {outcomes}"
 
 
+def pass_at_k_lines(pass_at_k: dict[int, Estimate], gaps: dict[int, int]) -> list[tuple[int, str]]:
+    """Every ``k`` with its figure, or "–" and why it has none, in order of ``k``."""
+    from osmosis_ai.statistics import pass_at_k_gap_text
+
+    lines = [(k, f"{e.value:.3f} [{e.low:.3f}, {e.high:.3f}]") for k, e in pass_at_k.items()]
+    lines += [(k, f"– ({pass_at_k_gap_text(k, short)})") for k, short in gaps.items()]
+    return sorted(lines)
+
+
 def _score_rows(name: str, scored: int, mean: Estimate | None, pass_at_k: dict[int, Estimate],
-                *, named: bool) -> list[tuple[str, str]]:  # fmt: skip
+                gaps: dict[int, int], *, named: bool) -> list[tuple[str, str]]:  # fmt: skip
     score = (
         f"{mean.value:.3f} [{mean.low:.3f}, {mean.high:.3f}] over {scored} scored"
         if mean
@@ -56,7 +65,7 @@ def _score_rows(name: str, scored: int, mean: Estimate | None, pass_at_k: dict[i
     )
     suffix = f" {name}" if named else ""
     return [(f"mean {name}", score)] + [
-        (f"pass@{k}{suffix}", f"{e.value:.3f} [{e.low:.3f}, {e.high:.3f}]") for k, e in pass_at_k.items()
+        (f"pass@{k}{suffix}", text) for k, text in pass_at_k_lines(pass_at_k, gaps)
     ]
 
 
@@ -65,9 +74,12 @@ def summary_rows(run: Run, summary: Summary) -> list[tuple[str, str]]:
     outcomes = ", ".join(f"{name} {n}" for name, n in summary.outcomes.items() if n) or "none"
     named = bool(summary.other_scores)  # with several scores, each pass@k says whose it is
     rows = [_counted(summary, outcomes)]
-    rows += _score_rows(run.score_name, summary.scored, summary.mean_score, summary.pass_at_k, named=named)
+    rows += _score_rows(run.score_name, summary.scored, summary.mean_score, summary.pass_at_k,
+                        summary.pass_at_k_gaps, named=named)  # fmt: skip
     for name, figures in summary.other_scores.items():
-        rows += _score_rows(name, figures.scored, figures.mean, figures.pass_at_k, named=named)
+        rows += _score_rows(
+            name, figures.scored, figures.mean, figures.pass_at_k, figures.pass_at_k_gaps, named=named
+        )
     latency = " / ".join(_ms(summary.latency_ms.get(p)) for p in ("p50", "p90", "p99"))
     rows.append(("latency p50 / p90 / p99", latency))
     if summary.total_tokens is not None:
@@ -85,8 +97,37 @@ def summary_rows(run: Run, summary: Summary) -> list[tuple[str, str]]:
 
 
 def summary_object(run: Run, summary: Summary) -> dict[str, Any]:
-    """The summary as one JSON-ready object."""
-    return {"source": run.source, "kind": run.kind, "score_name": run.score_name, **summary.to_dict()}
+    """The summary as one JSON-ready object; with ``eval --baseline-model``, the paired comparison
+    (``comparison``: per eval function, as in the ``-o`` file)."""
+    found = {"source": run.source, "kind": run.kind, "score_name": run.score_name, **summary.to_dict()}
+    if run.paired:
+        found["baseline_model"] = run.baseline_source
+        found["comparison"] = {f.name: f.to_dict() for f in run.paired}
+    return found
+
+
+def paired_rows(run: Run) -> list[tuple[str, str]]:
+    """``eval --baseline-model``'s comparison as (figure, value) rows, one per eval function."""
+    return [(f"vs baseline {f.name}", f.describe()) for f in run.paired]
+
+
+def comparison_rows(comparison: RowComparison) -> list[tuple[str, str]]:
+    """Run B against run A, row by row, as (figure, value) rows: what the page's comparison shows."""
+    difference = comparison.mean_difference
+    record = comparison.record
+    rows = [
+        ("mean difference (B - A)",
+         f"{difference.value:+.3f} [{difference.low:+.3f}, {difference.high:+.3f}] over {record.total} rows"
+         if difference else "no row scored in both"),
+        ("rows won / lost / tied by B", f"{record.wins} / {record.losses} / {record.ties}"),
+        ("rows with outcomes changed", str(comparison.outcome_changes)),
+    ]  # fmt: skip
+    passes = [
+        (k, f"{a.value:.3f} / {b.value:.3f} ({b.value - a.value:+.3f})")
+        for k, (a, b) in comparison.pass_at_k.items()
+    ]
+    passes += [(k, f"– ({why})") for k, why in comparison.pass_at_k_missing.items()]
+    return rows + [(f"pass@{k} A / B", text) for k, text in sorted(passes)]
 
 
 def print_summary(

@@ -4,7 +4,9 @@ Scores are summarised over completed rows only (a failed row has no score, it is
 mean is the mean of per-row means with a bootstrap interval over rows, and pass@k (a sample passes
 when its score is at least the run's threshold) is given for every ``k`` up to the samples per row
 when rows have more than one — the same estimators ``osmosis eval`` reports
-(:mod:`osmosis_ai.statistics`), so the page and the command agree.
+(:mod:`osmosis_ai.statistics`), so the page and the command agree. A ``k`` some scored row has too
+few completed samples for is not estimated: it is listed in ``pass_at_k_gaps`` (``k`` -> rows short),
+shown as "–" with the reason, and as ``null`` in ``pass_at_k`` with the reason in ``pass_at_k_missing``.
 """
 
 from __future__ import annotations
@@ -20,11 +22,21 @@ from osmosis_ai.rollout.utils import is_tool_error
 from osmosis_ai.statistics import (
     Estimate,
     ScoreTally,
+    WinLossTie,
     paired_difference,
+    pass_at_k_gap_text,
 )
 from osmosis_ai.traingate.report import percentile
 
 PERCENTILES = (0.5, 0.9, 0.99)
+
+
+def pass_at_k_json(pass_at_k: dict[int, Estimate], gaps: dict[int, int]) -> dict[str, Any]:
+    """``pass_at_k`` (every ``k``, ``null`` where not estimated) and ``pass_at_k_missing`` (why not)."""
+    table: dict[str, Any] = {str(k): e.to_dict() for k, e in pass_at_k.items()}
+    table |= {str(k): None for k in gaps}
+    missing = {str(k): pass_at_k_gap_text(k, short) for k, short in gaps.items()}
+    return {"pass_at_k": table, "pass_at_k_missing": missing}
 
 
 @dataclass
@@ -34,12 +46,13 @@ class ScoreFigures:
     scored: int
     mean: Estimate | None
     pass_at_k: dict[int, Estimate]
+    pass_at_k_gaps: dict[int, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "scored": self.scored,
             "mean_score": self.mean.to_dict() if self.mean else None,
-            "pass_at_k": {str(k): e.to_dict() for k, e in self.pass_at_k.items()},
+            **pass_at_k_json(self.pass_at_k, self.pass_at_k_gaps),
         }
 
 
@@ -65,6 +78,8 @@ class Summary:
     samples_per_row: int = 1
     # every score the rows carry besides the run's own (``eval``'s other eval functions)
     other_scores: dict[str, ScoreFigures] = field(default_factory=dict)
+    # k -> scored rows with fewer than k completed samples, for the k that pass_at_k leaves out
+    pass_at_k_gaps: dict[int, int] = field(default_factory=dict)
 
     @property
     def completed(self) -> int:
@@ -83,7 +98,7 @@ class Summary:
             "completed": self.completed,
             "scored": self.scored,
             "mean_score": self.mean_score.to_dict() if self.mean_score else None,
-            "pass_at_k": {str(k): e.to_dict() for k, e in self.pass_at_k.items()},
+            **pass_at_k_json(self.pass_at_k, self.pass_at_k_gaps),
             "latency_ms": self.latency_ms,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
@@ -142,6 +157,7 @@ def summary_of(
         scored=scores.scored,
         mean_score=scores.mean(),
         pass_at_k=scores.pass_at_k(samples_per_row),
+        pass_at_k_gaps=scores.pass_at_k_gaps(samples_per_row),
         latency_ms={f"p{round(q * 100)}": percentile(latencies_ms, q) for q in PERCENTILES},
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
@@ -152,7 +168,12 @@ def summary_of(
         dataset_rows=dataset_rows,
         samples_per_row=samples_per_row,
         other_scores={
-            name: ScoreFigures(tally.scored, tally.mean(), tally.pass_at_k(samples_per_row))
+            name: ScoreFigures(
+                tally.scored,
+                tally.mean(),
+                tally.pass_at_k(samples_per_row),
+                tally.pass_at_k_gaps(samples_per_row),
+            )
             for name, tally in (other_scores or {}).items()
         },
     )
@@ -230,12 +251,17 @@ class _Changes(Generic[ChangeT]):
     mean_difference: Estimate | None = None
 
     @property
+    def record(self) -> WinLossTie:
+        """The changes scored in both runs, counted by which run scored higher (``wins``: ``after``)."""
+        return WinLossTie.of(c.delta for c in self.changes if c.delta is not None)
+
+    @property
     def improved(self) -> int:
-        return sum(1 for c in self.changes if c.delta is not None and c.delta > 0)
+        return self.record.wins
 
     @property
     def worse(self) -> int:
-        return sum(1 for c in self.changes if c.delta is not None and c.delta < 0)
+        return self.record.losses
 
     @property
     def outcome_changes(self) -> int:
@@ -329,6 +355,8 @@ class RowComparison(_Changes[RowDelta]):
 
     # k -> (before, after): the pass@k of each run, for every k both have
     pass_at_k: dict[int, tuple[Estimate, Estimate]] = field(default_factory=dict)
+    # k -> why it is not compared: a run whose rows have too few completed samples for it
+    pass_at_k_missing: dict[int, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The comparison as JSON: its figures, pass@k side by side, and the rows that changed."""
@@ -339,21 +367,27 @@ class RowComparison(_Changes[RowDelta]):
             "mean_difference": difference.to_dict() if difference else None,
             "rows_better": self.improved,
             "rows_worse": self.worse,
+            "rows_tied": self.record.ties,
             "outcome_changes": self.outcome_changes,
             "pass_at_k": {
-                str(k): {"before": a.to_dict(), "after": b.to_dict(), "difference": b.value - a.value}
-                for k, (a, b) in self.pass_at_k.items()
+                **{
+                    str(k): {"before": a.to_dict(), "after": b.to_dict(), "difference": b.value - a.value}
+                    for k, (a, b) in self.pass_at_k.items()
+                },
+                **{str(k): None for k in self.pass_at_k_missing},
             },
+            "pass_at_k_missing": {str(k): why for k, why in self.pass_at_k_missing.items()},
             "changed_rows": [c.to_dict() for c in self.changes if c.outcome_changed or c.delta],
         }
 
 
-def _pass_at_k(run: Run) -> dict[int, Estimate]:
+def _pass_at_k(run: Run) -> tuple[dict[int, Estimate], dict[int, int]]:
+    """The run's pass@k and the ``k`` it has too few completed samples for (see :class:`Summary`)."""
     tally = ScoreTally(run.pass_threshold)
     for row in run.rows:
         if (value := row.scored_value) is not None:
             tally.add(row.row, value)
-    return tally.pass_at_k(run.samples_per_row)
+    return tally.pass_at_k(run.samples_per_row), tally.pass_at_k_gaps(run.samples_per_row)
 
 
 def compare_rows(before: Run, after: Run) -> RowComparison:
@@ -364,6 +398,13 @@ def compare_rows(before: Run, after: Run) -> RowComparison:
     keys = sorted(set(first) | set(second))
     changes = [RowDelta(key, first.get(key), second.get(key)) for key in keys]
     difference = _row_mean_difference(before, after)
-    ahead, behind = _pass_at_k(before), _pass_at_k(after)
+    (ahead, ahead_gaps), (behind, behind_gaps) = _pass_at_k(before), _pass_at_k(after)
     passes = {k: (ahead[k], behind[k]) for k in sorted(set(ahead) & set(behind))}
-    return RowComparison(before, after, changes, difference, passes)
+    sides = (("A", ahead_gaps), ("B", behind_gaps))
+    # every k up to the samples per row of both runs, estimated or not
+    both = (ahead.keys() | ahead_gaps.keys()) & (behind.keys() | behind_gaps.keys())
+    missing = {
+        k: "; ".join(f"{side}: {pass_at_k_gap_text(k, gaps[k])}" for side, gaps in sides if k in gaps)
+        for k in sorted(both - passes.keys())
+    }
+    return RowComparison(before, after, changes, difference, passes, missing)

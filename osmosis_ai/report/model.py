@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from osmosis_ai.statistics import WinLossTie
+
 Message = dict[str, Any]
 
 
@@ -80,6 +82,30 @@ class BaselineFigure:
 
 
 @dataclass
+class PairedFigure:
+    """One eval function of ``eval --baseline-model``: the primary model minus the baseline over the
+    rows both completed (``interval`` None when it cannot be known, as for merged shards) and the
+    rows it won, lost and tied (``record`` None in files written before those were counted)."""
+
+    name: str
+    difference: float
+    interval: tuple[float, float] | None
+    rows: int
+    record: WinLossTie | None
+
+    def to_dict(self) -> dict[str, Any]:
+        counts = self.record.to_dict() if self.record else {"wins": None, "losses": None, "ties": None}
+        interval = list(self.interval) if self.interval else None
+        return {"difference": self.difference, "interval": interval, "rows": self.rows, **counts}
+
+    def describe(self) -> str:
+        """One line: the difference, its interval and the rows won, lost and tied."""
+        interval = f" [{self.interval[0]:+.3f}, {self.interval[1]:+.3f}]" if self.interval else ""
+        record = f"; {self.record.describe()}" if self.record else ""
+        return f"{self.difference:+.3f}{interval} over {self.rows} rows{record}"
+
+
+@dataclass
 class Run:
     """One results file, read."""
 
@@ -91,6 +117,7 @@ class Run:
     model: str | None = None
     baseline: list[BaselineFigure] = field(default_factory=list)
     baseline_source: str | None = None
+    paired: list[PairedFigure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     # what names the run apart from its rows (dataset, agent, model, ``--n``...): equal in every
     # shard of one run (``--offset``/``--limit``), so shards can be told from other runs

@@ -34,7 +34,7 @@ from osmosis_ai.report.figures import (
     summarize,
 )
 from osmosis_ai.report.model import Row, Run
-from osmosis_ai.statistics import pass_at_k
+from osmosis_ai.statistics import pass_at_k, pass_at_k_gap_text
 
 PREVIEW_CHARS = 120
 
@@ -75,12 +75,26 @@ def _interval(estimate: Any) -> str:
     return f"[{estimate.low:.3f}, {estimate.high:.3f}]"
 
 
+def _count_figures(summary: Summary) -> list[str]:
+    """Rows, and with ``--n`` > 1 the samples beside them: every other count is of samples."""
+    share = f"{summary.completed / summary.rows:.1%}" if summary.rows else ""
+    if summary.samples_per_row <= 1:
+        return [
+            _figure("rows", "rows", str(summary.rows)),
+            _figure("completed", "completed", str(summary.completed), share),
+        ]
+    rows = [] if summary.dataset_rows is None else [_figure("rows", "rows", str(summary.dataset_rows))]
+    return [
+        *rows,
+        _figure("samples", "samples", str(summary.rows), f"up to {summary.samples_per_row} per row"),
+        _figure("completed", "completed samples", str(summary.completed), share),
+    ]
+
+
 def _summary_html(run: Run, summary: Summary) -> str:
     mean = summary.mean_score
     parts = [
-        _figure("rows", "rows", str(summary.rows)),
-        _figure("completed", "completed", str(summary.completed),
-                f"{summary.completed / summary.rows:.1%}" if summary.rows else ""),
+        *_count_figures(summary),
         _figure("mean-score", f"mean {run.score_name}", _number(mean.value if mean else None),
                 f"95% CI {_interval(mean)} over {summary.scored} scored" if mean else "no scored rows"),
         _figure("latency-p50", "latency p50", _milliseconds(summary.latency_ms.get("p50"))),
@@ -100,20 +114,27 @@ def _summary_html(run: Run, summary: Summary) -> str:
     )
     html = [f'<div class="figures">{"".join(parts)}</div>', '<div class="columns">']
     html.append(f'<table class="outcomes"><caption>Outcomes</caption><tbody>{outcomes}</tbody></table>')
-    if summary.pass_at_k:
+    if summary.pass_at_k or summary.pass_at_k_gaps:
         rows = "".join(
             f'<tr data-k="{k}"><td>pass@{k}</td><td class="num">{e.value:.3f}</td><td>{_interval(e)}</td></tr>'
             for k, e in summary.pass_at_k.items()
+        ) + "".join(
+            f'<tr data-k="{k}" class="missing"><td>pass@{k}</td><td class="num">–</td>'
+            f"<td>{escape(pass_at_k_gap_text(k, short))}</td></tr>"
+            for k, short in summary.pass_at_k_gaps.items()
         )
         html.append(
             f'<table class="pass-at-k"><caption>pass@k ({escape(run.score_name)} ≥ {run.pass_threshold:g})'
             f"</caption><tbody>{rows}</tbody></table>"
         )
+    if summary.pass_at_k:
         html.append(
             f"<figure><figcaption>pass@k</figcaption>{pass_at_k_svg(summary.pass_at_k, 'pass@k')}</figure>"
         )
     if run.baseline:
         html.append(_baseline_html(run))
+    if run.paired:
+        html.append(_paired_html(run))
     values = [value for row in run.rows if (value := row.scored_value) is not None]
     html.append(
         f"<figure><figcaption>{escape(run.score_name)} of completed rows</figcaption>"
@@ -125,10 +146,18 @@ def _summary_html(run: Run, summary: Summary) -> str:
         html.append(
             f'<figure data-score="{escape(name)}"><figcaption>{escape(name)} of completed rows (mean {average})'
             f"</figcaption>{histogram_svg(scores, name)}"
-            f"{pass_at_k_svg(other.pass_at_k, f'pass@k {name}') if other.pass_at_k else ''}</figure>"
+            f"{pass_at_k_svg(other.pass_at_k, f'pass@k {name}') if other.pass_at_k else ''}{_gaps_note(other.pass_at_k_gaps)}"
+            "</figure>"
         )
     html.append("</div>")
     return "".join(html)
+
+
+def _gaps_note(gaps: dict[int, int]) -> str:
+    return "".join(
+        f'<p class="muted" data-k="{k}">pass@{k}: – ({escape(pass_at_k_gap_text(k, short))})</p>'
+        for k, short in gaps.items()
+    )
 
 
 def _baseline_html(run: Run) -> str:
@@ -143,6 +172,29 @@ def _baseline_html(run: Run) -> str:
         f'<table class="baseline"><caption>Baseline{source} vs this run</caption>'
         f"<thead><tr><th>figure</th><th>baseline</th><th>candidate</th><th>delta</th></tr></thead>"
         f"<tbody>{rows}</tbody></table>"
+    )
+
+
+def _paired_html(run: Run) -> str:
+    """``eval --baseline-model``: per eval function, this run minus the baseline over the rows both
+    completed, and the rows won, lost and tied."""
+    rows = []
+    for f in run.paired:
+        interval = "–" if f.interval is None else f"[{f.interval[0]:+.3f}, {f.interval[1]:+.3f}]"
+        counts = ("–", "–", "–") if f.record is None else (f.record.wins, f.record.losses, f.record.ties)
+        rows.append(
+            f'<tr data-figure="{escape(f.name)}"><td>{escape(f.name)}</td><td class="num">{f.difference:+.3f}</td>'
+            f'<td>{interval}</td><td class="num">{f.rows}</td>'
+            + "".join(
+                f'<td class="num" data-count="{key}">{n}</td>' for key, n in zip("wlt", counts, strict=True)
+            )
+            + "</tr>"
+        )
+    source = f" {escape(run.baseline_source)}" if run.baseline_source else ""
+    return (
+        f'<table class="paired"><caption>This run minus the baseline{source}, row by row</caption>'
+        "<thead><tr><th>eval function</th><th>difference</th><th>95% CI</th><th>rows</th>"
+        f"<th>W</th><th>L</th><th>T</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
 
 
@@ -243,16 +295,19 @@ def _run_section(index: int, run: Run, summary: Summary) -> str:
     )
 
 
-def _change_figures(comparison: Comparison | RowComparison, interval_note: str = "") -> list[str]:
-    """The figures atop a comparison: the mean difference with its interval, rows better and worse,
-    outcomes changed."""
+def _change_figures(comparison: Comparison | RowComparison, unit: str) -> list[str]:
+    """The figures atop a comparison: the mean difference of per-row means with its interval, then
+    the ``unit`` (rows; samples for a regrade of several samples per row) better, worse and tied in
+    B (its wins, losses and ties) and those whose outcome changed."""
     difference = comparison.mean_difference
+    record = comparison.record
     return [
         _figure("mean-difference", "mean difference (B − A)", _number(difference.value if difference else None),
-                f"95% CI {_interval(difference)}{interval_note}" if difference else "no row scored in both"),
-        _figure("improved", "rows better", str(comparison.improved)),
-        _figure("worse", "rows worse", str(comparison.worse)),
-        _figure("outcome-changes", "outcome changed", str(comparison.outcome_changes)),
+                f"95% CI {_interval(difference)} over rows" if difference else "no row scored in both"),
+        _figure("improved", f"{unit} better (W)", str(record.wins)),
+        _figure("worse", f"{unit} worse (L)", str(record.losses)),
+        _figure("tied", f"{unit} tied (T)", str(record.ties)),
+        _figure("outcome-changes", f"{unit} with outcome changed", str(comparison.outcome_changes)),
     ]  # fmt: skip
 
 
@@ -261,7 +316,7 @@ def _comparison_section(
 ) -> str:
     """Run ``after`` against run ``before``: their changed rows; for a regrade (``before`` is the
     earlier grading, which has no section of its own) every row, the changed ones first."""
-    figures = _change_figures(comparison)
+    figures = _change_figures(comparison, "samples" if comparison.after.samples_per_row > 1 else "rows")
     body = []
     changes = comparison.changes
     if regrade:
@@ -318,11 +373,14 @@ def _outcomes(figures: RowFigures | None) -> str:
 
 def _row_comparison_section(number: int, comparison: RowComparison, before: int, after: int) -> str:
     """Run ``after`` against run ``before``, dataset row against dataset row, with pass@k side by side."""
-    figures = _change_figures(comparison, " over rows")
+    figures = _change_figures(comparison, "rows")
     passes = "".join(
         f'<tr data-k="{k}"><td>pass@{k}</td><td class="num">{a.value:.3f}</td><td class="num">{b.value:.3f}</td>'
         f'<td class="num">{b.value - a.value:+.3f}</td></tr>'
         for k, (a, b) in comparison.pass_at_k.items()
+    ) + "".join(
+        f'<tr data-k="{k}" class="missing"><td>pass@{k}</td><td colspan="3">– ({escape(why)})</td></tr>'
+        for k, why in comparison.pass_at_k_missing.items()
     )
     pass_table = (
         '<table class="pass-at-k-comparison"><caption>pass@k, A and B</caption><thead><tr><th>k</th>'

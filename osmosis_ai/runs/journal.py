@@ -152,6 +152,17 @@ class JournalInfo:
     runs: int
 
 
+@dataclass(frozen=True)
+class JournalContents:
+    """A whole journal as :meth:`Journal.read` found it: its samples per model tag, in key order."""
+
+    path: Path
+    labels: dict[str, Any]
+    description: dict[str, Any]
+    status: str
+    records: dict[str, list[SampleRecord]]
+
+
 class Journal:
     """Open with :meth:`open`; one journal per run, usable from one event loop and its worker thread."""
 
@@ -374,6 +385,44 @@ class Journal:
             status=meta.get("status", IN_PROGRESS),
             created_at=created_at,
             runs=int(runs),
+        )
+
+    @staticmethod
+    def read(path: str | Path) -> JournalContents | None:
+        """Every sample a journal recorded, with its labels and description, read-only and without
+        its lock (a run may be writing it); None if the file is not a journal. Raises
+        :class:`JournalCorruptError` for a journal whose content cannot be read."""
+        file = Path(path)
+        try:
+            with contextlib.closing(sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)) as db:
+                meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+                if "fingerprint" not in meta:
+                    return None
+                rows = db.execute(
+                    "SELECT row_index, sample_index, outcome, data, model_tag FROM samples"
+                    " ORDER BY model_tag, row_index, sample_index"
+                ).fetchall()
+        except sqlite3.Error:
+            return None
+        try:
+            labels, description = (
+                json.loads(meta.get("labels", "{}")),
+                json.loads(meta.get("description", "{}")),
+            )
+            records: dict[str, list[SampleRecord]] = {}
+            for row, sample, outcome, data, tag in rows:
+                found = json.loads(data)
+                if not isinstance(found, dict):
+                    raise ValueError(f"row {row}, sample {sample} is not a JSON object")
+                records.setdefault(tag, []).append(SampleRecord(row, sample, Outcome(outcome), found, tag))
+        except (ValueError, TypeError) as exc:
+            raise JournalCorruptError(f"the journal {file} cannot be read ({exc})") from None
+        return JournalContents(
+            path=file,
+            labels=labels if isinstance(labels, dict) else {},
+            description=description if isinstance(description, dict) else {},
+            status=meta.get("status", IN_PROGRESS),
+            records=records,
         )
 
     # -- reading --------------------------------------------------------------------------------------

@@ -4,14 +4,17 @@ Only ``completed`` samples carry scores; the others are counted by outcome and n
 Per eval function a model's summary gives the mean score (the mean of the per-row means, with a
 bootstrap interval over rows), the spread of the sample scores and the unbiased pass@k for every
 ``k`` up to the fewest completed samples of any row (a sample passes when its score is at least the
-pass threshold). A baseline model gets a summary of its own; the two are compared only row by row,
-over the rows where both have a completed sample (:func:`compare`), never by blending their runs.
+pass threshold); each larger ``k`` up to the most samples a row has is named as missing, with the
+number of rows short of it. A baseline model gets a summary of its own; the two are compared only
+row by row, over the rows where both have a completed sample (:func:`compare`: the paired difference
+and the rows won, lost and tied), never by blending their runs.
 
 :func:`legacy_document` lays this out as the ``-o`` JSON file (``config``/``summary``/``rows``).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import fmean, pstdev
@@ -21,9 +24,12 @@ from osmosis_ai.outcome import Outcome, OutcomeCounts
 from osmosis_ai.runs.journal import BASELINE, PRIMARY, SampleRecord
 from osmosis_ai.statistics import (
     Estimate,
+    WinLossTie,
     bootstrap_means,
     paired_difference,
     pass_at_k_by_row,
+    pass_at_k_gap_text,
+    pass_at_k_gaps,
 )
 
 
@@ -38,12 +44,18 @@ class FnSummary:
     pass_at_k: dict[int, Estimate]
     rows: int
     runs: int
+    pass_at_k_gaps: dict[int, int] = field(default_factory=dict)
+    """``k`` -> rows with fewer than ``k`` completed samples, for the ``k`` not in ``pass_at_k``."""
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"mean": self.mean.value, "std": self.std, "min": self.low, "max": self.high}
         data.update({f"pass_at_{k}": e.value for k, e in self.pass_at_k.items()})
         data["mean_interval"] = [self.mean.low, self.mean.high]
         data["pass_at_k_interval"] = {str(k): [e.low, e.high] for k, e in self.pass_at_k.items()}
+        if self.pass_at_k_gaps:  # beside 0.2's keys: a missing pass_at_<k> says why it is missing
+            data["pass_at_k_missing"] = {
+                str(k): pass_at_k_gap_text(k, n) for k, n in self.pass_at_k_gaps.items()
+            }
         data["rows"], data["runs"] = self.rows, self.runs
         return data
 
@@ -73,16 +85,23 @@ class ModelSummary:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Primary minus baseline, per eval function: the mean per-row difference and its interval."""
+    """Primary minus baseline, per eval function: the mean per-row difference and its interval, and
+    the rows the primary model won, lost and tied (its row mean above, below, equal to the baseline's)."""
 
     differences: dict[str, Estimate | None] = field(default_factory=dict)
     rows: dict[str, int] = field(default_factory=dict)
+    records: dict[str, WinLossTie] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             name: None
             if e is None
-            else {"difference": e.value, "interval": [e.low, e.high], "rows": self.rows[name]}
+            else {
+                "difference": e.value,
+                "interval": [e.low, e.high],
+                "rows": self.rows[name],
+                **self.records[name].to_dict(),
+            }
             for name, e in self.differences.items()
         }
 
@@ -96,7 +115,9 @@ def scores_by_row(records: Iterable[SampleRecord], name: str) -> dict[int, list[
     return by_row
 
 
-def _fn_summary(by_row: Mapping[int, Sequence[float]], pass_threshold: float) -> FnSummary | None:
+def _fn_summary(
+    by_row: Mapping[int, Sequence[float]], pass_threshold: float, samples_per_row: int
+) -> FnSummary | None:
     if not by_row:
         return None
     everything = [score for scores in by_row.values() for score in scores]
@@ -113,6 +134,7 @@ def _fn_summary(by_row: Mapping[int, Sequence[float]], pass_threshold: float) ->
         pass_at_k=dict(zip(ks, pass_at_k, strict=True)),
         rows=len(by_row),
         runs=len(everything),
+        pass_at_k_gaps=pass_at_k_gaps([len(samples) for samples in passes], samples_per_row),
     )
 
 
@@ -125,11 +147,15 @@ def summarize(
     pass_threshold: float = 1.0,
 ) -> ModelSummary:
     """The summary of one model's ``records`` (see the module docstring)."""
+    samples = Counter(r.row_index for r in records)
+    most = max(samples.values(), default=0)
     return ModelSummary(
         model=model,
         model_tag=model_tag,
         counts=OutcomeCounts.of(r.outcome for r in records),
-        eval_fns={name: _fn_summary(scores_by_row(records, name), pass_threshold) for name in eval_fn_names},
+        eval_fns={
+            name: _fn_summary(scores_by_row(records, name), pass_threshold, most) for name in eval_fn_names
+        },
         total_tokens=sum(int(r.data.get("token_usage", {}).get("total_tokens", 0)) for r in records),
         total_duration_ms=sum(float(r.data.get("duration_ms", 0.0)) for r in records),
     )
@@ -144,11 +170,9 @@ def compare(
         first, second = scores_by_row(primary, name), scores_by_row(baseline, name)
         shared = sorted(first.keys() & second.keys())
         comparison.rows[name] = len(shared)
-        comparison.differences[name] = (
-            paired_difference([fmean(first[r]) for r in shared], [fmean(second[r]) for r in shared])
-            if shared
-            else None
-        )
+        means = [fmean(first[r]) for r in shared], [fmean(second[r]) for r in shared]
+        comparison.differences[name] = paired_difference(*means) if shared else None
+        comparison.records[name] = WinLossTie.of(a - b for a, b in zip(*means, strict=True))
     return comparison
 
 

@@ -81,3 +81,35 @@ def test_rows_are_paired_as_rows_not_sample_by_sample_and_pass_at_k_is_compared(
     document = comparison.to_dict()
     assert document["rows_better"] == 1 and document["pass_at_k"]["1"]["difference"] == 0.5
     assert [row["row"] for row in document["changed_rows"]] == [1]
+
+
+def test_a_k_some_row_has_too_few_completed_samples_for_is_named_with_why() -> None:
+    from osmosis_ai.cli.summary import comparison_rows
+
+    def run(failed: set[tuple[int, int]]) -> Run:
+        rows = [
+            Row(
+                row=r,
+                sample=s,
+                outcome="agent_error" if (r, s) in failed else "completed",
+                score=float(s % 2),
+            )
+            for r in range(3)
+            for s in range(3)
+        ]
+        return Run(source=f"{len(failed)}.jsonl", kind="rollout run", rows=rows)
+
+    whole, short = run(set()), run({(0, 1), (1, 2)})
+    summary = summarize(short, price=False)
+    assert list(summary.pass_at_k) == [1, 2] and summary.pass_at_k_gaps == {3: 2}
+    figures = summary.to_dict()
+    assert figures["pass_at_k"]["3"] is None and list(figures["pass_at_k"]) == ["1", "2", "3"]
+    assert figures["pass_at_k_missing"] == {"3": "needs 3 completed samples of a row; 2 rows have fewer"}
+    comparison = compare_rows(whole, short)
+    assert list(comparison.pass_at_k) == [1, 2]
+    assert comparison.pass_at_k_missing == {3: "B: needs 3 completed samples of a row; 2 rows have fewer"}
+    assert comparison.to_dict()["pass_at_k"]["3"] is None
+    assert (
+        "pass@3 A / B",
+        "– (B: needs 3 completed samples of a row; 2 rows have fewer)",
+    ) in comparison_rows(comparison)

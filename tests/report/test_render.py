@@ -53,7 +53,8 @@ def test_chromium_shows_the_summary_and_the_violation_at_its_message(rollouts: P
     page = _write(tmp_path / "report.html", [run])
     edited = next(i for i, row in enumerate(run.rows) if row.trajectory.violations)
     dom = dump_dom(f"{page.as_uri()}#view=0:{edited}", offline=True)
-    assert _figure(dom, "rows") == str(summary.rows) == "8"
+    assert _figure(dom, "rows") == str(summary.dataset_rows) == "4"  # rows, not rows x samples
+    assert _figure(dom, "samples") == str(summary.rows) == "8"
     assert _figure(dom, "completed") == str(summary.completed) == "6"
     assert summary.mean_score is not None and _figure(dom, "mean-score") == f"{summary.mean_score.value:.3f}"
     assert _figure(dom, "violations") == "2"
@@ -73,7 +74,9 @@ def test_every_kind_of_results_renders_its_figures(local_results: dict[str, Path
     page = _write(tmp_path / "all.html", runs)
     dom = dump_dom(page.as_uri() + "#view=2:0")
     for index, run in enumerate(runs):
-        assert _figure(dom, "rows", index) == str(len(run.rows))
+        assert _figure(dom, "rows", index) == str(len({row.row for row in run.rows}))
+        if run.samples_per_row > 1:
+            assert _figure(dom, "samples", index) == str(len(run.rows))
     assert "polite enough" in dom.split('id="run-2"', 1)[1]  # the judge's explanation in the viewer
     assert re.search(r'<tr data-figure="average"><td>average</td><td class="num">0.25</td>', dom)
 
@@ -140,4 +143,37 @@ async def test_two_runs_side_by_side_show_their_differences(
             "Object.fromEntries(Array.from(document.querySelectorAll('#comparison-1 [data-figure]'))"
             ".map(e => [e.dataset.figure, e.textContent]))"
         )
-        assert figures == {"mean-difference": "-0.083", "improved": "1", "worse": "1", "outcome-changes": "0"}
+        assert figures == {
+            "mean-difference": "-0.083",
+            "improved": "1",
+            "worse": "1",
+            "tied": "1",
+            "outcome-changes": "0",
+        }
+
+
+def test_a_regrade_of_several_samples_per_row_counts_samples_and_rows_apart() -> None:
+    from osmosis_ai.report.model import Row
+
+    def grading(scores: list[float]) -> Run:
+        rows = [Row(row=i // 2, sample=i % 2, outcome="completed", score=s) for i, s in enumerate(scores)]
+        return Run(source="r.jsonl", kind="regrade", rows=rows)
+
+    run = grading([1.0, 1.0, 0.0, 1.0, 0.5, 0.5])
+    run.previous = grading([1.0, 0.0, 0.0, 0.0, 0.5, 1.0])
+    page = render_report([run])
+    regrade = page.split('id="regrade-0"', 1)[1].split("</section>", 1)[0]
+    found = dict(
+        re.findall(
+            r'<span class="label">([^<]*)</span><span class="value" data-figure="[^"]*">([^<]*)<', regrade
+        )
+    )
+    assert found == {
+        "mean difference (B − A)": "0.250",  # per-row means: rows 0 and 1 gain 0.5, row 2 loses 0.25
+        "samples better (W)": "2",
+        "samples worse (L)": "1",
+        "samples tied (T)": "3",
+        "samples with outcome changed": "0",
+    }
+    section = page.split('id="run-0"', 1)[1]
+    assert 'data-figure="rows">3<' in section and 'data-figure="samples">6<' in section

@@ -32,3 +32,10 @@ def exits(solution_str: str, ground_truth: str, extra_info: dict[str, Any]) -> f
     if extra_info.get("mode") == "interrupt-eval":
         raise KeyboardInterrupt
     return 1.0
+
+
+def refusing(solution_str: str, ground_truth: str, extra_info: dict[str, Any]) -> float:
+    """Raises when the answer is ``refuse`` (the run becomes a ``reward_error``); else as :func:`exact`."""
+    if solution_str.strip() == "refuse":
+        raise ValueError("the answer refused to be scored")
+    return exact(solution_str, ground_truth, extra_info)

@@ -196,12 +196,13 @@ async def _eval(args: argparse.Namespace) -> int:
 
     labels = {"model": args.model, "dataset": args.dataset, "module": agent_spec(args),
               "baseline_model": args.baseline_model}  # fmt: skip
-    with contextlib.ExitStack() as stack, journal_refusals(journal_file(plan)):
+    journal = journal_file(plan)
+    with contextlib.ExitStack() as stack, journal_refusals(journal):
         end = await run(plan, on_event, labels=labels)
     if (line := limit_line(end.limit)) is not None:
         say(line, quiet=args.quiet)
     args.backend_note = end.backend_note
-    return _report(args, end.records, plan.task_id(), end, output_dir)
+    return _report(args, end.records, plan.task_id(), end, output_dir, journal)
 
 
 def _report(
@@ -210,6 +211,7 @@ def _report(
     task_id: str,
     end: RunEnd,
     output_dir: Path | None,
+    journal: Path,
 ) -> int:
     from osmosis_ai.cli.eval.report import (
         outcome_line,
@@ -248,9 +250,10 @@ def _report(
     if samples_file is not None and samples_file.exists():
         document["run"]["samples"] = str(samples_file)
     figures = show_summary(args, document, args.output or "osmosis eval")
-    say(outcome_line(primary, baseline, planned) + getattr(args, "backend_note", ""), quiet=args.json)
+    # Where the results are, then the outcome line, the last (even with -q, which prints only it).
     if args.output:
         write_json(Path(args.output), document, flag="--output")
+        say(f"Results written to: {args.output}", quiet=args.quiet)
     if output_dir is not None and end.status == "completed":
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         structured = {"version": 1, "task_id": task_id, "status": end.status, "written_at": now,
@@ -259,9 +262,15 @@ def _report(
                       **{k: v for k, v in document.items() if k != "config"},
                       "runs": [{"row_index": r.row_index, **run_entry(r)} for r in everything]}  # fmt: skip
         samples = read_samples(samples_file) if samples_file is not None and samples_file.exists() else None
-        path = write_structured(output_dir, model=args.model, dataset=args.dataset, task_id=task_id,
-                                document=structured, samples=samples)  # fmt: skip
-        say(f"Wrote {path}", quiet=args.quiet)
+        written = write_structured(output_dir, model=args.model, dataset=args.dataset, task_id=task_id,
+                                   document=structured, samples=samples)  # fmt: skip
+        for path in written:
+            say(f"Wrote {path}", quiet=args.quiet)
+    elif not args.output:
+        say(f"Results kept in the journal: {journal} (osmosis report reads it)", quiet=args.quiet)
+    if samples_file is not None and samples_file.exists():
+        say(f"Samples written to: {samples_file}", quiet=args.quiet)
+    say(outcome_line(primary, baseline, planned) + getattr(args, "backend_note", ""), quiet=args.json)
     finish_run(
         args,
         document,

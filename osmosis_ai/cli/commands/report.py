@@ -1,9 +1,11 @@
 """``osmosis report RESULTS... [-o report.html]``: one self-contained HTML page for results files.
 
-Each file is the output of ``rollout run -o``, ``test -o``, ``eval -o`` or ``eval-rubric -o``; the
-format is told by content. With several files, each later one is compared row by row with the
-first (``osmosis report before.jsonl after.jsonl``). The command prints each run's short summary
-(``--json``: one JSON object) and the path of the page. ``--merge`` reads the files as the
+Each file is the output of ``rollout run -o``, ``test -o``, ``eval -o`` or ``eval-rubric -o``, or
+a run's journal; the format is told by content. With several files, each later one is compared row
+by row with the first (``osmosis report before.jsonl after.jsonl``). The command prints each run's
+short summary, an ``eval --baseline-model`` run's paired comparison with its baseline, each
+comparison of a later run with the first (mean difference, rows won, lost and tied, pass@k side by
+side) — ``--json``: all of it as one JSON object — and the path of the page. ``--merge`` reads the files as the
 ``--offset``/``--limit`` shards of one run and reports them as that run
 (:mod:`osmosis_ai.report.merge`).
 """
@@ -17,7 +19,12 @@ from osmosis_ai.cli.output_file import declare_files
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("results", nargs="+", metavar="RESULTS", help="results files (JSON or JSONL)")
+    parser.add_argument(
+        "results",
+        nargs="+",
+        metavar="RESULTS",
+        help="results files (JSON or JSONL), or a run's journal (.sqlite)",
+    )
     parser.add_argument("-o", "--output", default="report.html", metavar="FILE.html",
                         help="where to write the page (default report.html)")  # fmt: skip
     declare_files(parser, read=["results"], written=["output"])
@@ -36,9 +43,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from osmosis_ai.cli.output import print_json, say
-    from osmosis_ai.cli.summary import print_summary, summary_object, write_report
-    from osmosis_ai.report.figures import summarize
+    from osmosis_ai.cli.output import console, print_json, say
+    from osmosis_ai.cli.summary import (
+        comparison_rows,
+        paired_rows,
+        print_summary,
+        summary_object,
+        write_report,
+    )
+    from osmosis_ai.report.figures import compare_rows, summarize
     from osmosis_ai.report.readers import read_results
 
     runs = [read_results(path) for path in args.results]
@@ -53,16 +66,23 @@ def run(args: argparse.Namespace) -> int:
             results.model = args.model
     summaries = [summarize(results) for results in runs]
     target = write_report(args.output, runs, title=args.title, summaries=summaries, flag="-o")
+    comparisons = [compare_rows(runs[0], later) for later in runs[1:]]  # as the page compares
     if args.json:
         objects = [summary_object(r, s) for r, s in zip(runs, summaries, strict=True)]
-        from osmosis_ai.report.figures import compare_rows
-
-        comparisons = [compare_rows(runs[0], later).to_dict() for later in runs[1:]]  # as the page compares
-        print_json({"report": str(target), "runs": objects, "comparisons": comparisons})
+        print_json(
+            {"report": str(target), "runs": objects, "comparisons": [c.to_dict() for c in comparisons]}
+        )
         return 0
     if not args.quiet:
         for results, summary in zip(runs, summaries, strict=True):
             print_summary(results, summary)
+            if results.paired:
+                console.table(
+                    paired_rows(results), title=f"Paired with the baseline {results.baseline_source}"
+                )
+        for comparison in comparisons:
+            title = f"B vs A ({comparison.after.source} against {comparison.before.source})"
+            console.table(comparison_rows(comparison), title=title)
     size = target.stat().st_size
     say(quiet=False, line=f"Wrote {target} ({size / 1024:,.0f} KB)")
     return 0

@@ -198,7 +198,7 @@ async def _test(args: argparse.Namespace) -> int:
             "stopped_early": stop is not None,
             "stop_reason": stop,
         },
-        "results": [r.record() for r in results],
+        "results": [{**r.record(), "final_messages": r.attempt.final_messages} for r in results],
         "model": args.model,
         "run": run_member(args),
     }

@@ -13,6 +13,7 @@ from typing import Any
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import say
 from osmosis_ai.cli.output_file import write_output
+from osmosis_ai.cli.summary import pass_at_k_lines
 from osmosis_ai.runs.journal_store import safe_path_part
 from osmosis_ai.runs.summary import Comparison, ModelSummary
 
@@ -29,20 +30,22 @@ def print_summary(summary: ModelSummary, *, quiet: bool, title: str) -> None:
             f" (std {fn.std:.3f}, min {fn.low:.3f}, max {fn.high:.3f})",
             quiet=quiet,
         )
-        for k, e in fn.pass_at_k.items():
-            say(f"    pass@{k}: {e.value:.3f} [{e.low:.3f}, {e.high:.3f}]", quiet=quiet)
+        for k, text in pass_at_k_lines(fn.pass_at_k, fn.pass_at_k_gaps):
+            say(f"    pass@{k}: {text}", quiet=quiet)
     say(f"  {summary.counts.describe('run')}", quiet=quiet)
 
 
 def print_comparison(comparison: Comparison, *, quiet: bool) -> None:
-    """Primary minus baseline, per eval function, over the rows both completed."""
+    """Primary minus baseline, per eval function, over the rows both completed: the paired difference
+    and the rows won, lost and tied."""
     say("Paired comparison (primary - baseline, same rows):", quiet=quiet)
     for name, e in comparison.differences.items():
         if e is None:
             say(f"  {name}: no row completed by both models", quiet=quiet)
         else:
             say(
-                f"  {name}: {e.value:+.3f} [{e.low:+.3f}, {e.high:+.3f}] over {comparison.rows[name]} rows",
+                f"  {name}: {e.value:+.3f} [{e.low:+.3f}, {e.high:+.3f}] over {comparison.rows[name]} rows;"
+                f" {comparison.records[name].describe()}",
                 quiet=quiet,
             )
 
@@ -92,14 +95,14 @@ def write_structured(
     task_id: str,
     document: Mapping[str, Any],
     samples: list[dict[str, Any]] | None,
-) -> Path:
+) -> list[Path]:
     """``<dir>/<model>/<dataset stem>/results_<unix>_<task id>.json`` and, with samples, the samples
-    ``.jsonl`` beside it; returns the results file."""
+    ``.jsonl`` beside it; returns the files written."""
     stamp = int(time.time())
     folder = directory / safe_path_part(model) / safe_path_part(Path(dataset).stem)
     results = folder / f"results_{stamp}_{task_id}.json"
     write_json(results, document, flag="--output-path")
-    if samples is not None:
-        lines = "".join(json.dumps(s, ensure_ascii=False, default=str) + "\n" for s in samples)
-        write_output(folder / f"samples_{stamp}_{task_id}.jsonl", lines, flag="--output-path")
-    return results
+    if samples is None:
+        return [results]
+    lines = "".join(json.dumps(s, ensure_ascii=False, default=str) + "\n" for s in samples)
+    return [results, write_output(folder / f"samples_{stamp}_{task_id}.jsonl", lines, flag="--output-path")]

@@ -4,6 +4,7 @@ journal (as a subprocess for the output layout, and for the run killed with SIGK
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ def test_scores_pass_at_k_and_resume(openai_server: OpenAIServer, tmp_path: Path
     assert "pass@3 tests.support.evals:exact  0.500 [" in table
     assert "mean tests.support.evals:turns    3.000 [" in table
     assert "Results (" not in result.stdout
-    assert result.stdout.endswith("12 runs: 12 completed (100.0%)\n")
+    assert result.stdout.endswith(f"Results written to: {out}\n12 runs: 12 completed (100.0%)\n")
     document = json.loads(out.read_text())
     summary = document["summary"]["eval_fns"]["tests.support.evals:exact"]
     assert summary["pass_at_1"] == 0.5 and summary["rows"] == 4 and summary["runs"] == 12
@@ -213,7 +214,9 @@ def test_a_baseline_gets_its_own_summary_and_a_paired_comparison(
         "Baseline (b):\n  tests.support.evals:exact: mean 0.000 [0.000, 0.000] over 3 rows" in result.stdout
     )
     assert "  tests.support.evals:exact: +1.000 [+1.000, +1.000] over 3 rows" in result.stdout
-    assert result.stdout.endswith("6 runs: 6 completed (100.0%); baseline 6 runs: 6 completed (100.0%)\n")
+    assert result.stdout.endswith(
+        f"Results written to: {out}\n6 runs: 6 completed (100.0%); baseline 6 runs: 6 completed (100.0%)\n"
+    )
     assert (
         "[12/12] " in result.stdout and "] [baseline] row 2 run 1: OK (" in result.stdout
     )  # piped: a line per run
@@ -269,6 +272,7 @@ def test_the_output_file_has_the_0_2_layout(openai_server: OpenAIServer, tmp_pat
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert_summary_table_matches(result.stdout, out, "4 runs: 4 completed")
+    assert f"\nResults written to: {out}\n" in result.stdout
     document = json.loads(out.read_text())
     assert list(document) == ["config", "summary", "rows", "run"]  # 0.2's three, then what names the shard
     assert document["config"] == {"model": "m", "n_runs": 2, "pass_threshold": 1.0,
@@ -339,3 +343,76 @@ def test_one_row_is_one_row_in_the_header_and_the_summary(tmp_path: Path) -> Non
     assert result.returncode == 0, result.stderr
     assert "(1 row x 2 runs); journal" in result.stdout
     assert "2 (1 row x 2): completed 2" in result.stdout
+
+
+def test_every_pass_at_k_up_to_n_is_shown_and_those_without_support_say_why(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    calls: dict[str, int] = {}
+
+    def answer(payload: dict[str, Any]) -> Reply:
+        prompt = payload["messages"][-1]["content"]
+        calls[prompt] = calls.get(prompt, 0) + 1
+        return Reply(content="refuse" if prompt == "q0" and calls[prompt] > 2 else "2")  # row 0: 2 of 4 fail
+
+    openai_server.handler = answer
+    data = _data(tmp_path, ["2", "2", "3"])
+    out, page = tmp_path / "e.json", tmp_path / "e.html"
+    common = ("--n", "4", "--eval-fn", "tests.support.evals:refusing", "--max-failure-rate", "1")
+    ran = cli(*_command(openai_server.url, data, tmp_path, *common, "-o", str(out), "--report", str(page)))
+    assert ran.returncode == 0, ran.stderr
+    table = ran.stdout.split("Summary (eval: ", 1)[1]
+    named = "tests.support.evals:refusing"
+    assert re.search(rf"pass@2 {named} +0.667 \[", table)
+    assert re.search(rf"pass@3 {named} +– \(needs 3 completed samples of a row; 1 row has fewer\)", table)
+    assert re.search(rf"pass@4 {named} +– \(needs 4 completed samples of a row; 1 row has fewer\)", table)
+    figures = json.loads(out.read_text())["summary"]["eval_fns"]["tests.support.evals:refusing"]
+    assert "pass_at_2" in figures and "pass_at_3" not in figures  # 0.2's keys: numbers only
+    assert figures["pass_at_k_missing"] == {
+        "3": "needs 3 completed samples of a row; 1 row has fewer",
+        "4": "needs 4 completed samples of a row; 1 row has fewer",
+    }
+    assert (
+        'class="missing"><td>pass@4</td><td class="num">–</td><td>needs 4 completed samples'
+        in page.read_text()
+    )
+    as_json = cli(*_command(openai_server.url, data, tmp_path, *common, "--json"))
+    summary = json.loads(as_json.stdout)
+    assert list(summary["pass_at_k"]) == ["1", "2", "3", "4"]
+    assert summary["pass_at_k"]["3"] is None and summary["pass_at_k"]["4"] is None
+    assert summary["pass_at_k_missing"]["3"] == "needs 3 completed samples of a row; 1 row has fewer"
+
+
+def test_a_baseline_comparison_counts_rows_won_lost_and_tied_everywhere(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    right = {("m", "q0"), ("m", "q1"), ("b", "q1"), ("b", "q2")}  # m wins row 0, ties row 1, loses row 2
+
+    def answer(payload: dict[str, Any]) -> Reply:
+        key = (payload["model"], payload["messages"][-1]["content"])
+        return Reply(content="2" if key in right else "3")
+
+    openai_server.handler = answer
+    data = _data(tmp_path, ["2", "2", "2"])
+    out, page = tmp_path / "e.json", tmp_path / "e.html"
+    baseline = ("--baseline-model", "b", "--baseline-base-url", openai_server.url)
+    ran = _eval(openai_server.url, data, tmp_path, *baseline, "-o", str(out), "--report", str(page))
+    assert ran.returncode == 0, ran.stderr
+    assert (
+        "  tests.support.evals:exact: +0.000 [" in ran.stdout and " over 3 rows; W/L/T 1/1/1\n" in ran.stdout
+    )
+    paired = json.loads(out.read_text())["comparison"]["tests.support.evals:exact"]
+    assert (paired["wins"], paired["losses"], paired["ties"], paired["rows"]) == (1, 1, 1, 3)
+    html = page.read_text()
+    assert '<td class="num" data-count="w">1</td><td class="num" data-count="l">1</td>' in html
+    as_json = json.loads(_eval(openai_server.url, data, tmp_path, *baseline, "--json").stdout)
+    assert as_json["baseline_model"] == "b"
+    assert {k: as_json["comparison"]["tests.support.evals:exact"][k] for k in ("wins", "losses", "ties")} == {
+        "wins": 1, "losses": 1, "ties": 1
+    }  # fmt: skip
+    shown = cli("report", str(out), "-o", str(tmp_path / "again.html"))
+    assert shown.returncode == 0, shown.stderr
+    assert "Paired with the baseline b" in shown.stdout
+    assert re.search(
+        r"vs baseline tests.support.evals:exact +\+0.000 \[.*\] over 3 rows; W/L/T 1/1/1", shown.stdout
+    )

@@ -107,10 +107,18 @@ def test_rows_lacking_what_the_grader_needs_are_refused_by_row(rollouts: Path, t
     )
 
 
-def test_a_test_output_keeps_no_answers_and_says_so(openai_server: OpenAIServer, tmp_path: Path) -> None:
+def test_a_test_output_keeps_its_answers_and_regrades(openai_server: OpenAIServer, tmp_path: Path) -> None:
     results = write_test_results(tmp_path, openai_server.url)
     result = cli("regrade", str(results), "--reward", CONTAINS, "-d", str(CALCULATOR_DATASET), *IN_PROCESS,
                  "--journal", str(tmp_path / "j.sqlite"))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.endswith("4 answers regraded: 4 scored\n")
+    document = json.loads(results.read_text())
+    for entry in document["results"]:  # what is scored is what the file holds
+        del entry["final_messages"]
+    results.write_text(json.dumps(document))
+    result = cli("regrade", str(results), "--reward", CONTAINS, "-d", str(CALCULATOR_DATASET), *IN_PROCESS,
+                 "--journal", str(tmp_path / "j2.sqlite"))  # fmt: skip
     assert result.returncode == 1
     assert "row 0 sample 0: reward_error: refused: test -o keeps no final messages;" in result.stdout
 

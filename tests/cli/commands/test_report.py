@@ -146,3 +146,15 @@ def test_eval_json_without_output_and_eval_rubric_report(openai_server: OpenAISe
     summary = json.loads(again.stdout)  # the one object is all of stdout
     assert (summary["kind"], summary["rows"], summary["mean_score"]["value"]) == ("eval-rubric", 2, 0.75)
     assert 'data-figure="rows">2<' in page.read_text() and "eval-rubric" in page.read_text()
+
+
+def test_two_files_are_compared_in_the_terminal_too(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    result = cli("report", *map(str, runs), "-o", str(tmp_path / "compare.html"))
+    assert result.returncode == 0, result.stderr
+    compared = result.stdout.split(f"B vs A ({runs[1]} against {runs[0]})", 1)[1]
+    assert "mean difference (B - A)      -0.083 [" in compared and "over 3 rows" in compared
+    assert "rows won / lost / tied by B  1 / 1 / 1" in compared
+    assert "pass@2 A / B" in compared
+    document = json.loads(cli("report", *map(str, runs), "-o", str(tmp_path / "c.html"), "--json").stdout)
+    [comparison] = document["comparisons"]
+    assert (comparison["rows_better"], comparison["rows_worse"], comparison["rows_tied"]) == (1, 1, 1)

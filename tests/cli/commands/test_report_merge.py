@@ -63,3 +63,15 @@ def test_test_shards_merge_and_one_file_is_not_enough(tmp_path: Path) -> None:
     assert run["rows"] == 8 and run["outcomes"]["completed"] == 8
     alone = cli("report", "--merge", str(outs[0]), "-o", str(tmp_path / "m.html"))
     assert alone.returncode == 1 and alone.stderr == "Error: merging needs at least two shard files\n"
+
+
+def test_merged_eval_shards_add_up_the_rows_won_lost_and_tied_against_the_baseline(tmp_path: Path) -> None:
+    baseline = ("--baseline-model", "scripted")  # the same policy: every row is a tie
+    first = _eval(tmp_path, "a.json", "--limit", "3", *baseline, "--journal", str(tmp_path / "a.sqlite"))
+    second = _eval(tmp_path, "b.json", "--offset", "3", *baseline, "--journal", str(tmp_path / "b.sqlite"))
+    merged = cli("report", "--merge", str(first), str(second), "-o", str(tmp_path / "m.html"), "--json")
+    assert merged.returncode == 0, merged.stderr
+    [run] = json.loads(merged.stdout)["runs"]
+    assert run["comparison"][EVAL_FN] == {
+        "difference": 0.0, "interval": None, "rows": 8, "wins": 0, "losses": 0, "ties": 8
+    }  # fmt: skip
