@@ -40,6 +40,7 @@ from osmosis_ai.rewards.runtime.protocol import (
     READY,
     RESULTS,
     FrameBuffer,
+    FrameError,
     Slots,
     WorkerSettings,
     encode,
@@ -83,6 +84,7 @@ class WorkerProcess:
         self.returncode: int | None = None
         self.ready = False
         self.stopping = False
+        self.garbled = False
         self._stopped_at: float | None = None
         self._eof_at: float | None = None
         self._ready: asyncio.Future[None] | None = None
@@ -101,7 +103,7 @@ class WorkerProcess:
         """Spawn the worker and wait until it has imported the reward; :class:`WorkerStartError` if not."""
         loop = asyncio.get_running_loop()
         self._ready = loop.create_future()
-        self.slots, slots_fd = Slots.create(self.settings.concurrency)
+        self.slots, slots_fd = Slots.create(self.settings.concurrency, self.settings.window)
         command_r, command_w = os.pipe()
         result_r, result_w = os.pipe()
         output_r, output_w = os.pipe()
@@ -160,6 +162,16 @@ class WorkerProcess:
         if self._eof_at is None and self.returncode is None and self._exited():
             self._signal_group(signal.SIGKILL)
 
+    def garble(self) -> None:
+        """Bytes that are not frames came on the result pipe: something in the worker (its reward)
+        wrote there, so nothing more from it is trusted; SIGKILL to its group now, its end handled
+        as a death of its own."""
+        if self.garbled or self.returncode is not None:
+            return
+        self.garbled, self.ready = True, False
+        self._signal_group(signal.SIGKILL)
+        self._schedule_poll()
+
     def kill_now(self) -> None:
         """SIGKILL the group, reap, release everything; for closing the pool (blocks briefly)."""
         if self._poll is not None:
@@ -167,7 +179,9 @@ class WorkerProcess:
         kill_all([self])
         self._release()
 
-    def _frame(self, message: tuple[Any, ...]) -> None:
+    def _frame(self, message: Any) -> None:
+        if not _well_formed(message):
+            raise FrameError("a frame that is not one of the runtime's messages")
         kind = message[0]
         if kind == RESULTS:
             self.tail.clear()  # what came before belongs to samples that are done
@@ -250,6 +264,18 @@ class WorkerProcess:
             self.slots.close()
 
 
+def _well_formed(message: Any) -> bool:
+    if not isinstance(message, tuple) or not message:
+        return False
+    if message[0] == RESULTS:
+        return (
+            len(message) == 2
+            and isinstance(message[1], list)
+            and all(isinstance(result, tuple) and len(result) == 5 for result in message[1])
+        )
+    return message[0] in (READY, FAILED)
+
+
 def _weak(method: Callable[..., None]) -> Callable[[], Callable[..., None] | None]:
     if hasattr(method, "__self__"):
         return weakref.WeakMethod(method)
@@ -284,13 +310,20 @@ class _ResultReader(asyncio.Protocol):
         self._frames = FrameBuffer()
 
     def data_received(self, data: bytes) -> None:
+        if self._worker.garbled:
+            return
+        garbled = False
         try:
             frames = self._frames.feed(data)
-        except Exception:  # not our framing: something else wrote to the pipe; the worker cannot be trusted
-            self._worker.stop()
-            return
-        for frame in frames:
-            self._worker._frame(frame)
+        except FrameError as exc:  # the frames before the bytes that are not one still count
+            frames, garbled = exc.frames, True
+        try:
+            for frame in frames:
+                self._worker._frame(frame)
+        except FrameError:
+            garbled = True
+        if garbled:
+            self._worker.garble()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._worker._result_eof()

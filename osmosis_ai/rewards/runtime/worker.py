@@ -84,7 +84,8 @@ def main() -> None:
     settings: WorkerSettings = read_frame(commands)
     if settings is None:
         os._exit(0)
-    slots = Slots.attach(slots_fd, settings.concurrency)
+    slots = Slots.attach(slots_fd, settings.concurrency, settings.window)
+    os.close(slots_fd)  # the mapping stays; a reward writing to every descriptor cannot reach the table
     unattributed = Capture(settings.output_limit)
     try:
         fn = _start(settings, unattributed)
@@ -182,9 +183,10 @@ def _serve_inline(
             slots.start(0, seq, started)
             status, value = _outcome(lambda: call(loads(payload)), name, kind)  # noqa: B023 - called at once
             ended = clock()
-            slots.clear(0)
             if ended - started > timeout:
                 status, value = TIMEOUT, LATE
+            slots.finish(seq, status, value, ended - started)
+            slots.clear(0)
             results.append((seq, status, value, ended - started, capture.take()))
             if ended - flushed > FLUSH_SECONDS:
                 _send(result_fd, (RESULTS, results))
@@ -243,6 +245,7 @@ async def _serve_concurrently(
     def finish(seq: int, status: int, value: Any, duration: float, capture: Capture) -> None:
         if timeout is not None and duration > timeout and status != TIMEOUT:
             status, value = TIMEOUT, LATE
+        slots.finish(seq, status, value, duration)
         if not results:
             loop.call_soon(flush)  # everything that finishes in this loop iteration goes in one frame
         results.append((seq, status, value, duration, capture.take()))

@@ -71,6 +71,25 @@ def hostile(solution_str: str, ground_truth: str, extra_info: dict[str, Any] | N
         raise ValueError("bad answer\nsecond line of the message")
     if action == "input":
         return float(input())
+    if action == "paid":  # a side effect that must not repeat: the row's tag, once per call
+        with open(argument, "a") as ledger:
+            ledger.write(f"{ground_truth}\n")
+        return 1.0
+    if action == "closefds":  # paid, then breaks its worker just after returning: its pipes are gone
+        with open(argument, "a") as ledger:
+            ledger.write(f"{ground_truth}\n")
+        os.closerange(3, 1 << 16)
+        return 1.0
+    if action == "junk":  # writes to every descriptor it finds open, the worker's result pipe among them
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                os.write(int(fd), b"junk that is not a frame\n")
+        return 1.0
+    if action == "pickle":  # replaces what frames are made with
+        import pickle
+
+        pickle.dumps = lambda *args, **kwargs: b"junk"
+        return 1.0
     if action == "pid":
         return float(os.getpid())
     if action == "calls":

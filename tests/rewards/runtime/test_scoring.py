@@ -147,6 +147,51 @@ async def test_a_worker_that_dies_is_replaced_and_fails_only_its_own_sample(pool
     assert not any(alive(pid) for pid in old - set(pool.pids))
 
 
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_a_sample_that_garbles_its_result_pipe_is_its_own_crash_and_the_run_ends(workers: int) -> None:
+    rows = (
+        [row("score:1")] * 20 + [row("junk")] + [row("score:1")] * 20 + [row("pickle")] + [row("score:1")] * 5
+    )
+    async with RewardRuntime(HOSTILE, workers=workers, timeout=10) as runtime:
+        results = await collect(runtime, rows)
+        assert (await runtime.score(row("score:2"))).score == 2.0  # the garbled worker was replaced
+    by_index = {r.index: r for r in results}
+    assert sorted(by_index) == list(range(len(rows)))
+    junk = by_index.pop(20)
+    assert junk.outcome is X and junk.error is not None and "wrote to its worker's result pipe" in junk.error
+    assert all(
+        (r.outcome, r.score) == (C, 1.0) for r in by_index.values()
+    )  # replacing pickle.dumps is harmless
+
+
+async def test_a_sample_that_breaks_its_worker_after_returning_fails_no_row_and_nothing_runs_twice(
+    tmp_path: Path,
+) -> None:
+    ledger = tmp_path / "ledger"
+    rows = [{"solution_str": f"paid:{ledger}", "ground_truth": str(i)} for i in range(30)]
+    rows[12] = {"solution_str": f"closefds:{ledger}", "ground_truth": "12"}
+    async with RewardRuntime(HOSTILE, workers=1, timeout=10) as runtime:
+        results = await collect(runtime, rows)
+        assert runtime.stats.died == 1
+    # what had returned before the worker broke is taken as returned, the culprit's 1.0 included
+    assert sorted((r.index, r.outcome, r.score) for r in results) == [(i, C, 1.0) for i in range(30)]
+    assert sorted(ledger.read_text().split(), key=int) == [str(i) for i in range(30)]  # each row ran once
+
+
+async def test_rows_running_beside_a_sample_that_breaks_its_worker_run_again_alone(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    rows = [{"solution_str": f"paid:{ledger}", "ground_truth": str(i)} for i in range(30)]
+    rows[12] = {"solution_str": f"closefds:{ledger}", "ground_truth": "12"}
+    async with RewardRuntime(HOSTILE, workers=1, timeout=10, concurrency=3) as runtime:
+        results = await collect(runtime, rows)
+    by_index = {r.index: r for r in results}
+    assert by_index.pop(12).outcome is X  # its worker died under it again when it ran alone
+    assert sorted((i, r.outcome, r.score) for i, r in by_index.items()) == [
+        (i, C, 1.0) for i in range(30) if i != 12
+    ]
+
+
 @pytest.mark.asyncio(loop_scope="module")
 async def test_many_tasks_share_one_runtime(pool: RewardRuntime) -> None:
     results = await asyncio.gather(*(pool.score(row(f"score:{i}"), index=i) for i in range(50)))
