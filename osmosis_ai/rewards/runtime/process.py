@@ -7,7 +7,9 @@ the main module at every start (that happens only for a reward defined in ``__ma
 
 **A session of its own.** Each worker leads its own session and process group, so a Ctrl-C in the
 terminal reaches only the parent, which then ends its workers itself, and ending a worker signals
-its whole group: child processes the reward started go with it.
+its whole group: child processes the reward started go with it. On Linux the process started is
+the worker's keeper (:mod:`osmosis_ai.rewards.runtime.keeper`), which also ends what the reward
+started outside the group, when the worker ends, on SIGTERM, and when the parent dies.
 
 **Ending.** :meth:`WorkerProcess.stop` sends SIGTERM to the group and SIGKILL after
 :data:`TERM_GRACE`. The exit is noticed without reaping (``waitid`` with ``WNOWAIT``), because the
@@ -33,6 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from osmosis_ai.rewards.runtime import keeper
 from osmosis_ai.rewards.runtime.capture import Tail
 from osmosis_ai.rewards.runtime.errors import WorkerStartError
 from osmosis_ai.rewards.runtime.protocol import (
@@ -56,6 +59,8 @@ OUTPUT_GRACE = 0.5
 process the reward started outside the worker's group may hold them open for good)."""
 POLL_SECONDS = 0.005
 """How often a worker that is ending is checked for its exit."""
+KEEPER_GRACE = 2.0
+"""Seconds the keepers of the workers being closed have to end their trees and exit."""
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 _LIVE: dict[int, tuple[subprocess.Popen[bytes], int]] = {}  # pid -> (process, the pid that started it)
@@ -164,16 +169,17 @@ class WorkerProcess:
 
     def garble(self) -> None:
         """Bytes that are not frames came on the result pipe: something in the worker (its reward)
-        wrote there, so nothing more from it is trusted; SIGKILL to its group now, its end handled
-        as a death of its own."""
+        wrote there, so nothing more from it is trusted; it is killed now, its end handled as a
+        death of its own."""
         if self.garbled or self.returncode is not None:
             return
         self.garbled, self.ready = True, False
-        self._signal_group(signal.SIGKILL)
+        self._kill()
         self._schedule_poll()
 
     def kill_now(self) -> None:
-        """SIGKILL the group, reap, release everything; for closing the pool (blocks briefly)."""
+        """End the worker and its tree (:func:`kill_all`), reap, release everything; for closing the
+        pool (blocks briefly)."""
         if self._poll is not None:
             self._poll.cancel()
         kill_all([self])
@@ -215,7 +221,7 @@ class WorkerProcess:
             if not self._exited():
                 stopped_long_ago = self._stopped_at is not None and now - self._stopped_at > TERM_GRACE
                 if stopped_long_ago or (self._eof_at is not None and now - self._eof_at > EOF_GRACE):
-                    self._signal_group(signal.SIGKILL)
+                    self._kill()
                 self._schedule_poll()
                 return
             self._signal_group(signal.SIGKILL)  # what the reward started in the group goes too
@@ -237,12 +243,13 @@ class WorkerProcess:
 
     def _exited(self) -> bool:
         assert self.process is not None
-        if hasattr(os, "waitid"):
-            try:
-                return os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-            except ChildProcessError:
-                return True
-        return self.process.poll() is not None
+        return _has_exited(self.process)
+
+    def _kill(self) -> None:
+        """SIGKILL to the keeper's descendants (all found while it lives), then to the group."""
+        if self.process is not None and keeper.available() and not self._exited():
+            keeper.kill_descendants(self.process.pid)
+        self._signal_group(signal.SIGKILL)
 
     def _signal_group(self, signum: int) -> None:
         if self.process is None or self.process.returncode is not None:
@@ -296,6 +303,18 @@ def describe_exit(returncode: int) -> str:
     return f"died of {number.name} ({description.lower()})" if description else f"died of {number.name}"
 
 
+def _has_exited(process: subprocess.Popen[bytes]) -> bool:
+    """Whether ``process`` has exited, without reaping it (its pid stays its own)."""
+    if process.returncode is not None:
+        return True
+    if hasattr(os, "waitid"):
+        try:
+            return os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return True
+    return process.poll() is not None
+
+
 def _reap(process: subprocess.Popen[bytes]) -> None:
     try:
         process.wait(timeout=5.0)
@@ -341,23 +360,34 @@ class _TailReader(asyncio.Protocol):
 
 
 def kill_all(workers: list[WorkerProcess]) -> None:
-    """SIGKILL and reap every worker of the list that is still running."""
-    for worker in workers:
-        if worker.process is not None and worker.returncode is None:
+    """End and reap every worker of the list that is still running, and what its reward started."""
+    live = [w for w in workers if w.process is not None and w.returncode is None]
+    _end([w.process for w in live if w.process is not None])
+    for worker in live:
+        assert worker.process is not None
+        worker.returncode = worker.process.returncode
+
+
+def _end(processes: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM to each keeper, which kills its tree and exits, then SIGKILL to each group, and reap."""
+    live = [process for process in processes if process.returncode is None]
+    if keeper.available():
+        for process in live:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(worker.process.pid, signal.SIGKILL)
-    for worker in workers:
-        if worker.process is not None and worker.returncode is None:
-            _reap(worker.process)
-            worker.returncode = worker.process.returncode
+                os.kill(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + KEEPER_GRACE
+        for process in live:
+            while not _has_exited(process) and time.monotonic() < deadline:
+                time.sleep(POLL_SECONDS)
+            if not _has_exited(process):  # a keeper that does not end: its tree, from here
+                keeper.kill_descendants(process.pid)
+    for process in live:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+    for process in live:
+        _reap(process)
 
 
 @atexit.register
 def _kill_leftovers() -> None:
-    mine = [process for process, owner in _LIVE.values() if owner == os.getpid()]
-    for process in mine:
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
-    for process in mine:
-        _reap(process)
+    _end([process for process, owner in _LIVE.values() if owner == os.getpid()])

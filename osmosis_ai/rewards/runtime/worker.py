@@ -7,7 +7,8 @@ session of its own, with three descriptors: the command pipe, the result pipe an
 1. keeps its channels away from the reward: descriptor 0 is ``/dev/null``, the pipes are not
    inherited by anything the reward starts, ``sys.stdin`` is empty and ``sys.stdout``/``sys.stderr``
    capture per sample (:mod:`osmosis_ai.rewards.runtime.capture`);
-2. on Linux, has the kernel kill it if the parent dies without closing the pool;
+2. on Linux, forks: the process the parent started stays as the worker's keeper, which ends every
+   process the reward starts (:mod:`osmosis_ai.rewards.runtime.keeper`), and the child goes on;
 3. sets the memory limit (``RLIMIT_AS``) before any of the user's code runs;
 4. takes the parent's ``sys.path``, imports the reward and answers ``READY`` (or ``FAILED``, and exits);
 5. scores. A synchronous reward at concurrency 1 is called on the main thread, one sample after the
@@ -33,6 +34,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from osmosis_ai._usercode import call_inline, forget_traceback
+from osmosis_ai.rewards.runtime import keeper
 from osmosis_ai.rewards.runtime.capture import CURRENT, Capture, CaptureStream
 from osmosis_ai.rewards.runtime.errors import RewardLoadError
 from osmosis_ai.rewards.runtime.protocol import (
@@ -78,7 +80,7 @@ def main() -> None:
     command_fd, result_fd, slots_fd, parent = (int(arg) for arg in sys.argv[2:6])
     for fd in (command_fd, result_fd, slots_fd):
         os.set_inheritable(fd, False)
-    _die_with_parent(parent)
+    _split_or_check(parent, (command_fd, result_fd, slots_fd))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     commands = os.fdopen(command_fd, "rb", buffering=1 << 16)
     settings: WorkerSettings = read_frame(commands)
@@ -107,15 +109,10 @@ def main() -> None:
     os._exit(0)
 
 
-def _die_with_parent(parent: int) -> None:
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):  # no prctl: the parent's close and atexit still apply
-            pass
-    if os.getppid() != parent:  # the parent died before the request took effect
+def _split_or_check(parent: int, channels: tuple[int, ...]) -> None:
+    if keeper.available():
+        keeper.split(parent, channels)
+    elif os.getppid() != parent:  # the parent is gone already: nobody is waiting for this worker
         os._exit(1)
 
 

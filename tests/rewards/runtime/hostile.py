@@ -61,6 +61,16 @@ def hostile(solution_str: str, ground_truth: str, extra_info: dict[str, Any] | N
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", argument])
         while True:
             time.sleep(1)
+    if action == "session_child":  # the same, out of the worker's group and session; and a grandchild
+        script = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)', {argument!r}], start_new_session=True); time.sleep(3600)"
+        subprocess.Popen([sys.executable, "-c", script, argument], start_new_session=True)
+        while True:
+            time.sleep(1)
+    if action == "spawn_and_return":  # leaves a process of its own in a new session, and returns
+        subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(3600)", argument], start_new_session=True
+        )
+        return 1.0
     if action == "numpy":
         return np.float32(0.5)
     if action == "nan":
