@@ -19,12 +19,15 @@ session of its own, with three descriptors: the command pipe, the result pipe an
    any other sample past it is killed by the parent, which reads the slots. A sample that finishes
    after its timeout is reported as timed out all the same: the timeout is a limit on the reward,
    measured here, whatever the parent was doing meanwhile.
-6. exits with ``os._exit`` at the end of the command pipe, so threads the reward left running
+6. puts the working directory and the environment back as they were after the import once a sample
+   is done (at concurrency above 1: whenever no sample runs), so no sample sees another's changes;
+7. exits with ``os._exit`` at the end of the command pipe, so threads the reward left running
    cannot keep it alive.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import signal
@@ -160,6 +163,35 @@ def _outcome(call: Callable[[], Any], name: str, kind: str) -> tuple[int, Any]:
         return ERROR, first_line(exc)
 
 
+class _Baseline:
+    """The working directory and environment the reward was imported with, put back after each
+    sample (a concurrent worker: whenever no sample runs), so a sample that changes them does not
+    change what the samples after it see. Checking costs a ``getcwd`` and one dict comparison."""
+
+    def __init__(self) -> None:
+        self.cwd = os.getcwd()
+        self.environ = os.environ
+        self.data = dict(os.environ._data)  # type: ignore[attr-defined]  # the encoded mapping putenv mirrors
+
+    def restore(self) -> None:
+        try:
+            moved = os.getcwd() != self.cwd
+        except OSError:  # the directory it moved to is gone
+            moved = True
+        if moved:
+            with contextlib.suppress(OSError):  # the original one is gone: nothing to go back to
+                os.chdir(self.cwd)
+        if os.environ is not self.environ:
+            os.environ = self.environ  # noqa: B003 - the original mapping back, not a new environment
+        if self.environ._data != self.data:  # type: ignore[attr-defined]
+            current = self.environ._data  # type: ignore[attr-defined]
+            for key in [key for key in current if key not in self.data]:
+                del self.environ[self.environ.decodekey(key)]
+            for key, value in self.data.items():
+                if current.get(key) != value:
+                    self.environ[self.environ.decodekey(key)] = self.environ.decodevalue(value)
+
+
 def _serve_inline(
     commands: IO[bytes],
     result_fd: int,
@@ -172,6 +204,7 @@ def _serve_inline(
     capture = Capture(settings.output_limit)
     CURRENT.set(capture)
     clock = time.monotonic
+    baseline = _Baseline()
     results: list[tuple[int, int, Any, float, str]] = []
     while (batch := read_frame(commands)) is not None:
         flushed = clock()
@@ -184,6 +217,7 @@ def _serve_inline(
                 status, value = TIMEOUT, LATE
             slots.finish(seq, status, value, ended - started)
             slots.clear(0)
+            baseline.restore()
             results.append((seq, status, value, ended - started, capture.take()))
             if ended - flushed > FLUSH_SECONDS:
                 _send(result_fd, (RESULTS, results))
@@ -217,6 +251,7 @@ async def _serve_concurrently(
     ended = False
     results: list[tuple[int, int, Any, float, str]] = []
     tasks: set[asyncio.Task[None]] = set()
+    baseline = _Baseline()
 
     frames = FrameBuffer()
     os.set_blocking(command_fd, False)
@@ -278,6 +313,8 @@ async def _serve_concurrently(
         if released:
             slots.clear(slot)
             free.append(slot)
+        if len(free) == settings.concurrency:
+            baseline.restore()
         wake.set()
 
     loop.add_reader(command_fd, readable)

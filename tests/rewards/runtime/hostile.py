@@ -100,6 +100,15 @@ def hostile(solution_str: str, ground_truth: str, extra_info: dict[str, Any] | N
 
         pickle.dumps = lambda *args, **kwargs: b"junk"
         return 1.0
+    if action == "leak":  # moves the worker elsewhere and changes its environment
+        os.chdir("/")
+        os.environ["OSMOSIS_TEST_LEAK"] = "1"
+        os.environ.pop("HOME", None)
+        return 1.0
+    if action == "clean":  # 1.0 when no sample before it changed what it sees
+        return float(
+            os.getcwd() == argument and "OSMOSIS_TEST_LEAK" not in os.environ and "HOME" in os.environ
+        )
     if action == "pid":
         return float(os.getpid())
     if action == "calls":

@@ -304,6 +304,17 @@ async def test_module_state_lives_on_in_a_worker_across_samples() -> None:
     assert sorted(first) == [1.0, 2.0, 3.0] and second.score == 4.0
 
 
+@pytest.mark.parametrize("concurrency", [1, 2])
+async def test_a_samples_working_directory_and_environment_do_not_reach_the_next_one(
+    concurrency: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", os.environ.get("HOME", "/root"))
+    async with RewardRuntime(HOSTILE, workers=1, timeout=10, concurrency=concurrency) as runtime:
+        for _ in range(2):
+            assert (await runtime.score(row("leak"))).score == 1.0
+            assert (await runtime.score(row(f"clean:{os.getcwd()}"))).score == 1.0
+
+
 async def test_an_async_reward_past_its_timeout_is_cancelled_in_its_worker_without_a_kill() -> None:
     async with RewardRuntime(f"{H}:decorated_async", workers=1, timeout=0.5) as runtime:
         assert runtime.concurrency == 16
