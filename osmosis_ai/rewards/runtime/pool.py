@@ -319,9 +319,8 @@ class ProcessPool:
                     self._settle(job, self._crash(job, worker, garbled=True))
                 else:
                     self._suspect(job)
-            elif (
-                seq in finished
-            ):  # it returned before its worker went: its result stands, it never runs again
+            elif seq in finished:
+                # it returned before its worker went: its result stands, and it never runs again
                 self._settle(job, self._result(job, *finished[seq], ""))
             elif not on_its_own or worker.garbled:
                 back.append(job)

@@ -158,7 +158,7 @@ def write_frame(fd: int, message: object) -> None:
 
 _SLOT = struct.Struct("=qd")
 IDLE = -1
-_COUNT = struct.Struct("=q")
+_INT64 = struct.Struct("=q")
 _DONE = struct.Struct("=qidd")
 _DONE_TEXT = 240
 """Bytes of a finished sample's error that are kept in the table."""
@@ -174,11 +174,11 @@ class Slots:
         self.count = count
         self.finished_capacity = finished
         self._log = _SLOT.size * count
-        self._entries = self._log + _COUNT.size
+        self._entries = self._log + _INT64.size
 
     @staticmethod
     def _size(count: int, finished: int) -> int:
-        return _SLOT.size * count + _COUNT.size + _ENTRY * finished
+        return _SLOT.size * count + _INT64.size + _ENTRY * finished
 
     @classmethod
     def create(cls, count: int, finished: int) -> tuple[Slots, int]:
@@ -192,7 +192,7 @@ class Slots:
         for index in range(count):
             slots.clear(index)
         for index in range(finished):
-            _COUNT.pack_into(slots._buffer, slots._entries + index * _ENTRY, IDLE)
+            _INT64.pack_into(slots._buffer, slots._entries + index * _ENTRY, IDLE)
         return slots, fd
 
     @classmethod
@@ -220,7 +220,7 @@ class Slots:
 
     def finish(self, seq: int, status: int, value: Any, duration: float) -> None:
         """Record a finished sample (worker side, one thread): ``value`` a float score or a text."""
-        (written,) = _COUNT.unpack_from(self._buffer, self._log)
+        (written,) = _INT64.unpack_from(self._buffer, self._log)
         offset = self._entries + (written % self.finished_capacity) * _ENTRY
         if status == OK:
             score, text = value, b""
@@ -229,8 +229,8 @@ class Slots:
         # The body first and the seq last: a record is never read with a seq and someone else's body.
         _DONE.pack_into(self._buffer, offset, IDLE, status, duration, score)
         _TEXT.pack_into(self._buffer, offset + _DONE.size, len(text), text)
-        _COUNT.pack_into(self._buffer, offset, seq)
-        _COUNT.pack_into(self._buffer, self._log, written + 1)
+        _INT64.pack_into(self._buffer, offset, seq)
+        _INT64.pack_into(self._buffer, self._log, written + 1)
 
     def finished(self) -> dict[int, tuple[int, Any, float]]:
         """``seq -> (status, value, duration)`` of the samples recorded (parent side, once the worker
