@@ -29,8 +29,14 @@ One run, in this order, then one table:
    a FIFO with a reader and a symlink, through the CLI's ``main()``: each must be written whole and
    stay what it was (a device, a FIFO, a link to the file that got the content).
 
+10. The reward runtime and signals (:mod:`benchmarks.chaos_runtime`): samples that garble their
+    worker's result pipe, close its descriptors just after returning, start processes in sessions
+    of their own, move its working directory; ``osmosis reward score`` sent SIGTERM, SIGHUP and
+    SIGKILL while its reward's processes run; samples, outcomes, processes before and after.
+
 Goals: lost rollouts 0 (every rollout the server accepted reaches the trainer), 5xx answers 0,
-judge scores taken from candidate text 0, every output written onto each special file and the file kept. Duplicate deliveries are expected (at-least-once; the
+judge scores taken from candidate text 0, every output written onto each special file and the file kept,
+the runtime's goals (:mod:`benchmarks.chaos_runtime`). Duplicate deliveries are expected (at-least-once; the
 trainer deduplicates by ``rollout_id``) and reported. Exit status 0 when the goals are met.
 ``--short`` is the quick form ``tests/benchmarks/test_chaos.py`` runs inside ``make test``.
 """
@@ -55,6 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks import chaos_runtime
 from benchmarks.openai_stub import StubProcess
 from benchmarks.special_files import FifoReader, make_char_device, still_char_device, symlink_to_file
 from osmosis_ai.rollout import RolloutAgentLoop, RolloutContext, RolloutResult
@@ -135,6 +142,7 @@ class Plan:
     slow_callbacks: int = 120  # held by the slow trainer: more than the server's 100 connections were
     blackholed: int = 30
     endless_headers: int = 4
+    runtime_rows: int = 2000  # rows of each hostile reward-runtime run
 
 
 FULL = Plan(600, 40, 0.2, 5.0, 30.0, 12.0, 20.0, 2000, 200, 240.0)
@@ -143,7 +151,7 @@ FULL = Plan(600, 40, 0.2, 5.0, 30.0, 12.0, 20.0, 2000, 200, 240.0)
 # suite, beside other tests on a shared machine: a stall there is a /health left unanswered for 20 s
 # (a hang), where the full suite's figure counts every answer slower than 2 s.
 SHORT = Plan(40, 20, 0.2, 1.0, 2.0, 2.0, 4.0, 100, 20, 60.0, weights=(70, 6, 6, 6, 6, 0), stalled_after=20.0,
-             blackholed=10)  # fmt: skip
+             blackholed=10, runtime_rows=120)  # fmt: skip
 
 # -- the hostile trainer ---------------------------------------------------------------------------------
 
@@ -900,6 +908,7 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
             "0",
         ),
         *(_output_row(kind, results["outputs"][kind]) for kind in OUTPUT_KINDS),
+        *chaos_runtime.table(results["runtime"]),
     ]
 
 
@@ -922,6 +931,7 @@ def goals_met(results: dict[str, Any]) -> bool:
         and results["endless"]["refused_431"] == results["endless"]["streams"]
         and results["endless"]["rss_growth_mib"] < 16
         and all(not o["failed"] for o in results["outputs"].values())
+        and chaos_runtime.goals_met(results["runtime"])
     )
 
 
@@ -946,6 +956,7 @@ def run(plan: Plan, seed: int) -> dict[str, Any]:
         results["trainers"]["log_bytes"] = sum(len(line) + 1 for line in lines)
         results["judge"] = asyncio.run(judge_injection())
         results["outputs"] = outputs_onto_special_files()
+        results["runtime"] = chaos_runtime.run(plan.runtime_rows)
         return results
 
 

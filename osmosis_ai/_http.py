@@ -41,7 +41,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
@@ -434,6 +434,69 @@ def redact(text: str, secret: str | None = None) -> str:
             if piece in text:
                 text = text.replace(piece, "[redacted]")
     return _SECRET.sub(lambda m: (m.group(1) or "") + "[redacted]", text)
+
+
+REDACTED = "[redacted]"
+# A setting or flag that names a secret: an API key, a token, a password; not ``max_tokens``.
+_SECRET_NAME = re.compile(
+    r"(?i)(?:^|[-_])(?:api[-_]?key|key|keys|token|secret|secrets|password|passwd|credentials?|authorization)$"
+    r"|^(?:auth|secret|password|token)(?:[-_]|$)"
+)
+# Where a value carries a secret of its own: a URL's password, a secret-named query parameter, the
+# shapes well-known providers give their keys.
+_SECRET_IN_VALUE = re.compile(
+    r"(?i)(?P<url>[a-z][a-z0-9+.-]*://[^/\s:@]*:)[^@\s/]+(?=@)"
+    r"|(?P<query>[?&][^=&\s]*(?:key|token|secret|password|signature|sig)=)[^&#\s]+"
+    r"|(?P<bearer>\b(?:bearer|basic)\s+)\S+"
+    r"|\b(?:sk|pk|rk)-[A-Za-z0-9_-]{12,}|\b(?:ghp|gho|ghs|ghu|hf|glpat)_[A-Za-z0-9_]{12,}"
+    r"|\bxox[abprs]-[A-Za-z0-9-]{10,}|\bAKIA[0-9A-Z]{16}\b"
+)
+
+
+def secret_name(name: str) -> bool:
+    """Whether a setting or flag called ``name`` (``api_key``, ``--hf-token``) holds a secret."""
+    return bool(_SECRET_NAME.search(name.lstrip("-")))
+
+
+def redact_value(value: str) -> str:
+    """``value`` with the secrets a value can carry masked (see ``_SECRET_IN_VALUE``)."""
+    return _SECRET_IN_VALUE.sub(
+        lambda m: (m.group("url") or m.group("query") or m.group("bearer") or "") + REDACTED, value
+    )
+
+
+def redact_command(argv: Sequence[str]) -> list[str]:
+    """A command line fit to record: the value of every secret-named flag (``--api-key sk-...``,
+    ``--token=...``) masked, and the secrets other arguments carry (:func:`redact_value`)."""
+    shown: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            shown.append(REDACTED)
+            hide_next = False
+        elif arg.startswith("-") and secret_name(arg.partition("=")[0]):
+            flag, equals, _ = arg.partition("=")
+            shown.append(f"{flag}={REDACTED}" if equals else arg)
+            hide_next = not equals
+        else:
+            shown.append(redact_value(arg))
+    return shown
+
+
+def redact_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings fit to record: secret-named ones left out, secrets in the others' text masked (in
+    lists and nested mappings too)."""
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            return redact_value(value)
+        if isinstance(value, Mapping):
+            return redact_config(value)
+        if isinstance(value, (list, tuple)):
+            return [clean(item) for item in value]
+        return value
+
+    return {name: clean(value) for name, value in config.items() if not secret_name(str(name))}
 
 
 # -- failures worth one line a minute -----------------------------------------------------------------

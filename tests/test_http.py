@@ -504,3 +504,22 @@ async def test_run_sync_works_from_inside_a_running_loop(server: ScriptedServer)
         return (await shared_pool().request("GET", server.url, timeout=5.0)).status
 
     assert run_sync(fetch) == 200  # blocks this loop briefly; the request runs on a private one
+
+
+def test_a_command_line_and_settings_are_recorded_without_their_secrets() -> None:
+    from osmosis_ai._http import redact_command, redact_config
+
+    argv = ["osmosis", "eval", "--api-key", "sk-abc", "--baseline-api-key=xyz", "--max-tokens", "5",
+            "--base-url", "https://me:pass@host/v1?api_key=k1&x=1", "--model", "sk-proj-0123456789abcdef", "-d", "d.jsonl"]  # fmt: skip
+    assert redact_command(argv) == [
+        "osmosis", "eval", "--api-key", "[redacted]", "--baseline-api-key=[redacted]", "--max-tokens", "5",
+        "--base-url", "https://me:[redacted]@host/v1?api_key=[redacted]&x=1", "--model", "[redacted]", "-d", "d.jsonl",
+    ]  # fmt: skip
+    config = {"hf_token": "t", "auth": "a", "tags": ["ghp_0123456789abcdef"], "nested": {"password": "p"},
+              "max_tokens": 3, "authors": "me"}  # fmt: skip
+    assert redact_config(config) == {
+        "tags": ["[redacted]"],
+        "nested": {},
+        "max_tokens": 3,
+        "authors": "me",
+    }

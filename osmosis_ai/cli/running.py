@@ -6,6 +6,10 @@ a cancellation or a crash either completes or leaves out). User code can keep th
 a synchronous call that blocks the event loop, an agent that swallows its cancellation — so the
 process then ends on its own ``GRACE_SECONDS`` later, and a second Ctrl-C ends it at once. Either
 way the exit status is 130, as for any command stopped by Ctrl-C.
+
+SIGTERM and SIGHUP (a supervisor stopping the command, a closed terminal) follow the same rule, so
+the command ends its worker processes and keeps its journal on them too; the exit status is then
+128 plus the signal's number (143, 129), as a shell reports it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, NoReturn
 
+STOPPING = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+"""The signals that stop a command by the rule of the module docstring."""
 GRACE_SECONDS = 5.0
 HINT_SECONDS = 1.0  # a stop that takes longer than this says so, and how to skip it
 INTERRUPTED = 130
@@ -29,13 +35,17 @@ def _hint() -> None:
         print("Interrupted: still stopping... (Ctrl-C again to quit at once)", file=sys.stderr, flush=True)
 
 
-def _exit_now() -> NoReturn:
+def _status(signum: int) -> int:
+    return INTERRUPTED if signum == signal.SIGINT else 128 + signum
+
+
+def _exit_now(signum: int = signal.SIGINT) -> NoReturn:
     with contextlib.suppress(OSError, ValueError):
         print("Interrupted: stopped at once; what was committed to a journal is kept.", file=sys.stderr)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed or broken pipe: nothing to say there
             stream.flush()
-    os._exit(INTERRUPTED)
+    os._exit(_status(signum))
 
 
 def run_command(main: Callable[[], Coroutine[Any, Any, int]], *, on_interrupt: Callable[[], int]) -> int:
@@ -48,13 +58,13 @@ def run_command(main: Callable[[], Coroutine[Any, Any, int]], *, on_interrupt: C
         state["loop"], state["task"] = asyncio.get_running_loop(), asyncio.current_task()
         return await main()
 
-    def on_sigint(signum: int, frame: object) -> None:
+    def on_signal(signum: int, frame: object) -> None:
         loop, task = state.get("loop"), state.get("task")
         if state.get("interrupted") or loop is None or task is None or loop.is_closed():
-            _exit_now()
-        state["interrupted"] = True
+            _exit_now(signum)
+        state["interrupted"] = signum
         loop.call_soon_threadsafe(task.cancel)
-        for delay, action in ((HINT_SECONDS, _hint), (GRACE_SECONDS, _exit_now)):
+        for delay, action in ((HINT_SECONDS, _hint), (GRACE_SECONDS, lambda: _exit_now(signum))):
             timer = threading.Timer(delay, action)
             timer.daemon = True
             timer.start()
@@ -62,14 +72,20 @@ def run_command(main: Callable[[], Coroutine[Any, Any, int]], *, on_interrupt: C
 
     if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
         return asyncio.run(wrapped())
-    previous = signal.signal(signal.SIGINT, on_sigint)
+    previous = {signum: signal.signal(signum, on_signal) for signum in STOPPING}
     try:
         return asyncio.run(wrapped())
     except (asyncio.CancelledError, KeyboardInterrupt):
-        if not state.get("interrupted"):
+        signum = state.get("interrupted")
+        if not signum:
             raise
-        return on_interrupt()
+        try:
+            status = on_interrupt()
+        except OSError:  # the terminal is gone (SIGHUP): nothing to say there
+            status = INTERRUPTED
+        return _status(signum) if status == INTERRUPTED else status
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
         for timer in timers:  # the command unwound in time: nothing left to force
             timer.cancel()

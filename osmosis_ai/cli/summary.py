@@ -238,20 +238,18 @@ def finish_run(
         log_experiment(args, figures)
 
 
-_SECRET_WORDS = ("key", "token", "secret", "password")
-
-
 def run_config(args: argparse.Namespace) -> dict[str, Any]:
     """The command's settings as plain values, for an experiment logger: no secrets, nothing unset."""
+    from osmosis_ai._http import redact_config
+
     plain = (str, int, float, bool, list, tuple)
-    return {
-        name: list(value) if isinstance(value, tuple) else value
-        for name, value in sorted(vars(args).items())
-        if isinstance(value, plain)
-        and not any(word in name for word in _SECRET_WORDS)
-        and not name.startswith("_")
-        and name not in ("log_to", "func")
-    }
+    return redact_config(
+        {
+            name: value
+            for name, value in sorted(vars(args).items())
+            if isinstance(value, plain) and not name.startswith("_") and name not in ("log_to", "func")
+        }
+    )
 
 
 def log_experiment(args: argparse.Namespace, figures: Figures) -> None:

@@ -682,7 +682,10 @@ def _lock(file: Path) -> int:
             "run a journal of its own",
             holder=holder,
         ) from None
-    command = " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))[:200]
+    from osmosis_ai._http import redact_command  # the holder line is read by anyone who can read the file
+
+    argv = redact_command(sys.argv)
+    command = " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(argv))[:200]
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}: {command}".encode(), 0)
     return fd

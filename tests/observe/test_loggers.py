@@ -13,7 +13,7 @@ import pytest
 from tensorboardX.proto import event_pb2
 
 from osmosis_ai.observe import loggers
-from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, cli
+from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, cli, osmosis
 
 REWARD = "examples.calculator.reward:calculator_reward"
 ROWS = len(CALCULATOR_DATASET.read_text().splitlines())
@@ -162,3 +162,44 @@ def test_regrade_logs_to_tensorboard(tmp_path: Path) -> None:
     assert regraded.returncode == 0, regraded.stderr
     scalars = {v.tag: v.simple_value for e in events(tmp_path / "tb") for v in e.summary.value}
     assert scalars["summary/rows"] == ROWS
+
+
+def test_no_logger_and_no_journal_records_a_secret_from_the_command_line(tmp_path: Path) -> None:
+    key = "sk-proj-Secret0123456789abcdef"
+    # a process of its own: W&B keeps the first run's directory for the rest of a process
+    ran = osmosis(*EVAL, "--api-key", key, "--log-to", "tensorboard", "--log-to", "mlflow", "--log-to", "wandb",
+                  "--journal", str(tmp_path / "j"), cwd=tmp_path, env=env_for(tmp_path))  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    written = [path for path in tmp_path.rglob("*") if path.is_file()]
+    assert any(path.suffix == ".wandb" for path in written) and (tmp_path / "tb").is_dir()
+    for path in written:
+        data = path.read_bytes()
+        assert key[8:].encode() not in data, path
+    # what each tool did get: the command line with the key masked, the settings without it
+    (records,) = (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")
+    assert b"[redacted]" in records.read_bytes()
+
+
+def test_every_tool_gets_the_settings_with_their_secrets_left_out_or_masked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in env_for(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    config = {"api_key": "sk-0123456789abcdefSECRET", "base_url": "https://user:PASSWORD1@example.com/v1",
+              "headers": ["Authorization: Bearer TOKEN1234"], "max_tokens": 64}  # fmt: skip
+    loggers.log_run(
+        ["tensorboard", "mlflow"], loggers.RunLog(name="r", kind="eval", config=config, summary={})
+    )
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert not any(secret in data for secret in (b"SECRET", b"PASSWORD1", b"TOKEN1234")), path
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient((tmp_path / "mlruns").as_uri())
+    (run,) = client.search_runs([client.get_experiment_by_name("osmosis").experiment_id])
+    assert run.data.params == {
+        "base_url": "https://user:[redacted]@example.com/v1",
+        "headers": '["Authorization: Bearer [redacted]"]',
+        "max_tokens": "64",
+    }

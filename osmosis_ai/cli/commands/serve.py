@@ -112,7 +112,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="URL_OR_PATH",
         default=None,
         help="where the dedupe state shared by processes lives: redis://HOST:PORT/DB for replicas on "
-        "several hosts (the redis extra), or an SQLite file (default with --workers: beside the outbox)",
+        "several hosts (the redis extra), or an SQLite file in a directory that exists (default with "
+        "--workers: beside the outbox)",
     )
     parser.add_argument("--docs", action="store_true", help="serve /docs, /redoc and /openapi.json")
     parser.add_argument("--access-log", action="store_true", help="log every HTTP request")
@@ -163,14 +164,17 @@ def _api_key(args: argparse.Namespace) -> str | None:
 
 
 def _state(value: str | None) -> str | None:
-    from osmosis_ai.rollout.server.state_redis import REDIS_SCHEMES
+    from osmosis_ai.rollout.core.exceptions import RolloutValueError
+    from osmosis_ai.rollout.server.state_redis import check_location
 
     if value is None:
         return None
-    if "://" in value and not value.startswith(REDIS_SCHEMES):
-        raise CLIError(f"--state: expected redis://HOST:PORT/DB or an SQLite file path, got {value!r}")
     if not value.strip():
         raise CLIError("--state must not be empty")
+    try:
+        check_location(value)
+    except RolloutValueError as exc:
+        raise CLIError(f"--state: {exc}") from None
     return value
 
 

@@ -3,12 +3,15 @@ a sample table, sent to Weights & Biases, TensorBoard (tensorboardX event files)
 
 :class:`RunLog` is what every tool gets; :func:`log_run` sends it to each tool named, importing only
 that tool's module (:mod:`.wandb`, :mod:`.tensorboard`, :mod:`.mlflow`, each an optional extra).
-Where each one writes is the tool's own setting: ``WANDB_PROJECT``/``WANDB_MODE``/``WANDB_DIR``;
+Settings named as secrets are left out and secrets inside the others masked before any tool sees
+them (``osmosis_ai._http.redact_config``); W&B, which records the command line itself, gets it masked
+(``redact_command``). Where each one writes is the tool's own setting: ``WANDB_PROJECT``/``WANDB_MODE``/``WANDB_DIR``;
 ``TENSORBOARD_LOGDIR`` (default ``runs/<name>``); ``MLFLOW_TRACKING_URI``/``MLFLOW_EXPERIMENT_NAME``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 from collections.abc import Iterable, Mapping, Sequence
@@ -83,6 +86,9 @@ def log_run(tools: Iterable[str], run: RunLog) -> list[str]:
     Raises:
         ExperimentLogError: a tool's package is missing or it refused the run.
     """
+    from osmosis_ai._http import redact_config
+
+    run = dataclasses.replace(run, config=redact_config(run.config))  # no tool ever gets a secret
     where = []
     for tool in dict.fromkeys(tools):
         line = install_line(tool)

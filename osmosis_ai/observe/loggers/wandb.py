@@ -7,7 +7,9 @@ run's config, the figures go to the run summary, the histogram and the sample ta
 from __future__ import annotations
 
 import os
+import sys
 
+from osmosis_ai._http import redact_command
 from osmosis_ai.observe.loggers import SAMPLE_COLUMNS, RunLog
 
 
@@ -15,13 +17,18 @@ def log(run: RunLog) -> str:
     import wandb
 
     project = os.environ.get("WANDB_PROJECT") or "osmosis"
-    logged = wandb.init(
-        project=project,
-        name=run.name,
-        job_type=run.kind,
-        config=dict(run.config),
-        settings=wandb.Settings(silent=True),
-    )
+    argv = sys.argv
+    sys.argv = redact_command(argv)  # W&B keeps the command line in the run's metadata, read at init
+    try:
+        logged = wandb.init(
+            project=project,
+            name=run.name,
+            job_type=run.kind,
+            config=dict(run.config),
+            settings=wandb.Settings(silent=True),
+        )
+    finally:
+        sys.argv = argv
     try:
         logged.summary.update(run.figures())
         data: dict[str, object] = {

@@ -19,10 +19,17 @@ settled: the sample whose deadline stopped it is ``reward_timeout``; if it died 
 sample it was running is ``reward_crash``. When it was running several at once the blame is not
 certain (one sample can block or crash the others): the first one past its deadline is the one
 that timed out, and the rest — or, after a crash, all of them — go back as suspects, each to run
-alone, so that only a sample that fails alone fails. Everything else goes
-back to the front of the queue in order: none lost, none counted twice. A worker that dies with
-nothing running blames no one, but a job whose worker dies under it :data:`MAX_ORPHANED` times is
-failed as ``reward_crash``.
+alone, so that only a sample that fails alone fails. A sample the worker finished but had not
+reported yet (the shared table records it) is settled with what it returned and never runs again,
+whatever became of the worker after. Everything else goes back to the front of the queue in order:
+none lost, none counted twice. A worker that dies with nothing running blames no one, but a job
+whose worker dies under it :data:`MAX_ORPHANED` times is failed as ``reward_crash``.
+
+**Garbled pipes.** Bytes on a worker's result pipe that are not frames (its reward wrote there) get
+the worker killed and replaced at once. The sample that was running then, or had finished since the
+last whole frame, is ``reward_crash``; when there are several such samples each runs again alone
+first, a finished one included (the one that garbles alone is the one to blame), and the others
+go back to the queue.
 
 **Failures of the pool itself.** A replacement that cannot start is retried; when no worker is left
 and none can be started, the queued jobs and later submissions fail with :class:`WorkerStartError`.
@@ -292,6 +299,10 @@ class ProcessPool:
             self._replace()
         assert worker.slots is not None
         running = [seq for seq, _ in worker.slots.running() if seq in held]
+        finished = {seq: record for seq, record in worker.slots.finished().items() if seq in held}
+        # Whoever wrote to the result pipe was running then, or finished since the last frame that
+        # arrived whole: the one such sample is to blame; several each run again alone first.
+        garblers = {seq for seq in held if seq in running or seq in finished} if worker.garbled else set()
         # Samples running side by side in one worker can all look overdue when one of them blocks the
         # rest (an async reward that blocks its event loop, C code that holds the GIL): the one that
         # started first is to blame, the others run again alone.
@@ -302,18 +313,22 @@ class ProcessPool:
                 error = self._timeout_error("its worker process was killed")
                 self._settle(job, SampleResult(job.index, Outcome.REWARD_TIMEOUT, None, error, culprits[seq]))
             elif seq in culprits:
-                job.suspect = True
-                self._suspects.append(job)
-                self.stats.requeued += 1
-            elif not on_its_own:
+                self._suspect(job)
+            elif seq in garblers:
+                if len(garblers) == 1 or job.suspect:
+                    self._settle(job, self._crash(job, worker, garbled=True))
+                else:
+                    self._suspect(job)
+            elif seq in finished:
+                # it returned before its worker went: its result stands, and it never runs again
+                self._settle(job, self._result(job, *finished[seq], ""))
+            elif not on_its_own or worker.garbled:
                 back.append(job)
             elif seq in running:
                 if len(running) == 1 or job.suspect:
                     self._settle(job, self._crash(job, worker))
                 else:  # one of several that were running did it: each runs alone until it is known
-                    job.suspect = True
-                    self._suspects.append(job)
-                    self.stats.requeued += 1
+                    self._suspect(job)
             elif not running:  # the worker died between samples: nobody to blame, unless it keeps happening
                 job.orphaned += 1
                 if job.orphaned >= MAX_ORPHANED:
@@ -326,10 +341,22 @@ class ProcessPool:
         self._waiting.extendleft(reversed(back))
         self._schedule_dispatch()
 
-    def _crash(self, job: Job, worker: WorkerProcess, *, waiting: bool = False) -> SampleResult:
+    def _suspect(self, job: Job) -> None:
+        job.suspect = True
+        self._suspects.append(job)
+        self.stats.requeued += 1
+
+    def _crash(
+        self, job: Job, worker: WorkerProcess, *, waiting: bool = False, garbled: bool = False
+    ) -> SampleResult:
         assert worker.returncode is not None
         how = describe_exit(worker.returncode)
-        if waiting:
+        if garbled:
+            error = (
+                "the reward wrote to its worker's result pipe (bytes that are not the runtime's frames); "
+                "the worker process was killed"
+            )
+        elif waiting:
             error = f"the reward's worker process {how} with this sample waiting in it, {MAX_ORPHANED} times in a row"
         else:
             error = f"the reward's worker process {how} while scoring this sample"

@@ -7,7 +7,9 @@ the main module at every start (that happens only for a reward defined in ``__ma
 
 **A session of its own.** Each worker leads its own session and process group, so a Ctrl-C in the
 terminal reaches only the parent, which then ends its workers itself, and ending a worker signals
-its whole group: child processes the reward started go with it.
+its whole group: child processes the reward started go with it. On Linux the process started is
+the worker's keeper (:mod:`osmosis_ai.rewards.runtime.keeper`), which also ends what the reward
+started outside the group, when the worker ends, on SIGTERM, and when the parent dies.
 
 **Ending.** :meth:`WorkerProcess.stop` sends SIGTERM to the group and SIGKILL after
 :data:`TERM_GRACE`. The exit is noticed without reaping (``waitid`` with ``WNOWAIT``), because the
@@ -33,6 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from osmosis_ai.rewards.runtime import keeper
 from osmosis_ai.rewards.runtime.capture import Tail
 from osmosis_ai.rewards.runtime.errors import WorkerStartError
 from osmosis_ai.rewards.runtime.protocol import (
@@ -40,6 +43,7 @@ from osmosis_ai.rewards.runtime.protocol import (
     READY,
     RESULTS,
     FrameBuffer,
+    FrameError,
     Slots,
     WorkerSettings,
     encode,
@@ -55,6 +59,8 @@ OUTPUT_GRACE = 0.5
 process the reward started outside the worker's group may hold them open for good)."""
 POLL_SECONDS = 0.005
 """How often a worker that is ending is checked for its exit."""
+KEEPER_GRACE = 2.0
+"""Seconds the keepers of the workers being closed have to end their trees and exit."""
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 _LIVE: dict[int, tuple[subprocess.Popen[bytes], int]] = {}  # pid -> (process, the pid that started it)
@@ -83,6 +89,7 @@ class WorkerProcess:
         self.returncode: int | None = None
         self.ready = False
         self.stopping = False
+        self.garbled = False
         self._stopped_at: float | None = None
         self._eof_at: float | None = None
         self._ready: asyncio.Future[None] | None = None
@@ -101,7 +108,7 @@ class WorkerProcess:
         """Spawn the worker and wait until it has imported the reward; :class:`WorkerStartError` if not."""
         loop = asyncio.get_running_loop()
         self._ready = loop.create_future()
-        self.slots, slots_fd = Slots.create(self.settings.concurrency)
+        self.slots, slots_fd = Slots.create(self.settings.concurrency, self.settings.window)
         command_r, command_w = os.pipe()
         result_r, result_w = os.pipe()
         output_r, output_w = os.pipe()
@@ -160,14 +167,27 @@ class WorkerProcess:
         if self._eof_at is None and self.returncode is None and self._exited():
             self._signal_group(signal.SIGKILL)
 
+    def garble(self) -> None:
+        """Bytes that are not frames came on the result pipe: something in the worker (its reward)
+        wrote there, so nothing more from it is trusted; it is killed now, its end handled as a
+        death of its own."""
+        if self.garbled or self.returncode is not None:
+            return
+        self.garbled, self.ready = True, False
+        self._kill()
+        self._schedule_poll()
+
     def kill_now(self) -> None:
-        """SIGKILL the group, reap, release everything; for closing the pool (blocks briefly)."""
+        """End the worker and its tree (:func:`kill_all`), reap, release everything; for closing the
+        pool (blocks briefly)."""
         if self._poll is not None:
             self._poll.cancel()
         kill_all([self])
         self._release()
 
-    def _frame(self, message: tuple[Any, ...]) -> None:
+    def _frame(self, message: Any) -> None:
+        if not _well_formed(message):
+            raise FrameError("a frame that is not one of the runtime's messages")
         kind = message[0]
         if kind == RESULTS:
             self.tail.clear()  # what came before belongs to samples that are done
@@ -201,7 +221,7 @@ class WorkerProcess:
             if not self._exited():
                 stopped_long_ago = self._stopped_at is not None and now - self._stopped_at > TERM_GRACE
                 if stopped_long_ago or (self._eof_at is not None and now - self._eof_at > EOF_GRACE):
-                    self._signal_group(signal.SIGKILL)
+                    self._kill()
                 self._schedule_poll()
                 return
             self._signal_group(signal.SIGKILL)  # what the reward started in the group goes too
@@ -223,12 +243,13 @@ class WorkerProcess:
 
     def _exited(self) -> bool:
         assert self.process is not None
-        if hasattr(os, "waitid"):
-            try:
-                return os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-            except ChildProcessError:
-                return True
-        return self.process.poll() is not None
+        return _has_exited(self.process)
+
+    def _kill(self) -> None:
+        """SIGKILL to the keeper's descendants (all found while it lives), then to the group."""
+        if self.process is not None and keeper.available() and not self._exited():
+            keeper.kill_descendants(self.process.pid)
+        self._signal_group(signal.SIGKILL)
 
     def _signal_group(self, signum: int) -> None:
         if self.process is None or self.process.returncode is not None:
@@ -248,6 +269,18 @@ class WorkerProcess:
         self._commands = None
         if self.slots is not None:
             self.slots.close()
+
+
+def _well_formed(message: Any) -> bool:
+    if not isinstance(message, tuple) or not message:
+        return False
+    if message[0] == RESULTS:
+        return (
+            len(message) == 2
+            and isinstance(message[1], list)
+            and all(isinstance(result, tuple) and len(result) == 5 for result in message[1])
+        )
+    return message[0] in (READY, FAILED)
 
 
 def _weak(method: Callable[..., None]) -> Callable[[], Callable[..., None] | None]:
@@ -270,6 +303,18 @@ def describe_exit(returncode: int) -> str:
     return f"died of {number.name} ({description.lower()})" if description else f"died of {number.name}"
 
 
+def _has_exited(process: subprocess.Popen[bytes]) -> bool:
+    """Whether ``process`` has exited, without reaping it (its pid stays its own)."""
+    if process.returncode is not None:
+        return True
+    if hasattr(os, "waitid"):
+        try:
+            return os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return True
+    return process.poll() is not None
+
+
 def _reap(process: subprocess.Popen[bytes]) -> None:
     try:
         process.wait(timeout=5.0)
@@ -284,13 +329,20 @@ class _ResultReader(asyncio.Protocol):
         self._frames = FrameBuffer()
 
     def data_received(self, data: bytes) -> None:
+        if self._worker.garbled:
+            return
+        garbled = False
         try:
             frames = self._frames.feed(data)
-        except Exception:  # not our framing: something else wrote to the pipe; the worker cannot be trusted
-            self._worker.stop()
-            return
-        for frame in frames:
-            self._worker._frame(frame)
+        except FrameError as exc:  # the frames before the bytes that are not one still count
+            frames, garbled = exc.frames, True
+        try:
+            for frame in frames:
+                self._worker._frame(frame)
+        except FrameError:
+            garbled = True
+        if garbled:
+            self._worker.garble()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._worker._result_eof()
@@ -308,23 +360,34 @@ class _TailReader(asyncio.Protocol):
 
 
 def kill_all(workers: list[WorkerProcess]) -> None:
-    """SIGKILL and reap every worker of the list that is still running."""
-    for worker in workers:
-        if worker.process is not None and worker.returncode is None:
+    """End and reap every worker of the list that is still running, and what its reward started."""
+    live = [w for w in workers if w.process is not None and w.returncode is None]
+    _end([w.process for w in live if w.process is not None])
+    for worker in live:
+        assert worker.process is not None
+        worker.returncode = worker.process.returncode
+
+
+def _end(processes: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM to each keeper, which kills its tree and exits, then SIGKILL to each group, and reap."""
+    live = [process for process in processes if process.returncode is None]
+    if keeper.available():
+        for process in live:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(worker.process.pid, signal.SIGKILL)
-    for worker in workers:
-        if worker.process is not None and worker.returncode is None:
-            _reap(worker.process)
-            worker.returncode = worker.process.returncode
+                os.kill(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + KEEPER_GRACE
+        for process in live:
+            while not _has_exited(process) and time.monotonic() < deadline:
+                time.sleep(POLL_SECONDS)
+            if not _has_exited(process):  # a keeper that does not end: its tree, from here
+                keeper.kill_descendants(process.pid)
+    for process in live:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+    for process in live:
+        _reap(process)
 
 
 @atexit.register
 def _kill_leftovers() -> None:
-    mine = [process for process, owner in _LIVE.values() if owner == os.getpid()]
-    for process in mine:
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
-    for process in mine:
-        _reap(process)
+    _end([process for process, owner in _LIVE.values() if owner == os.getpid()])

@@ -16,6 +16,18 @@ the worker started it. The monotonic clock is one clock for every process of the
 parent reads each deadline exactly where the worker set it, without a message per sample and
 without the worker's help: a worker stuck in C code that holds the GIL cannot answer, but its slot
 still says what it is running and since when.
+
+**Finished.** After the slots, the same file holds the last samples the worker finished, each with
+its status, duration and value (a score, or the first bytes of the error), written before the slot
+is cleared. Results travel in frames a little later, so a worker that dies or garbles its result
+pipe right after a sample returned leaves what it had finished here: those samples are settled
+from this record and never run again. The record holds at least as many samples as a worker is
+ever sent at once, so every finished sample still unreported is in it.
+
+**Garbled pipe.** A reward can write to the result pipe itself. Every frame must start with the
+pickle protocol's opening bytes; anything else is refused at once (never waited on as a long frame).
+The worker's own writes use functions bound when this module is imported, so a reward that
+replaces ``pickle.dumps`` or ``os.write`` afterwards does not change what the worker sends.
 """
 
 from __future__ import annotations
@@ -45,6 +57,18 @@ MEMORY = 3
 
 _HEADER = struct.Struct("!I")
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
+_OPENING = bytes((pickle.PROTO[0], _PROTOCOL))
+"""The first bytes of every pickle this protocol makes."""
+_pickle_dumps, _write, _memoryview = pickle.dumps, os.write, memoryview  # see "Garbled pipe" above
+
+
+class FrameError(ValueError):
+    """Bytes on a pipe that are not a frame of this protocol; ``frames`` holds the whole frames that
+    came before them."""
+
+    def __init__(self, message: str, frames: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.frames = frames or []
 
 
 @dataclass(frozen=True)
@@ -61,26 +85,29 @@ class WorkerSettings:
     kind: str
     timeout: float | None
     concurrency: int
+    window: int
+    """The most samples the worker is ever sent at once (it records that many finished ones)."""
     memory_limit_mb: int | None
     output_limit: int
 
 
 def encode(message: object) -> bytes:
     """One frame: the length, then the pickle."""
-    body = pickle.dumps(message, _PROTOCOL)
+    body = _pickle_dumps(message, _PROTOCOL)
     return _HEADER.pack(len(body)) + body
 
 
 def dumps(value: object) -> bytes:
     """The pickle of one sample's arguments (frames carry it as it is)."""
-    return pickle.dumps(value, _PROTOCOL)
+    return _pickle_dumps(value, _PROTOCOL)
 
 
 loads = pickle.loads
 
 
 class FrameBuffer:
-    """Bytes in, whole frames out, for a reader that gets data in pieces (an asyncio protocol)."""
+    """Bytes in, whole frames out, for a reader that gets data in pieces (an asyncio protocol);
+    :class:`FrameError` for bytes that are not frames (see "Garbled pipe" in the module docstring)."""
 
     def __init__(self) -> None:
         self._buffer = bytearray()
@@ -88,13 +115,23 @@ class FrameBuffer:
     def feed(self, data: bytes) -> list[Any]:
         buffer = self._buffer
         buffer += data
-        frames, position, size = [], 0, len(buffer)
+        frames: list[Any] = []
+        position, size = 0, len(buffer)
+        opening = _HEADER.size + len(_OPENING)
         while size - position >= _HEADER.size:
             (length,) = _HEADER.unpack_from(buffer, position)
-            end = position + _HEADER.size + length
+            start = position + _HEADER.size
+            if length < len(_OPENING) or (
+                size - position >= opening and buffer[start : start + len(_OPENING)] != _OPENING
+            ):
+                raise FrameError("bytes that are not a frame of the runtime's protocol", frames)
+            end = start + length
             if end > size:
                 break
-            frames.append(pickle.loads(buffer[position + _HEADER.size : end]))
+            try:
+                frames.append(pickle.loads(buffer[start:end]))
+            except Exception as exc:
+                raise FrameError(f"a frame that does not unpickle: {exc}", frames) from exc
             position = end
         del buffer[:position]
         return frames
@@ -114,37 +151,54 @@ def read_frame(stream: IO[bytes]) -> Any:
 
 def write_frame(fd: int, message: object) -> None:
     """Write one frame to a blocking file descriptor, all of it."""
-    view = memoryview(encode(message))
+    view = _memoryview(encode(message))
     while view:
-        view = view[os.write(fd, view) :]
+        view = view[_write(fd, view) :]
 
 
 _SLOT = struct.Struct("=qd")
 IDLE = -1
+_INT64 = struct.Struct("=q")
+_DONE = struct.Struct("=qidd")
+_DONE_TEXT = 240
+"""Bytes of a finished sample's error that are kept in the table."""
+_TEXT = struct.Struct(f"=H{_DONE_TEXT}s")
+_ENTRY = _DONE.size + _TEXT.size
 
 
 class Slots:
-    """The shared table of running samples (see the module docstring)."""
+    """The shared table of running and finished samples (see the module docstring)."""
 
-    def __init__(self, buffer: mmap.mmap, count: int) -> None:
+    def __init__(self, buffer: mmap.mmap, count: int, finished: int) -> None:
         self._buffer = buffer
         self.count = count
+        self.finished_capacity = finished
+        self._log = _SLOT.size * count
+        self._entries = self._log + _INT64.size
+
+    @staticmethod
+    def _size(count: int, finished: int) -> int:
+        return _SLOT.size * count + _INT64.size + _ENTRY * finished
 
     @classmethod
-    def create(cls, count: int) -> tuple[Slots, int]:
-        """A new table and the file descriptor to pass to the worker (the caller closes it)."""
+    def create(cls, count: int, finished: int) -> tuple[Slots, int]:
+        """A new table of ``count`` slots and ``finished`` records, and the file descriptor to pass
+        to the worker (the caller closes it)."""
         with tempfile.TemporaryFile() as file:  # already unlinked: nothing to clean up on any path
             fd = os.dup(file.fileno())
-        os.ftruncate(fd, _SLOT.size * count)
-        slots = cls(mmap.mmap(fd, _SLOT.size * count), count)
+        size = cls._size(count, finished)
+        os.ftruncate(fd, size)
+        slots = cls(mmap.mmap(fd, size), count, finished)
         for index in range(count):
             slots.clear(index)
+        for index in range(finished):
+            _INT64.pack_into(slots._buffer, slots._entries + index * _ENTRY, IDLE)
         return slots, fd
 
     @classmethod
-    def attach(cls, fd: int, count: int) -> Slots:
-        """The worker's view of the table its parent created."""
-        return cls(mmap.mmap(fd, _SLOT.size * count), count)
+    def attach(cls, fd: int, count: int, finished: int) -> Slots:
+        """The worker's view of the table its parent created (the mapping outlives ``fd``)."""
+        return cls(mmap.mmap(fd, cls._size(count, finished)), count, finished)
 
     def start(self, index: int, seq: int, started: float) -> None:
         _SLOT.pack_into(self._buffer, index * _SLOT.size, seq, started)
@@ -163,6 +217,37 @@ class Slots:
             if first[0] != IDLE:
                 busy.append(first)
         return busy
+
+    def finish(self, seq: int, status: int, value: Any, duration: float) -> None:
+        """Record a finished sample (worker side, one thread): ``value`` a float score or a text."""
+        (written,) = _INT64.unpack_from(self._buffer, self._log)
+        offset = self._entries + (written % self.finished_capacity) * _ENTRY
+        if status == OK:
+            score, text = value, b""
+        else:
+            score, text = 0.0, str(value).encode("utf-8", "replace")[:_DONE_TEXT]
+        # The body first and the seq last: a record is never read with a seq and someone else's body.
+        _DONE.pack_into(self._buffer, offset, IDLE, status, duration, score)
+        _TEXT.pack_into(self._buffer, offset + _DONE.size, len(text), text)
+        _INT64.pack_into(self._buffer, offset, seq)
+        _INT64.pack_into(self._buffer, self._log, written + 1)
+
+    def finished(self) -> dict[int, tuple[int, Any, float]]:
+        """``seq -> (status, value, duration)`` of the samples recorded (parent side, once the worker
+        is gone): ``value`` is the score for a completed sample, else the text (its first bytes)."""
+        records: dict[int, tuple[int, Any, float]] = {}
+        for index in range(self.finished_capacity):
+            offset = self._entries + index * _ENTRY
+            seq, status, duration, score = _DONE.unpack_from(self._buffer, offset)
+            if seq == IDLE:
+                continue
+            length, text = _TEXT.unpack_from(self._buffer, offset + _DONE.size)
+            records[seq] = (
+                status,
+                score if status == OK else text[:length].decode("utf-8", "replace"),
+                duration,
+            )
+        return records
 
     def close(self) -> None:
         self._buffer.close()

@@ -129,6 +129,7 @@ class RewardRuntime:
                 kind=kind,
                 timeout=self.timeout,
                 concurrency=self.concurrency,
+                window=self.concurrency + 2 * MAX_BATCH,
                 memory_limit_mb=self.memory_limit_mb,
                 output_limit=output_limit,
             )

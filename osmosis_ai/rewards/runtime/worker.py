@@ -7,7 +7,8 @@ session of its own, with three descriptors: the command pipe, the result pipe an
 1. keeps its channels away from the reward: descriptor 0 is ``/dev/null``, the pipes are not
    inherited by anything the reward starts, ``sys.stdin`` is empty and ``sys.stdout``/``sys.stderr``
    capture per sample (:mod:`osmosis_ai.rewards.runtime.capture`);
-2. on Linux, has the kernel kill it if the parent dies without closing the pool;
+2. on Linux, forks: the process the parent started stays as the worker's keeper, which ends every
+   process the reward starts (:mod:`osmosis_ai.rewards.runtime.keeper`), and the child goes on;
 3. sets the memory limit (``RLIMIT_AS``) before any of the user's code runs;
 4. takes the parent's ``sys.path``, imports the reward and answers ``READY`` (or ``FAILED``, and exits);
 5. scores. A synchronous reward at concurrency 1 is called on the main thread, one sample after the
@@ -18,12 +19,15 @@ session of its own, with three descriptors: the command pipe, the result pipe an
    any other sample past it is killed by the parent, which reads the slots. A sample that finishes
    after its timeout is reported as timed out all the same: the timeout is a limit on the reward,
    measured here, whatever the parent was doing meanwhile.
-6. exits with ``os._exit`` at the end of the command pipe, so threads the reward left running
+6. puts the working directory and the environment back as they were after the import once a sample
+   is done (at concurrency above 1: whenever no sample runs), so no sample sees another's changes;
+7. exits with ``os._exit`` at the end of the command pipe, so threads the reward left running
    cannot keep it alive.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import signal
@@ -33,6 +37,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from osmosis_ai._usercode import call_inline, forget_traceback
+from osmosis_ai.rewards.runtime import keeper
 from osmosis_ai.rewards.runtime.capture import CURRENT, Capture, CaptureStream
 from osmosis_ai.rewards.runtime.errors import RewardLoadError
 from osmosis_ai.rewards.runtime.protocol import (
@@ -78,13 +83,14 @@ def main() -> None:
     command_fd, result_fd, slots_fd, parent = (int(arg) for arg in sys.argv[2:6])
     for fd in (command_fd, result_fd, slots_fd):
         os.set_inheritable(fd, False)
-    _die_with_parent(parent)
+    _split_or_check(parent, (command_fd, result_fd, slots_fd))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     commands = os.fdopen(command_fd, "rb", buffering=1 << 16)
     settings: WorkerSettings = read_frame(commands)
     if settings is None:
         os._exit(0)
-    slots = Slots.attach(slots_fd, settings.concurrency)
+    slots = Slots.attach(slots_fd, settings.concurrency, settings.window)
+    os.close(slots_fd)  # the mapping stays; a reward writing to every descriptor cannot reach the table
     unattributed = Capture(settings.output_limit)
     try:
         fn = _start(settings, unattributed)
@@ -106,15 +112,10 @@ def main() -> None:
     os._exit(0)
 
 
-def _die_with_parent(parent: int) -> None:
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):  # no prctl: the parent's close and atexit still apply
-            pass
-    if os.getppid() != parent:  # the parent died before the request took effect
+def _split_or_check(parent: int, channels: tuple[int, ...]) -> None:
+    if keeper.available():
+        keeper.split(parent, channels)
+    elif os.getppid() != parent:  # the parent is gone already: nobody is waiting for this worker
         os._exit(1)
 
 
@@ -162,6 +163,35 @@ def _outcome(call: Callable[[], Any], name: str, kind: str) -> tuple[int, Any]:
         return ERROR, first_line(exc)
 
 
+class _Baseline:
+    """The working directory and environment the reward was imported with, put back after each
+    sample (a concurrent worker: whenever no sample runs), so a sample that changes them does not
+    change what the samples after it see. Checking costs a ``getcwd`` and one dict comparison."""
+
+    def __init__(self) -> None:
+        self.cwd = os.getcwd()
+        self.environ = os.environ
+        self.data = dict(os.environ._data)  # type: ignore[attr-defined]  # the encoded mapping putenv mirrors
+
+    def restore(self) -> None:
+        try:
+            moved = os.getcwd() != self.cwd
+        except OSError:  # the directory it moved to is gone
+            moved = True
+        if moved:
+            with contextlib.suppress(OSError):  # the original one is gone: nothing to go back to
+                os.chdir(self.cwd)
+        if os.environ is not self.environ:
+            os.environ = self.environ  # noqa: B003 - the original mapping back, not a new environment
+        if self.environ._data != self.data:  # type: ignore[attr-defined]
+            current = self.environ._data  # type: ignore[attr-defined]
+            for key in [key for key in current if key not in self.data]:
+                del self.environ[self.environ.decodekey(key)]
+            for key, value in self.data.items():
+                if current.get(key) != value:
+                    self.environ[self.environ.decodekey(key)] = self.environ.decodevalue(value)
+
+
 def _serve_inline(
     commands: IO[bytes],
     result_fd: int,
@@ -174,6 +204,7 @@ def _serve_inline(
     capture = Capture(settings.output_limit)
     CURRENT.set(capture)
     clock = time.monotonic
+    baseline = _Baseline()
     results: list[tuple[int, int, Any, float, str]] = []
     while (batch := read_frame(commands)) is not None:
         flushed = clock()
@@ -182,9 +213,11 @@ def _serve_inline(
             slots.start(0, seq, started)
             status, value = _outcome(lambda: call(loads(payload)), name, kind)  # noqa: B023 - called at once
             ended = clock()
-            slots.clear(0)
             if ended - started > timeout:
                 status, value = TIMEOUT, LATE
+            slots.finish(seq, status, value, ended - started)
+            slots.clear(0)
+            baseline.restore()
             results.append((seq, status, value, ended - started, capture.take()))
             if ended - flushed > FLUSH_SECONDS:
                 _send(result_fd, (RESULTS, results))
@@ -218,6 +251,7 @@ async def _serve_concurrently(
     ended = False
     results: list[tuple[int, int, Any, float, str]] = []
     tasks: set[asyncio.Task[None]] = set()
+    baseline = _Baseline()
 
     frames = FrameBuffer()
     os.set_blocking(command_fd, False)
@@ -243,6 +277,7 @@ async def _serve_concurrently(
     def finish(seq: int, status: int, value: Any, duration: float, capture: Capture) -> None:
         if timeout is not None and duration > timeout and status != TIMEOUT:
             status, value = TIMEOUT, LATE
+        slots.finish(seq, status, value, duration)
         if not results:
             loop.call_soon(flush)  # everything that finishes in this loop iteration goes in one frame
         results.append((seq, status, value, duration, capture.take()))
@@ -278,6 +313,8 @@ async def _serve_concurrently(
         if released:
             slots.clear(slot)
             free.append(slot)
+        if len(free) == settings.concurrency:
+            baseline.restore()
         wake.set()
 
     loop.add_reader(command_fd, readable)

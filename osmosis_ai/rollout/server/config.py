@@ -94,6 +94,10 @@ class ServerConfig:
     state: str | None = None
 
     def __post_init__(self) -> None:
+        if self.state is not None:
+            from osmosis_ai.rollout.server.state_redis import check_location
+
+            check_location(self.state)
         if self.max_request_bytes <= 0:
             raise RolloutValueError(f"max_request_bytes must be > 0, got {self.max_request_bytes!r}")
         if self.max_concurrent_inits <= 0:

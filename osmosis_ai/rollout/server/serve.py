@@ -363,6 +363,7 @@ def _checked_state(state: str | None, outbox: str, workers: int) -> str | None:
             state = os.path.join(tempfile.mkdtemp(prefix="osmosis-serve-state-"), "state.sqlite3")
         else:
             state = state_beside(outbox)
+            os.makedirs(os.path.dirname(state) or ".", exist_ok=True)  # the outbox's own directory
     try:
         checked = SqliteState(state)
     except SharedStateUnavailable as exc:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from osmosis_ai.rollout.core.exceptions import RolloutValueError
 from osmosis_ai.rollout.server.errors import SharedStateUnavailable
 from osmosis_ai.rollout.server.state_memory import MemoryState
-from osmosis_ai.rollout.server.state_redis import REDIS_SCHEMES, RedisState, redis_location
+from osmosis_ai.rollout.server.state_redis import REDIS_SCHEMES, RedisState, check_location, redis_location
 from osmosis_ai.rollout.server.state_shared import DEFAULT_LEASE_SECONDS, Claim, SharedState, owner_id
 from osmosis_ai.rollout.server.state_sqlite import SqliteState
 
@@ -332,9 +332,11 @@ class AppState:
 
 def open_state(where: str | None, **options: Any) -> SharedState:
     """The shared state ``where`` names: ``None`` (this process only), a ``redis://``/``rediss://``
-    URL, or an SQLite file. ``options``: ``lease_seconds``, ``record_ttl_seconds``, ``owner``."""
+    URL, or an SQLite file in a directory that exists (:class:`RolloutValueError` for anything
+    else that looks like a URL: :func:`check_location`). ``options``: ``lease_seconds``, ``record_ttl_seconds``, ``owner``."""
     if where is None:
         return MemoryState()
+    check_location(where)
     if where.startswith(REDIS_SCHEMES):
         return RedisState(where, **options)
     return SqliteState(where, **options)

@@ -3,14 +3,34 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Awaitable, Collection, Mapping
 from typing import Any, TypeVar
 
+from osmosis_ai.rollout.core.exceptions import RolloutValueError
 from osmosis_ai.rollout.server.errors import SharedStateUnavailable
 from osmosis_ai.rollout.server.state_shared import DEFAULT_LEASE_SECONDS, Claim, owner_id
 
 T = TypeVar("T")
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+# A scheme of two letters or more and a colon: a URL, or a mistyped one ("redis:/host"); one letter
+# and a colon is a Windows drive.
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
+
+
+def check_location(where: str) -> None:
+    """Refuse a state location that looks like a URL but is not a Redis one (``redis:/host``,
+    ``http://...``), which would otherwise be taken for an SQLite file of that name."""
+    scheme = _SCHEME.match(where)
+    if where.startswith(REDIS_SCHEMES) or where == ":memory:" or scheme is None:
+        return
+    expected = "redis://HOST:PORT/DB, rediss://HOST:PORT/DB or unix:///PATH, or an SQLite file path"
+    if f"{scheme.group(0).lower()}//" in REDIS_SCHEMES:
+        expected = f"two slashes after {scheme.group(0)!r}: {expected}"
+    raise RolloutValueError(
+        f"the state {where!r} looks like a URL but is not a Redis one: expected {expected}"
+    )
+
 
 # KEYS[1]: the claim; ARGV: owner-key prefix, owner, rollout_id, record TTL ms, lease ms
 _REDIS_CLAIM = """

@@ -51,8 +51,11 @@ class SqliteState:
         self._errors: tuple[type[BaseException], ...] = (sqlite3.Error, OSError)
         try:
             directory = os.path.dirname(path)
-            if directory:
-                os.makedirs(directory, exist_ok=True)
+            if directory and not os.path.isdir(directory):  # a typo makes no directory tree
+                raise SharedStateUnavailable(
+                    f"cannot open the shared state {path}: the directory {directory} does not exist; "
+                    "create it first, or choose another file"
+                )
             if path != ":memory:" and not os.path.exists(
                 path
             ):  # it holds no secret, but nobody else needs to write it

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ def interrupting(solution_str, ground_truth, extra_info):
                 if db.execute("SELECT count(*) FROM samples").fetchone()[0] >= extra_info["after"]:
                     break
             time.sleep(0.01)
-        os.kill(os.getppid(), signal.SIGINT)
+        os.kill(int(os.environ["COMMAND_PID"]), signal.SIGINT)
         threading.Event().wait()
     return float(solution_str == ground_truth)
 """
@@ -139,7 +140,7 @@ def test_an_interrupted_run_resumes_to_the_output_of_an_uninterrupted_one(tmp_pa
     rows[3]["extra_info"] |= {"mode": "interrupt", "after": 3}
     data = _write_jsonl(tmp_path / "d.jsonl", rows)
     journal = tmp_path / "j.sqlite"
-    env = {"MARK": str(tmp_path / "interrupted"), "JOURNAL": str(journal)}
+    env = {"MARK": str(tmp_path / "interrupted"), "JOURNAL": str(journal), "COMMAND_PID": str(os.getpid())}
     before = children()
 
     def run(out: Path, journal: Path) -> Any:

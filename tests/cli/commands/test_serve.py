@@ -473,3 +473,30 @@ def test_serve_refuses_a_key_file_other_users_can_read(tmp_path: Path, busy_port
     assert result.stderr == (
         f"Error: the API key file {key_file} is open to other users (mode 0644); run 'chmod 600 {key_file}'\n"
     )
+
+
+# -- serve: where the dedupe state lives -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("state", ["redis:/cache:6379/0", "rediss:cache:6380", "http://cache:6379/0"])
+def test_serve_refuses_a_state_that_looks_like_a_mistyped_url(tmp_path: Path, state: str):
+    result = osmosis(
+        "serve", "-m", CALCULATOR, "--local", "--workers", "2", "--state", state, "-p", "1", cwd=tmp_path
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith(
+        f"Error: --state: the state {state!r} looks like a URL but is not a Redis one"
+    )
+    assert "redis://HOST:PORT/DB" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not list(tmp_path.iterdir())  # no SQLite file made of the typo, no directory either
+
+
+def test_serve_refuses_a_state_file_in_a_directory_that_does_not_exist(tmp_path: Path):
+    state = tmp_path / "no" / "such" / "state.sqlite3"
+    result = osmosis(
+        "serve", "-m", CALCULATOR, "--local", "--workers", "2", "--state", str(state), "-p", "1", cwd=tmp_path
+    )
+    assert result.returncode == 1
+    assert f"the directory {state.parent} does not exist" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "no").exists()

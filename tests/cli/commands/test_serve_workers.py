@@ -193,5 +193,6 @@ def test_a_state_that_is_neither_redis_nor_a_file_is_one_line():
     result = cli("serve", "-m", CALCULATOR, "--local", "--state", "http://127.0.0.1:6379/0")
     assert result.returncode == 1
     assert result.stderr == (
-        "Error: --state: expected redis://HOST:PORT/DB or an SQLite file path, got 'http://127.0.0.1:6379/0'\n"
+        "Error: --state: the state 'http://127.0.0.1:6379/0' looks like a URL but is not a Redis one: expected "
+        "redis://HOST:PORT/DB, rediss://HOST:PORT/DB or unix:///PATH, or an SQLite file path\n"
     )

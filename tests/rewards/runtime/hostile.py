@@ -61,6 +61,16 @@ def hostile(solution_str: str, ground_truth: str, extra_info: dict[str, Any] | N
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", argument])
         while True:
             time.sleep(1)
+    if action == "session_child":  # the same, out of the worker's group and session; and a grandchild
+        script = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)', {argument!r}], start_new_session=True); time.sleep(3600)"
+        subprocess.Popen([sys.executable, "-c", script, argument], start_new_session=True)
+        while True:
+            time.sleep(1)
+    if action == "spawn_and_return":  # leaves a process of its own in a new session, and returns
+        subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(3600)", argument], start_new_session=True
+        )
+        return 1.0
     if action == "numpy":
         return np.float32(0.5)
     if action == "nan":
@@ -71,6 +81,34 @@ def hostile(solution_str: str, ground_truth: str, extra_info: dict[str, Any] | N
         raise ValueError("bad answer\nsecond line of the message")
     if action == "input":
         return float(input())
+    if action == "paid":  # a side effect that must not repeat: the row's tag, once per call
+        with open(argument, "a") as ledger:
+            ledger.write(f"{ground_truth}\n")
+        return 1.0
+    if action == "closefds":  # paid, then breaks its worker just after returning: its pipes are gone
+        with open(argument, "a") as ledger:
+            ledger.write(f"{ground_truth}\n")
+        os.closerange(3, 1 << 16)
+        return 1.0
+    if action == "junk":  # writes to every descriptor it finds open, the worker's result pipe among them
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                os.write(int(fd), b"junk that is not a frame\n")
+        return 1.0
+    if action == "pickle":  # replaces what frames are made with
+        import pickle
+
+        pickle.dumps = lambda *args, **kwargs: b"junk"
+        return 1.0
+    if action == "leak":  # moves the worker elsewhere and changes its environment
+        os.chdir("/")
+        os.environ["OSMOSIS_TEST_LEAK"] = "1"
+        os.environ.pop("HOME", None)
+        return 1.0
+    if action == "clean":  # 1.0 when no sample before it changed what it sees
+        return float(
+            os.getcwd() == argument and "OSMOSIS_TEST_LEAK" not in os.environ and "HOME" in os.environ
+        )
     if action == "pid":
         return float(os.getpid())
     if action == "calls":

@@ -147,6 +147,51 @@ async def test_a_worker_that_dies_is_replaced_and_fails_only_its_own_sample(pool
     assert not any(alive(pid) for pid in old - set(pool.pids))
 
 
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_a_sample_that_garbles_its_result_pipe_is_its_own_crash_and_the_run_ends(workers: int) -> None:
+    rows = (
+        [row("score:1")] * 20 + [row("junk")] + [row("score:1")] * 20 + [row("pickle")] + [row("score:1")] * 5
+    )
+    async with RewardRuntime(HOSTILE, workers=workers, timeout=10) as runtime:
+        results = await collect(runtime, rows)
+        assert (await runtime.score(row("score:2"))).score == 2.0  # the garbled worker was replaced
+    by_index = {r.index: r for r in results}
+    assert sorted(by_index) == list(range(len(rows)))
+    junk = by_index.pop(20)
+    assert junk.outcome is X and junk.error is not None and "wrote to its worker's result pipe" in junk.error
+    assert all(
+        (r.outcome, r.score) == (C, 1.0) for r in by_index.values()
+    )  # replacing pickle.dumps is harmless
+
+
+async def test_a_sample_that_breaks_its_worker_after_returning_fails_no_row_and_nothing_runs_twice(
+    tmp_path: Path,
+) -> None:
+    ledger = tmp_path / "ledger"
+    rows = [{"solution_str": f"paid:{ledger}", "ground_truth": str(i)} for i in range(30)]
+    rows[12] = {"solution_str": f"closefds:{ledger}", "ground_truth": "12"}
+    async with RewardRuntime(HOSTILE, workers=1, timeout=10) as runtime:
+        results = await collect(runtime, rows)
+        assert runtime.stats.died == 1
+    # what had returned before the worker broke is taken as returned, the culprit's 1.0 included
+    assert sorted((r.index, r.outcome, r.score) for r in results) == [(i, C, 1.0) for i in range(30)]
+    assert sorted(ledger.read_text().split(), key=int) == [str(i) for i in range(30)]  # each row ran once
+
+
+async def test_rows_running_beside_a_sample_that_breaks_its_worker_run_again_alone(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    rows = [{"solution_str": f"paid:{ledger}", "ground_truth": str(i)} for i in range(30)]
+    rows[12] = {"solution_str": f"closefds:{ledger}", "ground_truth": "12"}
+    async with RewardRuntime(HOSTILE, workers=1, timeout=10, concurrency=3) as runtime:
+        results = await collect(runtime, rows)
+    by_index = {r.index: r for r in results}
+    assert by_index.pop(12).outcome is X  # its worker died under it again when it ran alone
+    assert sorted((i, r.outcome, r.score) for i, r in by_index.items()) == [
+        (i, C, 1.0) for i in range(30) if i != 12
+    ]
+
+
 @pytest.mark.asyncio(loop_scope="module")
 async def test_many_tasks_share_one_runtime(pool: RewardRuntime) -> None:
     results = await asyncio.gather(*(pool.score(row(f"score:{i}"), index=i) for i in range(50)))
@@ -259,6 +304,17 @@ async def test_module_state_lives_on_in_a_worker_across_samples() -> None:
     assert sorted(first) == [1.0, 2.0, 3.0] and second.score == 4.0
 
 
+@pytest.mark.parametrize("concurrency", [1, 2])
+async def test_a_samples_working_directory_and_environment_do_not_reach_the_next_one(
+    concurrency: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", os.environ.get("HOME", "/root"))
+    async with RewardRuntime(HOSTILE, workers=1, timeout=10, concurrency=concurrency) as runtime:
+        for _ in range(2):
+            assert (await runtime.score(row("leak"))).score == 1.0
+            assert (await runtime.score(row(f"clean:{os.getcwd()}"))).score == 1.0
+
+
 async def test_an_async_reward_past_its_timeout_is_cancelled_in_its_worker_without_a_kill() -> None:
     async with RewardRuntime(f"{H}:decorated_async", workers=1, timeout=0.5) as runtime:
         assert runtime.concurrency == 16
@@ -343,35 +399,47 @@ def assert_nothing_left(before: set[int], groups: set[int], marker: str | None =
     # What a reward started in its worker's group got SIGKILL too; it is not our child to reap, so its
     # parent (init, by now) may take a moment to collect it.
     wait_until(lambda: not in_groups(groups), 10, "the rewards' own processes to be gone")
-    if marker:
-        assert not marked(marker)
+    if marker:  # in a session of their own too: ended by the worker's keeper
+        wait_until(
+            lambda: not marked(marker), 10, "the rewards' processes in sessions of their own to be gone"
+        )
 
 
-async def start_hanging(runtime: RewardRuntime, marker: str) -> asyncio.Future[Any]:
-    """Submit a sample that starts a child process carrying ``marker``, then hangs; return once it runs."""
-    task = asyncio.ensure_future(runtime.score(row(f"child:{marker}")))
-    await asyncio.to_thread(wait_until, lambda: marked(marker), 20, "the reward's child process")
+STARTED = {"child": 1, "session_child": 2}  # processes carrying the marker each action starts
+"""``child`` starts a process in its worker's group; ``session_child`` one in a session of its own,
+which starts another in a third session."""
+
+
+async def start_hanging(runtime: RewardRuntime, marker: str, action: str = "child") -> asyncio.Future[Any]:
+    """Submit a sample that starts processes carrying ``marker``, then hangs; return once they run."""
+    task = asyncio.ensure_future(runtime.score(row(f"{action}:{marker}")))
+    await asyncio.to_thread(
+        wait_until, lambda: len(marked(marker)) >= STARTED[action], 20, "the reward's child processes"
+    )
     return task
 
 
-async def test_closing_ends_every_worker_and_what_the_rewards_started() -> None:
+@pytest.mark.parametrize("action", list(STARTED))
+async def test_closing_ends_every_worker_and_what_the_rewards_started(action: str) -> None:
     before, marker = children(), f"m{uuid.uuid4().hex}"
     runtime = RewardRuntime(HOSTILE, workers=2, timeout=30)
     async with runtime:
         assert (await runtime.score(row("thread"))).ok  # a non-daemon thread left running in a worker
+        assert (await runtime.score(row(f"spawn_and_return:{marker}"))).ok  # left running, in a new session
         groups = set(runtime.pids)
-        task = await start_hanging(runtime, marker)
+        task = await start_hanging(runtime, marker, action)
     with pytest.raises(RewardRuntimeError, match="closed before this sample was scored"):
         await task
     assert_nothing_left(before, groups, marker)
 
 
-async def test_an_exception_in_the_caller_ends_every_worker() -> None:
+@pytest.mark.parametrize("action", list(STARTED))
+async def test_an_exception_in_the_caller_ends_every_worker(action: str) -> None:
     before, marker = children(), f"m{uuid.uuid4().hex}"
     with pytest.raises(KeyError):
         async with RewardRuntime(HOSTILE, workers=2, timeout=30) as runtime:
             groups = set(runtime.pids)
-            await start_hanging(runtime, marker)
+            await start_hanging(runtime, marker, action)
             raise KeyError("the caller's own failure")
     assert_nothing_left(before, groups, marker)
 
@@ -394,6 +462,26 @@ async def test_cancelling_the_caller_ends_every_worker() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert_nothing_left(before, groups, marker)
+
+
+@pytest.mark.parametrize("action", list(STARTED))
+async def test_a_sample_past_its_timeout_ends_with_what_it_started(action: str) -> None:
+    before, marker = children(), f"m{uuid.uuid4().hex}"
+    async with RewardRuntime(HOSTILE, workers=1, timeout=1) as runtime:
+        groups = set(runtime.pids)
+        result = await runtime.score(row(f"{action}:{marker}"))
+        assert result.outcome is T
+        wait_until(lambda: not marked(marker), 10, "what the timed-out sample started to be gone")
+    assert_nothing_left(before, groups, marker)
+
+
+async def test_a_worker_that_dies_on_its_own_ends_with_what_its_rewards_started() -> None:
+    marker = f"m{uuid.uuid4().hex}"
+    async with RewardRuntime(HOSTILE, workers=1, timeout=30) as runtime:
+        assert (await runtime.score(row(f"spawn_and_return:{marker}"))).ok
+        assert marked(marker)
+        assert (await runtime.score(row("os_exit"))).outcome is X
+        wait_until(lambda: not marked(marker), 10, "what the dead worker's reward started to be gone")
 
 
 async def test_a_stream_abandoned_early_ends_every_worker() -> None:
@@ -427,18 +515,19 @@ async def test_a_runtime_never_closed_ends_its_workers_when_collected() -> None:
     assert not any(alive(pid) for pid in pids) and children() == before
 
 
-def test_ctrl_c_in_the_parent_ends_every_worker(tmp_path: Path) -> None:
+@pytest.mark.parametrize("action", list(STARTED))
+def test_ctrl_c_in_the_parent_ends_every_worker(tmp_path: Path, action: str) -> None:
     marker = f"m{uuid.uuid4().hex}"
     script = tmp_path / "score_then_ctrl_c.py"
     script.write_text(
         textwrap.dedent(f"""
         from osmosis_ai.rewards.runtime import score_batch
-        score_batch({HOSTILE!r}, [{{"solution_str": "child:{marker}", "ground_truth": ""}}], workers=2, timeout=60)
+        score_batch({HOSTILE!r}, [{{"solution_str": "{action}:{marker}", "ground_truth": ""}}], workers=2, timeout=60)
     """)
     )
     process = subprocess.Popen([sys.executable, str(script)], cwd=ROOT, stderr=subprocess.PIPE)
     try:
-        wait_until(lambda: marked(marker), 30, "the reward's child process")
+        wait_until(lambda: len(marked(marker)) >= STARTED[action], 30, "the reward's child processes")
         workers = children(process.pid)
         assert len(workers) == 2
         process.send_signal(signal.SIGINT)
@@ -448,31 +537,34 @@ def test_ctrl_c_in_the_parent_ends_every_worker(tmp_path: Path) -> None:
     assert process.returncode == -signal.SIGINT and b"KeyboardInterrupt" in stderr
     assert not any(alive(pid) for pid in workers)
     wait_until(
-        lambda: not in_groups(workers) and not marked(marker), 10, "the reward's own process to be gone"
+        lambda: not in_groups(workers) and not marked(marker), 10, "the reward's own processes to be gone"
     )
 
 
 @pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's"
 )
-def test_workers_die_with_a_parent_killed_outright(tmp_path: Path) -> None:
+@pytest.mark.parametrize("action", list(STARTED))
+def test_workers_and_what_they_started_die_with_a_parent_killed_outright(tmp_path: Path, action: str) -> None:
+    marker = f"m{uuid.uuid4().hex}"
     script = tmp_path / "score_forever.py"
     script.write_text(
         textwrap.dedent(f"""
         from osmosis_ai.rewards.runtime import score_batch
-        score_batch({HOSTILE!r}, [{{"solution_str": "loop", "ground_truth": ""}}] * 4, workers=2, timeout=60)
+        score_batch({HOSTILE!r}, [{{"solution_str": "{action}:{marker}", "ground_truth": ""}}] * 2, workers=2, timeout=60)
     """)
     )
     process = subprocess.Popen([sys.executable, str(script)], cwd=ROOT)
     try:
-        workers = wait_until(
-            lambda: len(children(process.pid)) == 2 and children(process.pid), 30, "two workers"
-        )
+        wait_until(lambda: len(marked(marker)) >= 2 * STARTED[action], 30, "the rewards' child processes")
+        workers = children(process.pid)
+        assert len(workers) == 2
         process.kill()
         process.wait(timeout=20)
     finally:
         process.kill()
     wait_until(lambda: not any(alive(pid) for pid in workers), 20, "the orphaned workers to die")
+    wait_until(lambda: not marked(marker), 20, "what the rewards started to die")
 
 
 # -- the main module, and workers that cannot start -----------------------------------------------

@@ -217,3 +217,21 @@ async def test_a_rollout_that_outlives_the_record_ttl_stays_claimed_until_it_end
     assert _runs(trainer, "long") == 1
     assert len([r for r in trainer.completed_requests if r.json["rollout_id"] == "long"]) == 1
     assert [agent.get_tools_calls for agent in agents] == [1, 0]  # answered from the claim
+
+
+def test_a_mistyped_url_or_a_missing_directory_is_refused_and_nothing_is_created(tmp_path: Path) -> None:
+    from osmosis_ai.rollout.core.exceptions import RolloutValueError
+    from osmosis_ai.rollout.server.config import ServerConfig
+    from osmosis_ai.rollout.server.errors import SharedStateUnavailable
+
+    with pytest.raises(
+        RolloutValueError, match=r"^the state 'redis:/bad' looks like a URL but is not a Redis one"
+    ):
+        open_state("redis:/bad")
+    with pytest.raises(RolloutValueError, match="expected two slashes after 'redis:': redis://HOST:PORT/DB"):
+        ServerConfig(state="redis:/bad")
+    missing = tmp_path / "missing" / "state.sqlite3"
+    with pytest.raises(SharedStateUnavailable, match=r"the directory .*missing does not exist"):
+        open_state(str(missing))
+    assert not missing.parent.exists()
+    asyncio.run(open_state(str(tmp_path / "state.sqlite3")).close())  # a file in a directory that exists
