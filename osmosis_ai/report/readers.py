@@ -12,11 +12,8 @@ The format is told by content, not by the file name:
   --log-samples``: final messages only, no outcome (``unknown``) and no score;
 * JSON lines whose objects all carry ``row_index``, ``score``, ``outcome`` and ``error`` —
   ``osmosis reward score -o`` (told apart from a rollout run's records, which have no ``score``);
-* an SQLite file that is a run's journal (:mod:`osmosis_ai.runs.journal`), such as the one a run
-  without ``-o`` leaves: an ``eval`` journal is read as the ``-o`` file the run would have written
-  (its baseline compared, its ``--log-samples`` file beside it joined), any other as the records
-  its samples hold (a ``rollout run``'s are its ``-o`` records). A journal records no pass
-  threshold: 1.0 unless ``--pass-threshold`` says otherwise.
+* an SQLite file that is a run's journal, such as the one a run without ``-o`` leaves, through the
+  ``journals`` reader the caller hands in (:mod:`osmosis_ai.runs.journal_report`).
 
 Only the fields listed in docs/design/report.md ("The HTML report") are read. Others are ignored and
 optional ones may be missing, so the writers can grow fields without breaking the report. Rows are
@@ -28,14 +25,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from osmosis_ai.report.errors import ReportInputError
 from osmosis_ai.report.model import BaselineFigure, Message, PairedFigure, Row, Run, Trajectory
 from osmosis_ai.statistics import WinLossTie
-
-if TYPE_CHECKING:
-    from osmosis_ai.runs.journal import JournalContents
 
 PREVIEW_KEYS = ("rollout_id", "status", "row_index")
 SAMPLE_KEYS = frozenset({"row_index", "run_index", "messages"})
@@ -45,16 +39,23 @@ KNOWN = (
     "file), 'osmosis eval-rubric -o' or 'osmosis reward score -o', or a run's journal"
 )
 SQLITE_HEADER = b"SQLite format 3\x00"
-JOURNAL_KINDS = {"reward-score": "reward score", "regrade": "regrade"}
 
 
-def read_results(path: str | Path) -> Run:
-    """Read the results file at ``path``; :class:`ReportInputError` says why one cannot be read."""
+def read_results(path: str | Path, *, journals: Callable[[Path], Run] | None = None) -> Run:
+    """Read the results file at ``path``; :class:`ReportInputError` says why one cannot be read.
+
+    A run's journal (an SQLite file) is read by ``journals`` (the run engine's
+    :func:`osmosis_ai.runs.journal_report.read_journal`, which the caller hands in: the journal is
+    the engine's format, and the engine sits above this package)."""
     path = Path(path)
     try:
         with path.open("rb") as handle:
             if handle.read(len(SQLITE_HEADER)) == SQLITE_HEADER:
-                return _read_journal(path)
+                if journals is None:
+                    raise ReportInputError(
+                        f"{path}: a run's journal, which this reader does not read; expected {KNOWN}"
+                    )
+                return journals(path)
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ReportInputError(f"{path}: no such file") from None
@@ -304,64 +305,6 @@ def _token_runs(record: dict[str, Any], turns: list[dict[str, Any]]) -> list[lis
         for position in range(start, min(total, start + len(_list(turn.get("token_ids"))))):
             mask_bits[position] = 1
     return _runs_of(mask_bits)
-
-
-# -- a run's journal -----------------------------------------------------------------------------
-
-
-def _read_journal(path: Path) -> Run:
-    from osmosis_ai.runs.journal import Journal, JournalError
-
-    try:
-        contents = Journal.read(path)
-    except JournalError as exc:
-        raise ReportInputError(str(exc)) from None
-    if contents is None:
-        raise ReportInputError(f"{path}: an SQLite file that is not a run's journal; expected {KNOWN}")
-    source = str(path)
-    if not any(contents.records.values()):
-        raise ReportInputError(f"{path}: the journal has no finished sample yet")
-    if "eval_fns" in contents.description:
-        run = read_document(_eval_document(contents), source)
-    else:
-        run = read_document(
-            [record.data for records in contents.records.values() for record in records], source
-        )
-    labels = contents.labels
-    if labels.get("command") == "rollout run":
-        run.model = run.model or _text(labels.get("model"))
-    elif str(labels.get("model")) in JOURNAL_KINDS:  # these commands label their journals in place of a model
-        run.kind = JOURNAL_KINDS[str(labels.get("model"))]
-    if contents.status != "completed":
-        run.notes.append(f"read from the journal of a run that has not finished ({contents.status})")
-    return run
-
-
-def _eval_document(contents: JournalContents) -> dict[str, Any]:
-    """The ``-o`` file an ``eval`` run would have written from these samples."""
-    from osmosis_ai.runs.journal import BASELINE, PRIMARY
-    from osmosis_ai.runs.journal_store import samples_path
-    from osmosis_ai.runs.summary import compare, legacy_document, summarize
-
-    # the description names each eval function with its source's digest: ``module:fn@digest``
-    names = [str(name).rsplit("@", 1)[0] for name in _list(contents.description.get("eval_fns"))]
-    labels = contents.labels
-    primary, baseline = contents.records.get(PRIMARY, []), contents.records.get(BASELINE, [])
-    config = {"model": labels.get("model"), "n_runs": contents.description.get("n"), "eval_fns": names}
-    summary = summarize(primary, names, model=str(labels.get("model")))
-    others: dict[str, Any] = {}
-    if baseline:
-        config["baseline_model"] = labels.get("baseline_model")
-        others["baseline"] = summarize(
-            baseline, names, model=str(labels.get("baseline_model")), model_tag=BASELINE
-        )
-        others["comparison"] = compare(primary, baseline, names)
-    document = legacy_document(config, summary, primary + baseline, **others)
-    samples = samples_path(contents.path)
-    document["run"] = {"dataset": labels.get("dataset"), "agent": labels.get("module")}
-    if samples.is_file():
-        document["run"]["samples"] = str(samples)
-    return document
 
 
 # -- osmosis reward score ------------------------------------------------------------------------

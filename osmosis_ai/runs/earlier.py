@@ -65,13 +65,14 @@ def read_answers(inputs: Sequence[str | Path], dataset: str | Path | None = None
     """The answers of every input, joined by ``(row, sample)`` (a samples file adds final messages),
     with their columns from ``dataset`` when given."""
     from osmosis_ai.report.readers import read_results
+    from osmosis_ai.runs.journal_report import read_journal
 
     scored: dict[tuple[int, int], Stored] = {}
     messages: dict[tuple[int, int], list[dict[str, Any]]] = {}
     sample_rows: dict[tuple[int, int], Stored] = {}
     threshold: float | None = None
     for path in inputs:
-        results = read_results(path)
+        results = read_results(path, journals=read_journal)
         for row in results.rows:
             if results.kind == "eval samples":
                 messages[row.key] = row.trajectory.messages

@@ -53,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
     )
     from osmosis_ai.report.figures import compare_rows, summarize
     from osmosis_ai.report.readers import read_results
+    from osmosis_ai.runs.journal_report import read_journal
 
-    runs = [read_results(path) for path in args.results]
+    runs = [read_results(path, journals=read_journal) for path in args.results]
     if args.merge:
         from osmosis_ai.report.merge import merge_shards
 

@@ -11,6 +11,7 @@ import pytest
 
 from osmosis_ai.report.readers import read_results
 from osmosis_ai.report.render import render_report
+from osmosis_ai.runs.journal_report import read_journal
 from tests.support.cli import cli
 from tests.support.openai_server import OpenAIServer, Reply
 
@@ -95,14 +96,14 @@ def test_eval_says_where_its_results_are_and_report_reads_the_journal(tmp_path: 
         6,
     )
     assert summary["comparison"][REWARD]["ties"] == 3  # the baseline, compared as eval would have
-    run = read_results(journal)
+    run = read_journal(journal)
     assert run.model == "scripted" and all(
         row.trajectory.messages for row in run.rows
     )  # the samples file joined
     records = tmp_path / "r.sqlite"
     ran = cli("rollout", "run", *CALCULATOR, "--model", "scripted", "-q", "--journal", str(records))
     assert ran.returncode == 0, ran.stderr
-    rollouts = read_results(records)
+    rollouts = read_journal(records)
     assert (rollouts.kind, len(rollouts.rows), rollouts.model) == ("rollout run", 8, "scripted")
     assert rollouts.rows[0].trajectory.messages[-1]["content"] == "The answer is #### 19"
 
@@ -144,5 +145,5 @@ def test_a_reward_score_journal_reads_as_reward_score(tmp_path: Path) -> None:
     journal = tmp_path / "r.sqlite"
     ran = cli("reward", "score", "-f", REWARD, "-d", str(answers), "--journal", str(journal), "-q")
     assert ran.returncode == 0, ran.stderr
-    run = read_results(journal)
+    run = read_journal(journal)
     assert (run.kind, [row.scored_value for row in run.rows]) == ("reward score", [1.0, 0.0])

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from osmosis_ai.evaluation.journal import Journal
 from osmosis_ai.rewards.runtime.keeper import descendants
+from osmosis_ai.runs.journal import Journal
 from tests.support.cli import subprocess_env
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.processes import processes
