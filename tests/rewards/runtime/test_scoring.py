@@ -479,7 +479,7 @@ async def test_a_worker_that_dies_on_its_own_ends_with_what_its_rewards_started(
     marker = f"m{uuid.uuid4().hex}"
     async with RewardRuntime(HOSTILE, workers=1, timeout=30) as runtime:
         assert (await runtime.score(row(f"spawn_and_return:{marker}"))).ok
-        assert marked(marker)
+        wait_until(lambda: bool(marked(marker)), 10, "the process the reward started to show")
         assert (await runtime.score(row("os_exit"))).outcome is X
         wait_until(lambda: not marked(marker), 10, "what the dead worker's reward started to be gone")
 
