@@ -30,12 +30,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai._litellm import aimport_litellm
+from osmosis_ai._sync import synchronous
 from osmosis_ai.judge.cache import JudgmentCache, judgment_key, resolve_cache
 from osmosis_ai.judge.call import Deadline, JudgeRequest, complete
 from osmosis_ai.judge.errors import JudgeInputError, ProviderRequestError, ScoreRangeError, VerdictError
 from osmosis_ai.judge.keys import resolve_api_key
 from osmosis_ai.judge.parsing import MAX_REPLY_CHARS, Verdict, clamp, parse_verdict, quoted_verdicts
-from osmosis_ai.judge.portal import synchronous
 from osmosis_ai.judge.prompt import PROMPT_VERSION, build_messages
 from osmosis_ai.judge.ratelimit import RateLimiter
 from osmosis_ai.judge.retry import RetryPolicy

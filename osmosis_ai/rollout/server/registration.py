@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from osmosis_ai import _http
 from osmosis_ai._lazy import lazy_exports
+from osmosis_ai._sync import synchronous
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.config.settings import RolloutServerSettings
@@ -158,11 +159,11 @@ async def aregister_with_platform(
     return _parse_response(data)
 
 
-def register_with_platform(
-    host: str, port: int, agent_loop_name: str, credentials: Any, api_key: str | None = None
-) -> RegistrationResult:
-    """Synchronous form of :func:`aregister_with_platform` (blocks; callable from any thread)."""
-    return _http.run_sync(lambda: aregister_with_platform(host, port, agent_loop_name, credentials, api_key))
+register_with_platform = synchronous(
+    aregister_with_platform,
+    "register_with_platform",
+    "Synchronous form of :func:`aregister_with_platform` (blocks; callable from any thread).",
+)
 
 
 def _probe_host(host: str) -> str:

@@ -51,6 +51,7 @@ from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai._lazy import install_hint, lazy_exports
+from osmosis_ai._sync import run_sync
 from osmosis_ai.rollout.server.errors import ServeError
 
 if TYPE_CHECKING:
@@ -369,7 +370,7 @@ def _checked_state(state: str | None, outbox: str, workers: int) -> str | None:
         raise ServeError(
             f"{exc}; choose another file with --state, or a Redis URL (redis://HOST:PORT/DB)"
         ) from None
-    asyncio.run(checked.close())
+    run_sync(checked.close())
     return state
 
 
@@ -489,7 +490,7 @@ def _serve_workers(
     finally:
         sock.close()
         if host_state is not None:
-            asyncio.run(host_state.close())
+            run_sync(host_state.close())
 
 
 def _serve_worker(
