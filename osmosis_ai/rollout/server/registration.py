@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai import _http
+from osmosis_ai._deadline import Deadline
 from osmosis_ai._lazy import lazy_exports
 from osmosis_ai._sync import synchronous
 
@@ -179,10 +180,9 @@ def _probe_host(host: str) -> str:
 async def wait_until_ready(host: str, port: int, settings: RolloutServerSettings) -> bool:
     """Whether the server bound to ``host``:``port`` answered ``/health`` within the readiness timeout."""
     url = f"http://{_probe_host(host)}:{port}/health"
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + settings.registration_readiness_timeout_seconds
+    deadline = Deadline.after(settings.registration_readiness_timeout_seconds)
     pool = _http.shared_pool()
-    while loop.time() < deadline:
+    while deadline.remaining() > 0:
         try:
             if (await pool.request("GET", url, timeout=1.0)).status == 200:
                 return True

@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from osmosis_ai.runs.items import Deadline, WorkItem
+from osmosis_ai._deadline import Deadline
+from osmosis_ai.runs.items import WorkItem
 from osmosis_ai.runs.result import Attempt
 
 AttemptOf = Callable[[WorkItem], Attempt]
