@@ -17,6 +17,7 @@ _EXPORTS: dict[str, str] = {
     "ServeError": "osmosis_ai.rollout.server.errors",
     "ServeStarted": "osmosis_ai.rollout.server.serve",
     "ServerConfig": "osmosis_ai.rollout.server.config",
+    "ServerStartError": "osmosis_ai.rollout.server.errors",
     "create_app": "osmosis_ai.rollout.server.app",
     "generate_api_key": "osmosis_ai.rollout.server.api_key",
     "serve_agent_loop": "osmosis_ai.rollout.server.serve",
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from osmosis_ai.rollout.server.api_key import generate_api_key, validate_api_key
     from osmosis_ai.rollout.server.app import create_app
     from osmosis_ai.rollout.server.config import ServerConfig
-    from osmosis_ai.rollout.server.errors import ServeError
+    from osmosis_ai.rollout.server.errors import ServeError, ServerStartError
     from osmosis_ai.rollout.server.serve import (
         DEFAULT_HOST,
         DEFAULT_PORT,

@@ -125,8 +125,9 @@ def serve_agent_loop(
     ``host``, ``port`` (default 9000), ``settings``, ``api_key`` and ``debug_dir`` are the keyword
     form of the config's fields; give either ``config`` or those (``RolloutValueError``).
     ``log_level`` and ``access_log`` are uvicorn's. Raises :class:`ServeError` (port busy, outbox or
-    trace directory unusable, no Platform credentials), ``AgentLoopValidationError`` (``validate``)
-    and ``ImportError`` without the server extra.
+    trace directory unusable, no Platform credentials; its :class:`ServerStartError` when the app's
+    start-up fails), ``AgentLoopValidationError`` (``validate``) and ``ImportError`` without the
+    server extra.
     """
     from osmosis_ai.rollout.server.config import from_keywords
 

@@ -30,6 +30,7 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -39,7 +40,7 @@ from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai._deadline import Deadline
-from osmosis_ai.rollout.server.errors import ServeError
+from osmosis_ai.rollout.server.errors import STARTUP_FAILURE_STATUS, ServeError, ServerStartError
 
 if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
@@ -350,7 +351,10 @@ class Supervisor:
 def _worker_entry(target: WorkerTarget, sock: socket.socket, index: int, figures: Any, parent: int) -> None:
     os.setpgrp()  # a terminal's Ctrl-C goes to the supervisor, which passes it on once
     _stop_when_orphaned(parent)
-    target(sock, index, figures)
+    try:
+        target(sock, index, figures)
+    except ServerStartError:  # the reason is logged; this process's status tells its supervisor
+        sys.exit(STARTUP_FAILURE_STATUS)
 
 
 def _stop_when_orphaned(parent: int) -> None:
