@@ -5,9 +5,8 @@ A coroutine always runs on a fresh event loop in a helper thread, and the caller
 call works the same from plain code and from a thread that runs an event loop (async code, Jupyter:
 that loop is blocked meanwhile, as by any blocking call), loops are never nested, and the calling
 thread's event loop setting is left alone (``asyncio.run`` in the calling thread would clear it, and
-a 0.2-era script's later ``asyncio.get_event_loop()`` would fail). Whatever the coroutine opened on
-its loop (connection pools, LiteLLM's clients, reward worker processes) is closed with that loop
-before the call returns.
+a 0.2-era script's later ``asyncio.get_event_loop()`` would fail). Tasks the coroutine leaves behind
+are cancelled, and the SDK's connection pools closed, with that loop before the call returns.
 """
 
 from __future__ import annotations
