@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from benchmarks.openai_stub import StubProcess
-from osmosis_ai.judge.portal import run_sync
+from osmosis_ai._sync import run_sync
 from osmosis_ai.models.complete import FORCE_LITELLM_ENV
 
 RUBRIC = "Score 1 when the reply answers the question correctly and politely, 0 otherwise."

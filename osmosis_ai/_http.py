@@ -18,7 +18,6 @@
 * :class:`RetryPolicy` — attempts, exponential back-off with jitter, and how the hint counts.
 * :func:`retrying` — the retry loop over a policy, used by every SDK call that asks again
   (rollout callbacks, TrainGate's inits, model calls).
-* :func:`run_sync` — an async request from synchronous code, on a private loop in a worker thread.
 * :func:`redact` — an error body made safe to show: the secret that was sent, any piece of it, and
   anything that looks like a credential, masked.
 * :class:`FailureLog` — repeated failures of one kind to one endpoint logged once per interval, the
@@ -41,7 +40,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
@@ -386,33 +385,6 @@ async def aclose_shared_transport() -> None:
         mine = [_pools.pop(key) for key in [k for k in _pools if k[0] is loop]]
     for pool in mine:
         await pool.aclose()
-
-
-# -- from synchronous code ----------------------------------------------------------------------------
-
-
-def run_sync(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Run the coroutine ``make()`` on a private event loop in a worker thread and return its result.
-
-    Works whether or not the calling thread runs an event loop (it is blocked meanwhile); the pools
-    the coroutine used close with the private loop.
-    """
-    outcome: list[Any] = []
-
-    def work() -> None:
-        try:
-            outcome.append((True, asyncio.run(make())))
-        except BaseException as exc:
-            outcome.append((False, exc))
-
-    thread = threading.Thread(target=work, name="osmosis-http-sync", daemon=True)
-    thread.start()
-    thread.join()
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    result: T = value
-    return result
 
 
 # A secret-looking value after a key-ish word, or a long unbroken token: what an error body may echo

@@ -40,6 +40,7 @@ classes that exist, both ways, so a new error class means a new line here::
     │   ├── PublicIPDetectionError                  osmosis_ai.rollout.network
     │   └── SharedStateUnavailable                  osmosis_ai.rollout.server.errors
     ├── ServeError                                  osmosis_ai.rollout.server.errors
+    │   └── ServerStartError                        osmosis_ai.rollout.server.errors
     ├── AnswersError (ValueError)                   osmosis_ai.runs.earlier
     ├── LoadError                                   osmosis_ai.rollout.loading
     │   └── UserCodeError                           osmosis_ai.rollout.loading

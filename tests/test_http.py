@@ -26,10 +26,10 @@ from osmosis_ai._http import (
     parse_retry_after,
     retry_after_from,
     retrying,
-    run_sync,
     set_transport,
     shared_pool,
 )
+from osmosis_ai._sync import run_sync
 from osmosis_ai.rollout.client import OsmosisLLMClient
 from osmosis_ai.rollout.config import RolloutClientSettings
 from osmosis_ai.rollout.core.schemas import RolloutRequest
@@ -490,20 +490,20 @@ def test_run_sync_returns_and_raises(server: ScriptedServer) -> None:
     async def fetch() -> int:
         return (await shared_pool().request("GET", server.url, timeout=5.0)).status
 
-    assert run_sync(fetch) == 200
+    assert run_sync(fetch()) == 200
 
     async def fail() -> None:
         raise LookupError("boom")
 
     with pytest.raises(LookupError, match="boom"):
-        run_sync(fail)
+        run_sync(fail())
 
 
 async def test_run_sync_works_from_inside_a_running_loop(server: ScriptedServer) -> None:
     async def fetch() -> int:
         return (await shared_pool().request("GET", server.url, timeout=5.0)).status
 
-    assert run_sync(fetch) == 200  # blocks this loop briefly; the request runs on a private one
+    assert run_sync(fetch()) == 200  # blocks this loop briefly; the request runs on a private one
 
 
 def test_a_command_line_and_settings_are_recorded_without_their_secrets() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "osmosis_ai"
 BASE = {"errors", "outcome", "statistics", "consts", "_lazy", "_aliases", "_pool", "_http", "_usercode",
-        "_sockets", "_litellm"}  # fmt: skip
+        "_sockets", "_litellm", "_sync", "_deadline"}  # fmt: skip
 SEAMS = {"models", "_http", "errors", "outcome"}
 BELOW_SEAMS = BASE | {"observe"}  # traces and metrics: every seam reports to them, they know no feature
 APPLICATION = {"cli", "__main__"}  # the command line and `python -m osmosis_ai`

@@ -26,6 +26,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from osmosis_ai import _http
+from osmosis_ai._sync import synchronous
 from osmosis_ai.auth import settings, store
 from osmosis_ai.auth.errors import AuthenticationExpiredError, LoginError, PlatformAPIError
 from osmosis_ai.auth.store import OrganizationInfo, UserInfo, WorkspaceCredentials, parse_timestamp
@@ -79,28 +80,9 @@ async def acall(
         raise PlatformAPIError(f"the Osmosis Platform answered {url} with a body that is not JSON") from None
 
 
-def call(
-    endpoint: str,
-    *,
-    method: str = "GET",
-    data: Any = None,
-    token: str | None = None,
-    base_url: str | None = None,
-    headers: dict[str, str] | None = None,
-    timeout: float = 30.0,
-) -> Any:
-    """:func:`acall`, blocking (callable from any thread, one running an event loop included)."""
-    return _http.run_sync(
-        lambda: acall(
-            endpoint,
-            method=method,
-            data=data,
-            token=token,
-            base_url=base_url,
-            headers=headers,
-            timeout=timeout,
-        )
-    )
+call = synchronous(
+    acall, "call", ":func:`acall`, blocking (callable from any thread, one running an event loop included)."
+)
 
 
 @dataclass(frozen=True)
@@ -180,21 +162,11 @@ async def aauthenticated_request(
         ) from None
 
 
-def authenticated_request(
-    endpoint: str,
-    *,
-    credentials: Any = None,
-    method: str = "GET",
-    data: Any = None,
-    headers: dict[str, str] | None = None,
-    timeout: float = 30.0,
-) -> Any:
-    """:func:`aauthenticated_request`, blocking (callable from any thread)."""
-    return _http.run_sync(
-        lambda: aauthenticated_request(
-            endpoint, credentials=credentials, method=method, data=data, headers=headers, timeout=timeout
-        )
-    )
+authenticated_request = synchronous(
+    aauthenticated_request,
+    "authenticated_request",
+    ":func:`aauthenticated_request`, blocking (callable from any thread).",
+)
 
 
 # -- the token endpoints -----------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from osmosis_ai import _http
+from osmosis_ai._sync import run_sync
 from osmosis_ai.auth import settings
 from osmosis_ai.auth.client import USER_AGENT, call
 from osmosis_ai.auth.errors import LoginError, PlatformAPIError
@@ -77,7 +78,7 @@ def _ask_for_token(device_code: str, base_url: str) -> tuple[int, Any]:
     async def send() -> _http.Response:
         return await _http.shared_pool().request("POST", url, body=body, headers=headers, timeout=30.0)
 
-    response = _http.run_sync(send)
+    response = run_sync(send())
     try:
         return response.status, json.loads(response.body.decode("utf-8", "replace") or "{}")
     except ValueError:

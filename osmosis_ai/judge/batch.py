@@ -12,10 +12,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from osmosis_ai._pool import Limit, run_bounded
+from osmosis_ai._sync import synchronous
 from osmosis_ai.judge.errors import JudgeInputError, JudgeSettingError
 from osmosis_ai.judge.evaluate import CacheOption, aevaluate_rubric
 from osmosis_ai.judge.keys import configured_api_base
-from osmosis_ai.judge.portal import synchronous
 from osmosis_ai.judge.ratelimit import RateLimiter
 from osmosis_ai.judge.retry import RetryPolicy
 from osmosis_ai.judge.types import RewardRubricRunResult

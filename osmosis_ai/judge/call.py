@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai import _http
+from osmosis_ai._deadline import Deadline
 from osmosis_ai.judge.errors import JudgeTimeoutError, ModelNotFoundError, ProviderRequestError
 from osmosis_ai.judge.ratelimit import RateLimiter
 from osmosis_ai.judge.retry import RetryPolicy
@@ -75,27 +76,13 @@ class JudgeRequest:
         return params
 
 
-class Deadline:
-    """The one time limit of a judgment: every request, back-off and corrective re-ask shares it."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self._end = time.monotonic() + seconds
-
-    def remaining(self) -> float:
-        return self._end - time.monotonic()
-
-    def postpone(self, seconds: float) -> None:
-        """Move the deadline by ``seconds`` not spent on the judge (waiting for a rate-limit slot)."""
-        self._end += seconds
-
-    def expired_error(self, request: JudgeRequest) -> JudgeTimeoutError:
-        return JudgeTimeoutError(
-            request.provider,
-            request.model,
-            f"No verdict within the {self.seconds:g} s timeout (connecting, receiving the reply and "
-            "any retries included)",
-        )
+def _expired(deadline: Deadline, request: JudgeRequest) -> JudgeTimeoutError:
+    return JudgeTimeoutError(
+        request.provider,
+        request.model,
+        f"No verdict within the {deadline.seconds:g} s timeout (connecting, receiving the reply and "
+        "any retries included)",
+    )
 
 
 def _as_provider_error(exc: ModelCallError, request: JudgeRequest) -> ProviderRequestError:
@@ -135,20 +122,20 @@ async def complete(
         JudgeTimeoutError: the deadline passed before a reply arrived.
         ProviderRequestError: any other provider failure, after the allowed retries.
     """
-    bound = deadline or Deadline(request.timeout)
+    bound = deadline or Deadline.after(request.timeout)
     target, params = request.route, request.params()
 
     async def attempt() -> models.Completion:
         await _acquire(limiter, bound)
         remaining = bound.remaining()
         if remaining <= 0:
-            raise bound.expired_error(request)
+            raise _expired(bound, request)
         try:
             call = models.complete(target, messages, timeout=request.timeout, observer=observer, **params)
             return await asyncio.wait_for(call, remaining)
         except Exception as exc:
             if bound.remaining() <= _DEADLINE_SLACK:
-                raise bound.expired_error(request) from exc
+                raise _expired(bound, request) from exc
             raise
 
     def log(number: int, exc: Exception, wait: float) -> None:

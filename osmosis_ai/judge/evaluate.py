@@ -29,13 +29,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from osmosis_ai._deadline import Deadline
 from osmosis_ai._litellm import aimport_litellm
+from osmosis_ai._sync import synchronous
 from osmosis_ai.judge.cache import JudgmentCache, judgment_key, resolve_cache
-from osmosis_ai.judge.call import Deadline, JudgeRequest, complete
+from osmosis_ai.judge.call import JudgeRequest, complete
 from osmosis_ai.judge.errors import JudgeInputError, ProviderRequestError, ScoreRangeError, VerdictError
 from osmosis_ai.judge.keys import resolve_api_key
 from osmosis_ai.judge.parsing import MAX_REPLY_CHARS, Verdict, clamp, parse_verdict, quoted_verdicts
-from osmosis_ai.judge.portal import synchronous
 from osmosis_ai.judge.prompt import PROMPT_VERSION, build_messages
 from osmosis_ai.judge.ratelimit import RateLimiter
 from osmosis_ai.judge.retry import RetryPolicy
@@ -187,7 +188,7 @@ async def _ask(
     request: JudgeRequest, retry: RetryPolicy, limiter: RateLimiter | None, observer: CallObserver | None
 ) -> tuple[Verdict, Any, int]:
     """Call the judge until it gives a usable verdict (or the corrective retries or the time run out)."""
-    deadline = Deadline(request.timeout)
+    deadline = Deadline.after(request.timeout)
     messages = request.messages
     for round_number in range(1, retry.malformed_retries + 2):
         reply = await complete(

@@ -38,6 +38,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from osmosis_ai._deadline import Deadline
 from osmosis_ai._http import (
     FailureLog,
     NoAnswer,
@@ -444,11 +445,10 @@ class OsmosisLLMClient:
         back). Raises like :meth:`complete_rollout` once the window is over or the answer is final.
         ``on_attempt`` hears how each POST ended: TrainGate's status, or ``None`` without an answer.
         """
-        loop = asyncio.get_running_loop()
-        until = loop.time() + window_seconds
+        until = Deadline.after(window_seconds)
 
         async def sleep(seconds: float) -> None:
-            seconds = min(seconds, max(until - loop.time(), 0.0))
+            seconds = min(seconds, until.remaining())
             if wake is None:
                 await asyncio.sleep(seconds)
                 return
@@ -484,17 +484,16 @@ class OsmosisLLMClient:
         headers: dict[str, str],
         retries: int,
         *,
-        until: float | None = None,
+        until: Deadline | None = None,
         sleep: Callable[[float], Awaitable[Any]] | None = None,
         on_attempt: Callable[[int | None], object] | None = None,
     ) -> tuple[TransportResponse, float]:
         """POST with the retry policy of the module docstring; returns a 2xx answer and its duration.
 
-        With ``until`` (a loop time) attempts go on until then instead of ``retries`` extra ones.
+        With ``until`` attempts go on until it passes instead of ``retries`` extra ones.
         """
         settings = self.settings
         transport = self._transport or get_shared_transport(settings.max_connections)
-        loop = asyncio.get_running_loop()
         policy = RetryPolicy(
             max_attempts=max(retries, 0) + 1 if until is None else sys.maxsize,
             base_delay=settings.retry_base_delay,
@@ -544,7 +543,7 @@ class OsmosisLLMClient:
                 policy,
                 retryable=lambda exc: isinstance(exc, _Retryable),
                 retry_after=lambda exc: exc.retry_after if isinstance(exc, _Retryable) else None,
-                give_up=None if until is None else lambda _wait: loop.time() >= until,
+                give_up=None if until is None else lambda _wait: until.remaining() == 0,
                 on_retry=log,
             )
         except _Retryable as exc:

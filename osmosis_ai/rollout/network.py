@@ -24,6 +24,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from osmosis_ai import _http
+from osmosis_ai._sync import run_sync
 from osmosis_ai.rollout.core.exceptions import OsmosisRolloutError
 
 logger = logging.getLogger(__name__)
@@ -180,12 +181,12 @@ async def _adetect_from_external_services() -> str | None:
 
 def detect_from_cloud_metadata() -> str | None:
     """The public IPv4 reported by AWS, GCP or Azure instance metadata, if any."""
-    return _http.run_sync(_adetect_from_cloud_metadata)
+    return run_sync(_adetect_from_cloud_metadata())
 
 
 def detect_from_external_services() -> str | None:
     """The public IPv4 seen by public echo services, if any answers."""
-    return _http.run_sync(_adetect_from_external_services)
+    return run_sync(_adetect_from_external_services())
 
 
 def detect_public_ip(*, refresh: bool = False) -> str:
@@ -196,7 +197,7 @@ def detect_public_ip(*, refresh: bool = False) -> str:
     with _cache_lock:
         if _cached_ip is not None and not refresh:
             return _cached_ip
-    return _http.run_sync(lambda: adetect_public_ip(refresh=True))
+    return run_sync(adetect_public_ip(refresh=True))
 
 
 async def adetect_public_ip(*, refresh: bool = False) -> str:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
+    import httpx
     import pytest
     from fastapi import FastAPI
 
@@ -181,14 +182,20 @@ def create_mock_trainer_app(
     return app
 
 
+def _httpx() -> Any:
+    """httpx, a test dependency (not one of the SDK's own): its absence says how to install it."""
+    from osmosis_ai._lazy import require_optional
+
+    return require_optional("httpx", feature_name="patch_httpx_for_mock_trainer", install_extra="dev")
+
+
 class _MockTrainerTransport:
     """Sends callback paths to an ASGI app in-process (async) and everything else to ``fallback``."""
 
     def __init__(self, app: Any, fallback: Transport | None) -> None:
-        import httpx
-
-        self.client = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://mock-trainer"
+        client_library = _httpx()
+        self.client = client_library.AsyncClient(
+            transport=client_library.ASGITransport(app=app), base_url="http://mock-trainer"
         )
         self._fallback = fallback
 
@@ -222,14 +229,13 @@ def patch_httpx_for_mock_trainer(client: Any, monkeypatch: pytest.MonkeyPatch) -
 
     Undone automatically when the test ends (``monkeypatch``).
     """
-    import httpx
-
     from osmosis_ai import _http
 
+    client_library = _httpx()
     app = getattr(client, "app", client)
     transport = _MockTrainerTransport(app, _http._override)
     monkeypatch.setattr(_http, "_override", transport)
-    original_post = httpx.AsyncClient.post
+    original_post = client_library.AsyncClient.post
 
     async def post(self: httpx.AsyncClient, url: Any, *args: Any, **kwargs: Any) -> httpx.Response:
         path = urlsplit(str(url)).path
@@ -238,4 +244,4 @@ def patch_httpx_for_mock_trainer(client: Any, monkeypatch: pytest.MonkeyPatch) -
             return await original_post(self, url, *args, **kwargs)
         return await transport.client.post(target, *args, **kwargs)
 
-    monkeypatch.setattr(httpx.AsyncClient, "post", post)
+    monkeypatch.setattr(client_library.AsyncClient, "post", post)

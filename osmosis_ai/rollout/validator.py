@@ -15,15 +15,13 @@ INVALID_TOOL_SCHEMA, MISSING_RUN_METHOD, RUN_NOT_CALLABLE, RUN_NOT_ASYNC.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
-from collections.abc import Coroutine
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import pydantic
 
+from osmosis_ai._sync import run_sync
 from osmosis_ai.rollout.core.exceptions import OsmosisRolloutError
 from osmosis_ai.rollout.core.schemas import OpenAIFunctionToolSchema, RolloutRequest
 
@@ -190,20 +188,10 @@ def _check_tool(tool: Any, index: int, found: _Findings) -> None:
         _check_schema_coercion(tool, where, found)
 
 
-def _run_coroutine(coroutine: Coroutine[Any, Any, Any]) -> Any:
-    """Run ``coroutine`` to completion from synchronous code, even when this thread runs an event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="osmosis-validate") as pool:
-        return pool.submit(asyncio.run, coroutine).result()
-
-
 def _call_get_tools(agent_loop: Any, request: RolloutRequest) -> Any:
     get_tools = agent_loop.get_tools
     if inspect.iscoroutinefunction(get_tools):
-        return _run_coroutine(get_tools(request))
+        return run_sync(get_tools(request))
     return get_tools(request)
 
 

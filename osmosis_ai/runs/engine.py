@@ -23,10 +23,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from osmosis_ai._deadline import Deadline
 from osmosis_ai._pool import Limit, run_bounded
 from osmosis_ai.observe import tracing
 from osmosis_ai.outcome import Outcome
-from osmosis_ai.runs.items import Deadline, WorkItem
+from osmosis_ai.runs.items import WorkItem
 from osmosis_ai.runs.result import Attempt, Result
 from osmosis_ai.runs.scorer import Scorer
 

@@ -50,22 +50,3 @@ def work_items(
                 item = WorkItem(row_index, sample, row, tag)
                 if skip is None or not skip(item):
                     yield item
-
-
-@dataclass(frozen=True)
-class Deadline:
-    """An item's time limit: ``seconds`` from when it started, ending at ``end`` (``time.monotonic()``)."""
-
-    seconds: float
-    end: float
-
-    @classmethod
-    def after(cls, seconds: float) -> Deadline:
-        import time
-
-        return cls(seconds, time.monotonic() + seconds)
-
-    def remaining(self) -> float:
-        import time
-
-        return max(self.end - time.monotonic(), 0.0)

@@ -21,11 +21,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from osmosis_ai._deadline import Deadline
 from osmosis_ai._usercode import UserCodeRaised, UserThreads
 from osmosis_ai.errors import RewardReturnError
 from osmosis_ai.outcome import Outcome
 from osmosis_ai.rewards.score import agent_reward, to_score
-from osmosis_ai.runs.items import Deadline, WorkItem
+from osmosis_ai.runs.items import WorkItem
 from osmosis_ai.runs.result import Attempt, Result
 
 AGENT = "agent"

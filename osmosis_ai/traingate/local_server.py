@@ -11,6 +11,7 @@ import contextlib
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+from osmosis_ai._deadline import Deadline
 from osmosis_ai._sockets import bind_listener
 from osmosis_ai.traingate.errors import TrainGateError
 
@@ -41,9 +42,9 @@ async def serve_asgi(app: Any, *, host: str = "127.0.0.1") -> AsyncIterator[str]
     server = _server_without_signals(uvicorn, config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
-        deadline = asyncio.get_running_loop().time() + STARTUP_TIMEOUT_S
+        deadline = Deadline.after(STARTUP_TIMEOUT_S)
         while not server.started:
-            if task.done() or asyncio.get_running_loop().time() > deadline:
+            if task.done() or deadline.remaining() == 0:
                 raise TrainGateError("the in-process rollout server did not start (see the log above)")
             await asyncio.sleep(0.005)
         yield f"http://{host}:{port}"

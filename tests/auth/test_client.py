@@ -24,6 +24,12 @@ def test_requests_carry_the_active_workspaces_token(on_platform: StandInPlatform
     assert on_platform.authorizations("/api/cli/echo") == [f"Bearer {token}"]
 
 
+async def test_the_blocking_form_works_inside_a_running_event_loop(on_platform: StandInPlatform):
+    token = login_as(on_platform)
+    assert platform_request("/api/cli/echo") == {"ok": True, "org": "org-1"}
+    assert on_platform.authorizations("/api/cli/echo") == [f"Bearer {token}"]
+
+
 def test_the_environment_token_comes_first(on_platform: StandInPlatform, monkeypatch: pytest.MonkeyPatch):
     login_as(on_platform)
     ci_token = on_platform.issue_token(org_id="org-ci", org_name="CI")

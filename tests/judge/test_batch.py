@@ -41,6 +41,14 @@ def test_batch_returns_results_in_input_order(
     assert progress == [(done, 20) for done in range(1, 21)]
 
 
+async def test_the_blocking_batch_works_inside_a_running_event_loop(
+    openai_server: OpenAIServer, model_info: dict[str, Any]
+) -> None:
+    _echo_score(openai_server)
+    items = [{"rubric": "r", "solution_str": str(n), "model_info": model_info} for n in range(3)]
+    assert evaluate_rubric_batch(items, concurrency=2) == [0.0, 0.01, 0.02]
+
+
 async def test_async_batch_with_details_and_errors(
     openai_server: OpenAIServer, model_info: dict[str, Any]
 ) -> None:

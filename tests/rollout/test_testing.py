@@ -1,5 +1,5 @@
 """osmosis_ai.rollout.testing: the mock trainer app, the callback routing seam (no blocking, headers kept),
-and the install hint when the ``server`` extra is missing."""
+and the install hints when the ``server`` extra or httpx is missing."""
 
 from __future__ import annotations
 
@@ -122,3 +122,17 @@ def test_mock_trainer_without_fastapi_names_the_extra_to_install() -> None:
     assert kind == "ImportError"
     assert "pip install 'osmosis-ai[server]'" in message
     assert "create_mock_trainer_app()" in message
+
+
+def test_routing_without_httpx_names_what_to_install(monkeypatch) -> None:
+    """httpx is a test dependency, not one of the SDK's: its absence is a pip line, not a traceback."""
+    monkeypatch.setitem(sys.modules, "httpx", None)  # what an installation without it imports
+    tracker = RolloutCompletionTracker()
+    try:
+        patch_httpx_for_mock_trainer(create_mock_trainer_app(tracker), monkeypatch)
+    except ImportError as exc:
+        message = str(exc)
+    else:
+        raise AssertionError("patch_httpx_for_mock_trainer worked without httpx")
+    assert "'httpx' is required for patch_httpx_for_mock_trainer" in message
+    assert "pip install 'osmosis-ai[dev]'" in message

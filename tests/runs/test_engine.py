@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from osmosis_ai._deadline import Deadline
 from osmosis_ai.outcome import Outcome
 from osmosis_ai.runs.engine import Pipeline, run_items
-from osmosis_ai.runs.items import Deadline, WorkItem, work_items
+from osmosis_ai.runs.items import WorkItem, work_items
 from osmosis_ai.runs.journal import BASELINE, PRIMARY, Journal
 from osmosis_ai.runs.result import Attempt, Result
 from osmosis_ai.runs.scorer import ScoreFn, Scorer, reward_function

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from osmosis_ai.cli.arguments import add_agent_arguments, finite_number, whole_number
 from osmosis_ai.cli.errors import CLIError
-from osmosis_ai.cli.output import console
+from osmosis_ai.cli.output import console, json_failure
 from osmosis_ai.cli.output_file import declare_files
 from osmosis_ai.rollout.server.serve import DEFAULT_PORT
 
@@ -204,6 +204,7 @@ def run(args: argparse.Namespace) -> int:
     from osmosis_ai.cli.loading import load_agent
     from osmosis_ai.rollout.config.settings import get_settings
     from osmosis_ai.rollout.server.config import ServerConfig
+    from osmosis_ai.rollout.server.errors import STARTUP_FAILURE_STATUS, ServerStartError
     from osmosis_ai.rollout.server.serve import serve_agent_loop
 
     _configure_logging(args.log_level)
@@ -224,19 +225,23 @@ def run(args: argparse.Namespace) -> int:
         state=state,
     )
     workers = args.workers or 1
-    serve_agent_loop(
-        agent_loop,
-        config=config,
-        validate=not args.no_validate,
-        log_level=args.log_level,
-        reload=args.reload,
-        skip_register=args.skip_register,
-        local_debug=args.local,
-        access_log=args.access_log,
-        on_started=report.started,
-        workers=workers,
-        on_worker_start=functools.partial(_worker_started, args.log_level) if workers > 1 else None,
-    )
+    try:
+        serve_agent_loop(
+            agent_loop,
+            config=config,
+            validate=not args.no_validate,
+            log_level=args.log_level,
+            reload=args.reload,
+            skip_register=args.skip_register,
+            local_debug=args.local,
+            access_log=args.access_log,
+            on_started=report.started,
+            workers=workers,
+            on_worker_start=functools.partial(_worker_started, args.log_level) if workers > 1 else None,
+        )
+    except ServerStartError as exc:  # its reason is already logged: no second line for it
+        json_failure(str(exc))
+        return STARTUP_FAILURE_STATUS
     return 0
 
 

@@ -9,47 +9,12 @@ row is reported before any work is done (and none is thrown away).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from typing import Any
 
-from osmosis_ai.rewards.runtime.errors import RewardRuntimeError
+from osmosis_ai._sync import synchronous
 from osmosis_ai.rewards.runtime.sample import SampleResult, prepare
 from osmosis_ai.rewards.runtime.scoring import DEFAULT_TIMEOUT, RewardRuntime, Row
-
-
-def score_batch(
-    reward: str | Callable[..., Any],
-    rows: Iterable[Row],
-    *,
-    timeout: float | None = DEFAULT_TIMEOUT,
-    workers: int | None = None,
-    memory_limit_mb: int | None = None,
-    concurrency: int | None = None,
-) -> list[SampleResult]:
-    """Score every row with ``reward``; one :class:`SampleResult` per row, in row order.
-
-    The arguments are :class:`~osmosis_ai.rewards.runtime.scoring.RewardRuntime`'s. This function
-    runs its own event loop; from async code (or Jupyter) ``await ascore_batch(...)`` instead.
-    """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        raise RewardRuntimeError(
-            "score_batch cannot run inside a running event loop (async code, Jupyter): use `await ascore_batch(...)`"
-        )
-    return asyncio.run(
-        ascore_batch(
-            reward,
-            rows,
-            timeout=timeout,
-            workers=workers,
-            memory_limit_mb=memory_limit_mb,
-            concurrency=concurrency,
-        )
-    )
 
 
 async def ascore_batch(
@@ -61,7 +26,10 @@ async def ascore_batch(
     memory_limit_mb: int | None = None,
     concurrency: int | None = None,
 ) -> list[SampleResult]:
-    """:func:`score_batch` for async code."""
+    """Score every row with ``reward``; one :class:`SampleResult` per row, in row order.
+
+    The arguments are :class:`~osmosis_ai.rewards.runtime.scoring.RewardRuntime`'s.
+    """
     runtime = RewardRuntime(
         reward, timeout=timeout, workers=workers, memory_limit_mb=memory_limit_mb, concurrency=concurrency
     )
@@ -72,6 +40,17 @@ async def ascore_batch(
             assert result.index is not None
             results[result.index] = result
     return results
+
+
+score_batch = synchronous(
+    ascore_batch,
+    "score_batch",
+    """Score every row with ``reward``; one :class:`SampleResult` per row, in row order.
+
+    :func:`ascore_batch`, blocking: from plain code, async code or Jupyter alike (a running event
+    loop is blocked meanwhile; ``await ascore_batch(...)`` does not block it).
+    """,
+)
 
 
 async def score_stream(

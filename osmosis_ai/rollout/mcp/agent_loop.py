@@ -18,7 +18,7 @@ import logging
 import time
 from typing import Any
 
-from osmosis_ai._http import run_sync
+from osmosis_ai._sync import run_sync
 from osmosis_ai.rollout.core.base import RolloutAgentLoop, RolloutContext, RolloutResult
 from osmosis_ai.rollout.core.exceptions import ToolArgumentError
 from osmosis_ai.rollout.core.schemas import MessageDict, RolloutRequest
@@ -70,7 +70,7 @@ class MCPAgentLoop(RolloutAgentLoop):
                 await listing.aclose()
 
         try:
-            tools = run_sync(listed)
+            tools = run_sync(listed())
         except MCPLoadError:
             raise
         except Exception as exc:

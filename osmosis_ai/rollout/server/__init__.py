@@ -17,6 +17,7 @@ _EXPORTS: dict[str, str] = {
     "ServeError": "osmosis_ai.rollout.server.errors",
     "ServeStarted": "osmosis_ai.rollout.server.serve",
     "ServerConfig": "osmosis_ai.rollout.server.config",
+    "ServerStartError": "osmosis_ai.rollout.server.errors",
     "create_app": "osmosis_ai.rollout.server.app",
     "create_rollout_server": "osmosis_ai.rollout.server.app03",
     "generate_api_key": "osmosis_ai.rollout.server.api_key",
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from osmosis_ai.rollout.server.app import create_app
     from osmosis_ai.rollout.server.app03 import create_rollout_server
     from osmosis_ai.rollout.server.config import ServerConfig
-    from osmosis_ai.rollout.server.errors import ServeError
+    from osmosis_ai.rollout.server.errors import ServeError, ServerStartError
     from osmosis_ai.rollout.server.serve import (
         DEFAULT_HOST,
         DEFAULT_PORT,

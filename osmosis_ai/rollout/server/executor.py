@@ -43,6 +43,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from osmosis_ai._deadline import Deadline
 from osmosis_ai._http import FailureLog, endpoint_of
 from osmosis_ai._usercode import UserCodeRaised, contain, forget_traceback
 from osmosis_ai.errors import RewardReturnError
@@ -184,7 +185,7 @@ class RolloutExecutor:
         """Why the shared state failed at its last use (``None``: it answered): /health says degraded."""
         self._abandoned: set[asyncio.Task[Any]] = set()
         self._draining = False  # True once shutdown cancels rollouts: a cancelled rollout reports ERROR
-        self._callback_deadline: float | None = None
+        self._callback_deadline: Deadline | None = None
         self._validate_tools = ToolsCache()
         self._get_tools = GetToolsCaller(
             agent_loop.get_tools if agent_loop is not None else _no_agent_loop, self.timeout
@@ -279,11 +280,10 @@ class RolloutExecutor:
         state was unreachable when the answer was to be stored) is answered with this server's own
         tools, under the original ``rollout_id``.
         """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + _CLAIM_ANSWER_WAIT_SECONDS
+        deadline = Deadline.after(_CLAIM_ANSWER_WAIT_SECONDS)
         pause = 0.005
         current: Claim | None = claim
-        while current is not None and current.body is None and loop.time() < deadline:
+        while current is not None and current.body is None and deadline.remaining() > 0:
             await asyncio.sleep(pause)
             pause = min(pause * 2, 0.1)
             try:
@@ -624,7 +624,7 @@ class RolloutExecutor:
         if tasks and grace_seconds > 0:
             await asyncio.wait(tasks, timeout=grace_seconds)
         self._draining = True
-        self._callback_deadline = asyncio.get_running_loop().time() + callback_timeout_seconds
+        self._callback_deadline = Deadline.after(callback_timeout_seconds)
         remaining = [task for task in tasks if not task.done()]
         if not remaining:
             return len(tasks), 0
@@ -667,9 +667,7 @@ class RolloutExecutor:
 
     def callback_time_left(self) -> float:
         """Seconds left of the shutdown's ERROR-callback budget (0 before :meth:`drain` ends the grace period)."""
-        if self._callback_deadline is None:
-            return 0.0
-        return max(self._callback_deadline - asyncio.get_running_loop().time(), 0.0)
+        return 0.0 if self._callback_deadline is None else self._callback_deadline.remaining()
 
     def _unfinished(self) -> list[asyncio.Task[None]]:
         return [record.task for record in list(self.state.active.values()) if record.task is not None]

@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai import _http
+from osmosis_ai._deadline import Deadline
 from osmosis_ai._lazy import lazy_exports
+from osmosis_ai._sync import synchronous
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.config.settings import RolloutServerSettings
@@ -158,11 +160,11 @@ async def aregister_with_platform(
     return _parse_response(data)
 
 
-def register_with_platform(
-    host: str, port: int, agent_loop_name: str, credentials: Any, api_key: str | None = None
-) -> RegistrationResult:
-    """Synchronous form of :func:`aregister_with_platform` (blocks; callable from any thread)."""
-    return _http.run_sync(lambda: aregister_with_platform(host, port, agent_loop_name, credentials, api_key))
+register_with_platform = synchronous(
+    aregister_with_platform,
+    "register_with_platform",
+    "Synchronous form of :func:`aregister_with_platform` (blocks; callable from any thread).",
+)
 
 
 def _probe_host(host: str) -> str:
@@ -178,10 +180,9 @@ def _probe_host(host: str) -> str:
 async def wait_until_ready(host: str, port: int, settings: RolloutServerSettings) -> bool:
     """Whether the server bound to ``host``:``port`` answered ``/health`` within the readiness timeout."""
     url = f"http://{_probe_host(host)}:{port}/health"
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + settings.registration_readiness_timeout_seconds
+    deadline = Deadline.after(settings.registration_readiness_timeout_seconds)
     pool = _http.shared_pool()
-    while loop.time() < deadline:
+    while deadline.remaining() > 0:
         try:
             if (await pool.request("GET", url, timeout=1.0)).status == 200:
                 return True

@@ -29,6 +29,8 @@ from typing import Any
 
 import uvicorn
 
+from osmosis_ai.rollout.server.errors import ServerStartError
+
 DEFAULT_HEADER_TIMEOUT_SECONDS = 10.0
 DEFAULT_MAX_HEAD_BYTES = 16 * 1024
 DEFAULT_MAX_HEADERS = 100
@@ -180,7 +182,7 @@ def run_app(
     max_headers: int = DEFAULT_MAX_HEADERS,
     **options: Any,
 ) -> None:
-    """``uvicorn.run(app, ...)`` with :class:`DrainingServer`; exit status 3 if start-up fails.
+    """``uvicorn.run(app, ...)`` with :class:`DrainingServer`; :class:`ServerStartError` if start-up fails.
 
     ``sock``: an already bound socket to serve on (``host``/``port`` then only name it).
     ``header_timeout_seconds``, ``max_head_bytes``, ``max_headers``: see :func:`head_limited_protocol`
@@ -192,9 +194,13 @@ def run_app(
         with contextlib.suppress(ImportError):
             options["http"] = head_limited_protocol(header_timeout_seconds, max_head_bytes, max_headers)
     server = DrainingServer(uvicorn.Config(app, host=host, port=port, **options), app)
-    with contextlib.suppress(
-        KeyboardInterrupt
-    ):  # uvicorn re-raises the captured Ctrl-C after a clean shutdown
-        server.run(sockets=None if sock is None else [sock])
+    try:
+        # uvicorn re-raises a captured Ctrl-C after shutting down
+        with contextlib.suppress(KeyboardInterrupt):
+            server.run(sockets=None if sock is None else [sock])
+    except SystemExit:
+        if server.started:
+            raise
+        # uvicorn ends the process when the app's start-up fails: the caller decides that here
     if not server.started:
-        raise SystemExit(3)  # uvicorn's STARTUP_FAILURE, as uvicorn.run does; the reason is already logged
+        raise ServerStartError("the server did not start; the reason is logged above")

@@ -51,6 +51,7 @@ from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai._lazy import install_hint, lazy_exports
+from osmosis_ai._sync import run_sync
 from osmosis_ai.rollout.server.errors import ServeError
 
 if TYPE_CHECKING:
@@ -124,8 +125,9 @@ def serve_agent_loop(
     ``host``, ``port`` (default 9000), ``settings``, ``api_key`` and ``debug_dir`` are the keyword
     form of the config's fields; give either ``config`` or those (``RolloutValueError``).
     ``log_level`` and ``access_log`` are uvicorn's. Raises :class:`ServeError` (port busy, outbox or
-    trace directory unusable, no Platform credentials), ``AgentLoopValidationError`` (``validate``)
-    and ``ImportError`` without the server extra.
+    trace directory unusable, no Platform credentials; its :class:`ServerStartError` when the app's
+    start-up fails), ``AgentLoopValidationError`` (``validate``) and ``ImportError`` without the
+    server extra.
     """
     from osmosis_ai.rollout.server.config import from_keywords
 
@@ -370,7 +372,7 @@ def _checked_state(state: str | None, outbox: str, workers: int) -> str | None:
         raise ServeError(
             f"{exc}; choose another file with --state, or a Redis URL (redis://HOST:PORT/DB)"
         ) from None
-    asyncio.run(checked.close())
+    run_sync(checked.close())
     return state
 
 
@@ -490,7 +492,7 @@ def _serve_workers(
     finally:
         sock.close()
         if host_state is not None:
-            asyncio.run(host_state.close())
+            run_sync(host_state.close())
 
 
 def _serve_worker(

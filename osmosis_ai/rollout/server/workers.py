@@ -30,6 +30,7 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -38,7 +39,8 @@ from importlib.util import find_spec
 from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Any
 
-from osmosis_ai.rollout.server.errors import ServeError
+from osmosis_ai._deadline import Deadline
+from osmosis_ai.rollout.server.errors import STARTUP_FAILURE_STATUS, ServeError, ServerStartError
 
 if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
@@ -221,7 +223,7 @@ class Supervisor:
         self._restarts = [0] * count
         self._restart_at: list[float | None] = [None] * count
         self._signals: list[int] = []
-        self._stop_deadline: float | None = None
+        self._stopping: Deadline | None = None  # set once every worker is asked to stop
         self._forced = False
 
     def run(self) -> None:
@@ -266,21 +268,21 @@ class Supervisor:
         while True:
             self._handle_signals()
             live = [worker for worker in self._workers if worker is not None]
-            if self._stop_deadline is not None and not live:
+            if self._stopping is not None and not live:
                 return None
             wait([worker.sentinel for worker in live], timeout=0.2)
             now = time.monotonic()
             for index, worker in enumerate(self._workers):
                 if worker is not None and not worker.is_alive():
-                    if self._ended(index, worker) and self._stop_deadline is None:
+                    if self._ended(index, worker) and self._stopping is None:
                         self._stop()
                         self._wait_all()
                         return index
-                elif worker is None and self._stop_deadline is None:
+                elif worker is None and self._stopping is None:
                     restart_at = self._restart_at[index]
                     if restart_at is not None and now >= restart_at:
                         self._start(index)
-            if self._stop_deadline is not None and now > self._stop_deadline:
+            if self._stopping is not None and self._stopping.remaining() == 0:
                 for worker in self._workers:
                     if worker is not None and worker.is_alive():
                         logger.error("worker pid %s did not stop in time; killing it", worker.pid)
@@ -301,7 +303,7 @@ class Supervisor:
                 self.state.forget_process(pid)
             except Exception:  # the state file broke: its claims then lapse after the lease
                 logger.exception("cannot drop the claims of worker pid %d", pid)
-        if self._stop_deadline is not None:
+        if self._stopping is not None:
             return never_served
         lived = time.monotonic() - self._started_at[index]
         self._restarts[index] = 0 if lived > _STABLE_SECONDS else self._restarts[index] + 1
@@ -319,7 +321,7 @@ class Supervisor:
     def _handle_signals(self) -> None:
         while self._signals:
             signum = self._signals.pop(0)
-            if self._stop_deadline is None:
+            if self._stopping is None:
                 logger.info("stopping %d workers (draining)", self.count)
                 self._stop()
             elif signum == signal.SIGINT and not self._forced:
@@ -327,7 +329,7 @@ class Supervisor:
                 self._send(signal.SIGINT)
 
     def _stop(self) -> None:
-        self._stop_deadline = time.monotonic() + self.stop_seconds
+        self._stopping = Deadline.after(self.stop_seconds)
         self._send(signal.SIGTERM)
 
     def _send(self, signum: int) -> None:
@@ -337,10 +339,10 @@ class Supervisor:
                     os.kill(worker.pid, signum)
 
     def _wait_all(self) -> None:
-        assert self._stop_deadline is not None
+        assert self._stopping is not None
         for index, worker in enumerate(self._workers):
             if worker is not None:
-                worker.join(max(self._stop_deadline - time.monotonic(), 0.1))
+                worker.join(max(self._stopping.remaining(), 0.1))
                 if worker.is_alive():
                     worker.kill()
                 self._ended(index, worker)
@@ -349,7 +351,10 @@ class Supervisor:
 def _worker_entry(target: WorkerTarget, sock: socket.socket, index: int, figures: Any, parent: int) -> None:
     os.setpgrp()  # a terminal's Ctrl-C goes to the supervisor, which passes it on once
     _stop_when_orphaned(parent)
-    target(sock, index, figures)
+    try:
+        target(sock, index, figures)
+    except ServerStartError:  # the reason is logged; this process's status tells its supervisor
+        sys.exit(STARTUP_FAILURE_STATUS)
 
 
 def _stop_when_orphaned(parent: int) -> None:

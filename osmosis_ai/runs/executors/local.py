@@ -24,13 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from osmosis_ai._deadline import Deadline
 from osmosis_ai._usercode import UserCodeRaised, UserThreads, call_user, contain
 from osmosis_ai.errors import ToolValidationError
 from osmosis_ai.models.errors import ProviderError, SystemicProviderError
 from osmosis_ai.outcome import Outcome
 from osmosis_ai.rollout.loading import AgentRef
 from osmosis_ai.runs.executors.requests import dataset_row_to_request
-from osmosis_ai.runs.items import Deadline, WorkItem
+from osmosis_ai.runs.items import WorkItem
 from osmosis_ai.runs.journal import BASELINE, PRIMARY
 from osmosis_ai.runs.plan import ModelRef, Rows, RunPlan
 from osmosis_ai.runs.result import Attempt

@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from osmosis_ai._deadline import Deadline
 from osmosis_ai.outcome import Outcome
 from osmosis_ai.runs.answers import Columns
-from osmosis_ai.runs.items import Deadline, WorkItem
+from osmosis_ai.runs.items import WorkItem
 from osmosis_ai.runs.journal import PRIMARY
 from osmosis_ai.runs.plan import Rows, RowSource, RunPlan
 from osmosis_ai.runs.result import Attempt

@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from osmosis_ai._deadline import Deadline
 from osmosis_ai.consts import SERVER_KEY_ENV
 from osmosis_ai.outcome import Outcome
 from osmosis_ai.rollout.core.schemas import REWARD_ERROR_FIELD
 from osmosis_ai.rollout.loading import AgentRef
-from osmosis_ai.runs.items import Deadline, WorkItem
+from osmosis_ai.runs.items import WorkItem
 from osmosis_ai.runs.journal import PRIMARY
 from osmosis_ai.runs.plan import ModelRef, Rows, RunPlan
 from osmosis_ai.runs.result import Attempt
@@ -104,17 +105,14 @@ class TrainGateExecutor:
             metadata=row_metadata(item.row, item.row_index, item.sample_index),
         )
         try:
-            limit = self.timeout if deadline is None else min(self.timeout, deadline.seconds)
-            end = (
-                time.monotonic() + limit if deadline is None else min(time.monotonic() + limit, deadline.end)
-            )
-            await self._drive(session, limit, end)
+            bound = Deadline.after(self.timeout) if deadline is None else deadline.within(self.timeout)
+            await self._drive(session, bound)
             return self._attempt(session)
         finally:
             self._retire(session)
 
-    async def _drive(self, session: RolloutSession, limit: float, end: float) -> None:
-        """Init the rollout and wait for its callback until ``end``; ``limit`` is the limit as configured."""
+    async def _drive(self, session: RolloutSession, bound: Deadline) -> None:
+        """Init the rollout and wait for its callback by ``bound``."""
         from osmosis_ai.traingate.launcher import InitRejected, ServerUnreachable
 
         session.started_at = time.monotonic()
@@ -126,9 +124,7 @@ class TrainGateExecutor:
             max_tokens_total=self.max_tokens_total,
         )
         try:
-            init = await asyncio.wait_for(
-                self.launcher.init(request, deadline=end), max(end - time.monotonic(), 0.0)
-            )
+            init = await asyncio.wait_for(self.launcher.init(request, deadline=bound.end), bound.remaining())
         except (InitRejected, ServerUnreachable) as exc:
             session.initialized.set()
             session.finish("INIT_FAILED" if isinstance(exc, InitRejected) else "UNREACHABLE", str(exc))
@@ -137,7 +133,7 @@ class TrainGateExecutor:
             session.initialized.set()
             session.finish(
                 "TIMEOUT",
-                f"the rollout server at {self.launcher.server_url} did not answer the init within {limit:g}s",
+                f"the rollout server at {self.launcher.server_url} did not answer the init within {bound.seconds:g}s",
             )
             return
         session.tools = [tool.model_dump(mode="json", exclude_none=True) for tool in init.tools]
@@ -145,11 +141,11 @@ class TrainGateExecutor:
         if not session.finished:
             session.status = "RUNNING"
         try:
-            await asyncio.wait_for(session.done.wait(), timeout=max(end - time.monotonic(), 0.001))
+            await asyncio.wait_for(session.done.wait(), timeout=max(bound.remaining(), 0.001))
         except asyncio.TimeoutError:
             session.finish(
                 "TIMEOUT",
-                f"no /v1/rollout/completed callback within {limit:g}s ({session.num_turns} chat turn(s) served)",
+                f"no /v1/rollout/completed callback within {bound.seconds:g}s ({session.num_turns} chat turn(s) served)",
             )
 
     def _attempt(self, session: RolloutSession) -> Attempt:

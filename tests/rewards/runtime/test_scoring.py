@@ -636,15 +636,17 @@ async def test_a_reward_that_imports_in_the_parent_but_not_in_a_worker_is_a_star
     assert children() == before
 
 
-def test_score_batch_keeps_row_order_and_refuses_a_running_loop() -> None:
+def test_score_batch_keeps_row_order() -> None:
     results = score_batch(HOSTILE, [row(f"score:{i}") for i in range(30)], workers=2, timeout=10)
     assert [(r.index, r.score) for r in results] == [(i, float(i)) for i in range(30)]
 
-    async def inside_a_loop() -> None:
-        with pytest.raises(RewardRuntimeError, match=r"use `await ascore_batch\(...\)`"):
-            score_batch(HOSTILE, [], workers=0)
 
-    asyncio.run(inside_a_loop())
+async def test_score_batch_works_inside_a_running_event_loop() -> None:
+    """As in Jupyter: the blocking form called where an event loop already runs."""
+    before = children()
+    results = score_batch(HOSTILE, [row(f"score:{i}") for i in range(4)], workers=2, timeout=10)
+    assert [(r.index, r.score) for r in results] == [(i, float(i)) for i in range(4)]
+    assert children() == before  # the workers ended with the call
 
 
 def test_score_batch_checks_every_row_before_any_worker_starts() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from osmosis_ai.rollout.server import ServeError, serve_agent_loop
+from osmosis_ai.rollout.server import ServeError, ServerStartError, serve_agent_loop
 from osmosis_ai.rollout.validator import AgentLoopValidationError
 from tests.support.cli import REPO, subprocess_env
 from tests.support.server import ScriptedAgent, init_body
@@ -134,3 +134,15 @@ def test_reload_cannot_carry_lifespan_hooks():
 
     with pytest.raises(ServeError, match="on_startup and on_shutdown cannot follow"):
         serve_agent_loop(ScriptedAgent(), reload=True, config=fast_config(on_startup=hook), local_debug=True)
+
+
+def test_a_failed_start_up_is_an_error_not_the_end_of_the_process(capfd: pytest.CaptureFixture[str]):
+    from tests.support.server import fast_config
+
+    async def broken() -> None:
+        raise RuntimeError("the database is down")
+
+    config = fast_config(host="127.0.0.1", port=free_port(), on_startup=broken)
+    with pytest.raises(ServerStartError, match="did not start; the reason is logged above"):
+        serve_agent_loop(ScriptedAgent(), config=config, local_debug=True, validate=False)
+    assert "the database is down" in capfd.readouterr().err  # uvicorn logged why

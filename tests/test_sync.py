@@ -1,0 +1,146 @@
+"""The bridge from synchronous code to the SDK's coroutines (osmosis_ai._sync), and the blocking
+twins made with it. Each twin's real call path, from plain code and from inside a running event loop,
+is tested beside its coroutine function (judge, rewards runtime, auth, registration)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from osmosis_ai._sync import run_sync, synchronous
+from osmosis_ai.auth.client import aauthenticated_request, acall, authenticated_request, call
+from osmosis_ai.judge.batch import aevaluate_rubric_batch, evaluate_rubric_batch
+from osmosis_ai.judge.evaluate import aevaluate_rubric, evaluate_rubric
+from osmosis_ai.rewards.runtime.batch import ascore_batch, score_batch
+from osmosis_ai.rollout.server.registration import aregister_with_platform, register_with_platform
+
+ROOT = Path(__file__).resolve().parents[1]
+_REQUEST = contextvars.ContextVar("request", default="none")
+
+
+async def _loop_and_request() -> tuple[asyncio.AbstractEventLoop, str]:
+    await asyncio.sleep(0)
+    return asyncio.get_running_loop(), _REQUEST.get()
+
+
+def test_returns_the_result_and_raises_the_exception() -> None:
+    async def fail() -> None:
+        raise LookupError("boom")
+
+    assert run_sync(asyncio.sleep(0, result=7)) == 7
+    with pytest.raises(LookupError, match="boom"):
+        run_sync(fail())
+
+
+async def test_from_a_running_loop_the_coroutine_gets_a_loop_of_its_own() -> None:
+    loop, _ = run_sync(_loop_and_request())
+    assert loop is not asyncio.get_running_loop() and loop.is_closed()
+
+
+def test_the_callers_context_variables_reach_the_coroutine() -> None:
+    token = _REQUEST.set("r-1")
+    try:
+        assert run_sync(_loop_and_request())[1] == "r-1"
+    finally:
+        _REQUEST.reset(token)
+
+
+def test_the_calling_threads_event_loop_is_left_alone() -> None:
+    """A 0.2-era script that set up a loop keeps it after a blocking SDK call."""
+    seen: list[object] = []
+
+    def script() -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            run_sync(asyncio.sleep(0))
+            seen.append(asyncio.get_event_loop() is loop)
+        except BaseException as exc:
+            seen.append(exc)
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+
+    thread = threading.Thread(target=script)
+    thread.start()
+    thread.join()
+    assert seen == [True]
+
+
+def test_ctrl_c_cancels_the_coroutine_lets_it_clean_up_and_raises_keyboard_interrupt(tmp_path: Path) -> None:
+    script = tmp_path / "wait_then_ctrl_c.py"
+    script.write_text(
+        textwrap.dedent("""
+        import asyncio
+        from osmosis_ai._sync import run_sync
+
+        async def work():
+            print("started", flush=True)
+            try:
+                await asyncio.sleep(3600)
+            finally:
+                await asyncio.sleep(0)  # cleanup that needs the loop
+                print("cleaned up", flush=True)
+
+        run_sync(work())
+    """)
+    )
+    process = subprocess.Popen(
+        [sys.executable, str(script)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline() == b"started\n"
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=20)
+    finally:
+        process.kill()
+    assert stdout == b"cleaned up\n"
+    assert process.returncode == -signal.SIGINT and b"KeyboardInterrupt" in stderr
+
+
+async def _scale(value: float, *, factor: float = 2.0) -> float:
+    await asyncio.sleep(0)
+    if factor < 0:
+        raise ValueError("negative factor")
+    return value * factor
+
+
+def test_a_twin_takes_the_same_parameters_and_returns_the_result() -> None:
+    scale = synchronous(_scale, "scale", "Blocking _scale.")
+    assert inspect.signature(scale) == inspect.signature(_scale)
+    assert (scale.__name__, scale.__doc__) == ("scale", "Blocking _scale.")
+    assert not inspect.iscoroutinefunction(scale)
+    assert scale(3) == 6 and scale(value=3, factor=3) == 9
+    with pytest.raises(ValueError, match="negative factor"):
+        scale(1, factor=-1)
+
+
+async def test_a_twin_works_inside_a_running_event_loop() -> None:
+    assert synchronous(_scale, "scale", "")(2, factor=5) == 10
+
+
+@pytest.mark.parametrize(
+    ("sync", "coroutine_function"),
+    [
+        (evaluate_rubric, aevaluate_rubric),
+        (evaluate_rubric_batch, aevaluate_rubric_batch),
+        (score_batch, ascore_batch),
+        (call, acall),
+        (authenticated_request, aauthenticated_request),
+        (register_with_platform, aregister_with_platform),
+    ],
+)
+def test_public_twins_match_their_coroutine_functions(sync, coroutine_function) -> None:
+    assert inspect.signature(sync) == inspect.signature(coroutine_function)
+    assert sync.__name__ == coroutine_function.__name__.removeprefix("a")
+    assert sync.__doc__
