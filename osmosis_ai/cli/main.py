@@ -170,6 +170,7 @@ def _dispatch(arguments: list[str]) -> int:
     from osmosis_ai.cli import output
     from osmosis_ai.cli.output_file import check_files
     from osmosis_ai.cli.parser import JSON_ERRORS
+    from osmosis_ai.cli.summary import check_loggers
     from osmosis_ai.errors import OsmosisError
 
     as_json = _wants_json(arguments)
@@ -189,6 +190,7 @@ def _dispatch(arguments: list[str]) -> int:
                     return 1
                 _load_dotenv()
                 check_files(args)
+                check_loggers(args)
                 # Under --json, what user code prints goes to stderr: stdout carries the one object.
                 with output.logging_restored(), output.user_output_to_stderr(as_json):
                     status: int = importlib.import_module(COMMANDS[args.command].module).run(args)

@@ -186,6 +186,15 @@ def check_run_outputs(args: argparse.Namespace) -> None:
             check_output(path, flag=flag)
 
 
+def check_loggers(args: argparse.Namespace) -> None:
+    """Refuse, before any paid work, a ``--log-to`` tool that could not take the run at its end."""
+    tools = getattr(args, "log_to", None)
+    if tools:
+        from osmosis_ai.observe.loggers import check_tools
+
+        check_tools(tools)
+
+
 Figures = tuple["Run", "Summary"]
 
 

@@ -14,6 +14,7 @@ from tensorboardX.proto import event_pb2
 
 from osmosis_ai.observe import loggers
 from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, cli, osmosis
+from tests.support.openai_server import OpenAIServer
 
 REWARD = "examples.calculator.reward:calculator_reward"
 ROWS = len(CALCULATOR_DATASET.read_text().splitlines())
@@ -203,3 +204,26 @@ def test_every_tool_gets_the_settings_with_their_secrets_left_out_or_masked(
         "headers": '["Authorization: Bearer [redacted]"]',
         "max_tokens": "64",
     }
+
+
+@pytest.mark.parametrize(
+    ("tool", "settings", "message"),
+    [
+        ("mlflow", {"MLFLOW_TRACKING_URI": "http://127.0.0.1:{port}"}, "does not answer"),
+        ("wandb", {"WANDB_MODE": "online", "WANDB_API_KEY": "", "NETRC": "{tmp}/no-netrc"}, "no W&B API key"),
+        ("tensorboard", {"TENSORBOARD_LOGDIR": "{tmp}/a-file/tb"}, "cannot write under"),
+    ],
+)
+def test_a_logger_that_cannot_take_the_run_is_refused_before_any_model_call(
+    openai_server: OpenAIServer, tmp_path: Path, tool: str, settings: dict[str, str], message: str
+) -> None:
+    from tests.support.sockets import free_port
+
+    (tmp_path / "a-file").write_text("not a directory")
+    env = {**env_for(tmp_path), **{k: v.format(port=free_port(), tmp=tmp_path) for k, v in settings.items()}}
+    ran = osmosis("eval", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--eval-fn", REWARD, "--model", "m",
+                  "--base-url", openai_server.url, "--journal", str(tmp_path / "j"), "--log-to", tool, env=env)  # fmt: skip
+    assert openai_server.requests == []  # nothing paid for: the logger is checked first
+    assert ran.returncode == 1 and ran.stdout == ""
+    assert ran.stderr.startswith(f"Error: --log-to {tool}: ") and message in ran.stderr
+    assert ran.stderr.count("\n") == 1

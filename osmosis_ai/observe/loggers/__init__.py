@@ -80,6 +80,35 @@ def histogram(scores: Sequence[float], bins: int = 10) -> tuple[list[float], lis
     return [low + width * i for i in range(bins + 1)], counts
 
 
+def check_tools(tools: Iterable[str]) -> None:
+    """Prove each of ``tools`` can take a run before any paid work starts: its package is installed
+    and its own check passes (a tracking server that answers, a key, a writable directory).
+
+    Raises:
+        ExperimentLogError: what is missing, and how to fix it.
+    """
+    for tool in dict.fromkeys(tools):
+        line = install_line(tool)
+        if line is not None:
+            raise ExperimentLogError(tool, line)
+        problem = importlib.import_module(f"osmosis_ai.observe.loggers.{tool}").check()
+        if problem is not None:
+            raise ExperimentLogError(tool, problem)
+
+
+def writable_directory(path: str) -> str | None:
+    """Why a logger could not write under ``path`` (it, or the nearest folder above it that
+    exists, must be a writable directory), or ``None``."""
+    import os
+
+    here = os.path.abspath(path)
+    while not os.path.exists(here):
+        here = os.path.dirname(here)
+    if not os.path.isdir(here) or not os.access(here, os.W_OK):
+        return f"cannot write under {path} ({here} is not a writable directory)"
+    return None
+
+
 def log_run(tools: Iterable[str], run: RunLog) -> list[str]:
     """Send ``run`` to each of ``tools``; where each one wrote it (a directory or a URL), in order.
 

@@ -8,9 +8,32 @@ from __future__ import annotations
 import json
 import os
 
-from osmosis_ai.observe.loggers import SAMPLE_COLUMNS, RunLog, histogram
+from osmosis_ai.observe.loggers import SAMPLE_COLUMNS, RunLog, histogram, writable_directory
 
 _PARAM_LIMIT = 6000  # characters of a parameter value MLflow stores
+
+
+def check() -> str | None:
+    """Why MLflow could not take a run now: a tracking server that does not answer its ``/health``,
+    or a file store that cannot be written; ``None`` when it can."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    import mlflow
+
+    uri = mlflow.get_tracking_uri()
+    scheme = urllib.parse.urlsplit(uri).scheme
+    if scheme in ("http", "https"):
+        try:  # before any event loop runs: a short blocking look is harmless here
+            with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=5):
+                return None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            return f"the tracking server MLFLOW_TRACKING_URI={uri} does not answer ({reason}); start it or fix the URI"
+    if scheme in ("", "file"):
+        return writable_directory(urllib.parse.urlsplit(uri).path if scheme else uri)
+    return None  # another store (a database, Databricks): MLflow's own errors say what is wrong
 
 
 def log(run: RunLog) -> str:

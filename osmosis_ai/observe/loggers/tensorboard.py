@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 
-from osmosis_ai.observe.loggers import SAMPLE_COLUMNS, RunLog
+from osmosis_ai.observe.loggers import SAMPLE_COLUMNS, RunLog, writable_directory
 
 
 def _markdown(rows: list[list[str]]) -> str:
@@ -17,6 +17,11 @@ def _markdown(rows: list[list[str]]) -> str:
         "| " + " | ".join(cell.replace("|", "\\|").replace("\n", " ") for cell in row) + " |" for row in body
     ]
     return "\n".join(lines)
+
+
+def check() -> str | None:
+    """Why the event files could not be written (``TENSORBOARD_LOGDIR``, default ``runs/``), or ``None``."""
+    return writable_directory(os.environ.get("TENSORBOARD_LOGDIR") or "runs")
 
 
 def log(run: RunLog) -> str:

@@ -13,6 +13,25 @@ from osmosis_ai._http import redact_command
 from osmosis_ai.observe.loggers import SAMPLE_COLUMNS, RunLog
 
 
+def check() -> str | None:
+    """Why W&B could not take a run now: online (``WANDB_MODE`` not ``offline``/``disabled``) with no
+    API key in ``WANDB_API_KEY`` or the netrc file ``wandb login`` writes; ``None`` when it can."""
+    import netrc
+    import urllib.parse
+
+    if os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled", "dryrun") or os.environ.get(
+        "WANDB_API_KEY"
+    ):
+        return None
+    host = urllib.parse.urlsplit(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname or ""
+    try:
+        if netrc.netrc(os.environ.get("NETRC")).authenticators(host):
+            return None
+    except (OSError, netrc.NetrcParseError):
+        pass
+    return "no W&B API key: set WANDB_API_KEY or run `wandb login`, or WANDB_MODE=offline to log locally"
+
+
 def log(run: RunLog) -> str:
     import wandb
 
