@@ -204,6 +204,27 @@ class Response(NamedTuple):
     retry_after: str | None
 
 
+class TooLarge(Exception):
+    """An answer's body was larger than the caller allows (it was not read whole)."""
+
+    def __init__(self, url: str, limit: int) -> None:
+        super().__init__(f"the answer from {url} is larger than {limit:,} bytes")
+        self.limit = limit
+
+
+async def _read_at_most(response: Any, limit: int, url: str) -> bytes:
+    """The body of ``response``, or :class:`TooLarge` as soon as it passes ``limit`` bytes."""
+    if (response.content_length or 0) > limit:
+        raise TooLarge(url, limit)
+    chunks, size = [], 0
+    async for chunk in response.content.iter_chunked(1 << 16):
+        size += len(chunk)
+        if size > limit:
+            raise TooLarge(url, limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 class NoAnswer(Exception):
     """The request got no HTTP answer: connection refused or reset, DNS failure, or a timeout.
 
@@ -298,11 +319,13 @@ class Pool:
         connect_timeout: float | None = None,
         follow_redirects: bool = False,
         proxy: str | None = None,
+        max_bytes: int | None = None,
     ) -> Response:
         """Send one request and read the whole answer; raise :class:`NoAnswer` when there is none.
 
         ``timeout`` bounds waiting for the answer once the request is on a connection;
-        ``connect_timeout`` (default ``timeout``) bounds opening that connection.
+        ``connect_timeout`` (default ``timeout``) bounds opening that connection. An answer whose
+        body is larger than ``max_bytes`` is not read on: :class:`TooLarge`.
         """
         import aiohttp
 
@@ -319,7 +342,11 @@ class Pool:
                 allow_redirects=follow_redirects,
                 proxy=proxy,
             ) as response:
-                data = await response.read()
+                data = (
+                    await response.read()
+                    if max_bytes is None
+                    else await _read_at_most(response, max_bytes, url)
+                )
                 return Response(response.status, data, response.headers.get("Retry-After"))
         except asyncio.TimeoutError as exc:
             raise NoAnswer(

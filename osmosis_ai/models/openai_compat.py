@@ -23,6 +23,8 @@ from osmosis_ai.models.errors import ModelCallError, clean_message, kind_of
 MAX_CONNECTIONS = 1000
 """Connections of the model calls' pool: callers bound their own concurrency (a batch size, a pool's
 limit), and the pool must not cap it below that silently; LiteLLM's own pool holds as many."""
+MAX_REPLY_BYTES = 64 << 20
+"""The largest chat completion read (token ids and logprobs of a long answer stay far below it)."""
 
 # Fields of a LiteLLM call that are LiteLLM's own settings, not part of the request a server sees.
 _NOT_SENT = frozenset(
@@ -81,8 +83,10 @@ async def acomplete(
     url = api_base.rstrip("/") + "/chat/completions"
     try:
         response = await _http.shared_pool(MAX_CONNECTIONS).request(
-            "POST", url, body=data, headers=headers, timeout=timeout
+            "POST", url, body=data, headers=headers, timeout=timeout, max_bytes=MAX_REPLY_BYTES
         )
+    except _http.TooLarge as exc:
+        raise ModelCallError(f"{exc}: not a chat completion this SDK reads", kind="server") from exc
     except _http.NoAnswer as exc:
         kind = "timeout" if exc.timed_out else "connection"
         raise ModelCallError(clean_message(str(exc)), kind=kind) from exc

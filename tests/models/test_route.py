@@ -56,3 +56,25 @@ async def test_a_key_less_base_url_works_alike_for_local_runs_and_the_policy(
     first, second = openai_server.requests
     assert first.json["model"] == second.json["model"] == "local-model"
     assert first.headers["authorization"] == second.headers["authorization"] == f"Bearer {NO_KEY}"
+
+
+async def test_a_reply_larger_than_the_cap_is_not_read_whole(
+    openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from osmosis_ai.models import openai_compat
+    from osmosis_ai.models.errors import ModelCallError
+    from tests.support.openai_server import Reply
+
+    MODEL, HI = "local-model", [{"role": "user", "content": "hi"}]
+    monkeypatch.setattr(openai_compat, "MAX_REPLY_BYTES", 100_000)
+    openai_server.default = Reply(content="x" * 200_000)
+    with pytest.raises(ModelCallError, match=r"larger than 100,000 bytes") as raised:
+        await openai_compat.acomplete(
+            MODEL, HI, api_base=openai_server.url, api_key="k", timeout=10, params={}
+        )
+    assert raised.value.kind == "server"
+    openai_server.default = Reply(content="x" * 1000)  # under the cap: read as ever
+    reply = await openai_compat.acomplete(
+        MODEL, HI, api_base=openai_server.url, api_key="k", timeout=10, params={}
+    )
+    assert reply["choices"][0]["message"]["content"] == "x" * 1000
