@@ -71,6 +71,22 @@ async def test_server_errors_are_retried_honouring_retry_after(openai_server: Op
     assert waits.seconds[1:] == [0.02, 0.04]  # the back-off doubles
 
 
+async def test_a_server_that_takes_the_call_and_stays_silent_is_asked_once_more_not_every_attempt(
+    openai_server: OpenAIServer,
+) -> None:
+    openai_server.default = Reply(delay=2.0)  # past the call's timeout, every time
+    client = ExternalLLMClient(
+        "openai/local-model",
+        api_key="sk-test",
+        api_base=openai_server.url,
+        retry=RetryPolicy(sleep=Waits()),
+        timeout=0.2,
+    )
+    with pytest.raises(ProviderError):
+        await client.chat_completions(HI)
+    assert len(openai_server.requests) == 2 and client.retries == 1  # the policy allows 4 attempts
+
+
 async def test_row_errors_and_systemic_errors(openai_server: OpenAIServer) -> None:
     client = _client(openai_server.url)
     openai_server.queue(Reply(status=400))

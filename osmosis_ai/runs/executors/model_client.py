@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
 DEFAULT_MODEL = "gpt-5-mini"
 DEFAULT_TIMEOUT = 120.0
+SILENT_RETRIES = 1
+"""How often a call that timed out is asked again (a silent server costs at most 2 x the timeout)."""
 # Arguments of a call that the client's route decides, not the agent.
 _ROUTE_KEYS = ("api_key", "api_base", "base_url", "num_retries", "max_retries")
 
@@ -191,6 +193,17 @@ class ExternalLLMClient:
             finally:
                 row.latency_ms += (time.monotonic() - started) * 1000
 
+        silent = 0
+
+        def retryable(exc: Exception) -> bool:
+            # A server that took the request and said nothing for a whole timeout is asked once
+            # more, not the policy's every attempt: a call costs at most two timeouts, not four.
+            nonlocal silent
+            if isinstance(exc, ModelCallError) and exc.kind == "timeout":
+                silent += 1
+                return silent <= SILENT_RETRIES
+            return models.transient(exc)
+
         def count(number: int, exc: Exception, wait: float) -> None:
             row.retries += 1
 
@@ -198,7 +211,7 @@ class ExternalLLMClient:
             reply = await _http.retrying(
                 attempt,
                 self.retry,
-                retryable=models.transient,
+                retryable=retryable,
                 retry_after=models.retry_after,
                 on_retry=count,
             )
