@@ -161,6 +161,25 @@ def state_beside(outbox: str) -> str:
     return f"{root}.state{ext or '.sqlite3'}"
 
 
+PROMETHEUS_PREFIX = "osmosis-prometheus-"
+
+
+def sweep_stale(prefix: str) -> None:
+    """Remove the temporary directories named ``<prefix><pid>-...`` whose process is gone: a
+    supervisor killed with SIGKILL could not remove its own."""
+    root = tempfile.gettempdir()
+    for name in os.listdir(root):
+        pid_text = name[len(prefix) :].split("-", 1)[0] if name.startswith(prefix) else ""
+        if not pid_text.isdigit() or int(pid_text) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+        except PermissionError:  # another user's live process
+            continue
+
+
 @contextlib.contextmanager
 def prometheus_multiprocess() -> Iterator[Callable[[int], None]]:
     """Prometheus' multiprocess mode for the workers, when ``prometheus_client`` is installed.
@@ -172,7 +191,8 @@ def prometheus_multiprocess() -> Iterator[Callable[[int], None]]:
     if find_spec("prometheus_client") is None:
         yield lambda pid: None
         return
-    directory = tempfile.mkdtemp(prefix="osmosis-prometheus-")
+    sweep_stale(PROMETHEUS_PREFIX)
+    directory = tempfile.mkdtemp(prefix=f"{PROMETHEUS_PREFIX}{os.getpid()}-")
     previous = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
 

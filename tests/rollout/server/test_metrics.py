@@ -232,3 +232,29 @@ def test_workers_sharing_a_multiprocess_directory_report_their_sum(
         lambda: value(samples(http.get(f"{first}/metrics").text), "osmosis_rollout_max_concurrent") or None
     )
     assert limit == 2 * fast_config().server.max_concurrent_rollouts
+
+
+def test_a_killed_supervisors_prometheus_directory_is_swept_at_the_next_start(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from osmosis_ai.rollout.server.workers import PROMETHEUS_PREFIX, prometheus_multiprocess
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    dead_pid = int(gone.stdout)  # a process that has ended: its directory is stale
+    stale = tempfile.mkdtemp(prefix=f"{PROMETHEUS_PREFIX}{dead_pid}-")
+    live = tempfile.mkdtemp(prefix=f"{PROMETHEUS_PREFIX}{os.getppid()}-")  # a live process's: kept
+    try:
+        with prometheus_multiprocess():
+            assert not os.path.exists(stale) and os.path.isdir(live)
+            assert os.path.basename(os.environ["PROMETHEUS_MULTIPROC_DIR"]).startswith(
+                f"{PROMETHEUS_PREFIX}{os.getpid()}-"
+            )
+    finally:
+        for path in (stale, live):
+            if os.path.isdir(path):
+                os.rmdir(path)
