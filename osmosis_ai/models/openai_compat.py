@@ -13,7 +13,9 @@ One request per call: retrying is the caller's, on :func:`osmosis_ai._http.retry
 
 from __future__ import annotations
 
+import base64
 import json
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
@@ -53,6 +55,19 @@ def _error_text(body: bytes) -> str:
     return text
 
 
+def _credentials(api_base: str, api_key: str) -> tuple[str, str]:
+    """The base URL without a ``user:password@`` part, and the ``Authorization`` value: HTTP Basic with
+    those credentials when the URL carries them (a proxy in front of the server), else the key as a
+    Bearer token."""
+    parts = urllib.parse.urlsplit(api_base)
+    if parts.username is None:
+        return api_base, f"Bearer {api_key}"
+    pair = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+    host = parts.netloc.rpartition("@")[2]
+    bare = urllib.parse.urlunsplit(parts._replace(netloc=host))
+    return bare, "Basic " + base64.b64encode(pair.encode()).decode()
+
+
 async def acomplete(
     model: str,
     messages: list[dict[str, Any]],
@@ -72,7 +87,8 @@ async def acomplete(
     extra = params.get("extra_body")
     if isinstance(extra, Mapping):
         body.update(extra)
-    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {api_key}"}
+    api_base, authorization = _credentials(api_base, api_key)
+    headers = {"Content-Type": "application/json", "Authorization": authorization}
     extra_headers = params.get("extra_headers")
     if isinstance(extra_headers, Mapping):
         headers.update({str(k): str(v) for k, v in extra_headers.items()})

@@ -78,3 +78,27 @@ async def test_a_reply_larger_than_the_cap_is_not_read_whole(
         MODEL, HI, api_base=openai_server.url, api_key="k", timeout=10, params={}
     )
     assert reply["choices"][0]["message"]["content"] == "x" * 1000
+
+
+async def test_credentials_in_the_base_url_are_sent_as_basic_auth_and_kept_out_of_messages(
+    openai_server: OpenAIServer,
+) -> None:
+    import base64
+
+    from osmosis_ai.models import openai_compat
+
+    base = openai_server.url.replace("http://", "http://proxy-user:s%40cret@")
+    hi = [{"role": "user", "content": "hi"}]
+    reply = await openai_compat.acomplete(
+        "local-model", hi, api_base=base, api_key="k", timeout=10, params={}
+    )
+    assert reply["choices"][0]["message"]["content"]
+    sent = openai_server.requests[-1].headers["authorization"]
+    assert sent == "Basic " + base64.b64encode(b"proxy-user:s@cret").decode()
+    from osmosis_ai.models.errors import ModelCallError
+    from tests.support.sockets import free_port
+
+    nowhere = f"http://proxy-user:s3cret-pw@127.0.0.1:{free_port()}/v1"
+    with pytest.raises(ModelCallError) as refused:
+        await openai_compat.acomplete("local-model", hi, api_base=nowhere, api_key="k", timeout=5, params={})
+    assert refused.value.kind == "connection" and "s3cret-pw" not in str(refused.value)
