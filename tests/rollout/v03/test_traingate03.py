@@ -10,9 +10,26 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
+
+from osmosis_ai.outcome import Outcome
+from osmosis_ai.rollout.agent_workflow import AgentWorkflow
+from osmosis_ai.rollout.backend.local import LocalBackend
+from osmosis_ai.rollout.context import AgentWorkflowContext, GraderContext, get_rollout_context
+from osmosis_ai.rollout.grader import Grader
+from osmosis_ai.rollout.types import (
+    AgentWorkflowConfig,
+    RolloutErrorCategory,
+    RolloutResultResponse,
+    RolloutSample,
+    RolloutStatus,
+)
+from osmosis_ai.runs.executors.traingate03 import settle
+from osmosis_ai.traingate.session import RolloutSession
 from tests.rollout.v03.served import KEY, Served, without_this_repo
 from tests.support.cli import Ran, cli
 from tests.support.openai_server import OpenAIServer
+from tests.support.server import RunningServer
 
 ROWS = 6
 
@@ -86,3 +103,121 @@ def test_rollout_run_drives_upstreams_own_0_3_server(
     assert ran.returncode == 0, ran.stderr + ran.stdout + server.log.read_text()[-3000:]
     _assert_every_row_completed_with_the_graders_reward(out)
     assert "RolloutServer starting" not in server.log.read_text()  # upstream's server, not this package's
+
+
+class ByMode(AgentWorkflow[AgentWorkflowConfig]):
+    """One chat call through the rollout's chat base, unless the row's ``mode`` is ``agent`` (raises)."""
+
+    async def run(self, ctx: AgentWorkflowContext[AgentWorkflowConfig]) -> list[dict[str, Any]]:
+        if (ctx.metadata or {}).get("mode") == "agent":
+            raise RuntimeError("the workflow broke on purpose")
+        rollout = get_rollout_context()
+        assert rollout is not None
+        async with httpx.AsyncClient(timeout=60) as client:
+            answer = await client.post(
+                f"{rollout.chat_completions_url}/chat/completions",
+                json={"model": "policy", "messages": ctx.prompt},
+                headers={"Authorization": f"Bearer {rollout.api_key}"},
+            )
+            answer.raise_for_status()
+        return [*ctx.prompt, answer.json()["choices"][0]["message"]]
+
+
+class GradedByMode(Grader):
+    """The label's match, unless the row's ``mode`` is ``grader`` (raises)."""
+
+    async def grade(self, ctx: GraderContext) -> None:
+        if (ctx.metadata or {}).get("mode") == "grader":
+            raise RuntimeError("the grader broke on purpose")
+        assert ctx.sample is not None
+        ctx.set_reward(1.0 if str(ctx.sample.messages[-1]["content"]).strip() == ctx.label else 0.0)
+
+
+def test_a_0_3_workflows_and_graders_failures_are_typed_and_never_a_reward(
+    serve03: Callable[..., RunningServer], arithmetic: OpenAIServer, tmp_path: Path
+) -> None:
+    server = serve03(LocalBackend(workflow=ByMode, grader=GradedByMode))
+    data = tmp_path / "modes.jsonl"
+    data.write_text("".join(
+        json.dumps({"system_prompt": "s", "user_prompt": f"what is {i} + 2?", "ground_truth": str(i + 2),
+                    "mode": mode}) + "\n"
+        for i, mode in enumerate(["ok", "agent", "grader"])
+    ))  # fmt: skip
+    out = tmp_path / "records.jsonl"
+    ran = cli(
+        "rollout", "run", "--url", server.url, "-d", str(data), "--model", "openai/policy",
+        "--base-url", arithmetic.url, "--api-key", "sk-policy", "-o", str(out), "-q", "--max-failure-rate", "1",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    ok, agent, grader = _records(out)
+    assert (ok["outcome"], ok["reward"]) == ("completed", 1.0)
+    assert (agent["outcome"], agent["reward"], agent["status"]) == ("agent_error", None, "ERROR")
+    assert "the workflow broke on purpose" in agent["error_message"]
+    assert (grader["outcome"], grader["reward"], grader["agent_reward"]) == ("reward_error", None, None)
+    assert grader["final_messages"][-1]["content"] == "4"  # the workflow's sample is kept
+    assert "1 rollout: 1 completed" not in ran.stdout and "reward_error 1" in ran.stdout
+    assert "agent_error 1" in ran.stdout
+
+
+def test_a_0_3_server_refusing_the_key_is_one_line_before_any_rollout(
+    serve_main: Callable[..., Served], arithmetic: OpenAIServer, tmp_path: Path
+) -> None:
+    server = serve_main()
+    ran = cli(
+        "rollout", "run", "--url", server.url, "--server-api-key", "not-the-key", "-d", str(_dataset(tmp_path)),
+        "--model", "openai/policy", "--base-url", arithmetic.url, "--api-key", "sk-policy", cwd=tmp_path,
+    )  # fmt: skip
+    assert ran.returncode != 0
+    assert f"the rollout server at {server.url} refused the server API key sent (HTTP 401)" in ran.stderr
+    assert len(ran.stderr.strip().splitlines()) == 1 and _rollout_chats(arithmetic) == []
+
+
+def _session() -> RolloutSession:
+    return RolloutSession("r", 0, 0, "key", [{"role": "user", "content": "hi"}], {})
+
+
+def test_how_a_finished_0_3_result_ends_the_session() -> None:
+    sample = RolloutSample(
+        messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "4"}]
+    )
+    cases = [
+        (
+            RolloutStatus.FAILURE,
+            RolloutErrorCategory.INTERNAL_ERROR,
+            None,
+            "SERVER_ERROR",
+            Outcome.INFRA_ERROR,
+        ),
+        (
+            RolloutStatus.FAILURE,
+            RolloutErrorCategory.LEASE_EXPIRED,
+            None,
+            "SERVER_ERROR",
+            Outcome.INFRA_ERROR,
+        ),
+        (RolloutStatus.FAILURE, RolloutErrorCategory.TIMEOUT, None, "TIMEOUT", Outcome.TIMEOUT),
+        (RolloutStatus.FAILURE, RolloutErrorCategory.HTTP_ERROR, None, "ERROR", Outcome.AGENT_ERROR),
+        (RolloutStatus.CANCELLED, None, None, "CANCELLED", Outcome.INFRA_ERROR),
+        (RolloutStatus.SUCCESS, None, None, "ERROR", Outcome.AGENT_ERROR),  # a success without its sample
+    ]
+    for status, category, given, ended, outcome in cases:
+        session = _session()
+        settle(
+            session, RolloutResultResponse(rollout_id="r", status=status, err_category=category, sample=given)
+        )
+        assert (session.status, session.outcome, session.agent_reward) == (ended, outcome, None), (
+            status,
+            category,
+        )
+    graded_failure = _session()
+    answer = RolloutResultResponse(
+        rollout_id="r", status=RolloutStatus.FAILURE, err_category=RolloutErrorCategory.TIMEOUT,
+        err_message="grader exceeded its 1.0s deadline", sample=sample,
+    )  # fmt: skip
+    settle(graded_failure, answer)
+    assert graded_failure.status == "COMPLETED" and graded_failure.agent_reward is None
+    assert graded_failure.response is not None
+    assert graded_failure.response["extra_fields"] == {
+        "reward_error": "the grader failed: grader exceeded its 1.0s deadline"
+    }
