@@ -344,9 +344,8 @@ class ServerSession:
         self._health: dict[str, Any] | None = None  # the ``url`` server's /health answer, once asked
 
     async def preflight(self, on_event: Callable[[Any], Any]) -> None:
-        if (
-            self.prepared.spec.url
-        ):  # a wrong URL or key: one error before any rollout, not one failed rollout per row
+        # A wrong URL or key: one error before any rollout, not one failed rollout per row.
+        if self.prepared.spec.url:
             await self._server_health()
         await self.policy.preflight()  # a bad key or model: one line and nothing run
 
