@@ -30,6 +30,9 @@ from osmosis_ai.traingate.launcher import BODY_EXCERPT, InitRejected, RolloutLau
 logger = logging.getLogger(__name__)
 
 POLL_SLACK_S = 10.0  # how much longer than the server's long poll a poll request may take
+CANCEL_WAIT_S = (
+    5.0  # a cancel is sent once the rollout's deadline has passed: it must not hold the outcome long
+)
 
 
 class ResultRefused(TrainGateError):
@@ -98,7 +101,7 @@ class Launcher03(RolloutLauncher):
         try:
             await shared_pool(self._max_connections).request(
                 "POST", f"{self.server_url}/rollout/cancel", body=body, headers=self._headers,
-                timeout=self._connect_timeout, connect_timeout=self._connect_timeout,
+                timeout=CANCEL_WAIT_S, connect_timeout=CANCEL_WAIT_S,
             )  # fmt: skip
         except NoAnswer as exc:
             logger.info("could not cancel rollout %s at %s: %s", rollout_id, self.server_url, exc)

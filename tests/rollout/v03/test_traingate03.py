@@ -6,6 +6,7 @@ the policy is the OpenAI-compatible stand-in answering ``what is A + B?`` with t
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,8 +29,9 @@ from osmosis_ai.runs.executors.traingate03 import settle
 from osmosis_ai.traingate.session import RolloutSession
 from tests.rollout.v03.served import KEY, Served, without_this_repo
 from tests.support.cli import Ran, cli
-from tests.support.openai_server import OpenAIServer
+from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.server import RunningServer
+from tests.support.waiting import wait_until
 
 ROWS = 6
 
@@ -221,3 +223,38 @@ def test_how_a_finished_0_3_result_ends_the_session() -> None:
     assert graded_failure.response["extra_fields"] == {
         "reward_error": "the grader failed: grader exceeded its 1.0s deadline"
     }
+
+
+def test_a_0_3_rollout_past_its_deadline_is_a_timeout_and_cancelled_on_the_server(
+    serve_main: Callable[..., Served], openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    server = serve_main()
+    held = threading.Event()
+    openai_server.handler = lambda payload: (  # the rollout's call is held; the policy's preflight is not
+        Reply(content="2", gate=held) if "what is" in json.dumps(payload["messages"]) else "ok"
+    )
+    data = tmp_path / "one.jsonl"
+    data.write_text(
+        json.dumps({"system_prompt": "s", "user_prompt": "what is 0 + 2?", "ground_truth": "2"}) + "\n"
+    )
+    out = tmp_path / "records.jsonl"
+    cancelled = '"POST /rollout/cancel HTTP/1.1" 200'
+
+    def release_once_cancelled() -> None:  # the held call ends then, not at the stand-in's own limit
+        try:
+            wait_until(lambda: cancelled in server.log.read_text(), 60, "the rollout cancelled on the server")
+        finally:
+            held.set()
+
+    releaser = threading.Thread(target=release_once_cancelled, daemon=True)
+    releaser.start()
+    try:
+        ran = _run(server, openai_server, data, tmp_path, "--timeout", "2", "-o", str(out), "-q")
+    finally:
+        held.set()
+        releaser.join()
+    assert ran.returncode == 1
+    (record,) = _records(out)
+    assert (record["outcome"], record["reward"], record["status"]) == ("timeout", None, "TIMEOUT")
+    assert record["error_message"].startswith(f"no result from {server.url} within 2s")
+    assert cancelled in server.log.read_text()
