@@ -258,3 +258,40 @@ def test_a_0_3_rollout_past_its_deadline_is_a_timeout_and_cancelled_on_the_serve
     assert (record["outcome"], record["reward"], record["status"]) == ("timeout", None, "TIMEOUT")
     assert record["error_message"].startswith(f"no result from {server.url} within 2s")
     assert cancelled in server.log.read_text()
+
+
+def test_a_full_0_3_server_is_waited_out_and_every_row_completes(
+    serve_main: Callable[..., Served], arithmetic: OpenAIServer, tmp_path: Path
+) -> None:
+    server = serve_main(OSMOSIS_ROLLOUT_SERVER_MAX_QUEUED_ROLLOUTS="0")  # 4 slots, no queue
+    held = threading.Event()
+    answer = arithmetic.handler
+    assert answer is not None
+    arithmetic.handler = lambda payload: (
+        Reply(content=str(answer(payload)), gate=held)
+        if "what is" in json.dumps(payload["messages"])
+        else "ok"
+    )
+
+    def release_once_refused() -> None:  # 4 rollouts hold the slots until a fifth has been refused
+        try:
+            wait_until(lambda: arithmetic.in_flight.now == 4, 60, "the 4 slots taken by held chat calls")
+            wait_until(
+                lambda: '"POST /rollout HTTP/1.1" 429' in server.log.read_text(), 60, "a submit refused"
+            )
+        finally:
+            held.set()
+
+    releaser = threading.Thread(target=release_once_refused, daemon=True)
+    releaser.start()
+    out = tmp_path / "records.jsonl"
+    try:
+        ran = _run(
+            server, arithmetic, _dataset(tmp_path), tmp_path, "--concurrency", "6", "-o", str(out), "-q"
+        )
+    finally:
+        held.set()
+        releaser.join()
+    assert ran.returncode == 0, ran.stderr
+    _assert_every_row_completed_with_the_graders_reward(out)
+    assert '"POST /rollout HTTP/1.1" 429' in server.log.read_text() and arithmetic.in_flight.peak == 4
