@@ -8,6 +8,9 @@ Rollout servers call it back on two endpoints (protocol §3.2):
   besides the OpenAI chat completion. A call repeating an ``Idempotency-Key`` (the agent's client
   retrying one chat call) gets the first call's answer: nothing is generated or recorded twice.
 * ``POST /v1/rollout/completed`` — records the final response (the first terminal one wins).
+* ``POST /rollouts/{rollout_id}/v1/chat/completions`` — the same chat endpoint for a 0.3 rollout,
+  whose workflow calls ``{chat_completions_url}/chat/completions`` with an OpenAI client that knows
+  nothing of rollout ids: the id is the path's (:meth:`TrainGate.chat_base`), a body's own is ignored.
 
 Refused calls (wrong key, unknown rollout, call after completion) are answered with a 4xx and
 recorded, so the run report can show them. The gateway runs inside the caller's event loop.
@@ -22,6 +25,7 @@ import secrets
 import time
 from collections import deque
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from aiohttp import web
 from pydantic import ValidationError
@@ -89,10 +93,15 @@ class TrainGate:
         """Base URL the rollout server calls back (``server_url`` of every RolloutRequest)."""
         return f"http://{self.host}:{self.port}"
 
+    def chat_base(self, rollout_id: str) -> str:
+        """The rollout-scoped chat base URL of a 0.3 rollout (its ``chat_completions_url``)."""
+        return f"{self.url}/rollouts/{quote(rollout_id, safe='')}/v1"
+
     async def start(self) -> TrainGate:
         app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/v1/rollout/completed", self._completed)
+        app.router.add_post("/rollouts/{rollout_id}/v1/chat/completions", self._chat)
         app.router.add_get("/health", self._health)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
@@ -183,8 +192,12 @@ class TrainGate:
         self, request: web.Request, model: type[BodyT], endpoint: str
     ) -> tuple[BodyT, RolloutSession] | web.Response:
         """The call's validated body and its session, or the refusal to send (422, or from ``_route``)."""
+        payload = await self._read_json(request)
+        scoped = request.match_info.get("rollout_id")
+        if scoped is not None and isinstance(payload, dict):
+            payload = {**payload, "rollout_id": scoped}
         try:
-            body = model.model_validate(await self._read_json(request))
+            body = model.model_validate(payload)
         except ValidationError as exc:
             return _error(422, _validation_detail(exc))
         routed = self._route(request, body.rollout_id, endpoint)

@@ -57,6 +57,12 @@ class ServerKeyRefused(TrainGateError):
 DEFAULT_RETRY = RetryPolicy(max_attempts=3, base_delay=0.5, max_delay=5.0, max_retry_after=30.0)
 
 
+def speaks_03(health: dict[str, Any]) -> bool:
+    """Whether a ``/health`` answer is a 0.3 server's: 0.3 reports its ``process_id`` and ``lifecycle``
+    (a 0.3 controller refuses a server without them), 0.2 neither."""
+    return "process_id" in health and isinstance(health.get("lifecycle"), dict)
+
+
 class RolloutLauncher:
     """Sends init requests to one rollout server (an async context manager, kept for its callers).
 
@@ -89,30 +95,46 @@ class RolloutLauncher:
     async def __aexit__(self, *exc_info: object) -> None:
         """Nothing to release: the shared pool closes with its event loop."""
 
-    async def check(self, *, timeout: float = 10.0) -> None:
+    async def check(self, *, timeout: float = 10.0) -> dict[str, Any]:
         """One look at the server before any rollout starts, so a wrong URL or key is one error, not
-        a failed rollout per row: ``GET /health`` must answer 200 (:class:`ServerUnreachable` when
-        nothing answers, :class:`InitRejected` for another status), and ``GET /platform/health``
-        with the key must not answer 401 (:class:`ServerKeyRefused`; 404 means the server checks
-        no key). Each request may take ``timeout`` seconds."""
-        pool = shared_pool(self._max_connections)
-        for path, headers in (("/health", {}), ("/platform/health", self._headers)):
-            url = f"{self.server_url}{path}"
-            try:
-                answer = await pool.request(
-                    "GET", url, headers=headers, timeout=timeout, connect_timeout=timeout
-                )
-            except NoAnswer as exc:
-                raise ServerUnreachable(
-                    f"cannot reach the rollout server at {self.server_url} (is it running?): {exc}"
-                ) from exc
-            if path == "/health" and answer.status != 200:
-                raise InitRejected(url, answer.status, answer.body.decode("utf-8", "replace"))
+        a failed rollout per row; its ``/health`` answer (``{}`` if not a JSON object), which tells a
+        0.3 server from a 0.2 one (:func:`speaks_03`).
+
+        ``GET /health`` must answer 200 (:class:`ServerUnreachable` when nothing answers,
+        :class:`InitRejected` for another status); a server refusing it without a key (0.3 guards
+        every path) is asked again with the key. Then ``GET /platform/health`` with the key must not
+        answer 401 (:class:`ServerKeyRefused`; 404 means the server checks no key). Each request may
+        take ``timeout`` seconds."""
+        health = await self._get("/health", {}, timeout)
+        if health.status == 401 and "Authorization" in self._headers:
+            health = await self._get("/health", self._headers, timeout)
+        if health.status != 200 and health.status != 401:
+            raise InitRejected(
+                f"{self.server_url}/health", health.status, health.body.decode("utf-8", "replace")
+            )
+        answer = (
+            health if health.status == 401 else await self._get("/platform/health", self._headers, timeout)
+        )
         if answer.status == 401:
             sent = (
                 "the server API key sent" if "Authorization" in self._headers else "a request without a key"
             )
             raise ServerKeyRefused(f"the rollout server at {self.server_url} refused {sent} (HTTP 401)")
+        try:
+            body = json.loads(health.body)
+        except ValueError:
+            return {}
+        return body if isinstance(body, dict) else {}
+
+    async def _get(self, path: str, headers: dict[str, str], timeout: float) -> Response:
+        try:
+            return await shared_pool(self._max_connections).request(
+                "GET", f"{self.server_url}{path}", headers=headers, timeout=timeout, connect_timeout=timeout
+            )
+        except NoAnswer as exc:
+            raise ServerUnreachable(
+                f"cannot reach the rollout server at {self.server_url} (is it running?): {exc}"
+            ) from exc
 
     def build_request(
         self,

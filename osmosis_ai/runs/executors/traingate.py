@@ -341,22 +341,33 @@ class ServerSession:
 
     def __init__(self, prepared: PreparedServer, policy: Any) -> None:
         self.prepared, self.policy = prepared, policy
+        self._health: dict[str, Any] | None = None  # the ``url`` server's /health answer, once asked
 
     async def preflight(self, on_event: Callable[[Any], Any]) -> None:
+        # A wrong URL or key: one error before any rollout, not one failed rollout per row.
+        if self.prepared.spec.url:
+            await self._server_health()
+        await self.policy.preflight()  # a bad key or model: one line and nothing run
+
+    async def _server_health(self) -> dict[str, Any]:
+        """The ``url`` server's ``/health`` answer (asked once; the server's checks raise)."""
         from osmosis_ai.traingate.launcher import RolloutLauncher
 
         spec = self.prepared.spec
-        if spec.url:  # a wrong URL or key: one error before any rollout, not one failed rollout per row
-            await RolloutLauncher(spec.url, api_key=spec.key()).check(
+        if self._health is None:
+            assert spec.url is not None
+            self._health = await RolloutLauncher(spec.url, api_key=spec.key()).check(
                 timeout=min(10.0, self.prepared.plan.timeout or 10.0)
             )
-        await self.policy.preflight()  # a bad key or model: one line and nothing run
+        return self._health
 
     @contextlib.asynccontextmanager
     async def pipeline(self, in_flight: int) -> AsyncIterator[Pipeline]:
+        from osmosis_ai.runs.executors.traingate03 import TrainGate03Executor
         from osmosis_ai.runs.pipeline import scored
         from osmosis_ai.traingate.gateway import TrainGate
-        from osmosis_ai.traingate.launcher import RolloutLauncher
+        from osmosis_ai.traingate.launcher import RolloutLauncher, speaks_03
+        from osmosis_ai.traingate.launcher03 import Launcher03
         from osmosis_ai.traingate.local_server import serve_agent_loop_locally
 
         prepared, spec, plan = self.prepared, self.prepared.spec, self.prepared.plan
@@ -372,10 +383,12 @@ class ServerSession:
                     await stack.enter_async_context(serve_agent_loop_locally(prepared.agent_loop)),
                     None,
                 )
+            # The server's /health tells 0.3 (process_id and lifecycle) from 0.2.
+            v03 = bool(spec.url) and speaks_03(await self._server_health())
             launcher = await stack.enter_async_context(
-                RolloutLauncher(url, api_key=key, max_connections=in_flight)
+                (Launcher03 if v03 else RolloutLauncher)(url, api_key=key, max_connections=in_flight)
             )
-            executor = TrainGateExecutor(
+            executor = (TrainGate03Executor if v03 else TrainGateExecutor)(
                 gate,
                 launcher,
                 timeout=plan.timeout or 300.0,

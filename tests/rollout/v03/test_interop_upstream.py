@@ -9,106 +9,19 @@ Skipped, with the reason, only on a machine without a Python 3.12.
 from __future__ import annotations
 
 import json
-import os
-import re
 import subprocess
-import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
-import pytest
-
+from tests.rollout.v03.served import KEY, Served, without_this_repo
 from tests.support import upstream03
 from tests.support.openai_server import OpenAIServer, Reply
-from tests.support.sockets import free_port
 from tests.support.waiting import wait_until
 
 HERE = Path(__file__).resolve().parent
-MAIN = HERE / "project" / "main.py"
 DRIVER = HERE / "upstream_driver.py"
-KEY = "interop-key-0123456789"
-
-
-@pytest.fixture(scope="module")
-def upstream_python() -> Path:
-    try:
-        python = upstream03.ensure()
-    except upstream03.InstallError as exc:
-        pytest.fail(f"upstream osmosis-ai 0.3.8 could not be installed: {exc}")
-    if python is None:
-        pytest.skip("no Python 3.12 on this machine (pyenv or python3.12 on PATH): upstream 0.3.8 needs it")
-    return python
-
-
-def _without_this_repo() -> dict[str, str]:
-    """The environment for upstream's processes: nothing on PYTHONPATH, so ``osmosis_ai`` is upstream's."""
-    return {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
-
-
-class Served:
-    """``main.py`` run by ``python`` as a server on a free port until ``stop()``."""
-
-    def __init__(self, python: Path | str, env: dict[str, str], log: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = log
-        env = {**env, "_OSMOSIS_ROLLOUT_PORT": str(self.port), "ROLLOUT_SERVER_KEY": KEY}
-        with log.open("wb") as out:
-            self.process = subprocess.Popen(
-                [str(python), str(MAIN)], cwd=MAIN.parent, env=env, stdout=out, stderr=subprocess.STDOUT
-            )
-        wait_until(self._up, 60, f"{MAIN} serving on {self.url}")
-
-    def _up(self) -> bool:
-        if self.process.poll() is not None:
-            raise AssertionError(f"main.py exited {self.process.returncode}:\n{self.log.read_text()[-3000:]}")
-        try:
-            return (
-                httpx.get(f"{self.url}/health", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
-            )
-        except httpx.TransportError:
-            return False
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
-@pytest.fixture
-def serve_main(tmp_path: Path) -> Iterator[Callable[..., Served]]:
-    started: list[Served] = []
-
-    def start(python: Path | str = sys.executable, env: dict[str, str] | None = None, **extra: str) -> Served:
-        if env is None:  # this package first on the path, whatever the virtualenv has installed
-            paths = [str(upstream03.REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
-        env = {**env, **extra}
-        served = Served(python, env, tmp_path / f"server-{len(started)}.log")
-        started.append(served)
-        return served
-
-    yield start
-    for served in started:
-        served.stop()
-
-
-@pytest.fixture
-def arithmetic(openai_server: OpenAIServer) -> OpenAIServer:
-    """The policy stand-in answers ``what is A + B?`` with the sum."""
-
-    def answer(payload: Any) -> str:
-        found = re.search(r"what is (\d+) \+ (\d+)\?", str(payload["messages"][-1]["content"]))
-        return str(int(found.group(1)) + int(found.group(2))) if found else "?"
-
-    openai_server.handler = answer
-    return openai_server
 
 
 def _driver(python: Path, scenario: str, server: Served, chat: str, key: str | None) -> list[str]:
@@ -126,7 +39,7 @@ def drive(python: Path, scenario: str, server: Served, chat: str, key: str | Non
     """Run the driver's ``scenario`` with upstream's client; what it saw."""
     done = subprocess.run(
         _driver(python, scenario, server, chat, key),
-        cwd=HERE.parent, env=_without_this_repo(), capture_output=True, text=True, timeout=180,
+        cwd=HERE.parent, env=without_this_repo(), capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     return _seen(done.returncode, done.stdout, done.stderr, server)
 
@@ -155,7 +68,7 @@ def test_the_project_is_a_real_0_3_program_upstreams_own_server_serves_it(
     upstream_python: Path, serve_main: Callable[..., Served], arithmetic: OpenAIServer, tmp_path: Path
 ) -> None:
     # upstream writes a directory per rollout; under tmp_path, not the home directory
-    server = serve_main(upstream_python, _without_this_repo(), _OSMOSIS_ROLLOUT_ARTIFACT_ROOT=str(tmp_path))
+    server = serve_main(upstream_python, without_this_repo(), _OSMOSIS_ROLLOUT_ARTIFACT_ROOT=str(tmp_path))
     assert drive(upstream_python, "rollouts", server, arithmetic.url)["results"] == expected_rollouts()
 
 
@@ -210,7 +123,7 @@ def test_at_the_queue_limit_upstreams_client_waits_out_429_and_every_rollout_suc
     server = serve_main(OSMOSIS_ROLLOUT_SERVER_MAX_QUEUED_ROLLOUTS="0")  # 4 slots, no queue
     driver = subprocess.Popen(
         _driver(upstream_python, "rollouts", server, arithmetic.url, KEY),
-        cwd=HERE.parent, env=_without_this_repo(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=HERE.parent, env=without_this_repo(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         wait_until(lambda: arithmetic.in_flight.now == 4, 60, "the 4 slots taken by held chat calls")

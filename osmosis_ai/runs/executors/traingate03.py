@@ -1,0 +1,138 @@
+"""The TrainGate executor for a 0.3 rollout server: the same gateway, sessions and records as 0.2's
+(:class:`~osmosis_ai.runs.executors.traingate.TrainGateExecutor`), driven over 0.3's wire.
+
+Each rollout is submitted with ``POST /rollout``: its ``chat_completions_url`` is the gateway's
+rollout-scoped base (:meth:`~osmosis_ai.traingate.gateway.TrainGate.chat_base`), so the workflow's
+chat calls get token ids and the append-only check as a 0.2 agent's do; its ``llm_api_key`` is the
+session's callback key; the row's ``ground_truth`` is the label, and the server grades. Its result is
+long-polled under the lease until it is finished or the rollout's deadline passes (then it is
+cancelled on the server). How it ended becomes the session's status, and so its outcome:
+
+* ``success``: ``COMPLETED``, the grader's reward the agent's reward (scored by the one score rule);
+* ``failure`` with the workflow's sample: the grader failed, a ``COMPLETED`` rollout whose agent reward
+  is that error (``reward_error`` when the server's reward is the run's), never a number;
+* ``failure`` of the workflow: ``TIMEOUT`` for a deadline, ``SERVER_ERROR`` (an ``infra_error``) for
+  the server's own failures (``internal_error``, ``lease_expired``), else ``ERROR`` (``agent_error``,
+  or ``model_error`` when the gateway failed the workflow's chat calls);
+* ``cancelled``: ``CANCELLED``, an ``infra_error`` (someone other than this run stopped it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING
+
+from osmosis_ai.rollout.core.schemas import REWARD_ERROR_FIELD
+from osmosis_ai.rollout.types.protocol import RolloutInitRequest, RolloutResultResponse
+from osmosis_ai.rollout.types.status import FINISHED, RolloutErrorCategory, RolloutStatus
+from osmosis_ai.runs.executors.traingate import TrainGateExecutor
+from osmosis_ai.traingate.append_only import check_extension
+
+if TYPE_CHECKING:
+    from osmosis_ai._deadline import Deadline
+    from osmosis_ai.traingate.launcher03 import Launcher03
+    from osmosis_ai.traingate.session import RolloutSession
+
+# Failures that are the server's, not the workflow's.
+SERVER_FAILURES = frozenset({RolloutErrorCategory.INTERNAL_ERROR, RolloutErrorCategory.LEASE_EXPIRED})
+
+
+class TrainGate03Executor(TrainGateExecutor):
+    """Runs each item as one 0.3 rollout through ``launcher``'s server and ``gate`` (see the module docstring)."""
+
+    launcher: Launcher03
+
+    async def _drive(self, session: RolloutSession, bound: Deadline) -> None:
+        """Submit the rollout and poll its result by ``bound``."""
+        from osmosis_ai.traingate.launcher import InitRejected, ServerUnreachable
+        from osmosis_ai.traingate.launcher03 import ResultRefused
+
+        session.started_at = time.monotonic()
+        session.initialized.set()  # a 0.3 rollout declares no tools: its chat calls need not wait
+        request = RolloutInitRequest(
+            rollout_id=session.rollout_id,
+            initial_messages=session.messages,
+            label=session.metadata.get("ground_truth"),
+            metadata=session.metadata,
+            chat_completions_url=self.gate.chat_base(session.rollout_id),
+            llm_api_key=session.callback_key,
+            grade=True,
+            agent_timeout_sec=max(bound.remaining(), 0.001),
+            grader_timeout_sec=max(bound.remaining(), 0.001),
+        )
+        server = self.launcher.server_url
+        try:
+            admitted = await asyncio.wait_for(
+                self.launcher.submit(request, deadline=bound.end), max(bound.remaining(), 0.001)
+            )
+        except (InitRejected, ServerUnreachable) as exc:
+            session.finish("INIT_FAILED" if isinstance(exc, InitRejected) else "UNREACHABLE", str(exc))
+            return
+        except asyncio.TimeoutError:
+            session.finish(
+                "TIMEOUT",
+                f"the rollout server at {server} did not admit the rollout within {bound.seconds:g}s",
+            )
+            return
+        if not session.finished:
+            session.status = "RUNNING"
+        while True:
+            try:
+                answer = await asyncio.wait_for(
+                    self.launcher.result(
+                        session.rollout_id,
+                        admitted.polling_lease_token,
+                        wait=admitted.result_wait_timeout_sec,
+                    ),
+                    max(bound.remaining(), 0.001),
+                )
+            except asyncio.TimeoutError:
+                await self.launcher.cancel(session.rollout_id)
+                session.finish(
+                    "TIMEOUT",
+                    f"no result from {server} within {bound.seconds:g}s ({session.num_turns} chat turn(s) served)",
+                )
+                return
+            except (ResultRefused, ServerUnreachable) as exc:
+                session.finish("SERVER_ERROR" if isinstance(exc, ResultRefused) else "UNREACHABLE", str(exc))
+                return
+            if answer.status in FINISHED:
+                settle(session, answer)
+                return
+
+
+def settle(session: RolloutSession, answer: RolloutResultResponse) -> None:
+    """End ``session`` as the finished result ``answer`` says (the mapping of the module docstring)."""
+    sample = answer.sample
+    message = (
+        answer.err_message or f"the rollout ended {answer.status} ({answer.err_category or 'no category'})"
+    )
+    if answer.status is RolloutStatus.CANCELLED:
+        session.finish("CANCELLED", f"the rollout server cancelled the rollout: {message}")
+        return
+    if sample is None and answer.status is RolloutStatus.SUCCESS:
+        session.finish("ERROR", "the rollout server reported success without a sample")
+        return
+    if sample is None:
+        category = answer.err_category
+        if category is RolloutErrorCategory.TIMEOUT:
+            session.finish("TIMEOUT", message)
+        else:
+            session.finish("SERVER_ERROR" if category in SERVER_FAILURES else "ERROR", message)
+        return
+    final = [dict(m) for m in sample.messages]
+    session.response = {
+        "status": str(answer.status),
+        "final_messages": final,
+        "reward": sample.reward if answer.status is RolloutStatus.SUCCESS else None,
+        "metrics": dict(sample.metrics),
+        "extra_fields": {}
+        if answer.status is RolloutStatus.SUCCESS
+        else {REWARD_ERROR_FIELD: f"the grader failed: {message}"},
+    }
+    if final:
+        violation, _ = check_extension(session.expected, session.expected_keys, final, turn=-1)
+        if violation is not None:
+            session.violations.append(violation)
+    session.finish("COMPLETED")
