@@ -78,6 +78,7 @@ classes that exist, both ways, so a new error class means a new line here::
     └── TrainGateError                              osmosis_ai.traingate.errors
         ├── PolicyError                             osmosis_ai.traingate.errors
         ├── InitRejected                            osmosis_ai.traingate.launcher
+        ├── ResultRefused                           osmosis_ai.traingate.launcher03
         ├── ServerKeyRefused                        osmosis_ai.traingate.launcher
         └── ServerUnreachable                       osmosis_ai.traingate.launcher
 
