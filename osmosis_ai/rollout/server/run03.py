@@ -93,12 +93,12 @@ class Runner03:
         self.results = results
         self.process_id = process_id
 
-    def admit(self, request: RolloutInitRequest) -> str:
-        """Start ``request``; its lease token. Raises the executor's refusal (503/429) or
-        ``DuplicateRollout`` (409)."""
+    async def admit(self, request: RolloutInitRequest) -> str:
+        """Start ``request``; its lease token. Raises the executor's refusal (503/429),
+        ``DuplicateRollout`` (409) or ``SharedStateUnavailable`` (the results' store failed: 503)."""
         self.executor.check_admission()
         rollout_id = request.rollout_id
-        token = self.results.register(rollout_id)
+        token = await self.results.register(rollout_id)
         record = RolloutRecord(rollout_id, rollout_id)
         loop = asyncio.get_running_loop()
         record.task = loop.create_task(self._run(record, request, loop.time()))
