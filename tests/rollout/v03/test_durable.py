@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,40 @@ def test_a_result_is_found_by_a_poll_on_another_server_sharing_the_state(
     assert answer["status"] == "success" and answer["sample"]["reward"] == 1.0
     finished_here = submit(second.url, "shared-2")
     assert result(first.url, "shared-2", finished_here)["sample"]["reward"] == 1.0
+
+
+def test_polls_on_another_server_keep_the_lease_of_a_long_rollout(
+    serve03: Callable[..., RunningServer], state: str
+) -> None:
+    GATE.released.clear()
+    GATE.entered.clear()
+    backend = LocalBackend(workflow=Held, grader=Exact)
+    timings = {"result_wait_timeout_sec": 0.2, "polling_lease_timeout_sec": 1.0}
+    owner = serve03(backend, config=ServerConfig(state=state), **timings)
+    other = serve03(backend, config=ServerConfig(state=state), **timings)
+    token = submit(owner.url, "long-1", hold=True)
+    wait_until(GATE.entered.is_set, 10, "the workflow running")
+    # polled only on the other server for several of the owner's lease periods
+    first = time.monotonic()
+    while time.monotonic() - first < 3.0:
+        assert poll(other.url, "long-1", token).json()["status"] == "running"
+    GATE.release()
+    answer = result(other.url, "long-1", token)
+    assert answer["status"] == "success" and answer["sample"]["reward"] == 1.0, answer
+
+
+def test_a_finished_result_is_forgotten_after_its_retention(
+    serve03: Callable[..., RunningServer], state: str
+) -> None:
+    backend = LocalBackend(workflow=Held, grader=Exact)
+    owner = serve03(backend, config=ServerConfig(state=state), result_retention_sec=2.0)
+    other = serve03(backend, config=ServerConfig(state=state), result_retention_sec=2.0)
+    token = submit(owner.url, "brief-1")
+    assert result(owner.url, "brief-1", token)["status"] == "success"
+    # the servers' periodic sweep prunes the store: the id is then unknown everywhere, and free
+    wait_until(lambda: poll(other.url, "brief-1", token).status_code == 404, 30, "the result pruned")
+    assert poll(owner.url, "brief-1", token).status_code == 404
+    assert result(other.url, "brief-1", submit(other.url, "brief-1"))["status"] == "success"
 
 
 def test_memory_keeps_rollouts_to_one_server(serve03: Callable[..., RunningServer]) -> None:
