@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from osmosis_ai.rollout.backend.local.backend import LocalBackend
 from osmosis_ai.rollout.server.app import LifecycleManager
 from osmosis_ai.rollout.server.config import ServerConfig
+from osmosis_ai.rollout.server.errors import SharedStateUnavailable
 from osmosis_ai.rollout.server.executor import RolloutExecutor
 from osmosis_ai.rollout.server.results03 import Results03
 from osmosis_ai.rollout.server.run03 import Runner03
@@ -33,6 +34,8 @@ from osmosis_ai.rollout.server.state_sqlite import SqliteState
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_RESULT_WAIT_TIMEOUT_SEC = 30.0
 DEFAULT_POLLING_LEASE_TIMEOUT_SEC = 120.0
@@ -88,7 +91,16 @@ def _result_store(config: ServerConfig, backend: LocalBackend) -> ResultStore | 
         return None
     if where is None:
         where = default_results_path(backend)
-        os.makedirs(os.path.dirname(where), exist_ok=True)
+        try:
+            os.makedirs(os.path.dirname(where), exist_ok=True)
+            return SqliteState(where, record_ttl_seconds=config.server.record_ttl_seconds)
+        except (OSError, SharedStateUnavailable) as exc:  # nobody asked for this file: serve without it
+            logger.warning(
+                "0.3 rollouts are kept in this process only (a restart loses them): %s; "
+                "name a writable file with ServerConfig(state=...)",
+                exc,
+            )
+            return None
     store = open_state(where, record_ttl_seconds=config.server.record_ttl_seconds)
     assert isinstance(store, (SqliteState, RedisState))  # a location given: never this process's memory
     return store

@@ -161,12 +161,19 @@ class Results03:
             entry.timer.cancel()
         entry.timer = asyncio.get_running_loop().call_later(self.retention, self._retained, entry)
         if self.store is not None:
-            self._write(
-                self.store.finish_rollout(
-                    entry.rollout_id, response.status.value, _encoded(response), self.retention
-                )
-            )
+            self._write(self._stored_result(entry, response))
         self._wake(entry)
+
+    async def _stored_result(self, entry: _Entry, response: RolloutResultResponse) -> None:
+        """Store ``response``; when the store holds another result already (another process saw
+        this one's heartbeat stop, or its lease end, and answered for it), that one is the result
+        here too, so every process answers the same."""
+        assert self.store is not None
+        ours = _encoded(response)
+        kept = await self.store.finish_rollout(entry.rollout_id, response.status.value, ours, self.retention)
+        if kept != ours and entry.result is response:
+            entry.result = RolloutResultResponse.model_validate_json(kept)
+            entry.status = entry.result.status
 
     @staticmethod
     def _wake(entry: _Entry) -> None:

@@ -21,6 +21,7 @@ from osmosis_ai.rollout.agent_workflow import AgentWorkflow
 from osmosis_ai.rollout.backend.local import LocalBackend
 from osmosis_ai.rollout.context import AgentWorkflowContext, GraderContext
 from osmosis_ai.rollout.grader import Grader
+from osmosis_ai.rollout.server.app03 import default_results_path
 from osmosis_ai.rollout.server.config import ServerConfig
 from osmosis_ai.rollout.server.results03 import LOST_MESSAGE
 from osmosis_ai.rollout.types.protocol import POLLING_LEASE_HEADER
@@ -145,6 +146,31 @@ def test_a_finished_result_is_forgotten_after_its_retention(
     wait_until(lambda: poll(other.url, "brief-1", token).status_code == 404, 30, "the result pruned")
     assert poll(owner.url, "brief-1", token).status_code == 404
     assert result(other.url, "brief-1", submit(other.url, "brief-1"))["status"] == "success"
+
+
+def test_by_default_the_servers_of_one_workflow_share_an_sqlite_file_under_xdg_state_home(
+    serve03: Callable[..., RunningServer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    backend = LocalBackend(workflow=Held, grader=Exact)
+    first, second = serve03(backend), serve03(backend)
+    token = submit(first.url, "default-1")
+    assert result(second.url, "default-1", token)["status"] == "success"
+    where = Path(default_results_path(backend))
+    assert where.parent == tmp_path / "state" / "osmosis" / "rollout-results" and where.is_file()
+
+
+def test_an_unusable_default_location_keeps_rollouts_in_memory_and_says_so(
+    serve03: Callable[..., RunningServer],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "a-file"))
+    server = serve03(LocalBackend(workflow=Held, grader=Exact))
+    assert "kept in this process only" in caplog.text and "ServerConfig(state=...)" in caplog.text
+    assert result(server.url, "memory-1", submit(server.url, "memory-1"))["status"] == "success"
 
 
 def test_memory_keeps_rollouts_to_one_server(serve03: Callable[..., RunningServer]) -> None:
