@@ -133,34 +133,47 @@ class Results03:
             self._write(self.store.rollout_status(rollout_id, status.value))
         self._wake(entry)
 
-    def finish(self, rollout_id: str, response: RolloutResultResponse) -> None:
+    async def finish(self, rollout_id: str, response: RolloutResultResponse) -> None:
         """Publish the rollout's result, unless one was published already; after its lease expired
-        the result is the lease failure, whatever ``response`` says."""
+        the result is the lease failure, whatever ``response`` says. With a store, the result is
+        stored before any poll sees it, so a result once answered survives the process."""
         entry = self._entries.get(rollout_id)
         if entry is None or entry.result is not None:
             return
-        if asyncio.get_running_loop().time() >= entry.lease_deadline:
-            if self.store is not None:  # a poll on another process may have renewed it there
-                self._write(self._finish_late(entry, response))
-                return
-            response = _lease_failure(rollout_id)
-        self._publish(entry, response)
-
-    async def _finish_late(self, entry: _Entry, response: RolloutResultResponse) -> None:
-        assert self.store is not None
-        stored = await self.store.stored_rollout(entry.rollout_id)
-        if stored is None or stored.lease_until <= time.time():
-            response = _lease_failure(entry.rollout_id)
-        if entry.result is None:
+        store = self.store
+        if store is None:
+            if asyncio.get_running_loop().time() >= entry.lease_deadline:
+                response = _lease_failure(rollout_id)
             self._publish(entry, response)
+            return
+        try:
+            if asyncio.get_running_loop().time() >= entry.lease_deadline:
+                # a poll on another process may have renewed it there
+                stored = await store.stored_rollout(rollout_id)
+                if stored is None or stored.lease_until <= time.time():
+                    response = _lease_failure(rollout_id)
+            kept = await store.finish_rollout(
+                rollout_id, response.status.value, _encoded(response), self.retention
+            )
+        except SharedStateUnavailable as exc:
+            logger.warning(
+                "rollout %s: its result was not stored (a restart will call it lost): %s", rollout_id, exc
+            )
+        else:
+            response = RolloutResultResponse.model_validate_json(kept)
+        if entry.result is None:
+            self._publish(entry, response, stored=True)
+        else:  # a cancel or an expired lease published meanwhile: the store's first result wins
+            entry.result = response
+            entry.status = response.status
 
-    def _publish(self, entry: _Entry, response: RolloutResultResponse) -> None:
+    def _publish(self, entry: _Entry, response: RolloutResultResponse, stored: bool = False) -> None:
         entry.result = response
         entry.status = response.status
         if entry.timer is not None:
             entry.timer.cancel()
         entry.timer = asyncio.get_running_loop().call_later(self.retention, self._retained, entry)
-        if self.store is not None:
+        if self.store is not None and not stored:
             self._write(self._stored_result(entry, response))
         self._wake(entry)
 
