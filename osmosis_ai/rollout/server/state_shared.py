@@ -13,6 +13,11 @@ or last renewed; each heartbeat renews the claims of the rollouts its owner stil
 that outlives the TTL stays claimed, and a finished one's claim ages from its last beat like a
 finished record.
 
+The 0.3 wire keeps its rollouts there too (:class:`ResultStore`, which the SQLite and Redis
+backends also implement): each admitted rollout with its owner, lease and, once finished, its
+result, so any process sharing the state answers its polls, and a dead owner's unfinished ones
+are answered as lost instead of forgotten (:mod:`~osmosis_ai.rollout.server.results03`).
+
 The backends: :class:`~osmosis_ai.rollout.server.state_memory.MemoryState` (one process),
 :class:`~osmosis_ai.rollout.server.state_sqlite.SqliteState` (the workers of one host),
 :class:`~osmosis_ai.rollout.server.state_redis.RedisState` (replicas anywhere);
