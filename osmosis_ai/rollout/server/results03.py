@@ -287,7 +287,11 @@ class Results03:
 
     async def _lease_recheck(self, entry: _Entry) -> None:
         assert self.store is not None
-        stored = await self.store.stored_rollout(entry.rollout_id)
+        try:
+            stored = await self.store.stored_rollout(entry.rollout_id)
+        except SharedStateUnavailable as exc:  # no renewal can be seen: the lease this process knows ends it
+            logger.warning("rollout %s: its lease ends here (%s)", entry.rollout_id, exc)
+            stored = None
         if entry.result is not None:
             return
         loop = asyncio.get_running_loop()
