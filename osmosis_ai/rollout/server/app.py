@@ -23,6 +23,7 @@ from osmosis_ai.rollout.server.errors import SharedStateUnavailable
 from osmosis_ai.rollout.server.executor import RolloutExecutor
 from osmosis_ai.rollout.server.state import AppState, open_state
 from osmosis_ai.rollout.server.state_memory import MemoryState
+from osmosis_ai.rollout.server.state_shared import HEARTBEATS_PER_LEASE
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -37,7 +38,6 @@ logger = logging.getLogger(__name__)
 
 SHUTDOWN_CALLBACK_TIMEOUT_SECONDS = 5.0
 RELEASE_SETTLE_SECONDS = 1.0  # for the last acknowledged results' claims to be released
-HEARTBEATS_PER_LEASE = 4  # a claim outlives a few missed beats, not a dead owner
 
 
 class LifecycleManager:

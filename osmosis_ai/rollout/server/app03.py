@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import logging
 import math
+import os
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
@@ -20,14 +22,20 @@ from typing import TYPE_CHECKING, Any
 from osmosis_ai.rollout.backend.local.backend import LocalBackend
 from osmosis_ai.rollout.server.app import LifecycleManager
 from osmosis_ai.rollout.server.config import ServerConfig
+from osmosis_ai.rollout.server.errors import SharedStateUnavailable
 from osmosis_ai.rollout.server.executor import RolloutExecutor
 from osmosis_ai.rollout.server.results03 import Results03
 from osmosis_ai.rollout.server.run03 import Runner03
-from osmosis_ai.rollout.server.state import AppState
+from osmosis_ai.rollout.server.state import AppState, open_state
 from osmosis_ai.rollout.server.state_memory import MemoryState
+from osmosis_ai.rollout.server.state_redis import RedisState
+from osmosis_ai.rollout.server.state_shared import ResultStore
+from osmosis_ai.rollout.server.state_sqlite import SqliteState
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_RESULT_WAIT_TIMEOUT_SEC = 30.0
 DEFAULT_POLLING_LEASE_TIMEOUT_SEC = 120.0
@@ -64,6 +72,40 @@ def _engine_config(backend: LocalBackend, config: ServerConfig | None, api_key: 
     return config
 
 
+def default_results_path(backend: LocalBackend) -> str:
+    """Where a 0.3 server keeps its rollouts and results when ``ServerConfig.state`` names no other
+    place: one SQLite file per workflow class and working directory, under ``$XDG_STATE_HOME``
+    (``~/.local/state`` without it), so the same ``main.py`` restarted finds what it admitted."""
+    workflow = backend.workflow_cls
+    identity = f"{os.getcwd()}\0{workflow.__module__}.{workflow.__qualname__}"
+    digest = hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    root = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(root, "osmosis", "rollout-results", f"{workflow.__qualname__}-{digest}.sqlite3")
+
+
+def _result_store(config: ServerConfig, backend: LocalBackend) -> ResultStore | None:
+    """The store of the 0.3 rollouts: ``config.state`` (an SQLite file or a Redis URL), by default
+    :func:`default_results_path`; ``":memory:"`` keeps them in this process only (none)."""
+    where = config.state
+    if where == ":memory:":
+        return None
+    if where is None:
+        where = default_results_path(backend)
+        try:
+            os.makedirs(os.path.dirname(where), exist_ok=True)
+            return SqliteState(where, record_ttl_seconds=config.server.record_ttl_seconds)
+        except (OSError, SharedStateUnavailable) as exc:  # nobody asked for this file: serve without it
+            logger.warning(
+                "0.3 rollouts are kept in this process only (a restart loses them): %s; "
+                "name a writable file with ServerConfig(state=...)",
+                exc,
+            )
+            return None
+    store = open_state(where, record_ttl_seconds=config.server.record_ttl_seconds)
+    assert isinstance(store, (SqliteState, RedisState))  # a location given: never this process's memory
+    return store
+
+
 def create_rollout_server(
     *,
     backend: LocalBackend,
@@ -82,7 +124,9 @@ def create_rollout_server(
     the longest a poll waits; ``polling_lease_timeout_sec``: how long a lease lasts unpolled;
     ``result_retention_sec``: how long a finished result stays pollable. ``config`` (this package's
     :class:`ServerConfig`) gives the engine's other knobs — queue limit, deadline, drain; the slots
-    are the backend's ``max_concurrent`` when it sets one.
+    are the backend's ``max_concurrent`` when it sets one; its ``state`` is where rollouts and
+    results are stored for other processes and restarts (an SQLite file or a ``redis://`` URL;
+    default :func:`default_results_path`; ``":memory:"``: this process only).
     """
     if not isinstance(backend, LocalBackend):
         raise TypeError(
@@ -101,13 +145,13 @@ def create_rollout_server(
         _configure_default_logging()
     config = _engine_config(backend, config, api_key)
     state = AppState(settings=config.server, agent_loop_name=backend.workflow_cls.__name__)
-    # The seam for durable results: MemoryState and Results03 keep this process's only.
     executor = RolloutExecutor(None, state, config, MemoryState())
     lifecycle = LifecycleManager(config, state, executor)
     results = Results03(
         result_wait_timeout_sec=result_wait_timeout_sec,
         polling_lease_timeout_sec=polling_lease_timeout_sec,
         result_retention_sec=result_retention_sec,
+        store=_result_store(config, backend),
     )
     process_id = str(uuid.uuid4())
     runner = Runner03(executor, backend, results, process_id)
@@ -117,7 +161,8 @@ def create_rollout_server(
         async with contextlib.AsyncExitStack() as stack:
             if lifespan is not None:
                 await stack.enter_async_context(lifespan(app))
-            stack.callback(results.close)
+            stack.push_async_callback(results.close)  # after the drain, which publishes results
+            await results.start()
             await stack.enter_async_context(lifecycle.lifespan(app))
             yield
 

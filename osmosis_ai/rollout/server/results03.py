@@ -1,4 +1,4 @@
-"""The 0.3 wire's results and polling leases, kept in this process's memory.
+"""The 0.3 wire's results and polling leases.
 
 Each admitted rollout has one entry from ``POST /rollout`` until ``result_retention_sec`` after it
 finished: its status, its result once there is one, and its lease — a random token (only its
@@ -7,9 +7,13 @@ ends the rollout: it fails with ``lease_expired`` and its task is cancelled, sin
 for it any more. The first result published wins (a cancellation or an expired lease is not
 overwritten by a late completion), and an id stays taken while its entry is kept (409).
 
-This class is the seam for durable results: everything the wire needs from results and leases
-goes through its methods (``register``, ``bind``, ``set_status``, ``finish``, ``wait``, ``cancel``,
-``close``), so a variant keeping them in the shared state (SQLite, Redis) replaces it alone.
+The entries of the rollouts this process runs are in its memory (their tasks, timers and waiting
+pollers). With a :class:`~osmosis_ai.rollout.server.state_shared.ResultStore` (the SQLite file or
+Redis the processes serving one workflow share) every rollout is also stored there: admitted
+before its 202 (so an id is taken across processes), its status, lease renewals and result as
+they happen. A poll on a process that does not run the rollout is answered from the store, and
+a rollout whose owner died (SIGKILL, OOM, a crash) answers a typed failure saying it was lost with
+its process: it is never run again, and its id never becomes unknown before its retention ends.
 """
 
 from __future__ import annotations
@@ -18,16 +22,28 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
+import logging
 import secrets
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 
+from osmosis_ai.rollout.server.errors import SharedStateUnavailable
+from osmosis_ai.rollout.server.state_shared import HEARTBEATS_PER_LEASE, ResultStore, StoredRollout
 from osmosis_ai.rollout.types.protocol import RolloutResultResponse
 from osmosis_ai.rollout.types.status import FINISHED, RolloutErrorCategory, RolloutStatus
+
+logger = logging.getLogger(__name__)
 
 CANCELLED_QUEUED = "cancelled_queued"
 CANCELLED_RUNNING = "cancelled_running"
 NOT_FOUND = "not_found"
+LOST_MESSAGE = (
+    "lost: the server process running this rollout ended (killed or crashed) before it finished; "
+    "it was not run again"
+)
+CLOSE_WRITES_SECONDS = 5.0
+_STORE_POLL_SECONDS = (0.02, 0.5)  # a poll of another process's rollout re-reads the store this often
 
 
 class UnknownRollout(KeyError):
@@ -61,25 +77,41 @@ class _Entry:
 
 class Results03:
     """See the module docstring. Used from the event loop only: no method awaits while it changes
-    an entry, so no lock is needed."""
+    an entry, so no lock is needed; writes to the store run as tasks of their own (the store keeps
+    the first result, so their order does not matter)."""
 
     def __init__(
-        self, *, result_wait_timeout_sec: float, polling_lease_timeout_sec: float, result_retention_sec: float
+        self,
+        *,
+        result_wait_timeout_sec: float,
+        polling_lease_timeout_sec: float,
+        result_retention_sec: float,
+        store: ResultStore | None = None,
     ) -> None:
         self.wait_timeout = result_wait_timeout_sec
         self.lease_timeout = polling_lease_timeout_sec
         self.retention = result_retention_sec
+        self.store = store
         self._entries: dict[str, _Entry] = {}
+        self._writes: set[asyncio.Task[None]] = set()
+        self._janitor: asyncio.Task[None] | None = None
 
     # -- admission ------------------------------------------------------------------------------
 
-    def register(self, rollout_id: str) -> str:
-        """Keep a new rollout as queued; its lease token (``DuplicateRollout`` if the id is kept)."""
+    async def register(self, rollout_id: str) -> str:
+        """Keep a new rollout as queued; its lease token (``DuplicateRollout`` if the id is kept
+        here or in the store; ``SharedStateUnavailable`` when the store cannot be reached)."""
         if rollout_id in self._entries:
             raise DuplicateRollout(rollout_id)
-        loop = asyncio.get_running_loop()
         token = secrets.token_urlsafe(32)
-        entry = _Entry(rollout_id, _digest(token), loop.time() + self.lease_timeout)
+        digest = _digest(token)
+        if self.store is not None:
+            if not await self.store.admit_rollout(rollout_id, digest, time.time() + self.lease_timeout):
+                raise DuplicateRollout(rollout_id)
+            if rollout_id in self._entries:  # admitted here while the store answered
+                raise DuplicateRollout(rollout_id)
+        loop = asyncio.get_running_loop()
+        entry = _Entry(rollout_id, digest, loop.time() + self.lease_timeout)
         self._entries[rollout_id] = entry
         entry.timer = loop.call_at(entry.lease_deadline, self._lease_due, entry)
         return token
@@ -97,39 +129,92 @@ class Results03:
         if entry is None or entry.result is not None or entry.status is status or status in FINISHED:
             return
         entry.status = status
+        if self.store is not None:
+            self._write(self.store.rollout_status(rollout_id, status.value))
         self._wake(entry)
 
-    def finish(self, rollout_id: str, response: RolloutResultResponse) -> None:
+    async def finish(self, rollout_id: str, response: RolloutResultResponse) -> None:
         """Publish the rollout's result, unless one was published already; after its lease expired
-        the result is the lease failure, whatever ``response`` says."""
+        the result is the lease failure, whatever ``response`` says. With a store, the result is
+        stored before any poll sees it, so a result once answered survives the process."""
         entry = self._entries.get(rollout_id)
         if entry is None or entry.result is not None:
             return
-        if asyncio.get_running_loop().time() >= entry.lease_deadline:
-            response = _lease_failure(rollout_id)
-        self._publish(entry, response)
+        store = self.store
+        if store is None:
+            if asyncio.get_running_loop().time() >= entry.lease_deadline:
+                response = _lease_failure(rollout_id)
+            self._publish(entry, response)
+            return
+        try:
+            if asyncio.get_running_loop().time() >= entry.lease_deadline:
+                # a poll on another process may have renewed it there
+                stored = await store.stored_rollout(rollout_id)
+                if stored is None or stored.lease_until <= time.time():
+                    response = _lease_failure(rollout_id)
+            kept = await store.finish_rollout(
+                rollout_id, response.status.value, _encoded(response), self.retention
+            )
+        except SharedStateUnavailable as exc:
+            logger.warning(
+                "rollout %s: its result was not stored (a restart will call it lost): %s", rollout_id, exc
+            )
+        else:
+            response = RolloutResultResponse.model_validate_json(kept)
+        if entry.result is None:
+            self._publish(entry, response, stored=True)
+        else:  # a cancel or an expired lease published meanwhile: the store's first result wins
+            entry.result = response
+            entry.status = response.status
 
-    def _publish(self, entry: _Entry, response: RolloutResultResponse) -> None:
+    def _publish(self, entry: _Entry, response: RolloutResultResponse, stored: bool = False) -> None:
         entry.result = response
         entry.status = response.status
         if entry.timer is not None:
             entry.timer.cancel()
         entry.timer = asyncio.get_running_loop().call_later(self.retention, self._retained, entry)
+        if self.store is not None and not stored:
+            self._write(self._stored_result(entry, response))
         self._wake(entry)
+
+    async def _stored_result(self, entry: _Entry, response: RolloutResultResponse) -> None:
+        """Store ``response``; when the store holds another result already (another process saw
+        this one's heartbeat stop, or its lease end, and answered for it), that one is the result
+        here too, so every process answers the same."""
+        assert self.store is not None
+        ours = _encoded(response)
+        kept = await self.store.finish_rollout(entry.rollout_id, response.status.value, ours, self.retention)
+        if kept != ours and entry.result is response:
+            entry.result = RolloutResultResponse.model_validate_json(kept)
+            entry.status = entry.result.status
 
     @staticmethod
     def _wake(entry: _Entry) -> None:
         entry.changed.set()
         entry.changed = asyncio.Event()
 
+    def _write(self, action: Awaitable[object]) -> None:
+        task = asyncio.get_running_loop().create_task(self._written(action))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def _written(self, action: Awaitable[object]) -> None:
+        try:
+            await action
+        except SharedStateUnavailable as exc:
+            logger.warning("a 0.3 rollout's state was not stored: %s", exc)
+
     # -- polling --------------------------------------------------------------------------------
 
     async def wait(self, rollout_id: str, token: str) -> RolloutResultResponse:
         """The result, or after at most ``result_wait_timeout_sec`` (sooner on a status change) the
-        current status; renews the lease. ``UnknownRollout``, ``BadLease`` as their names say."""
+        current status; renews the lease. ``UnknownRollout``, ``BadLease`` as their names say;
+        ``SharedStateUnavailable`` when the rollout is another process's and the store failed."""
         entry = self._entries.get(rollout_id)
         if entry is None:
-            raise UnknownRollout(rollout_id)
+            if self.store is None:
+                raise UnknownRollout(rollout_id)
+            return await self._wait_stored(rollout_id, token)
         if not hmac.compare_digest(entry.digest, _digest(token)):
             raise BadLease(rollout_id)
         if entry.result is None:
@@ -141,6 +226,8 @@ class Results03:
                 if entry.timer is not None:
                     entry.timer.cancel()
                 entry.timer = loop.call_at(entry.lease_deadline, self._lease_due, entry)
+                if self.store is not None:
+                    self._write(self.store.renew_rollout(rollout_id, time.time() + self.lease_timeout))
         if entry.result is not None:
             return entry.result
         with contextlib.suppress(asyncio.TimeoutError):
@@ -149,9 +236,79 @@ class Results03:
             return entry.result
         return RolloutResultResponse(rollout_id=rollout_id, status=entry.status)
 
+    async def _stored(self, rollout_id: str) -> StoredRollout:
+        assert self.store is not None
+        stored = await self.store.stored_rollout(rollout_id)
+        if stored is None:
+            raise UnknownRollout(rollout_id)
+        return stored
+
+    async def _wait_stored(self, rollout_id: str, token: str) -> RolloutResultResponse:
+        """:meth:`wait` for a rollout another process runs (or ran): read from the store, which has
+        no way to wake this poll, so it is re-read until a result or the wait's end."""
+        store = self.store
+        assert store is not None
+        stored = await self._stored(rollout_id)
+        if not hmac.compare_digest(stored.digest, _digest(token)):
+            raise BadLease(rollout_id)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + self.wait_timeout
+        pause, longest = _STORE_POLL_SECONDS
+        renewed = False
+        while stored.result is None:
+            ended: RolloutResultResponse | None = None
+            if not stored.owner_alive:
+                ended = _lost(rollout_id)
+            elif stored.lease_until <= time.time():
+                ended = _lease_failure(rollout_id)
+            if ended is not None:
+                kept = await store.finish_rollout(
+                    rollout_id, ended.status.value, _encoded(ended), self.retention
+                )
+                return RolloutResultResponse.model_validate_json(kept)
+            if not renewed:
+                await store.renew_rollout(rollout_id, time.time() + self.lease_timeout)
+                renewed = True
+            left = end - loop.time()
+            if left <= 0:
+                return RolloutResultResponse(rollout_id=rollout_id, status=RolloutStatus(stored.status))
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, longest)
+            stored = await self._stored(rollout_id)
+        return RolloutResultResponse.model_validate_json(stored.result)
+
     def _lease_due(self, entry: _Entry) -> None:
-        if self._entries.get(entry.rollout_id) is entry and entry.result is None:
+        if self._entries.get(entry.rollout_id) is not entry or entry.result is not None:
+            return
+        if self.store is None:
             self._expire(entry)
+        else:  # polls on other processes renew the lease in the store only
+            self._write(self._lease_recheck(entry))
+
+    async def _lease_recheck(self, entry: _Entry) -> None:
+        assert self.store is not None
+        try:
+            stored = await self.store.stored_rollout(entry.rollout_id)
+        except SharedStateUnavailable as exc:  # no renewal can be seen: the lease this process knows ends it
+            logger.warning("rollout %s: its lease ends here (%s)", entry.rollout_id, exc)
+            stored = None
+        if entry.result is not None:
+            return
+        loop = asyncio.get_running_loop()
+        left = 0.0 if stored is None or stored.result is not None else stored.lease_until - time.time()
+        if left > 0:
+            entry.lease_deadline = loop.time() + left
+            entry.timer = loop.call_at(entry.lease_deadline, self._lease_due, entry)
+            return
+        ended = None if stored is None or stored.result is None else stored.result
+        self._publish(
+            entry,
+            _lease_failure(entry.rollout_id)
+            if ended is None
+            else RolloutResultResponse.model_validate_json(ended),
+        )
+        if entry.task is not None:
+            entry.task.cancel()
 
     def _expire(self, entry: _Entry) -> None:
         self._publish(entry, _lease_failure(entry.rollout_id))
@@ -206,11 +363,59 @@ class Results03:
         if self._entries.get(entry.rollout_id) is entry:
             del self._entries[entry.rollout_id]
 
-    def close(self) -> None:
-        """Stop every lease and retention timer (the app is shutting down)."""
+    async def start(self) -> None:
+        """With a store: mark this process alive in it, and keep it so while serving (the beat also
+        ends the rollouts of dead owners as lost and forgets the results kept past their time)."""
+        if self.store is not None:
+            await self._sweep()
+            self._janitor = asyncio.get_running_loop().create_task(self._sweeping())
+
+    async def _sweeping(self) -> None:
+        assert self.store is not None
+        while True:
+            await asyncio.sleep(self.store.lease_seconds / HEARTBEATS_PER_LEASE)
+            await self._sweep()
+
+    async def _sweep(self) -> None:
+        store = self.store
+        assert store is not None
+        try:
+            await store.heartbeat()
+            for rollout_id in await store.dead_rollouts():
+                lost = _lost(rollout_id)
+                await store.finish_rollout(rollout_id, lost.status.value, _encoded(lost), self.retention)
+            await store.prune_rollouts()
+        except SharedStateUnavailable as exc:
+            logger.warning("the 0.3 rollouts' state: %s", exc)
+
+    async def close(self) -> None:
+        """Stop every lease and retention timer (the app is shutting down); with a store, store
+        what is still being written, then close it."""
         for entry in self._entries.values():
             if entry.timer is not None:
                 entry.timer.cancel()
+        janitor, self._janitor = self._janitor, None
+        if janitor is not None:
+            janitor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await janitor
+        if self.store is not None:
+            if self._writes:
+                await asyncio.wait(set(self._writes), timeout=CLOSE_WRITES_SECONDS)
+            await self.store.close()
+
+
+def _encoded(response: RolloutResultResponse) -> bytes:
+    return response.model_dump_json().encode()
+
+
+def _lost(rollout_id: str) -> RolloutResultResponse:
+    return RolloutResultResponse(
+        rollout_id=rollout_id,
+        status=RolloutStatus.FAILURE,
+        err_message=LOST_MESSAGE,
+        err_category=RolloutErrorCategory.INTERNAL_ERROR,
+    )
 
 
 def _lease_failure(rollout_id: str) -> RolloutResultResponse:

@@ -1,8 +1,9 @@
 """The 0.3 wire's endpoints over the one executor (the 0.2 wire's are in :mod:`.routes`).
 
 ``POST /rollout`` (202 with a polling lease; 409 duplicate id; 429 at the queue limit and 503 while
-draining, both with ``Retry-After``), ``GET /rollout/{id}/result`` (long poll under the lease:
-404 unknown id, 403 wrong lease), ``POST /rollout/cancel`` (exactly one of ``ids``, ``prefix``,
+draining or while the shared state is unreachable, all with ``Retry-After``),
+``GET /rollout/{id}/result`` (long poll under the lease: 404 unknown id, 403 wrong lease, 503 when
+the rollout is another process's and the shared state is unreachable), ``POST /rollout/cancel`` (exactly one of ``ids``, ``prefix``,
 ``all``), ``GET /health``. With an API key every request must carry ``Authorization: Bearer <key>``
 (401 otherwise), checked before anything else is read. A submit body above ``max_request_bytes`` gets
 413 unread; bad bodies get 422 with bounded echoes.
@@ -19,7 +20,8 @@ from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from osmosis_ai.rollout.server.api_key import authorized
-from osmosis_ai.rollout.server.executor import _InitRefused
+from osmosis_ai.rollout.server.errors import SharedStateUnavailable
+from osmosis_ai.rollout.server.executor import STATE_RETRY_AFTER_SECONDS, _InitRefused
 from osmosis_ai.rollout.server.results03 import BadLease, DuplicateRollout, UnknownRollout
 from osmosis_ai.rollout.server.routes import _route_path, _unprocessable, bounded_body, replay
 from osmosis_ai.rollout.server.run03 import Runner03
@@ -86,13 +88,19 @@ def add_routes03(app: FastAPI, runner: Runner03, config: ServerConfig, process_i
 
     async def submit(request: RolloutInitRequest) -> Response:
         try:
-            token = runner.admit(request)
+            token = await runner.admit(request)
         except _InitRefused as refused:
             return JSONResponse(
                 {"detail": refused.message}, refused.status, headers={"Retry-After": str(refused.retry_after)}
             )
         except DuplicateRollout:
             return JSONResponse({"detail": f"rollout_id {request.rollout_id!r} is already registered"}, 409)
+        except SharedStateUnavailable as exc:
+            return JSONResponse(
+                {"detail": f"{exc}; retry later"},
+                503,
+                headers={"Retry-After": str(STATE_RETRY_AFTER_SECONDS)},
+            )
         admission = RolloutInitResponse(
             rollout_id=request.rollout_id,
             status=RolloutStatus.QUEUED,
@@ -111,6 +119,12 @@ def add_routes03(app: FastAPI, runner: Runner03, config: ServerConfig, process_i
             return JSONResponse({"detail": f"unknown rollout_id {rollout_id!r}"}, 404)
         except BadLease:
             return JSONResponse({"detail": "invalid polling lease"}, 403)
+        except SharedStateUnavailable as exc:
+            return JSONResponse(
+                {"detail": f"{exc}; retry later"},
+                503,
+                headers={"Retry-After": str(STATE_RETRY_AFTER_SECONDS)},
+            )
         return Response(_result_body(response), media_type="application/json")
 
     async def cancel(request: CancelRolloutsRequest) -> Response:

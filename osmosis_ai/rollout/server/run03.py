@@ -93,12 +93,12 @@ class Runner03:
         self.results = results
         self.process_id = process_id
 
-    def admit(self, request: RolloutInitRequest) -> str:
-        """Start ``request``; its lease token. Raises the executor's refusal (503/429) or
-        ``DuplicateRollout`` (409)."""
+    async def admit(self, request: RolloutInitRequest) -> str:
+        """Start ``request``; its lease token. Raises the executor's refusal (503/429),
+        ``DuplicateRollout`` (409) or ``SharedStateUnavailable`` (the results' store failed: 503)."""
         self.executor.check_admission()
         rollout_id = request.rollout_id
-        token = self.results.register(rollout_id)
+        token = await self.results.register(rollout_id)
         record = RolloutRecord(rollout_id, rollout_id)
         loop = asyncio.get_running_loop()
         record.task = loop.create_task(self._run(record, request, loop.time()))
@@ -117,14 +117,14 @@ class Runner03:
                     result = await self._phases(request, queued)
             except asyncio.CancelledError:
                 if self.executor.draining:
-                    results.finish(
+                    await results.finish(
                         rollout_id,
                         wire_result(
                             rollout_id, _failed(RolloutErrorCategory.INTERNAL_ERROR, SHUTDOWN_MESSAGE)
                         ),
                     )
                 else:  # a cancel or an expired lease, which published the result already
-                    results.finish(
+                    await results.finish(
                         rollout_id,
                         RolloutResultResponse(rollout_id=rollout_id, status=RolloutStatus.CANCELLED),
                     )
@@ -132,7 +132,7 @@ class Runner03:
             except Exception as exc:  # user code cannot get here (call_within keeps it): a defect of ours
                 logger.exception("rollout %s: the server failed to run it", rollout_id)
                 result = _failed(RolloutErrorCategory.INTERNAL_ERROR, f"the rollout server failed: {exc!r}")
-            results.finish(rollout_id, wire_result(rollout_id, result))
+            await results.finish(rollout_id, wire_result(rollout_id, result))
         finally:
             self.executor.state.finish(record)
 

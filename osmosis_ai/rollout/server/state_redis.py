@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from osmosis_ai.rollout.core.exceptions import RolloutValueError
 from osmosis_ai.rollout.server.errors import SharedStateUnavailable
-from osmosis_ai.rollout.server.state_shared import DEFAULT_LEASE_SECONDS, Claim, owner_id
+from osmosis_ai.rollout.server.state_shared import DEFAULT_LEASE_SECONDS, Claim, StoredRollout, owner_id
 
 T = TypeVar("T")
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
@@ -67,6 +67,53 @@ redis.call('HSET', KEYS[1], 'body', ARGV[3])
 return 1
 """
 
+# The 0.3 wire's rollouts: a hash each (digest, owner, status, lease, and result once finished: then
+# it expires after its retention), and the set of the unfinished ones' ids (ARGV[1]/KEYS[2]).
+# KEYS[1]: the rollout, KEYS[2]: the open set; ARGV: id, digest, owner, lease
+_REDIS_ADMIT = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'digest', ARGV[2], 'owner', ARGV[3], 'status', 'queued', 'lease', ARGV[4])
+redis.call('SADD', KEYS[2], ARGV[1])
+return 1
+"""
+# KEYS[1]: the rollout; ARGV: owner-key prefix
+_REDIS_STORED = """
+local r = redis.call('HMGET', KEYS[1], 'digest', 'owner', 'status', 'result', 'lease')
+if not r[1] then return false end
+r[6] = redis.call('EXISTS', ARGV[1] .. r[2])
+return r
+"""
+# KEYS[1]: the rollout; ARGV: field, value ('lease' keeps the later one)
+_REDIS_UNFINISHED_SET = """
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'result') == 1 then return 0 end
+if ARGV[1] == 'lease' and tonumber(redis.call('HGET', KEYS[1], 'lease')) >= tonumber(ARGV[2]) then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1
+"""
+# KEYS[1]: the rollout, KEYS[2]: the open set; ARGV: id, status, result, keep ms
+_REDIS_FINISH = """
+redis.call('SREM', KEYS[2], ARGV[1])
+if redis.call('EXISTS', KEYS[1]) == 0 then return ARGV[3] end
+local kept = redis.call('HGET', KEYS[1], 'result')
+if kept then return kept end
+redis.call('HSET', KEYS[1], 'status', ARGV[2], 'result', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return ARGV[3]
+"""
+# KEYS[1]: the open set; ARGV: rollout-key prefix, owner-key prefix, this owner
+_REDIS_DEAD = """
+local dead = {}
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local owner = redis.call('HGET', ARGV[1] .. id, 'owner')
+  if not owner then
+    redis.call('SREM', KEYS[1], id)
+  elseif owner ~= ARGV[3] and redis.call('EXISTS', ARGV[2] .. owner) == 0 then
+    dead[#dead + 1] = id
+  end
+end
+return dead
+"""
+
 
 def redis_location(url: str) -> str:
     """``url`` without its password, for messages and logs."""
@@ -92,6 +139,8 @@ class RedisState:
 
     prefix = "osmosis:rollout:"
     owner_prefix = "osmosis:owner:"
+    rollout03_prefix = "osmosis:rollout03:"
+    open03 = "osmosis:rollouts03:open"
 
     def __init__(
         self,
@@ -117,6 +166,11 @@ class RedisState:
         self._lookup = self._redis.register_script(_REDIS_LOOKUP)
         self._owned = self._redis.register_script(_REDIS_OWNED)
         self._beat = self._redis.register_script(_REDIS_BEAT)
+        self._admit03 = self._redis.register_script(_REDIS_ADMIT)
+        self._stored03 = self._redis.register_script(_REDIS_STORED)
+        self._set03 = self._redis.register_script(_REDIS_UNFINISHED_SET)
+        self._finish03 = self._redis.register_script(_REDIS_FINISH)
+        self._dead03 = self._redis.register_script(_REDIS_DEAD)
 
     async def _run(self, action: Awaitable[T]) -> T:
         try:
@@ -162,6 +216,47 @@ class RedisState:
     async def heartbeat(self, running: Collection[str] = ()) -> None:
         keys = [self.owner_prefix + self.owner, *(self.prefix + key for key in running)]
         await self._run(self._beat(keys=keys, args=[self.owner, self._lease_ms, self._ttl_ms]))
+
+    # -- the 0.3 wire's rollouts (ResultStore) ---------------------------------------------------------
+
+    async def admit_rollout(self, rollout_id: str, digest: bytes, lease_until: float) -> bool:
+        keys = [self.rollout03_prefix + rollout_id, self.open03]
+        args: list[str | bytes] = [rollout_id, digest, self.owner, repr(lease_until)]
+        return bool(await self._run(self._admit03(keys=keys, args=args)))
+
+    async def stored_rollout(self, rollout_id: str) -> StoredRollout | None:
+        reply = await self._run(
+            self._stored03(keys=[self.rollout03_prefix + rollout_id], args=[self.owner_prefix])
+        )
+        if not reply:
+            return None
+        digest, owner, status, result, lease, alive = reply
+        owner = owner.decode()
+        return StoredRollout(
+            digest, owner, status.decode(), result, float(lease), bool(alive) or owner == self.owner
+        )
+
+    async def rollout_status(self, rollout_id: str, status: str) -> None:
+        await self._run(self._set03(keys=[self.rollout03_prefix + rollout_id], args=["status", status]))
+
+    async def renew_rollout(self, rollout_id: str, lease_until: float) -> None:
+        await self._run(
+            self._set03(keys=[self.rollout03_prefix + rollout_id], args=["lease", repr(lease_until)])
+        )
+
+    async def finish_rollout(self, rollout_id: str, status: str, result: bytes, keep_seconds: float) -> bytes:
+        keys = [self.rollout03_prefix + rollout_id, self.open03]
+        args: list[str | bytes] = [rollout_id, status, result, str(max(1, int(keep_seconds * 1000)))]
+        kept: bytes = await self._run(self._finish03(keys=keys, args=args))
+        return kept
+
+    async def dead_rollouts(self) -> list[str]:
+        args = [self.rollout03_prefix, self.owner_prefix, self.owner]
+        reply = await self._run(self._dead03(keys=[self.open03], args=args))
+        return [rollout_id.decode() for rollout_id in reply]
+
+    async def prune_rollouts(self) -> None:
+        return None  # a finished rollout's hash expires on its own
 
     async def close(self) -> None:
         with contextlib.suppress(*self._errors):

@@ -13,6 +13,11 @@ or last renewed; each heartbeat renews the claims of the rollouts its owner stil
 that outlives the TTL stays claimed, and a finished one's claim ages from its last beat like a
 finished record.
 
+The 0.3 wire keeps its rollouts there too (:class:`ResultStore`, which the SQLite and Redis
+backends also implement): each admitted rollout with its owner, lease and, once finished, its
+result, so any process sharing the state answers its polls, and a dead owner's unfinished ones
+are answered as lost instead of forgotten (:mod:`~osmosis_ai.rollout.server.results03`).
+
 The backends: :class:`~osmosis_ai.rollout.server.state_memory.MemoryState` (one process),
 :class:`~osmosis_ai.rollout.server.state_sqlite.SqliteState` (the workers of one host),
 :class:`~osmosis_ai.rollout.server.state_redis.RedisState` (replicas anywhere);
@@ -72,6 +77,60 @@ class SharedState(Protocol):
     async def close(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class StoredRollout:
+    """A 0.3 rollout as the shared state keeps it: its lease's SHA-256, its owner, its last status,
+    its encoded result once there is one, when its lease ends (``time.time()``), and whether its
+    owner is alive (a dead owner's unfinished rollout will never finish)."""
+
+    digest: bytes
+    owner: str
+    status: str
+    result: bytes | None
+    lease_until: float
+    owner_alive: bool
+
+
+class ResultStore(Protocol):
+    """Where the 0.3 wire's rollouts, results and leases live when several processes share them or
+    a restart must find them (:mod:`~osmosis_ai.rollout.server.results03`). The first result stored
+    for a rollout is its result. Every method may raise
+    :class:`~osmosis_ai.rollout.server.errors.SharedStateUnavailable`."""
+
+    where: str
+    lease_seconds: float
+
+    async def admit_rollout(self, rollout_id: str, digest: bytes, lease_until: float) -> bool:
+        """Keep a new rollout owned by this process; ``False`` when the id is kept already."""
+        ...
+
+    async def stored_rollout(self, rollout_id: str) -> StoredRollout | None: ...
+
+    async def rollout_status(self, rollout_id: str, status: str) -> None:
+        """Record the in-flight ``status`` of an unfinished rollout."""
+        ...
+
+    async def renew_rollout(self, rollout_id: str, lease_until: float) -> None: ...
+
+    async def finish_rollout(self, rollout_id: str, status: str, result: bytes, keep_seconds: float) -> bytes:
+        """Store ``result`` unless a result is stored already, kept ``keep_seconds``; the stored one."""
+        ...
+
+    async def dead_rollouts(self) -> list[str]:
+        """The unfinished rollouts whose owners are dead."""
+        ...
+
+    async def prune_rollouts(self) -> None:
+        """Forget the results kept past their time."""
+        ...
+
+    async def heartbeat(self, running: Collection[str] = ()) -> None:
+        """Renew this process's liveness (:meth:`SharedState.heartbeat`)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
 def owner_id(pid: int | None = None) -> str:
     """The owner name of a process in a shared state: host, pid and a per-process token."""
     return f"{socket.gethostname()}/{os.getpid() if pid is None else pid}/{_TOKEN}"
@@ -79,3 +138,4 @@ def owner_id(pid: int | None = None) -> str:
 
 _TOKEN = secrets.token_hex(4)
 DEFAULT_LEASE_SECONDS = 10.0
+HEARTBEATS_PER_LEASE = 4  # an owner outlives a few missed beats, not its death

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import time
 from collections.abc import Callable, Collection, Mapping
 from typing import TypeVar
 
 from osmosis_ai.rollout.server.errors import SharedStateUnavailable
-from osmosis_ai.rollout.server.state_shared import DEFAULT_LEASE_SECONDS, Claim, owner_id
+from osmosis_ai.rollout.server.state_shared import DEFAULT_LEASE_SECONDS, Claim, StoredRollout, owner_id
 
 T = TypeVar("T")
 
@@ -18,6 +19,14 @@ _SQLITE_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, rollout_id TEXT NOT NULL, owner TEXT NOT NULL, "
     "body BLOB, created REAL NOT NULL) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS owners (owner TEXT PRIMARY KEY, beat REAL NOT NULL) WITHOUT ROWID",
+    # the 0.3 wire's rollouts: ``lease`` and ``keep`` (when a finished one is forgotten) are time.time()
+    "CREATE TABLE IF NOT EXISTS rollouts03 (id TEXT PRIMARY KEY, digest BLOB NOT NULL, owner TEXT NOT NULL, "
+    "status TEXT NOT NULL, result BLOB, lease REAL NOT NULL, keep REAL) WITHOUT ROWID",
+    "CREATE INDEX IF NOT EXISTS rollouts03_keep ON rollouts03 (keep)",
+)
+_ROLLOUT = (
+    "SELECT r.digest, r.owner, r.status, r.result, r.lease, o.beat FROM rollouts03 r "
+    "LEFT JOIN owners o ON o.owner = r.owner WHERE r.id = ?"
 )
 _LIVE_CLAIM = (
     "SELECT c.rollout_id, c.body FROM claims c JOIN owners o ON o.owner = c.owner "
@@ -143,6 +152,93 @@ class SqliteState:
                 raise
 
         self._run(beat)
+
+    # -- the 0.3 wire's rollouts (ResultStore) ---------------------------------------------------------
+
+    def _alive(self, owner: str, beat: float | None) -> bool:
+        """Whether ``owner`` still runs: it beat within the lease, and its process exists. The
+        owners of one file are processes of this host, so a pid that is gone (or is this process
+        under another token: a restart in a container, as pid 1 again) is a dead owner at once."""
+        if owner == self.owner:
+            return True
+        if beat is None or beat < time.time() - self.lease_seconds:
+            return False
+        host, _, rest = owner.partition("/")
+        pid, _, _token = rest.partition("/")
+        if host != socket.gethostname() or not pid.isdigit():
+            return True
+        if int(pid) == os.getpid():
+            return False
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except OSError:  # another user's process: it exists
+            return True
+        return True
+
+    async def admit_rollout(self, rollout_id: str, digest: bytes, lease_until: float) -> bool:
+        def admit() -> bool:
+            cursor = self._db.execute(
+                "INSERT OR IGNORE INTO rollouts03 VALUES (?, ?, ?, 'queued', NULL, ?, NULL)",
+                (rollout_id, digest, self.owner, lease_until),
+            )
+            return cursor.rowcount == 1
+
+        return self._run(admit)
+
+    async def stored_rollout(self, rollout_id: str) -> StoredRollout | None:
+        row = self._run(lambda: self._db.execute(_ROLLOUT, (rollout_id,)).fetchone())
+        if row is None:
+            return None
+        digest, owner, status, result, lease, beat = row
+        return StoredRollout(digest, owner, status, result, lease, self._alive(owner, beat))
+
+    async def rollout_status(self, rollout_id: str, status: str) -> None:
+        self._run(
+            lambda: self._db.execute(
+                "UPDATE rollouts03 SET status = ? WHERE id = ? AND result IS NULL", (status, rollout_id)
+            )
+        )
+
+    async def renew_rollout(self, rollout_id: str, lease_until: float) -> None:
+        self._run(
+            lambda: self._db.execute(
+                "UPDATE rollouts03 SET lease = max(lease, ?) WHERE id = ? AND result IS NULL",
+                (lease_until, rollout_id),
+            )
+        )
+
+    async def finish_rollout(self, rollout_id: str, status: str, result: bytes, keep_seconds: float) -> bytes:
+        def finish() -> bytes:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute(
+                    "UPDATE rollouts03 SET status = ?, result = ?, keep = ? WHERE id = ? AND result IS NULL",
+                    (status, result, time.time() + keep_seconds, rollout_id),
+                )
+                row = db.execute("SELECT result FROM rollouts03 WHERE id = ?", (rollout_id,)).fetchone()
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            return result if row is None else bytes(row[0])
+
+        return self._run(finish)
+
+    async def dead_rollouts(self) -> list[str]:
+        rows = self._run(
+            lambda: self._db.execute(
+                "SELECT r.id, r.owner, o.beat FROM rollouts03 r LEFT JOIN owners o ON o.owner = r.owner "
+                "WHERE r.result IS NULL AND r.owner != ?",
+                (self.owner,),
+            ).fetchall()
+        )
+        return [rollout_id for rollout_id, owner, beat in rows if not self._alive(owner, beat)]
+
+    async def prune_rollouts(self) -> None:
+        self._run(lambda: self._db.execute("DELETE FROM rollouts03 WHERE keep < ?", (time.time(),)))
 
     def forget_process(self, pid: int) -> None:
         """Declare every owner of process ``pid`` of this host dead (its supervisor saw it end)."""
