@@ -2,7 +2,7 @@
 
 Order: the local checks (agent, eval functions, dataset and its first row, the journal), then one
 preflight request to the model (and one to ``--baseline-model``), then the samples,
-``--batch-size`` at a time. Every finished sample is committed to the run's journal before it
+``--concurrency`` (0.2: ``--batch-size``) at a time. Every finished sample is committed to the run's journal before it
 counts, so an interrupted run (Ctrl-C, a crash, ``kill -9``) resumes where it stopped when the same
 command is run again; a changed dataset or configuration is refused with the reason (``--fresh``
 starts over, keeping the old journal as a backup; ``--retry-failed`` also reruns samples the model
@@ -62,9 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=whole_number(1), default=1, help="runs per row (default 1)")
     parser.add_argument("--pass-threshold", type=finite_number(), default=1.0,
                         help="a run passes when its score is at least this (default 1.0)")  # fmt: skip
-    parser.add_argument("--batch-size", type=concurrency_value, default=1, metavar="N|auto",
-                        help="runs in flight, or 'auto' to follow what the model server can take (default 1)")  # fmt: skip
-    add_max_concurrency_argument(parser, "--batch-size")
+    parser.add_argument("--concurrency", "--batch-size", dest="batch_size", type=concurrency_value, default=1,
+                        metavar="N|auto", help="runs in flight, or 'auto' to follow what the model server can "
+                        "take (default 1; --batch-size is 0.2's spelling)")  # fmt: skip
+    add_max_concurrency_argument(parser, "--concurrency")
     parser.add_argument("--baseline-model", help="a second model run over the same rows, for comparison")
     parser.add_argument("--baseline-base-url", help="OpenAI-compatible base URL serving --baseline-model")
     parser.add_argument("--baseline-api-key", help="API key of --baseline-model")
@@ -106,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     check_backend_arguments(args)
     if args.backend == "ray" and args.batch_size == "auto":
         raise CLIError(
-            "--batch-size auto follows one process's model calls; give --batch-size N with --backend ray"
+            "--concurrency auto follows one process's model calls; give --concurrency N with --backend ray"
         )
     setup_logging(logging.DEBUG if args.debug else None)
     args.quiet = args.quiet or args.json
