@@ -75,6 +75,16 @@ def option_label(parser: argparse.ArgumentParser, dest: str) -> str:
     return dest
 
 
+def command_parser(parser: argparse.ArgumentParser, path: str) -> argparse.ArgumentParser:
+    """The parser of the (sub-)command ``path`` names (``osmosis eval``), found below ``parser``."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                if path == sub.prog or path.startswith(sub.prog + " "):
+                    return command_parser(sub, path)
+    return parser
+
+
 class Parser(argparse.ArgumentParser):
     """An ``argparse.ArgumentParser`` with the behaviour described in the module docstring."""
 

@@ -38,7 +38,7 @@ from osmosis_ai.cli.arguments import (
     limit_summary,
     whole_number,
 )
-from osmosis_ai.cli.errors import CLIError
+from osmosis_ai.cli.errors import CLIError, UsageError
 from osmosis_ai.cli.eval import cache
 from osmosis_ai.cli.loading import agent_spec
 from osmosis_ai.cli.output import interrupted, say, setup_logging
@@ -97,11 +97,14 @@ def _samples_file(args: argparse.Namespace) -> str | None:
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "eval_command", None) == "cache":
         return cache.run(args)
-    agent = args.module or args.mcp or args.mcp_url
-    missing = [flag for flag, value in (("-m/--module (or --mcp/--mcp-url)", agent), ("-d/--dataset", args.dataset),
-                                        ("--eval-fn", args.eval_fn)) if not value]  # fmt: skip
+    # As in 0.2, a missing -d or --eval-fn is a usage error and a missing agent a value error.
+    agent = "-m/--module (or --mcp/--mcp-url)"
+    missing = [flag for flag, value in ((agent, args.module or args.mcp or args.mcp_url),
+                                        ("-d/--dataset", args.dataset), ("--eval-fn", args.eval_fn)) if not value]  # fmt: skip
+    if missing and missing != [agent]:
+        raise UsageError(f"the following arguments are required: {', '.join(missing)}")
     if missing:
-        raise CLIError(f"osmosis eval needs {', '.join(missing)} (see osmosis eval --help)")
+        raise CLIError(f"osmosis eval needs {agent} (see osmosis eval --help)")
     if (args.baseline_base_url or args.baseline_api_key) and not args.baseline_model:
         raise CLIError("--baseline-base-url and --baseline-api-key need --baseline-model")
     check_backend_arguments(args)
