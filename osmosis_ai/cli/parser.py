@@ -9,7 +9,8 @@ Every parser and sub-parser of the command line is a :class:`Parser`:
   unknown option is reported as itself even when argparse would complain about what follows it
   (in ``eval --modle X``, the mistake is ``--modle``, not ``X`` in the sub-command's place);
 * a malformed command line (unknown option, missing argument, a word where a number belongs) is a
-  usage error, exit status 2; a well-formed value outside its range (``--n 0``) or options that
+  usage error, exit status 2, also when a command finds it itself
+  (:class:`~osmosis_ai.cli.errors.UsageError`, reported through :func:`command_parser`); a well-formed value outside its range (``--n 0``) or options that
   cannot be combined (``-m`` with ``--mcp``, ``--fresh`` with ``--retry-failed``) raise
   :class:`~osmosis_ai.cli.errors.CLIError`, which ``main`` reports as ``Error: ...`` with exit
   status 1 (docs/compatibility.md);
