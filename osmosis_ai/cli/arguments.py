@@ -114,8 +114,7 @@ def add_agent_run_arguments(parser: argparse.ArgumentParser, *, unit: str, requi
                         "or 'scripted' (the offline calculator solver)")  # fmt: skip
     parser.add_argument("--base-url", help="OpenAI-compatible base URL serving --model")
     parser.add_argument("--api-key", help="API key (default: the provider's environment variable)")
-    parser.add_argument("--limit", type=whole_number(1), help="rows to run (default: all)")
-    parser.add_argument("--offset", type=whole_number(0), default=0, help="rows to skip first (default 0)")
+    add_rows_arguments(parser)
     parser.add_argument("--max-turns", type=whole_number(1), default=10, help="max_turns of each request")
     parser.add_argument("--max-tokens", type=whole_number(1), help="completion_params.max_tokens")
     parser.add_argument("--temperature", type=finite_number(), help="completion_params.temperature")
@@ -129,6 +128,13 @@ def add_agent_run_arguments(parser: argparse.ArgumentParser, *, unit: str, requi
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")
     declare_files(parser, read=["dataset"], written=["output"])
+
+
+def add_rows_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--limit N`` and ``--offset N``: the rows of ``-d`` a run takes (the plan's
+    :class:`~osmosis_ai.runs.plan.Rows`); a journal's task id names them, so shards run side by side."""
+    parser.add_argument("--limit", type=whole_number(1), help="rows to run (default: all)")
+    parser.add_argument("--offset", type=whole_number(0), default=0, help="rows to skip first (default 0)")
 
 
 JOURNAL_DEFAULT = "one per configuration under $OSMOSIS_CACHE_DIR/eval or ~/.cache/osmosis/eval"
@@ -173,20 +179,25 @@ def open_dataset(args: argparse.Namespace) -> tuple[DatasetReader, int, int]:
 
 
 def add_reward_runtime_arguments(
-    parser: argparse.ArgumentParser, *, what: str, prefix: str = "--reward-"
+    parser: argparse.ArgumentParser, *, what: str, prefixes: tuple[str, ...] = ("--reward-",)
 ) -> None:
     """How the reward runtime scores (``what``: "eval functions", "the reward"): ``--reward-timeout``,
-    ``--reward-workers``, ``--reward-memory-limit``, or with ``prefix="--"`` (``osmosis reward score``,
-    where every flag is about the reward) ``--timeout``, ``--workers``, ``--memory-limit``; read by
+    ``--reward-workers``, ``--reward-memory-limit``; a command whose work is only the scoring
+    (``reward score``, ``regrade``) also spells them ``--timeout``, ``--workers``, ``--memory-limit``
+    (``prefixes``: each flag's spellings, the first shown first). Read by
     :func:`osmosis_ai.cli.loading.reward_runtime` either way. Defaults that protect: a timeout, and
     worker processes (one per CPU) that a hung or crashing reward cannot take the run down with."""
-    parser.add_argument(f"{prefix}timeout", dest="reward_timeout", type=finite_number(0), default=60.0, metavar="SECONDS",
+
+    def flags(name: str) -> list[str]:
+        return [prefix + name for prefix in prefixes]
+
+    parser.add_argument(*flags("timeout"), dest="reward_timeout", type=finite_number(0), default=60.0, metavar="SECONDS",
                         help=f"time {what} may take per sample, measured where they run; past it the "
                         "sample is 'reward_timeout' and its worker is replaced (default 60; 0: no limit)")  # fmt: skip
-    parser.add_argument(f"{prefix}workers", dest="reward_workers", type=whole_number(0), metavar="N",
+    parser.add_argument(*flags("workers"), dest="reward_workers", type=whole_number(0), metavar="N",
                         help=f"worker processes scoring with {what} (default: one per CPU; 0 scores in this "
                         "process, where a hung one cannot be stopped)")  # fmt: skip
-    parser.add_argument(f"{prefix}memory-limit", dest="reward_memory_limit", type=whole_number(1), metavar="MB",
+    parser.add_argument(*flags("memory-limit"), dest="reward_memory_limit", type=whole_number(1), metavar="MB",
                         help="memory limit of each worker process; past it the sample is 'reward_crash'")  # fmt: skip
 
 

@@ -168,8 +168,9 @@ def _dispatch(arguments: list[str]) -> int:
     import importlib
 
     from osmosis_ai.cli import output
+    from osmosis_ai.cli.errors import UsageError
     from osmosis_ai.cli.output_file import check_files
-    from osmosis_ai.cli.parser import JSON_ERRORS
+    from osmosis_ai.cli.parser import JSON_ERRORS, command_parser
     from osmosis_ai.cli.summary import check_loggers
     from osmosis_ai.errors import OsmosisError
 
@@ -194,6 +195,8 @@ def _dispatch(arguments: list[str]) -> int:
                 # Under --json, what user code prints goes to stderr: stdout carries the one object.
                 with output.logging_restored(), output.user_output_to_stderr(as_json):
                     status: int = importlib.import_module(COMMANDS[args.command].module).run(args)
+            except UsageError as exc:
+                command_parser(parser, _command_path(args, selected)).error(str(exc))
             except reported as exc:
                 # The place where a failure becomes the user's ``Error: ...`` line (or, under
                 # --json, the ``{"error": ...}`` object).

@@ -9,7 +9,8 @@ Every parser and sub-parser of the command line is a :class:`Parser`:
   unknown option is reported as itself even when argparse would complain about what follows it
   (in ``eval --modle X``, the mistake is ``--modle``, not ``X`` in the sub-command's place);
 * a malformed command line (unknown option, missing argument, a word where a number belongs) is a
-  usage error, exit status 2; a well-formed value outside its range (``--n 0``) or options that
+  usage error, exit status 2, also when a command finds it itself
+  (:class:`~osmosis_ai.cli.errors.UsageError`, reported through :func:`command_parser`); a well-formed value outside its range (``--n 0``) or options that
   cannot be combined (``-m`` with ``--mcp``, ``--fresh`` with ``--retry-failed``) raise
   :class:`~osmosis_ai.cli.errors.CLIError`, which ``main`` reports as ``Error: ...`` with exit
   status 1 (docs/compatibility.md);
@@ -73,6 +74,16 @@ def option_label(parser: argparse.ArgumentParser, dest: str) -> str:
                 return "/".join(action.option_strings[:2])
             return action.metavar if isinstance(action.metavar, str) else dest
     return dest
+
+
+def command_parser(parser: argparse.ArgumentParser, path: str) -> argparse.ArgumentParser:
+    """The parser of the (sub-)command ``path`` names (``osmosis eval``), found below ``parser``."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                if path == sub.prog or path.startswith(sub.prog + " "):
+                    return command_parser(sub, path)
+    return parser
 
 
 class Parser(argparse.ArgumentParser):

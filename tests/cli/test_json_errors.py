@@ -49,8 +49,8 @@ CASES: list[tuple[list[str], int, str | None]] = [
     (["login", "--device", "--timeout", "5"], 1, "login_error"),
     (["whoami"], 1, None),
     (["logout", "-y"], 0, None),
-    (["workspace", "list"], 0, None),
-    (["workspace", "current"], 0, None),
+    (["workspace", "list"], 1, None),  # not logged in, as whoami
+    (["workspace", "current"], 1, None),
     (["workspace", "switch", "nobody"], 1, None),
     (["preview", "-p", "examples/rubric_configs.yaml"], 0, None),
     (["preview", "-p", MISSING], 1, "cli_error"),

@@ -81,7 +81,7 @@ def test_an_option_value_that_starts_with_a_dash_is_not_an_unknown_option(
     ("extra", "message"),
     [
         (["--n", "0"], "Error: --n: invalid value 0: expected 1 or more"),
-        (["--batch-size", "0"], "Error: --batch-size: invalid value 0: expected 1 or more"),
+        (["--batch-size", "0"], "Error: --concurrency/--batch-size: invalid value 0: expected 1 or more"),
         (["--offset", "-1"], "Error: --offset: invalid value -1: expected 0 or more"),
         (["--max-turns", "0"], "Error: --max-turns: invalid value 0: expected 1 or more"),
         (["--max-failure-rate", "2"], "Error: --max-failure-rate: must be between 0 and 1, got '2'"),

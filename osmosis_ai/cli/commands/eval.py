@@ -2,7 +2,7 @@
 
 Order: the local checks (agent, eval functions, dataset and its first row, the journal), then one
 preflight request to the model (and one to ``--baseline-model``), then the samples,
-``--batch-size`` at a time. Every finished sample is committed to the run's journal before it
+``--concurrency`` (0.2: ``--batch-size``) at a time. Every finished sample is committed to the run's journal before it
 counts, so an interrupted run (Ctrl-C, a crash, ``kill -9``) resumes where it stopped when the same
 command is run again; a changed dataset or configuration is refused with the reason (``--fresh``
 starts over, keeping the old journal as a backup; ``--retry-failed`` also reruns samples the model
@@ -38,7 +38,7 @@ from osmosis_ai.cli.arguments import (
     limit_summary,
     whole_number,
 )
-from osmosis_ai.cli.errors import CLIError
+from osmosis_ai.cli.errors import CLIError, UsageError
 from osmosis_ai.cli.eval import cache
 from osmosis_ai.cli.loading import agent_spec
 from osmosis_ai.cli.output import interrupted, say, setup_logging
@@ -62,9 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=whole_number(1), default=1, help="runs per row (default 1)")
     parser.add_argument("--pass-threshold", type=finite_number(), default=1.0,
                         help="a run passes when its score is at least this (default 1.0)")  # fmt: skip
-    parser.add_argument("--batch-size", type=concurrency_value, default=1, metavar="N|auto",
-                        help="runs in flight, or 'auto' to follow what the model server can take (default 1)")  # fmt: skip
-    add_max_concurrency_argument(parser, "--batch-size")
+    parser.add_argument("--concurrency", "--batch-size", dest="batch_size", type=concurrency_value, default=1,
+                        metavar="N|auto", help="runs in flight, or 'auto' to follow what the model server can "
+                        "take (default 1; --batch-size is 0.2's spelling)")  # fmt: skip
+    add_max_concurrency_argument(parser, "--concurrency")
     parser.add_argument("--baseline-model", help="a second model run over the same rows, for comparison")
     parser.add_argument("--baseline-base-url", help="OpenAI-compatible base URL serving --baseline-model")
     parser.add_argument("--baseline-api-key", help="API key of --baseline-model")
@@ -96,17 +97,20 @@ def _samples_file(args: argparse.Namespace) -> str | None:
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "eval_command", None) == "cache":
         return cache.run(args)
-    agent = args.module or args.mcp or args.mcp_url
-    missing = [flag for flag, value in (("-m/--module (or --mcp/--mcp-url)", agent), ("-d/--dataset", args.dataset),
-                                        ("--eval-fn", args.eval_fn)) if not value]  # fmt: skip
+    # As in 0.2, a missing -d or --eval-fn is a usage error and a missing agent a value error.
+    agent = "-m/--module (or --mcp/--mcp-url)"
+    missing = [flag for flag, value in ((agent, args.module or args.mcp or args.mcp_url),
+                                        ("-d/--dataset", args.dataset), ("--eval-fn", args.eval_fn)) if not value]  # fmt: skip
+    if missing and missing != [agent]:
+        raise UsageError(f"the following arguments are required: {', '.join(missing)}")
     if missing:
-        raise CLIError(f"osmosis eval needs {', '.join(missing)} (see osmosis eval --help)")
+        raise CLIError(f"osmosis eval needs {agent} (see osmosis eval --help)")
     if (args.baseline_base_url or args.baseline_api_key) and not args.baseline_model:
         raise CLIError("--baseline-base-url and --baseline-api-key need --baseline-model")
     check_backend_arguments(args)
     if args.backend == "ray" and args.batch_size == "auto":
         raise CLIError(
-            "--batch-size auto follows one process's model calls; give --batch-size N with --backend ray"
+            "--concurrency auto follows one process's model calls; give --concurrency N with --backend ray"
         )
     setup_logging(logging.DEBUG if args.debug else None)
     args.quiet = args.quiet or args.json

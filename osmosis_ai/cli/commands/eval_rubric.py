@@ -31,11 +31,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-d",
         "--data",
+        "--dataset",
+        dest="data",
         required=True,
         type=Path,
         help="dataset of records to score (.jsonl, .csv or .parquet)",
     )
-    parser.add_argument("-n", "--number", type=int, default=1, help="evaluations per record (default: 1)")
+    parser.add_argument("-n", "--number", "--n", dest="number", type=int, default=1,
+                        help="evaluations per record (default: 1)")  # fmt: skip
     parser.add_argument(
         "-c",
         "--config",

@@ -90,7 +90,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write the regraded records (never one of the inputs)")  # fmt: skip
     declare_files(parser, read=["results", "dataset", "config"], written=["output"])
     add_journal_arguments(parser, unit="answer")
-    add_reward_runtime_arguments(parser, what="the grader")
+    add_reward_runtime_arguments(parser, what="the grader", prefixes=("--reward-", "--"))
     add_backend_arguments(parser)
     add_summary_arguments(parser)
     add_log_to_argument(parser)

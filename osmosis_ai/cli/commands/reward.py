@@ -66,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "function, in worker processes that a hung or crashing reward cannot take down; resumable.",
     )
     grader = score.add_mutually_exclusive_group(required=True)
-    grader.add_argument("-f", "--function", metavar="MODULE:FN",
+    grader.add_argument("-f", "--reward", "--function", dest="function", metavar="MODULE:FN",
                         help="the reward, e.g. my_rewards:exact: fn(solution_str, ground_truth, extra_info) "
                         "or fn(messages, ground_truth, metadata), sync or async")  # fmt: skip
     grader.add_argument("--rubric", metavar="ID",
@@ -88,7 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     score.add_argument("--extra-info-column", default="extra_info", metavar="NAME",
                        help="the column holding extra_info, an object (default extra_info; a JSON "
                        "object in a CSV file)")  # fmt: skip
-    add_reward_runtime_arguments(score, what="the reward", prefix="--")
+    add_reward_runtime_arguments(score, what="the reward", prefixes=("--", "--reward-"))
     score.add_argument("--max-failure-rate", type=fraction, default=0.0, metavar="FRACTION",
                        help="share of rows (0-1) that may fail without failing the command (default 0)")  # fmt: skip
     score.add_argument("-o", "--output", metavar="OUT.jsonl", type=absolute_path,

@@ -32,6 +32,7 @@ from osmosis_ai.cli.arguments import (
     add_journal_arguments,
     add_log_to_argument,
     add_reward_runtime_arguments,
+    add_rows_arguments,
     finite_number,
     fraction,
     whole_number,
@@ -90,6 +91,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--fail-on-drift", action="store_true", help="exit non-zero when any rollout's template drifts"
     )
+    add_rows_arguments(run)
     run.add_argument("--n", type=whole_number(1), default=1, help="rollouts per dataset row (default 1)")
     run.add_argument(
         "--max-turns", type=whole_number(1), default=10, help="max_turns sent to the agent (default 10)"
@@ -174,7 +176,7 @@ def plan_of(args: argparse.Namespace) -> RunPlan:
                       names=("reward",) if args.reward else (), reward="reward" if args.reward else "agent",
                       timeout=args.reward_timeout or None, workers=args.reward_workers,
                       memory_limit_mb=args.reward_memory_limit)  # fmt: skip
-    return RunPlan(Rows(args.dataset), server, scoring, n=args.n, concurrency=args.concurrency,
+    return RunPlan(Rows(args.dataset, args.offset, args.limit), server, scoring, n=args.n, concurrency=args.concurrency,
                    max_concurrency=args.max_concurrency, timeout=args.timeout,
                    journal=JournalSpec(args.journal, fresh=args.fresh, retry_failed=args.retry_failed))  # fmt: skip
 
@@ -206,8 +208,10 @@ async def _run(args: argparse.Namespace) -> int:
     state: dict[str, Any] = {"writer": None, "started": time.perf_counter(), "wall": 0.0}
     tally = RunTally(keep_lines=PER_ROLLOUT_TABLE_LIMIT + 1)
 
+    first = args.offset * args.n  # the writer numbers the selected rollouts from 0
+
     def sequence(item: WorkItem) -> int:
-        return item.row_index * args.n + item.sample_index
+        return item.row_index * args.n + item.sample_index - first
 
     async def admit(item: WorkItem) -> None:
         if state["writer"] is not None:
@@ -248,7 +252,9 @@ async def _run(args: argparse.Namespace) -> int:
 
                 def premade(start: int, stop: int) -> Any:
                     for kept in (
-                        journaled(start=divmod(start, args.n), stop=divmod(stop, args.n)) if journaled else ()
+                        journaled(start=divmod(start + first, args.n), stop=divmod(stop + first, args.n))
+                        if journaled
+                        else ()
                     ):
                         yield kept.data
 

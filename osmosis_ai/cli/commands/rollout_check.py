@@ -82,6 +82,8 @@ def add_parser(sub: Any) -> None:
     check.add_argument("--api-key", help="API key of the policy backend")
     check.add_argument(
         "--rows",
+        "--limit",
+        dest="rows",
         type=whole_number(1),
         default=DEFAULT_ROWS,
         help=f"dataset rows to run (default {DEFAULT_ROWS})",

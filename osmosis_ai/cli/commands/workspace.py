@@ -50,18 +50,27 @@ def run(args: argparse.Namespace) -> int:
         entries = [(key == current.active_workspace, c) for key, c in current.workspaces.items()]
         if args.json:
             print_json({"workspaces": [workspace_json(c, active=a) for a, c in entries]})
-        elif not entries:
-            console.print(NOT_LOGGED_IN)
+        if not entries:
+            return _not_logged_in(args)
         for is_active, credentials in [] if args.json else entries:
             say("  " + workspace_line(credentials, active=is_active))
         return 0
     active = current.get_active_credentials()
     if args.json:
         print_json({"workspace": workspace_json(active, active=True) if active else None})
-    elif active is None:
-        console.print(NOT_LOGGED_IN)
-    else:
+    if active is None:
+        return _not_logged_in(args)
+    if not args.json:
         say(f"Current workspace: {workspace_line(active)}")
         say(f"  User: {active.user.email}")
         console.print(f"  Expires: {active.expires_at.date().isoformat()}")
     return 0
+
+
+def _not_logged_in(args: argparse.Namespace) -> int:
+    """No workspace to list or show: a refusal (exit status 1), as ``whoami`` says it."""
+    if args.json:
+        json_failure(NOT_LOGGED_IN)
+    else:
+        console.print(NOT_LOGGED_IN)
+    return 1

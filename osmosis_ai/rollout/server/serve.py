@@ -41,6 +41,7 @@ import errno
 import json
 import logging
 import os
+import signal
 import socket
 import sys
 import threading
@@ -487,12 +488,17 @@ def _serve_workers(
         + _GRACEFUL_HTTP_SHUTDOWN_SECONDS
     )
     target = functools.partial(_serve_worker, portable, workers, options, on_worker_start)
+    supervisor = Supervisor(target, sock, workers, stop_seconds, host_state)
     try:
-        Supervisor(target, sock, workers, stop_seconds, host_state).run()
+        supervisor.run()
     finally:
         sock.close()
         if host_state is not None:
             run_sync(host_state.close())
+    if supervisor.stopped_by == signal.SIGTERM:
+        # As uvicorn ends one server: a stop request is re-raised once drained, so the process's
+        # status says it was stopped (143 in a shell) whatever the number of workers.
+        signal.raise_signal(signal.SIGTERM)
 
 
 def _serve_worker(

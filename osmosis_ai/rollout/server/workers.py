@@ -243,6 +243,8 @@ class Supervisor:
         self._restarts = [0] * count
         self._restart_at: list[float | None] = [None] * count
         self._signals: list[int] = []
+        self.stopped_by: int | None = None
+        """The signal that stopped the workers (``None`` while serving, or when a worker failed to start)."""
         self._stopping: Deadline | None = None  # set once every worker is asked to stop
         self._forced = False
 
@@ -342,6 +344,7 @@ class Supervisor:
         while self._signals:
             signum = self._signals.pop(0)
             if self._stopping is None:
+                self.stopped_by = signum
                 logger.info("stopping %d workers (draining)", self.count)
                 self._stop()
             elif signum == signal.SIGINT and not self._forced:

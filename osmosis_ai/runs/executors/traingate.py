@@ -230,12 +230,16 @@ class RolloutServer:
 
     def task_id_parts(self, plan: RunPlan) -> list[Any]:
         """The server, the policy, the dataset's path, ``n``, ``max_turns``, the sampling parameters,
-        the reward function and the tokenizer, as the command line gives them."""
+        the reward function and the tokenizer, as the command line gives them; the rows selected when
+        not all (so a run of every row keeps its journal)."""
         params = dict(self.completion_params)
         reward = plan.scoring.functions[0] if plan.scoring.functions else None
-        return [COMMAND, self.target(), self.model.name, self.model.base_url,
-                str(Path(plan.rows.dataset).resolve()), plan.n, self.max_turns, params.get("temperature"),
-                params.get("max_tokens"), reward, self.tokenizer, self.chat_template]  # fmt: skip
+        named = [COMMAND, self.target(), self.model.name, self.model.base_url,
+                 str(Path(plan.rows.dataset).resolve()), plan.n, self.max_turns, params.get("temperature"),
+                 params.get("max_tokens"), reward, self.tokenizer, self.chat_template]  # fmt: skip
+        if plan.rows.offset or plan.rows.limit is not None:
+            named.append([plan.rows.offset, plan.rows.limit])
+        return named
 
     def read_rows(self, rows: Rows) -> DatasetReader:
         from osmosis_ai.runs.dataset import DatasetReader

@@ -210,3 +210,33 @@ async def test_a_url_server_is_not_fingerprinted_and_a_resume_says_so(tmp_path: 
     assert first[0] == second[0] == 0
     assert "Note:" not in first[1] and len(server.inits) == 2  # the second run ran nothing
     assert f"Note: the code behind --url {server.url} cannot be fingerprinted" in second[1]
+
+
+def test_offset_and_limit_run_a_shard_with_a_journal_of_its_own(tmp_path: Path) -> None:
+    data = _setup(tmp_path, 4)
+    cache = tmp_path / "cache"
+    command = [
+        "rollout",
+        "run",
+        "-m",
+        "counting:agent_loop",
+        "-d",
+        str(data),
+        "--model",
+        "scripted",
+        "--n",
+        "2",
+    ]
+
+    def shard(out: str, *rows: str) -> list[tuple[int, int]]:
+        ran = _run(tmp_path, [*command, *rows, "-o", str(tmp_path / out)], OSMOSIS_CACHE_DIR=str(cache))
+        assert ran.returncode == 0, ran.stderr
+        return [(r["row_index"], r["sample_index"]) for r in map(json.loads, (tmp_path / out).open())]
+
+    assert shard("a.jsonl", "--offset", "1", "--limit", "2") == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    assert shard("b.jsonl", "--offset", "3") == [(3, 0), (3, 1)]
+    assert sorted(_calls(tmp_path)) == ["1 0", "1 1", "2 0", "2 1", "3 0", "3 1"]
+    assert len(list(cache.rglob("*.sqlite"))) == 2  # one journal per selection of rows
+    # Rerun, the first shard comes from its journal, written to -o in dataset order from row 1.
+    assert shard("again.jsonl", "--offset", "1", "--limit", "2") == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    assert len(_calls(tmp_path)) == 6

@@ -3,6 +3,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.support.platform import StandInPlatform, osmosis_on
 
 
@@ -33,10 +35,19 @@ def test_switch_to_an_unknown_workspace(platform: StandInPlatform, config: Path)
     assert "No workspace named 'Nope'" in result.stdout
 
 
-def test_empty_list_and_usage(platform: StandInPlatform, config: Path):
-    assert "Not logged in" in osmosis_on(platform, config, "workspace", "list").stdout
-    assert json.loads(osmosis_on(platform, config, "workspace", "list", "--json").stdout) == {
-        "workspaces": []
-    }
+@pytest.mark.parametrize("action", ["list", "current"])
+def test_not_logged_in_is_one_line_and_exit_1_and_usage_is_0(
+    platform: StandInPlatform, config: Path, action: str
+):
+    shown = osmosis_on(platform, config, "workspace", action)
+    assert (
+        shown.returncode == 1
+        and shown.stdout.startswith("Not logged in")
+        and len(shown.stdout.splitlines()) == 1
+    )
+    as_json = osmosis_on(platform, config, "workspace", action, "--json")
+    data = json.loads(as_json.stdout)
+    assert as_json.returncode == 1 and data["error"]["message"].startswith("Not logged in")
+    assert data[{"list": "workspaces", "current": "workspace"}[action]] in ([], None)
     usage = osmosis_on(platform, config, "workspace")
     assert usage.returncode == 0 and "usage: osmosis workspace" in usage.stdout
