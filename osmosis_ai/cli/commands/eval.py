@@ -179,7 +179,7 @@ async def _eval(args: argparse.Namespace) -> int:
                 output.warn(event.set_aside.describe())
             if event.remaining < event.planned:
                 line = resuming_line(event.planned - event.remaining, event.planned, "run", failed=event.failed,
-                                     retry_failed=args.retry_failed)  # fmt: skip
+                                     retry_failed=args.retry_failed, kept=event.kept)  # fmt: skip
                 say(line, quiet=args.quiet)
             bar = not args.quiet and output.wants_progress(None, event.remaining)
             advance = stack.enter_context(output.progress_bar(event.remaining, "eval", enabled=bar))

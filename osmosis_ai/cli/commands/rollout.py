@@ -237,7 +237,12 @@ async def _run(args: argparse.Namespace) -> int:
                     replayed += 1
             if replayed:
                 line = resuming_line(
-                    replayed, total, "rollout", failed=event.failed, retry_failed=args.retry_failed
+                    replayed,
+                    total,
+                    "rollout",
+                    failed=event.failed,
+                    retry_failed=args.retry_failed,
+                    kept=event.kept,
                 )
                 output.say(f"{line} (journal {event.journal})", quiet=args.quiet)
                 if args.url:
