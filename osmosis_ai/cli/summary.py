@@ -80,8 +80,9 @@ def summary_rows(run: Run, summary: Summary) -> list[tuple[str, str]]:
         rows += _score_rows(
             name, figures.scored, figures.mean, figures.pass_at_k, figures.pass_at_k_gaps, named=named
         )
-    latency = " / ".join(_ms(summary.latency_ms.get(p)) for p in ("p50", "p90", "p99"))
-    rows.append(("latency p50 / p90 / p99", latency))
+    if any(v is not None for v in summary.latency_ms.values()):  # reward score and regrade time no answers
+        latency = " / ".join(_ms(summary.latency_ms.get(p)) for p in ("p50", "p90", "p99"))
+        rows.append(("latency p50 / p90 / p99", latency))
     if summary.total_tokens is not None:
         rows.append(
             ("tokens", f"{summary.total_tokens:,} ({summary.prompt_tokens or 0:,} prompt, "

@@ -119,6 +119,7 @@ def test_a_hang_a_crash_and_a_row_without_its_answer_end_typed_and_the_run_finis
     assert outcomes[4][0] == "reward_crash" and "exited with status 3" in outcomes[4][1]
     assert [outcomes[i][0] for i in (0, 3, 5)] == ["completed"] * 3
     assert "Failed rows" in result.stdout and "reward_timeout" in result.stdout
+    assert "latency" not in result.stdout  # nothing is timed: no row of dashes
     assert "reward score" in (tmp_path / "r.html").read_text()
 
     # Run again with --json: nothing left to score, the same figures as one JSON object, the rule's exit.
