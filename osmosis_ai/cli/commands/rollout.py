@@ -307,7 +307,7 @@ def _finish(
     if not args.quiet:
         console = output.rich_console()
         if summary.rollouts <= PER_ROLLOUT_TABLE_LIMIT:
-            render_rollouts(tally.lines, console)
+            render_rollouts(tally.lines, console, samples=args.n > 1)
         render_summary(summary, tally, console)
         rollout_check.render_drift(tally.drift, console)
         if writer is not None:
@@ -426,13 +426,16 @@ async def _bench(args: argparse.Namespace) -> int:
 # -- the console report ------------------------------------------------------------------------------
 
 
-def render_rollouts(lines: Sequence[RolloutLine], console: Console) -> None:
-    """Print one row per rollout: status, reward, turns, token counts and the final answer."""
+def render_rollouts(lines: Sequence[RolloutLine], console: Console, *, samples: bool) -> None:
+    """Print one row per rollout: its row (and with ``samples``, its sample), status, reward, turns,
+    token counts and the final answer."""
     from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="Rollouts (tokens: generated / whole trajectory)", title_justify="left")
     table.add_column("row", justify="right")
+    if samples:
+        table.add_column("sample", justify="right")
     table.add_column("status", min_width=9)
     table.add_column("reward", justify="right", min_width=6)
     table.add_column("turns", justify="right", min_width=5)
@@ -442,6 +445,7 @@ def render_rollouts(lines: Sequence[RolloutLine], console: Console) -> None:
         reward = "-" if line.reward is None else f"{line.reward:.3f}"
         table.add_row(
             str(line.row_index),
+            *([str(line.sample_index)] if samples else []),
             line.status,
             reward,
             str(line.num_turns),
