@@ -345,6 +345,21 @@ def test_one_row_is_one_row_in_the_header_and_the_summary(tmp_path: Path) -> Non
     assert "2 (1 row x 2): completed 2" in result.stdout
 
 
+def test_the_scripted_model_s_tokens_are_counted_as_rollout_run_counts_them(tmp_path: Path) -> None:
+    common = ("-m", "examples.calculator.agent:agent_loop", "-d", "examples/calculator/dataset.jsonl",
+              "--model", "scripted")  # fmt: skip
+    evaluated = cli("eval", *common, "--eval-fn", "examples.calculator.reward:calculator_reward", "--limit", "1",
+                    "--journal", str(tmp_path / "e.sqlite"), "-o", str(tmp_path / "e.json"), "-q")  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stderr
+    rolled = cli("rollout", "run", *common, "--journal", str(tmp_path / "r.sqlite"), "-o", str(tmp_path / "r.jsonl"),
+                 "-q")  # fmt: skip
+    assert rolled.returncode == 0, rolled.stderr
+    usage = json.loads((tmp_path / "e.json").read_text())["rows"][0]["runs"][0]["token_usage"]
+    first = json.loads((tmp_path / "r.jsonl").read_text().splitlines()[0])["token_usage"]
+    assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
+    assert usage == first
+
+
 def test_every_pass_at_k_up_to_n_is_shown_and_those_without_support_say_why(
     openai_server: OpenAIServer, tmp_path: Path
 ) -> None:
