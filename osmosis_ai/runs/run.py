@@ -49,6 +49,9 @@ class RunEnd:
     limit: Limit
     backend_note: str
     samples_path: Path | None
+    idle: bool = False
+    """Nothing was left to run: every item came from the journal (the outputs of an earlier run of the
+    same task are then the same)."""
 
 
 def open_rows(plan: RunPlan) -> tuple[RowSource, int, int]:
@@ -164,6 +167,7 @@ async def run(
         opened = Opened(reader.file_path, total, selected, planned, remaining, failed, file, journal.set_aside,
                         limit.ceiling, journal.iter_records, kept)  # fmt: skip
         await tell(on_event, opened)
+        end.idle = not remaining
         if remaining:
             left = [tag for tag in tags if todo[tag]]
             await _run_items(

@@ -218,6 +218,7 @@ def _report(
         print_comparison,
         print_summary,
         run_member,
+        structured_results,
         write_json,
         write_structured,
     )
@@ -254,7 +255,14 @@ def _report(
     if args.output:
         write_json(Path(args.output), document, flag="--output")
         say(f"Results written to: {args.output}", quiet=args.quiet)
-    if output_dir is not None and end.status == "completed":
+    earlier = (
+        structured_results(output_dir, model=args.model, dataset=args.dataset, task_id=task_id)
+        if output_dir is not None and end.idle
+        else []
+    )
+    if earlier:
+        say(f"Nothing was left to run: the results are already in {earlier[-1]}", quiet=args.quiet)
+    elif output_dir is not None and end.status == "completed":
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         structured = {"version": 1, "task_id": task_id, "status": end.status, "written_at": now,
                       "config": {**config, "dataset": args.dataset, "module": agent_spec(args), "base_url": args.base_url,

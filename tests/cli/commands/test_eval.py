@@ -313,6 +313,11 @@ def test_output_path_and_log_samples_lay_out_the_results(openai_server: OpenAISe
     ]  # fmt: skip
     assert lines[0]["messages"][-1] == {"role": "assistant", "content": "2"}
     assert (journal.parent / f"{task_id}.samples.jsonl").exists()  # kept beside the journal
+    earlier = written.rename(written.with_name(f"results_1_{task_id}.json"))  # as if written a while ago
+    again = cli(*command[:-1], env={"OSMOSIS_CACHE_DIR": str(cache)})  # nothing left to run: no second copy
+    assert again.returncode == 0, again.stderr
+    assert list((results / "org-m-1" / "data").glob("results_*")) == [earlier]
+    assert f"Nothing was left to run: the results are already in {earlier}\n" in again.stdout
     inside = cli(
         *command[:-4], "--output-path", str(cache / "eval" / "x"), env={"OSMOSIS_CACHE_DIR": str(cache)}
     )
