@@ -39,7 +39,8 @@ class PlanError(EvaluationError, ValueError):
 @dataclass
 class RunEnd:
     """How a run ended: why it stopped early (``None``: it did not), the journal's status and records
-    per model tag (none without a journal), the concurrency limit it ran under, and where it ran."""
+    per model tag (none without a journal), the concurrency limit it ran under, where it ran, and
+    its journal."""
 
     task_id: str
     planned: int
@@ -49,6 +50,7 @@ class RunEnd:
     limit: Limit
     backend_note: str
     samples_path: Path | None
+    journal: Path | None = None
     idle: bool = False
     """Nothing was left to run: every item came from the journal (the outputs of an earlier run of the
     same task are then the same)."""
@@ -167,7 +169,7 @@ async def run(
         opened = Opened(reader.file_path, total, selected, planned, remaining, failed, file, journal.set_aside,
                         limit.ceiling, journal.iter_records, kept)  # fmt: skip
         await tell(on_event, opened)
-        end.idle = not remaining
+        end.journal, end.idle = file, not remaining
         if remaining:
             left = [tag for tag in tags if todo[tag]]
             await _run_items(

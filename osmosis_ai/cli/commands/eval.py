@@ -285,6 +285,7 @@ def _report(
         args.output or "osmosis eval",
         figures,
         extra={"concurrency": limit_summary(end.limit)},
+        end=end,
     )
     if stop is not None:
         raise CLIError(

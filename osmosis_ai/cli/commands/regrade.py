@@ -216,7 +216,7 @@ def _render(
         run, summary = run_figures(records, args.output or "osmosis regrade")
         if args.report:
             write_report(args.report, [run], summaries=[summary])
-        log_experiment(args, (run, summary))
+        log_experiment(args, (run, summary), end)
     scored = len(mine) - len(failed) - len(carried)
     line = f"{len(mine)} answer{'' if len(mine) == 1 else 's'} regraded: {scored} scored"
     if failed:

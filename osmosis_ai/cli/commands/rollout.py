@@ -46,8 +46,8 @@ from osmosis_ai.cli.summary import Figures, add_summary_arguments, check_run_out
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from osmosis_ai._pool import Limit
     from osmosis_ai.runs.plan import RunPlan
+    from osmosis_ai.runs.run import RunEnd
     from osmosis_ai.traingate.report import OrderedRecordWriter, RolloutLine, RunSummary, RunTally
 
 PER_ROLLOUT_TABLE_LIMIT = 20  # larger runs get the summary only; --output has every rollout
@@ -293,11 +293,11 @@ async def _run(args: argparse.Namespace) -> int:
         raise CLIError(f"cannot write --output {args.output}: {exc.strerror or exc}") from None
     if (line := limit_line(end.limit)) is not None:
         output.say(line, quiet=args.quiet)
-    return _finish(args, tally, state["writer"], state["wall"], end.limit)
+    return _finish(args, tally, state["writer"], state["wall"], end)
 
 
 def _finish(
-    args: argparse.Namespace, tally: RunTally, writer: OrderedRecordWriter | None, wall: float, limit: Limit
+    args: argparse.Namespace, tally: RunTally, writer: OrderedRecordWriter | None, wall: float, end: RunEnd
 ) -> int:
     """Report the run (tables, summary, the outcome line, --json/--report) and decide its exit status."""
     from osmosis_ai.cli.arguments import limit_summary
@@ -320,7 +320,7 @@ def _finish(
         output.say(drift, quiet=args.json)
     # The records file has every turn; without one, the records kept in memory (turns released).
     finish_run(args, args.output if args.output and not tally.records else tally.records, source, figures,
-               extra={"concurrency": limit_summary(limit)})  # fmt: skip
+               extra={"concurrency": limit_summary(end.limit)}, end=end)  # fmt: skip
     if not summary.all_terminal:
         lost = summary.rollouts - sum(summary.statuses.get(s, 0) for s in ("COMPLETED", "ERROR"))
         raise CLIError(
