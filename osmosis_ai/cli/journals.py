@@ -10,12 +10,20 @@ from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import warn
+from osmosis_ai.outcome import Outcome, OutcomeCounts, plural
 from osmosis_ai.runs.run import kept_if_used
 
 __all__ = ["journal_refusals", "kept_if_used", "open_journal", "resuming_line"]
 
 if TYPE_CHECKING:
     from osmosis_ai.runs.journal import Journal
+
+# What to fix before a failure kept on resume is worth running again (with --fresh).
+_FIXES = {
+    Outcome.REWARD_ERROR: "the reward",
+    Outcome.AGENT_ERROR: "the agent",
+    Outcome.NO_MODEL_CALLS: "the agent",
+}
 
 
 @contextlib.contextmanager
@@ -57,10 +65,22 @@ def open_journal(
     return journal
 
 
-def resuming_line(done: int, total: int, unit: str, *, failed: int, retry_failed: bool) -> str:
+def resuming_line(
+    done: int, total: int, unit: str, *, failed: int, retry_failed: bool, kept: OutcomeCounts
+) -> str:
     """``Resuming: 30 of 32 runs already finished`` and, when some of those failed and will not run
-    again, how to run them again."""
+    again, how to run them again: ``failed`` with ``--retry-failed``, ``kept`` only with ``--fresh``."""
     line = f"Resuming: {done} of {total} {unit}s already finished"
-    if failed and not retry_failed:
-        line += f" ({failed} of them failed; add --retry-failed to run those again)"
+    rerun = 0 if retry_failed else failed
+    held = kept.total
+    hints = []
+    if rerun:
+        hints.append(f"add --retry-failed to run {'those' if not held else f'{rerun} of them'} again")
+    if held:
+        named = " and ".join(f"{kept[o]} {plural(o.value, kept[o])}" for o in Outcome if kept[o])
+        fixes = {_FIXES.get(o) for o in kept.counts if kept[o]}
+        fix = f"fix {fixes.pop()} and " if len(fixes) == 1 and None not in fixes else ""
+        hints.append(f"{named} {'is' if held == 1 else 'are'} kept: {fix}run with --fresh")
+    if hints:
+        line += f" ({rerun + held} of them failed; {'; '.join(hints)})"
     return line

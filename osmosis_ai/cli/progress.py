@@ -54,7 +54,7 @@ class RunProgress(contextlib.AbstractContextManager["RunProgress"]):
             if event.remaining < event.planned:
                 done = event.planned - event.remaining
                 line = resuming_line(done, event.planned, self.unit, failed=event.failed,
-                                     retry_failed=self.retry_failed)  # fmt: skip
+                                     retry_failed=self.retry_failed, kept=event.kept)  # fmt: skip
                 say(line, quiet=self.quiet)
             bar = not self.quiet and wants_progress(self.bar, event.remaining)
             self.advance = self.stack.enter_context(progress_bar(event.remaining, self.label, enabled=bar))

@@ -26,6 +26,7 @@ TYPE_CHECKING = False  # the report package loads only when a summary is drawn
 if TYPE_CHECKING:
     from osmosis_ai.report.figures import RowComparison, Summary
     from osmosis_ai.report.model import Run
+    from osmosis_ai.runs.run import RunEnd
     from osmosis_ai.statistics import Estimate
 
 
@@ -80,8 +81,9 @@ def summary_rows(run: Run, summary: Summary) -> list[tuple[str, str]]:
         rows += _score_rows(
             name, figures.scored, figures.mean, figures.pass_at_k, figures.pass_at_k_gaps, named=named
         )
-    latency = " / ".join(_ms(summary.latency_ms.get(p)) for p in ("p50", "p90", "p99"))
-    rows.append(("latency p50 / p90 / p99", latency))
+    if any(v is not None for v in summary.latency_ms.values()):  # reward score and regrade time no answers
+        latency = " / ".join(_ms(summary.latency_ms.get(p)) for p in ("p50", "p90", "p99"))
+        rows.append(("latency p50 / p90 / p99", latency))
     if summary.total_tokens is not None:
         rows.append(
             ("tokens", f"{summary.total_tokens:,} ({summary.prompt_tokens or 0:,} prompt, "
@@ -227,11 +229,12 @@ def finish_run(
     figures: Figures | None = None,
     *,
     extra: Mapping[str, Any] | None = None,
+    end: RunEnd | None = None,
 ) -> None:
-    """``--report`` and ``--json`` once a run's results exist: ``results`` is the results file's path,
-    or the document a command writes with ``-o`` (the ``test``/``eval`` JSON) still in memory.
-    ``--json`` prints ``figures`` when given; the report needs the rows, so it reads ``results``
-    unless ``figures`` hold them."""
+    """``--report``, ``--json`` and ``--log-to`` once a run's results exist: ``results`` is the results
+    file's path, or the document a command writes with ``-o`` (the ``test``/``eval`` JSON) still in
+    memory. ``--json`` prints ``figures`` when given; the report needs the rows, so it reads
+    ``results`` unless ``figures`` hold them; ``end``: how the run ended (see :func:`log_experiment`)."""
     report, as_json = getattr(args, "report", None), getattr(args, "json", False)
     if report:
         run, summary = run_figures(results, source) if figures is None or not figures[0].rows else figures
@@ -244,7 +247,7 @@ def finish_run(
         assert figures is not None
         print_summary(*figures, as_json=True, extra=extra)
     if figures is not None:
-        log_experiment(args, figures)
+        log_experiment(args, figures, end)
 
 
 def run_config(args: argparse.Namespace) -> dict[str, Any]:
@@ -261,13 +264,26 @@ def run_config(args: argparse.Namespace) -> dict[str, Any]:
     )
 
 
-def log_experiment(args: argparse.Namespace, figures: Figures) -> None:
-    """Send the finished run to each ``--log-to`` tool (nothing without the flag); one line says where."""
+def log_experiment(args: argparse.Namespace, figures: Figures, end: RunEnd | None = None) -> None:
+    """Send the finished run to each ``--log-to`` tool (nothing without the flag); one line says where.
+    A rerun of a run (``end``) that had nothing left to run sends nothing to a tool its journal says
+    has the results already, and says so."""
     tools = getattr(args, "log_to", None)
     if not tools:
         return
     from osmosis_ai.cli.errors import CLIError
     from osmosis_ai.observe.loggers import MAX_SAMPLES, ExperimentLogError, RunLog, log_run
+    from osmosis_ai.runs.journal import Journal
+
+    quiet = bool(getattr(args, "quiet", False) or getattr(args, "json", False))
+    if (
+        end is not None
+        and end.idle
+        and end.journal is not None
+        and set(tools) <= Journal.logged_to(end.journal)
+    ):
+        say(f"Nothing was left to run: already logged to {', '.join(dict.fromkeys(tools))}", quiet=quiet)
+        return
 
     run, summary = figures
     values: dict[str, float] = {
@@ -312,7 +328,6 @@ def log_experiment(args: argparse.Namespace, figures: Figures) -> None:
     except ExperimentLogError as exc:
         raise CLIError(str(exc)) from None
     for tool, place in zip(dict.fromkeys(tools), where, strict=True):
-        say(
-            f"Logged to {tool}: {place}",
-            quiet=bool(getattr(args, "quiet", False) or getattr(args, "json", False)),
-        )
+        say(f"Logged to {tool}: {place}", quiet=quiet)
+    if end is not None and end.journal is not None:
+        Journal.note_logged(end.journal, tools)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from osmosis_ai._litellm import aimport_litellm
-from osmosis_ai.models import keys, openai_compat, scripted
+from osmosis_ai.models import keys, openai_compat, rendering, scripted
 from osmosis_ai.models import litellm as _litellm
 from osmosis_ai.models.concurrency import CallObserver, CallOutcome
 from osmosis_ai.models.errors import PREFLIGHT, ModelCallError, ModelRouteError
@@ -265,7 +265,10 @@ async def _complete(
         return parse(raw)
     if route.via == SCRIPTED:
         message, finish_reason = scripted.reply(messages, params.get("tools") or [])
-        return parse({"choices": [{"index": 0, "message": message, "finish_reason": finish_reason}]})
+        usage = rendering.byte_usage(messages, message)
+        return parse(
+            {"choices": [{"index": 0, "message": message, "finish_reason": finish_reason}], "usage": usage}
+        )
     raw = await _litellm.acomplete(
         route.model, messages, api_key=route.api_key, api_base=route.api_base, timeout=timeout, params=params
     )

@@ -284,7 +284,14 @@ def _rollout_trajectory(record: dict[str, Any], turns: list[dict[str, Any]]) -> 
             trajectory.extra[key] = record[key]
     if record.get("reward_error"):
         trajectory.extra["reward_error"] = record["reward_error"]
+    _keep_input(trajectory, record.get("input_record"))
     return trajectory
+
+
+def _keep_input(trajectory: Trajectory, record: Any) -> None:
+    """The dataset row a run was given, when its record keeps it (what a regrade scores it against)."""
+    if isinstance(record, dict):
+        trajectory.extra["input_record"] = dict(record)
 
 
 def _token_runs(record: dict[str, Any], turns: list[dict[str, Any]]) -> list[list[int]]:
@@ -371,6 +378,7 @@ def _row_from_local(result: Mapping[str, Any], *, sample: int) -> Row:
     trajectory = Trajectory(messages=_messages(messages))
     for key in ("append_only_violations", "violations"):
         trajectory.violations += [v for v in _list(result.get(key)) if isinstance(v, dict)]
+    _keep_input(trajectory, result.get("input_record"))
     return Row(
         row=_whole(result.get("row_index")) or 0,
         sample=sample,
@@ -401,7 +409,9 @@ def _read_eval(document: dict[str, Any], source: str) -> Run:
         for item in _list(row.get("runs")):
             if not isinstance(item, dict) or item.get("model_tag") == "baseline":
                 continue
-            rows.append(_eval_run(item, row_index=_whole(row.get("row_index")) or 0, primary=primary))
+            entry = _eval_run(item, row_index=_whole(row.get("row_index")) or 0, primary=primary)
+            _keep_input(entry.trajectory, row.get("input_record"))
+            rows.append(entry)
     threshold = _number(config.get("pass_threshold"))
     run = Run(
         source=source,

@@ -3,10 +3,12 @@
 ``eval-rubric -o`` write, told by content: :mod:`osmosis_ai.report.readers`), joined by
 ``(row, sample)``, each turned into the attempt its new scoring starts from (:func:`attempt_of`).
 
-The ground truth and the other columns the grader sees as ``extra_info`` come from the run's
-dataset by row index (the records keep none), or from the record itself (``eval-rubric``'s input
-record). An answer the grader cannot score (no final messages, no ground truth) is refused with the
-reason; an answer whose run failed before it was scored keeps its outcome.
+The ground truth and the other columns the grader sees as ``extra_info`` come from the record
+itself (its ``input_record``: the dataset row the run was given), or from the run's dataset by row
+index (``-d``, for files written before records kept their row). When the inputs lack what the
+grader needs (final messages, ground truth), the regrade is refused once, before any scoring, saying
+which flag gives it (:func:`check_answers`); an answer with messages but no assistant reply is
+refused with the reason; an answer whose run failed before it was scored keeps its outcome.
 """
 
 from __future__ import annotations
@@ -29,9 +31,12 @@ if TYPE_CHECKING:
 # eval --log-samples file alone, was not recorded). Any other outcome has no answer to score.
 SCOREABLE = ("completed", "reward_error", "reward_timeout", "reward_crash", "unknown")
 SCORING_FAILED = ("reward_error", "reward_timeout", "reward_crash")
-NO_ANSWER = {
-    "eval": "eval -o keeps no final messages; give its --log-samples file too",
-    "test": "test -o keeps no final messages; regrade the output of eval --log-samples or rollout run -o",
+# Why a results file has no final messages, and what gives them.
+NO_MESSAGES = {
+    "eval": "eval -o keeps its final messages in the --log-samples file: give that file too (or run eval "
+    "again with --log-samples)",
+    "test": "a test -o file without final messages (written by an earlier release): run osmosis test -o "
+    "again to regrade it",
 }
 REFUSED = "refused: "
 
@@ -106,6 +111,32 @@ def selected(answers: Mapping[tuple[int, int], Stored], only_failed: bool) -> li
     return [key for key, stored in answers.items() if not only_failed or stored.row.outcome in SCORING_FAILED]
 
 
+def check_answers(
+    answers: Mapping[tuple[int, int], Stored], chosen: Sequence[tuple[int, int]], *, needs_ground_truth: bool
+) -> None:
+    """Refuse the regrade, in one line, when an answer to score lacks what the grader needs: its
+    final messages, or (``needs_ground_truth``) its row's ground truth."""
+    scored = [answers[key] for key in chosen if answers[key].row.outcome in SCOREABLE]
+    silent = [stored for stored in scored if not stored.messages]
+    if silent:
+        first = silent[0]
+        reason = NO_MESSAGES.get(first.kind, "no final messages stored")
+        raise AnswersError(f"{first.source}: no final messages stored for {_count(silent, scored)}; {reason}")
+    if needs_ground_truth:
+        missing = [stored for stored in scored if "ground_truth" not in stored.columns]
+        if missing:
+            sources = ", ".join(sorted({stored.source for stored in missing}))
+            raise AnswersError(
+                f"{sources}: no ground_truth stored for {_count(missing, scored)}; give the run's dataset with -d"
+            )
+
+
+def _count(some: Sequence[Stored], of: Sequence[Stored]) -> str:
+    if len(some) == len(of):
+        return f"the {len(of)} answer{'' if len(of) == 1 else 's'} to score"
+    return f"{len(some)} of the {len(of)} answers to score"
+
+
 def _join_dataset(answers: Mapping[tuple[int, int], Stored], dataset: str | Path) -> None:
     """Each answer's columns from ``dataset``'s row of its index."""
     from osmosis_ai.runs.dataset import DatasetReader
@@ -127,9 +158,9 @@ def earlier_outcome(text: str) -> Outcome:
         return Outcome.INFRA_ERROR
 
 
-def attempt_of(stored: Stored, grader: str, *, needs_ground_truth: bool = True) -> Attempt:
-    """The attempt of a stored answer: completed with its final messages when the grader can score
-    it; refused (``reward_error``, with the reason) when it lacks what the grader needs; the
+def attempt_of(stored: Stored, grader: str) -> Attempt:
+    """The attempt of a stored answer: completed with its final messages when there is an answer to
+    score; refused (``reward_error``, with the reason) when no assistant message is stored; the
     earlier failure, kept, when the run never produced an answer."""
     from osmosis_ai.runs.result import Attempt
 
@@ -140,13 +171,8 @@ def attempt_of(stored: Stored, grader: str, *, needs_ground_truth: bool = True) 
     if row.outcome not in SCOREABLE:
         return Attempt(earlier_outcome(row.outcome), error=row.error or f"the earlier run ended in {row.outcome}",
                        finish_reason=row.finish_reason, extra=extra)  # fmt: skip
-    refusal = None
     if not any(m.get("role") == "assistant" for m in stored.messages):
-        refusal = NO_ANSWER.get(stored.kind, "no final assistant message stored")
-    elif needs_ground_truth and "ground_truth" not in stored.columns:
-        refusal = "no ground_truth stored; give the run's dataset with -d"
-    if refusal:
-        return Attempt(Outcome.REWARD_ERROR, error=REFUSED + refusal, extra=extra)
+        return Attempt(Outcome.REWARD_ERROR, error=REFUSED + "no final assistant message stored", extra=extra)
     return Attempt(Outcome.COMPLETED, final_messages=stored.messages, finish_reason=row.finish_reason,
                    extra=extra)  # fmt: skip
 

@@ -4,9 +4,11 @@ each :class:`~osmosis_ai.runs.result.Result`."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
+
+from osmosis_ai.outcome import OutcomeCounts
 
 if TYPE_CHECKING:
     from osmosis_ai.runs.journal import SampleRecord, SetAside
@@ -16,8 +18,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Opened:
     """The run's work is known: ``rows`` of the file's ``rows_in_file``; ``planned`` items, of which
-    ``remaining`` still run (a resumed run has the rest, ``failed`` of them failed and not run
-    again); the journal, any damaged one it set aside, and ``journaled(start, stop)``, which reads
+    ``remaining`` still run (a resumed run has the rest: ``failed`` of them failed and run again
+    with ``--retry-failed``, ``kept`` failed and are never run again but with ``--fresh``); the journal, any damaged one it set aside, and ``journaled(start, stop)``, which reads
     the journal's records between two keys a page at a time (for a caller that streams them)."""
 
     dataset: Path
@@ -31,6 +33,7 @@ class Opened:
     in_flight: int
     """The most items that run at once."""
     journaled: Callable[..., Iterator[SampleRecord]] | None = None
+    kept: OutcomeCounts = field(default_factory=OutcomeCounts)
 
 
 @dataclass(frozen=True)

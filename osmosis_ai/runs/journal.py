@@ -52,6 +52,7 @@ from osmosis_ai.errors import EvaluationError
 from osmosis_ai.outcome import Outcome
 
 SCHEMA_VERSION = "2"
+LOGGED_TO = "logged_to"  # the meta key of note_logged
 RETRIED_WITH_RETRY_FAILED = frozenset({Outcome.MODEL_ERROR, Outcome.REWARD_TIMEOUT, Outcome.REWARD_CRASH})
 PRIMARY = "primary"
 BASELINE = "baseline"
@@ -591,6 +592,38 @@ class Journal:
                 for _, future in batch:
                     if not future.done():
                         future.set_result(None)
+
+    @staticmethod
+    def logged_to(path: str | Path) -> frozenset[str]:
+        """The experiment trackers the run's results were sent to (:meth:`note_logged`), read-only."""
+        try:
+            with contextlib.closing(
+                sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+            ) as db:
+                found = db.execute("SELECT value FROM meta WHERE key = ?", (LOGGED_TO,)).fetchone()
+            tools = json.loads(found[0]) if found else []
+        except (sqlite3.Error, ValueError):
+            return frozenset()
+        return frozenset(t for t in tools if isinstance(t, str)) if isinstance(tools, list) else frozenset()
+
+    @staticmethod
+    def note_logged(path: str | Path, tools: Iterable[str]) -> None:
+        """Remember that the run's results were sent to ``tools``, so a rerun with nothing left to run
+        sends them no second copy. A journal another run holds, or one that cannot be written, is
+        left as it is: the rerun then sends its copy, which is all this note saves."""
+        file = Path(path)
+        try:
+            lock = _lock(file)
+        except JournalError:
+            return
+        try:
+            with contextlib.closing(sqlite3.connect(file)) as db, db:
+                value = json.dumps(sorted(Journal.logged_to(file) | set(tools)))
+                db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (LOGGED_TO, value))
+        except sqlite3.Error:
+            pass
+        finally:
+            os.close(lock)
 
     def mark(self, status: str) -> None:
         """Record the run's status (``in_progress`` or ``completed``) for listings."""

@@ -9,7 +9,9 @@ or the scoring errors.
 ``Result.record()`` is the record shape every command journals and writes, keyed as the
 commands' files have always been keyed where they mean the same thing (``row_index``,
 ``sample_index``, ``outcome``, ``error``, ``reward``, ``finish_reason``, ``duration_ms``,
-``token_usage``...); an executor adds what only it knows (a rollout run's turns and token ids, its
+``token_usage``...), with the dataset row the item ran on (``input_record``: what the scorer saw
+as the ground truth and ``extra_info``, so the record can be scored again with no other file); an
+executor adds what only it knows (a rollout run's turns and token ids, its
 protocol checks) through ``Attempt.extra``.
 """
 
@@ -104,4 +106,5 @@ class Result:
             "finish_reason": attempt.finish_reason,
             "scores": dict(self.scores),
             "eval_errors": dict(self.score_errors),
+            "input_record": dict(self.item.row),
         }

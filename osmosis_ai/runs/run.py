@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.errors import EvaluationError
+from osmosis_ai.outcome import Outcome, OutcomeCounts
 from osmosis_ai.runs.events import ItemsDone, OnEvent, Opened, Ready, tell
 from osmosis_ai.runs.items import WorkItem
-from osmosis_ai.runs.journal import PRIMARY, RETRIED_WITH_RETRY_FAILED
+from osmosis_ai.runs.journal import PRIMARY, RETRIED_WITH_RETRY_FAILED, runs_again
 from osmosis_ai.runs.plan import KeyedSource, Prepared, RowSource, RunPlan
 
 if TYPE_CHECKING:
@@ -38,7 +39,8 @@ class PlanError(EvaluationError, ValueError):
 @dataclass
 class RunEnd:
     """How a run ended: why it stopped early (``None``: it did not), the journal's status and records
-    per model tag (none without a journal), the concurrency limit it ran under, and where it ran."""
+    per model tag (none without a journal), the concurrency limit it ran under, where it ran, and
+    its journal."""
 
     task_id: str
     planned: int
@@ -48,6 +50,10 @@ class RunEnd:
     limit: Limit
     backend_note: str
     samples_path: Path | None
+    journal: Path | None = None
+    idle: bool = False
+    """Nothing was left to run: every item came from the journal (the outputs of an earlier run of the
+    same task are then the same)."""
 
 
 def open_rows(plan: RunPlan) -> tuple[RowSource, int, int]:
@@ -155,15 +161,15 @@ async def run(
         todo = {tag: journal.to_run(keys, retry_failed=retry, model_tag=tag) for tag in tags}
         remaining = sum(len(t) for t in todo.values())
         wanted = set(keys)
-        failed = sum(
-            o in RETRIED_WITH_RETRY_FAILED
-            for tag in tags
-            for key, o in journal.outcomes(tag)
-            if key in wanted
+        finished = [o for tag in tags for key, o in journal.outcomes(tag) if key in wanted]
+        failed = sum(o in RETRIED_WITH_RETRY_FAILED for o in finished)
+        kept = OutcomeCounts.of(
+            o for o in finished if not runs_again(o, retry_failed=True) and o is not Outcome.COMPLETED
         )
         opened = Opened(reader.file_path, total, selected, planned, remaining, failed, file, journal.set_aside,
-                        limit.ceiling, journal.iter_records)  # fmt: skip
+                        limit.ceiling, journal.iter_records, kept)  # fmt: skip
         await tell(on_event, opened)
+        end.journal, end.idle = file, not remaining
         if remaining:
             left = [tag for tag in tags if todo[tag]]
             await _run_items(

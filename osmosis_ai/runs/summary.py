@@ -198,6 +198,22 @@ def run_entry(record: SampleRecord) -> dict[str, Any]:
     return entry
 
 
+def _row_entry(index: int, records: list[SampleRecord]) -> dict[str, Any]:
+    """One row of the ``-o`` file: its runs, and the dataset row they ran on (for a regrade)."""
+    entry: dict[str, Any] = {
+        "row_index": index,
+        "runs": [
+            run_entry(r) for r in sorted(records, key=lambda r: (r.sample_index, r.model_tag != PRIMARY))
+        ],
+    }
+    given = next(
+        (r.data["input_record"] for r in records if isinstance(r.data.get("input_record"), dict)), None
+    )
+    if given is not None:
+        entry["input_record"] = given
+    return entry
+
+
 def legacy_document(
     config: Mapping[str, Any],
     primary: ModelSummary,
@@ -206,24 +222,16 @@ def legacy_document(
     baseline: ModelSummary | None = None,
     comparison: Comparison | None = None,
 ) -> dict[str, Any]:
-    """The ``-o`` file: ``config``, the primary model's ``summary``, ``rows`` sorted by index; a
-    baseline adds ``baseline_summary`` and ``comparison`` beside them."""
+    """The ``-o`` file: ``config``, the primary model's ``summary``, ``rows`` sorted by index (each
+    with its runs and its dataset row as ``input_record``); a baseline adds ``baseline_summary`` and
+    ``comparison`` beside them."""
     rows: dict[int, list[SampleRecord]] = {}
     for record in records:
         rows.setdefault(record.row_index, []).append(record)
     document: dict[str, Any] = {
         "config": dict(config),
         "summary": primary.to_dict(),
-        "rows": [
-            {
-                "row_index": index,
-                "runs": [
-                    run_entry(r)
-                    for r in sorted(rows[index], key=lambda r: (r.sample_index, r.model_tag != PRIMARY))
-                ],
-            }
-            for index in sorted(rows)
-        ],
+        "rows": [_row_entry(index, rows[index]) for index in sorted(rows)],
     }
     if baseline is not None:
         document["baseline_summary"] = baseline.to_dict()

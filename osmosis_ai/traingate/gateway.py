@@ -31,6 +31,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from osmosis_ai._sockets import bind_listener
+from osmosis_ai.models.rendering import render_completion, render_prompt
 from osmosis_ai.rollout.core.schemas import (
     CompletionsChoice,
     CompletionsRequest,
@@ -45,7 +46,7 @@ from osmosis_ai.traingate.errors import PolicyError, TrainGateError
 from osmosis_ai.traingate.policy.base import Generation, Message, Policy
 from osmosis_ai.traingate.session import RejectedCall, RolloutSession, TurnRecord
 from osmosis_ai.traingate.tito import TokenTrace, new_trace
-from osmosis_ai.traingate.tokenizer import ByteTokenizer, Tokenizer, render_completion, render_prompt
+from osmosis_ai.traingate.tokenizer import ByteTokenizer, Tokenizer
 
 logger = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@ A real trainer tokenizes with the policy's own chat template. Locally we only ne
 deterministic and consistent between turns, so TITO bookkeeping (prompt ids, completion ids,
 append-only prefixes) can be exercised end to end. Two implementations:
 
-* :class:`ByteTokenizer` (default): the UTF-8 bytes of a fixed text rendering of the messages —
-  no dependencies, 256-symbol vocabulary.
+* :class:`ByteTokenizer` (default): the UTF-8 bytes of a fixed text rendering of the messages
+  (:mod:`osmosis_ai.models.rendering`) — no dependencies, 256-symbol vocabulary.
 * :class:`HFTokenizer`: a HuggingFace ``tokenizer.json`` loaded with the ``tokenizers`` package,
   applied to the same rendering (no chat template, so ids approximate the model's, not equal them).
 
@@ -16,7 +16,6 @@ keeps them token-in-token-out).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,35 +23,6 @@ from osmosis_ai.traingate.chat_template import ChatTemplate
 from osmosis_ai.traingate.errors import TrainGateError
 
 Message = dict[str, Any]
-
-
-def render_message(message: Message) -> str:
-    """A deterministic text rendering of one message: role header, content, tool calls as JSON."""
-    role = str(message.get("role", ""))
-    content = message.get("content")
-    text = (
-        content
-        if isinstance(content, str)
-        else ""
-        if content is None
-        else json.dumps(content, sort_keys=True)
-    )
-    parts = [f"<|{role}|>\n{text}"]
-    if message.get("tool_calls"):
-        parts.append(json.dumps(message["tool_calls"], sort_keys=True, separators=(",", ":")))
-    if message.get("tool_call_id"):
-        parts.append(f"[tool_call_id={message['tool_call_id']}]")
-    return "\n".join(parts) + "\n"
-
-
-def render_prompt(messages: list[Message]) -> str:
-    """The rendering of a whole prompt, ending with the header the assistant's answer follows."""
-    return "".join(render_message(m) for m in messages) + "<|assistant|>\n"
-
-
-def render_completion(message: Message) -> str:
-    """The rendering of a generated assistant message (without its role header)."""
-    return render_message(message).split("\n", 1)[1]
 
 
 class Tokenizer(Protocol):

@@ -31,6 +31,14 @@ def test_summary_rows_name_outcomes_reward_latency_and_tokens() -> None:
     assert rows["tokens"] == "30 (20 prompt, 10 completion)"
 
 
+def test_a_run_without_latencies_has_no_latency_row() -> None:
+    untimed = Run(
+        "scores.jsonl", "reward score", [Row(0, 0, "completed", score=1.0), Row(1, 0, "reward_error")]
+    )
+    rows = dict(summary_rows(untimed, summarize(untimed)))
+    assert "latency p50 / p90 / p99" not in rows and rows["rows"] == "2: completed 1, reward_error 1"
+
+
 def test_json_summary_is_one_object_on_one_line() -> None:
     out = io.StringIO()
     with redirect_stdout(out):

@@ -116,6 +116,12 @@ def test_rollout_run_logs_to_tensorboard(tmp_path: Path) -> None:
     scalars = {v.tag: v.simple_value for e in events(tmp_path / "tb") for v in e.summary.value}
     assert scalars["summary/rows"] == ROWS
     assert scalars["summary/outcome_completed"] == ROWS
+    logged = sorted((tmp_path / "tb").rglob("events.out.tfevents.*"))
+    again = cli("rollout", "run", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--model", "scripted",
+                "--log-to", "tensorboard", cwd=tmp_path, env=env_for(tmp_path))  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert "Nothing was left to run: already logged to tensorboard\n" in again.stdout
+    assert sorted((tmp_path / "tb").rglob("events.out.tfevents.*")) == logged  # no second logger run
 
 
 def test_a_missing_extra_is_one_line_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from osmosis_ai.models.rendering import render_prompt
 from osmosis_ai.traingate.report import OrderedRecordWriter
 from osmosis_ai.traingate.session import RolloutSession, TurnRecord
-from osmosis_ai.traingate.tokenizer import ByteTokenizer, render_prompt
+from osmosis_ai.traingate.tokenizer import ByteTokenizer
 
 
 def _long_session(rollout_id: str, turns: int) -> RolloutSession:

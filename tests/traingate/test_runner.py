@@ -147,7 +147,7 @@ async def test_hanging_agent_times_out_and_the_local_server_stops_at_once() -> N
 
 
 async def test_long_prompts_are_tokenized_off_the_loop_with_the_same_ids() -> None:
-    from osmosis_ai.traingate.tokenizer import render_prompt
+    from osmosis_ai.models.rendering import render_prompt
 
     row = {**ROW, "system_prompt": "You are a calculator. " * 2000}  # ~44 KB: tokenized in a worker thread
     async with serve_agent_loop_locally(calculator_agent) as url, TrainGate(ScriptedPolicy()) as gate:

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from osmosis_ai.models.rendering import render_completion, render_prompt
 from osmosis_ai.traingate.errors import TrainGateError
-from osmosis_ai.traingate.tokenizer import ByteTokenizer, load_tokenizer, render_completion, render_prompt
+from osmosis_ai.traingate.tokenizer import ByteTokenizer, load_tokenizer
 
 
 def test_byte_tokenizer_prompt_extends_previous_prompt_plus_completion() -> None:

@@ -183,7 +183,7 @@ async def _eval(args: argparse.Namespace) -> int:
                 output.warn(event.set_aside.describe())
             if event.remaining < event.planned:
                 line = resuming_line(event.planned - event.remaining, event.planned, "run", failed=event.failed,
-                                     retry_failed=args.retry_failed)  # fmt: skip
+                                     retry_failed=args.retry_failed, kept=event.kept)  # fmt: skip
                 say(line, quiet=args.quiet)
             bar = not args.quiet and output.wants_progress(None, event.remaining)
             advance = stack.enter_context(output.progress_bar(event.remaining, "eval", enabled=bar))
@@ -222,6 +222,7 @@ def _report(
         print_comparison,
         print_summary,
         run_member,
+        structured_results,
         write_json,
         write_structured,
     )
@@ -258,7 +259,14 @@ def _report(
     if args.output:
         write_json(Path(args.output), document, flag="--output")
         say(f"Results written to: {args.output}", quiet=args.quiet)
-    if output_dir is not None and end.status == "completed":
+    earlier = (
+        structured_results(output_dir, model=args.model, dataset=args.dataset, task_id=task_id)
+        if output_dir is not None and end.idle
+        else []
+    )
+    if earlier:
+        say(f"Nothing was left to run: the results are already in {earlier[-1]}", quiet=args.quiet)
+    elif output_dir is not None and end.status == "completed":
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         structured = {"version": 1, "task_id": task_id, "status": end.status, "written_at": now,
                       "config": {**config, "dataset": args.dataset, "module": agent_spec(args), "base_url": args.base_url,
@@ -281,6 +289,7 @@ def _report(
         args.output or "osmosis eval",
         figures,
         extra={"concurrency": limit_summary(end.limit)},
+        end=end,
     )
     if stop is not None:
         raise CLIError(

@@ -4,7 +4,8 @@ any model (a rubric's judge calls are the only model calls).
 
 The inputs are what ``rollout run -o``, ``test -o``, ``eval -o`` (with its ``--log-samples`` file for
 the final messages) and ``eval-rubric -o`` write, read and joined by (row, sample) by
-:mod:`osmosis_ai.runs.earlier`, with the columns of ``-d DATASET`` by row index. The answers go
+:mod:`osmosis_ai.runs.earlier`, each answer scored against the dataset row its record keeps
+(``input_record``), or the row of ``-d DATASET`` by row index for a file that keeps none. The answers go
 through the run engine like every run: the stored answers of
 :class:`~osmosis_ai.runs.executors.stored.EarlierRuns`, each sent inside its work item (so Ray
 workers need none of the files), the one scorer, the journal (resumable). ``-r K`` scores each answer
@@ -79,7 +80,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "with --rubric, 'auto' follows what the judge's server can take")  # fmt: skip
     add_max_concurrency_argument(parser, "--concurrency")
     parser.add_argument("-d", "--dataset", type=absolute_path,
-                        help="the run's dataset, for each row's ground_truth and columns (joined by row index)")  # fmt: skip
+                        help="the run's dataset, for each row's ground_truth and columns (joined by row index); "
+                        "needed only for results files that keep no input_record (written by earlier releases)")  # fmt: skip
     parser.add_argument("-r", "--repeats", type=whole_number(1), default=1, metavar="K",
                         help="score each answer K times and report how the scores vary (default 1)")  # fmt: skip
     parser.add_argument("--only-failed", action="store_true",
@@ -216,7 +218,7 @@ def _render(
         run, summary = run_figures(records, args.output or "osmosis regrade")
         if args.report:
             write_report(args.report, [run], summaries=[summary])
-        log_experiment(args, (run, summary))
+        log_experiment(args, (run, summary), end)
     scored = len(mine) - len(failed) - len(carried)
     line = f"{len(mine)} answer{'' if len(mine) == 1 else 's'} regraded: {scored} scored"
     if failed:

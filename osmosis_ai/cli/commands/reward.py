@@ -215,7 +215,7 @@ def _render(args: argparse.Namespace, plan: RunPlan, end: RunEnd) -> int:
     failures = [_failure(line) for line in lines if line["outcome"] != "completed"]
     extra = {"distribution": _distribution(lines), "failures": failures, "output": args.output,
              "concurrency": limit_summary(end.limit)}  # fmt: skip
-    finish_run(args, lines, source, figures, extra=extra)
+    finish_run(args, lines, source, figures, extra=extra, end=end)
     reason = verdict(
         counts, max_failure_rate=args.max_failure_rate, unit="row", limit_name="--max-failure-rate"
     )

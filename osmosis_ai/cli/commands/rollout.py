@@ -47,8 +47,8 @@ from osmosis_ai.cli.summary import Figures, add_summary_arguments, check_run_out
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from osmosis_ai._pool import Limit
     from osmosis_ai.runs.plan import RunPlan
+    from osmosis_ai.runs.run import RunEnd
     from osmosis_ai.traingate.report import OrderedRecordWriter, RolloutLine, RunSummary, RunTally
 
 PER_ROLLOUT_TABLE_LIMIT = 20  # larger runs get the summary only; --output has every rollout
@@ -241,7 +241,12 @@ async def _run(args: argparse.Namespace) -> int:
                     replayed += 1
             if replayed:
                 line = resuming_line(
-                    replayed, total, "rollout", failed=event.failed, retry_failed=args.retry_failed
+                    replayed,
+                    total,
+                    "rollout",
+                    failed=event.failed,
+                    retry_failed=args.retry_failed,
+                    kept=event.kept,
                 )
                 output.say(f"{line} (journal {event.journal})", quiet=args.quiet)
                 if args.url:
@@ -294,11 +299,11 @@ async def _run(args: argparse.Namespace) -> int:
         raise CLIError(f"cannot write --output {args.output}: {exc.strerror or exc}") from None
     if (line := limit_line(end.limit)) is not None:
         output.say(line, quiet=args.quiet)
-    return _finish(args, tally, state["writer"], state["wall"], end.limit)
+    return _finish(args, tally, state["writer"], state["wall"], end)
 
 
 def _finish(
-    args: argparse.Namespace, tally: RunTally, writer: OrderedRecordWriter | None, wall: float, limit: Limit
+    args: argparse.Namespace, tally: RunTally, writer: OrderedRecordWriter | None, wall: float, end: RunEnd
 ) -> int:
     """Report the run (tables, summary, the outcome line, --json/--report) and decide its exit status."""
     from osmosis_ai.cli.arguments import limit_summary
@@ -308,7 +313,7 @@ def _finish(
     if not args.quiet:
         console = output.rich_console()
         if summary.rollouts <= PER_ROLLOUT_TABLE_LIMIT:
-            render_rollouts(tally.lines, console)
+            render_rollouts(tally.lines, console, samples=args.n > 1)
         render_summary(summary, tally, console)
         rollout_check.render_drift(tally.drift, console)
         if writer is not None:
@@ -321,7 +326,7 @@ def _finish(
         output.say(drift, quiet=args.json)
     # The records file has every turn; without one, the records kept in memory (turns released).
     finish_run(args, args.output if args.output and not tally.records else tally.records, source, figures,
-               extra={"concurrency": limit_summary(limit)})  # fmt: skip
+               extra={"concurrency": limit_summary(end.limit)}, end=end)  # fmt: skip
     if not summary.all_terminal:
         lost = summary.rollouts - sum(summary.statuses.get(s, 0) for s in ("COMPLETED", "ERROR"))
         raise CLIError(
@@ -427,13 +432,16 @@ async def _bench(args: argparse.Namespace) -> int:
 # -- the console report ------------------------------------------------------------------------------
 
 
-def render_rollouts(lines: Sequence[RolloutLine], console: Console) -> None:
-    """Print one row per rollout: status, reward, turns, token counts and the final answer."""
+def render_rollouts(lines: Sequence[RolloutLine], console: Console, *, samples: bool) -> None:
+    """Print one row per rollout: its row (and with ``samples``, its sample), status, reward, turns,
+    token counts and the final answer."""
     from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="Rollouts (tokens: generated / whole trajectory)", title_justify="left")
     table.add_column("row", justify="right")
+    if samples:
+        table.add_column("sample", justify="right")
     table.add_column("status", min_width=9)
     table.add_column("reward", justify="right", min_width=6)
     table.add_column("turns", justify="right", min_width=5)
@@ -443,6 +451,7 @@ def render_rollouts(lines: Sequence[RolloutLine], console: Console) -> None:
         reward = "-" if line.reward is None else f"{line.reward:.3f}"
         table.add_row(
             str(line.row_index),
+            *([str(line.sample_index)] if samples else []),
             line.status,
             reward,
             str(line.num_turns),

@@ -208,7 +208,7 @@ async def _test(args: argparse.Namespace) -> int:
     if output is not None:
         _write_json(output, document)
         say(quiet=args.quiet, line=f"Results written to: {output}")
-    finish_run(args, document, source, figures, extra={"concurrency": limit_summary(end.limit)})
+    finish_run(args, document, source, figures, extra={"concurrency": limit_summary(end.limit)}, end=end)
     if stop is not None:
         raise CLIError(f"the run stopped: {stop}")
     reason = verdict(

@@ -87,6 +87,15 @@ def check_output_path(directory: Path, journal_root: Path) -> Path:
     return resolved
 
 
+def _folder(directory: Path, model: str, dataset: str) -> Path:
+    return directory / safe_path_part(model) / safe_path_part(Path(dataset).stem)
+
+
+def structured_results(directory: Path, *, model: str, dataset: str, task_id: str) -> list[Path]:
+    """The results files :func:`write_structured` wrote for ``task_id`` (oldest first)."""
+    return sorted(_folder(directory, model, dataset).glob(f"results_*_{task_id}.json"))
+
+
 def write_structured(
     directory: Path,
     *,
@@ -99,7 +108,7 @@ def write_structured(
     """``<dir>/<model>/<dataset stem>/results_<unix>_<task id>.json`` and, with samples, the samples
     ``.jsonl`` beside it; returns the files written."""
     stamp = int(time.time())
-    folder = directory / safe_path_part(model) / safe_path_part(Path(dataset).stem)
+    folder = _folder(directory, model, dataset)
     results = folder / f"results_{stamp}_{task_id}.json"
     write_json(results, document, flag="--output-path")
     if samples is None:

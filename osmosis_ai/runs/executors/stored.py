@@ -151,7 +151,7 @@ class EarlierRuns:
     """The answers of earlier runs (``osmosis regrade``; :mod:`osmosis_ai.runs.earlier`): their
     results files, the run's ``dataset`` for the columns, each answer scored ``repeats`` times
     (model tags ``primary``, ``repeat-1``...), only the ones whose scoring failed with ``only_failed``.
-    ``needs_ground_truth``: the grader refuses an answer without one."""
+    ``needs_ground_truth``: the regrade is refused when an answer to score has none."""
 
     inputs: tuple[str, ...]
     dataset: str | None = None
@@ -189,12 +189,13 @@ class EarlierAnswers:
     """The answers :class:`EarlierRuns` selects, as the run's keyed source: each item carries its answer."""
 
     def __init__(self, source: EarlierRuns, grader: str) -> None:
-        from osmosis_ai.runs.earlier import read_answers, selected
+        from osmosis_ai.runs.earlier import check_answers, read_answers, selected
 
         self.source, self.grader = source, grader
         self.file_path = Path(source.inputs[0])
         self.answers = read_answers(source.inputs, source.dataset).stored
         self.selected = selected(self.answers, source.only_failed)
+        check_answers(self.answers, self.selected, needs_ground_truth=source.needs_ground_truth)
 
     def __len__(self) -> int:
         return len(self.selected)
@@ -217,9 +218,7 @@ class EarlierAnswers:
             for tag in tags:
                 item = WorkItem(key[0], key[1], stored.columns, tag)
                 if skip is None or not skip(item):
-                    answer = attempt_of(
-                        stored, self.grader, needs_ground_truth=self.source.needs_ground_truth
-                    )
+                    answer = attempt_of(stored, self.grader)
                     yield StoredItem(key[0], key[1], stored.columns, tag, answer=answer)
 
 

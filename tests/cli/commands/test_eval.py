@@ -313,6 +313,11 @@ def test_output_path_and_log_samples_lay_out_the_results(openai_server: OpenAISe
     ]  # fmt: skip
     assert lines[0]["messages"][-1] == {"role": "assistant", "content": "2"}
     assert (journal.parent / f"{task_id}.samples.jsonl").exists()  # kept beside the journal
+    earlier = written.rename(written.with_name(f"results_1_{task_id}.json"))  # as if written a while ago
+    again = cli(*command[:-1], env={"OSMOSIS_CACHE_DIR": str(cache)})  # nothing left to run: no second copy
+    assert again.returncode == 0, again.stderr
+    assert list((results / "org-m-1" / "data").glob("results_*")) == [earlier]
+    assert f"Nothing was left to run: the results are already in {earlier}\n" in again.stdout
     inside = cli(
         *command[:-4], "--output-path", str(cache / "eval" / "x"), env={"OSMOSIS_CACHE_DIR": str(cache)}
     )
@@ -343,6 +348,21 @@ def test_one_row_is_one_row_in_the_header_and_the_summary(tmp_path: Path) -> Non
     assert result.returncode == 0, result.stderr
     assert "(1 row x 2 runs); journal" in result.stdout
     assert "2 (1 row x 2): completed 2" in result.stdout
+
+
+def test_the_scripted_model_s_tokens_are_counted_as_rollout_run_counts_them(tmp_path: Path) -> None:
+    common = ("-m", "examples.calculator.agent:agent_loop", "-d", "examples/calculator/dataset.jsonl",
+              "--model", "scripted")  # fmt: skip
+    evaluated = cli("eval", *common, "--eval-fn", "examples.calculator.reward:calculator_reward", "--limit", "1",
+                    "--journal", str(tmp_path / "e.sqlite"), "-o", str(tmp_path / "e.json"), "-q")  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stderr
+    rolled = cli("rollout", "run", *common, "--journal", str(tmp_path / "r.sqlite"), "-o", str(tmp_path / "r.jsonl"),
+                 "-q")  # fmt: skip
+    assert rolled.returncode == 0, rolled.stderr
+    usage = json.loads((tmp_path / "e.json").read_text())["rows"][0]["runs"][0]["token_usage"]
+    first = json.loads((tmp_path / "r.jsonl").read_text().splitlines()[0])["token_usage"]
+    assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
+    assert usage == first
 
 
 def test_every_pass_at_k_up_to_n_is_shown_and_those_without_support_say_why(

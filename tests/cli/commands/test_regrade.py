@@ -92,24 +92,38 @@ def test_only_failed_with_none_failed_scores_nothing_and_keeps_every_answer(
     assert not journal.exists()  # nothing was run: no journal is left to list
 
 
-def test_rows_lacking_what_the_grader_needs_are_refused_by_row(rollouts: Path, tmp_path: Path) -> None:
-    result = cli(
-        "regrade", str(rollouts), "--reward", CONTAINS, *IN_PROCESS, "--journal", str(tmp_path / "j.sqlite")
+def test_a_rollout_run_output_regrades_alone_and_an_older_one_is_refused_once(
+    rollouts: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "alone.jsonl"
+    result = cli("regrade", str(rollouts), "--reward", CONTAINS, "-o", str(out), *IN_PROCESS,
+                 "--journal", str(tmp_path / "j.sqlite"))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.endswith(
+        "8 answers regraded: 6 scored, 2 kept as the earlier run ended (no answer to score)\n"
     )
-    assert result.returncode == 1
-    assert (
-        "row 0 sample 0: reward_error: refused: no ground_truth stored; give the run's dataset with -d"
-        in (result.stdout)
+    records = _lines(out)
+    assert records[0]["input_record"]["ground_truth"] == "19" and records[0]["input_record"]["mode"] == "ok"
+    again = cli(
+        "regrade", str(out), "--reward", CONTAINS, *IN_PROCESS, "--journal", str(tmp_path / "j2.sqlite")
     )
-    assert result.stderr == (
-        "Error: 6 of 8 answers could not be scored (first: refused: no ground_truth stored; give the "
-        "run's dataset with -d)\n"
+    assert again.returncode == 0, again.stderr  # a regrade's output keeps the rows too
+    older = tmp_path / "older.jsonl"  # a file written before records kept their row
+    older.write_text("".join(
+        json.dumps({k: v for k, v in r.items() if k != "input_record"}) + "\n" for r in _lines(rollouts)
+    ))  # fmt: skip
+    refused = cli(
+        "regrade", str(older), "--reward", CONTAINS, *IN_PROCESS, "--journal", str(tmp_path / "j3.sqlite")
+    )
+    assert refused.returncode == 1 and "row 0" not in refused.stdout
+    assert refused.stderr == (
+        f"Error: {older}: no ground_truth stored for the 6 answers to score; give the run's dataset with -d\n"
     )
 
 
 def test_a_test_output_keeps_its_answers_and_regrades(openai_server: OpenAIServer, tmp_path: Path) -> None:
     results = write_test_results(tmp_path, openai_server.url)
-    result = cli("regrade", str(results), "--reward", CONTAINS, "-d", str(CALCULATOR_DATASET), *IN_PROCESS,
+    result = cli("regrade", str(results), "--reward", CONTAINS, *IN_PROCESS,
                  "--journal", str(tmp_path / "j.sqlite"))  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert result.stdout.endswith("4 answers regraded: 4 scored\n")
@@ -119,8 +133,11 @@ def test_a_test_output_keeps_its_answers_and_regrades(openai_server: OpenAIServe
     results.write_text(json.dumps(document))
     result = cli("regrade", str(results), "--reward", CONTAINS, "-d", str(CALCULATOR_DATASET), *IN_PROCESS,
                  "--journal", str(tmp_path / "j2.sqlite"))  # fmt: skip
-    assert result.returncode == 1
-    assert "row 0 sample 0: reward_error: refused: test -o keeps no final messages;" in result.stdout
+    assert result.returncode == 1 and "row 0" not in result.stdout
+    assert result.stderr == (
+        f"Error: {results}: no final messages stored for the 4 answers to score; a test -o file without final "
+        "messages (written by an earlier release): run osmosis test -o again to regrade it\n"
+    )
 
 
 def _eval_files(tmp_path: Path, server: OpenAIServer) -> tuple[Path, Path, Path]:
@@ -179,6 +196,25 @@ def test_eval_output_and_its_samples_regraded_without_a_model_request(
     assert cli("report", str(out3), "-o", str(page), "-q").returncode == 0
     assert "scored 3 times: mean within-answer standard deviation 0.000 [0.000, 0.000]" in page.read_text()
     assert len(openai_server.requests) == before
+
+
+def test_an_eval_output_regrades_alone_and_one_without_samples_is_refused_once(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    results, samples, data = _eval_files(tmp_path, openai_server)
+    out = tmp_path / "regraded.jsonl"
+    result = cli("regrade", str(results), "--reward", CONTAINS, "-o", str(out), *IN_PROCESS,
+                 "--journal", str(tmp_path / "j.sqlite"))  # fmt: skip
+    assert result.returncode == 0, result.stderr  # the samples file its run names, the rows it keeps
+    assert [r["reward"] for r in _lines(out)] == [1.0, 1.0, 1.0, 1.0, 0.0, 0.0]
+    samples.unlink()
+    refused = cli("regrade", str(results), "--reward", CONTAINS, "-d", str(data), *IN_PROCESS,
+                  "--journal", str(tmp_path / "j2.sqlite"))  # fmt: skip
+    assert refused.returncode == 1 and "row 0" not in refused.stdout
+    assert refused.stderr == (
+        f"Error: {results}: no final messages stored for the 6 answers to score; eval -o keeps its final "
+        "messages in the --log-samples file: give that file too (or run eval again with --log-samples)\n"
+    )
 
 
 def test_only_failed_scores_the_failed_answers_and_keeps_the_others(tmp_path: Path) -> None:

@@ -119,6 +119,7 @@ def test_a_hang_a_crash_and_a_row_without_its_answer_end_typed_and_the_run_finis
     assert outcomes[4][0] == "reward_crash" and "exited with status 3" in outcomes[4][1]
     assert [outcomes[i][0] for i in (0, 3, 5)] == ["completed"] * 3
     assert "Failed rows" in result.stdout and "reward_timeout" in result.stdout
+    assert "latency" not in result.stdout  # nothing is timed: no row of dashes
     assert "reward score" in (tmp_path / "r.html").read_text()
 
     # Run again with --json: nothing left to score, the same figures as one JSON object, the rule's exit.
@@ -132,6 +133,14 @@ def test_a_hang_a_crash_and_a_row_without_its_answer_end_typed_and_the_run_finis
     }  # fmt: skip
     assert [f["row_index"] for f in summary["failures"]] == [1, 2, 4]
     assert summary["distribution"] == [{"low": 1.0, "high": 1.0, "rows": 3}]
+    # The resume line counts the failures the summary counts, and says which --retry-failed runs again.
+    resumed = cli("reward", "score", "-f", "scorers:exact", "-d", str(data), "--journal", str(journal),
+                  "--max-failure-rate", "0.5", cwd=tmp_path)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert (
+        "Resuming: 6 of 6 rows already finished (3 of them failed; add --retry-failed to run 2 of them again; "
+        "1 reward_error is kept: fix the reward and run with --fresh)\n"
+    ) in resumed.stdout
 
 
 def test_an_interrupted_run_resumes_to_the_output_of_an_uninterrupted_one(tmp_path: Path) -> None:

@@ -73,6 +73,9 @@ def test_run_calculator_writes_records(tmp_path: Path) -> None:
     trajectory = len(first["turns"][-1]["prompt_token_ids"]) + len(first["turns"][-1]["token_ids"])
     assert f"{generated}/{trajectory}" in result.stdout
     assert "Rollouts (tokens: generated / whole trajectory)" in result.stdout
+    table = result.stdout.splitlines()
+    assert any(line.startswith("┃ row ┃ sample ┃ status") for line in table)  # --n 2: which sample is which
+    assert any(line.startswith("│   0 │      1 │ COMPLETED") for line in table)
 
 
 def test_bad_dataset_is_a_clear_error(tmp_path: Path) -> None:
@@ -212,6 +215,7 @@ def test_an_agent_that_never_calls_the_model_is_not_a_score(tmp_path: Path) -> N
     )
     assert result.returncode == 1
     assert result.stdout.splitlines()[-1] == "2 rollouts: 0 completed (0.0%), no_model_calls 2"
+    assert "┃ row ┃ status" in result.stdout  # one sample per row: no sample column
     assert result.stderr.startswith("Error: all 2 rollouts failed (no_model_calls 2); first: ")
     assert "the agent finished without calling the model" in result.stderr
 

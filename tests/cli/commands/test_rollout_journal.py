@@ -113,9 +113,13 @@ def test_killed_with_sigkill_and_resumed_gives_the_uninterrupted_result(tmp_path
     rerun = _calls(tmp_path)[before:]
     finished = 24 - len(rerun)
     assert len(set(rerun)) == len(rerun) and finished > 0
+    # Rows 4 and 9 fail on purpose: those of them already finished are kept, and the line says so.
+    kept = sum(f"{row} {sample}" not in rerun for row in (4, 9) for sample in (0, 1))
+    failures = f" ({kept} of them failed; {kept} agent_error{'' if kept == 1 else 's'} {'is' if kept == 1 else 'are'} kept: fix the agent and run with --fresh)"
     journaled = [line for line in resumed.stdout.splitlines() if line.startswith("Resuming:")]
     assert journaled == [
-        f"Resuming: {finished} of 24 rollouts already finished (journal {tmp_path / 'resumed.sqlite'})"
+        f"Resuming: {finished} of 24 rollouts already finished{failures if kept else ''} "
+        f"(journal {tmp_path / 'resumed.sqlite'})"
     ]
 
 
