@@ -6,8 +6,11 @@ for. Standard library only: ``import osmosis_ai`` installs it.
 from __future__ import annotations
 
 import sys
-from importlib.machinery import ModuleSpec
-from types import ModuleType
+
+TYPE_CHECKING = False  # typing is not imported: `import osmosis_ai` installs this module
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
 
 
 class LazyAliasFinder:

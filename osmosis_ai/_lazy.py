@@ -10,7 +10,6 @@ instead of a bare ``ModuleNotFoundError`` from deep inside.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import sys
 
 TYPE_CHECKING = (
@@ -68,7 +67,11 @@ def _submodule(package: str, name: str) -> ModuleType:
     full = f"{package}.{name}"
     if full in sys.modules:  # imported, or being imported (a partly run module is not imported twice)
         return sys.modules[full]
-    if not name.startswith("__") and importlib.util.find_spec(full) is not None:
+    if name.startswith("__"):
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+    import importlib.util  # only here: the package's import stays this light
+
+    if importlib.util.find_spec(full) is not None:
         return importlib.import_module(full)
     raise AttributeError(f"module {package!r} has no attribute {name!r}")
 
