@@ -101,3 +101,18 @@ def test_a_self_hosted_models_run_is_priced_without_importing_litellm() -> None:
         "assert estimated_cost('openai/gpt-4o-mini', 3728, 1000) > 0"  # a listed one is still priced
     )
     assert "litellm" in _loaded_after(statement)
+
+
+def test_the_reward_decorator_import_loads_no_module_a_bare_interpreter_does_not_beside_the_package() -> None:
+    """``from osmosis_ai import osmosis_reward`` adds only the package's own few modules to what a
+    bare interpreter has loaded, and a few modules of the standard library's import machinery: no
+    typing, no importlib.util, no collections (each costs start-up time in every process that scores
+    a reward)."""
+    listing = "import sys; print(' '.join(sorted(sys.modules)))"
+    bare = subprocess.run([sys.executable, "-c", listing], capture_output=True, text=True, check=True).stdout
+    code = f"from osmosis_ai import osmosis_reward; {listing}"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    added = set(loaded.split()) - set(bare.split())
+    cheap = {"__future__", "importlib", "importlib._bootstrap", "importlib._bootstrap_external", "warnings"}
+    assert {m for m in added if m != "osmosis_ai" and not m.startswith("osmosis_ai.")} <= cheap
+    assert len([m for m in added if m.startswith("osmosis_ai")]) <= 6, sorted(added)
