@@ -209,6 +209,8 @@ class OsmosisLLMClient:
         settings: client settings (default: ``get_settings().client``).
         transport: send through this transport instead of the process-wide pool (tests, custom I/O).
         on_chat: called with the duration in seconds of each answered chat call (the server's metrics).
+        on_attempt: called after each attempt of a chat call with the answer's status (``None``: no
+            answer: a timeout or a refused connection).
         failures: log failed attempts through this :class:`~osmosis_ai._http.FailureLog` (a server's
             rollouts share one, so a trainer that does not answer costs a few lines a minute, not
             one per rollout and attempt); without it each one is logged.
@@ -226,6 +228,7 @@ class OsmosisLLMClient:
         *,
         transport: Transport | None = None,
         on_chat: Callable[[float], object] | None = None,
+        on_attempt: Callable[[int | None], object] | None = None,
         failures: FailureLog | None = None,
     ) -> None:
         self.settings = settings if settings is not None else get_settings().client
@@ -245,6 +248,7 @@ class OsmosisLLMClient:
             raise RolloutValueError(str(exc)) from None
         self._transport = transport
         self._on_chat = on_chat
+        self._on_attempt = on_attempt
         self._failures = failures
         self._headers = {"Content-Type": "application/json"}
         if api_key:
@@ -296,7 +300,7 @@ class OsmosisLLMClient:
         span = tracing.chat_started(model, "traingate")
         try:
             response, elapsed = await self._exchange(
-                self.server_url + CHAT_PATH, body, headers, self.max_retries
+                self.server_url + CHAT_PATH, body, headers, self.max_retries, on_attempt=self._on_attempt
             )
             result = self._parse_completion(response)
         except BaseException as exc:

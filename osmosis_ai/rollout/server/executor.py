@@ -6,7 +6,8 @@ equal list.
 
 Each accepted rollout runs in one task: wait for a concurrency slot, run ``agent.run(ctx)`` in a
 child task under the per-rollout deadline, commit the one terminal callback, free the slot, then
-deliver it (:mod:`~osmosis_ai.rollout.server.delivery`: the outbox, retries, wake-ups). The rules:
+deliver it (:mod:`~osmosis_ai.rollout.server.delivery`: the outbox, retries, wake-ups), holding no
+slot while it is retried. The rules:
 
 * whatever the agent raises — any ``BaseException``: ``SystemExit`` from an ``argparse`` inside a
   tool, ``KeyboardInterrupt``, a custom subclass — ends that rollout with ERROR and stays inside its
@@ -29,6 +30,10 @@ deliver it (:mod:`~osmosis_ai.rollout.server.delivery`: the outbox, retries, wak
   when the task ends, so a failed init can be retried and no record leaks;
 * ``request_timeout_seconds`` bounds ``run`` and ``get_tools``, so a hung agent cannot hold a
   concurrency slot forever;
+* a rollout whose trainer does not answer (an attempt of a chat call timed out or was refused) gives
+  its slot back for the rest of that call, and calls to a trainer whose last attempt went unanswered
+  start without a slot: waiting on a dead ``server_url`` takes no slot from other trainers' rollouts.
+  The rollout takes a slot again (at the back of the queue) before its agent goes on;
 * an optional queue limit rejects inits with 429 instead of queueing without bound;
 * shutdown drains in-flight rollouts for a grace period, then ends the rest with ERROR.
 """
@@ -44,12 +49,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai._deadline import Deadline
-from osmosis_ai._http import FailureLog, endpoint_of
+from osmosis_ai._http import FailureLog, endpoint_of, get_shared_transport
 from osmosis_ai._usercode import UserCodeRaised, contain, forget_traceback
 from osmosis_ai.errors import RewardReturnError
 from osmosis_ai.observe import tracing
 from osmosis_ai.rewards.score import agent_reward
-from osmosis_ai.rollout.client import OsmosisLLMClient
+from osmosis_ai.rollout.client import CompletionsResult, OsmosisLLMClient
 from osmosis_ai.rollout.core.base import RolloutContext, RolloutResult
 from osmosis_ai.rollout.core.exceptions import (
     OsmosisServerError,
@@ -141,6 +146,62 @@ class Bounded:
     abandoned: bool = False
 
 
+class Slot:
+    """One rollout's claim on a concurrency slot, given back while its agent waits on a trainer that
+    does not answer and taken again before the agent goes on."""
+
+    __slots__ = ("ended", "held", "state")
+
+    def __init__(self, state: AppState) -> None:
+        self.state = state
+        self.held = False
+        self.ended = False  # the rollout is over: a late take() must not hold a slot for nobody
+
+    async def take(self) -> None:
+        if self.held or self.ended:
+            return
+        await self.state.semaphore.acquire()
+        if self.ended:  # the rollout ended while this waited (an abandoned agent)
+            self.state.semaphore.release()
+            return
+        self.held = True
+        self.state.running += 1
+
+    def give(self) -> None:
+        if self.held:
+            self.held = False
+            self.state.running -= 1
+            self.state.semaphore.release()
+
+
+class _TrainerClient(OsmosisLLMClient):
+    """The client of one rollout's agent: its chat calls hold no slot while the trainer does not answer."""
+
+    def __init__(self, *args: Any, slot: Slot, unanswered: set[str], endpoint: str, **kwargs: Any) -> None:
+        super().__init__(*args, on_attempt=self._heard, **kwargs)
+        self._slot = slot
+        self._unanswered = unanswered  # the executor's: endpoints whose last attempt got no answer
+        self._endpoint = endpoint
+
+    def _heard(self, status: int | None) -> None:
+        if status is None:
+            self._unanswered.add(self._endpoint)
+            self._slot.give()
+        else:
+            self._unanswered.discard(self._endpoint)
+
+    async def chat_completions(self, *args: Any, **kwargs: Any) -> CompletionsResult:
+        if self._endpoint in self._unanswered:
+            self._slot.give()
+        try:
+            result = await super().chat_completions(*args, **kwargs)
+        except Exception:  # the agent may catch the failure and go on; a cancellation takes no slot
+            await self._slot.take()
+            raise
+        await self._slot.take()
+        return result
+
+
 class RolloutExecutor:
     """Starts rollouts for one app and reports their outcome to TrainGate.
 
@@ -184,6 +245,7 @@ class RolloutExecutor:
         self.shared_error: str | None = None
         """Why the shared state failed at its last use (``None``: it answered): /health says degraded."""
         self._abandoned: set[asyncio.Task[Any]] = set()
+        self._unanswered: set[str] = set()  # trainer endpoints whose last chat attempt got no answer
         self._draining = False  # True once shutdown cancels rollouts: a cancelled rollout reports ERROR
         self._callback_deadline: Deadline | None = None
         self._validate_tools = ToolsCache()
@@ -357,9 +419,9 @@ class RolloutExecutor:
         holding = False
         try:
             try:
-                async with self.slot():
+                async with self.slot() as slot:
                     holding = True
-                    committed = await self._execute(request, tools)
+                    committed = await self._execute(request, tools, slot)
             except asyncio.CancelledError:
                 if holding or not self._draining:
                     raise
@@ -371,16 +433,15 @@ class RolloutExecutor:
             await self.deliveries.deliver(committed)
 
     @contextlib.asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
+    async def slot(self) -> AsyncIterator[Slot]:
         """Hold one of the ``max_concurrent`` slots (waiting in the queue for it) while the body runs."""
-        state = self.state
-        await state.semaphore.acquire()
-        state.running += 1
+        slot = Slot(self.state)
+        await slot.take()
         try:
-            yield
+            yield slot
         finally:
-            state.running -= 1
-            state.semaphore.release()
+            slot.ended = True
+            slot.give()
 
     async def call_within(self, call: Callable[[], Awaitable[Any]], timeout: float | None) -> Bounded:
         """Run user code ``call()`` in a child task for at most ``timeout`` seconds (``None``: no limit).
@@ -400,9 +461,24 @@ class RolloutExecutor:
             return Bounded(child)
         return Bounded(child, timed_out=True, abandoned=not await self._stop(child, self.abandon_grace))
 
-    async def _execute(self, request: RolloutRequest, tools: Any) -> Delivery | None:
+    async def _execute(self, request: RolloutRequest, tools: Any, slot: Slot) -> Delivery | None:
         """Run the agent and commit its callback; the callback to deliver, if there is one."""
-        client = self._client(request.server_url, request.rollout_id, request.api_key)
+        on_chat = self.metrics.chat_call if self.metrics is not None else None
+        # Twice the connections, each endpoint at most half: calls waiting on a trainer that does
+        # not answer (they hold no slot) leave the pool to the other trainers' rollouts.
+        pool = self.client_settings.max_connections
+        client = _TrainerClient(
+            request.server_url,
+            request.rollout_id,
+            api_key=request.api_key,
+            settings=self.client_settings,
+            transport=get_shared_transport(2 * pool, per_host=pool),
+            on_chat=on_chat,
+            failures=self.failures,
+            slot=slot,
+            unanswered=self._unanswered,
+            endpoint=endpoint_of(request.server_url),
+        )
         ctx = RolloutContext(
             request=request,
             tools=tools,

@@ -11,6 +11,14 @@ tag: the model under test, and a baseline). How the attempt ended:
   kept), unless a model call of this item failed → ``model_error``;
 * invalid tools → ``agent_error``; the item's time limit passed → ``timeout``;
 * a systemic provider failure → ``infra_error``, marked ``systemic``: the run stops there.
+
+The item's deadline holds for an agent that swallows its cancellation (catches ``CancelledError``
+and goes on): the agent runs in a task of its own, cancelled at the deadline and, if it is still
+running ``ABANDON_GRACE_SECONDS`` later, closed (``GeneratorExit`` where it waits, which
+``except CancelledError`` and ``except Exception`` do not catch) and left to itself; the item is a
+``timeout`` either way. The agent shares the run's event loop (its sessions and clients may be bound
+to it), so an agent that blocks the loop itself (``time.sleep`` in ``async def run``) holds the run
+until it returns; Ctrl-C still ends the command (:mod:`osmosis_ai.cli.running`).
 """
 
 from __future__ import annotations
@@ -40,6 +48,9 @@ if TYPE_CHECKING:
     from osmosis_ai.runs.dataset import DatasetReader
     from osmosis_ai.runs.engine import Pipeline
 
+ABANDON_GRACE_SECONDS = 1.0
+_abandoned: set[asyncio.Task[Any]] = set()  # agents that outlived their closing, kept from the collector
+
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI-compatible providers accept
 
 
@@ -65,6 +76,24 @@ def validate_tools(tools: Any) -> list[Any]:
         ):
             raise ToolValidationError(f"tool {name!r}: 'parameters' must be a JSON schema of type 'object'")
     return tools
+
+
+async def _end(agent: asyncio.Task[Any]) -> None:
+    """Cancel ``agent``; close it if it is still running ``ABANDON_GRACE_SECONDS`` later."""
+    agent.cancel()
+    await asyncio.wait((agent,), timeout=ABANDON_GRACE_SECONDS)
+    if agent.done():
+        if not agent.cancelled():
+            agent.exception()  # retrieved: a late failure of a timed-out agent is not reported
+        return
+    # An agent that ignores GeneratorExit too raises RuntimeError; one that turns it into another
+    # error (``contain`` makes a ``UserCodeRaised`` of it) has ended all the same.
+    with contextlib.suppress(Exception):
+        agent.get_coro().close()
+    agent.cancel()
+    if not agent.done():
+        _abandoned.add(agent)
+        agent.add_done_callback(_abandoned.discard)
 
 
 @dataclass(frozen=True)
@@ -117,7 +146,16 @@ class InProcessExecutor:
                 metadata_overrides=model.metadata,
             )
             remaining = None if deadline is None else deadline.remaining()
-            await asyncio.wait_for(self._run_agent(request, client, attempt), remaining)
+            agent = asyncio.get_running_loop().create_task(self._run_agent(request, client, attempt))
+            try:
+                done, _ = await asyncio.wait((agent,), timeout=remaining)
+            except asyncio.CancelledError:
+                agent.cancel()
+                raise
+            if not done:
+                await _end(agent)
+                raise asyncio.TimeoutError
+            agent.result()
         except SystemicProviderError as exc:
             attempt.outcome, attempt.error, attempt.systemic = Outcome.INFRA_ERROR, str(exc), str(exc)
         except ToolValidationError as exc:

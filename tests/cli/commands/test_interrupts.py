@@ -36,12 +36,17 @@ class Hung(RolloutAgentLoop):
 
     async def run(self, ctx):
         mode = ctx.request.metadata.get("mode")
-        if mode in ("await", "block"):
+        if mode in ("await", "block", "stubborn"):
             _started(ctx.request.metadata["row_index"])
         if mode == "await":
             await asyncio.Event().wait()
         if mode == "block":
             time.sleep(600)  # blocks the event loop itself
+        while mode == "stubborn":  # swallows every cancellation
+            try:
+                await asyncio.sleep(600)
+            except asyncio.CancelledError:
+                pass
         result = await ctx.chat(list(ctx.request.messages))
         return ctx.complete([*ctx.request.messages, result.message], reward=1.0)
 
@@ -80,6 +85,23 @@ def test_timeout_ends_hung_rows_and_the_rest_complete(openai_server: OpenAIServe
     assert result.stderr.startswith("Error: 2 of 4 rows ended in an infrastructure failure (timeout 2)")
     outcomes = [r["outcome"] for r in json.loads(out.read_text())["results"]]
     assert outcomes == ["completed", "timeout", "timeout", "completed"]
+
+
+def test_timeout_ends_an_agent_that_swallows_its_cancellation(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    openai_server.default = Reply(content="2")
+    data, markers = _setup(tmp_path, "ok", "stubborn", "ok")
+    out = tmp_path / "out.json"
+    # The stubborn row would hold the command for ever: it returns, its row a timeout.
+    result = osmosis("test", "-m", "hung_agent:agent_loop", "-d", str(data), "--model", "m", "--base-url",
+                     openai_server.url, "--timeout", "2", "-o", str(out), cwd=tmp_path,
+                     env={"MARKERS": str(markers)}, timeout=90)  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "3 rows: 2 completed (66.7%), timeout 1" in result.stdout
+    outcomes = [r["outcome"] for r in json.loads(out.read_text())["results"]]
+    assert outcomes == ["completed", "timeout", "completed"]
+    assert "Traceback" not in result.stderr
 
 
 def test_eval_timeout_covers_a_hung_eval_function(openai_server: OpenAIServer, tmp_path: Path) -> None:
