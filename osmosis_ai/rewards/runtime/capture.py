@@ -5,7 +5,8 @@ sample prints goes into that sample's :class:`Capture`, found through a context 
 samples one worker runs at once keep their output apart. A capture keeps the first ``limit``
 characters and counts the rest, so a reward that prints 10 MB costs its own time, not the run's
 memory. Output that belongs to no sample (printed at import, or by a thread the reward left running)
-goes to the worker's own capture, which is reported only if the worker fails to start.
+goes to the worker's own capture, which is reported if the worker fails to start, and to the
+descriptor too, so a worker that dies without reporting (``os._exit`` at import) is not silent.
 
 What is written to the file descriptors directly — C code, child processes, ``faulthandler`` on a
 fatal signal — reaches the parent through a pipe, of which the parent keeps the last bytes since
@@ -14,7 +15,9 @@ the worker last reported results (:class:`Tail`): a crashed worker's last words.
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
 from contextvars import ContextVar
 
 CURRENT: ContextVar[Capture | None] = ContextVar("osmosis_reward_capture", default=None)
@@ -67,7 +70,12 @@ class CaptureStream(io.TextIOBase):
     def write(self, text: str) -> int:
         if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
-        (CURRENT.get() or self._fallback).write(text)
+        capture = CURRENT.get()
+        if capture is None:  # no sample's: also to the descriptor, so a worker that dies before it
+            capture = self._fallback  # can report (os._exit at import) leaves its last words in the tail
+            with contextlib.suppress(OSError):
+                os.write(self._fd, text.encode("utf-8", "replace"))
+        capture.write(text)
         return len(text)
 
     def writable(self) -> bool:

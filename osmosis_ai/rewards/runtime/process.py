@@ -204,9 +204,7 @@ class WorkerProcess:
     def _result_eof(self) -> None:
         self._eof_at = time.monotonic()
         self.ready = False
-        if self._ready is not None and not self._ready.done():
-            self._ready.set_exception(WorkerStartError("a reward worker process ended before it was ready"))
-        self._schedule_poll()
+        self._schedule_poll()  # a start that fails is told once its last words are in (_poll_exit)
 
     def _schedule_poll(self) -> None:
         if self._poll is None and not self._finished:
@@ -235,6 +233,13 @@ class WorkerProcess:
             self._schedule_poll()  # its last words (a fatal signal's traceback) may still be on the way
             return
         self._finished = True
+        if self._ready is not None and not self._ready.done():
+            said = self.tail.text()
+            self._ready.set_exception(
+                WorkerStartError(
+                    "a reward worker process ended before it was ready" + (f": {said}" if said else "")
+                )
+            )
         try:
             if (on_gone := self._on_gone()) is not None:
                 on_gone(self)

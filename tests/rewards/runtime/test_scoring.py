@@ -636,6 +636,29 @@ async def test_a_reward_that_imports_in_the_parent_but_not_in_a_worker_is_a_star
     assert children() == before
 
 
+async def test_a_worker_that_dies_while_importing_keeps_its_last_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "dies_loading.py").write_text(
+        textwrap.dedent("""\
+        import os, sys
+        if "DIES_LOADING_PARENT" in os.environ:  # the parent's own import passes; the workers' do not
+            sys.stderr.write("the licence file is missing")  # no newline, and no exit handler runs
+            sys.stderr.flush()
+            os._exit(3)
+        os.environ["DIES_LOADING_PARENT"] = "1"
+        def score(solution_str, ground_truth, extra_info=None):
+            return 1.0
+    """)
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("DIES_LOADING_PARENT", raising=False)
+    runtime = RewardRuntime("dies_loading:score", workers=1, timeout=10)
+    with pytest.raises(WorkerStartError, match=r"ended before it was ready: the licence file is missing$"):
+        await runtime.start()
+    await runtime.close()
+
+
 def test_score_batch_keeps_row_order() -> None:
     results = score_batch(HOSTILE, [row(f"score:{i}") for i in range(30)], workers=2, timeout=10)
     assert [(r.index, r.score) for r in results] == [(i, float(i)) for i in range(30)]
