@@ -17,7 +17,9 @@ as the model-call seam will. Measured side by side, ``--seconds`` each:
    fixed limit of step 1, each judged on the second half against the halved capacity.
 
 4. the same sweep and ``auto`` against a second server that refuses only past 8x the capacity
-   (``--refuse-past 8``): capacity shows only as latency rising while requests queue.
+   (``--refuse-past 8``), whose service also slows as its batch fills (``--batch-slowdown``, 0.5:
+   a full batch 1.5x slower), as a continuous-batching server's does: capacity shows only as latency
+   rising, first with the batch, then with the queue.
 
 Goal: ``auto`` reaches >= 0.9x the best fixed throughput with < 1% failed requests (an item whose
 every attempt failed), and recovers when the capacity halves. Throughput counts the requests
@@ -304,6 +306,12 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.1, help="seconds the server takes per request")
     parser.add_argument("--seconds", type=float, default=20.0, help="length of each run")
     parser.add_argument("--latency-only", action="store_true", help="only the server refusing past 8x")
+    parser.add_argument(
+        "--batch-slowdown",
+        type=float,
+        default=0.5,
+        help="the latency-only server's service time x (1 + this x others running / capacity)",
+    )
     args = parser.parse_args()
     print(f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())} ({os.cpu_count()} cores)")
     print(
@@ -314,10 +322,13 @@ def main() -> None:
         with CapacityServerProcess(args.capacity, latency=args.latency) as base_url:
             results = asyncio.run(measure(base_url, args.capacity, args.seconds))
         _report(results, args.capacity, args.latency, args.seconds)
-    with CapacityServerProcess(args.capacity, latency=args.latency, refuse_past=LATENCY_ONLY) as base_url:
+    with CapacityServerProcess(
+        args.capacity, latency=args.latency, refuse_past=LATENCY_ONLY, batch_slowdown=args.batch_slowdown
+    ) as base_url:
         quiet = asyncio.run(measure_latency_only(base_url, args.seconds))
     print(
-        f"\nlatency only: 429 past {LATENCY_ONLY:g}x the capacity ({LATENCY_ONLY * args.capacity:g} inside):"
+        f"\nlatency only: 429 past {LATENCY_ONLY:g}x the capacity ({LATENCY_ONLY * args.capacity:g} inside), "
+        f"batch slowdown {args.batch_slowdown:g} (a full batch {1 + args.batch_slowdown:g}x slower):"
     )
     _table(quiet["runs"], quiet["best"], args.capacity / args.latency)
     _verdicts(quiet["runs"], quiet["best"], "latency only")

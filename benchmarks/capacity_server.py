@@ -6,7 +6,9 @@ It serves ``POST /v1/chat/completions`` the way a continuous-batching server beh
 at most ``capacity`` requests are served at once, each for about ``latency`` seconds (``--jitter``
 spreads it uniformly); the next ones wait in line, so latency grows past the capacity; a request
 that finds ``--refuse-past`` times the capacity (2) already inside is refused at once with 429 and
-``Retry-After`` (0: never refused, so capacity shows only as latency rising). The
+``Retry-After`` (0: never refused, so capacity shows only as latency rising). With
+``--batch-slowdown s`` a request admitted beside ``r`` others is served ``1 + s * r / capacity``
+times slower, as a batch step slows with the batch: latency rises well before the capacity. The
 client is never told the capacity. ``GET /metrics`` answers vLLM's load figures (requests running
 and waiting, KV-cache use as running over capacity, preemptions: none) unless ``--no-metrics``.
 
@@ -97,6 +99,7 @@ class CapacityServer:
         jitter: float = 0.2,
         retry_after: float = 1.0,
         refuse_past: float = 2.0,
+        batch_slowdown: float = 0.0,
         metrics: bool = True,
         seed: int = 1,
     ) -> None:
@@ -109,6 +112,7 @@ class CapacityServer:
         self.jitter = jitter
         self.retry_after = retry_after
         self.refuse_past = refuse_past
+        self.batch_slowdown = batch_slowdown
         self.metrics = metrics
         self.stats = Stats()
         self.inside = 0
@@ -139,7 +143,10 @@ class CapacityServer:
         try:
             await self.slots.enter()
             try:
-                await asyncio.sleep(self.latency * self._random.uniform(1 - self.jitter, 1 + self.jitter))
+                batch = 1 + self.batch_slowdown * (self.slots.running - 1) / self.slots.capacity
+                await asyncio.sleep(
+                    batch * self.latency * self._random.uniform(1 - self.jitter, 1 + self.jitter)
+                )
             finally:
                 self.slots.leave()
         finally:
@@ -253,9 +260,11 @@ class CapacityServerProcess(ServerProcess):
         latency: float = 0.1,
         jitter: float = 0.2,
         refuse_past: float = 2.0,
+        batch_slowdown: float = 0.0,
         metrics: bool = True,
     ) -> None:
         arguments = [
+            f"--batch-slowdown={batch_slowdown}",
             f"--capacity={capacity}",
             f"--latency={latency}",
             f"--jitter={jitter}",
@@ -275,6 +284,12 @@ def main() -> None:
     parser.add_argument(
         "--refuse-past", type=float, default=2.0, help="429 past this many times the capacity inside; 0 never"
     )
+    parser.add_argument(
+        "--batch-slowdown",
+        type=float,
+        default=0.0,
+        help="service time x (1 + this x others running / capacity)",
+    )
     parser.add_argument("--no-metrics", action="store_true", help="no /metrics page")
     parser.add_argument("--schedule", default="", help="SECONDS:CAPACITY,... capacity changes from the start")
     parser.add_argument("--seed", type=int, default=1)
@@ -288,6 +303,7 @@ def main() -> None:
             jitter=args.jitter,
             retry_after=args.retry_after,
             refuse_past=args.refuse_past,
+            batch_slowdown=args.batch_slowdown,
             metrics=not args.no_metrics,
             seed=args.seed,
         )
