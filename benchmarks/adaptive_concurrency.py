@@ -316,7 +316,7 @@ def main() -> None:
     print(f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())} ({os.cpu_count()} cores)")
     print(
         f"capacity {args.capacity} (unknown to the client), service {args.latency * 1000:g} ms +- 20%, "
-        f"429 past {2 * args.capacity}; ideal {args.capacity / args.latency:.0f} req/s; each run {args.seconds:g} s\n"
+        f"ideal {args.capacity / args.latency:.0f} req/s; each run {args.seconds:g} s; first 429 past {2 * args.capacity}\n"
     )
     if not args.latency_only:
         with CapacityServerProcess(args.capacity, latency=args.latency) as base_url:
