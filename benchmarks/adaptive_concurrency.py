@@ -16,6 +16,11 @@ as the model-call seam will. Measured side by side, ``--seconds`` each:
 3. the capacity halved half way through a run of twice the length: ``auto`` both ways and the best
    fixed limit of step 1, each judged on the second half against the halved capacity.
 
+4. the same sweep and ``auto`` against a second server that refuses only past 8x the capacity
+   (``--refuse-past 8``), whose service also slows as its batch fills (``--batch-slowdown``, 0.5:
+   a full batch 1.5x slower), as a continuous-batching server's does: capacity shows only as latency
+   rising, first with the batch, then with the queue.
+
 Goal: ``auto`` reaches >= 0.9x the best fixed throughput with < 1% failed requests (an item whose
 every attempt failed), and recovers when the capacity halves. Throughput counts the requests
 answered before each run's end; the limit over time of the halving run is printed as a table.
@@ -50,6 +55,7 @@ SWEEP = (4, 8, 16, 32, 64, 128, 256)
 BODY = json.dumps({"model": "bench", "messages": [{"role": "user", "content": "Say ok."}]}).encode()
 HEADERS = {"Content-Type": "application/json"}
 RETRY = RetryPolicy(max_attempts=4)
+LATENCY_ONLY = 8.0  # the latency-only server refuses past this many times its capacity
 TICK = 1.0  # seconds per row of the limit-over-time table
 
 
@@ -209,16 +215,50 @@ async def measure(
     return {"runs": runs, "best": best, "highest": highest, "halving": halving}
 
 
-def _report(results: dict[str, Any], capacity: int, latency: float, seconds: float) -> None:
-    ideal = capacity / latency
-    best: Run = results["best"]
+async def measure_latency_only(
+    base_url: str, seconds: float, sweep: tuple[int, ...] = SWEEP
+) -> dict[str, Any]:
+    """The sweep and ``auto`` (both ways) against a server that shows its capacity only as latency."""
+    pool = shared_pool(1024)
+    runs: list[Run] = []
+    for n in sweep:
+        await _drained(pool, base_url)
+        runs.append(await drive(base_url, FixedLimit(n), f"fixed {n}", seconds, pool))
+    usable = [run for run in runs if run.failed_share < 0.01] or runs
+    best = max(usable, key=lambda r: r.throughput)
+    for metrics in (False, True):
+        await _drained(pool, base_url)
+        label = "auto (metrics)" if metrics else "auto"
+        runs.append(await drive(base_url, _auto(base_url, metrics), label, seconds, pool))
+    return {"runs": runs, "best": best}
+
+
+def _table(runs: list[Run], best: Run, ideal: float) -> None:
     print(f"{'limit':<16}{'req/s':>8}{'of ideal':>10}{'of best':>9}{'failed':>9}{'refused':>9}{'p50 ms':>8}")
-    for run in results["runs"]:
+    for run in runs:
         p50 = median(run.latencies) * 1000 if run.latencies else float("nan")
         print(
             f"{run.label:<16}{run.throughput:>8.1f}{run.throughput / ideal:>10.2f}{run.throughput / best.throughput:>8.2f}x"
             f"{run.failed_share:>9.2%}{run.refused_share:>9.2%}{p50:>8.0f}"
         )
+
+
+def _verdicts(runs: list[Run], best: Run, case: str) -> None:
+    for run in runs:
+        if not run.label.startswith("auto"):
+            continue
+        ratio = run.throughput / best.throughput
+        met = ratio >= 0.9 and run.failed_share < 0.01
+        print(
+            f"{case}, {run.label}: {ratio:.2f}x the best fixed limit ({best.label}, {best.throughput:.0f} req/s), "
+            f"{run.failed_share:.2%} failed: goal >= 0.9x, < 1%: {'met' if met else 'NOT met'}"
+        )
+
+
+def _report(results: dict[str, Any], capacity: int, latency: float, seconds: float) -> None:
+    ideal = capacity / latency
+    best: Run = results["best"]
+    _table(results["runs"], best, ideal)
     half = max(capacity // 2, 1)
     print(
         f"\ncapacity {capacity} -> {half} after {seconds:g} s of {2 * seconds:g} s; second half against {half / latency:.0f} req/s:"
@@ -254,14 +294,7 @@ def _report(results: dict[str, Any], capacity: int, latency: float, seconds: flo
             f"best fixed limit: {best.label} (failing < 1%); the highest fixed throughput, "
             f"{highest.label}, failed {highest.failed_share:.2%} ({highest.throughput / fixed_best:.2f}x)"
         )
-    for run in results["runs"]:
-        if not run.label.startswith("auto"):
-            continue
-        ratio = run.throughput / fixed_best
-        met = ratio >= 0.9 and run.failed_share < 0.01
-        print(
-            f"{run.label}: {ratio:.2f}x the best fixed limit ({best.label}), {run.failed_share:.2%} failed: goal >= 0.9x, < 1%: {'met' if met else 'NOT met'}"
-        )
+    _verdicts(results["runs"], best, f"429 past {2 * capacity}")
     for run in results["halving"][:2]:
         ratio = run.completed_after_halving / seconds / (half / latency)
         print(f"{run.label} after halving: {ratio:.2f}x the halved capacity, {run.failed_share:.2%} failed")
@@ -272,15 +305,33 @@ def main() -> None:
     parser.add_argument("--capacity", type=int, default=32, help="requests the server serves at once")
     parser.add_argument("--latency", type=float, default=0.1, help="seconds the server takes per request")
     parser.add_argument("--seconds", type=float, default=20.0, help="length of each run")
+    parser.add_argument("--latency-only", action="store_true", help="only the server refusing past 8x")
+    parser.add_argument(
+        "--batch-slowdown",
+        type=float,
+        default=0.5,
+        help="the latency-only server's service time x (1 + this x others running / capacity)",
+    )
     args = parser.parse_args()
     print(f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())} ({os.cpu_count()} cores)")
     print(
         f"capacity {args.capacity} (unknown to the client), service {args.latency * 1000:g} ms +- 20%, "
-        f"429 past {2 * args.capacity}; ideal {args.capacity / args.latency:.0f} req/s; each run {args.seconds:g} s\n"
+        f"ideal {args.capacity / args.latency:.0f} req/s; each run {args.seconds:g} s; first 429 past {2 * args.capacity}\n"
     )
-    with CapacityServerProcess(args.capacity, latency=args.latency) as base_url:
-        results = asyncio.run(measure(base_url, args.capacity, args.seconds))
-    _report(results, args.capacity, args.latency, args.seconds)
+    if not args.latency_only:
+        with CapacityServerProcess(args.capacity, latency=args.latency) as base_url:
+            results = asyncio.run(measure(base_url, args.capacity, args.seconds))
+        _report(results, args.capacity, args.latency, args.seconds)
+    with CapacityServerProcess(
+        args.capacity, latency=args.latency, refuse_past=LATENCY_ONLY, batch_slowdown=args.batch_slowdown
+    ) as base_url:
+        quiet = asyncio.run(measure_latency_only(base_url, args.seconds))
+    print(
+        f"\nlatency only: 429 past {LATENCY_ONLY:g}x the capacity ({LATENCY_ONLY * args.capacity:g} inside), "
+        f"batch slowdown {args.batch_slowdown:g} (a full batch {1 + args.batch_slowdown:g}x slower):"
+    )
+    _table(quiet["runs"], quiet["best"], args.capacity / args.latency)
+    _verdicts(quiet["runs"], quiet["best"], "latency only")
     print(f"load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
 
 

@@ -5,7 +5,10 @@
 It serves ``POST /v1/chat/completions`` the way a continuous-batching server behaves from outside:
 at most ``capacity`` requests are served at once, each for about ``latency`` seconds (``--jitter``
 spreads it uniformly); the next ones wait in line, so latency grows past the capacity; a request
-that finds twice the capacity already inside is refused at once with 429 and ``Retry-After``. The
+that finds ``--refuse-past`` times the capacity (2) already inside is refused at once with 429 and
+``Retry-After`` (0: never refused, so capacity shows only as latency rising). With
+``--batch-slowdown s`` a request admitted beside ``r`` others is served ``1 + s * r / capacity``
+times slower, as a batch step slows with the batch: latency rises well before the capacity. The
 client is never told the capacity. ``GET /metrics`` answers vLLM's load figures (requests running
 and waiting, KV-cache use as running over capacity, preemptions: none) unless ``--no-metrics``.
 
@@ -95,15 +98,21 @@ class CapacityServer:
         latency: float = 0.1,
         jitter: float = 0.2,
         retry_after: float = 1.0,
+        refuse_past: float = 2.0,
+        batch_slowdown: float = 0.0,
         metrics: bool = True,
         seed: int = 1,
     ) -> None:
         if capacity < 1:
             raise ValueError(f"the capacity must be at least 1, got {capacity}")
+        if refuse_past < 0:
+            raise ValueError(f"--refuse-past must be 0 (never) or a positive multiple, got {refuse_past:g}")
         self.slots = Capacity(capacity)
         self.latency = latency
         self.jitter = jitter
         self.retry_after = retry_after
+        self.refuse_past = refuse_past
+        self.batch_slowdown = batch_slowdown
         self.metrics = metrics
         self.stats = Stats()
         self.inside = 0
@@ -124,7 +133,7 @@ class CapacityServer:
 
     async def _chat(self, request: web.Request) -> web.Response:
         payload = await request.json()
-        if self.inside >= 2 * self.slots.capacity:
+        if self.refuse_past and self.inside >= self.refuse_past * self.slots.capacity:
             self.stats.refused += 1
             hint = f"{self.retry_after:g}"
             body = {"error": {"message": "over capacity, retry later", "type": "rate_limit_exceeded"}}
@@ -134,7 +143,10 @@ class CapacityServer:
         try:
             await self.slots.enter()
             try:
-                await asyncio.sleep(self.latency * self._random.uniform(1 - self.jitter, 1 + self.jitter))
+                batch = 1 + self.batch_slowdown * (self.slots.running - 1) / self.slots.capacity
+                await asyncio.sleep(
+                    batch * self.latency * self._random.uniform(1 - self.jitter, 1 + self.jitter)
+                )
             finally:
                 self.slots.leave()
         finally:
@@ -242,9 +254,22 @@ class CapacityServerProcess(ServerProcess):
     """The server in a child process; ``with CapacityServerProcess(32) as base_url:`` gives its ``/v1`` URL."""
 
     def __init__(
-        self, capacity: int, *, latency: float = 0.1, jitter: float = 0.2, metrics: bool = True
+        self,
+        capacity: int,
+        *,
+        latency: float = 0.1,
+        jitter: float = 0.2,
+        refuse_past: float = 2.0,
+        batch_slowdown: float = 0.0,
+        metrics: bool = True,
     ) -> None:
-        arguments = [f"--capacity={capacity}", f"--latency={latency}", f"--jitter={jitter}"]
+        arguments = [
+            f"--batch-slowdown={batch_slowdown}",
+            f"--capacity={capacity}",
+            f"--latency={latency}",
+            f"--jitter={jitter}",
+            f"--refuse-past={refuse_past}",
+        ]
         if not metrics:
             arguments.append("--no-metrics")
         super().__init__("benchmarks.capacity_server", *arguments, name="the capacity server")
@@ -256,6 +281,15 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.1, help="seconds each request is served")
     parser.add_argument("--jitter", type=float, default=0.2, help="service time spread, +- this share")
     parser.add_argument("--retry-after", type=float, default=1.0, help="the Retry-After of a 429, seconds")
+    parser.add_argument(
+        "--refuse-past", type=float, default=2.0, help="429 past this many times the capacity inside; 0 never"
+    )
+    parser.add_argument(
+        "--batch-slowdown",
+        type=float,
+        default=0.0,
+        help="service time x (1 + this x others running / capacity)",
+    )
     parser.add_argument("--no-metrics", action="store_true", help="no /metrics page")
     parser.add_argument("--schedule", default="", help="SECONDS:CAPACITY,... capacity changes from the start")
     parser.add_argument("--seed", type=int, default=1)
@@ -268,6 +302,8 @@ def main() -> None:
             latency=args.latency,
             jitter=args.jitter,
             retry_after=args.retry_after,
+            refuse_past=args.refuse_past,
+            batch_slowdown=args.batch_slowdown,
             metrics=not args.no_metrics,
             seed=args.seed,
         )
