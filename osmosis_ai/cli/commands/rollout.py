@@ -23,7 +23,6 @@ import contextlib
 import logging
 import sys
 import time
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli import output
@@ -40,22 +39,20 @@ from osmosis_ai.cli.arguments import (
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import setup_logging
 from osmosis_ai.cli.output_file import declare_files
-from osmosis_ai.cli.rollout_target import SERVER_KEY_ENV, add_target_arguments, rollout_server
+from osmosis_ai.cli.rollout_target import SERVER_KEY_ENV, add_target_arguments
 from osmosis_ai.cli.running import run_command
 from osmosis_ai.cli.summary import Figures, add_summary_arguments, check_run_outputs, finish_run, show_summary
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from osmosis_ai.runs.plan import RunPlan
     from osmosis_ai.runs.run import RunEnd
-    from osmosis_ai.traingate.report import OrderedRecordWriter, RolloutLine, RunSummary, RunTally
+    from osmosis_ai.traingate.report import OrderedRecordWriter, RunSummary, RunTally
 
 PER_ROLLOUT_TABLE_LIMIT = 20  # larger runs get the summary only; --output has every rollout
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from osmosis_ai.cli.commands import rollout_check
+    from osmosis_ai.cli.commands import rollout_bench, rollout_check
 
     sub = parser.add_subparsers(dest="rollout_command", metavar="{run,bench,check}", required=True)
     run = sub.add_parser(
@@ -136,23 +133,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-q", "--quiet", action="store_true", help="no progress bar and no tables: only the outcome line"
     )
 
-    bench = sub.add_parser(
-        "bench",
-        help="measure rollouts/s of a rollout server with an instant canned policy",
-        description="Measure rollouts/s of a rollout server with an instant canned policy.",
-    )
-    add_target_arguments(bench)
-    bench.add_argument("--rollouts", type=whole_number(1), default=200, help="rollouts to run (default 200)")
-    bench.add_argument("--tool-turns", type=int, default=1, help="tool-calling turns per rollout (default 1)")
-    bench.add_argument("--json", action="store_true", help="print the figures as one JSON line")
-    bench.set_defaults(timeout=120.0)
+    rollout_bench.add_parser(sub)
     rollout_check.add_parser(sub)
 
 
 def run(args: argparse.Namespace) -> int:
+    from osmosis_ai.cli.commands import rollout_bench
+
     setup_logging(logging.INFO if args.verbose else None)
     if args.rollout_command == "bench":
-        return asyncio.run(_bench(args))
+        return asyncio.run(rollout_bench.bench(args))
     if args.rollout_command == "check":
         from osmosis_ai.cli.commands.rollout_check import check
 
@@ -308,6 +298,7 @@ def _finish(
     """Report the run (tables, summary, the outcome line, --json/--report) and decide its exit status."""
     from osmosis_ai.cli.arguments import limit_summary
     from osmosis_ai.cli.commands import rollout_check
+    from osmosis_ai.cli.rollout_tables import render_rollouts, render_summary
 
     summary = tally.summary(wall)
     if not args.quiet:
@@ -390,130 +381,3 @@ def _first_failure(tally: RunTally) -> str:
     if first is None or not first.detail:
         return ""
     return f"; first: {first.rollout_id} ({first.outcome.value}): {first.detail[:200]}"
-
-
-async def _bench(args: argparse.Namespace) -> int:
-
-    from osmosis_ai.runs.bench import run_bench
-
-    async with rollout_server(args) as (url, key):
-        summary = await run_bench(
-            url,
-            rollouts=args.rollouts,
-            concurrency=args.concurrency,
-            tool_turns=args.tool_turns,
-            timeout=args.timeout,
-            server_api_key=key,
-        )
-    lat = summary.latency_ms
-    figures = {
-        "rollouts": summary.rollouts,
-        "concurrency": args.concurrency,
-        "tool_turns": args.tool_turns,
-        "statuses": summary.statuses,
-        "wall_s": round(summary.wall_s, 3),
-        "rollouts_per_s": round(summary.rollouts_per_s, 1),
-        **{f"{name}_ms": None if value is None else round(value, 2) for name, value in lat.items()},
-        "append_only_violations": summary.violations,
-    }
-    if args.json:
-        output.print_json(figures)
-    else:
-        print(
-            f"{summary.rollouts} rollouts, concurrency {args.concurrency}, {args.tool_turns} tool turn(s): "
-            f"{figures['rollouts_per_s']} rollouts/s; latency p50 {figures['p50_ms']} ms, "
-            f"p90 {figures['p90_ms']} ms, p99 {figures['p99_ms']} ms; statuses {summary.statuses}"
-        )
-    if not summary.all_terminal:
-        raise CLIError("some rollouts did not finish: " + "; ".join(summary.infra_failures))
-    return 0
-
-
-# -- the console report ------------------------------------------------------------------------------
-
-
-def render_rollouts(lines: Sequence[RolloutLine], console: Console, *, samples: bool) -> None:
-    """Print one row per rollout: its row (and with ``samples``, its sample), status, reward, turns,
-    token counts and the final answer."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    table = Table(title="Rollouts (tokens: generated / whole trajectory)", title_justify="left")
-    table.add_column("row", justify="right")
-    if samples:
-        table.add_column("sample", justify="right")
-    table.add_column("status", min_width=9)
-    table.add_column("reward", justify="right", min_width=6)
-    table.add_column("turns", justify="right", min_width=5)
-    table.add_column("tokens", justify="right", min_width=9)
-    table.add_column("final answer", overflow="ellipsis", no_wrap=True, max_width=26)
-    for line in sorted(lines, key=lambda line: (line.row_index, line.sample_index)):
-        reward = "-" if line.reward is None else f"{line.reward:.3f}"
-        table.add_row(
-            str(line.row_index),
-            *([str(line.sample_index)] if samples else []),
-            line.status,
-            reward,
-            str(line.num_turns),
-            f"{line.completion_tokens}/{line.context_tokens}",
-            escape(line.answer),
-        )
-    console.print(table)
-
-
-def render_summary(summary: RunSummary, tally: RunTally, console: Console) -> None:
-    """Print what only a rollout run measures (statuses, turns, throughput, protocol checks), then
-    the first append-only violations and agent errors.
-
-    Infrastructure failures are left to the caller, which turns them into the command's error."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    table = Table(title="Rollout run", show_header=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column()
-    statuses = ", ".join(f"{name} {count}" for name, count in sorted(summary.statuses.items()))
-    table.add_row("rollouts", f"{summary.rollouts} ({statuses})")
-    # Outcomes, the mean reward and latency are in the closing summary table every command prints.
-    table.add_row("mean turns", f"{summary.mean_turns:.2f}")
-    if tally.replayed < summary.rollouts:
-        table.add_row("throughput", f"{summary.rollouts_per_s:.1f} rollouts/s ({summary.wall_s:.2f} s wall)")
-    else:
-        table.add_row("throughput", "none run (every rollout read from the journal)")
-    violations = f"{summary.violations} in {summary.rollouts_with_violations} rollout(s)"
-    table.add_row("append-only violations", violations, style="red" if summary.violations else None)
-    if summary.rejected_calls or summary.gateway_errors:
-        table.add_row(
-            "refused calls / gateway errors",
-            f"{summary.rejected_calls} / {summary.gateway_errors}",
-            style="yellow",
-        )
-    if tally.first_gateway_error:
-        table.add_row("first gateway error", escape(tally.first_gateway_error), style="yellow")
-    if summary.reward_errors:
-        table.add_row(
-            "reward errors",
-            f"{summary.reward_errors} (first: {escape(tally.first_reward_error or '')})",
-            style="yellow",
-        )
-    if summary.tool_errors:
-        table.add_row(
-            "tool errors",
-            f"{summary.tool_errors} (first: {escape(tally.first_tool_error or '')})",
-            style="yellow",
-        )
-    console.print(table)
-    for example in tally.violation_examples:
-        console.print(f"[red]append-only[/red] {escape(example.rollout_id)}: {escape(example.detail)}")
-    if summary.violations > len(tally.violation_examples):
-        more = summary.violations - len(tally.violation_examples)
-        console.print(f"... and {more} more append-only violation(s); see --output for all of them")
-    for example in tally.agent_errors[:3]:
-        console.print(
-            f"[yellow]agent error[/yellow] {escape(example.rollout_id)}: {escape(example.detail)}",
-            highlight=False,
-        )
-    if tally.agent_error_count > 3:
-        console.print(f"... and {tally.agent_error_count - 3} more rollout(s) ended in ERROR; see --output")
-    if tally.agent_error_count:
-        console.print("(agent tracebacks are logged with --verbose)")
