@@ -49,6 +49,11 @@ class InitRejected(TrainGateError):
 class ServerUnreachable(TrainGateError):
     """The rollout server could not be reached at all."""
 
+    @classmethod
+    def at(cls, server_url: str, exc: Exception) -> ServerUnreachable:
+        """The error for ``server_url`` when a request to it got no answer (``exc``)."""
+        return cls(f"cannot reach the rollout server at {server_url} (is it running?): {exc}")
+
 
 class ServerKeyRefused(TrainGateError):
     """The rollout server refused the server API key sent (or the lack of one): HTTP 401."""
@@ -132,9 +137,7 @@ class RolloutLauncher:
                 "GET", f"{self.server_url}{path}", headers=headers, timeout=timeout, connect_timeout=timeout
             )
         except NoAnswer as exc:
-            raise ServerUnreachable(
-                f"cannot reach the rollout server at {self.server_url} (is it running?): {exc}"
-            ) from exc
+            raise ServerUnreachable.at(self.server_url, exc) from exc
 
     def build_request(
         self,
@@ -195,9 +198,7 @@ class RolloutLauncher:
                     connect_timeout=self._connect_timeout,
                 )
             except NoAnswer as exc:
-                raise ServerUnreachable(
-                    f"cannot reach the rollout server at {self.server_url} (is it running?): {exc}"
-                ) from exc
+                raise ServerUnreachable.at(self.server_url, exc) from exc
             if is_retryable_status(response.status):
                 raise _RetryableAnswer(response)
             return response

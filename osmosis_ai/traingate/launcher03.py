@@ -77,9 +77,7 @@ class Launcher03(RolloutLauncher):
                     connect_timeout=self._connect_timeout,
                 )
             except NoAnswer as exc:
-                raise ServerUnreachable(
-                    f"cannot reach the rollout server at {self.server_url} (is it running?): {exc}"
-                ) from exc
+                raise ServerUnreachable.at(self.server_url, exc) from exc
             if is_retryable_status(answer.status):
                 raise ResultRefused(url, answer.status, answer.body.decode("utf-8", "replace"))
             return answer
