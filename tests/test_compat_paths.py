@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from osmosis_ai._compat import ALIASES, AliasFinder
-from osmosis_ai._compat.rubric_services import ParsedItem
+from osmosis_ai.cli.rubric_services import ParsedItem
 from osmosis_ai.judge.errors import MissingAPIKeyError
 from osmosis_ai.judge.types import ModelInfo
 

@@ -4,7 +4,9 @@
 module, the same object under a second name) or ``{name: "module"}`` / ``{name: "module:attribute"}``
 (a module of its own whose names resolve on first use to the objects of the live modules, never
 copies). Where a path keeps behaviour rather than only names, that code is a module of this package
-(``auth_credentials``, ``rubric_services``, ...), which the table names like any other.
+(``auth_credentials``, ...), which the table names like any other; 0.2's ``cli_services`` were the
+command line's own services (they raise its ``CLIError``), so theirs live in
+:mod:`osmosis_ai.cli.rubric_services`.
 
 :class:`AliasFinder` serves those paths to ``import``, ``from ... import`` and
 ``importlib.import_module``: ``import osmosis_ai`` puts :class:`osmosis_ai._aliases.LazyAliasFinder` on
@@ -72,7 +74,7 @@ _RUBRIC_ERRORS = _from(
 _RUBRIC_TYPES = _from("osmosis_ai.judge.types", "ModelInfo", "RewardRubricRunResult")
 _RUBRIC_CONFIG = {
     **_from(
-        "osmosis_ai._compat.rubric_services",
+        "osmosis_ai.cli.rubric_services",
         "ParsedItem",
         "discover_rubric_config_path",
         "load_rubric_configs",
@@ -80,17 +82,17 @@ _RUBRIC_CONFIG = {
         "render_yaml_items",
     ),
     **_from("osmosis_ai.cli.eval_rubric.config", "RubricConfig", "RubricSuite"),
-    "RubricConfigParser": "osmosis_ai._compat.rubric_services",
+    "RubricConfigParser": "osmosis_ai.cli.rubric_services",
 }
 _RUBRIC_SCHEMAS = _from(
-    "osmosis_ai._compat.rubric_services",
+    "osmosis_ai.cli.rubric_services",
     "RubricConfigDocumentResult",
     "RubricConfigDocumentSchema",
     "BaseRubricConfigSchema",
     "Version1RubricConfigSchema",
 )
 _RECORDS = _from(
-    "osmosis_ai._compat.rubric_services",
+    "osmosis_ai.cli.rubric_services",
     "DatasetLoader",
     "DatasetRecord",
     "load_jsonl_records",

@@ -1,6 +1,8 @@
 """The rubric tools' services that keep their 0.2 meaning (``osmosis_ai.cli_services`` and its
 ``config`` and ``dataset`` modules), over the rubric config reader and dataset reader of
-``osmosis eval-rubric``.
+``osmosis eval-rubric``. They are command-line services, as 0.2's were, and raise the command line's
+:class:`~osmosis_ai.cli.errors.CLIError` as 0.2's did; the alias table (:mod:`osmosis_ai._compat`)
+serves them at 0.2's paths.
 
 0.2's config parser was pluggable per document version (:class:`RubricConfigParser` with a
 ``schemas`` mapping); with its default schemas it is the live reader itself. A schema of the
