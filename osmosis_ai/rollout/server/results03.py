@@ -68,6 +68,7 @@ class _Entry:
     digest: bytes
     lease_deadline: float
     status: RolloutStatus = RolloutStatus.QUEUED
+    answered: RolloutStatus = RolloutStatus.QUEUED  # the status the last answer gave (202 says queued)
     result: RolloutResultResponse | None = None
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
@@ -208,7 +209,9 @@ class Results03:
 
     async def wait(self, rollout_id: str, token: str) -> RolloutResultResponse:
         """The result, or after at most ``result_wait_timeout_sec`` (sooner on a status change) the
-        current status; renews the lease. ``UnknownRollout``, ``BadLease`` as their names say;
+        current status; renews the lease. A status that changed since the last answer (the 202's
+        ``queued`` the first) is answered at once: a poll never waits for a change that happened
+        before it arrived. ``UnknownRollout``, ``BadLease`` as their names say;
         ``SharedStateUnavailable`` when the rollout is another process's and the store failed."""
         entry = self._entries.get(rollout_id)
         if entry is None:
@@ -230,10 +233,12 @@ class Results03:
                     self._write(self.store.renew_rollout(rollout_id, time.time() + self.lease_timeout))
         if entry.result is not None:
             return entry.result
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(entry.changed.wait(), self.wait_timeout)
-        if entry.result is not None:
-            return entry.result
+        if entry.status is entry.answered:  # a change since the last answer is told at once
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(entry.changed.wait(), self.wait_timeout)
+            if entry.result is not None:
+                return entry.result
+        entry.answered = entry.status
         return RolloutResultResponse(rollout_id=rollout_id, status=entry.status)
 
     async def _stored(self, rollout_id: str) -> StoredRollout:
@@ -245,7 +250,7 @@ class Results03:
 
     async def _wait_stored(self, rollout_id: str, token: str) -> RolloutResultResponse:
         """:meth:`wait` for a rollout another process runs (or ran): read from the store, which has
-        no way to wake this poll, so it is re-read until a result or the wait's end."""
+        no way to wake this poll, so it is re-read until a result, a status change or the wait's end."""
         store = self.store
         assert store is not None
         stored = await self._stored(rollout_id)
@@ -255,6 +260,7 @@ class Results03:
         end = loop.time() + self.wait_timeout
         pause, longest = _STORE_POLL_SECONDS
         renewed = False
+        seen = stored.status
         while stored.result is None:
             ended: RolloutResultResponse | None = None
             if not stored.owner_alive:
@@ -270,7 +276,7 @@ class Results03:
                 await store.renew_rollout(rollout_id, time.time() + self.lease_timeout)
                 renewed = True
             left = end - loop.time()
-            if left <= 0:
+            if left <= 0 or stored.status != seen:
                 return RolloutResultResponse(rollout_id=rollout_id, status=RolloutStatus(stored.status))
             await asyncio.sleep(min(pause, left))
             pause = min(pause * 2, longest)

@@ -337,6 +337,20 @@ def test_a_polled_lease_is_renewed(serve03: Callable[..., RunningServer], http: 
     assert not long.cancelled.is_set()
 
 
+def test_a_poll_tells_a_status_change_that_came_before_it_at_once(
+    serve03: Callable[..., RunningServer], http: httpx.Client
+) -> None:
+    holder = gate("running")
+    server = serve03(  # a poll that waited for a change would hang the test
+        backend(), result_wait_timeout_sec=3600.0, polling_lease_timeout_sec=7200.0
+    )
+    token = submit(http, server, "r1", metadata={"hold": "running"})
+    wait_until(holder.entered.is_set, 10, "r1 running")
+    assert poll(http, server, "r1", token)["status"] == "running"  # queued when admitted, running since
+    holder.release()
+    assert finished(http, server, "r1", token)["status"] == "success"
+
+
 def test_a_result_is_forgotten_after_its_retention(
     serve03: Callable[..., RunningServer], http: httpx.Client
 ) -> None:
