@@ -37,6 +37,11 @@ if TYPE_CHECKING:
 # Failures that are the server's, not the workflow's.
 SERVER_FAILURES = frozenset({RolloutErrorCategory.INTERNAL_ERROR, RolloutErrorCategory.LEASE_EXPIRED})
 
+# The server is told this much more time than the run gives the rollout: the run's deadline governs
+# (it cancels the rollout and records the timeout in its own words), and the server's own deadline is
+# the backstop that stops the workflow if this process is gone. Told the same instant, the two race.
+SERVER_BACKSTOP_SEC = 5.0
+
 
 class TrainGate03Executor(TrainGateExecutor):
     """Runs each item as one 0.3 rollout through ``launcher``'s server and ``gate`` (see the module docstring)."""
@@ -58,8 +63,8 @@ class TrainGate03Executor(TrainGateExecutor):
             chat_completions_url=self.gate.chat_base(session.rollout_id),
             llm_api_key=session.callback_key,
             grade=True,
-            agent_timeout_sec=max(bound.remaining(), 0.001),
-            grader_timeout_sec=max(bound.remaining(), 0.001),
+            agent_timeout_sec=bound.remaining() + SERVER_BACKSTOP_SEC,
+            grader_timeout_sec=bound.remaining() + SERVER_BACKSTOP_SEC,
         )
         server = self.launcher.server_url
         try:
