@@ -71,6 +71,8 @@ class RolloutServerSettings(BaseSettings):
     not sent a complete request head within this time is closed; ``max_head_bytes``,
     ``max_headers``: a request head larger, or with more header fields, is answered 431 and its
     connection closed, before authentication (``serve_agent_loop``).
+    ``owner_lease_seconds``: with a shared state (``--state``), how long a process's heartbeat keeps
+    it alive there: a process that died is seen dead by the others this long after its last beat.
     See docs/design/rollout-server.md for why each exists and docs/compatibility.md for the defaults.
     """
 
@@ -92,6 +94,7 @@ class RolloutServerSettings(BaseSettings):
     header_timeout_seconds: float = Field(default=10.0, ge=0.1, le=600.0)
     max_head_bytes: int = Field(default=16384, ge=1024, le=1048576)
     max_headers: int = Field(default=100, ge=10, le=10000)
+    owner_lease_seconds: float = Field(default=10.0, ge=1.0, le=600.0)
 
     @field_validator("request_timeout_seconds")
     @classmethod

@@ -289,7 +289,11 @@ def build_app(
             )
 
         metrics = ServerMetrics(gauges)
-    shared = open_state(config.state, record_ttl_seconds=config.server.record_ttl_seconds)
+    shared = open_state(
+        config.state,
+        record_ttl_seconds=config.server.record_ttl_seconds,
+        lease_seconds=config.server.owner_lease_seconds,
+    )
     executor = RolloutExecutor(agent_loop, state, config, shared, metrics)
     lifecycle = LifecycleManager(config, state, executor, worker)
     app = FastAPI(

@@ -93,7 +93,11 @@ def _result_store(config: ServerConfig, backend: LocalBackend) -> ResultStore | 
         where = default_results_path(backend)
         try:
             os.makedirs(os.path.dirname(where), exist_ok=True)
-            return SqliteState(where, record_ttl_seconds=config.server.record_ttl_seconds)
+            return SqliteState(
+                where,
+                record_ttl_seconds=config.server.record_ttl_seconds,
+                lease_seconds=config.server.owner_lease_seconds,
+            )
         except (OSError, SharedStateUnavailable) as exc:  # nobody asked for this file: serve without it
             logger.warning(
                 "0.3 rollouts are kept in this process only (a restart loses them): %s; "
@@ -101,7 +105,11 @@ def _result_store(config: ServerConfig, backend: LocalBackend) -> ResultStore | 
                 exc,
             )
             return None
-    store = open_state(where, record_ttl_seconds=config.server.record_ttl_seconds)
+    store = open_state(
+        where,
+        record_ttl_seconds=config.server.record_ttl_seconds,
+        lease_seconds=config.server.owner_lease_seconds,
+    )
     assert isinstance(store, (SqliteState, RedisState))  # a location given: never this process's memory
     return store
 

@@ -47,6 +47,7 @@ SERVER_DEFAULTS = {
     "header_timeout_seconds": 10.0,  # new
     "max_head_bytes": 16384,  # new
     "max_headers": 100,  # new
+    "owner_lease_seconds": 10.0,  # new
 }
 # (class, field, lowest valid, highest valid, below, above)
 RANGES: list[tuple[type[Any], str, Any, Any, Any, Any]] = [
@@ -57,6 +58,7 @@ RANGES: list[tuple[type[Any], str, Any, Any, Any, Any]] = [
     (RolloutServerSettings, "outbox_max_age_seconds", 60, 604800, 59, 604801),
     (RolloutServerSettings, "max_head_bytes", 1024, 1048576, 1023, 1048577),
     (RolloutServerSettings, "max_headers", 10, 10000, 9, 10001),
+    (RolloutServerSettings, "owner_lease_seconds", 1.0, 600.0, 0.5, 601.0),
     (RolloutClientSettings, "timeout_seconds", 1, 3600, 0.99, 3601),
     (RolloutClientSettings, "max_retries", 0, 10, -1, 11),
     (RolloutClientSettings, "complete_rollout_retries", 0, 10, -1, 11),

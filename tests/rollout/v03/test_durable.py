@@ -198,6 +198,8 @@ class Process:
             "DURABLE_STATE": state,
             "DURABLE_RUNS": str(runs),
             "DURABLE_PORT": str(self.port),
+            # a killed owner is seen dead by another host's process (Redis) after its lease
+            "OSMOSIS_ROLLOUT_SERVER_OWNER_LEASE_SECONDS": "2",
         }
         with log.open("ab") as out:
             self.process = subprocess.Popen(
