@@ -12,7 +12,7 @@ PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint programs mcp-oldest upstream03 bench chaos clean
+.PHONY: demo test style lint programs mcp-oldest upstream03 bench chaos clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,9 +35,11 @@ demo: $(DEMO_STAMP)
 	@echo "  $(BIN)/osmosis eval -m examples.calculator.agent:agent_loop -d examples/calculator/dataset.jsonl --model scripted --eval-fn examples.calculator.reward:calculator_reward --n 4 --report .venv/demo.html"
 	@echo "then give --model a real model (e.g. openai/gpt-5-mini with OPENAI_API_KEY set): README, 'Quick start: testing and evaluating an agent'."
 
-lint: $(STAMP)
+style: $(STAMP)
 	$(BIN)/ruff check osmosis_ai tests benchmarks examples
 	$(BIN)/ruff format --check osmosis_ai tests benchmarks examples
+
+lint: style
 	$(BIN)/mypy
 
 # pytest-xdist workers: on this 2-core machine 3 and 2 finish the suite in the same time (139 and 143 s
@@ -46,11 +48,16 @@ lint: $(STAMP)
 # workers read their rewritten test modules instead of compiling them again (7 -> 4 s of CPU each).
 PYTEST_WORKERS ?= 3
 
-# The steps before pytest run side by side, so apt-get fetching the programs overlaps pip's install.
+# The steps before pytest run side by side, so apt-get fetching the programs overlaps pip's install;
+# mypy (a minute of one core on a fresh clone) runs beside pytest, whose subprocess and socket tests
+# leave a core idle part of the time; its report follows pytest's, and either failing fails the target.
 # --dist loadgroup: the tests of one xdist_group run on one worker (the Ray tests share one local Ray).
 test:
-	@$(MAKE) --no-print-directory -j3 lint programs mcp-oldest upstream03
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
+	@$(MAKE) --no-print-directory -j3 style programs mcp-oldest upstream03
+	@$(BIN)/mypy >$(VENV)/mypy.log 2>&1 & types=$$!; \
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup; tests=$$?; \
+	wait $$types; typed=$$?; echo "mypy:"; cat $(VENV)/mypy.log; \
+	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
 
 # Programs some tests drive, from Debian's packages: Chromium (the login and HTML-report tests, headless),
 # Prometheus with promtool (the /metrics scrape) and redis-server (replicas sharing state, its outage).
