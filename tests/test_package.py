@@ -82,6 +82,19 @@ def test_version_matches_the_constant() -> None:
     assert osmosis_ai.__version__ == PACKAGE_VERSION
 
 
+def test_a_0_3_projects_requirement_is_met_by_this_package() -> None:
+    from importlib.metadata import metadata
+
+    from packaging.requirements import Requirement
+
+    from osmosis_ai.consts import PACKAGE_VERSION
+
+    wanted = Requirement("osmosis-ai[server,openai-agents,strands,eval,rubric,parquet]>=0.3.1,<0.4")
+    assert wanted.specifier.contains(PACKAGE_VERSION)
+    offered = set(metadata("osmosis-ai").get_all("Provides-Extra") or [])
+    assert wanted.extras <= offered, wanted.extras - offered
+
+
 @pytest.mark.parametrize("statement", ["import osmosis_ai", "from osmosis_ai import osmosis_reward"])
 def test_import_loads_only_the_standard_library(statement: str) -> None:
     loaded = _modules_after(statement)
