@@ -1,0 +1,123 @@
+"""The same 0.3 program served by upstream osmosis-ai 0.3.8 and by this package, side by side.
+
+    .venv/bin/python -m benchmarks.v03_servers [--rollouts 1000] [--concurrency 50 200] [--rounds 3]
+
+Both servers run ``benchmarks/v03/workflow_main.py`` (one model call per rollout through one shared
+HTTP client, an exact-answer grader) against the same model stand-in (``benchmarks.openai_stub``,
+no delay), each in its own process: upstream's in ``.venv-upstream03/`` (``make upstream03``), this
+package's in this interpreter. Each is driven by upstream's own ``RolloutClient``
+(``benchmarks/v03/driver.py``, run by upstream's interpreter) at each concurrency, the two servers
+alternating within a round so both see the same load from the rest of the machine. Printed per
+concurrency: rollouts/s and server CPU per rollout (user + system time of the server process, from
+``/proc``), the median over the rounds of each, and their ratios (this package / upstream). Goals
+(issue: serving 0.3 on the one engine): CPU per rollout <= 1/4 of upstream's, rollouts/s >= 2x at
+c=200.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from benchmarks.openai_stub import StubProcess
+from benchmarks.rollout_server import cpu_seconds, free_port, wait_ready
+
+REPO = Path(__file__).resolve().parent.parent
+HERE = REPO / "benchmarks" / "v03"
+UPSTREAM = REPO / ".venv-upstream03" / "bin" / "python"
+SIDES = ("upstream 0.3.8", "this package")
+
+
+@contextlib.contextmanager
+def served(side: str) -> Iterator[tuple[str, int]]:
+    """The workflow served by ``side``: its URL and process id."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"_OSMOSIS_ROLLOUT_PORT": str(port)}
+    if side == SIDES[1]:
+        env["PYTHONPATH"] = str(REPO)
+    python = str(UPSTREAM) if side == SIDES[0] else sys.executable
+    # Run from benchmarks/v03 so upstream's interpreter cannot import this checkout's package; what a
+    # server logs goes to a file (a pipe nobody reads would fill and stop it).
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(
+            [python, "workflow_main.py"], cwd=HERE, env=env, stdout=subprocess.DEVNULL, stderr=log
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_ready(url, process)  # type: ignore[arg-type]
+            yield url, process.pid
+        finally:
+            process.terminate()
+            process.wait(30)
+
+
+def drive(url: str, chat: str, rollouts: int, concurrency: int) -> dict[str, float]:
+    done = subprocess.run(
+        [str(UPSTREAM), "driver.py", url, chat, str(rollouts), str(concurrency)],
+        cwd=HERE, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"the driver failed against {url}:\n{done.stderr[-2000:]}")
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def measure(rollouts: int, concurrencies: list[int], rounds: int) -> dict[int, dict[str, dict[str, float]]]:
+    """Per concurrency, per side: median rollouts/s and CPU ms per rollout over ``rounds``."""
+    seen: dict[int, dict[str, list[tuple[float, float]]]] = {c: {s: [] for s in SIDES} for c in concurrencies}
+    with StubProcess(0.0) as chat, served(SIDES[0]) as upstream, served(SIDES[1]) as ours:
+        for _ in range(rounds):
+            for concurrency in concurrencies:
+                for side, (url, pid) in zip(SIDES, (upstream, ours), strict=True):
+                    before = cpu_seconds(pid)
+                    result = drive(url, chat, rollouts, concurrency)
+                    if result["successes"] != rollouts:
+                        raise RuntimeError(f"{side}: {result['successes']} of {rollouts} rollouts succeeded")
+                    cpu_ms = (cpu_seconds(pid) - before) / (rollouts + 1) * 1000
+                    seen[concurrency][side].append((rollouts / result["seconds"], cpu_ms))
+    return {
+        c: {
+            side: {
+                "rollouts_per_s": statistics.median(rate for rate, _ in runs),
+                "cpu_ms": statistics.median(cpu for _, cpu in runs),
+            }
+            for side, runs in sides.items()
+        }
+        for c, sides in seen.items()
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rollouts", type=int, default=1000, help="rollouts per run")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[50, 200])
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    if not UPSTREAM.exists():
+        print("no .venv-upstream03/: run `make upstream03` first (it needs a Python 3.12)", file=sys.stderr)
+        return 2
+    figures = measure(args.rollouts, args.concurrency, args.rounds)
+    print(f"{'concurrency':<13}{'side':<16}{'rollouts/s':>12}{'CPU ms/rollout':>16}")
+    for concurrency, sides in figures.items():
+        for side, figure in sides.items():
+            print(f"{concurrency:<13}{side:<16}{figure['rollouts_per_s']:>12.0f}{figure['cpu_ms']:>16.2f}")
+        up, us = sides[SIDES[0]], sides[SIDES[1]]
+        print(
+            f"c={concurrency}: this package {us['rollouts_per_s'] / up['rollouts_per_s']:.2f}x upstream's "
+            f"rollouts/s, {us['cpu_ms'] / up['cpu_ms']:.2f}x its server CPU per rollout"
+        )
+    print(json.dumps(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
