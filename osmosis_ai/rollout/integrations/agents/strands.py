@@ -45,7 +45,7 @@ def _plain_text(message: dict[str, Any]) -> dict[str, Any]:
 class RolloutLiteLLMModel(LiteLLMModel):
     """Strands' LiteLLM model with text content sent as strings: Strands turns each message into
     content parts, so a prompt given as text would come back to the rollout's endpoint changed (the
-    TrainGate's append-only check) and reach chat templates that expect text as a list."""
+    TrainGate's append-only check) and reach chat templates that expect text as a string."""
 
     @classmethod
     def format_request_messages(cls, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
