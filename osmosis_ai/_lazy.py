@@ -34,6 +34,8 @@ _EXTRA_FOR_MODULE = {
     "wandb": "wandb",
     "tensorboardX": "tensorboard",
     "mlflow": "mlflow",
+    "agents": "openai-agents",
+    "strands": "strands",
 }
 
 

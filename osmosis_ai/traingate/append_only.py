@@ -6,7 +6,10 @@ drops or reorders an earlier message still "works" over HTTP, but the training s
 no longer matches what the model generated. This module finds the first place where that happens.
 
 Messages are compared as canonical JSON (sorted keys, no whitespace), so key order does not matter
-but every value does, including ``tool_calls`` and ``None`` fields.
+but every value does, including ``tool_calls``. A field whose value is ``null`` counts as absent: in
+OpenAI's chat messages the two say the same ("no content"), and clients that rebuild the history from
+their own records (agent frameworks, LiteLLM) leave such fields out when they send it back. Whether
+the tokens still line up is the drift check's to say.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ Message = dict[str, Any]
 
 
 def canonical(message: Any) -> str:
-    """Canonical JSON of one message: sorted keys, compact separators, unicode kept."""
+    """Canonical JSON of one message: sorted keys, compact separators, unicode kept, ``null`` fields left out."""
+    if isinstance(message, dict):
+        message = {key: value for key, value in message.items() if value is not None}
     return json.dumps(message, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
@@ -55,9 +60,11 @@ def _changed_keys(expected: Any, actual: Any) -> str:
     keys = sorted(set(expected) | set(actual))
     parts = []
     for key in keys:
-        if key not in actual:
+        if actual.get(key) is None and expected.get(key) is None:
+            continue
+        if actual.get(key) is None:
             parts.append(f"{key!r} removed")
-        elif key not in expected:
+        elif expected.get(key) is None:
             parts.append(f"{key!r} added")
         elif canonical(expected[key]) != canonical(actual[key]):
             parts.append(f"{key!r} changed")

@@ -245,6 +245,10 @@ class TrainGate:
                 session.errors.append(
                     "chat call arrived but the init response never did; served without tools"
                 )
+        if (
+            chat.tools is not None
+        ):  # a 0.3 workflow's tools come with its calls: the policy and the render use them
+            session.tools = list(chat.tools)
         turn = session.num_turns
         violation, keys = check_extension(session.expected, session.expected_keys, chat.messages, turn=turn)
         if violation is not None:

@@ -29,6 +29,8 @@ EXPECTED = [SYSTEM, USER, CALL]
             [SYSTEM, USER, {"tool_calls": CALL["tool_calls"], "content": "", "role": "assistant"}],
             None,
         ),  # key order
+        ([SYSTEM, USER, {**CALL, "name": None}], None),  # a null field is an absent one
+        ([SYSTEM, USER, {**CALL, "content": None}], (2, "modified", "'content' removed")),
         ([SYSTEM, {"role": "user", "content": "What is 2+3?"}, CALL], (1, "modified", "'content' changed")),
         ([SYSTEM, USER, {"role": "assistant", "content": ""}], (2, "modified", "'tool_calls' removed")),
         ([SYSTEM, USER, {**CALL, "name": "x"}], (2, "modified", "'name' added")),

@@ -381,6 +381,9 @@ class CompletionsRequest(BaseModel):
     max_tokens: int = 512
     stop: list[str] | None = None
     logprobs: bool = True
+    # A 0.3 workflow (an agent framework) sends its tools with each call; a 0.2 agent declares them
+    # once, in its init response, and sends none.
+    tools: list[MessageDict] | None = None
 
     @field_validator("rollout_id")
     @classmethod

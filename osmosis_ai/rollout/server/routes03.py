@@ -75,6 +75,10 @@ class SubmitLimit:
 
 
 def _result_body(response: RolloutResultResponse) -> bytes:
+    """The result's JSON; a sample's ``trajectory_messages`` only when ``wire_result`` kept them (a
+    client reading none takes a copy of ``messages``, as 0.3's sample does)."""
+    if response.sample is not None and response.sample.trajectory_messages is not None:
+        return response.model_dump_json().encode()
     return response.model_dump_json(exclude={"sample": {"trajectory_messages"}}).encode()
 
 

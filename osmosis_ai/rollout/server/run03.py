@@ -55,11 +55,16 @@ def _failed(
 
 def wire_result(rollout_id: str, result: ExecutionResult) -> RolloutResultResponse:
     """``result`` as the wire carries it: the sample's reward only on a success that keeps the
-    sample, and a sample that cannot be JSON reduced to its reward, label and ``remove_sample``."""
+    sample, its ``trajectory_messages`` only when they are not its ``messages`` (an agent framework's
+    sample: its own items as messages, the chat messages the model saw as the trajectory), and a
+    sample that cannot be JSON reduced to its reward, label and ``remove_sample``."""
     sample = result.sample
     if sample is not None:
         keep_reward = result.status is RolloutStatus.SUCCESS and not sample.remove_sample
-        update: dict[str, Any] = {"trajectory_messages": None}
+        update: dict[str, Any] = {}
+        trajectory = sample.trajectory_messages
+        if trajectory is None or list(trajectory) == list(sample.messages):
+            update["trajectory_messages"] = None
         if not keep_reward:
             update["reward"] = None
         sample = sample.model_copy(update=update)

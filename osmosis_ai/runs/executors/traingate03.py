@@ -126,7 +126,12 @@ def settle(session: RolloutSession, answer: RolloutResultResponse) -> None:
         else:
             session.finish("SERVER_ERROR" if category in SERVER_FAILURES else "ERROR", message)
         return
-    final = [dict(m) for m in sample.messages]
+    # The trajectory is the conversation as chat messages; an agent framework's sample keeps its own
+    # items as ``messages`` (for its grader) and sends the chat messages the model saw as the trajectory.
+    final = [
+        dict(m)
+        for m in (sample.messages if sample.trajectory_messages is None else sample.trajectory_messages)
+    ]
     session.response = {
         "status": str(answer.status),
         "final_messages": final,

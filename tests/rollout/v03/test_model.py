@@ -209,13 +209,27 @@ def test_the_backend_resolves_module_attr_strings_and_refuses_other_classes() ->
         LocalBackend(workflow=Answer, grader=Answer)  # type: ignore[arg-type]
 
 
-def test_the_0_3_modules_import_neither_fastapi_nor_litellm() -> None:
+def test_the_0_3_modules_import_neither_fastapi_nor_litellm_nor_an_agent_framework() -> None:
     code = (
         "import sys\n"
         "import osmosis_ai.rollout.agent_workflow, osmosis_ai.rollout.grader, osmosis_ai.rollout.context\n"
         "import osmosis_ai.rollout.backend.local, osmosis_ai.rollout.types, osmosis_ai.eval.rubric\n"
-        "import osmosis_ai.rollout.server\n"
-        "print(sorted({'fastapi', 'uvicorn', 'litellm', 'httpx'} & set(sys.modules)))\n"
+        "import osmosis_ai.rollout.server, osmosis_ai.rollout.integrations.agents\n"
+        "print(sorted({'fastapi', 'uvicorn', 'litellm', 'httpx', 'agents', 'strands'} & set(sys.modules)))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("module", "framework", "extra"),
+    [("openai_agents", "agents", "openai-agents"), ("strands", "strands", "strands")],
+)
+def test_an_adapter_without_its_framework_names_the_extra(module: str, framework: str, extra: str) -> None:
+    code = (
+        f"import sys; sys.modules[{framework!r}] = None\n"
+        f"import osmosis_ai.rollout.integrations.agents.{module}\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert ran.returncode != 0
+    assert f"pip install 'osmosis-ai[{extra}]'" in ran.stderr.strip().splitlines()[-1]

@@ -1,0 +1,135 @@
+"""0.3's OpenAI Agents SDK adapter (``osmosis_ai.rollout.integrations.agents.openai_agents``) with the
+real SDK: an ``OsmosisAgent`` with one function tool, made inside ``AgentWorkflow.run`` as a 0.3 user
+writes it, served by this package's 0.3 server; the policy stand-in asks for the tool, then answers.
+Driven over 0.3's wire and by ``osmosis rollout run --url`` (the TrainGate recording token ids)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import Runner, function_tool
+
+from osmosis_ai.rollout.agent_workflow import AgentWorkflow
+from osmosis_ai.rollout.backend.local import LocalBackend
+from osmosis_ai.rollout.context import AgentWorkflowContext, GraderContext, RolloutContext
+from osmosis_ai.rollout.grader import Grader
+from osmosis_ai.rollout.integrations.agents.openai_agents import (
+    OsmosisAgent,
+    OsmosisLitellmModel,
+    OsmosisMemorySession,
+    OsmosisRolloutModel,
+)
+from tests.rollout.v03.adder import adding_policy, run_over_wire, run_through_traingate
+from tests.support.openai_server import OpenAIServer
+from tests.support.server import RunningServer
+
+
+@function_tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+class AddingWorkflow(AgentWorkflow):
+    async def run(self, ctx: AgentWorkflowContext) -> None:
+        session = OsmosisMemorySession()
+        agent = OsmosisAgent(name="adder", tools=[add], model=OsmosisRolloutModel())
+        await Runner.run(agent, ctx.prompt, session=session)
+
+
+def final_answer(items: Any) -> str:
+    """The text of the last assistant message among the session's (Responses-API) items."""
+    message = [item for item in items if item.get("role") == "assistant"][-1]
+    return "".join(part["text"] for part in message["content"] if part.get("type") == "output_text")
+
+
+class AnswerGrader(Grader):
+    async def grade(self, ctx: GraderContext) -> None:
+        assert ctx.sample is not None
+        ctx.set_reward(1.0 if final_answer(ctx.sample.messages).strip() == ctx.label else 0.0)
+
+
+@pytest.fixture
+def server(serve03: Callable[..., RunningServer]) -> RunningServer:
+    return serve03(LocalBackend(workflow=AddingWorkflow, grader=AnswerGrader))
+
+
+def test_the_tool_call_and_its_result_are_the_rollouts_sample(
+    server: RunningServer, openai_server: OpenAIServer
+) -> None:
+    openai_server.handler = adding_policy
+    answer = run_over_wire(server.url, openai_server.url, "oa-1", 3)
+    assert answer["status"] == "success", answer
+    sample = answer["sample"]
+    assert sample["reward"] == 1.0
+    kinds = [item.get("type") or item["role"] for item in sample["messages"]]
+    assert kinds == ["system", "user", "function_call", "function_call_output", "message"]
+    call, output = sample["messages"][2:4]
+    assert (call["name"], call["arguments"], output["output"]) == ("add", '{"a": 3, "b": 2}', "5")
+    assert output["call_id"] == call["call_id"]
+    trajectory = sample["trajectory_messages"]
+    assert [m["role"] for m in trajectory] == ["system", "user", "assistant", "tool", "assistant"]
+    assert trajectory[2]["tool_calls"][0]["function"]["name"] == "add"
+    assert trajectory[-1]["content"] == "5"
+    first, second = openai_server.requests  # the model's two turns, at the rollout's endpoint with its key
+    assert first.path == second.path == "/v1/chat/completions"
+    assert first.headers["authorization"] == "Bearer sk-rollout"
+    assert [t["function"]["name"] for t in first.json["tools"]] == ["add"]
+    assert second.json["messages"] == trajectory[:-1]  # what the model saw is the trajectory
+
+
+def test_through_the_traingate_every_turn_has_token_ids_and_extends_the_last(
+    server: RunningServer, openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    openai_server.handler = adding_policy
+    ran, records = run_through_traingate(server.url, openai_server.url, tmp_path)
+    assert ran.returncode == 0, ran.stderr + ran.stdout
+    assert [r["row_index"] for r in records] == [0, 1, 2]
+    for record in records:
+        assert (record["outcome"], record["reward"]) == (
+            "completed",
+            1.0 if record["row_index"] % 2 == 0 else 0.0,
+        )
+        assert record["append_only_violations"] == [] and record["rejected_calls"] == [], record[
+            "append_only_violations"
+        ]
+        assert len(record["turns"]) == 2
+        assert all(turn["token_ids"] and turn["prompt_token_ids"] for turn in record["turns"])
+        roles = [m["role"] for m in record["final_messages"]]
+        assert roles == ["system", "user", "assistant", "tool", "assistant"]
+        assert record["final_messages"][-1]["content"] == str(record["row_index"] + 2)
+    asked = [r.json for r in openai_server.requests if "what is" in str(r.json)]
+    assert len(asked) == 6 and all([t["function"]["name"] for t in r["tools"]] == ["add"] for r in asked)
+
+
+async def test_the_model_needs_a_rollout_and_a_sample_source() -> None:
+    with pytest.raises(RuntimeError, match="needs a running rollout"):
+        OsmosisLitellmModel()
+    with RolloutContext(chat_completions_url="http://127.0.0.1:9/v1", rollout_id="r"):
+        agent = OsmosisAgent(name="adder", model=OsmosisRolloutModel())
+        assert isinstance(agent.model, OsmosisLitellmModel)
+        with pytest.raises(RuntimeError, match="no sample source registered"):
+            await Runner.run(agent, "what is 1 + 2?")
+
+
+async def test_a_session_belongs_to_the_rollout_it_was_made_in() -> None:
+    outside = OsmosisMemorySession()  # a plain in-memory session outside a rollout
+    await outside.add_items([{"role": "user", "content": "hi"}])
+    assert await outside.get_items() == [{"role": "user", "content": "hi"}]
+    with RolloutContext(rollout_id="r") as rollout:
+        inside = OsmosisMemorySession()
+        assert rollout.sample_source is not None
+        with pytest.raises(ValueError, match="already has a sample source"):
+            OsmosisMemorySession()
+        with pytest.raises(RuntimeError, match="belongs to another rollout"):
+            await outside.get_items()
+    with RolloutContext(rollout_id="s"), pytest.raises(RuntimeError, match="belongs to another rollout"):
+        await inside.add_items([])
+
+
+async def test_the_placeholder_model_cannot_answer() -> None:
+    with pytest.raises(NotImplementedError, match="give it to OsmosisAgent"):
+        await OsmosisRolloutModel().get_response()
