@@ -489,7 +489,10 @@ class RolloutExecutor:
         attributes = {"osmosis.rollout.id": request.rollout_id}
         with tracing.rollout(self.state.agent_loop_name, attributes) as span:
             started = time.perf_counter()
-            outcome = await self._outcome(ctx)
+            try:
+                outcome = await self._outcome(ctx)
+            finally:
+                ctx._end_model_route()  # calls to ctx.base_url after the end: 404, never the trainer
             if self.metrics is not None:
                 self.metrics.rollout_ran(time.perf_counter() - started)
             failed = outcome.status == "ERROR"

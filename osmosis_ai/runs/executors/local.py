@@ -182,7 +182,17 @@ class InProcessExecutor:
         context = RolloutContext(
             request=request, tools=tools, llm=client, _start_time=time.time(), _debug_dir=self.debug_dir
         )
-        answer = await contain(lambda: self.agent_loop.run(context))
+        try:
+            answer = await contain(lambda: self.agent_loop.run(context))
+        except Exception:
+            failure = context._end_model_route()
+            # A model call through ctx.base_url failed: the agent saw only its HTTP error, but the
+            # item's outcome is the model's failure, as for a ctx.chat call that raised.
+            if isinstance(failure, ProviderError):
+                raise failure from None
+            raise
+        finally:
+            context._end_model_route()
         attempt.finish_reason = getattr(answer, "finish_reason", None)
         attempt.final_messages = list(getattr(answer, "final_messages", None) or [])
         if getattr(answer, "status", None) == "COMPLETED":
