@@ -90,7 +90,9 @@ def _failure_answer(exc: BaseException) -> web.Response:
     text = str(exc) or type(exc).__name__
     if isinstance(exc, (RolloutValueError, TypeError)):
         return _error(400, text, "invalid_request_error")
-    if isinstance(status, int) and 400 <= status < 500:  # the trainer refused the call itself
+    # The trainer's refusal of the call itself (409: the rollout ended there, 422...) is passed on; a
+    # refusal of the server's own key or rollout id would read as the agent's: a failed model call.
+    if isinstance(status, int) and 400 <= status < 500 and status not in (401, 403, 404):
         return _error(status, text, "invalid_request_error")
     return _error(502, f"the model call failed: {text}", "api_error", "upstream_error")
 
