@@ -160,8 +160,14 @@ class ModelProxy:
         app.router.add_post("/rollouts/{rollout_id}/v1/chat/completions", self._handle)
         app.router.add_route("*", "/{path:.*}", self._elsewhere)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=True)
-        await self._runner.setup()
-        await web.SockSite(self._runner, self._sock, backlog=BACKLOG).start()
+        try:
+            await self._runner.setup()
+            await web.SockSite(self._runner, self._sock, backlog=BACKLOG).start()
+        except Exception:
+            # Calls waiting in the backlog are refused at once instead of waiting out their timeout.
+            logger.exception("the rollout model URL listener on port %d did not start", self.port)
+            await self.aclose()
+            return
         self._closer = self._close_at_loop_shutdown()
         await self._closer.asend(None)  # parked: the loop's shutdown_asyncgens() resumes it
 
@@ -178,7 +184,7 @@ class ModelProxy:
         self._closed = True
         if _proxies.get(self.loop) is self:
             del _proxies[self.loop]
-        if not self._started.done():
+        if not self._started.done() and self._started is not asyncio.current_task():
             self._started.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._started

@@ -7,8 +7,9 @@ TrainGate through the server's own trainer client.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +134,38 @@ def test_in_process_a_failed_call_through_base_url_is_the_models_failure(tmp_pat
     assert ran.returncode == 1 and "Traceback" not in ran.stderr
     (row,) = json.loads(out.read_text())["results"]
     assert row["outcome"] == "model_error", row
+
+
+async def _until(predicate: Callable[[], Any]) -> None:
+    """Let the loop run until ``predicate()`` holds (the bound is a hang's, not a speed claim)."""
+
+    async def poll() -> None:
+        while not predicate():
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(poll(), 10)
+
+
+async def test_ending_the_rollout_cancels_its_calls_in_flight() -> None:
+    """An agent still calling after its rollout ended (abandoned, say) gets 404; the trainer's call is dropped."""
+    with OpenAIServer() as trainer:
+        trainer.default = Reply(content="late", delay=60)  # ends early when the caller leaves
+        request = RolloutRequest(rollout_id="r", server_url=trainer.url.removesuffix("/v1"), messages=QUESTION,
+                                 completion_params={})  # fmt: skip
+        ctx = RolloutContext(request=request, tools=[], llm=OsmosisLLMClient(request.server_url, "r"))
+        call = asyncio.ensure_future(_ask(ctx.base_url, ctx.api_key))
+        await _until(lambda: trainer.in_flight.now == 1)
+        ctx._end_model_route()
+        with pytest.raises(openai.NotFoundError):
+            await call
+        await _until(lambda: trainer.in_flight.now == 0)  # the trainer's call was given up
+        assert len(trainer.requests) == 1 and ctx.llm.get_metrics().num_llm_calls == 0
+
+
+def test_base_url_is_read_inside_run() -> None:
+    request = RolloutRequest(
+        rollout_id="r", server_url="http://127.0.0.1:9", messages=QUESTION, completion_params={}
+    )
+    ctx = RolloutContext(request=request, tools=[], llm=OsmosisLLMClient(request.server_url, "r"))
+    with pytest.raises(RuntimeError, match="inside the agent's async run"):
+        ctx.base_url  # noqa: B018
