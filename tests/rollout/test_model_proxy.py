@@ -24,6 +24,7 @@ from osmosis_ai.traingate.gateway import TrainGate
 from osmosis_ai.traingate.policy import make_policy
 from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, cli
 from tests.support.openai_server import OpenAIServer, Reply
+from tests.support.serve import ServeProcess
 
 WHOLE = "tests.support.openai_agent:agent_loop"
 STREAMED = "tests.support.openai_agent:streaming_agent_loop"
@@ -169,3 +170,21 @@ def test_base_url_is_read_inside_run() -> None:
     ctx = RolloutContext(request=request, tools=[], llm=OsmosisLLMClient(request.server_url, "r"))
     with pytest.raises(RuntimeError, match="inside the agent's async run"):
         ctx.base_url  # noqa: B018
+
+
+@pytest.mark.slow  # starting two worker processes (~10 s on a loaded machine)
+def test_serve_workers_each_answer_the_urls_of_their_own_rollouts(tmp_path: Path) -> None:
+    """``osmosis serve --workers 2``: every rollout's URL is answered by the process running it."""
+    server = ServeProcess("--local", "--no-validate", "-m", STREAMED, "--workers", "2")
+    try:
+        server.wait_ready()
+        out = tmp_path / "records.jsonl"
+        ran = cli("rollout", "run", "--url", server.url, "-d", str(CALCULATOR_DATASET), "--model", "scripted",
+                  "--output", str(out), "--quiet")  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+    finally:
+        code, _out, err = server.stop()
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == len(CALCULATOR_DATASET.read_text().splitlines())
+    assert all(r["status"] == "COMPLETED" and r["append_only_violations"] == [] for r in records)
+    assert code == 0 and "Traceback" not in err
