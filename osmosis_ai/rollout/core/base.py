@@ -40,6 +40,7 @@ from osmosis_ai.rollout.core.tracing import TraceWrite, safe_trace_filename, wri
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.client import CompletionsResult
+    from osmosis_ai.rollout.model_proxy import ModelRoute
 
 logger = logging.getLogger(__name__)
 
@@ -126,12 +127,48 @@ class RolloutContext:
     _num_tool_calls: int = field(default=0, repr=False)
     _debug_dir: str | None = field(default=None, repr=False)
     _conversation: list[MessageDict] | None = field(default=None, init=False, repr=False)
+    _route: ModelRoute | None = field(default=None, init=False, repr=False)
 
     async def chat(self, messages: list[MessageDict], **kwargs: Any) -> CompletionsResult:
         """Ask the policy model for the next message; ``messages`` is the full conversation so far."""
         result = await self.llm.chat_completions(messages, **kwargs)
         self._conversation = [*messages, result.message]
         return result
+
+    @property
+    def base_url(self) -> str:
+        """This rollout's OpenAI-compatible base URL, for clients that cannot call ``ctx.chat``.
+
+        ``POST {base_url}/chat/completions`` is answered by :meth:`chat` (the same trainer call,
+        retries, metrics and recorded conversation); ``"stream": true`` gets the whole reply as one
+        server-sent-event stream. Use it with :attr:`api_key`::
+
+            client = openai.AsyncOpenAI(base_url=ctx.base_url, api_key=ctx.api_key)
+
+        It is a loopback address of this process, valid until the rollout ends. Read it first inside
+        ``run`` (on the rollout's event loop).
+        """
+        return self._model_route().base_url
+
+    @property
+    def api_key(self) -> str:
+        """The key :attr:`base_url` takes (``Authorization: Bearer``); it opens this rollout's URL only."""
+        return self._model_route().api_key
+
+    def _model_route(self) -> ModelRoute:
+        if self._route is None:
+            from osmosis_ai.rollout.model_proxy import open_route
+
+            self._route = open_route(self)
+        return self._route
+
+    def _end_model_route(self) -> BaseException | None:
+        """Close :attr:`base_url` (the rollout is over); what a call through it last failed with."""
+        route = self._route  # kept: the URL stays closed for an agent that goes on after its end
+        if route is None:
+            return None
+        route.close()
+        return route.failure
 
     @property
     def conversation(self) -> list[MessageDict]:

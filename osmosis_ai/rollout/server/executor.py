@@ -34,6 +34,8 @@ slot while it is retried. The rules:
   its slot back for the rest of that call, and calls to a trainer whose last attempt went unanswered
   start without a slot: waiting on a dead ``server_url`` takes no slot from other trainers' rollouts.
   The rollout takes a slot again (at the back of the queue) before its agent goes on;
+* the rollout's ``ctx.base_url`` (:mod:`~osmosis_ai.rollout.model_proxy`) closes when its agent ends,
+  its calls in flight cancelled: an agent that goes on (abandoned) reaches the trainer no more;
 * an optional queue limit rejects inits with 429 instead of queueing without bound;
 * shutdown drains in-flight rollouts for a grace period, then ends the rest with ERROR.
 """
@@ -489,7 +491,10 @@ class RolloutExecutor:
         attributes = {"osmosis.rollout.id": request.rollout_id}
         with tracing.rollout(self.state.agent_loop_name, attributes) as span:
             started = time.perf_counter()
-            outcome = await self._outcome(ctx)
+            try:
+                outcome = await self._outcome(ctx)
+            finally:
+                ctx._end_model_route()  # calls to ctx.base_url after the end: 404, never the trainer
             if self.metrics is not None:
                 self.metrics.rollout_ran(time.perf_counter() - started)
             failed = outcome.status == "ERROR"

@@ -4,11 +4,13 @@ This is what ``osmosis test`` and ``osmosis eval`` run. For each item it builds 
 (:func:`~osmosis_ai.runs.executors.requests.dataset_row_to_request`), asks the agent for its tools (user
 code, called the one way: :func:`osmosis_ai._usercode.call_user`) and checks them, and runs the agent
 with a :class:`~osmosis_ai.rollout.RolloutContext` whose LLM is the item's model client (one per model
-tag: the model under test, and a baseline). How the attempt ended:
+tag: the model under test, and a baseline); ``ctx.base_url`` is answered by the same client, and closed
+when the agent ends. How the attempt ended:
 
 * the agent completed after calling the model → ``completed``; without calling it → ``no_model_calls``;
 * the agent reported an error, or raised (``SystemExit`` included) → ``agent_error`` (its message
-  kept), unless a model call of this item failed → ``model_error``;
+  kept), unless a model call of this item failed → ``model_error`` (a call through ``ctx.base_url``
+  too, although the agent saw only its HTTP error);
 * invalid tools → ``agent_error``; the item's time limit passed → ``timeout``;
 * a systemic provider failure → ``infra_error``, marked ``systemic``: the run stops there.
 
@@ -182,7 +184,17 @@ class InProcessExecutor:
         context = RolloutContext(
             request=request, tools=tools, llm=client, _start_time=time.time(), _debug_dir=self.debug_dir
         )
-        answer = await contain(lambda: self.agent_loop.run(context))
+        try:
+            answer = await contain(lambda: self.agent_loop.run(context))
+        except Exception:
+            failure = context._end_model_route()
+            # A model call through ctx.base_url failed: the agent saw only its HTTP error, but the
+            # item's outcome is the model's failure, as for a ctx.chat call that raised.
+            if isinstance(failure, ProviderError):
+                raise failure from None
+            raise
+        finally:
+            context._end_model_route()
         attempt.finish_reason = getattr(answer, "finish_reason", None)
         attempt.final_messages = list(getattr(answer, "final_messages", None) or [])
         if getattr(answer, "status", None) == "COMPLETED":
