@@ -27,7 +27,7 @@ class Misbehaving(Grader):
     """Rewards an answer equal to the label with 1.0 and notes its process id in the sample's metrics,
     or as the metadata's ``grader`` says: ``sleep`` (blocks the process, after writing its pid to the
     metadata's ``pid_file``), ``exit`` (``sys.exit(3)``), ``os_exit`` (``os._exit(7)``), ``segfault``,
-    ``none`` (sets no reward), ``raise``."""
+    ``none`` (sets no reward), ``raise``, ``unpicklable`` (leaves a lambda on the sample)."""
 
     async def grade(self, ctx: GraderContext) -> None:
         meta = ctx.metadata or {}
@@ -46,5 +46,7 @@ class Misbehaving(Grader):
         if how == "none":
             return
         assert ctx.sample is not None
+        if how == "unpicklable":
+            ctx.sample.extra_fields["handle"] = lambda: None
         ctx.sample.metrics["graded_in"] = os.getpid()
         ctx.set_reward(1.0 if ctx.sample.messages[-1]["content"] == ctx.label else 0.0)

@@ -45,6 +45,10 @@ def test_a_graders_reward_and_its_changes_to_the_sample_come_back_from_its_worke
     assert here["sample"].pop("metrics") == {"graded_in": os.getpid()}
     assert there["sample"].pop("metrics")["graded_in"] != os.getpid()
     assert here["sample"] == there["sample"] and there["sample"]["reward"] == 1.0
+    # a sample that cannot travel is reduced as the wire reduces a sample that is not JSON
+    here = graded(http, in_process, "here-2", metadata={"grader": "unpicklable"})
+    there = graded(http, isolated, "there-2", metadata={"grader": "unpicklable"})
+    assert here == {**there, "rollout_id": "here-2"} and here["sample"]["reward"] == 1.0
     wrong = graded(http, isolated, "wrong", metadata={}, label="5")
     assert wrong["status"] == "success" and wrong["sample"]["reward"] == 0.0
     for how, category, message in [

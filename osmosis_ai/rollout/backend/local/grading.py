@@ -66,7 +66,7 @@ def grade_in_worker(
             cls = _graders[grader] = load_attribute(grader, what="grader", example="e.g. 'main:MyGrader'")
         if _loop is None:
             _loop = asyncio.new_event_loop()
-        return _loop.run_until_complete(grade_sample(cls, config, label, metadata, sample))
+        graded = _loop.run_until_complete(grade_sample(cls, config, label, metadata, sample))
     except BaseException as exc:  # the grader's own failure, SystemExit included: typed, the worker lives on
         if not isinstance(exc, Exception) and _loop is not None:  # it may have stopped the loop mid-step
             _loop.close()
@@ -76,6 +76,11 @@ def grade_in_worker(
         failure = (category_of(exc).value, f"grader: {str(shown) or type(exc).__name__}", trace)
         forget_traceback(exc)
         return failure
+    try:
+        pickle.dumps(graded)
+    except Exception:  # what the grader put on it cannot travel, nor be JSON: the wire's reduction
+        return RolloutSample(reward=graded.reward, label=graded.label, remove_sample=graded.remove_sample)
+    return graded
 
 
 def importable_name(value: Any) -> str | None:
