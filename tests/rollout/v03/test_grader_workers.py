@@ -133,3 +133,15 @@ def test_a_grader_that_cannot_be_imported_by_name_grades_in_the_servers_process(
 def test_grader_workers_must_be_a_whole_number() -> None:
     with pytest.raises(ValueError, match=r"grader_workers=\.\.\.\) must be a whole number >= 0, got -1"):
         LocalBackend(workflow=Answers, grader=Misbehaving, grader_workers=-1)
+
+
+def test_a_module_that_builds_its_app_on_import_grades_in_its_workers(http: httpx.Client) -> None:
+    from tests.rollout.v03.app_with_grader import app
+
+    server = RunningServer(app).start()
+    try:
+        result = graded(http, server, "app", metadata={})
+    finally:
+        server.stop()
+    assert result["status"] == "success" and result["sample"]["reward"] == 1.0
+    assert result["sample"]["metrics"]["graded_in"] != os.getpid()

@@ -17,7 +17,9 @@ graded go to the other workers.
 
 A grader runs here only if a fresh interpreter can import it and its config by name
 (:func:`grader_runtime_for`): one defined in ``__main__`` or inside a function grades in the
-server's process, as without ``grader_workers``, and the server says so once at start.
+server's process, as without ``grader_workers``, and the server says so once at start. Each worker
+imports the grader's module: one that builds the app on import (``uvicorn main:app``) builds it
+there too, without grader workers of its own and without serving it.
 """
 
 from __future__ import annotations
@@ -165,9 +167,11 @@ def grader_runtime_for(backend: LocalBackend) -> GraderRuntime | None:
     """The grader runtime ``backend`` asks for (``grader_workers >= 1``), or ``None`` to grade in
     the server's process: none was asked for, or the grader or its config cannot be loaded by name
     in a worker (said once, with what to change)."""
+    from osmosis_ai.rewards.runtime import worker
+
     grader, config = backend.grader_cls, backend.grader_config
-    if not backend.grader_workers or grader is None:
-        return None
+    if not backend.grader_workers or grader is None or worker.IN_WORKER:
+        return None  # in a worker: the grader's module built its app on import, which serves nothing there
     name = importable_name(grader)
     problem = None
     if name is None:
