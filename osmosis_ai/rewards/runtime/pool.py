@@ -31,6 +31,12 @@ last whole frame, is ``reward_crash``; when there are several such samples each 
 first, a finished one included (the one that garbles alone is the one to blame), and the others
 go back to the queue.
 
+**Caller deadlines.** A pool whose callers keep each sample's deadline themselves (a rollout
+server's grader phase: every rollout its own) has no timeout of its own. Its workers are sent only
+what they can start at once, so no sample waits inside a worker behind one that hangs, and a sample
+its caller stops waiting for while a worker holds it gets that worker stopped and replaced: the
+others it held go back to the queue, as after any stop.
+
 **Failures of the pool itself.** A replacement that cannot start is retried; when no worker is left
 and none can be started, the queued jobs and later submissions fail with :class:`WorkerStartError`.
 """
@@ -94,8 +100,10 @@ class ProcessPool:
         *,
         workers: int,
         memory_limit_mb: int | None,
+        caller_deadlines: bool = False,
     ) -> None:
         self.target = target
+        self.caller_deadlines = caller_deadlines
         self.settings = settings
         self.size = workers
         self.timeout = settings.timeout
@@ -155,8 +163,17 @@ class ProcessPool:
         return job
 
     def drop(self, job: Job) -> None:
-        """The caller stopped waiting: the job is skipped if still queued, its result ignored if not."""
+        """The caller stopped waiting: the job is skipped if still queued, its result ignored if not;
+        with caller deadlines, a worker that holds it is stopped (see "Caller deadlines")."""
         job.dropped = True
+        if not self.caller_deadlines:
+            return
+        for worker, held in self._held.items():
+            if job.seq in held and not worker.stopping:
+                self.stats.killed += 1
+                worker.stop()
+                self._replace()
+                return
 
     async def close(self) -> None:
         self._closed = True
@@ -197,7 +214,7 @@ class ProcessPool:
         if not ready or not self._waiting:
             return
         batch = self._batch()
-        window = self.settings.concurrency + 2 * batch
+        window = self.settings.concurrency + (0 if self.caller_deadlines else 2 * batch)
         share = math.ceil(len(self._waiting) / len(ready))
         for worker in ready:
             room = min(window - len(self._held[worker]), share)
@@ -212,7 +229,7 @@ class ProcessPool:
                 self._send(worker, jobs)
 
     def _batch(self) -> int:
-        if self._mean is None:
+        if self._mean is None or self.caller_deadlines:
             return 1
         return max(1, min(MAX_BATCH, int(BATCH_SECONDS / max(self._mean, 1e-7))))
 
@@ -244,6 +261,8 @@ class ProcessPool:
         self._schedule_dispatch()
 
     def _result(self, job: Job, status: int, value: Any, duration: float, output: str) -> SampleResult:
+        if status == OK and self.settings.raw:
+            return SampleResult(job.index, Outcome.COMPLETED, None, None, duration, output, value)
         if status == OK:
             return SampleResult(job.index, Outcome.COMPLETED, value, None, duration, output)
         if status == ERROR:

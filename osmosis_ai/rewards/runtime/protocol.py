@@ -45,7 +45,7 @@ FAILED = "failed"
 RESULTS = "results"
 
 OK = 0
-"""The reward returned a score (``value`` is the float)."""
+"""The reward returned a score (``value`` is the float; for a ``raw`` target, whatever it returned)."""
 ERROR = 1
 """The reward raised or returned no score (``value`` is the first line of the error)."""
 TIMEOUT = 2
@@ -54,6 +54,9 @@ CANCELLED = "cancelled"
 LATE = "late"
 MEMORY = 3
 """The reward ran out of memory (``value`` is the first line of the error)."""
+UNRECORDED = "its worker process ended after it returned, before its result was sent"
+"""What the finished record says of a ``raw`` target's return value, which the record cannot hold:
+such a sample is an error when its worker dies in that moment, and is not run again."""
 
 _HEADER = struct.Struct("!I")
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
@@ -89,6 +92,8 @@ class WorkerSettings:
     """The most samples the worker is ever sent at once (it records that many finished ones)."""
     memory_limit_mb: int | None
     output_limit: int
+    raw: bool = False
+    """The target's return value goes back as it is (mode ``raw``), not made a score."""
 
 
 def encode(message: object) -> bytes:
@@ -222,6 +227,8 @@ class Slots:
         """Record a finished sample (worker side, one thread): ``value`` a float score or a text."""
         (written,) = _INT64.unpack_from(self._buffer, self._log)
         offset = self._entries + (written % self.finished_capacity) * _ENTRY
+        if status == OK and type(value) is not float:  # a raw value: see UNRECORDED
+            status, value = ERROR, UNRECORDED
         if status == OK:
             score, text = value, b""
         else:

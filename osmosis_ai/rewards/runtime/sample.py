@@ -44,7 +44,8 @@ class SampleResult:
     ``reward_crash`` (it took its worker process down, or ran out of memory); ``error`` is the first
     line of what went wrong and ``score`` is ``None`` for all but ``completed``. ``index`` is the
     row's position (or what the caller passed). ``duration`` is how long the reward ran, in seconds,
-    measured where it ran. ``output`` is what it printed, bounded.
+    measured where it ran. ``output`` is what it printed, bounded. ``value`` is what a ``raw``
+    target returned (:meth:`RewardRuntime.call`; its ``score`` is ``None``).
     """
 
     index: int | None
@@ -53,6 +54,7 @@ class SampleResult:
     error: str | None = None
     duration: float | None = None
     output: str = ""
+    value: Any = None
 
     @property
     def ok(self) -> bool:

@@ -34,7 +34,7 @@ from osmosis_ai.rewards.runtime.pool import MAX_BATCH, ProcessPool
 from osmosis_ai.rewards.runtime.protocol import WorkerSettings
 from osmosis_ai.rewards.runtime.sample import Sample, SampleResult, prepare
 from osmosis_ai.rewards.runtime.stats import RuntimeStats
-from osmosis_ai.rewards.runtime.target import resolve
+from osmosis_ai.rewards.runtime.target import RAW, resolve
 
 DEFAULT_TIMEOUT = 60.0
 """Seconds a reward may spend on one sample unless told otherwise (``timeout=None``: no limit)."""
@@ -76,6 +76,12 @@ class RewardRuntime:
             synchronous reward runs in as many threads as the SDK's shared ones by default.
         output_limit: characters of each sample's printed output kept in its result.
         kind: what the reward is called in error messages (``"eval function"``).
+        raw: ``reward`` is any callable, not a reward: :meth:`call` passes it arguments as given and
+            returns what it returned (``SampleResult.value``, which must pickle). Needs workers.
+        caller_deadlines: the callers keep each sample's deadline (they cancel :meth:`call` or
+            :meth:`score` when it passes; use ``timeout=None``): a worker is sent only what it can
+            start at once, and one still running a sample whose caller stopped waiting is killed
+            and replaced. Needs workers.
     """
 
     def __init__(
@@ -88,9 +94,13 @@ class RewardRuntime:
         concurrency: int | None = None,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
         kind: str = "reward function",
+        raw: bool = False,
+        caller_deadlines: bool = False,
     ) -> None:
         self.timeout = _check_timeout(timeout)
         self.workers = default_workers() if workers is None else _check_count("workers", workers, minimum=0)
+        if (raw or caller_deadlines) and self.workers == 0:
+            raise RewardSettingError("raw and caller_deadlines need worker processes (workers >= 1)")
         self.memory_limit_mb = _check_memory(memory_limit_mb, self.workers)
         if self.workers and os.name != "posix":
             raise RewardSettingError(
@@ -102,7 +112,7 @@ class RewardRuntime:
                 'a script that scores, put the scoring under `if __name__ == "__main__":`'
             )
         output_limit = _check_count("output_limit", output_limit, minimum=0)
-        self.target = resolve(reward, by_name=self.workers > 0)
+        self.target = resolve(reward, by_name=self.workers > 0, shaped=not raw)
         if self.target.is_async:
             default_concurrency = DEFAULT_ASYNC_CONCURRENCY
         else:  # a worker calls a sync reward on its main thread; in-process it needs threads to overlap
@@ -132,9 +142,14 @@ class RewardRuntime:
                 window=self.concurrency + 2 * MAX_BATCH,
                 memory_limit_mb=self.memory_limit_mb,
                 output_limit=output_limit,
+                raw=raw,
             )
             self._backend = ProcessPool(
-                self.target, settings, workers=self.workers, memory_limit_mb=self.memory_limit_mb
+                self.target,
+                settings,
+                workers=self.workers,
+                memory_limit_mb=self.memory_limit_mb,
+                caller_deadlines=caller_deadlines,
             )
         self._started = False
         self._closed = False
@@ -179,14 +194,26 @@ class RewardRuntime:
 
     async def score(self, sample: Row, *, index: int | None = None) -> SampleResult:
         """Score one sample; ``index`` is copied into the result. Safe to call from many tasks at once."""
+        if self.target.mode == RAW:
+            raise RewardRuntimeError("score() is for a reward; run a raw target with call()")
         await self.start()
-        args = prepare(sample, index, self.target.mode)
+        return await self._submit(prepare(sample, index, self.target.mode), index)
+
+    async def call(self, *args: Any) -> SampleResult:
+        """Run a ``raw`` target on ``args`` (they must pickle); its return value is the result's
+        ``value``. Safe to call from many tasks at once."""
+        if self.target.mode != RAW:
+            raise RewardRuntimeError("call() is for a raw target; score a reward with score()")
+        await self.start()
+        return await self._submit(args, None)
+
+    async def _submit(self, args: tuple[Any, ...], index: int | None) -> SampleResult:
         future: asyncio.Future[SampleResult] = asyncio.get_running_loop().create_future()
         job: Any = self._backend.submit(args, index, lambda outcome: _settle(future, outcome))
         try:
             return await future
         finally:
-            if not future.done():
+            if not future.done() or future.cancelled():  # a cancelled caller cancels the future too
                 self._backend.drop(job)
 
     def stream(

@@ -31,6 +31,9 @@ from osmosis_ai.rewards.eval_fn import PARAMETERS, SHAPES, shape_of
 from osmosis_ai.rewards.runtime.errors import RewardLoadError
 
 MAIN_ALIAS = "__mp_main__"
+RAW = "raw"
+"""The mode of a target resolved without a shape: called with its arguments as given, its return
+value sent back as it is (it must pickle), not made a score."""
 _LISTED_ATTRIBUTES = 20
 
 
@@ -53,12 +56,13 @@ class RewardTarget:
     main_file: str | None = None
 
 
-def resolve(reward: str | Callable[..., Any], *, by_name: bool) -> RewardTarget:
-    """Resolve ``reward``; ``by_name`` demands that worker processes can import it by name."""
+def resolve(reward: str | Callable[..., Any], *, by_name: bool, shaped: bool = True) -> RewardTarget:
+    """Resolve ``reward``; ``by_name`` demands that worker processes can import it by name. Without
+    ``shaped`` it is any callable, called with the arguments given as they are (mode :data:`RAW`)."""
     if isinstance(reward, str):
         module, attribute = _parse(reward)
         function = import_reward(module, attribute, None, spec=reward)
-        return _target(function, reward, module, attribute, None)
+        return _target(function, reward, module, attribute, None, shaped)
     if not callable(reward):
         raise RewardLoadError(
             f"a reward must be a callable or a 'module.path:attribute' string, got a {type(reward).__name__}"
@@ -70,14 +74,14 @@ def resolve(reward: str | Callable[..., Any], *, by_name: bool) -> RewardTarget:
                 f"reward {_describe(reward)} cannot be imported by name in a worker process: define it at "
                 "module level, pass it as 'module.path:attribute', or score in-process with workers=0"
             )
-        return _target(reward, _describe(reward), None, None, None)
+        return _target(reward, _describe(reward), None, None, None, shaped)
     module, attribute, main_file = found
     if main_file is None and module == "__main__" and by_name:
         raise RewardLoadError(
             f"reward {_describe(reward)} is defined in an interactive session, which a worker process "
             "cannot import: put it in a module, or score in-process with workers=0"
         )
-    return _target(reward, f"{module}:{attribute}", module, attribute, main_file)
+    return _target(reward, f"{module}:{attribute}", module, attribute, main_file, shaped)
 
 
 def import_reward(module: str, attribute: str, main_file: str | None, *, spec: str) -> Any:
@@ -186,10 +190,14 @@ def _find_by_name(reward: Callable[..., Any]) -> tuple[str, str, str | None] | N
 
 
 def _target(
-    function: Any, name: str, module: str | None, attribute: str | None, main_file: str | None
+    function: Any, name: str, module: str | None, attribute: str | None, main_file: str | None, shaped: bool
 ) -> RewardTarget:
     if not callable(function):
         raise RewardLoadError(f"reward {name!r} is a {type(function).__name__}, not a callable")
+    if not shaped:
+        return RewardTarget(
+            function, name, RAW, None, is_async_callable(function), module, attribute, main_file
+        )
     try:
         signature = inspect.signature(function)  # follows __wrapped__ through the reward decorators
     except (TypeError, ValueError) as exc:

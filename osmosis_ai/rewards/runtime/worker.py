@@ -152,9 +152,10 @@ def _send(fd: int, message: object) -> None:
         os._exit(1)
 
 
-def _outcome(call: Callable[[], Any], name: str, kind: str) -> tuple[int, Any]:
+def _outcome(call: Callable[[], Any], name: str, kind: str, raw: bool) -> tuple[int, Any]:
     try:
-        return OK, to_score(call(), name, kind=kind)
+        value = call()
+        return OK, value if raw else to_score(value, name, kind=kind)
     except MemoryError as exc:
         forget_traceback(exc)
         return MEMORY, first_line(exc)
@@ -211,7 +212,7 @@ def _serve_inline(
         for seq, payload in batch:
             started = clock()
             slots.start(0, seq, started)
-            status, value = _outcome(lambda: call(loads(payload)), name, kind)  # noqa: B023 - called at once
+            status, value = _outcome(lambda: call(loads(payload)), name, kind, settings.raw)  # noqa: B023 - called at once
             ended = clock()
             if ended - started > timeout:
                 status, value = TIMEOUT, LATE
@@ -301,7 +302,7 @@ async def _serve_concurrently(
             task = asyncio.ensure_future(invoke(loads(payload)))
             done, _ = await asyncio.wait({task}, timeout=timeout if is_async else None)
             if done:
-                status, value = _outcome(task.result, name, kind)
+                status, value = _outcome(task.result, name, kind, settings.raw)
             else:
                 task.cancel()
                 stopped, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE)

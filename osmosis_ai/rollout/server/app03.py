@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.rollout.backend.local.backend import LocalBackend
+from osmosis_ai.rollout.backend.local.grading import grader_runtime_for
 from osmosis_ai.rollout.server.app import LifecycleManager
 from osmosis_ai.rollout.server.config import ServerConfig
 from osmosis_ai.rollout.server.errors import SharedStateUnavailable
@@ -162,7 +163,8 @@ def create_rollout_server(
         store=_result_store(config, backend),
     )
     process_id = str(uuid.uuid4())
-    runner = Runner03(executor, backend, results, process_id)
+    grading = grader_runtime_for(backend)
+    runner = Runner03(executor, backend, results, process_id, grading)
 
     @contextlib.asynccontextmanager
     async def serving(app: Any) -> AsyncIterator[None]:
@@ -170,6 +172,9 @@ def create_rollout_server(
             if lifespan is not None:
                 await stack.enter_async_context(lifespan(app))
             stack.push_async_callback(results.close)  # after the drain, which publishes results
+            if grading is not None:  # its workers end after the drain too
+                stack.push_async_callback(grading.close)
+                await grading.start()
             await results.start()
             await stack.enter_async_context(lifecycle.lifespan(app))
             yield

@@ -12,6 +12,8 @@ Every way a rollout ends is a typed result: an exception is ``failure`` with a c
 ``TimeoutError``: ``timeout``; ``ValueError``/``TypeError``/``AssertionError``: ``validation_error``;
 anything else, ``SystemExit`` included: ``agent_error``), a deadline is ``timeout``, a grader that
 raises or sets no reward fails the rollout — a reward is on the wire only for a graded success.
+With ``grading`` (:mod:`osmosis_ai.rollout.backend.local.grading`) the grader runs in worker
+processes, which answer with the graded sample or the typed failure themselves.
 """
 
 from __future__ import annotations
@@ -25,24 +27,16 @@ from typing import Any
 
 from osmosis_ai._usercode import UserCodeRaised, forget_traceback
 from osmosis_ai.rollout.backend.local.backend import LocalBackend
+from osmosis_ai.rollout.backend.local.grading import GraderRuntime
 from osmosis_ai.rollout.context import RolloutContext
 from osmosis_ai.rollout.server.executor import SHUTDOWN_MESSAGE, RolloutExecutor
 from osmosis_ai.rollout.server.results03 import Results03
 from osmosis_ai.rollout.server.state import RolloutRecord
 from osmosis_ai.rollout.types.protocol import RolloutInitRequest, RolloutResultResponse
 from osmosis_ai.rollout.types.sample import ExecutionRequest, ExecutionResult, RolloutSample
-from osmosis_ai.rollout.types.status import RolloutErrorCategory, RolloutStatus
+from osmosis_ai.rollout.types.status import RolloutErrorCategory, RolloutStatus, category_of
 
 logger = logging.getLogger(__name__)
-
-
-def category_of(exc: BaseException) -> RolloutErrorCategory:
-    """The wire category of an exception raised by a workflow or grader."""
-    if isinstance(exc, TimeoutError):
-        return RolloutErrorCategory.TIMEOUT
-    if isinstance(exc, (ValueError, TypeError, AssertionError)):
-        return RolloutErrorCategory.VALIDATION_ERROR
-    return RolloutErrorCategory.AGENT_ERROR
 
 
 def _failed(
@@ -91,12 +85,18 @@ class Runner03:
     """Admits 0.3 rollouts and runs them on ``executor`` with ``backend``, publishing to ``results``."""
 
     def __init__(
-        self, executor: RolloutExecutor, backend: LocalBackend, results: Results03, process_id: str
+        self,
+        executor: RolloutExecutor,
+        backend: LocalBackend,
+        results: Results03,
+        process_id: str,
+        grading: GraderRuntime | None = None,
     ) -> None:
         self.executor = executor
         self.backend = backend
         self.results = results
         self.process_id = process_id
+        self.grading = grading
 
     async def admit(self, request: RolloutInitRequest) -> str:
         """Start ``request``; its lease token. Raises the executor's refusal (503/429),
@@ -174,10 +174,13 @@ class Runner03:
             if refusal is not None:
                 return _failed(RolloutErrorCategory.VALIDATION_ERROR, refusal, workflow.sample)
             self.results.set_status(rollout_id, RolloutStatus.GRADING)
+            grading = self.grading
             graded = await self._phase(
                 "grader",
                 rollout_id,
-                lambda: backend.grade(job, workflow.sample),
+                (lambda: grading.grade(job, workflow.sample))
+                if grading is not None
+                else (lambda: backend.grade(job, workflow.sample)),
                 request.grader_timeout_sec,
                 0.0,
             )
@@ -189,7 +192,7 @@ class Runner03:
         self,
         phase: str,
         rollout_id: str,
-        call: Callable[[], Awaitable[RolloutSample | None]],
+        call: Callable[[], Awaitable[RolloutSample | ExecutionResult | None]],
         limit: float | None,
         queued: float,
     ) -> ExecutionResult:
@@ -229,7 +232,10 @@ class Runner03:
             forget_traceback(shown)
             forget_traceback(exc)
             return _failed(category, f"{phase}: {message}")
-        return ExecutionResult(status=RolloutStatus.SUCCESS, sample=task.result())
+        value = task.result()
+        if isinstance(value, ExecutionResult):  # a grader worker's typed failure, logged where it was made
+            return value
+        return ExecutionResult(status=RolloutStatus.SUCCESS, sample=value)
 
 
 def _deadline_message(phase: str, limit: float | None, budget: float | None, queued: float) -> str:

@@ -40,3 +40,12 @@ class RolloutErrorCategory(_Text):
     HTTP_ERROR = "http_error"
     AGENT_ERROR = "agent_error"
     INTERNAL_ERROR = "internal_error"
+
+
+def category_of(exc: BaseException) -> RolloutErrorCategory:
+    """The wire category of an exception raised by a workflow or grader."""
+    if isinstance(exc, TimeoutError):
+        return RolloutErrorCategory.TIMEOUT
+    if isinstance(exc, (ValueError, TypeError, AssertionError)):
+        return RolloutErrorCategory.VALIDATION_ERROR
+    return RolloutErrorCategory.AGENT_ERROR

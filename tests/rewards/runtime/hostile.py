@@ -191,3 +191,10 @@ def too_few(solution_str: str, ground_truth: str) -> float:
 NOT_CALLABLE = 42
 
 raise_at_import = None  # the module imports: the runtime tests import a broken sibling for that
+
+
+def raw(value: Any) -> tuple[int, Any]:
+    """A raw target (not a reward): its process id and ``value`` back; ``"hang"`` blocks for good."""
+    while value == "hang":
+        time.sleep(1)
+    return os.getpid(), value

@@ -677,3 +677,30 @@ def test_score_batch_checks_every_row_before_any_worker_starts() -> None:
     with pytest.raises(RewardInputError, match=r"^row 2 has no 'ground_truth'"):
         score_batch(HOSTILE, [row("score:1"), row("score:2"), {"solution_str": "x"}], workers=2)
     assert children() == before
+
+
+async def test_a_raw_target_returns_its_value_and_a_sample_its_caller_stops_waiting_for_has_its_worker_killed() -> (
+    None
+):
+    async with RewardRuntime(f"{H}:raw", raw=True, caller_deadlines=True, timeout=None, workers=1) as runtime:
+        result = await runtime.call({"rows": [1, 2]})
+        assert result.outcome is C and result.score is None
+        worker, value = result.value
+        assert value == {"rows": [1, 2]} and worker != os.getpid()
+        with pytest.raises(RewardRuntimeError, match=r"score\(\) is for a reward"):
+            await runtime.score(row("x"))
+        with pytest.raises(asyncio.TimeoutError):  # the caller's deadline: the hang holds the only worker
+            await asyncio.wait_for(runtime.call("hang"), 0.5)
+        assert (await runtime.call(2)).value[1] == 2  # a fresh worker took over at once
+        assert runtime.stats.killed == 1
+        for _ in range(1000):  # a bound on a hang, not a claim about speed
+            if not alive(worker):
+                break
+            await asyncio.sleep(0.01)
+        assert not alive(worker)
+
+
+def test_raw_and_caller_deadlines_need_workers() -> None:
+    for setting in ("raw", "caller_deadlines"):
+        with pytest.raises(RewardSettingError, match="need worker processes"):
+            RewardRuntime(f"{H}:raw", workers=0, **{setting: True})

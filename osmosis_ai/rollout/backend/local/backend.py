@@ -42,6 +42,12 @@ class LocalBackend:
 
     ``max_concurrent`` is ``workflow_config.concurrency.max_concurrent``, or 4 without a config;
     ``None`` (a config that sets none) leaves the limit to the server's ``max_concurrent_rollouts``.
+
+    ``grader_workers`` (this package's, not 0.3's): with ``N >= 1`` the server grades in ``N`` warm
+    worker processes of the reward runtime, where a grader that hangs, crashes or exits is stopped
+    at its deadline and fails its rollout alone (:mod:`.grading`). The grader must then be
+    importable by name (a module's class, not one defined in ``__main__`` or in a function);
+    one that is not, or the default ``0``, grades in the server's process.
     """
 
     def __init__(
@@ -51,7 +57,13 @@ class LocalBackend:
         workflow_config: AgentWorkflowConfig | str | None = None,
         grader: type[Grader] | str | None = None,
         grader_config: GraderConfig | str | None = None,
+        grader_workers: int = 0,
     ) -> None:
+        if isinstance(grader_workers, bool) or not isinstance(grader_workers, int) or grader_workers < 0:
+            raise ValueError(
+                f"LocalBackend(grader_workers=...) must be a whole number >= 0, got {grader_workers!r}"
+            )
+        self.grader_workers = grader_workers
         self.workflow_cls: type[AgentWorkflow[Any]] = _subclass(
             _resolved(workflow, "workflow"), AgentWorkflow, "workflow"
         )
@@ -96,13 +108,27 @@ class LocalBackend:
         """Grade ``sample`` with a fresh grader; the graded sample (``ValueError`` when it has no reward)."""
         if self.grader_cls is None:
             raise ValueError("the LocalBackend has no grader")
-        ctx = GraderContext(label=request.label, sample=sample, metadata=request.metadata)
-        await self.grader_cls(self.grader_config).grade(ctx)
-        graded = ctx.sample
-        if graded is None:
-            raise ValueError(
-                "there is no sample to grade: the workflow returned no messages and registered no sample source"
-            )
-        if graded.reward is None and not graded.remove_sample:
-            raise ValueError("the grader set no reward: call ctx.set_reward(value) in Grader.grade")
-        return graded
+        return await grade_sample(
+            self.grader_cls, self.grader_config, request.label, request.metadata, sample
+        )
+
+
+async def grade_sample(
+    grader_cls: type[Grader],
+    config: GraderConfig | None,
+    label: str | None,
+    metadata: dict[str, Any] | None,
+    sample: RolloutSample | None,
+) -> RolloutSample:
+    """Grade ``sample`` with a fresh ``grader_cls(config)``: in the server's process or in a grader
+    worker (:mod:`.grading`); ``ValueError`` when it leaves the sample without a reward."""
+    ctx = GraderContext(label=label, sample=sample, metadata=metadata)
+    await grader_cls(config).grade(ctx)
+    graded = ctx.sample
+    if graded is None:
+        raise ValueError(
+            "there is no sample to grade: the workflow returned no messages and registered no sample source"
+        )
+    if graded.reward is None and not graded.remove_sample:
+        raise ValueError("the grader set no reward: call ctx.set_reward(value) in Grader.grade")
+    return graded
