@@ -54,6 +54,8 @@ CANCELLED = "cancelled"
 LATE = "late"
 MEMORY = 3
 """The reward ran out of memory (``value`` is the first line of the error)."""
+INFRA = 4
+"""The reward raised :class:`~osmosis_ai.errors.InfrastructureError`: its own machinery failed (``value`` is the first line)."""
 
 _HEADER = struct.Struct("!I")
 _PROTOCOL = pickle.HIGHEST_PROTOCOL

@@ -1,0 +1,232 @@
+"""The escape suite: what model-written code may try, each contained with the right typed result.
+
+Limits and timeouts are small so the whole file takes seconds. Nothing here sleeps to prove a point:
+a process that would outlive the run is looked for by a marker it would write and by its PID.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from osmosis_ai.sandbox import SandboxOutcome, run
+
+SECRET = "s3cr3t-bytes-only-the-host-has"
+KEY = "sk-test-0123456789abcdef-never-inside"
+
+
+def _never_shows(result, *needles: str) -> None:  # type: ignore[no-untyped-def]
+    for needle in needles:
+        assert (
+            needle not in result.stdout and needle not in result.stderr and needle not in (result.error or "")
+        )
+
+
+async def test_no_connection_to_a_loopback_service_or_the_outside() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        code = textwrap.dedent(f"""
+            import socket
+            for address in (("127.0.0.1", {port}), ("192.0.2.1", 80)):
+                try:
+                    socket.create_connection(address, timeout=1).close()
+                    print("connected", address)
+                except OSError as exc:
+                    print("refused", address, type(exc).__name__)
+        """)
+        result = await run(code, timeout=5)
+        server.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            server.accept()  # nobody reached the host's listening socket
+    assert result.outcome is SandboxOutcome.PASSED
+    assert "connected" not in result.stdout and result.stdout.count("refused") == 2
+
+
+async def test_a_secret_file_and_the_parents_api_key_stay_outside(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET)
+    monkeypatch.setenv("OSMOSIS_TEST_API_KEY", KEY)
+    code = textwrap.dedent(f"""
+        import os
+        for path in ({str(secret)!r}, "/root/.bashrc", "/work", "/proc/1/environ", "/etc/passwd"):
+            try:
+                print(path, open(path).read())
+            except OSError as exc:
+                print(path, "unreadable", type(exc).__name__)
+        print(sorted(os.environ))
+        print(os.environ.get("OSMOSIS_TEST_API_KEY"))
+    """)
+    result = await run(code)
+    assert result.outcome is SandboxOutcome.PASSED
+    _never_shows(result, SECRET, KEY)
+    names = result.stdout.splitlines()[-2]
+    assert names in ("['HOME', 'LANG', 'PATH']", "['HOME', 'LANG', 'PATH', 'PWD']")
+
+
+async def test_writes_outside_the_tmpfs_fail_and_leave_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "written-by-sandbox"
+    code = textwrap.dedent(f"""
+        for path in ({str(target)!r}, "/usr/evil", "/etc/evil", "/evil"):
+            try:
+                open(path, "w").write("x")
+                print("wrote", path)
+            except OSError as exc:
+                print("refused", path)
+        open("/tmp/ok", "w").write("fine")
+        open("/sandbox/ok", "w").write("fine")
+    """)
+    result = await run(code)
+    assert result.outcome is SandboxOutcome.PASSED, result.stderr
+    assert "wrote" not in result.stdout and result.stdout.count("refused") == 4
+    assert not target.exists() and not Path("/usr/evil").exists() and not Path("/evil").exists()
+
+
+async def test_a_fork_bomb_hits_the_process_limit_and_the_deadline() -> None:
+    code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    result = await run(code, timeout=1.5)
+    assert result.outcome is SandboxOutcome.TIMEOUT
+    assert result.duration < 10
+
+
+async def test_a_memory_bomb_is_out_of_memory() -> None:
+    result = await run(
+        "chunks = []\nwhile True:\n    chunks.append(bytearray(16 * 1024 * 1024))", memory_mb=128
+    )
+    assert result.outcome is SandboxOutcome.MEMORY and "128 MB" in (result.error or "")
+
+
+async def test_an_infinite_loop_is_a_timeout() -> None:
+    result = await run("while True:\n    pass", timeout=0.5)
+    assert result.outcome is SandboxOutcome.TIMEOUT and result.exit_code is None
+
+
+async def test_kill_minus_one_kills_only_the_sandbox() -> None:
+    bystander = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
+    try:
+        # kill(-1) spares its caller, so a shell's `kill -9 -1` is what takes the code's process down
+        result = await run("import os\nos.system('kill -9 -1')\nprint('survived')")
+        assert result.outcome is SandboxOutcome.CRASHED and result.error == "killed by SIGKILL"
+        assert bystander.poll() is None  # a host process of the same machine is untouched
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+async def test_ctypes_gives_no_way_out() -> None:
+    code = textwrap.dedent("""
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        print("setuid", libc.setuid(0), os.getuid())
+        print("unshare", libc.unshare(0x10000000))  # CLONE_NEWUSER: no nested user namespace
+        print("mount", libc.mount(b"none", b"/usr", b"tmpfs", 0, None))
+    """)
+    result = await run(code)
+    assert result.outcome is SandboxOutcome.PASSED
+    assert (
+        "setuid -1 65534" in result.stdout and "unshare -1" in result.stdout and "mount -1" in result.stdout
+    )
+
+
+async def test_a_double_forked_child_does_not_outlive_the_run(tmp_path: Path) -> None:
+    # Its PID inside the sandbox is not the host's, so the test finds it by the marker in its command line.
+    marker = f"osmosis-sandbox-orphan-{os.getpid()}-{tmp_path.name}"
+    code = textwrap.dedent(f"""
+        import os, sys
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                os.execv(sys.executable, [sys.executable, "-c", "import time\\nwhile True: time.sleep(1)", {marker!r}])
+            os._exit(0)
+        print("parent done")
+    """)
+    result = await run(code, timeout=5)
+    assert result.outcome is SandboxOutcome.PASSED and "parent done" in result.stdout
+    survivors = [entry for entry in os.listdir("/proc") if entry.isdigit() and _cmdline_has(entry, marker)]
+    assert survivors == []
+
+
+def _cmdline_has(pid: str, marker: str) -> bool:
+    try:
+        return marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+async def test_nothing_outlives_a_killed_caller(tmp_path: Path) -> None:
+    marker = f"osmosis-sandbox-caller-{os.getpid()}-{tmp_path.name}"
+    script = textwrap.dedent(f"""
+        import sys
+        from osmosis_ai.sandbox import run_sync
+        print("go", flush=True)
+        run_sync("import os, sys\\nos.execv(sys.executable, [sys.executable, '-c', 'while True: pass', {marker!r}])", timeout=60)
+    """)
+    caller = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, env={**os.environ})
+    try:
+        assert caller.stdout is not None and caller.stdout.readline() == b"go\n"
+        for _ in range(200):  # the sandbox is up once its harness runs the code
+            if _sandboxed_code_running(marker):
+                break
+            os.sched_yield()
+            await _tick()
+        assert _sandboxed_code_running(marker), "the sandbox never started"
+        caller.send_signal(signal.SIGKILL)
+        caller.wait()
+        for _ in range(200):
+            if not _sandboxed_code_running(marker):
+                break
+            await _tick()
+        assert not _sandboxed_code_running(marker)
+    finally:
+        caller.kill()
+        caller.wait()
+
+
+def _sandboxed_code_running(marker: str) -> bool:
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+async def _tick() -> None:
+    import asyncio
+
+    await asyncio.sleep(0.05)
+
+
+async def test_filling_the_disk_stops_at_the_tmpfs_cap() -> None:
+    code = textwrap.dedent("""
+        import os
+        written = 0
+        try:
+            with open("/sandbox/fill", "wb") as out:
+                while True:
+                    out.write(b"x" * (1 << 20))
+                    written += 1
+        except OSError as exc:
+            print("stopped", type(exc).__name__, written)
+        try:
+            with open("/tmp/more", "wb") as out:
+                while True:
+                    out.write(b"x" * (1 << 20))
+        except OSError as exc:
+            print("stopped again", type(exc).__name__)
+    """)
+    result = await run(code, memory_mb=48)
+    assert result.outcome is SandboxOutcome.PASSED, result.stderr
+    assert "stopped OSError" in result.stdout and "stopped again OSError" in result.stdout
