@@ -208,7 +208,7 @@ async def _supervise(
     lines = _report(report, nonce)
     outcome, error, code = _classify(job, process.returncode, timed_out, lines, stderr)
     passed = total = None
-    if job.tests is not None:
+    if job.tests is not None and outcome is not SandboxOutcome.INFRA_ERROR:
         total = len(job.tests)
         passed = len({line for line in lines if line.startswith("pass ")})
     return SandboxResult(
