@@ -69,7 +69,9 @@ def _environment(job: Job, machine: Machine) -> dict[str, str]:
     return {"PATH": path, "HOME": "/tmp", "LANG": "C.UTF-8", **job.env}
 
 
-def _argv(job: Job, machine: Machine, files: dict[str, int], report: int | None) -> list[str]:
+def _argv(
+    job: Job, machine: Machine, files: dict[str, int], report: int | None, filter_fd: int | None
+) -> list[str]:
     assert machine.bwrap is not None and machine.prlimit is not None
     size = str(job.memory_mb * MiB)
     argv = [machine.bwrap, *namespaces(network=job.network), "--die-with-parent", "--new-session",
@@ -102,6 +104,8 @@ def _argv(job: Job, machine: Machine, files: dict[str, int], report: int | None)
                 argv += ["--dir", f"{WORKDIR}/{parent}"]
         argv += ["--file", str(fd), f"{WORKDIR}/{name}"]
     argv += ["--remount-ro", "/", "--chdir", WORKDIR, "--clearenv"]
+    if filter_fd is not None:
+        argv += ["--seccomp", str(filter_fd)]
     for name, value in _environment(job, machine).items():
         argv += ["--setenv", name, value]
     cpu = max(1, math.ceil(job.timeout * job.cpus))
@@ -149,6 +153,7 @@ async def run_local(job: Job, machine: Machine) -> SandboxResult:
     nonce = secrets.token_hex(16)
     contents = dict(job.files)
     report: int | None = None
+    filter_fd: int | None = None
     if job.command is None:
         import json
 
@@ -160,11 +165,14 @@ async def run_local(job: Job, machine: Machine) -> SandboxResult:
             files[name] = _memfd("osmosis-sandbox-file", data)
         if job.command is None:
             report = os.memfd_create("osmosis-sandbox-report", os.MFD_CLOEXEC)
-        argv = _argv(job, machine, files, report)
+        if machine.seccomp_filter is not None:
+            filter_fd = _memfd("osmosis-sandbox-seccomp", machine.seccomp_filter)
+        argv = _argv(job, machine, files, report, filter_fd)
+        passed = [*files.values(), *(fd for fd in (report, filter_fd) if fd is not None)]
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, pass_fds=[*files.values(), *([report] if report is not None else [])],
+                stderr=asyncio.subprocess.PIPE, pass_fds=passed,
                 env={"PATH": "/usr/bin:/bin"}, start_new_session=True, **drop_privileges(machine.run_as),
             )  # fmt: skip
         except OSError as exc:
@@ -173,12 +181,16 @@ async def run_local(job: Job, machine: Machine) -> SandboxResult:
             for fd in files.values():
                 os.close(fd)
             files.clear()
+            if filter_fd is not None:
+                os.close(filter_fd)
+                filter_fd = None
         return await _supervise(process, job, report, nonce, started)
     finally:
         for fd in files.values():
             os.close(fd)
-        if report is not None:
-            os.close(report)
+        for extra in (report, filter_fd):
+            if extra is not None:
+                os.close(extra)
 
 
 async def _supervise(

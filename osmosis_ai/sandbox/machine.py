@@ -2,8 +2,9 @@
 
 The local tier needs bubblewrap (``bwrap``) and the right to make user, PID, mount and network
 namespaces, which only a real start proves: :func:`probe` starts one empty sandbox with the same
-namespaces every run uses. ``prlimit`` (util-linux) sets the resource limits inside. Seccomp,
-Landlock and cgroups are looked at and reported, not used by this tier (docs/design/sandbox.md).
+namespaces every run uses, with the seccomp filter (:mod:`osmosis_ai.sandbox.seccomp`). ``prlimit``
+(util-linux) sets the resource limits inside. Landlock and cgroups are looked at and reported, not
+used by this tier (docs/design/sandbox.md).
 
 A machine without namespaces or bwrap gets no tier: :attr:`Machine.refusal` says why, and every run
 ends ``infra_error`` with that sentence. There is no weaker fallback.
@@ -20,6 +21,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from osmosis_ai.sandbox import seccomp
 
 NOBODY = 65534
 """The uid and gid code runs as inside the sandbox, and the real uid bwrap runs as when we are root."""
@@ -50,6 +53,7 @@ class Machine:
     python_prefix: str | None
     python_note: str
     run_as: int | None
+    seccomp_filter: bytes | None
     mechanisms: tuple[Mechanism, ...]
 
 
@@ -115,17 +119,26 @@ def _cgroups() -> tuple[bool, str]:
     return False, "none mounted"
 
 
-async def _starts(bwrap: str, run_as: int | None) -> str | None:
-    """None when an empty sandbox with every namespace starts, else bwrap's own complaint."""
-    argv = [bwrap, *namespaces(network=False), "--ro-bind", "/usr", "/usr", *usr_links(), "/usr/bin/true"]
+async def _starts(bwrap: str, run_as: int | None, seccomp_filter: bytes | None) -> str | None:
+    """None when an empty sandbox with every namespace (and the filter) starts, else bwrap's own complaint."""
+    argv = [bwrap, *namespaces(network=False), "--ro-bind", "/usr", "/usr", *usr_links()]
+    read, write = os.pipe()
+    if seccomp_filter is not None:
+        argv += ["--seccomp", str(read)]
+        os.write(write, seccomp_filter)  # a few hundred bytes: the pipe holds them
+    os.close(write)
+    argv.append("/usr/bin/true")
     try:
         process = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE, env={"PATH": "/usr/bin:/bin"}, **drop_privileges(run_as),
+            stderr=asyncio.subprocess.PIPE, env={"PATH": "/usr/bin:/bin"}, pass_fds=[read],
+            **drop_privileges(run_as),
         )  # fmt: skip
         _, err = await asyncio.wait_for(process.communicate(), 10)
     except (OSError, asyncio.TimeoutError) as exc:
         return f"bwrap could not be started: {exc}"
+    finally:
+        os.close(read)
     if process.returncode == 0:
         return None
     complaint = err.decode(errors="replace").strip().splitlines()
@@ -176,6 +189,7 @@ async def _find() -> Machine:
     prlimit = shutil.which("prlimit", path="/usr/bin:/bin")
     run_as = NOBODY if os.geteuid() == 0 else None
     python, prefix, python_note = _python(run_as)
+    seccomp_filter = seccomp.program() if _seccomp() else None
     refusal: str | None
     if sys.platform != "linux":
         refusal = f"the local sandbox needs Linux namespaces; this is {sys.platform}"
@@ -186,7 +200,7 @@ async def _find() -> Machine:
             "prlimit (util-linux) is not in /usr/bin or /bin: the sandbox cannot set its resource limits"
         )
     else:
-        problem = await _starts(bwrap, run_as)
+        problem = await _starts(bwrap, run_as, seccomp_filter)
         refusal = (
             None if problem is None else f"bubblewrap cannot make the sandbox's namespaces here: {problem}"
         )
@@ -209,8 +223,10 @@ async def _find() -> Machine:
         Mechanism("unprivileged uid", True, run_as is not None,
                   f"bwrap runs as uid {NOBODY}" if run_as is not None else f"bwrap runs as uid {os.geteuid()}",
                   "as root the process limit would not apply (the kernel exempts root) and an escape would be root"),
-        Mechanism("seccomp", _seccomp(), False, "kernel filters available; bwrap --seccomp takes a compiled filter",
-                  "would narrow the syscalls the kernel exposes (not used by this tier)"),
+        Mechanism("seccomp", _seccomp(), ok and seccomp_filter is not None,
+                  f"{len(seccomp.DENIED_X86_64)} system calls fail with EPERM, other ABIs killed (bwrap --seccomp)"
+                  if seccomp_filter is not None else "no filter for this architecture",
+                  "ptrace, bpf, io_uring, keyctl, perf events, module and mount calls: kernel surface cut"),
         Mechanism("Landlock", landlock > 0, False, f"ABI {landlock}" if landlock > 0 else "not available",
                   "would restrict file access without namespaces (not used: the mount namespace does it)"),
         Mechanism("cgroups", cgroups_usable, False, cgroups_detail,
@@ -225,5 +241,6 @@ async def _find() -> Machine:
         python_prefix=prefix,
         python_note=python_note,
         run_as=run_as,
+        seccomp_filter=seccomp_filter if ok else None,
         mechanisms=mechanisms,
     )

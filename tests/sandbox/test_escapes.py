@@ -7,6 +7,7 @@ a process that would outlive the run is looked for by a marker it would write an
 from __future__ import annotations
 
 import os
+import platform
 import signal
 import socket
 import subprocess
@@ -136,6 +137,23 @@ async def test_ctypes_gives_no_way_out() -> None:
     assert (
         "setuid -1 65534" in result.stdout and "unshare -1" in result.stdout and "mount -1" in result.stdout
     )
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the seccomp denylist has x86-64 numbers only")
+async def test_the_seccomp_filter_denies_kernel_surface() -> None:
+    code = textwrap.dedent("""
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        for name, number, args in [("ptrace", 101, (16, 1, 0, 0)), ("bpf", 321, (0, 0, 0)),
+                                   ("io_uring_setup", 425, (1, 0)), ("keyctl", 250, (0, 0, 0))]:
+            print(name, libc.syscall(number, *args), ctypes.get_errno())
+        print("getppid", libc.syscall(110) > 0)
+    """)
+    result = await run(code)
+    assert result.outcome is SandboxOutcome.PASSED, result.stderr
+    for name in ("ptrace", "bpf", "io_uring_setup", "keyctl"):
+        assert f"{name} -1 1\n" in result.stdout  # EPERM
+    assert "getppid True" in result.stdout
 
 
 async def test_a_double_forked_child_does_not_outlive_the_run(tmp_path: Path) -> None:
