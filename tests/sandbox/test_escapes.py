@@ -248,3 +248,15 @@ async def test_filling_the_disk_stops_at_the_tmpfs_cap() -> None:
     result = await run(code, memory_mb=48)
     assert result.outcome is SandboxOutcome.PASSED, result.stderr
     assert "stopped OSError" in result.stdout and "stopped again OSError" in result.stdout
+
+
+async def test_network_true_shares_the_hosts_network() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        code = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=5).close()\nprint('connected')"
+        result = await run(code, network=True, timeout=5)
+        connection, _ = server.accept()
+        connection.close()
+    assert result.outcome is SandboxOutcome.PASSED and result.stdout == "connected\n"
