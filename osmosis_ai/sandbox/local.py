@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import marshal
 import math
 import os
 import secrets
@@ -155,10 +156,8 @@ async def run_local(job: Job, machine: Machine) -> SandboxResult:
     report: int | None = None
     filter_fd: int | None = None
     if job.command is None:
-        import json
-
         contents[HARNESS] = _harness_source()
-        contents[INPUT] = json.dumps({"nonce": nonce, "tests": job.tests}).encode()
+        contents[INPUT] = marshal.dumps((nonce, job.tests), 4)  # version 4: read by every Python 3 since 3.4
     files: dict[str, int] = {}
     try:
         for name, data in contents.items():
