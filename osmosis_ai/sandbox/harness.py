@@ -25,8 +25,8 @@ def _print_traceback() -> None:
 
 def main() -> None:
     report = int(sys.argv[1])
-    with open(INPUT, "rb") as file:
-        nonce, tests = marshal.loads(file.read())
+    with open(INPUT, "rb") as given:
+        nonce, tests = marshal.loads(given.read())
     os.unlink(INPUT)
 
     def tell(line: str) -> None:
