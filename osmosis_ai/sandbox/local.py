@@ -54,15 +54,6 @@ class Job:
     env: Mapping[str, str]
 
 
-def _memfd(name: str, data: bytes) -> int:
-    fd = os.memfd_create(name, os.MFD_CLOEXEC)
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd
-
-
 def _environment(job: Job, machine: Machine) -> dict[str, str]:
     path = "/usr/local/bin:/usr/bin:/bin"
     if machine.python_prefix is not None:
@@ -153,43 +144,40 @@ async def run_local(job: Job, machine: Machine) -> SandboxResult:
         return _infra(f"no Python interpreter for the sandbox: {machine.python_note}", started)
     nonce = secrets.token_hex(16)
     contents = dict(job.files)
-    report: int | None = None
-    filter_fd: int | None = None
     if job.command is None:
         contents[HARNESS] = _harness_source()
         contents[INPUT] = marshal.dumps((nonce, job.tests), 4)  # version 4: read by every Python 3 since 3.4
-    files: dict[str, int] = {}
+    owned: list[int] = []  # every descriptor made for this run, closed when it ends
+
+    def memfd(name: str, data: bytes = b"") -> int:
+        fd = os.memfd_create(name, os.MFD_CLOEXEC)
+        owned.append(fd)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+        return fd
+
     try:
-        for name, data in contents.items():
-            files[name] = _memfd("osmosis-sandbox-file", data)
-        if job.command is None:
-            report = os.memfd_create("osmosis-sandbox-report", os.MFD_CLOEXEC)
-        if machine.seccomp_filter is not None:
-            filter_fd = _memfd("osmosis-sandbox-seccomp", machine.seccomp_filter)
-        argv = _argv(job, machine, files, report, filter_fd)
-        passed = [*files.values(), *(fd for fd in (report, filter_fd) if fd is not None)]
+        files = {name: memfd("osmosis-sandbox-file", data) for name, data in contents.items()}
+        report = memfd("osmosis-sandbox-report") if job.command is None else None
+        filter_fd = (
+            None
+            if machine.seccomp_filter is None
+            else memfd("osmosis-sandbox-seccomp", machine.seccomp_filter)
+        )
         try:
             process = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, pass_fds=passed,
+                *_argv(job, machine, files, report, filter_fd), stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, pass_fds=owned,
                 env={"PATH": "/usr/bin:/bin"}, start_new_session=True, **drop_privileges(machine.run_as),
             )  # fmt: skip
         except OSError as exc:
             return _infra(f"bwrap could not be started: {exc}", started)
-        finally:
-            for fd in files.values():
-                os.close(fd)
-            files.clear()
-            if filter_fd is not None:
-                os.close(filter_fd)
-                filter_fd = None
         return await _supervise(process, job, report, nonce, started)
     finally:
-        for fd in files.values():
+        for fd in owned:
             os.close(fd)
-        for extra in (report, filter_fd):
-            if extra is not None:
-                os.close(extra)
 
 
 async def _supervise(

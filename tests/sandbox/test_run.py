@@ -82,3 +82,13 @@ def test_the_sync_twin_gives_the_same_result() -> None:
 async def test_bad_arguments_are_refused_with_a_reason(kwargs: dict, words: str) -> None:
     with pytest.raises(SandboxSettingError, match=words):
         await run(**kwargs)
+
+
+async def test_no_descriptor_is_left_open() -> None:
+    import os
+
+    before = set(os.listdir("/proc/self/fd"))
+    await run("print(1)", tests=["assert True"], files={"a.txt": "x"})
+    await run("while True: pass", timeout=0.3)
+    await run(command="true")
+    assert set(os.listdir("/proc/self/fd")) <= before
