@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from osmosis_ai.errors import SandboxSettingError
@@ -85,8 +87,6 @@ async def test_bad_arguments_are_refused_with_a_reason(kwargs: dict, words: str)
 
 
 async def test_no_descriptor_is_left_open() -> None:
-    import os
-
     before = set(os.listdir("/proc/self/fd"))
     await run("print(1)", tests=["assert True"], files={"a.txt": "x"})
     await run("while True: pass", timeout=0.3)
