@@ -6,10 +6,12 @@ a process that would outlive the run is looked for by a marker it would write an
 
 from __future__ import annotations
 
+import fcntl
 import os
 import platform
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import textwrap
@@ -30,26 +32,49 @@ def _never_shows(result, *needles: str) -> None:  # type: ignore[no-untyped-def]
         )
 
 
-async def test_no_connection_to_a_loopback_service_or_the_outside() -> None:
+def _host_addresses() -> list[str]:
+    """This machine's own non-loopback IPv4 addresses: reachable only through the host's network."""
+    found = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        for _, name in socket.if_nameindex():
+            try:
+                packed = fcntl.ioctl(
+                    probe.fileno(), 0x8915, struct.pack("256s", name.encode())
+                )  # SIOCGIFADDR
+            except OSError:  # no IPv4 address
+                continue
+            address = socket.inet_ntoa(packed[20:24])
+            if not address.startswith("127."):
+                found.append(address)
+    return found
+
+
+async def test_no_connection_to_a_host_service_and_no_route_out() -> None:
+    # Only addresses of this machine are tried: were the sandbox to share the network, no packet
+    # would leave the machine. The way out is shown closed by the namespace having no route.
     with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
+        server.bind(("0.0.0.0", 0))
         server.listen()
         port = server.getsockname()[1]
+        targets = ["127.0.0.1", *_host_addresses()]
         code = textwrap.dedent(f"""
-            import socket
-            for address in (("127.0.0.1", {port}), ("192.0.2.1", 80)):
+            import os, socket
+            for host in {targets!r}:
                 try:
-                    socket.create_connection(address, timeout=1).close()
-                    print("connected", address)
+                    socket.create_connection((host, {port}), timeout=1).close()
+                    print("connected", host)
                 except OSError as exc:
-                    print("refused", address, type(exc).__name__)
+                    print("refused", host, type(exc).__name__)
+            print("interfaces", sorted(name for _, name in socket.if_nameindex()))
+            print("routes", len(open("/proc/net/route").read().splitlines()) - 1)
         """)
         result = await run(code, timeout=5)
         server.setblocking(False)
         with pytest.raises(BlockingIOError):
             server.accept()  # nobody reached the host's listening socket
-    assert result.outcome is SandboxOutcome.PASSED
-    assert "connected" not in result.stdout and result.stdout.count("refused") == 2
+    assert result.outcome is SandboxOutcome.PASSED, result.stderr
+    assert "connected" not in result.stdout and result.stdout.count("refused") == len(targets)
+    assert "interfaces ['lo']" in result.stdout and "routes 0" in result.stdout
 
 
 async def test_a_secret_file_and_the_parents_api_key_stay_outside(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -96,6 +121,26 @@ async def test_a_fork_bomb_hits_the_process_limit_and_the_deadline() -> None:
     result = await run(code, timeout=1.5)
     assert result.outcome is SandboxOutcome.TIMEOUT
     assert result.duration < 10
+
+
+async def test_the_process_limit_holds_even_when_the_caller_is_root() -> None:
+    # The kernel exempts processes whose real uid is root from RLIMIT_NPROC; the sandbox's is not.
+    code = textwrap.dedent("""
+        import os
+        read, write = os.pipe()
+        made = 0
+        try:
+            while made < 1000:
+                if os.fork() == 0:
+                    os.read(read, 1)  # held until the run ends
+                    os._exit(0)
+                made += 1
+        except OSError as exc:
+            print("refused after", made, type(exc).__name__)
+    """)
+    result = await run(code, timeout=10)
+    assert result.outcome is SandboxOutcome.PASSED, result.stderr
+    assert result.stdout.startswith("refused after") and int(result.stdout.split()[2]) < 64
 
 
 async def test_a_memory_bomb_is_out_of_memory() -> None:
