@@ -60,17 +60,18 @@ test:
 	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
 
 # Programs some tests drive, from Debian's packages: Chromium (the login and HTML-report tests, headless),
-# Prometheus with promtool (the /metrics scrape) and redis-server (replicas sharing state, its outage).
-# Each is its package's name. The missing ones are installed in one apt-get run when possible (root with apt-get); otherwise
+# Prometheus with promtool (the /metrics scrape), redis-server (replicas sharing state, its outage) and
+# bubblewrap (the sandbox's local tier: osmosis_ai/sandbox). Each is its package's name, but for
+# bubblewrap, whose program is bwrap (package=program where they differ). The missing ones are installed in one apt-get run when possible (root with apt-get); otherwise
 # their tests are skipped with the reason.
-DEBIAN_PROGRAMS := chromium prometheus redis-server
+DEBIAN_PROGRAMS := chromium prometheus redis-server bubblewrap=bwrap
 
 programs:
-	@missing=""; for program in $(DEBIAN_PROGRAMS); do \
-		command -v $$program >/dev/null 2>&1 || missing="$$missing $$program"; done; \
+	@missing=""; for entry in $(DEBIAN_PROGRAMS); do package=$${entry%%=*}; program=$${entry#*=}; \
+		command -v $$program >/dev/null 2>&1 || missing="$$missing $$package"; done; \
 	[ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 		&& apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; } \
-		|| echo "not installed:$$missing: their tests (browser, /metrics scrape, Redis state) will be skipped"
+		|| echo "not installed:$$missing: their tests (browser, /metrics scrape, Redis state, sandbox) will be skipped"
 
 # The MCP tests also run against the oldest fastmcp the `mcp` extra allows: installed once with pip
 # --target into .venv/fastmcp-<version>/ (a second run only checks a marker); skipped if pip cannot.

@@ -70,6 +70,8 @@ classes that exist, both ways, so a new error class means a new line here::
     ├── ReportInputError (ValueError)               osmosis_ai.report.errors
     ├── RayBackendError                             osmosis_ai.runs.backends.ray
     ├── ExperimentLogError                          osmosis_ai.observe.loggers
+    ├── InfrastructureError                         osmosis_ai.errors
+    ├── SandboxSettingError (ValueError)            osmosis_ai.errors
     ├── RewardRuntimeError (RuntimeError)           osmosis_ai.rewards.runtime.errors
     │   ├── RewardLoadError (ValueError)            osmosis_ai.rewards.runtime.errors
     │   ├── RewardSettingError (ValueError)         osmosis_ai.rewards.runtime.errors
@@ -96,6 +98,9 @@ functions' and the run journal's; the TrainGate errors are the local trainer's;
 ``ExperimentLogError`` a run that ``--log-to`` could not send to its tracker; the ``RewardRuntimeError``
 family is the reward runtime's (a reward that cannot be loaded, bad settings or rows, worker
 processes that cannot start; a reward failing on a sample is an outcome).
+``InfrastructureError`` is raised by a reward (or eval function) whose own machinery failed, such as
+a sandbox that cannot start: the sample ends ``infra_error``, never a score.
+``SandboxSettingError`` is a bad argument to ``osmosis_ai.sandbox.run``.
 The command line's own error class lives in ``osmosis_ai/cli/errors.py``
 (an application error, not part of this tree): library code never raises it.
 """
@@ -133,6 +138,18 @@ class RewardArgumentError(RewardContractError):
 
 class RewardReturnError(RewardContractError, ValueError):
     """A reward function returned something other than a finite real number."""
+
+
+class InfrastructureError(OsmosisError):
+    """The machinery a score depends on failed (a sandbox that cannot start), not the thing scored.
+
+    A reward or eval function raises it to say so: the reward runtime and the scorer end that
+    sample ``infra_error`` (docs/guides/rewards.md), which fails the run and is never scored 0.
+    """
+
+
+class SandboxSettingError(OsmosisError, ValueError):
+    """An argument of ``osmosis_ai.sandbox.run`` that cannot be used (the message names it)."""
 
 
 class EvaluationError(OsmosisError):

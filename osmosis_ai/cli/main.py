@@ -73,6 +73,10 @@ COMMANDS: dict[str, Command] = {
     "report": Command(
         "osmosis_ai.cli.commands.report", "Turn results files into one self-contained HTML report"
     ),
+    "sandbox": Command(
+        "osmosis_ai.cli.commands.sandbox",
+        "Show which sandbox isolation this machine offers for model-written code",
+    ),
     "completion": Command(
         "osmosis_ai.cli.commands.completion", "Print the shell completion script for bash, zsh or fish"
     ),

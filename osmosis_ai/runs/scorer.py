@@ -23,7 +23,7 @@ from typing import Any
 
 from osmosis_ai._deadline import Deadline
 from osmosis_ai._usercode import UserCodeRaised, UserThreads
-from osmosis_ai.errors import RewardReturnError
+from osmosis_ai.errors import InfrastructureError, RewardReturnError
 from osmosis_ai.outcome import Outcome
 from osmosis_ai.rewards.score import agent_reward, to_score
 from osmosis_ai.runs.items import WorkItem
@@ -142,6 +142,9 @@ class Scorer:
                     f"{fn.name!r} did not return within the item's time limit{seconds}"
                 )
                 return result
+            except InfrastructureError as exc:  # the scorer's machinery, not the answer: never a score
+                result.score_errors[fn.name] = _describe(exc)
+                failed = Outcome.INFRA_ERROR
             except Exception as exc:  # the user's scorer: this item's reward_error, never a 0
                 result.score_errors[fn.name] = _describe(exc)
         if self.reward != AGENT:

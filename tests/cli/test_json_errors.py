@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,7 @@ CASES: list[tuple[list[str], int, str | None]] = [
     (["report", MISSING], 1, None),
     (["regrade", MISSING, "--reward", "tests.support.rewards:contains"], 1, "cli_error"),
     (["completion", "bash"], 0, None),
+    (["sandbox", "check"], 0 if shutil.which("bwrap") else 1, None),
     (["eval", "--modle", "x"], 2, "usage_error"),
 ]  # fmt: skip
 

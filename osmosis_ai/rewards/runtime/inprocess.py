@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from osmosis_ai._usercode import UserThreads, call_user, forget_traceback
+from osmosis_ai.errors import InfrastructureError
 from osmosis_ai.outcome import Outcome
 from osmosis_ai.rewards.runtime.errors import RewardRuntimeError
 from osmosis_ai.rewards.runtime.pool import Deliver
@@ -95,6 +96,9 @@ class InProcess:
                         index, Outcome.REWARD_CRASH, None, f"{first_line(exc)}: out of memory", duration
                     )
                 )
+            except InfrastructureError as exc:
+                forget_traceback(exc)
+                deliver(SampleResult(index, Outcome.INFRA_ERROR, None, first_line(exc), duration))
             except Exception as exc:
                 forget_traceback(exc)
                 deliver(SampleResult(index, Outcome.REWARD_ERROR, None, first_line(exc), duration))

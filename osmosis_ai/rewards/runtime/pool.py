@@ -58,6 +58,7 @@ from osmosis_ai.rewards.runtime.process import WorkerProcess, describe_exit, kil
 from osmosis_ai.rewards.runtime.protocol import (
     CANCELLED,
     ERROR,
+    INFRA,
     MEMORY,
     OK,
     TIMEOUT,
@@ -267,6 +268,8 @@ class ProcessPool:
             return SampleResult(job.index, Outcome.COMPLETED, value, None, duration, output)
         if status == ERROR:
             return SampleResult(job.index, Outcome.REWARD_ERROR, None, value, duration, output)
+        if status == INFRA:
+            return SampleResult(job.index, Outcome.INFRA_ERROR, None, value, duration, output)
         if status == TIMEOUT:
             how = "it was cancelled" if value == CANCELLED else "it finished late, and its result is not used"
             return SampleResult(

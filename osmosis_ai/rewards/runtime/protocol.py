@@ -57,6 +57,8 @@ MEMORY = 3
 UNRECORDED = "its worker process ended after it returned, before its result was sent"
 """What the finished record says of a ``raw`` target's return value, which the record cannot hold:
 such a sample is an error when its worker dies in that moment, and is not run again."""
+INFRA = 4
+"""The reward raised :class:`~osmosis_ai.errors.InfrastructureError`: its own machinery failed (``value`` is the first line)."""
 
 _HEADER = struct.Struct("!I")
 _PROTOCOL = pickle.HIGHEST_PROTOCOL

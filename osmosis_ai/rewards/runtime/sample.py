@@ -41,7 +41,8 @@ class SampleResult:
 
     ``outcome`` is ``completed`` (``score`` is a finite float), ``reward_error`` (the reward raised
     or returned no score), ``reward_timeout`` (it ran past the timeout and was stopped) or
-    ``reward_crash`` (it took its worker process down, or ran out of memory); ``error`` is the first
+    ``reward_crash`` (it took its worker process down, or ran out of memory) or ``infra_error`` (it
+    raised :class:`~osmosis_ai.errors.InfrastructureError`: its own machinery failed); ``error`` is the first
     line of what went wrong and ``score`` is ``None`` for all but ``completed``. ``index`` is the
     row's position (or what the caller passed). ``duration`` is how long the reward ran, in seconds,
     measured where it ran. ``output`` is what it printed, bounded. ``value`` is what a ``raw``

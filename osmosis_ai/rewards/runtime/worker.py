@@ -37,6 +37,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from osmosis_ai._usercode import call_inline, forget_traceback
+from osmosis_ai.errors import InfrastructureError
 from osmosis_ai.rewards.runtime import keeper
 from osmosis_ai.rewards.runtime.capture import CURRENT, Capture, CaptureStream
 from osmosis_ai.rewards.runtime.errors import RewardLoadError
@@ -44,6 +45,7 @@ from osmosis_ai.rewards.runtime.protocol import (
     CANCELLED,
     ERROR,
     FAILED,
+    INFRA,
     LATE,
     MEMORY,
     OK,
@@ -159,6 +161,9 @@ def _outcome(call: Callable[[], Any], name: str, kind: str, raw: bool) -> tuple[
     except MemoryError as exc:
         forget_traceback(exc)
         return MEMORY, first_line(exc)
+    except InfrastructureError as exc:
+        forget_traceback(exc)
+        return INFRA, first_line(exc)
     except Exception as exc:
         forget_traceback(exc)
         return ERROR, first_line(exc)

@@ -188,3 +188,23 @@ def test_an_empty_dataset_is_refused_before_any_work(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert result.stderr == f"Error: {data}: no rows to run\n"
     assert not (tmp_path / "j.sqlite").exists()
+
+
+def test_a_reward_whose_machinery_fails_is_an_infrastructure_failure_never_a_zero(tmp_path: Path) -> None:
+    (tmp_path / "machinery.py").write_text(
+        "from osmosis_ai.errors import InfrastructureError\n\n"
+        "def reward(solution_str, ground_truth, extra_info):\n"
+        "    if extra_info.get('down'):\n"
+        "        raise InfrastructureError('the sandbox could not run the code: no user namespaces')\n"
+        "    return 1.0\n"
+    )
+    rows = [{"solution_str": "a", "ground_truth": "a", "extra_info": {"down": d}} for d in (False, True)]
+    data, out = _write_jsonl(tmp_path / "d.jsonl", rows), tmp_path / "out.jsonl"
+    result = cli("reward", "score", "-f", "machinery:reward", "-d", str(data), "--workers", "1",
+                 "--journal", str(tmp_path / "j.sqlite"), "-o", str(out), cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 1
+    assert "infrastructure failure" in result.stderr
+    lines = {line["row_index"]: line for line in _lines(out)}
+    assert lines[1]["outcome"] == "infra_error" and lines[1]["score"] is None
+    assert "no user namespaces" in lines[1]["error"]
+    assert (lines[0]["outcome"], lines[0]["score"]) == ("completed", 1.0)

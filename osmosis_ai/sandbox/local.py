@@ -1,0 +1,279 @@
+"""The local tier: one bubblewrap sandbox per run, started and ended by the caller (no daemon).
+
+Each run gets fresh user, PID, mount, IPC, UTS and (unless ``network``) network namespaces; read-only
+binds of /usr, the /bin and /lib links and the interpreter's prefix; tmpfs /tmp and a tmpfs work
+directory holding the run's files (each capped at ``memory_mb``); a clean environment; and, set by
+``prlimit`` in the sandbox before the code is executed, limits on CPU seconds, address space,
+processes, file size and open files. bwrap runs with ``--die-with-parent`` in a session of its own:
+at the deadline its process group is killed, its PID 1 dies with it, and the kernel kills every
+process of the namespace, so nothing outlives the run, even when this process is killed itself.
+Why each piece, and what it does not stop: docs/design/sandbox.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import marshal
+import math
+import os
+import secrets
+import signal
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from osmosis_ai.sandbox.machine import Machine, drop_privileges, namespaces, usr_links
+from osmosis_ai.sandbox.result import OUTPUT_LIMIT, SandboxOutcome, SandboxResult
+
+WORKDIR = "/sandbox"
+HARNESS = ".osmosis-harness.py"
+INPUT = ".osmosis-input.json"  # the harness's own name for it (harness.INPUT)
+RESERVED = frozenset({HARNESS, INPUT})
+NPROC = 64
+NOFILE = 256
+KILL_GRACE = 5.0
+"""Seconds to wait for the sandbox's pipes to close once it was killed (they close at once)."""
+
+MiB = 1024 * 1024
+NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/ssl", "/etc/ca-certificates")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One checked run: ``command`` ``None`` means the harness runs ``main.py`` (and ``tests``)."""
+
+    files: Mapping[str, bytes]
+    command: tuple[str, ...] | None
+    tests: tuple[str, ...] | None
+    timeout: float
+    memory_mb: int
+    cpus: int
+    network: bool
+    env: Mapping[str, str]
+
+
+def _environment(job: Job, machine: Machine) -> dict[str, str]:
+    path = "/usr/local/bin:/usr/bin:/bin"
+    if machine.python_prefix is not None:
+        path = f"{machine.python_prefix}/bin:{path}"
+    return {"PATH": path, "HOME": "/tmp", "LANG": "C.UTF-8", **job.env}
+
+
+def _argv(
+    job: Job, machine: Machine, files: dict[str, int], report: int | None, filter_fd: int | None
+) -> list[str]:
+    assert machine.bwrap is not None and machine.prlimit is not None
+    size = str(job.memory_mb * MiB)
+    argv = [machine.bwrap, *namespaces(network=job.network), "--die-with-parent", "--new-session",
+            "--ro-bind", "/usr", "/usr", *usr_links()]  # fmt: skip
+    prefix = machine.python_prefix
+    if prefix is not None and not prefix.startswith("/usr/"):
+        argv += ["--ro-bind", prefix, prefix]
+    if job.network:
+        for path in NETWORK_FILES:
+            argv += ["--ro-bind-try", path, path]
+    argv += [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--size",
+        size,
+        "--tmpfs",
+        "/tmp",
+        "--size",
+        size,
+        "--tmpfs",
+        WORKDIR,
+    ]
+    made: set[PurePosixPath] = set()
+    for name, fd in files.items():
+        for parent in reversed(PurePosixPath(name).parents[:-1]):
+            if parent not in made:
+                made.add(parent)
+                argv += ["--dir", f"{WORKDIR}/{parent}"]
+        argv += ["--file", str(fd), f"{WORKDIR}/{name}"]
+    argv += ["--remount-ro", "/", "--chdir", WORKDIR, "--clearenv"]
+    if filter_fd is not None:
+        argv += ["--seccomp", str(filter_fd)]
+    for name, value in _environment(job, machine).items():
+        argv += ["--setenv", name, value]
+    cpu = max(1, math.ceil(job.timeout * job.cpus))
+    argv += [machine.prlimit, f"--cpu={cpu}:{cpu + 1}", f"--as={job.memory_mb * MiB}", f"--nproc={NPROC}",
+             f"--fsize={job.memory_mb * MiB}", f"--nofile={NOFILE}", "--"]  # fmt: skip
+    if job.command is not None:
+        return [*argv, *job.command]
+    assert machine.python is not None
+    return [*argv, machine.python, "-I", HARNESS, str(report)]
+
+
+async def _capped(stream: asyncio.StreamReader | None) -> tuple[bytes, bool]:
+    kept, truncated = bytearray(), False
+    while stream is not None and (chunk := await stream.read(65536)):
+        room = OUTPUT_LIMIT - len(kept)
+        truncated = truncated or len(chunk) > room
+        kept += chunk[: max(room, 0)]
+    return bytes(kept), truncated
+
+
+def _kill(process: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks, offset = [], 0
+    while chunk := os.pread(fd, 65536, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def _harness_source() -> bytes:
+    return (Path(__file__).parent / "harness.py").read_bytes()
+
+
+async def run_local(job: Job, machine: Machine) -> SandboxResult:
+    """Run ``job`` in a fresh sandbox on ``machine`` (whose ``tier`` is ``"local"``)."""
+    started = time.monotonic()
+    if machine.tier is None:
+        return _infra(machine.refusal or "no sandbox tier", started)
+    if job.command is None and machine.python is None:
+        return _infra(f"no Python interpreter for the sandbox: {machine.python_note}", started)
+    nonce = secrets.token_hex(16)
+    contents = dict(job.files)
+    if job.command is None:
+        contents[HARNESS] = _harness_source()
+        contents[INPUT] = marshal.dumps((nonce, job.tests), 4)  # version 4: read by every Python 3 since 3.4
+    owned: list[int] = []  # every descriptor made for this run, closed when it ends
+
+    def memfd(name: str, data: bytes = b"") -> int:
+        fd = os.memfd_create(name, os.MFD_CLOEXEC)
+        owned.append(fd)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+        return fd
+
+    try:
+        files = {name: memfd("osmosis-sandbox-file", data) for name, data in contents.items()}
+        report = memfd("osmosis-sandbox-report") if job.command is None else None
+        filter_fd = (
+            None
+            if machine.seccomp_filter is None
+            else memfd("osmosis-sandbox-seccomp", machine.seccomp_filter)
+        )
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *_argv(job, machine, files, report, filter_fd), stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, pass_fds=owned,
+                env={"PATH": "/usr/bin:/bin"}, start_new_session=True, **drop_privileges(machine.run_as),
+            )  # fmt: skip
+        except OSError as exc:
+            return _infra(f"bwrap could not be started: {exc}", started)
+        return await _supervise(process, job, report, nonce, started)
+    finally:
+        for fd in owned:
+            os.close(fd)
+
+
+async def _supervise(
+    process: asyncio.subprocess.Process, job: Job, report: int | None, nonce: str, started: float
+) -> SandboxResult:
+    async def finish() -> tuple[tuple[bytes, bool], tuple[bytes, bool]]:
+        out, err = await asyncio.gather(_capped(process.stdout), _capped(process.stderr))
+        await process.wait()
+        return out, err
+
+    done = asyncio.ensure_future(finish())
+    timed_out = False
+    try:
+        finished, _ = await asyncio.wait({done}, timeout=job.timeout)
+        if not finished:
+            timed_out = True
+            _kill(process)
+            finished, _ = await asyncio.wait({done}, timeout=KILL_GRACE)
+            if not finished:
+                return _infra("the sandbox did not end after it was killed", started)
+    finally:
+        if process.returncode is None:  # cancelled, or stuck: nothing outlives the run
+            _kill(process)
+        if not done.done():
+            done.cancel()
+    (stdout, out_cut), (stderr, err_cut) = done.result()
+    lines = _report(report, nonce)
+    outcome, error, code = _classify(job, process.returncode, timed_out, lines, stderr)
+    passed = total = None
+    if job.tests is not None and outcome is not SandboxOutcome.INFRA_ERROR:
+        total = len(job.tests)
+        passed = len({line for line in lines if line.startswith("pass ")})
+    return SandboxResult(
+        outcome=outcome,
+        exit_code=code,
+        stdout=stdout.decode("utf-8", errors="replace"),
+        stderr=stderr.decode("utf-8", errors="replace"),
+        duration=time.monotonic() - started,
+        tests_passed=passed,
+        tests_total=total,
+        stdout_truncated=out_cut,
+        stderr_truncated=err_cut,
+        error=error,
+    )
+
+
+def _report(report: int | None, nonce: str) -> list[str]:
+    if report is None:
+        return []
+    prefix = f"{nonce} "
+    text = _read_all(report).decode("ascii", errors="replace")
+    return [line[len(prefix) :] for line in text.splitlines() if line.startswith(prefix)]
+
+
+def _classify(
+    job: Job, returncode: int | None, timed_out: bool, lines: list[str], stderr: bytes
+) -> tuple[SandboxOutcome, str | None, int | None]:
+    if timed_out:
+        return SandboxOutcome.TIMEOUT, f"killed at the {job.timeout:g} s timeout", None
+    code = returncode if returncode is not None and returncode >= 0 else None
+    last = stderr.rstrip().rsplit(b"\n", 1)[-1]
+    if job.command is None:
+        if "started" not in lines:
+            return SandboxOutcome.INFRA_ERROR, _bwrap_complaint(stderr, returncode), code
+        out_of_memory = "memory" in lines
+    else:
+        if returncode == 1 and stderr.startswith(b"bwrap: "):
+            return SandboxOutcome.INFRA_ERROR, _bwrap_complaint(stderr, returncode), code
+        out_of_memory = last.startswith(b"MemoryError")
+    if out_of_memory:
+        return SandboxOutcome.MEMORY, f"out of memory (limit {job.memory_mb} MB of address space)", code
+    number = (returncode or 0) - 128
+    if number == signal.SIGXCPU:
+        cpu = max(1, math.ceil(job.timeout * job.cpus))
+        return SandboxOutcome.TIMEOUT, f"killed at its CPU-time limit of {cpu} s", code
+    if 0 < number < 65:
+        return SandboxOutcome.CRASHED, f"killed by {_signal_name(number)}", code
+    passed = len({line for line in lines if line.startswith("pass ")})
+    if code == 0 and (job.tests is None or passed == len(job.tests)):
+        return SandboxOutcome.PASSED, None, code
+    return SandboxOutcome.FAILED, None, code
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _bwrap_complaint(stderr: bytes, returncode: int | None) -> str:
+    for line in stderr.decode("utf-8", errors="replace").splitlines():
+        if line.startswith("bwrap: "):
+            return f"the sandbox could not start: {line[len('bwrap: ') :]}"
+    return f"the sandbox did not start the code (exit status {returncode})"
+
+
+def _infra(error: str, started: float) -> SandboxResult:
+    return SandboxResult(SandboxOutcome.INFRA_ERROR, None, "", "", time.monotonic() - started, error=error)
