@@ -178,4 +178,5 @@ def create_rollout_server(
     app.state.rollout_executor = executor
     app.state.rollout_lifecycle = lifecycle
     app.state.rollout_results = results
+    app.state.rollout_backend = backend  # what `osmosis test -m main:app` runs in-process
     return app

@@ -1,0 +1,145 @@
+"""A 0.3 workflow and grader as a 0.2 agent loop (``WorkflowAgentLoop``): the unchanged
+``project/main.py`` pair served over 0.2's wire to ``osmosis rollout run --url`` (the 0.2 TrainGate),
+and run in-process by ``osmosis test`` (``-m main:Workflow --grader main:Grader``, or ``-m main:app``);
+the policy is the OpenAI-compatible stand-in answering ``what is A + B?`` with the sum."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from osmosis_ai.rollout.agent_workflow import AgentWorkflow
+from osmosis_ai.rollout.backend.local import LocalBackend
+from osmosis_ai.rollout.bridge import WorkflowAgentLoop
+from osmosis_ai.rollout.context import AgentWorkflowContext, get_rollout_context
+from tests.rollout.v03.project.main import ExactAnswerGrader, OneCallWorkflow
+from tests.rollout.v03.served import MAIN
+from tests.support.cli import Ran, cli
+from tests.support.openai_server import OpenAIServer, Reply
+from tests.support.server import RunningServer
+
+ROWS = 4
+
+
+def _dataset(tmp_path: Path) -> Path:
+    """Even rows' ground truth is the sum (reward 1), odd rows' is not (reward 0)."""
+    data = tmp_path / "sums.jsonl"
+    data.write_text("".join(
+        json.dumps({"system_prompt": "Answer with the number only.", "user_prompt": f"what is {i} + 2?",
+                    "ground_truth": str(i + 2 if i % 2 == 0 else i + 3)}) + "\n"
+        for i in range(ROWS)
+    ))  # fmt: skip
+    return data
+
+
+def _records(out: Path) -> list[dict[str, Any]]:
+    return sorted((json.loads(line) for line in out.read_text().splitlines()), key=lambda r: r["row_index"])
+
+
+def _graded(records: list[dict[str, Any]]) -> None:
+    assert [r["row_index"] for r in records] == list(range(ROWS))
+    for record in records:
+        assert record["outcome"] == "completed", record
+        assert record["reward"] == (1.0 if record["row_index"] % 2 == 0 else 0.0), record
+        assert record["final_messages"][-1] == {"role": "assistant", "content": str(record["row_index"] + 2)}
+
+
+def test_the_0_3_project_served_over_0_2s_wire_is_driven_by_rollout_run(
+    serve: Callable[..., RunningServer], arithmetic: OpenAIServer, tmp_path: Path
+) -> None:
+    server = serve(WorkflowAgentLoop(LocalBackend(workflow=OneCallWorkflow, grader=ExactAnswerGrader)))
+    out = tmp_path / "records.jsonl"
+    ran = cli(
+        "rollout", "run", "--url", server.url, "-d", str(_dataset(tmp_path)), "--model", "openai/policy",
+        "--base-url", arithmetic.url, "--api-key", "sk-policy", "-o", str(out), "-q", cwd=tmp_path,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr + ran.stdout
+    records = _records(out)
+    _graded(records)
+    for record in records:  # the grader's reward is what the agent reported, through the 0.2 callback
+        assert record["status"] == "COMPLETED" and record["agent_reward"] == record["reward"]
+        (turn,) = record["turns"]  # the workflow's call reached the TrainGate as the rollout's own chat
+        assert turn["token_ids"]
+        assert record["rejected_calls"] == []
+
+
+def _test(tmp_path: Path, policy: OpenAIServer, *agent: str) -> tuple[Ran, Path]:
+    """``osmosis test`` of ``agent`` in a copy of the project (so its ``main`` is imported afresh)."""
+    project = tmp_path / "project"
+    project.mkdir(exist_ok=True)
+    shutil.copy(MAIN, project / "main.py")
+    out = tmp_path / f"test-{len(list(tmp_path.glob('test-*.jsonl')))}.jsonl"
+    ran = cli(
+        "test", *agent, "-d", str(_dataset(tmp_path)), "--model", "openai/policy",
+        "--base-url", policy.url, "--api-key", "sk-policy", "-o", str(out), "-q",
+        cwd=project, env={"XDG_STATE_HOME": str(tmp_path / "state")},
+    )  # fmt: skip
+    return ran, out
+
+
+def _output_rows(out: Path) -> list[dict[str, Any]]:
+    document = json.loads(out.read_text())
+    rows = document["results"] if isinstance(document, dict) else document
+    return sorted(rows, key=lambda r: r["row_index"])
+
+
+@pytest.mark.parametrize(
+    "agent",
+    [("-m", "main:OneCallWorkflow", "--grader", "main:ExactAnswerGrader"), ("-m", "main:app")],
+    ids=["workflow-and-grader", "server-app"],
+)
+def test_osmosis_test_runs_a_workflow_and_grader_in_process(
+    agent: tuple[str, ...], arithmetic: OpenAIServer, tmp_path: Path
+) -> None:
+    ran, out = _test(tmp_path, arithmetic, *agent)
+    assert ran.returncode == 0, ran.stderr + ran.stdout
+    _graded(_output_rows(out))
+    assert len(arithmetic.requests) >= ROWS
+
+
+class RefusedChat(AgentWorkflow):
+    """Swallows nothing: its HTTP client raises on the relay's 502 like any OpenAI client would."""
+
+    async def run(self, ctx: AgentWorkflowContext) -> list[dict[str, Any]]:
+        rollout = get_rollout_context()
+        assert rollout is not None
+        async with httpx.AsyncClient(timeout=30) as client:
+            answer = await client.post(
+                f"{rollout.chat_completions_url}/chat/completions",
+                json={"model": "x", "messages": ctx.prompt},
+                headers={"Authorization": f"Bearer {rollout.api_key}"},
+            )
+            answer.raise_for_status()
+        return [*ctx.prompt, answer.json()["choices"][0]["message"]]
+
+
+def test_a_model_failure_under_a_workflow_stays_a_model_error(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    def refuse_rollouts(payload: Any) -> Reply:  # the run's preflight passes, every row's call fails
+        return Reply(status=400) if "what is" in json.dumps(payload["messages"]) else Reply()
+
+    openai_server.handler = refuse_rollouts
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "refusing.py").write_text(
+        "from tests.rollout.v03.test_workflow_loop import RefusedChat\n"
+        "from tests.rollout.v03.project.main import ExactAnswerGrader\n"
+    )
+    out = tmp_path / "out.json"
+    ran = cli(
+        "test", "-m", "refusing:RefusedChat", "--grader", "refusing:ExactAnswerGrader",
+        "-d", str(_dataset(tmp_path)), "--model", "openai/policy", "--base-url", openai_server.url,
+        "--api-key", "sk-policy", "-o", str(out), "-q", "--limit", "1", cwd=project,
+    )  # fmt: skip
+    assert ran.returncode == 1 and "model_error 1" in ran.stdout, ran.stderr  # every row failed
+    (row,) = _output_rows(out)
+    assert row["outcome"] == "model_error", row
+    assert "400" in row["error"], row
+    assert row.get("reward") is None
