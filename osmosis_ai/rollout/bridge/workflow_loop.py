@@ -42,7 +42,7 @@ class WorkflowAgentLoop(RolloutAgentLoop):
         if not isinstance(backend, LocalBackend):
             raise TypeError(f"WorkflowAgentLoop takes a LocalBackend, got {type(backend).__name__}")
         self.backend = backend
-        self.name = name or backend.workflow_cls.__name__
+        self.name = name or backend.named.__name__
 
     def get_tools(self, request: RolloutRequest) -> list[OpenAIFunctionToolSchema]:
         """None: a workflow sends its own tools with each chat call."""

@@ -9,7 +9,7 @@ gets the whole grading window). A phase without a deadline from the controller g
 ignores cancellation is abandoned and its slot freed.
 
 Every way a rollout ends is a typed result: an exception is ``failure`` with a category (its own
-``TimeoutError``: ``timeout``; ``ValueError``/``TypeError``/``AssertionError``: ``validation_error``;
+``TimeoutError``: ``timeout``; a model call's ``ModelCallError``: ``http_error``; ``ValueError``/``TypeError``/``AssertionError``: ``validation_error``;
 anything else, ``SystemExit`` included: ``agent_error``), a deadline is ``timeout``, a grader that
 raises or sets no reward fails the rollout — a reward is on the wire only for a graded success.
 """
@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from osmosis_ai._usercode import UserCodeRaised, forget_traceback
+from osmosis_ai.models.errors import ModelCallError
 from osmosis_ai.rollout.backend.local.backend import LocalBackend
 from osmosis_ai.rollout.context import RolloutContext
 from osmosis_ai.rollout.server.executor import SHUTDOWN_MESSAGE, RolloutExecutor
@@ -40,6 +41,8 @@ def category_of(exc: BaseException) -> RolloutErrorCategory:
     """The wire category of an exception raised by a workflow or grader."""
     if isinstance(exc, TimeoutError):
         return RolloutErrorCategory.TIMEOUT
+    if isinstance(exc, ModelCallError):  # a chat call of an adapted 0.2 agent loop (rollout.bridge)
+        return RolloutErrorCategory.HTTP_ERROR
     if isinstance(exc, (ValueError, TypeError, AssertionError)):
         return RolloutErrorCategory.VALIDATION_ERROR
     return RolloutErrorCategory.AGENT_ERROR
