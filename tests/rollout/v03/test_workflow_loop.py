@@ -69,15 +69,18 @@ def test_the_0_3_project_served_over_0_2s_wire_is_driven_by_rollout_run(
         assert record["rejected_calls"] == []
 
 
-def _test(tmp_path: Path, policy: OpenAIServer, *agent: str) -> tuple[Ran, Path]:
-    """``osmosis test`` of ``agent`` in a copy of the project (so its ``main`` is imported afresh)."""
+def _test(
+    tmp_path: Path, policy: OpenAIServer, *agent: str, command: str = "test", extra: tuple[str, ...] = ()
+) -> tuple[Ran, Path]:
+    """``osmosis test`` (or ``command``) of ``agent`` in a copy of the project (so its ``main`` is
+    imported afresh)."""
     project = tmp_path / "project"
     project.mkdir(exist_ok=True)
     shutil.copy(MAIN, project / "main.py")
     out = tmp_path / f"test-{len(list(tmp_path.glob('test-*.jsonl')))}.jsonl"
     ran = cli(
-        "test", *agent, "-d", str(_dataset(tmp_path)), "--model", "openai/policy",
-        "--base-url", policy.url, "--api-key", "sk-policy", "-o", str(out), "-q",
+        command, *agent, "-d", str(_dataset(tmp_path)), "--model", "openai/policy",
+        "--base-url", policy.url, "--api-key", "sk-policy", "-o", str(out), "-q", *extra,
         cwd=project, env={"XDG_STATE_HOME": str(tmp_path / "state")},
     )  # fmt: skip
     return ran, out
@@ -97,9 +100,12 @@ def _output_rows(out: Path) -> list[dict[str, Any]]:
 def test_osmosis_test_runs_a_workflow_and_grader_in_process(
     agent: tuple[str, ...], arithmetic: OpenAIServer, tmp_path: Path
 ) -> None:
-    ran, out = _test(tmp_path, arithmetic, *agent)
+    page = tmp_path / "report.html"
+    ran, out = _test(tmp_path, arithmetic, *agent, extra=("--report", str(page)))
     assert ran.returncode == 0, ran.stderr + ran.stdout
     _graded(_output_rows(out))
+    assert f"{ROWS} rows: {ROWS} completed (100.0%); mean reward 0.500" in ran.stdout
+    assert "<html" in page.read_text().lower()
     assert len(arithmetic.requests) >= ROWS
 
 
@@ -143,3 +149,22 @@ def test_a_model_failure_under_a_workflow_stays_a_model_error(
     assert row["outcome"] == "model_error", row
     assert "400" in row["error"], row
     assert row.get("reward") is None
+
+
+def test_osmosis_eval_scores_a_workflow_by_its_grader_with_pass_at_k_and_a_resumable_journal(
+    arithmetic: OpenAIServer, tmp_path: Path
+) -> None:
+    agent = ("-m", "main:OneCallWorkflow", "--grader", "main:ExactAnswerGrader")
+    journal, page = tmp_path / "journal", tmp_path / "report.html"
+    ran, out = _test(tmp_path, arithmetic, *agent, command="eval", extra=("--n", "2", "--journal", str(journal),
+                                                                          "--report", str(page)))  # fmt: skip
+    assert ran.returncode == 0, ran.stderr + ran.stdout
+    figures = json.loads(out.read_text())["summary"]["eval_fns"]["main:ExactAnswerGrader"]
+    assert (figures["mean"], figures["pass_at_1"], figures["runs"]) == (0.5, 0.5, 2 * ROWS)
+    assert "main:ExactAnswerGrader" in page.read_text()
+    calls = len(arithmetic.requests)
+    again, _ = _test(
+        tmp_path, arithmetic, *agent, command="eval", extra=("--n", "2", "--journal", str(journal))
+    )
+    assert again.returncode == 0, again.stderr
+    assert len(arithmetic.requests) == calls  # every sample came from the journal
