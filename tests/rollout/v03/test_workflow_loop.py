@@ -168,3 +168,42 @@ def test_osmosis_eval_scores_a_workflow_by_its_grader_with_pass_at_k_and_a_resum
     )
     assert again.returncode == 0, again.stderr
     assert len(arithmetic.requests) == calls  # every sample came from the journal
+
+
+class Probing(AgentWorkflow):
+    """Knocks on the rollout's chat endpoint with another key and with ``stream``, then calls it."""
+
+    async def run(self, ctx: AgentWorkflowContext) -> list[dict[str, Any]]:
+        rollout = get_rollout_context()
+        assert rollout is not None
+        url = f"{rollout.chat_completions_url}/chat/completions"
+        own = {"Authorization": f"Bearer {rollout.api_key}"}
+        body = {"model": "x", "messages": ctx.prompt}
+        async with httpx.AsyncClient(timeout=30) as client:
+            other_key = await client.post(url, json=body, headers={"Authorization": "Bearer guess"})
+            streamed = await client.post(url, json={**body, "stream": True}, headers=own)
+            answer = await client.post(url, json={**body, "temperature": 0.0}, headers=own)
+        assert (other_key.status_code, streamed.status_code, answer.status_code) == (401, 400, 200)
+        return [*ctx.prompt, answer.json()["choices"][0]["message"]]
+
+
+def test_the_rollouts_chat_endpoint_takes_only_its_own_key_and_whole_replies(
+    arithmetic: OpenAIServer, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "probing.py").write_text(
+        "from tests.rollout.v03.test_workflow_loop import Probing\n"
+        "from tests.rollout.v03.project.main import ExactAnswerGrader\n"
+    )
+    out = tmp_path / "out.json"
+    ran = cli(
+        "test", "-m", "probing:Probing", "--grader", "probing:ExactAnswerGrader", "-d", str(_dataset(tmp_path)),
+        "--model", "openai/policy", "--base-url", arithmetic.url, "--api-key", "sk-policy", "-o", str(out), "-q",
+        "--limit", "1", cwd=project,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr + ran.stdout
+    (row,) = _output_rows(out)
+    assert (row["outcome"], row["reward"]) == ("completed", 1.0)
+    (call,) = [r for r in arithmetic.requests if "what is" in json.dumps(r.json)]  # only the admitted one
+    assert call.json["temperature"] == 0.0
