@@ -202,7 +202,12 @@ class TrainGate:
         except ValidationError as exc:
             return _error(422, _validation_detail(exc))
         routed = self._route(request, body.rollout_id, endpoint)
-        return routed if isinstance(routed, web.Response) else (body, routed)
+        if isinstance(routed, web.Response):
+            return routed
+        tools = payload.get("tools") if scoped is not None else None
+        if not routed.tools and isinstance(tools, list):  # a 0.3 rollout declares its tools by calling
+            routed.tools = list(tools)
+        return body, routed
 
     async def _chat(self, request: web.Request) -> web.Response:
         received = await self._receive(request, CompletionsRequest, "/v1/chat/completions")

@@ -21,7 +21,7 @@ from osmosis_ai.rollout.types import RolloutStatus
 from osmosis_ai.rollout.types.protocol import POLLING_LEASE_HEADER
 from tests.rollout.v03.served import without_this_repo
 from tests.support import upstream03
-from tests.support.cli import cli
+from tests.support.cli import CALCULATOR_DATASET, cli
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.server import RunningServer
 
@@ -77,30 +77,23 @@ def test_upstreams_client_runs_the_calculator_served_on_0_3s_wire(
 
 
 def test_rollout_run_drives_the_calculator_served_on_0_3s_wire(
-    serve03: Callable[..., RunningServer], openai_server: OpenAIServer, tmp_path: Path
+    serve03: Callable[..., RunningServer], tmp_path: Path
 ) -> None:
-    openai_server.handler = _calculator_model
     server = serve03(AgentLoopBackend(calculator))
-    assert httpx.get(f"{server.url}/health").status_code == 200
-    data = tmp_path / "calc.jsonl"
-    data.write_text("".join(
-        json.dumps({"system_prompt": "Use the tools.", "user_prompt": f"What is {i} * 3?",
-                    "ground_truth": str(i * 3 if i % 2 == 0 else -1)}) + "\n"
-        for i in range(4)
-    ))  # fmt: skip
     out = tmp_path / "records.jsonl"
     ran = cli(
-        "rollout", "run", "--url", server.url, "-d", str(data), "--model", "openai/policy",
-        "--base-url", openai_server.url, "--api-key", "sk-policy", "-o", str(out), "-q", cwd=tmp_path,
+        "rollout", "run", "--url", server.url, "-d", str(CALCULATOR_DATASET), "--model", "scripted",
+        "-o", str(out), "-q", cwd=tmp_path,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr + ran.stdout
-    records = sorted(
-        (json.loads(line) for line in out.read_text().splitlines()), key=lambda r: r["row_index"]
-    )
-    assert [(r["outcome"], r["reward"]) for r in records] == [
-        ("completed", 1.0), ("completed", 0.0), ("completed", 1.0), ("completed", 0.0)
-    ]  # fmt: skip
-    assert all(r["final_messages"][-1]["content"] == f"#### {r['row_index'] * 3}" for r in records)
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == len(CALCULATOR_DATASET.read_text().splitlines())
+    for record in records:  # the scripted policy saw the agent's tools (sent with its chat calls)
+        assert (record["outcome"], record["reward"], record["agent_reward"]) == ("completed", 1.0, 1.0), (
+            record
+        )
+        assert [m["role"] for m in record["final_messages"]][-3:] == ["assistant", "tool", "assistant"]
+        assert len(record["turns"]) == 2 and record["append_only_violations"] == []
 
 
 class Misreporting(RolloutAgentLoop):
