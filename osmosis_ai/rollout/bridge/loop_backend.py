@@ -19,6 +19,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from pydantic import PrivateAttr
+
 from osmosis_ai import _http
 from osmosis_ai._usercode import call_user
 from osmosis_ai.models import complete as models
@@ -79,6 +81,13 @@ class RolloutChatClient:
         )
 
 
+class ReportedSample(RolloutSample):
+    """The agent loop's sample, holding the reward it reported until the grader phase takes it
+    (private: never on the wire)."""
+
+    _reported: object = PrivateAttr(default=None)
+
+
 def _tool_dicts(tools: Any) -> list[dict[str, Any]]:
     return [t.model_dump(exclude_none=True) if hasattr(t, "model_dump") else dict(t) for t in tools or []]
 
@@ -102,7 +111,6 @@ class AgentLoopBackend(LocalBackend):
         self.grader_cls = None
         self.grader_config = None
         self.max_concurrent = max_concurrent
-        self._rewards: dict[str, object] = {}  # a rollout's reported reward, from its run to its grading
 
     async def run_workflow(self, request: ExecutionRequest) -> RolloutSample | None:
         rollout = get_rollout_context()
@@ -127,18 +135,17 @@ class AgentLoopBackend(LocalBackend):
         if getattr(result, "status", None) != "COMPLETED":
             message = getattr(result, "error_message", None) or "it reported an error without a message"
             raise RuntimeError(f"the agent loop failed: {message}")
-        if request.grade:
-            self._rewards[request.id] = result.reward
-        return RolloutSample(messages=list(result.final_messages), label=request.label)
+        sample = ReportedSample(messages=list(result.final_messages), label=request.label)
+        sample._reported = result.reward
+        return sample
 
     def cannot_grade(self, request: ExecutionRequest) -> str | None:
         return None  # the agent's own reward needs neither a label nor metadata
 
     async def grade(self, request: ExecutionRequest, sample: RolloutSample | None) -> RolloutSample:
-        reported = self._rewards.pop(request.id, None)
-        if sample is None:
+        if not isinstance(sample, ReportedSample):
             raise ValueError("the agent loop produced no sample to reward")
-        reward = agent_reward(reported)
+        reward = agent_reward(sample._reported)
         if reward is None:
             raise ValueError("the agent loop reported no reward: return ctx.complete(messages, reward=x)")
         sample.reward = reward

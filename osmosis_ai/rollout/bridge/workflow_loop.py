@@ -18,6 +18,7 @@ trainer, ``osmosis test`` / ``osmosis eval`` in-process. Per rollout:
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from osmosis_ai.rollout.backend.local.backend import LocalBackend
 from osmosis_ai.rollout.bridge.relay import ChatRelay
@@ -51,8 +52,11 @@ class WorkflowAgentLoop(RolloutAgentLoop):
     async def run(self, ctx: RolloutContext) -> RolloutResult:
         request = ctx.request
         metadata = dict(request.metadata or {})
-        job = ExecutionRequest(
-            id=request.rollout_id, prompt=list(request.messages), label=_label(metadata), metadata=metadata
+        job = ExecutionRequest(  # a 0.3 id is one path segment; a 0.2 one may hold a '/'
+            id=quote(request.rollout_id, safe=""),
+            prompt=list(request.messages),
+            label=_label(metadata),
+            metadata=metadata,
         )
         backend = self.backend
         relay = ChatRelay(ctx.chat)
