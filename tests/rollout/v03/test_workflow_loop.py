@@ -19,7 +19,7 @@ from osmosis_ai.rollout.backend.local import LocalBackend
 from osmosis_ai.rollout.bridge import WorkflowAgentLoop
 from osmosis_ai.rollout.context import AgentWorkflowContext, get_rollout_context
 from tests.rollout.v03.project.main import ExactAnswerGrader, OneCallWorkflow
-from tests.rollout.v03.served import MAIN
+from tests.rollout.v03.served import MAIN, sums_dataset
 from tests.support.cli import Ran, cli
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.server import RunningServer
@@ -28,14 +28,7 @@ ROWS = 4
 
 
 def _dataset(tmp_path: Path) -> Path:
-    """Even rows' ground truth is the sum (reward 1), odd rows' is not (reward 0)."""
-    data = tmp_path / "sums.jsonl"
-    data.write_text("".join(
-        json.dumps({"system_prompt": "Answer with the number only.", "user_prompt": f"what is {i} + 2?",
-                    "ground_truth": str(i + 2 if i % 2 == 0 else i + 3)}) + "\n"
-        for i in range(ROWS)
-    ))  # fmt: skip
-    return data
+    return sums_dataset(tmp_path, ROWS)
 
 
 def _records(out: Path) -> list[dict[str, Any]]:
@@ -77,6 +70,7 @@ def _test(
     project = tmp_path / "project"
     project.mkdir(exist_ok=True)
     shutil.copy(MAIN, project / "main.py")
+    (project / "probes.py").write_text("from tests.rollout.v03.test_workflow_loop import Probing\n")
     out = tmp_path / f"test-{len(list(tmp_path.glob('test-*.jsonl')))}.jsonl"
     ran = cli(
         command, *agent, "-d", str(_dataset(tmp_path)), "--model", "openai/policy",
@@ -109,22 +103,6 @@ def test_osmosis_test_runs_a_workflow_and_grader_in_process(
     assert len(arithmetic.requests) >= ROWS
 
 
-class RefusedChat(AgentWorkflow):
-    """Swallows nothing: its HTTP client raises on the relay's 502 like any OpenAI client would."""
-
-    async def run(self, ctx: AgentWorkflowContext) -> list[dict[str, Any]]:
-        rollout = get_rollout_context()
-        assert rollout is not None
-        async with httpx.AsyncClient(timeout=30) as client:
-            answer = await client.post(
-                f"{rollout.chat_completions_url}/chat/completions",
-                json={"model": "x", "messages": ctx.prompt},
-                headers={"Authorization": f"Bearer {rollout.api_key}"},
-            )
-            answer.raise_for_status()
-        return [*ctx.prompt, answer.json()["choices"][0]["message"]]
-
-
 def test_a_model_failure_under_a_workflow_stays_a_model_error(
     openai_server: OpenAIServer, tmp_path: Path
 ) -> None:
@@ -132,18 +110,8 @@ def test_a_model_failure_under_a_workflow_stays_a_model_error(
         return Reply(status=400) if "what is" in json.dumps(payload["messages"]) else Reply()
 
     openai_server.handler = refuse_rollouts
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "refusing.py").write_text(
-        "from tests.rollout.v03.test_workflow_loop import RefusedChat\n"
-        "from tests.rollout.v03.project.main import ExactAnswerGrader\n"
-    )
-    out = tmp_path / "out.json"
-    ran = cli(
-        "test", "-m", "refusing:RefusedChat", "--grader", "refusing:ExactAnswerGrader",
-        "-d", str(_dataset(tmp_path)), "--model", "openai/policy", "--base-url", openai_server.url,
-        "--api-key", "sk-policy", "-o", str(out), "-q", "--limit", "1", cwd=project,
-    )  # fmt: skip
+    agent = ("-m", "main:OneCallWorkflow", "--grader", "main:ExactAnswerGrader")  # it raises on the 502
+    ran, out = _test(tmp_path, openai_server, *agent, extra=("--limit", "1"))
     assert ran.returncode == 1 and "model_error 1" in ran.stdout, ran.stderr  # every row failed
     (row,) = _output_rows(out)
     assert row["outcome"] == "model_error", row
@@ -190,18 +158,8 @@ class Probing(AgentWorkflow):
 def test_the_rollouts_chat_endpoint_takes_only_its_own_key_and_whole_replies(
     arithmetic: OpenAIServer, tmp_path: Path
 ) -> None:
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "probing.py").write_text(
-        "from tests.rollout.v03.test_workflow_loop import Probing\n"
-        "from tests.rollout.v03.project.main import ExactAnswerGrader\n"
-    )
-    out = tmp_path / "out.json"
-    ran = cli(
-        "test", "-m", "probing:Probing", "--grader", "probing:ExactAnswerGrader", "-d", str(_dataset(tmp_path)),
-        "--model", "openai/policy", "--base-url", arithmetic.url, "--api-key", "sk-policy", "-o", str(out), "-q",
-        "--limit", "1", cwd=project,
-    )  # fmt: skip
+    agent = ("-m", "probes:Probing", "--grader", "main:ExactAnswerGrader")
+    ran, out = _test(tmp_path, arithmetic, *agent, extra=("--limit", "1"))
     assert ran.returncode == 0, ran.stderr + ran.stdout
     (row,) = _output_rows(out)
     assert (row["outcome"], row["reward"]) == ("completed", 1.0)
