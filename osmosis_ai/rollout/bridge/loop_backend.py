@@ -2,11 +2,13 @@
 over the 0.3 wire.
 
 Per rollout, the workflow phase runs the agent loop with a 0.2 ``RolloutContext`` whose ``ctx.chat``
-goes to the rollout's ``{chat_completions_url}/chat/completions`` with its ``llm_api_key`` (the
-agent's tools in every request, as an OpenAI-compatible endpoint needs them; ``model`` and sampling
-parameters as the agent passes them). Its request is the rollout's: the prompt as ``messages``, the
-metadata, and the label as ``metadata["ground_truth"]`` unless the metadata has one (where 0.2 agents
-read it). A result with status ``ERROR`` fails the rollout (``agent_error``) with its message.
+goes to the rollout's ``{chat_completions_url}/chat/completions`` with its ``llm_api_key``, through
+the client a 0.2 agent always has (``OsmosisLLMClient``: its retries, timeouts and counters), in
+OpenAI's body with the agent's tools in every request, as an OpenAI-compatible endpoint needs them.
+Its request is the rollout's: the prompt as ``messages``, the metadata, and the label as
+``metadata["ground_truth"]`` unless the metadata has one (where 0.2 agents read it). A result with
+status ``ERROR`` fails the rollout (``agent_error``) with its message; a chat call that failed,
+``http_error``.
 
 The grader phase is the agent's reward: what it reported (``ctx.complete(..., reward=x)``) passes
 the score rule (:func:`osmosis_ai.rewards.score.agent_reward`) there, so a rollout asked not to be
@@ -21,64 +23,14 @@ from typing import Any
 
 from pydantic import PrivateAttr
 
-from osmosis_ai import _http
 from osmosis_ai._usercode import call_user
-from osmosis_ai.models import complete as models
 from osmosis_ai.rewards.score import agent_reward
 from osmosis_ai.rollout.backend.local.backend import LocalBackend
+from osmosis_ai.rollout.client import OsmosisLLMClient
 from osmosis_ai.rollout.context import get_rollout_context
 from osmosis_ai.rollout.core.base import RolloutAgentLoop, RolloutContext
-from osmosis_ai.rollout.core.schemas import RolloutMetrics, RolloutRequest
+from osmosis_ai.rollout.core.schemas import RolloutRequest
 from osmosis_ai.rollout.types.sample import ExecutionRequest, RolloutSample
-
-CHAT_TIMEOUT_SECONDS = 600.0  # one call's; the rollout's own deadline (agent_timeout_sec) bounds them all
-
-
-class RolloutChatClient:
-    """The agent's LLM client in a 0.3 rollout: OpenAI chat completions at ``base_url`` with ``api_key``
-    over the model seam, transient failures retried, the counters ``ctx.complete`` reports."""
-
-    def __init__(self, base_url: str, api_key: str | None, tools: list[dict[str, Any]], model: str) -> None:
-        self.base_url, self.api_key, self.tools, self.model = base_url, api_key, tools, model
-        self._calls = 0
-        self._latency_ms = 0.0
-        self._prompt_tokens = 0
-        self._response_tokens = 0
-
-    async def chat_completions(self, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
-        from osmosis_ai.rollout.client import CompletionsResult
-
-        model = str(kwargs.pop("model", self.model))
-        if self.tools:
-            kwargs.setdefault("tools", self.tools)
-        route = await models.aroute(f"openai/{model}", api_base=self.base_url, api_key=self.api_key)
-        started = time.monotonic()
-        completion = await _http.retrying(
-            lambda: models.complete(route, messages, timeout=CHAT_TIMEOUT_SECONDS, **kwargs),
-            _http.RetryPolicy(),
-            retryable=models.transient,
-            retry_after=models.retry_after,
-        )
-        self._latency_ms += (time.monotonic() - started) * 1000.0
-        self._calls += 1
-        usage = completion.usage or {}
-        self._prompt_tokens += usage.get("prompt_tokens", 0)
-        self._response_tokens += usage.get("completion_tokens", 0)
-        return CompletionsResult(
-            message=completion.message or {"role": "assistant", "content": ""},
-            token_ids=completion.token_ids or [],
-            logprobs=completion.logprobs or [],
-            usage=dict(usage),
-            finish_reason=completion.finish_reason,
-        )
-
-    def get_metrics(self) -> RolloutMetrics:
-        return RolloutMetrics(
-            llm_latency_ms=self._latency_ms,
-            num_llm_calls=self._calls,
-            prompt_tokens=self._prompt_tokens,
-            response_tokens=self._response_tokens,
-        )
 
 
 class ReportedSample(RolloutSample):
@@ -95,17 +47,13 @@ def _tool_dicts(tools: Any) -> list[dict[str, Any]]:
 class AgentLoopBackend(LocalBackend):
     """``agent_loop`` run as a 0.3 workflow and its reward as the grader (see the module docstring).
 
-    ``max_concurrent``: rollouts at once (``None``: the server's ``max_concurrent_rollouts``);
-    ``model``: the name sent in chat requests when the agent passes none.
+    ``max_concurrent``: rollouts at once (``None``: the server's ``max_concurrent_rollouts``).
     """
 
-    def __init__(
-        self, agent_loop: RolloutAgentLoop, *, max_concurrent: int | None = None, model: str = "default"
-    ) -> None:
+    def __init__(self, agent_loop: RolloutAgentLoop, *, max_concurrent: int | None = None) -> None:
         if not isinstance(agent_loop, RolloutAgentLoop):
             raise TypeError(f"AgentLoopBackend takes a RolloutAgentLoop, got {type(agent_loop).__name__}")
         self.agent_loop = agent_loop
-        self.model = model
         self.named = type(agent_loop)
         self.workflow_config = None
         self.grader_cls = None
@@ -127,8 +75,9 @@ class AgentLoopBackend(LocalBackend):
             metadata=metadata,
         )
         tools = list(await call_user(self.agent_loop.get_tools, loop_request) or [])
-        client = RolloutChatClient(
-            rollout.chat_completions_url, rollout.api_key, _tool_dicts(tools), self.model
+        base = rollout.chat_completions_url.rstrip("/")
+        client = OsmosisLLMClient(
+            base, request.id, rollout.api_key, chat_url=f"{base}/chat/completions", tools=_tool_dicts(tools)
         )
         ctx = RolloutContext(request=loop_request, tools=tools, llm=client, _start_time=time.time())
         result = await self.agent_loop.run(ctx)

@@ -9,9 +9,10 @@ gets the whole grading window). A phase without a deadline from the controller g
 ignores cancellation is abandoned and its slot freed.
 
 Every way a rollout ends is a typed result: an exception is ``failure`` with a category (its own
-``TimeoutError``: ``timeout``; a model call's ``ModelCallError``: ``http_error``; ``ValueError``/``TypeError``/``AssertionError``: ``validation_error``;
-anything else, ``SystemExit`` included: ``agent_error``), a deadline is ``timeout``, a grader that
-raises or sets no reward fails the rollout — a reward is on the wire only for a graded success.
+``TimeoutError``: ``timeout``; a failed chat call of a 0.2 agent's client: ``http_error``;
+``ValueError``/``TypeError``/``AssertionError``: ``validation_error``; anything else, ``SystemExit``
+included: ``agent_error``), a deadline is ``timeout``, a grader that raises or sets no reward fails
+the rollout — a reward is on the wire only for a graded success.
 """
 
 from __future__ import annotations
@@ -24,9 +25,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from osmosis_ai._usercode import UserCodeRaised, forget_traceback
-from osmosis_ai.models.errors import ModelCallError
 from osmosis_ai.rollout.backend.local.backend import LocalBackend
 from osmosis_ai.rollout.context import RolloutContext
+from osmosis_ai.rollout.core.exceptions import (
+    OsmosisServerError,
+    OsmosisTimeoutError,
+    OsmosisTransportError,
+    OsmosisValidationError,
+)
 from osmosis_ai.rollout.server.executor import SHUTDOWN_MESSAGE, RolloutExecutor
 from osmosis_ai.rollout.server.results03 import Results03
 from osmosis_ai.rollout.server.state import RolloutRecord
@@ -36,12 +42,14 @@ from osmosis_ai.rollout.types.status import RolloutErrorCategory, RolloutStatus
 
 logger = logging.getLogger(__name__)
 
+CHAT_FAILURES = (OsmosisTransportError, OsmosisServerError, OsmosisValidationError, OsmosisTimeoutError)
+
 
 def category_of(exc: BaseException) -> RolloutErrorCategory:
     """The wire category of an exception raised by a workflow or grader."""
     if isinstance(exc, TimeoutError):
         return RolloutErrorCategory.TIMEOUT
-    if isinstance(exc, ModelCallError):  # a chat call of an adapted 0.2 agent loop (rollout.bridge)
+    if isinstance(exc, CHAT_FAILURES):  # a chat call of a 0.2 agent loop (rollout.bridge.loop_backend)
         return RolloutErrorCategory.HTTP_ERROR
     if isinstance(exc, (ValueError, TypeError, AssertionError)):
         return RolloutErrorCategory.VALIDATION_ERROR

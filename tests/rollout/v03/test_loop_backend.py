@@ -74,6 +74,7 @@ def test_upstreams_client_runs_the_calculator_served_on_0_3s_wire(
     assert len(chats) == 40  # a tool call and the answer per rollout, the tools in every request
     assert all({t["function"]["name"] for t in r.json["tools"]} >= {"add", "multiply"} for r in chats)
     assert {r.headers["authorization"] for r in chats} == {"Bearer sk-policy"}
+    assert not any("rollout_id" in r.json for r in chats)  # OpenAI's body: the URL is the rollout's
 
 
 def test_rollout_run_drives_the_calculator_served_on_0_3s_wire(
@@ -97,7 +98,7 @@ def test_rollout_run_drives_the_calculator_served_on_0_3s_wire(
 
 
 class Misreporting(RolloutAgentLoop):
-    """Reports the reward the row's ``mode`` asks for, or an error, without calling the model."""
+    """Reports the reward the row's ``mode`` asks for, or an error; calls the model in mode ``chat``."""
 
     name = "misreporting"
 
@@ -108,21 +109,32 @@ class Misreporting(RolloutAgentLoop):
         mode = ctx.request.metadata["mode"]
         if mode == "error":
             return ctx.error("the agent gave up")
+        if mode == "chat":
+            await ctx.chat(list(ctx.request.messages))
         reward: Any = {"none": None, "bool": True, "half": 0.5}[mode]
         return ctx.complete(list(ctx.request.messages), reward=reward)
 
 
 def test_the_agents_reward_passes_the_score_rule_in_the_grader_phase(
-    serve03: Callable[..., RunningServer],
+    serve03: Callable[..., RunningServer], openai_server: OpenAIServer
 ) -> None:
+    openai_server.default = Reply(status=400)  # the chat endpoint refuses every call
     server = serve03(AgentLoopBackend(Misreporting()))
     seen = {}
     with httpx.Client(base_url=server.url, timeout=30) as client:
-        for mode, grade in (("half", True), ("half", False), ("none", True), ("bool", True), ("error", True)):
+        modes = (
+            ("half", True),
+            ("half", False),
+            ("none", True),
+            ("bool", True),
+            ("error", True),
+            ("chat", True),
+        )
+        for mode, grade in modes:
             rollout_id = f"{mode}-{grade}"
             submitted = client.post("/rollout", json={
                 "rollout_id": rollout_id, "initial_messages": [{"role": "user", "content": "hi"}],
-                "chat_completions_url": "http://127.0.0.1:9/v1", "metadata": {"mode": mode}, "grade": grade,
+                "chat_completions_url": openai_server.url, "metadata": {"mode": mode}, "grade": grade,
             })  # fmt: skip
             assert submitted.status_code == 202, submitted.text
             lease = submitted.json()["polling_lease_token"]
@@ -137,3 +149,4 @@ def test_the_agents_reward_passes_the_score_rule_in_the_grader_phase(
     assert seen["none-True"][:2] == (RolloutStatus.FAILURE, "validation_error")
     assert seen["bool-True"][:2] == (RolloutStatus.FAILURE, "validation_error")
     assert seen["error-True"][:2] == (RolloutStatus.FAILURE, "agent_error")
+    assert seen["chat-True"][:2] == (RolloutStatus.FAILURE, "http_error")
