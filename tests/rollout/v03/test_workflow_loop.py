@@ -14,13 +14,16 @@ from typing import Any
 import httpx
 import pytest
 
+from examples.calculator.reward import calculator_reward
+from examples.calculator.tools import TOOLS, run_tool
 from osmosis_ai.rollout.agent_workflow import AgentWorkflow
 from osmosis_ai.rollout.backend.local import LocalBackend
 from osmosis_ai.rollout.bridge import WorkflowAgentLoop
-from osmosis_ai.rollout.context import AgentWorkflowContext, get_rollout_context
+from osmosis_ai.rollout.context import AgentWorkflowContext, GraderContext, get_rollout_context
+from osmosis_ai.rollout.grader import Grader
 from tests.rollout.v03.project.main import ExactAnswerGrader, OneCallWorkflow
 from tests.rollout.v03.served import MAIN, sums_dataset
-from tests.support.cli import Ran, cli
+from tests.support.cli import CALCULATOR_DATASET, Ran, cli
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.server import RunningServer
 
@@ -62,15 +65,23 @@ def test_the_0_3_project_served_over_0_2s_wire_is_driven_by_rollout_run(
         assert record["rejected_calls"] == []
 
 
-def _test(
-    tmp_path: Path, policy: OpenAIServer, *agent: str, command: str = "test", extra: tuple[str, ...] = ()
-) -> tuple[Ran, Path]:
-    """``osmosis test`` (or ``command``) of ``agent`` in a copy of the project (so its ``main`` is
-    imported afresh)."""
+def _project(tmp_path: Path) -> Path:
+    """A directory with a copy of the project's ``main.py`` (so its ``main`` is imported afresh) and
+    ``probes.py`` (this module's workflows and graders)."""
     project = tmp_path / "project"
     project.mkdir(exist_ok=True)
     shutil.copy(MAIN, project / "main.py")
-    (project / "probes.py").write_text("from tests.rollout.v03.test_workflow_loop import Probing\n")
+    (project / "probes.py").write_text(
+        "from tests.rollout.v03.test_workflow_loop import CalculatorGrader, CalculatorWorkflow, Probing\n"
+    )
+    return project
+
+
+def _test(
+    tmp_path: Path, policy: OpenAIServer, *agent: str, command: str = "test", extra: tuple[str, ...] = ()
+) -> tuple[Ran, Path]:
+    """``osmosis test`` (or ``command``) of ``agent`` in :func:`_project`."""
+    project = _project(tmp_path)
     out = tmp_path / f"test-{len(list(tmp_path.glob('test-*.jsonl')))}.jsonl"
     ran = cli(
         command, *agent, "-d", str(_dataset(tmp_path)), "--model", "openai/policy",
@@ -165,3 +176,47 @@ def test_the_rollouts_chat_endpoint_takes_only_its_own_key_and_whole_replies(
     assert (row["outcome"], row["reward"]) == ("completed", 1.0)
     (call,) = [r for r in arithmetic.requests if "what is" in json.dumps(r.json)]  # only the admitted one
     assert call.json["temperature"] == 0.0
+
+
+class CalculatorWorkflow(AgentWorkflow):
+    """The calculator as a 0.3 workflow: its tools sent with each call, run until the model answers."""
+
+    async def run(self, ctx: AgentWorkflowContext) -> list[dict[str, Any]]:
+        rollout = get_rollout_context()
+        assert rollout is not None
+        messages = list(ctx.prompt)
+        async with httpx.AsyncClient(timeout=30) as client:
+            for _ in range(4):
+                answer = await client.post(
+                    f"{rollout.chat_completions_url}/chat/completions",
+                    json={"model": "m", "messages": messages, "tools": TOOLS},
+                    headers={"Authorization": f"Bearer {rollout.api_key}"},
+                )
+                answer.raise_for_status()
+                message = answer.json()["choices"][0]["message"]
+                messages.append(message)
+                if not message.get("tool_calls"):
+                    break
+                for call in message["tool_calls"]:
+                    result = run_tool(call["function"]["name"], call["function"]["arguments"])
+                    messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+        return messages
+
+
+class CalculatorGrader(Grader):
+    async def grade(self, ctx: GraderContext) -> None:
+        assert ctx.sample is not None and ctx.label is not None
+        ctx.set_reward(calculator_reward(str(ctx.sample.messages[-1].get("content") or ""), ctx.label))
+
+
+def test_osmosis_test_runs_a_tool_calling_workflow_with_the_scripted_model(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    out = tmp_path / "out.json"
+    ran = cli(
+        "test", "-m", "probes:CalculatorWorkflow", "--grader", "probes:CalculatorGrader",
+        "-d", str(CALCULATOR_DATASET), "--model", "scripted", "-o", str(out), "-q", cwd=project,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr + ran.stdout
+    rows = _output_rows(out)
+    assert len(rows) == len(CALCULATOR_DATASET.read_text().splitlines())
+    assert all((row["outcome"], row["reward"]) == ("completed", 1.0) for row in rows), rows
