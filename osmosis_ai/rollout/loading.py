@@ -184,7 +184,7 @@ def load_agent_loop(module_path: str, grader: str | None = None) -> RolloutAgent
     from osmosis_ai.rollout.core.base import RolloutAgentLoop
 
     target = load_attribute(module_path, what="agent loop", example=_EXAMPLE, suggest=_candidates)
-    workflow = _as_workflow_loop(module_path, target, grader)
+    workflow = workflow_loop_of(module_path, target, grader)
     if workflow is not None:
         return workflow
     if grader is not None:
@@ -207,8 +207,9 @@ def load_agent_loop(module_path: str, grader: str | None = None) -> RolloutAgent
     return target
 
 
-def _as_workflow_loop(module_path: str, target: Any, grader: str | None) -> RolloutAgentLoop | None:
-    """``target`` as a 0.2 agent loop when it is a 0.3 workflow, backend or server app; else ``None``."""
+def workflow_loop_of(module_path: str, target: Any, grader: str | None) -> RolloutAgentLoop | None:
+    """``target`` (what ``module_path`` names) as a 0.2 agent loop when it is a 0.3 workflow (with
+    ``grader``, a ``module.path:GraderClass``), backend or server app; else ``None``."""
     from osmosis_ai.rollout.agent_workflow import AgentWorkflow
     from osmosis_ai.rollout.backend.local.backend import LocalBackend
     from osmosis_ai.rollout.bridge.workflow_loop import WorkflowAgentLoop

@@ -17,6 +17,7 @@ trainer, ``osmosis test`` / ``osmosis eval`` in-process. Per rollout:
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 from urllib.parse import quote
 
@@ -26,6 +27,12 @@ from osmosis_ai.rollout.context import RolloutContext as AmbientContext
 from osmosis_ai.rollout.core.base import RolloutAgentLoop, RolloutContext, RolloutResult
 from osmosis_ai.rollout.core.schemas import OpenAIFunctionToolSchema, RolloutRequest
 from osmosis_ai.rollout.types.sample import ExecutionRequest
+
+
+def _served_backend(value: Any) -> Any:
+    """The backend of an app ``create_rollout_server`` built, or ``None`` for anything else."""
+    state = vars(value).get("state") if hasattr(value, "__dict__") else None
+    return getattr(state, "rollout_backend", None) if state is not None else None
 
 
 def _label(metadata: dict[str, Any]) -> str | None:
@@ -44,6 +51,27 @@ class WorkflowAgentLoop(RolloutAgentLoop):
             raise TypeError(f"WorkflowAgentLoop takes a LocalBackend, got {type(backend).__name__}")
         self.backend = backend
         self.name = name or backend.named.__name__
+
+    def reference(self) -> tuple[str, str | None]:
+        """``-m`` and ``--grader`` that load this loop again in a fresh process (``serve --workers``,
+        ``--reload``): the module attribute holding the backend or the app serving it, else the
+        workflow and grader classes (``ValueError`` when configs would be lost that way)."""
+        backend = self.backend
+        workflow = backend.workflow_cls
+        module = sys.modules.get(workflow.__module__)
+        for name, value in vars(module).items() if module is not None else ():
+            if value is backend or _served_backend(value) is backend:
+                return f"{workflow.__module__}:{name}", None
+        if backend.workflow_config is not None or backend.grader_config is not None:
+            raise ValueError(
+                "a LocalBackend with configs is loaded again by name: keep it (or its app) in a "
+                "module attribute and name that with -m"
+            )
+        grader = backend.grader_cls
+        return (
+            f"{workflow.__module__}:{workflow.__qualname__}",
+            None if grader is None else f"{grader.__module__}:{grader.__qualname__}",
+        )
 
     def get_tools(self, request: RolloutRequest) -> list[OpenAIFunctionToolSchema]:
         """None: a workflow sends its own tools with each chat call."""

@@ -25,6 +25,7 @@ from tests.rollout.v03.project.main import ExactAnswerGrader, OneCallWorkflow
 from tests.rollout.v03.served import MAIN, sums_dataset
 from tests.support.cli import CALCULATOR_DATASET, Ran, cli
 from tests.support.openai_server import OpenAIServer, Reply
+from tests.support.serve import ServeProcess
 from tests.support.server import RunningServer
 
 ROWS = 4
@@ -220,3 +221,26 @@ def test_osmosis_test_runs_a_tool_calling_workflow_with_the_scripted_model(tmp_p
     rows = _output_rows(out)
     assert len(rows) == len(CALCULATOR_DATASET.read_text().splitlines())
     assert all((row["outcome"], row["reward"]) == ("completed", 1.0) for row in rows), rows
+
+
+@pytest.mark.parametrize(
+    "agent",
+    [("-m", "main:OneCallWorkflow", "--grader", "main:ExactAnswerGrader"), ("-m", "main:app")],
+    ids=["workflow-and-grader", "server-app"],
+)
+def test_osmosis_serve_workers_serve_the_pair_on_0_2s_wire(
+    agent: tuple[str, ...], arithmetic: OpenAIServer, tmp_path: Path
+) -> None:
+    server = ServeProcess("--local", *agent, "--workers", "2", cwd=_project(tmp_path))
+    try:
+        server.wait_ready(timeout=60)  # each spawned worker loads the pair again by name
+        out = tmp_path / "records.jsonl"
+        ran = cli(
+            "rollout", "run", "--url", server.url, "-d", str(_dataset(tmp_path)), "--model", "openai/policy",
+            "--base-url", arithmetic.url, "--api-key", "sk-policy", "-o", str(out), "-q", cwd=tmp_path,
+        )  # fmt: skip
+        assert ran.returncode == 0, ran.stderr + ran.stdout
+        _graded(_records(out))
+    finally:
+        _, _, err = server.stop()
+    assert "Traceback" not in err, err
