@@ -212,10 +212,9 @@ def workflow_loop_of(module_path: str, target: Any, grader: str | None) -> Rollo
     ``grader``, a ``module.path:GraderClass``), backend or server app; else ``None``."""
     from osmosis_ai.rollout.agent_workflow import AgentWorkflow
     from osmosis_ai.rollout.backend.local.backend import LocalBackend
-    from osmosis_ai.rollout.bridge.workflow_loop import WorkflowAgentLoop
+    from osmosis_ai.rollout.bridge.workflow_loop import WorkflowAgentLoop, served_backend
 
-    if not isinstance(target, LocalBackend):  # a 0.3 server's app carries its backend
-        target = getattr(getattr(target, "state", None), "rollout_backend", target)
+    target = served_backend(target) or target  # a 0.3 server's app carries its backend
     if isinstance(target, LocalBackend):
         if grader is not None:
             raise LoadError(

@@ -13,7 +13,6 @@ made of the 502.
 from __future__ import annotations
 
 import contextlib
-import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -21,8 +20,6 @@ from typing import Any
 
 from osmosis_ai._sockets import bind_listener
 from osmosis_ai.rollout.server.api_key import authorized
-
-logger = logging.getLogger(__name__)
 
 Chat = Callable[..., Awaitable[Any]]  # RolloutContext.chat: (messages, **params) -> CompletionsResult
 

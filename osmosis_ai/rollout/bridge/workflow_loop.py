@@ -29,7 +29,7 @@ from osmosis_ai.rollout.core.schemas import OpenAIFunctionToolSchema, RolloutReq
 from osmosis_ai.rollout.types.sample import ExecutionRequest
 
 
-def _served_backend(value: Any) -> Any:
+def served_backend(value: Any) -> Any:
     """The backend of an app ``create_rollout_server`` built, or ``None`` for anything else."""
     state = vars(value).get("state") if hasattr(value, "__dict__") else None
     return getattr(state, "rollout_backend", None) if state is not None else None
@@ -60,7 +60,7 @@ class WorkflowAgentLoop(RolloutAgentLoop):
         workflow = backend.workflow_cls
         module = sys.modules.get(workflow.__module__)
         for name, value in vars(module).items() if module is not None else ():
-            if value is backend or _served_backend(value) is backend:
+            if value is backend or served_backend(value) is backend:
                 return f"{workflow.__module__}:{name}", None
         if backend.workflow_config is not None or backend.grader_config is not None:
             raise ValueError(
