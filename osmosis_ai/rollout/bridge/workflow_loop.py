@@ -58,6 +58,11 @@ class WorkflowAgentLoop(RolloutAgentLoop):
         workflow and grader classes (``ValueError`` when configs would be lost that way)."""
         backend = self.backend
         workflow = backend.workflow_cls
+        if workflow.__module__ == "__main__":
+            raise ValueError(
+                "a fresh process imports the workflow by name: keep it in an importable module (not "
+                "__main__) and name it with -m module:attribute"
+            )
         module = sys.modules.get(workflow.__module__)
         for name, value in vars(module).items() if module is not None else ():
             if value is backend or served_backend(value) is backend:
