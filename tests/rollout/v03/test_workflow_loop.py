@@ -244,3 +244,22 @@ def test_osmosis_serve_workers_serve_the_pair_on_0_2s_wire(
     finally:
         _, _, err = server.stop()
     assert "Traceback" not in err, err
+
+
+@pytest.mark.parametrize(
+    ("agent", "error"),
+    [
+        (("-m", "main:ExactAnswerGrader", "--grader", "main:ExactAnswerGrader"),
+         "'main:ExactAnswerGrader' is not a 0.3 AgentWorkflow: a grader goes with an AgentWorkflow subclass"),
+        (("-m", "main:app", "--grader", "main:ExactAnswerGrader"),
+         "'main:app' already has its grader (its LocalBackend's): leave out --grader"),
+        (("-m", "main:OneCallWorkflow", "--grader", "main:OneCallWorkflow"),
+         "--grader 'main:OneCallWorkflow': LocalBackend(grader=...) must be a Grader subclass"),
+        (("--mcp", ".", "--grader", "main:ExactAnswerGrader"),
+         "a grader goes with an AgentWorkflow named by -m, not with MCP tools"),
+    ],
+)  # fmt: skip
+def test_a_misnamed_grader_is_one_line(agent: tuple[str, ...], error: str, tmp_path: Path) -> None:
+    ran = cli("test", *agent, "-d", str(_dataset(tmp_path)), "--model", "scripted", cwd=_project(tmp_path))
+    assert ran.returncode == 1
+    assert ran.stderr.startswith(f"Error: {error}") and len(ran.stderr.strip().splitlines()) == 1, ran.stderr
