@@ -78,7 +78,8 @@ def add_agent_arguments(
     required: bool = True,
     missing_is_usage: bool = False,
 ) -> OptionGroup:
-    """The required choice of the agent: ``-m MODULE:ATTR``, ``--mcp DIR`` or ``--mcp-url URL``.
+    """The required choice of the agent: ``-m MODULE:ATTR``, ``--mcp DIR`` or ``--mcp-url URL``; and
+    ``--grader MODULE:CLASS``, the grader of a 0.3 ``AgentWorkflow`` named by ``-m``.
 
     Two of them, or none with ``required``, is a value error (exit status 1; none is a usage error,
     exit status 2, with ``missing_is_usage``, for ``serve``, whose ``-m`` is required outright). With ``required=False`` the command checks the choice itself (it has sub-commands).
@@ -96,6 +97,11 @@ def add_agent_arguments(
         "--mcp-url",
         metavar="URL",
         help="running MCP server (streamable HTTP, e.g. http://127.0.0.1:8000/mcp): the model calls its tools",
+    )
+    parser.add_argument(
+        "--grader",
+        metavar="MODULE:CLASS",
+        help="a 0.3 Grader for the 0.3 AgentWorkflow named by -m: its reward is the rollout's",
     )
     return group
 

@@ -61,7 +61,12 @@ def load_reward(spec: str) -> Callable[..., Any]:
 
 def agent_ref(args: argparse.Namespace) -> AgentRef:
     """The agent chosen on the command line (:func:`osmosis_ai.cli.arguments.add_agent_arguments`)."""
-    return AgentRef(getattr(args, "module", None), getattr(args, "mcp", None), getattr(args, "mcp_url", None))
+    return AgentRef(
+        getattr(args, "module", None),
+        getattr(args, "mcp", None),
+        getattr(args, "mcp_url", None),
+        getattr(args, "grader", None),
+    )
 
 
 def load_agent(args: argparse.Namespace) -> RolloutAgentLoop:

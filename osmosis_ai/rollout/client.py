@@ -214,6 +214,9 @@ class OsmosisLLMClient:
         failures: log failed attempts through this :class:`~osmosis_ai._http.FailureLog` (a server's
             rollouts share one, so a trainer that does not answer costs a few lines a minute, not
             one per rollout and attempt); without it each one is logged.
+        chat_url: send chat calls to this OpenAI-compatible URL instead (a 0.3 rollout's
+            ``{chat_completions_url}/chat/completions``): the body is then OpenAI's, without
+            ``rollout_id``, and carries ``tools``, the agent's tools, on every call.
     """
 
     def __init__(
@@ -230,6 +233,8 @@ class OsmosisLLMClient:
         on_chat: Callable[[float], object] | None = None,
         on_attempt: Callable[[int | None], object] | None = None,
         failures: FailureLog | None = None,
+        chat_url: str | None = None,
+        tools: list[dict[str, Any]] | None = None,
     ) -> None:
         self.settings = settings if settings is not None else get_settings().client
         self.server_url = server_url.rstrip("/")
@@ -253,6 +258,9 @@ class OsmosisLLMClient:
         self._headers = {"Content-Type": "application/json"}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
+        self._chat_url = chat_url or self.server_url + CHAT_PATH
+        self._openai_body = chat_url is not None
+        self._tools = tools or None
         self._call_prefix = secrets.token_hex(6)
         self._calls = 0
         self._llm_latency_ms = 0.0
@@ -300,7 +308,7 @@ class OsmosisLLMClient:
         span = tracing.chat_started(model, "traingate")
         try:
             response, elapsed = await self._exchange(
-                self.server_url + CHAT_PATH, body, headers, self.max_retries, on_attempt=self._on_attempt
+                self._chat_url, body, headers, self.max_retries, on_attempt=self._on_attempt
             )
             result = self._parse_completion(response)
         except BaseException as exc:
@@ -340,7 +348,15 @@ class OsmosisLLMClient:
             )
         except ValidationError as exc:
             raise RolloutValueError(f"cannot send the chat request: {exc}") from exc
-        return _encode(request, "the chat messages")
+        if not self._openai_body:
+            return _encode(request, "the chat messages")
+        try:
+            fields = request.model_dump(mode="json", exclude_none=True, exclude={"rollout_id"})
+            if self._tools:
+                fields["tools"] = self._tools
+            return json.dumps(fields, allow_nan=False).encode()
+        except ValueError as exc:  # PydanticSerializationError too: a value JSON cannot carry
+            raise RolloutValueError(f"cannot send the chat messages: not valid JSON ({exc})") from exc
 
     @staticmethod
     def _parse_completion(response: TransportResponse) -> CompletionsResult:

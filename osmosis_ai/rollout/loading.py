@@ -54,11 +54,13 @@ class UserCodeError(LoadError):
 @dataclass(frozen=True)
 class AgentRef:
     """The agent a run names: exactly one of ``module`` (``MODULE:ATTR``), ``mcp`` (a tools directory)
-    or ``mcp_url`` (a running MCP server)."""
+    or ``mcp_url`` (a running MCP server); ``grader`` (``MODULE:CLASS``), a 0.3 ``Grader`` for the
+    0.3 ``AgentWorkflow`` that ``module`` names."""
 
     module: str | None = None
     mcp: str | None = None
     mcp_url: str | None = None
+    grader: str | None = None
 
     @property
     def spec(self) -> str:
@@ -67,12 +69,14 @@ class AgentRef:
             return f"mcp:{Path(self.mcp).resolve()}"
         if self.mcp_url:
             return f"mcp-url:{self.mcp_url}"
-        return str(self.module)
+        return str(self.module) if self.grader is None else f"{self.module}+{self.grader}"
 
     def load(self) -> RolloutAgentLoop:
         """The agent loop: ``module`` imported, or an ``MCPAgentLoop`` over the MCP tools."""
         if not (self.mcp or self.mcp_url):
-            return load_agent_loop(str(self.module))
+            return load_agent_loop(str(self.module), grader=self.grader)
+        if self.grader is not None:
+            raise LoadError("a grader goes with an AgentWorkflow named by -m, not with MCP tools")
         from osmosis_ai.rollout.mcp.errors import MCPLoadError
 
         try:
@@ -96,6 +100,13 @@ class AgentRef:
             return digest.hexdigest()
         if self.mcp_url:
             digest.update(repr(agent_loop.get_tools(None)).encode())
+            return digest.hexdigest()
+        from osmosis_ai.rollout.bridge.workflow_loop import WorkflowAgentLoop
+
+        if isinstance(agent_loop, WorkflowAgentLoop):  # the user's classes, not the adapter's module
+            backend = agent_loop.backend
+            for cls in (backend.workflow_cls, backend.grader_cls):
+                digest.update(b"-" if cls is None else source_digest(cls).encode())
             return digest.hexdigest()
         return source_digest(agent_loop)
 
@@ -162,14 +173,24 @@ def load_attribute(
     return getattr(module, attr_name)
 
 
-def load_agent_loop(module_path: str) -> RolloutAgentLoop:
+def load_agent_loop(module_path: str, grader: str | None = None) -> RolloutAgentLoop:
     """Import ``module_path`` (``module.path:attribute``) and return the agent loop instance it names.
 
-    A class attribute must subclass ``RolloutAgentLoop`` and is instantiated without arguments.
+    A class attribute must subclass ``RolloutAgentLoop`` and is instantiated without arguments. A 0.3
+    pair is run as an agent loop (:class:`~osmosis_ai.rollout.bridge.workflow_loop.WorkflowAgentLoop`):
+    an ``AgentWorkflow`` subclass with ``grader`` (``module.path:GraderClass``, optional), a
+    ``LocalBackend``, or the app ``create_rollout_server`` built around one.
     """
     from osmosis_ai.rollout.core.base import RolloutAgentLoop
 
     target = load_attribute(module_path, what="agent loop", example=_EXAMPLE, suggest=_candidates)
+    workflow = workflow_loop_of(module_path, target, grader)
+    if workflow is not None:
+        return workflow
+    if grader is not None:
+        raise LoadError(
+            f"{module_path!r} is not a 0.3 AgentWorkflow: a grader goes with an AgentWorkflow subclass"
+        )
     if isinstance(target, type):
         if not issubclass(target, RolloutAgentLoop):
             raise LoadError(f"{module_path!r} is a class but not a RolloutAgentLoop subclass")
@@ -184,6 +205,28 @@ def load_agent_loop(module_path: str) -> RolloutAgentLoop:
             f"{module_path!r} is a {type(target).__name__}, not a RolloutAgentLoop instance or subclass ({_EXAMPLE})"
         )
     return target
+
+
+def workflow_loop_of(module_path: str, target: Any, grader: str | None) -> RolloutAgentLoop | None:
+    """``target`` (what ``module_path`` names) as a 0.2 agent loop when it is a 0.3 workflow (with
+    ``grader``, a ``module.path:GraderClass``), backend or server app; else ``None``."""
+    from osmosis_ai.rollout.agent_workflow import AgentWorkflow
+    from osmosis_ai.rollout.backend.local.backend import LocalBackend
+    from osmosis_ai.rollout.bridge.workflow_loop import WorkflowAgentLoop, served_backend
+
+    target = served_backend(target) or target  # a 0.3 server's app carries its backend
+    if isinstance(target, LocalBackend):
+        if grader is not None:
+            raise LoadError(
+                f"{module_path!r} already has its grader (its LocalBackend's): leave out --grader"
+            )
+        return WorkflowAgentLoop(target)
+    if not (isinstance(target, type) and issubclass(target, AgentWorkflow)):
+        return None
+    try:
+        return WorkflowAgentLoop(LocalBackend(workflow=target, grader=grader))
+    except TypeError as exc:
+        raise LoadError(f"--grader {grader!r}: {exc}") from None
 
 
 def load_function(spec: str, *, what: str, example: str) -> Callable[..., Any]:

@@ -73,13 +73,15 @@ async def scored(
     ``auto`` concurrency limit) hears how each judge request ended."""
     from osmosis_ai.runs.engine import Pipeline
     from osmosis_ai.runs.judging import judge_function
-    from osmosis_ai.runs.scorer import Scorer, runtime_function
+    from osmosis_ai.runs.scorer import Scorer, agent_function, runtime_function
 
     scoring = plan.scoring
     made = runtimes(scoring)
     functions = [runtime_function(rt, name) for rt, name in zip(made, scoring.score_names, strict=True)]
     if scoring.judge is not None:
         functions.append(judge_function(scoring.judge, observer=observer))
+    if scoring.agent_score is not None:
+        functions.append(agent_function(scoring.agent_score))
     scorer = Scorer(functions, reward=scoring.reward)
     async with contextlib.AsyncExitStack() as stack:
         for runtime in made:

@@ -135,8 +135,9 @@ class KeyedSource(RowSource, Protocol):
 class Scoring:
     """How each finished item is scored: by ``functions`` (``MODULE:FN``, eval functions) in the reward
     runtime's worker processes, each score named by its spec or by ``names``, and by a rubric's
-    ``judge`` (its score named ``score``). The item's reward is the score named ``reward``, or with
-    ``"agent"`` the agent's own."""
+    ``judge`` (its score named ``score``), and by the agent's own reward under the name ``agent_score``
+    (a 0.3 grader's). The item's reward is the score named ``reward``, or with ``"agent"`` the
+    agent's own."""
 
     functions: tuple[str, ...] = ()
     kind: str = "eval function"
@@ -146,6 +147,7 @@ class Scoring:
     names: tuple[str, ...] = ()
     reward: str = "agent"
     judge: RubricJudge | None = None
+    agent_score: str | None = None
 
     @property
     def score_names(self) -> tuple[str, ...]:

@@ -87,6 +87,16 @@ def runtime_function(runtime: Any, name: str) -> ScoreFn:
     return ScoreFn(name, score)
 
 
+def agent_function(name: str) -> ScoreFn:
+    """The agent's own reported reward as a score named ``name`` (a 0.3 grader's, in ``osmosis eval``),
+    by the score rule: an agent that reported none is a ``reward_error``, never a 0."""
+
+    async def score(item: WorkItem, attempt: Attempt, threads: UserThreads | None) -> float:
+        return to_score(attempt.agent_reward, "", kind="the agent's reward")
+
+    return ScoreFn(name, score)
+
+
 class Scorer:
     """Scores completed attempts (see the module docstring).
 

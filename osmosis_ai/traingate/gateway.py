@@ -11,6 +11,8 @@ Rollout servers call it back on two endpoints (protocol §3.2):
 * ``POST /rollouts/{rollout_id}/v1/chat/completions`` — the same chat endpoint for a 0.3 rollout,
   whose workflow calls ``{chat_completions_url}/chat/completions`` with an OpenAI client that knows
   nothing of rollout ids: the id is the path's (:meth:`TrainGate.chat_base`), a body's own is ignored.
+  A 0.3 rollout declares no tools before it runs: the tools are those its first call that sends
+  ``tools`` sends (the policy is offered them, the token trace renders them).
 
 Refused calls (wrong key, unknown rollout, call after completion) are answered with a 4xx and
 recorded, so the run report can show them. The gateway runs inside the caller's event loop.
@@ -202,7 +204,12 @@ class TrainGate:
         except ValidationError as exc:
             return _error(422, _validation_detail(exc))
         routed = self._route(request, body.rollout_id, endpoint)
-        return routed if isinstance(routed, web.Response) else (body, routed)
+        if isinstance(routed, web.Response):
+            return routed
+        tools = payload.get("tools") if scoped is not None else None
+        if not routed.tools and isinstance(tools, list):
+            routed.tools = list(tools)
+        return body, routed
 
     async def _chat(self, request: web.Request) -> web.Response:
         received = await self._receive(request, CompletionsRequest, "/v1/chat/completions")

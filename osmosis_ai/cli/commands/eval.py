@@ -97,14 +97,17 @@ def _samples_file(args: argparse.Namespace) -> str | None:
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "eval_command", None) == "cache":
         return cache.run(args)
-    # As in 0.2, a missing -d or --eval-fn is a usage error and a missing agent a value error.
+    # As in 0.2, a missing -d or --eval-fn is a usage error and a missing agent a value error; a 0.3
+    # workflow's --grader scores it, so it needs no eval function.
     agent = "-m/--module (or --mcp/--mcp-url)"
     missing = [flag for flag, value in ((agent, args.module or args.mcp or args.mcp_url),
-                                        ("-d/--dataset", args.dataset), ("--eval-fn", args.eval_fn)) if not value]  # fmt: skip
+                                        ("-d/--dataset", args.dataset),
+                                        ("--eval-fn", args.eval_fn or args.grader)) if not value]  # fmt: skip
     if missing and missing != [agent]:
         raise UsageError(f"the following arguments are required: {', '.join(missing)}")
     if missing:
         raise CLIError(f"osmosis eval needs {agent} (see osmosis eval --help)")
+    args.eval_fn = args.eval_fn or []
     if (args.baseline_base_url or args.baseline_api_key) and not args.baseline_model:
         raise CLIError("--baseline-base-url and --baseline-api-key need --baseline-model")
     check_backend_arguments(args)
@@ -133,7 +136,7 @@ def plan_of(args: argparse.Namespace) -> RunPlan:
                               completion_params=completion_params(args),
                               debug_dir=DEBUG_DIR if args.debug else None)  # fmt: skip
     scoring = Scoring(tuple(args.eval_fn), timeout=args.reward_timeout or None, workers=args.reward_workers,
-                      memory_limit_mb=args.reward_memory_limit)  # fmt: skip
+                      memory_limit_mb=args.reward_memory_limit, agent_score=args.grader)  # fmt: skip
     journal = JournalSpec(
         args.journal, fresh=args.fresh, retry_failed=args.retry_failed, keep_messages=args.log_samples
     )
@@ -233,7 +236,7 @@ def _report(
     # With -q and nothing written, only the outcome line (counts) is shown: the figures, two
     # thousand bootstrap resamples per eval function, would be computed for no one.
     wanted = not args.quiet or bool(args.output or output_dir or args.json or args.report or args.log_to)
-    names = list(args.eval_fn) if wanted else []
+    names = [*args.eval_fn, *([args.grader] if args.grader else [])] if wanted else []
     planned, stop, samples_file = end.planned, end.stop, end.samples_path
     primary = summarize(records[PRIMARY], names, model=args.model, pass_threshold=args.pass_threshold)
     baseline = comparison = None

@@ -77,7 +77,7 @@ def default_results_path(backend: LocalBackend) -> str:
     """Where a 0.3 server keeps its rollouts and results when ``ServerConfig.state`` names no other
     place: one SQLite file per workflow class and working directory, under ``$XDG_STATE_HOME``
     (``~/.local/state`` without it), so the same ``main.py`` restarted finds what it admitted."""
-    workflow = backend.workflow_cls
+    workflow = backend.named
     identity = f"{os.getcwd()}\0{workflow.__module__}.{workflow.__qualname__}"
     digest = hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:16]
     root = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
@@ -153,7 +153,7 @@ def create_rollout_server(
     if configure_logging:
         _configure_default_logging()
     config = _engine_config(backend, config, api_key)
-    state = AppState(settings=config.server, agent_loop_name=backend.workflow_cls.__name__)
+    state = AppState(settings=config.server, agent_loop_name=backend.named.__name__)
     executor = RolloutExecutor(None, state, config, MemoryState())
     lifecycle = LifecycleManager(config, state, executor)
     results = Results03(
@@ -180,7 +180,7 @@ def create_rollout_server(
             yield
 
     app = FastAPI(
-        title=f"Osmosis rollout server ({backend.workflow_cls.__name__})",
+        title=f"Osmosis rollout server ({backend.named.__name__})",
         lifespan=serving,
         docs_url="/docs" if config.docs_enabled else None,
         redoc_url="/redoc" if config.docs_enabled else None,
@@ -191,4 +191,5 @@ def create_rollout_server(
     app.state.rollout_executor = executor
     app.state.rollout_lifecycle = lifecycle
     app.state.rollout_results = results
+    app.state.rollout_backend = backend  # what `osmosis test -m main:app` runs in-process
     return app

@@ -9,9 +9,10 @@ gets the whole grading window). A phase without a deadline from the controller g
 ignores cancellation is abandoned and its slot freed.
 
 Every way a rollout ends is a typed result: an exception is ``failure`` with a category (its own
-``TimeoutError``: ``timeout``; ``ValueError``/``TypeError``/``AssertionError``: ``validation_error``;
-anything else, ``SystemExit`` included: ``agent_error``), a deadline is ``timeout``, a grader that
-raises or sets no reward fails the rollout — a reward is on the wire only for a graded success.
+``TimeoutError``: ``timeout``; a failed chat call of a 0.2 agent's client: ``http_error``;
+``ValueError``/``TypeError``/``AssertionError``: ``validation_error``; anything else, ``SystemExit``
+included: ``agent_error``), a deadline is ``timeout``, a grader that raises or sets no reward fails
+the rollout — a reward is on the wire only for a graded success.
 With ``grading`` (:mod:`osmosis_ai.rollout.backend.local.grading`) the grader runs in worker
 processes, which answer with the graded sample or the typed failure themselves.
 """
@@ -29,6 +30,12 @@ from osmosis_ai._usercode import UserCodeRaised, forget_traceback
 from osmosis_ai.rollout.backend.local.backend import LocalBackend
 from osmosis_ai.rollout.backend.local.grading import GraderRuntime
 from osmosis_ai.rollout.context import RolloutContext
+from osmosis_ai.rollout.core.exceptions import (
+    OsmosisServerError,
+    OsmosisTimeoutError,
+    OsmosisTransportError,
+    OsmosisValidationError,
+)
 from osmosis_ai.rollout.server.executor import SHUTDOWN_MESSAGE, RolloutExecutor
 from osmosis_ai.rollout.server.results03 import Results03
 from osmosis_ai.rollout.server.state import RolloutRecord
@@ -37,6 +44,9 @@ from osmosis_ai.rollout.types.sample import ExecutionRequest, ExecutionResult, R
 from osmosis_ai.rollout.types.status import RolloutErrorCategory, RolloutStatus, category_of
 
 logger = logging.getLogger(__name__)
+
+# A chat call of a 0.2 agent loop served on 0.3's wire (rollout.bridge.loop_backend) that failed.
+CHAT_FAILURES = (OsmosisTransportError, OsmosisServerError, OsmosisValidationError, OsmosisTimeoutError)
 
 
 def _failed(
@@ -228,7 +238,9 @@ class Runner03:
                 exc_info=(type(shown), shown, shown.__traceback__),
             )
             message = str(exc) or type(exc).__name__
-            category = category_of(shown)
+            category = (
+                RolloutErrorCategory.HTTP_ERROR if isinstance(shown, CHAT_FAILURES) else category_of(shown)
+            )
             forget_traceback(shown)
             forget_traceback(exc)
             return _failed(category, f"{phase}: {message}")

@@ -416,8 +416,16 @@ def _session_debug_dir(debug_dir: str | None) -> str | None:
 # -- reload -----------------------------------------------------------------------------------------------
 
 
-def _agent_spec(agent_loop: RolloutAgentLoop) -> str:
-    """``module:attribute`` that re-creates ``agent_loop`` in a fresh process (needed by ``reload``)."""
+def _agent_spec(agent_loop: RolloutAgentLoop) -> tuple[str, str | None]:
+    """``module:attribute`` that re-creates ``agent_loop`` in a fresh process (needed by ``reload``
+    and the workers), and the grader of a 0.3 workflow named so."""
+    from osmosis_ai.rollout.bridge.workflow_loop import WorkflowAgentLoop
+
+    if isinstance(agent_loop, WorkflowAgentLoop):
+        try:
+            return agent_loop.reference()
+        except ValueError as exc:
+            raise ServeError(str(exc)) from None
     cls = type(agent_loop)
     module = sys.modules.get(cls.__module__)
     if module is None or cls.__module__ == "__main__":
@@ -427,8 +435,8 @@ def _agent_spec(agent_loop: RolloutAgentLoop) -> str:
         )
     for attribute, value in vars(module).items():
         if value is agent_loop:
-            return f"{cls.__module__}:{attribute}"
-    return f"{cls.__module__}:{cls.__qualname__}"
+            return f"{cls.__module__}:{attribute}", None
+    return f"{cls.__module__}:{cls.__qualname__}", None
 
 
 _RELOADED_FIELDS = ("api_key", "debug_dir", "host", "port", "docs_enabled", "max_request_bytes",
@@ -437,8 +445,10 @@ _RELOADED_FIELDS = ("api_key", "debug_dir", "host", "port", "docs_enabled", "max
 
 def _portable(agent_loop: RolloutAgentLoop, config: ServerConfig) -> dict[str, Any]:
     """What a fresh process needs to rebuild the app (JSON-able): the agent's spec and the config."""
+    agent, grader = _agent_spec(agent_loop)
     return {
-        "agent": _agent_spec(agent_loop),
+        "agent": agent,
+        "grader": grader,
         "path": os.getcwd(),
         "config": {field: getattr(config, field) for field in _RELOADED_FIELDS},
         "server": config.server.model_dump(),
@@ -458,7 +468,7 @@ def _rebuilt(portable: dict[str, Any]) -> tuple[RolloutAgentLoop, ServerConfig]:
         client=RolloutClientSettings.model_construct(**portable["client"]),
         **portable["config"],
     )
-    return _load_agent(portable["agent"]), config
+    return _load_agent(portable["agent"], portable.get("grader")), config
 
 
 def _serve_workers(
@@ -571,14 +581,20 @@ def reloadable_app() -> Any:
     return create_app(agent_loop, config=config)
 
 
-def _load_agent(spec: str) -> RolloutAgentLoop:
-    """The agent loop :func:`_agent_spec` named: the object, or an instance of the class."""
+def _load_agent(spec: str, grader: str | None = None) -> RolloutAgentLoop:
+    """The agent loop :func:`_agent_spec` named: the object, or an instance of the class (a 0.3
+    workflow, backend or app as :func:`~osmosis_ai.rollout.loading.workflow_loop_of` makes it one)."""
     import importlib
+
+    from osmosis_ai.rollout.loading import workflow_loop_of
 
     module, _, attribute = spec.partition(":")
     target: Any = importlib.import_module(module)
     for part in attribute.split("."):
         target = getattr(target, part)
+    workflow = workflow_loop_of(spec, target, grader)
+    if workflow is not None:
+        return workflow
     agent: RolloutAgentLoop = target() if isinstance(target, type) else target
     return agent
 

@@ -3,6 +3,7 @@ upstream 0.3.8's virtualenv, for the interop tests (the fixtures are in ``confte
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -14,6 +15,18 @@ from tests.support.waiting import wait_until
 
 MAIN = Path(__file__).resolve().parent / "project" / "main.py"
 KEY = "interop-key-0123456789"
+
+
+def sums_dataset(tmp_path: Path, rows: int) -> Path:
+    """``rows`` questions ``what is i + 2?``: even rows' ground truth is the sum (the project's grader
+    rewards 1), odd rows' is not (0)."""
+    data = tmp_path / "sums.jsonl"
+    data.write_text("".join(
+        json.dumps({"system_prompt": "Answer with the number only.", "user_prompt": f"what is {i} + 2?",
+                    "ground_truth": str(i + 2 if i % 2 == 0 else i + 3)}) + "\n"
+        for i in range(rows)
+    ))  # fmt: skip
+    return data
 
 
 def without_this_repo() -> dict[str, str]:

@@ -27,7 +27,7 @@ from osmosis_ai.rollout.types import (
 )
 from osmosis_ai.runs.executors.traingate03 import settle
 from osmosis_ai.traingate.session import RolloutSession
-from tests.rollout.v03.served import KEY, Served, without_this_repo
+from tests.rollout.v03.served import KEY, Served, sums_dataset, without_this_repo
 from tests.support.cli import Ran, cli
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.server import RunningServer
@@ -37,14 +37,7 @@ ROWS = 6
 
 
 def _dataset(tmp_path: Path) -> Path:
-    """Even rows' ground truth is the sum (reward 1), odd rows' is not (reward 0)."""
-    data = tmp_path / "sums.jsonl"
-    data.write_text("".join(
-        json.dumps({"system_prompt": "Answer with the number only.", "user_prompt": f"what is {i} + 2?",
-                    "ground_truth": str(i + 2 if i % 2 == 0 else i + 3)}) + "\n"
-        for i in range(ROWS)
-    ))  # fmt: skip
-    return data
+    return sums_dataset(tmp_path, ROWS)
 
 
 def _run(server: Served, policy: OpenAIServer, data: Path, tmp_path: Path, *extra: str) -> Ran:

@@ -67,6 +67,7 @@ class LocalBackend:
         self.workflow_cls: type[AgentWorkflow[Any]] = _subclass(
             _resolved(workflow, "workflow"), AgentWorkflow, "workflow"
         )
+        self.named: type = self.workflow_cls  # the class a server of this backend is named after
         self.workflow_config: AgentWorkflowConfig | None = (
             _resolved(workflow_config, "workflow config") if workflow_config else None
         )
