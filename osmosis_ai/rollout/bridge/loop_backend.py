@@ -58,6 +58,7 @@ class AgentLoopBackend(LocalBackend):
         self.workflow_config = None
         self.grader_cls = None
         self.grader_config = None
+        self.grader_workers = 0  # its reward is graded where the agent ran
         self.max_concurrent = max_concurrent
 
     async def run_workflow(self, request: ExecutionRequest) -> RolloutSample | None:
