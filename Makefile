@@ -23,8 +23,8 @@ $(DEMO_STAMP): pyproject.toml | $(BIN)/python
 	@touch $@
 
 # Everything the demo has too, so a demo after a test run installs nothing.
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(PIP) -e '.[all,dev]'
+$(STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP) -c constraints.txt -e '.[all,dev]'
 	@touch $@ $(DEMO_STAMP)
 
 demo: $(DEMO_STAMP)
