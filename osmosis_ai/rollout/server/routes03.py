@@ -4,7 +4,8 @@
 draining or while the shared state is unreachable, all with ``Retry-After``),
 ``GET /rollout/{id}/result`` (long poll under the lease: 404 unknown id, 403 wrong lease, 503 when
 the rollout is another process's and the shared state is unreachable), ``POST /rollout/cancel`` (exactly one of ``ids``, ``prefix``,
-``all``), ``GET /health``. With an API key every request must carry ``Authorization: Bearer <key>``
+``all``; with a shared state it reaches the rollouts of every process sharing it; 503 while the
+state is unreachable), ``GET /health``. With an API key every request must carry ``Authorization: Bearer <key>``
 (401 otherwise), checked before anything else is read. A submit body above ``max_request_bytes`` gets
 413 unread; bad bodies get 422 with bounded echoes.
 """
@@ -74,6 +75,12 @@ class SubmitLimit:
             await self.app(scope, replay(body, receive), send)
 
 
+def _state_unavailable(exc: SharedStateUnavailable) -> Response:
+    return JSONResponse(
+        {"detail": f"{exc}; retry later"}, 503, headers={"Retry-After": str(STATE_RETRY_AFTER_SECONDS)}
+    )
+
+
 def _result_body(response: RolloutResultResponse) -> bytes:
     return response.model_dump_json(exclude={"sample": {"trajectory_messages"}}).encode()
 
@@ -96,11 +103,7 @@ def add_routes03(app: FastAPI, runner: Runner03, config: ServerConfig, process_i
         except DuplicateRollout:
             return JSONResponse({"detail": f"rollout_id {request.rollout_id!r} is already registered"}, 409)
         except SharedStateUnavailable as exc:
-            return JSONResponse(
-                {"detail": f"{exc}; retry later"},
-                503,
-                headers={"Retry-After": str(STATE_RETRY_AFTER_SECONDS)},
-            )
+            return _state_unavailable(exc)
         admission = RolloutInitResponse(
             rollout_id=request.rollout_id,
             status=RolloutStatus.QUEUED,
@@ -120,18 +123,17 @@ def add_routes03(app: FastAPI, runner: Runner03, config: ServerConfig, process_i
         except BadLease:
             return JSONResponse({"detail": "invalid polling lease"}, 403)
         except SharedStateUnavailable as exc:
-            return JSONResponse(
-                {"detail": f"{exc}; retry later"},
-                503,
-                headers={"Retry-After": str(STATE_RETRY_AFTER_SECONDS)},
-            )
+            return _state_unavailable(exc)
         return Response(_result_body(response), media_type="application/json")
 
     async def cancel(request: CancelRolloutsRequest) -> Response:
         selectors = (request.ids is not None) + (request.prefix is not None) + request.all
         if selectors != 1:
             return JSONResponse({"detail": "give exactly one selector: ids, prefix or all"}, 422)
-        dispositions = results.cancel(ids=request.ids, prefix=request.prefix, all=request.all)
+        try:
+            dispositions = await results.cancel(ids=request.ids, prefix=request.prefix, all=request.all)
+        except SharedStateUnavailable as exc:
+            return _state_unavailable(exc)
         return JSONResponse({"dispositions": dispositions})
 
     async def health() -> Response:

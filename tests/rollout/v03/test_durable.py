@@ -134,6 +134,45 @@ def test_polls_on_another_server_keep_the_lease_of_a_long_rollout(
     assert answer["status"] == "success" and answer["sample"]["reward"] == 1.0, answer
 
 
+def cancel(url: str, **selector: Any) -> dict[str, str]:
+    response = httpx.post(f"{url}/rollout/cancel", json=selector)
+    assert response.status_code == 200, response.text
+    dispositions: dict[str, str] = response.json()["dispositions"]
+    return dispositions
+
+
+def test_a_cancel_sent_to_another_server_stops_the_rollout_where_it_runs(
+    serve03: Callable[..., RunningServer], state: str
+) -> None:
+    GATE.released.clear()
+    GATE.entered.clear()
+    GATE.cancelled.clear()
+    backend = LocalBackend(workflow=Held, grader=Exact)
+    owner = serve03(backend, config=ServerConfig(state=state), result_wait_timeout_sec=0.5)
+    other = serve03(backend, config=ServerConfig(state=state), result_wait_timeout_sec=0.5)
+    running = submit(owner.url, "far-1", hold=True)
+    wait_until(GATE.entered.is_set, 10, "the workflow running")
+    wait_until(
+        lambda: poll(other.url, "far-1", running).json()["status"] == "running", 10, "running, as stored"
+    )
+    assert cancel(other.url, ids=["far-1", "never-admitted"]) == {
+        "far-1": "cancelled_running",
+        "never-admitted": "not_found",
+    }
+    wait_until(GATE.cancelled.is_set, 10, "the owner stopping the workflow")
+    assert cancel(other.url, ids=["far-1"]) == {"far-1": "cancelled_running"}  # idempotent
+    assert cancel(owner.url, ids=["far-1"]) == {"far-1": "cancelled_running"}  # on every server
+    for url in (owner.url, other.url):
+        answer = poll(url, "far-1", running).json()
+        assert answer["status"] == "cancelled", answer
+    finished = submit(owner.url, "far-2")
+    assert result(owner.url, "far-2", finished)["status"] == "success"
+    assert cancel(other.url, prefix="far-") == {
+        "far-1": "cancelled_running"
+    }  # a finished one is not selected
+    assert cancel(other.url, ids=["far-2"]) == {"far-2": "not_found"}
+
+
 def test_a_finished_result_is_forgotten_after_its_retention(
     serve03: Callable[..., RunningServer], state: str
 ) -> None:
