@@ -31,8 +31,15 @@ LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_agent_arguments(parser, module_help="agent loop as 'module.path:attribute' (instance or class)",
+    add_agent_arguments(parser, module_help="what to serve, as 'module.path:attribute': a RolloutAgentLoop "
+                        "(instance or class; 0.2 wire), or a LocalBackend or AgentWorkflow subclass (0.3 wire)",
                         missing_is_usage=True)  # fmt: skip
+    parser.add_argument(
+        "--grader",
+        metavar="MODULE:ATTR",
+        default=None,
+        help="the Grader subclass grading the AgentWorkflow subclass -m names (0.3 wire)",
+    )
     parser.add_argument(
         "-p",
         "--port",
@@ -203,12 +210,15 @@ def run(args: argparse.Namespace) -> int:
         api_key = None  # a key in the environment does not stop local debugging
     from osmosis_ai.cli.loading import load_agent
     from osmosis_ai.rollout.config.settings import get_settings
+    from osmosis_ai.rollout.loading import load_serve_target
     from osmosis_ai.rollout.server.config import ServerConfig
     from osmosis_ai.rollout.server.errors import STARTUP_FAILURE_STATUS, ServerStartError
     from osmosis_ai.rollout.server.serve import serve_agent_loop
 
     _configure_logging(args.log_level)
-    agent_loop = load_agent(args)
+    if args.grader is not None and args.module is None:
+        raise CLIError("--grader goes with -m naming an AgentWorkflow subclass, not with --mcp/--mcp-url")
+    agent_loop = load_agent(args) if args.module is None else load_serve_target(args.module, args.grader)
     settings = get_settings()
     chosen = {"max_queued_rollouts": args.queue_limit, "shutdown_grace_seconds": args.shutdown_grace,
               "outbox_path": args.outbox}  # fmt: skip
@@ -259,7 +269,8 @@ class _Report:
             from osmosis_ai.cli.commands.validate import report_validation
 
             report_validation(info.validation, info.validation.agent_name or info.agent_loop_name)
-        lines = [("Agent loop", info.agent_loop_name), ("Listening on", f"http://{info.host}:{info.port}")]
+        what = "Agent loop" if info.wire == "0.2" else "Workflow (0.3 wire)"
+        lines = [(what, info.agent_loop_name), ("Listening on", f"http://{info.host}:{info.port}")]
         if info.registers and is_wildcard_host(info.host):
             lines.append(
                 ("Public address", info.public_host or "could not detect (set --host or OSMOSIS_PUBLIC_HOST)")
@@ -268,12 +279,15 @@ class _Report:
             lines.append(("API key", "disabled (local debug mode: no authentication)"))
         else:
             lines.append(("API key", info.api_key if info.api_key_generated else "(provided)"))
-        if not info.registers:
+        if info.wire == "0.3":
+            lines.append(("Registration", "none (a 0.3 controller is given the server's URL)"))
+        elif not info.registers:
             lines.append(
                 ("Registration", "skipped (--local)" if info.local_debug else "skipped (--skip-register)")
             )
-        outbox = info.outbox if info.outbox != ":memory:" else "in memory (lost if the process is killed)"
-        lines.append(("Outbox", outbox))
+        if info.wire == "0.2":  # the 0.3 wire has no callbacks to keep
+            outbox = info.outbox if info.outbox != ":memory:" else "in memory (lost if the process is killed)"
+            lines.append(("Outbox", outbox))
         if info.debug_dir:
             lines.append(("Debug traces", info.debug_dir))
         if info.reload:
@@ -281,7 +295,7 @@ class _Report:
         if info.workers > 1:
             lines.append(("Workers", str(info.workers)))
         if info.state is not None:
-            lines.append(("Dedupe state", info.state))
+            lines.append(("Dedupe state" if info.wire == "0.2" else "Rollouts and results", info.state))
         console.panel("RolloutServer", "\n".join(f"{label}: {value}" for label, value in lines))
         if not info.reload and info.workers == 1:
             from osmosis_ai.rollout.server.runner import tune_gc

@@ -37,6 +37,7 @@ from osmosis_ai.rollout.types.status import RolloutStatus
 
 if TYPE_CHECKING:
     from osmosis_ai.rollout.server.config import ServerConfig
+    from osmosis_ai.rollout.server.workers import WorkerSlot
 
 UNAUTHORIZED = {"detail": "unauthorized"}
 INSTANCE_ENV = "_OSMOSIS_ROLLOUT_INSTANCE_ID"
@@ -85,9 +86,13 @@ def _result_body(response: RolloutResultResponse) -> bytes:
     return response.model_dump_json(exclude={"sample": {"trajectory_messages"}}).encode()
 
 
-def add_routes03(app: FastAPI, runner: Runner03, config: ServerConfig, process_id: str) -> None:
+def add_routes03(
+    app: FastAPI, runner: Runner03, config: ServerConfig, process_id: str, worker: WorkerSlot | None = None
+) -> None:
     """Add the 0.3 endpoints to ``app``, the body limit (``config.max_request_bytes``) and, when
-    ``config.api_key`` is set, the bearer check in front of everything."""
+    ``config.api_key`` is set, the bearer check in front of everything; with ``worker`` (one of the
+    processes of ``osmosis serve --workers N``), ``/health`` also says which worker answered and
+    adds up the figures of all of them, as the 0.2 wire's does."""
     results = runner.results
     executor = runner.executor
     state = executor.state
@@ -137,22 +142,25 @@ def add_routes03(app: FastAPI, runner: Runner03, config: ServerConfig, process_i
         return JSONResponse({"dispositions": dispositions})
 
     async def health() -> Response:
-        return JSONResponse(
-            {
-                "status": "ok",
-                "concurrency": {
-                    "max_concurrent": state.max_concurrent,
-                    "queued": state.queued_count,
-                    "running": state.running,
-                },
-                "instance_id": instance_id,
-                "process_id": process_id,
-                "lifecycle": {
-                    "accepting_rollouts": executor.accepting,
-                    "active_rollouts": state.active_count,
-                },
-            }
-        )
+        payload = {
+            "status": "ok",
+            "concurrency": {
+                "max_concurrent": state.max_concurrent,
+                "queued": state.queued_count,
+                "running": state.running,
+            },
+            "instance_id": instance_id,
+            "process_id": process_id,
+            "lifecycle": {
+                "accepting_rollouts": executor.accepting,
+                "active_rollouts": state.active_count,
+            },
+        }
+        if worker is not None:
+            worker.publish(state, executor)
+            payload["worker"] = {"index": worker.index, "pid": os.getpid()}
+            payload["workers"] = worker.totals()
+        return JSONResponse(payload)
 
     app.add_api_route("/rollout", submit, methods=["POST"], status_code=202)
     app.add_api_route("/rollout/cancel", cancel, methods=["POST"])

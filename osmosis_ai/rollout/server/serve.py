@@ -1,5 +1,8 @@
 """``serve_agent_loop``: a RolloutAgentLoop validated, bound, built from one ``ServerConfig`` and served
-under uvicorn until interrupted.
+under uvicorn until interrupted; or a 0.3 ``LocalBackend`` (a workflow and its grader) served the same
+way over the 0.3 wire (:mod:`.app03`), where validation and the Platform registration do not apply
+and the rollouts and results live in the config's ``state`` (for workers, the SQLite file beside the
+outbox), so a poll or a cancel on any worker finds the rollout.
 
 It prints nothing. Once the port is bound and the app built, ``on_started`` receives a
 :class:`ServeStarted`: everything a start-up report shows (``osmosis serve`` draws its panel from
@@ -56,6 +59,9 @@ from osmosis_ai._sync import run_sync
 from osmosis_ai.rollout.server.errors import ServeError
 
 if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from osmosis_ai.rollout.backend.local.backend import LocalBackend
     from osmosis_ai.rollout.config.settings import RolloutSettings
     from osmosis_ai.rollout.core.base import RolloutAgentLoop
     from osmosis_ai.rollout.server.config import ServerConfig
@@ -96,6 +102,7 @@ class ServeStarted:
     validation: ValidationResult | None = None
     workers: int = 1
     state: str | None = None  # where the dedupe state shared by processes lives (None: this process)
+    wire: str = "0.2"  # "0.3" for a LocalBackend
 
     def __repr__(self) -> str:
         key = None if self.api_key is None else "***"
@@ -103,7 +110,7 @@ class ServeStarted:
 
 
 def serve_agent_loop(
-    agent_loop: RolloutAgentLoop,
+    agent_loop: RolloutAgentLoop | LocalBackend,
     *,
     host: str | None = None,
     port: int | None = None,
@@ -121,7 +128,9 @@ def serve_agent_loop(
     workers: int = 1,
     on_worker_start: Callable[[], object] | None = None,
 ) -> None:
-    """Serve ``agent_loop`` until interrupted (blocks in uvicorn); see the module docstring.
+    """Serve ``agent_loop`` until interrupted (blocks in uvicorn); see the module docstring. A
+    ``LocalBackend`` is served over the 0.3 wire (:func:`~osmosis_ai.rollout.server.app03.build_app03`),
+    without validation or registration.
 
     ``host``, ``port`` (default 9000), ``settings``, ``api_key`` and ``debug_dir`` are the keyword
     form of the config's fields; give either ``config`` or those (``RolloutValueError``).
@@ -168,8 +177,30 @@ def serve_agent_loop(
     _serve_app(agent_loop, config, sock, options)
 
 
+def _is_backend(target: object) -> bool:
+    """Whether ``target`` is a 0.3 ``LocalBackend`` (served over the 0.3 wire), not a 0.2 agent loop."""
+    from osmosis_ai.rollout.backend.local.backend import LocalBackend
+
+    return isinstance(target, LocalBackend)
+
+
+def _built(
+    target: RolloutAgentLoop | LocalBackend, config: ServerConfig, worker: WorkerSlot | None = None
+) -> FastAPI:
+    """The app serving ``target``: the 0.2 wire for an agent loop, the 0.3 wire for a ``LocalBackend``."""
+    from osmosis_ai.rollout.backend.local.backend import LocalBackend
+
+    if isinstance(target, LocalBackend):
+        from osmosis_ai.rollout.server.app03 import build_app03
+
+        return build_app03(target, config, worker)
+    from osmosis_ai.rollout.server.app import build_app
+
+    return build_app(target, config, worker)
+
+
 def _serve_app(
-    agent_loop: RolloutAgentLoop,
+    agent_loop: RolloutAgentLoop | LocalBackend,
     config: ServerConfig,
     sock: socket.socket,
     options: dict[str, Any],
@@ -177,10 +208,9 @@ def _serve_app(
 ) -> None:
     """The app built from ``config`` and served on ``sock`` until it stops (one server, or the worker
     ``worker``)."""
-    from osmosis_ai.rollout.server.app import build_app
     from osmosis_ai.rollout.server.runner import run_app
 
-    app = build_app(agent_loop, config, worker)
+    app = _built(agent_loop, config, worker)
     assert config.host is not None and config.port is not None
     run_app(
         app,
@@ -195,7 +225,7 @@ def _serve_app(
 
 
 def _prepare(
-    agent_loop: RolloutAgentLoop,
+    agent_loop: RolloutAgentLoop | LocalBackend,
     config: ServerConfig,
     validate: bool,
     skip_register: bool,
@@ -215,7 +245,8 @@ def _prepare(
             check_api_key(config.api_key)
         except ValueError as exc:
             raise ServeError(str(exc)) from None
-    registers = not (skip_register or local_debug)
+    wire03 = _is_backend(agent_loop)
+    registers = not (skip_register or local_debug or wire03)  # a 0.3 controller is given the URL
     host = config.host if config.host is not None else (LOCAL_HOST if local_debug else DEFAULT_HOST)
     port = config.port if config.port is not None else DEFAULT_PORT
     credentials = None
@@ -228,7 +259,7 @@ def _prepare(
                 "or skip registration (--skip-register, skip_register=True: API-key auth, no registration) "
                 "or serve locally (--local, local_debug=True: no auth, loopback)"
             )
-    validation = _validated(agent_loop) if validate else None
+    validation = _validated(agent_loop) if validate and not wire03 else None
     key = None if local_debug else (config.api_key or generate_api_key())
     sock = _bind(host, port)  # before the outbox: a server that cannot listen leaves no file behind
     try:
@@ -255,7 +286,7 @@ def _prepare(
         state=state,
     )
     started = ServeStarted(
-        agent_loop_name=str(getattr(agent_loop, "name", type(agent_loop).__name__)),
+        agent_loop_name=_target_name(agent_loop),
         host=host,
         port=port,
         api_key=key,
@@ -270,11 +301,20 @@ def _prepare(
         validation=validation,
         workers=workers,
         state=None if state is None else _shown_state(state),
+        wire="0.3" if wire03 else "0.2",
     )
     return served, started, sock
 
 
-def _validated(agent_loop: RolloutAgentLoop) -> ValidationResult:
+def _target_name(target: RolloutAgentLoop | LocalBackend) -> str:
+    from osmosis_ai.rollout.backend.local.backend import LocalBackend
+
+    if isinstance(target, LocalBackend):
+        return target.workflow_cls.__name__
+    return str(getattr(target, "name", type(target).__name__))
+
+
+def _validated(agent_loop: Any) -> ValidationResult:
     from osmosis_ai.rollout.validator import validate_agent_loop
 
     result = validate_agent_loop(agent_loop)
@@ -416,26 +456,58 @@ def _session_debug_dir(debug_dir: str | None) -> str | None:
 # -- reload -----------------------------------------------------------------------------------------------
 
 
-def _agent_spec(agent_loop: RolloutAgentLoop) -> str:
-    """``module:attribute`` that re-creates ``agent_loop`` in a fresh process (needed by ``reload``)."""
-    cls = type(agent_loop)
-    module = sys.modules.get(cls.__module__)
-    if module is None or cls.__module__ == "__main__":
+def _agent_spec(agent_loop: RolloutAgentLoop | LocalBackend) -> str | dict[str, str | None]:
+    """What re-creates ``agent_loop`` in a fresh process (needed by ``reload`` and workers): its
+    ``module:attribute``, or for a ``LocalBackend`` that of each of its parts."""
+    from osmosis_ai.rollout.backend.local.backend import LocalBackend
+
+    if isinstance(agent_loop, LocalBackend):
+        home = agent_loop.workflow_cls.__module__
+        return {
+            "workflow": _spec_of(agent_loop.workflow_cls, home),
+            "grader": _spec_of(agent_loop.grader_cls, home),
+            "workflow_config": _spec_of(agent_loop.workflow_config, home),
+            "grader_config": _spec_of(agent_loop.grader_config, home),
+        }
+    return _spec_of(agent_loop, type(agent_loop).__module__, instance=True)
+
+
+def _spec_of(value: object, home: str, instance: bool = False) -> str | None:
+    """``module:attribute`` naming ``value`` (``None`` for ``None``): a class by its own name, an
+    object by the attribute of ``home`` (its class's module) holding it; an ``instance`` not found
+    there is re-created from its class."""
+    if value is None:
+        return None
+    if isinstance(value, type):
+        home = value.__module__
+    module = sys.modules.get(home)
+    if module is None or home == "__main__":
         raise ServeError(
-            "reload needs the agent loop to live in an importable module (not __main__); "
-            "run 'osmosis serve -m module:attribute --reload'"
+            f"reload and workers need {_what(value)} to live in an importable module (not __main__); "
+            "run 'osmosis serve -m module:attribute'"
         )
-    for attribute, value in vars(module).items():
-        if value is agent_loop:
-            return f"{cls.__module__}:{attribute}"
-    return f"{cls.__module__}:{cls.__qualname__}"
+    if isinstance(value, type):
+        return f"{home}:{value.__qualname__}"
+    for attribute, candidate in vars(module).items():
+        if candidate is value:
+            return f"{home}:{attribute}"
+    if instance:
+        return f"{home}:{type(value).__qualname__}"
+    raise ServeError(
+        f"reload and workers re-create the server in fresh processes, so {_what(value)} must be an "
+        f"attribute of the module {home}"
+    )
+
+
+def _what(value: object) -> str:
+    return f"the class {value.__qualname__}" if isinstance(value, type) else f"the {type(value).__name__}"
 
 
 _RELOADED_FIELDS = ("api_key", "debug_dir", "host", "port", "docs_enabled", "max_request_bytes",
                     "max_concurrent_inits", "tools_exclude_none", "state")  # fmt: skip
 
 
-def _portable(agent_loop: RolloutAgentLoop, config: ServerConfig) -> dict[str, Any]:
+def _portable(agent_loop: RolloutAgentLoop | LocalBackend, config: ServerConfig) -> dict[str, Any]:
     """What a fresh process needs to rebuild the app (JSON-able): the agent's spec and the config."""
     return {
         "agent": _agent_spec(agent_loop),
@@ -446,7 +518,7 @@ def _portable(agent_loop: RolloutAgentLoop, config: ServerConfig) -> dict[str, A
     }
 
 
-def _rebuilt(portable: dict[str, Any]) -> tuple[RolloutAgentLoop, ServerConfig]:
+def _rebuilt(portable: dict[str, Any]) -> tuple[RolloutAgentLoop | LocalBackend, ServerConfig]:
     """The agent loop and config :func:`_portable` described, in this process."""
     from osmosis_ai.rollout.config.settings import RolloutClientSettings, RolloutServerSettings
     from osmosis_ai.rollout.server.config import ServerConfig
@@ -522,7 +594,7 @@ def _serve_worker(
 
 
 def _run_with_reload(
-    agent_loop: RolloutAgentLoop, config: ServerConfig, name: str, options: dict[str, Any]
+    agent_loop: RolloutAgentLoop | LocalBackend, config: ServerConfig, name: str, options: dict[str, Any]
 ) -> None:
     import uvicorn
 
@@ -558,8 +630,6 @@ def _register_in_background(config: ServerConfig, name: str) -> None:
 
 def reloadable_app() -> Any:
     """uvicorn factory for reloaded workers: the app rebuilt from ``OSMOSIS_SERVE_RELOAD_CONFIG`` (read once)."""
-    from osmosis_ai.rollout.server.app import create_app
-
     # Taken out at once: the agent and every process it starts must not inherit the server key.
     # (The reloader process keeps it to start the next worker.)
     raw = os.environ.pop(RELOAD_CONFIG_ENV, None)
@@ -568,13 +638,25 @@ def reloadable_app() -> Any:
             f"{RELOAD_CONFIG_ENV} is not set; start the server with serve_agent_loop(reload=True)"
         )
     agent_loop, config = _rebuilt(json.loads(raw))
-    return create_app(agent_loop, config=config)
+    return _built(agent_loop, config)
 
 
-def _load_agent(spec: str) -> RolloutAgentLoop:
-    """The agent loop :func:`_agent_spec` named: the object, or an instance of the class."""
+def _load_agent(spec: str | dict[str, str | None]) -> RolloutAgentLoop | LocalBackend:
+    """The agent loop :func:`_agent_spec` named: the object, or an instance of the class; or the
+    ``LocalBackend`` made of the parts it named."""
     import importlib
 
+    if isinstance(spec, dict):
+        from osmosis_ai.rollout.backend.local.backend import LocalBackend
+
+        workflow = spec["workflow"]
+        assert workflow is not None
+        return LocalBackend(
+            workflow=workflow,
+            grader=spec["grader"],
+            workflow_config=spec["workflow_config"],
+            grader_config=spec["grader_config"],
+        )
     module, _, attribute = spec.partition(":")
     target: Any = importlib.import_module(module)
     for part in attribute.split("."):
