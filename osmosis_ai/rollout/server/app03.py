@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.rollout.backend.local.backend import LocalBackend
-from osmosis_ai.rollout.server.app import LifecycleManager
+from osmosis_ai.rollout.server.app import LifecycleManager, server_metrics
 from osmosis_ai.rollout.server.config import ServerConfig
 from osmosis_ai.rollout.server.errors import SharedStateUnavailable
 from osmosis_ai.rollout.server.executor import RolloutExecutor
@@ -177,7 +177,8 @@ def build_app03(
 
     config = _with_slots(backend, config)
     state = AppState(settings=config.server, agent_loop_name=backend.workflow_cls.__name__)
-    executor = RolloutExecutor(None, state, config, MemoryState())
+    metrics = server_metrics(config, state, lambda: executor.pending_deliveries)
+    executor = RolloutExecutor(None, state, config, MemoryState(), metrics)
     lifecycle = LifecycleManager(config, state, executor, worker)
     results = Results03(
         result_wait_timeout_sec=result_wait_timeout_sec,

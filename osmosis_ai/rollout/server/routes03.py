@@ -5,7 +5,8 @@ draining or while the shared state is unreachable, all with ``Retry-After``),
 ``GET /rollout/{id}/result`` (long poll under the lease: 404 unknown id, 403 wrong lease, 503 when
 the rollout is another process's and the shared state is unreachable), ``POST /rollout/cancel`` (exactly one of ``ids``, ``prefix``,
 ``all``; with a shared state it reaches the rollouts of every process sharing it; 503 while the
-state is unreachable), ``GET /health``. With an API key every request must carry ``Authorization: Bearer <key>``
+state is unreachable), ``GET /health``, and ``GET /metrics`` when the app has metrics (the 0.2
+wire's route and figures; each submit's answer is counted as an init's). With an API key every request must carry ``Authorization: Bearer <key>``
 (401 otherwise), checked before anything else is read. A submit body above ``max_request_bytes`` gets
 413 unread; bad bodies get 422 with bounded echoes.
 """
@@ -20,11 +21,18 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from osmosis_ai.observe import tracing
 from osmosis_ai.rollout.server.api_key import authorized
 from osmosis_ai.rollout.server.errors import SharedStateUnavailable
 from osmosis_ai.rollout.server.executor import STATE_RETRY_AFTER_SECONDS, _InitRefused
 from osmosis_ai.rollout.server.results03 import BadLease, DuplicateRollout, UnknownRollout
-from osmosis_ai.rollout.server.routes import _route_path, _unprocessable, bounded_body, replay
+from osmosis_ai.rollout.server.routes import (
+    _route_path,
+    _unprocessable,
+    add_metrics_route,
+    bounded_body,
+    replay,
+)
 from osmosis_ai.rollout.server.run03 import Runner03
 from osmosis_ai.rollout.types.protocol import (
     POLLING_LEASE_HEADER,
@@ -76,6 +84,10 @@ class SubmitLimit:
             await self.app(scope, replay(body, receive), send)
 
 
+def _latin1(header: str | None) -> bytes | None:
+    return None if header is None else header.encode("latin-1", "replace")
+
+
 def _state_unavailable(exc: SharedStateUnavailable) -> Response:
     return JSONResponse(
         {"detail": f"{exc}; retry later"}, 503, headers={"Retry-After": str(STATE_RETRY_AFTER_SECONDS)}
@@ -98,7 +110,22 @@ def add_routes03(
     state = executor.state
     instance_id = os.environ.get(INSTANCE_ENV) or process_id
 
-    async def submit(request: RolloutInitRequest) -> Response:
+    async def submit(
+        request: RolloutInitRequest,
+        traceparent: Annotated[str | None, Header()] = None,
+        tracestate: Annotated[str | None, Header()] = None,
+    ) -> Response:
+        # the rollout's task is made in the trace the controller names, as a 0.2 init's is
+        trace = tracing.attach_remote(_latin1(traceparent), _latin1(tracestate))
+        try:
+            response = await admitted(request)
+        finally:
+            tracing.detach(trace)
+        if executor.metrics is not None:
+            executor.metrics.init_answered(response.status_code)
+        return response
+
+    async def admitted(request: RolloutInitRequest) -> Response:
         try:
             token = await runner.admit(request)
         except _InitRefused as refused:
@@ -166,6 +193,8 @@ def add_routes03(
     app.add_api_route("/rollout/cancel", cancel, methods=["POST"])
     app.add_api_route("/rollout/{rollout_id}/result", result, methods=["GET"])
     app.add_api_route("/health", health, methods=["GET"])
+    if executor.metrics is not None:
+        add_metrics_route(app, executor.metrics)
     app.add_exception_handler(RequestValidationError, _unprocessable)
     app.add_middleware(SubmitLimit, limit=config.max_request_bytes)
     if config.api_key is not None:  # added last: the outermost, so it runs before anything is read

@@ -117,6 +117,15 @@ def test_rollouts_are_polled_and_cancelled_on_the_worker_that_does_not_run_them(
         assert first.get("/rollout/hold-1/result", headers=lease).json()["status"] == "cancelled"
         again = first.post("/rollout/cancel", json={"prefix": "hold-"})
         assert again.json()["dispositions"] == {"hold-1": "cancelled_running"}  # idempotent, on any worker
+        # /metrics, whichever worker answers, adds up both (the 0.2 wire's figures and route)
+        scraped = dict(
+            line.rsplit(" ", 1)
+            for line in second.get("/metrics").text.splitlines()
+            if not line.startswith("#")
+        )
+        assert float(scraped["osmosis_rollout_started_total"]) == 2
+        assert float(scraped['osmosis_rollout_init_responses_total{code="202"}']) == 2
+        assert float(scraped['osmosis_rollout_finished_total{status="success"}']) == 1
     finally:
         held.set()
         first.close()
