@@ -469,7 +469,9 @@ def _agent_spec(agent_loop: RolloutAgentLoop | LocalBackend) -> str | dict[str, 
             "workflow_config": _spec_of(agent_loop.workflow_config, home),
             "grader_config": _spec_of(agent_loop.grader_config, home),
         }
-    return _spec_of(agent_loop, type(agent_loop).__module__, instance=True)
+    spec = _spec_of(agent_loop, type(agent_loop).__module__, instance=True)
+    assert spec is not None  # only None names None
+    return spec
 
 
 def _spec_of(value: object, home: str, instance: bool = False) -> str | None:

@@ -309,7 +309,7 @@ class SqliteState:
             counter = 0 if row is None else int(row[0])
             if counter == seen:
                 return counter, []
-            wanted, found = list(ids), []
+            wanted, found = list(ids), list[str]()
             for start in range(0, len(wanted), _BATCH):
                 batch = wanted[start : start + _BATCH]
                 marks = ", ".join("?" * len(batch))
