@@ -364,6 +364,8 @@ class Results03:
             entry = self._entries.get(rollout_id)
             if entry is not None and disposition != NOT_FOUND:
                 self._stop(entry, cancelled, disposition)
+            elif entry is not None:  # the store lost it (a Redis restarted empty): this process knows better
+                disposition = self._cancel(rollout_id)
             dispositions[rollout_id] = disposition
         return dispositions
 

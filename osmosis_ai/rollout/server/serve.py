@@ -60,6 +60,7 @@ from osmosis_ai.rollout.server.errors import ServeError
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+    from pydantic import BaseModel
 
     from osmosis_ai.rollout.backend.local.backend import LocalBackend
     from osmosis_ai.rollout.config.settings import RolloutSettings
@@ -456,53 +457,51 @@ def _session_debug_dir(debug_dir: str | None) -> str | None:
 # -- reload -----------------------------------------------------------------------------------------------
 
 
-def _agent_spec(agent_loop: RolloutAgentLoop | LocalBackend) -> str | dict[str, str | None]:
+def _agent_spec(agent_loop: RolloutAgentLoop | LocalBackend) -> str | dict[str, Any]:
     """What re-creates ``agent_loop`` in a fresh process (needed by ``reload`` and workers): its
-    ``module:attribute``, or for a ``LocalBackend`` that of each of its parts."""
+    ``module:attribute``; for a ``LocalBackend``, its classes' and its configs' (a config travels
+    as its class and its JSON value)."""
     from osmosis_ai.rollout.backend.local.backend import LocalBackend
 
     if isinstance(agent_loop, LocalBackend):
-        home = agent_loop.workflow_cls.__module__
         return {
-            "workflow": _spec_of(agent_loop.workflow_cls, home),
-            "grader": _spec_of(agent_loop.grader_cls, home),
-            "workflow_config": _spec_of(agent_loop.workflow_config, home),
-            "grader_config": _spec_of(agent_loop.grader_config, home),
+            "workflow": _spec_of(agent_loop.workflow_cls),
+            "grader": None if agent_loop.grader_cls is None else _spec_of(agent_loop.grader_cls),
+            "workflow_config": _config_value(agent_loop.workflow_config),
+            "grader_config": _config_value(agent_loop.grader_config),
         }
-    spec = _spec_of(agent_loop, type(agent_loop).__module__, instance=True)
-    assert spec is not None  # only None names None
-    return spec
+    return _spec_of(agent_loop)
 
 
-def _spec_of(value: object, home: str, instance: bool = False) -> str | None:
-    """``module:attribute`` naming ``value`` (``None`` for ``None``): a class by its own name, an
-    object by the attribute of ``home`` (its class's module) holding it; an ``instance`` not found
-    there is re-created from its class."""
-    if value is None:
-        return None
-    if isinstance(value, type):
-        home = value.__module__
-    module = sys.modules.get(home)
-    if module is None or home == "__main__":
+def _spec_of(value: object) -> str:
+    """``module:attribute`` naming ``value``: a class by its name; an object by the attribute of its
+    class's module holding it, else its class (re-created without arguments)."""
+    cls = value if isinstance(value, type) else type(value)
+    module = sys.modules.get(cls.__module__)
+    if module is None or cls.__module__ == "__main__":
         raise ServeError(
-            f"reload and workers need {_what(value)} to live in an importable module (not __main__); "
-            "run 'osmosis serve -m module:attribute'"
+            f"reload and workers re-create the server in fresh processes: {cls.__qualname__} must live "
+            "in an importable module (not __main__); run 'osmosis serve -m module:attribute'"
         )
-    if isinstance(value, type):
-        return f"{home}:{value.__qualname__}"
-    for attribute, candidate in vars(module).items():
-        if candidate is value:
-            return f"{home}:{attribute}"
-    if instance:
-        return f"{home}:{type(value).__qualname__}"
-    raise ServeError(
-        f"reload and workers re-create the server in fresh processes, so {_what(value)} must be an "
-        f"attribute of the module {home}"
-    )
+    if not isinstance(value, type):
+        for attribute, candidate in vars(module).items():
+            if candidate is value:
+                return f"{cls.__module__}:{attribute}"
+    return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def _what(value: object) -> str:
-    return f"the class {value.__qualname__}" if isinstance(value, type) else f"the {type(value).__name__}"
+def _config_value(config: BaseModel | None) -> dict[str, Any] | None:
+    if config is None:
+        return None
+    try:
+        value = config.model_dump(mode="json")
+        json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise ServeError(
+            f"reload and workers re-create the server in fresh processes, where its "
+            f"{type(config).__name__} travels as JSON: {exc}"
+        ) from None
+    return {"class": _spec_of(type(config)), "value": value}
 
 
 _RELOADED_FIELDS = ("api_key", "debug_dir", "host", "port", "docs_enabled", "max_request_bytes",
@@ -643,28 +642,36 @@ def reloadable_app() -> Any:
     return _built(agent_loop, config)
 
 
-def _load_agent(spec: str | dict[str, str | None]) -> RolloutAgentLoop | LocalBackend:
+def _load_agent(spec: str | dict[str, Any]) -> Any:
     """The agent loop :func:`_agent_spec` named: the object, or an instance of the class; or the
     ``LocalBackend`` made of the parts it named."""
-    import importlib
-
     if isinstance(spec, dict):
         from osmosis_ai.rollout.backend.local.backend import LocalBackend
 
-        workflow = spec["workflow"]
-        assert workflow is not None
+        def config(travelled: dict[str, Any] | None) -> Any:
+            return (
+                None if travelled is None else _named(travelled["class"]).model_validate(travelled["value"])
+            )
+
         return LocalBackend(
-            workflow=workflow,
-            grader=spec["grader"],
-            workflow_config=spec["workflow_config"],
-            grader_config=spec["grader_config"],
+            workflow=_named(spec["workflow"]),
+            grader=None if spec["grader"] is None else _named(spec["grader"]),
+            workflow_config=config(spec["workflow_config"]),
+            grader_config=config(spec["grader_config"]),
         )
+    target = _named(spec)
+    return target() if isinstance(target, type) else target
+
+
+def _named(spec: str) -> Any:
+    """The object ``module:attribute`` (a dotted attribute path) names."""
+    import importlib
+
     module, _, attribute = spec.partition(":")
     target: Any = importlib.import_module(module)
     for part in attribute.split("."):
         target = getattr(target, part)
-    agent: RolloutAgentLoop = target() if isinstance(target, type) else target
-    return agent
+    return target
 
 
 _EXPORTS = {"validate_and_report": "osmosis_ai.cli.commands.validate"}  # prints: it is the command's

@@ -87,6 +87,29 @@ def workers() -> Iterator[ServeProcess]:
 def test_rollouts_are_polled_and_cancelled_on_the_worker_that_does_not_run_them(
     workers: ServeProcess, openai_server: OpenAIServer
 ) -> None:
+    polled_and_cancelled_across_workers(workers, openai_server)
+
+
+def test_a_local_backend_instance_served_by_workers_sharing_redis(
+    openai_server: OpenAIServer, redis_server: Any
+) -> None:
+    served = ServeProcess("--local", "-m", "tests.rollout.v03.served_backend:backend", "--workers", "2",
+                          "--state", redis_server.url)  # fmt: skip
+    try:
+        served.wait_ready(timeout=30)
+        second = pinned(served.url, 1)
+        try:  # the workflow config travelled to every worker
+            assert worker_of(second)["concurrency"]["max_concurrent"] == 3
+        finally:
+            second.close()
+        polled_and_cancelled_across_workers(served, openai_server)
+    finally:
+        code, out, err = served.stop()
+    assert code == 0, err
+    assert "Rollouts and results: redis://" in out
+
+
+def polled_and_cancelled_across_workers(workers: ServeProcess, openai_server: OpenAIServer) -> None:
     held = threading.Event()
     openai_server.handler = lambda payload: Reply(
         content="4", gate=held if "hold" in str(payload["messages"][-1]["content"]) else None
