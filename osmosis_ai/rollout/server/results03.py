@@ -19,6 +19,7 @@ its process: it is never run again, and its id never becomes unknown before its 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import hashlib
 import hmac
@@ -48,6 +49,7 @@ LOST_MESSAGE = (
 )
 CLOSE_WRITES_SECONDS = 5.0
 CANCEL_CHECK_SECONDS = 0.1  # how soon a rollout cancelled on another process stops here
+_TOLD_LIMIT = 10_000
 _STORE_POLL_SECONDS = (0.02, 0.5)  # a poll of another process's rollout re-reads the store this often
 
 
@@ -103,6 +105,8 @@ class Results03:
         self._janitor: asyncio.Task[None] | None = None
         self._cancels: asyncio.Task[None] | None = None
         self._open: set[str] = set()  # the unfinished rollouts admitted here
+        # the status last answered here for a rollout another process runs (the most recent ones)
+        self._told: collections.OrderedDict[str, str] = collections.OrderedDict()
         self._busy = asyncio.Event()  # set while there are some
 
     # -- admission ------------------------------------------------------------------------------
@@ -263,7 +267,9 @@ class Results03:
 
     async def _wait_stored(self, rollout_id: str, token: str) -> RolloutResultResponse:
         """:meth:`wait` for a rollout another process runs (or ran): read from the store, which has
-        no way to wake this poll, so it is re-read until a result, a status change or the wait's end."""
+        no way to wake this poll, so it is re-read until a result, a status change or the wait's end.
+        A status other than the one this process last answered for it (``queued``, as the 202 said,
+        when it answered none) is answered at once, as the owner does."""
         store = self.store
         assert store is not None
         stored = await self._stored(rollout_id)
@@ -274,6 +280,7 @@ class Results03:
         pause, longest = _STORE_POLL_SECONDS
         renewed = False
         seen = stored.status
+        told = self._told.get(rollout_id, RolloutStatus.QUEUED.value)
         while stored.result is None:
             ended: RolloutResultResponse | None = None
             if not stored.owner_alive:
@@ -281,6 +288,7 @@ class Results03:
             elif stored.lease_until <= time.time():
                 ended = _lease_failure(rollout_id)
             if ended is not None:
+                self._told.pop(rollout_id, None)
                 kept = await store.finish_rollout(
                     rollout_id, ended.status.value, _encoded(ended), self.retention
                 )
@@ -289,11 +297,16 @@ class Results03:
                 await store.renew_rollout(rollout_id, time.time() + self.lease_timeout)
                 renewed = True
             left = end - loop.time()
-            if left <= 0 or stored.status != seen:
+            if left <= 0 or stored.status != seen or stored.status != told:  # a change is told at once
+                self._told[rollout_id] = stored.status
+                self._told.move_to_end(rollout_id)
+                if len(self._told) > _TOLD_LIMIT:
+                    self._told.popitem(last=False)
                 return RolloutResultResponse(rollout_id=rollout_id, status=RolloutStatus(stored.status))
             await asyncio.sleep(min(pause, left))
             pause = min(pause * 2, longest)
             stored = await self._stored(rollout_id)
+        self._told.pop(rollout_id, None)
         return RolloutResultResponse.model_validate_json(stored.result)
 
     def _lease_due(self, entry: _Entry) -> None:

@@ -114,6 +114,27 @@ def test_a_result_is_found_by_a_poll_on_another_server_sharing_the_state(
     assert result(first.url, "shared-2", finished_here)["sample"]["reward"] == 1.0
 
 
+def test_a_poll_on_another_server_tells_a_status_it_has_not_told_at_once(
+    serve03: Callable[..., RunningServer], state: str
+) -> None:
+    GATE.released.clear()
+    GATE.entered.clear()
+    backend = LocalBackend(workflow=Held, grader=Exact)
+    owner = serve03(backend, config=ServerConfig(state=state))  # polls wait up to 30 s for a change
+    other = serve03(backend, config=ServerConfig(state=state))
+    token = submit(owner.url, "told-1", hold=True)
+    wait_until(GATE.entered.is_set, 10, "the workflow running")
+    wait_until(lambda: poll(owner.url, "told-1", token).json()["status"] == "running", 10, "running")
+    # the 202 said queued and the other server has told nothing since: a client waiting for
+    # `running` (upstream's wait_for_running) is answered, not held for the whole long poll
+    answer = httpx.get(
+        f"{other.url}/rollout/told-1/result", headers={POLLING_LEASE_HEADER: token}, timeout=10
+    ).json()
+    assert answer["status"] == "running"
+    GATE.release()
+    assert result(other.url, "told-1", token)["status"] == "success"
+
+
 def test_polls_on_another_server_keep_the_lease_of_a_long_rollout(
     serve03: Callable[..., RunningServer], state: str
 ) -> None:
