@@ -112,13 +112,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="processes serving the port, each with its own event loop; duplicate inits are "
-        "deduplicated across them (default: 1)",
+        "deduplicated across them (0.3 wire: a rollout is polled and cancelled on any of them) (default: 1)",
     )
     parser.add_argument(
         "--state",
         metavar="URL_OR_PATH",
         default=None,
-        help="where the dedupe state shared by processes lives: redis://HOST:PORT/DB for replicas on "
+        help="where the state shared by processes lives (the dedupe; for the 0.3 wire the rollouts and "
+        "results): redis://HOST:PORT/DB for replicas on "
         "several hosts (the redis extra), or an SQLite file in a directory that exists (default with "
         "--workers: beside the outbox)",
     )
