@@ -291,7 +291,10 @@ class RedisState:
         return [rollout_id.decode() for rollout_id in reply]
 
     async def prune_rollouts(self) -> None:
-        return None  # a finished rollout's hash expires on its own
+        # a finished rollout's hash and a cancel's disposition expire on their own; the sorted set of
+        # cancelled ids is pruned by its scores
+        now = int(time.time() * 1000)
+        await self._run(self._redis.zremrangebyscore(self.cancelled03, "-inf", now))
 
     async def cancel_rollout(self, rollout_id: str, result: bytes, keep_seconds: float) -> str:
         keys = [self.rollout03_prefix + rollout_id, self.open03, self.disposition03_prefix + rollout_id,
