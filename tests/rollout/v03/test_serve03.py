@@ -52,12 +52,15 @@ def asked(server: OpenAIServer) -> Counter[str]:
     return calls
 
 
-def pinned(url: str, index: int) -> httpx.Client:
-    """A client whose one kept-alive connection was accepted by worker ``index``."""
+def pinned(url: str, index: int, key: str | None = None) -> httpx.Client:
+    """A client whose one kept-alive connection was accepted by worker ``index`` (sending ``key``)."""
     found: list[httpx.Client] = []
+    headers = {} if key is None else {"Authorization": f"Bearer {key}"}
 
     def connect() -> bool:
-        client = httpx.Client(base_url=url, timeout=10, limits=httpx.Limits(max_connections=1))
+        client = httpx.Client(
+            base_url=url, timeout=10, limits=httpx.Limits(max_connections=1), headers=headers
+        )
         if client.get("/health").json()["worker"]["index"] == index:
             found.append(client)
             return True
@@ -90,31 +93,42 @@ def test_rollouts_are_polled_and_cancelled_on_the_worker_that_does_not_run_them(
     polled_and_cancelled_across_workers(workers, openai_server)
 
 
-def test_a_local_backend_instance_served_by_workers_sharing_redis(
+def test_a_local_backend_instance_served_by_workers_sharing_redis_behind_a_key(
     openai_server: OpenAIServer, redis_server: Any
 ) -> None:
-    served = ServeProcess("--local", "-m", "tests.rollout.v03.served_backend:backend", "--workers", "2",
-                          "--state", redis_server.url)  # fmt: skip
+    key = "k" * 32
+    served = ServeProcess("--skip-register", "-H", "127.0.0.1", "-m", "tests.rollout.v03.served_backend:backend",
+                          "--workers", "2", "--state", redis_server.url, OSMOSIS_SERVE_API_KEY=key)  # fmt: skip
     try:
-        served.wait_ready(timeout=30)
-        second = pinned(served.url, 1)
+
+        def refusing() -> bool:
+            try:
+                return httpx.get(f"{served.url}/health").status_code == 401
+            except httpx.TransportError:  # not listening yet
+                return False
+
+        wait_until(refusing, 30, "the server up, refusing a request without the key")
+        second = pinned(served.url, 1, key)
         try:  # the workflow config travelled to every worker
             assert worker_of(second)["concurrency"]["max_concurrent"] == 3
+            assert httpx.post(f"{served.url}/rollout/cancel", json={"all": True}).status_code == 401
         finally:
             second.close()
-        polled_and_cancelled_across_workers(served, openai_server)
+        polled_and_cancelled_across_workers(served, openai_server, key)
     finally:
         code, out, err = served.stop()
     assert code == 0, err
     assert "Rollouts and results: redis://" in out
 
 
-def polled_and_cancelled_across_workers(workers: ServeProcess, openai_server: OpenAIServer) -> None:
+def polled_and_cancelled_across_workers(
+    workers: ServeProcess, openai_server: OpenAIServer, key: str | None = None
+) -> None:
     held = threading.Event()
     openai_server.handler = lambda payload: Reply(
         content="4", gate=held if "hold" in str(payload["messages"][-1]["content"]) else None
     )
-    first, second = pinned(workers.url, 0), pinned(workers.url, 1)
+    first, second = pinned(workers.url, 0, key), pinned(workers.url, 1, key)
     try:
         # polled on the other worker: the result is found there
         admitted = first.post("/rollout", json=body("across-1", openai_server.url))
