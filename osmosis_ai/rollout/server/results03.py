@@ -105,9 +105,9 @@ class Results03:
         self._janitor: asyncio.Task[None] | None = None
         self._cancels: asyncio.Task[None] | None = None
         self._open: set[str] = set()  # the unfinished rollouts admitted here
+        self._busy = asyncio.Event()  # set while there are some
         # the status last answered here for a rollout another process runs (the most recent ones)
         self._told: collections.OrderedDict[str, str] = collections.OrderedDict()
-        self._busy = asyncio.Event()  # set while there are some
 
     # -- admission ------------------------------------------------------------------------------
 

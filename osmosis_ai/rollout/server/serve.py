@@ -85,7 +85,8 @@ class ServeStarted:
     ``public_host`` is the address registered for a wildcard bind (``public_host_error`` says why
     it could not be detected); ``api_key`` is ``None`` in local debug mode; ``outbox`` is a path or
     ``":memory:"``; ``debug_dir`` is this session's trace directory; ``validation`` is ``None`` when
-    validation was skipped.
+    validation was skipped (always for the 0.3 wire); ``wire`` is the protocol served, ``"0.2"`` or
+    ``"0.3"`` (a ``LocalBackend``, which is never registered).
     """
 
     agent_loop_name: str
@@ -103,7 +104,7 @@ class ServeStarted:
     validation: ValidationResult | None = None
     workers: int = 1
     state: str | None = None  # where the dedupe state shared by processes lives (None: this process)
-    wire: str = "0.2"  # "0.3" for a LocalBackend
+    wire: str = "0.2"
 
     def __repr__(self) -> str:
         key = None if self.api_key is None else "***"
