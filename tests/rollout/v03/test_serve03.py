@@ -1,8 +1,9 @@
-"""``osmosis serve`` of a 0.3 workflow and grader (the interop project's ``main.py``) with
-``--workers 2``: rollouts submitted to one worker are polled and cancelled on the other, and a worker
-SIGKILLed mid-run loses no admitted rollout (each is its result or a typed failure) and runs none
-twice. Real processes, real sockets; the model is the OpenAI-compatible stand-in, which counts the
-calls of each rollout."""
+"""``osmosis serve`` of a 0.3 workflow and grader with ``--workers 2`` — the interop project's
+``main.py`` named as ``-m main:Workflow --grader main:Grader`` (its state in Redis, behind a key), and
+a ``LocalBackend`` instance (its state the default SQLite file): rollouts submitted to one worker are
+polled and cancelled on the other, and a worker SIGKILLed mid-run loses none of 200 admitted
+rollouts (each is its result or a typed failure) and runs none twice. Real processes, real sockets;
+the model is the OpenAI-compatible stand-in, which counts the calls of each rollout."""
 
 from __future__ import annotations
 
@@ -28,7 +29,6 @@ from tests.support.serve import ServeProcess
 from tests.support.waiting import wait_until
 
 PROJECT = Path(__file__).parent / "project"
-SERVE_03 = ("--local", "-m", "main:OneCallWorkflow", "--grader", "main:ExactAnswerGrader")
 FINISHED = ("success", "failure", "cancelled")
 ASKED = re.compile(r"^(\S+): what is 2 \+ 2\?$")
 
@@ -78,8 +78,9 @@ def worker_of(client: httpx.Client) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def workers() -> Iterator[ServeProcess]:
-    """One server for the module's tests: starting two spawned workers is the expensive part."""
-    served = ServeProcess(*SERVE_03, "--workers", "2", cwd=PROJECT)
+    """One server for the module's tests (starting two spawned workers is the expensive part): a
+    LocalBackend instance, its rollouts in the default SQLite file beside the outbox."""
+    served = ServeProcess("--local", "-m", "tests.rollout.v03.served_backend:backend", "--workers", "2")
     try:
         served.wait_ready(timeout=30)
         yield served
@@ -90,15 +91,21 @@ def workers() -> Iterator[ServeProcess]:
 def test_rollouts_are_polled_and_cancelled_on_the_worker_that_does_not_run_them(
     workers: ServeProcess, openai_server: OpenAIServer
 ) -> None:
+    second = pinned(workers.url, 1)
+    try:  # the backend's workflow config travelled to every worker
+        assert worker_of(second)["concurrency"]["max_concurrent"] == 16
+    finally:
+        second.close()
     polled_and_cancelled_across_workers(workers, openai_server)
 
 
-def test_a_local_backend_instance_served_by_workers_sharing_redis_behind_a_key(
+def test_the_projects_workflow_and_grader_served_by_workers_sharing_redis_behind_a_key(
     openai_server: OpenAIServer, redis_server: Any
 ) -> None:
     key = "k" * 32
-    served = ServeProcess("--skip-register", "-H", "127.0.0.1", "-m", "tests.rollout.v03.served_backend:backend",
-                          "--workers", "2", "--state", redis_server.url, OSMOSIS_SERVE_API_KEY=key)  # fmt: skip
+    served = ServeProcess("--skip-register", "-H", "127.0.0.1", "-m", "main:OneCallWorkflow", "--grader",
+                          "main:ExactAnswerGrader", "--workers", "2", "--state", redis_server.url, cwd=PROJECT,
+                          OSMOSIS_SERVE_API_KEY=key)  # fmt: skip
     try:
 
         def refusing() -> bool:
@@ -108,17 +115,12 @@ def test_a_local_backend_instance_served_by_workers_sharing_redis_behind_a_key(
                 return False
 
         wait_until(refusing, 30, "the server up, refusing a request without the key")
-        second = pinned(served.url, 1, key)
-        try:  # the workflow config travelled to every worker
-            assert worker_of(second)["concurrency"]["max_concurrent"] == 3
-            assert httpx.post(f"{served.url}/rollout/cancel", json={"all": True}).status_code == 401
-        finally:
-            second.close()
+        assert httpx.post(f"{served.url}/rollout/cancel", json={"all": True}).status_code == 401
         polled_and_cancelled_across_workers(served, openai_server, key)
     finally:
         code, out, err = served.stop()
     assert code == 0, err
-    assert "Rollouts and results: redis://" in out
+    assert "Workflow (0.3 wire): OneCallWorkflow" in out and "Rollouts and results: redis://" in out
 
 
 def polled_and_cancelled_across_workers(
