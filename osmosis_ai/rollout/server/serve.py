@@ -103,7 +103,7 @@ class ServeStarted:
     reload: bool = False
     validation: ValidationResult | None = None
     workers: int = 1
-    state: str | None = None  # where the dedupe state shared by processes lives (None: this process)
+    state: str | None = None  # the state shared by processes (0.2: None = this process only; 0.3: its file)
     wire: str = "0.2"
 
     def __repr__(self) -> str:
@@ -302,10 +302,21 @@ def _prepare(
         reload=reload,
         validation=validation,
         workers=workers,
-        state=None if state is None else _shown_state(state),
+        state=_shown_state(state) if state is not None else _results_path(agent_loop),
         wire="0.3" if wire03 else "0.2",
     )
     return served, started, sock
+
+
+def _results_path(target: RolloutAgentLoop | LocalBackend) -> str | None:
+    """Where a ``LocalBackend`` served alone keeps its rollouts by default (``None`` for 0.2: nothing)."""
+    from osmosis_ai.rollout.backend.local.backend import LocalBackend
+
+    if not isinstance(target, LocalBackend):
+        return None
+    from osmosis_ai.rollout.server.app03 import default_results_path
+
+    return default_results_path(target)
 
 
 def _target_name(target: RolloutAgentLoop | LocalBackend) -> str:
