@@ -49,7 +49,7 @@ COMMANDS: dict[str, Command] = {
     # (pydantic's ValidationError is a ValueError) are the user's to fix, not tracebacks.
     "serve": Command(
         "osmosis_ai.cli.commands.serve",
-        "Serve a RolloutAgentLoop over HTTP for training",
+        "Serve a RolloutAgentLoop, or a 0.3 workflow and grader, over HTTP for training",
         reported=(ImportError, ValueError),
     ),
     "validate": Command("osmosis_ai.cli.commands.validate", "Check a RolloutAgentLoop without serving it"),

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from osmosis_ai.errors import OsmosisError
 
 if TYPE_CHECKING:
+    from osmosis_ai.rollout.backend.local.backend import LocalBackend
     from osmosis_ai.rollout.core.base import RolloutAgentLoop
 
 _EXAMPLE = "e.g. 'my_agent:agent_loop' or 'package.module:MyAgentLoop'"
@@ -227,6 +228,50 @@ def workflow_loop_of(module_path: str, target: Any, grader: str | None) -> Rollo
         return WorkflowAgentLoop(LocalBackend(workflow=target, grader=grader))
     except TypeError as exc:
         raise LoadError(f"--grader {grader!r}: {exc}") from None
+
+
+_SERVE_EXPECTED = (
+    "a RolloutAgentLoop instance or subclass (0.2 wire), a LocalBackend instance, or an AgentWorkflow "
+    "subclass (0.3 wire)"
+)
+
+
+def _kind(value: Any) -> str:
+    return f"the class {value.__qualname__}" if isinstance(value, type) else f"a {type(value).__name__}"
+
+
+def load_serve_target(spec: str, grader: str | None = None) -> RolloutAgentLoop | LocalBackend:
+    """What ``osmosis serve`` serves: the agent loop ``spec`` names (0.2), or a ``LocalBackend`` —
+    the one ``spec`` names, or one running the ``AgentWorkflow`` subclass ``spec`` names with the
+    ``Grader`` subclass ``grader`` names, if any (0.3)."""
+    from osmosis_ai.rollout.agent_workflow import AgentWorkflow
+    from osmosis_ai.rollout.backend.local.backend import LocalBackend
+    from osmosis_ai.rollout.bridge.workflow_loop import served_backend
+    from osmosis_ai.rollout.core.base import RolloutAgentLoop
+    from osmosis_ai.rollout.grader import Grader
+
+    target = load_attribute(spec, what="serve target", example=_EXAMPLE, suggest=_candidates)
+    target = served_backend(target) or target  # a 0.3 server's app carries its backend
+    is_workflow = isinstance(target, type) and issubclass(target, AgentWorkflow)
+    if grader is not None and not is_workflow:
+        raise LoadError(
+            f"a grader goes with an AgentWorkflow subclass, and {spec!r} is {_kind(target)}"
+            + (": a LocalBackend names its own grader" if isinstance(target, LocalBackend) else "")
+        )
+    if isinstance(target, LocalBackend):
+        return target
+    if is_workflow:
+        grader_cls = None
+        if grader is not None:
+            grader_cls = load_attribute(grader, what="grader", example="e.g. 'main:MyGrader'")
+            if not (isinstance(grader_cls, type) and issubclass(grader_cls, Grader)):
+                raise LoadError(f"the grader {grader!r} is {_kind(grader_cls)}, expected a Grader subclass")
+        return LocalBackend(workflow=target, grader=grader_cls)
+    if isinstance(target, RolloutAgentLoop) or (
+        isinstance(target, type) and issubclass(target, RolloutAgentLoop)
+    ):
+        return load_agent_loop(spec)
+    raise LoadError(f"{spec!r} is {_kind(target)}; expected {_SERVE_EXPECTED}")
 
 
 def load_function(spec: str, *, what: str, example: str) -> Callable[..., Any]:

@@ -31,8 +31,16 @@ LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_agent_arguments(parser, module_help="agent loop as 'module.path:attribute' (instance or class)",
+    add_agent_arguments(parser, module_help="what to serve, as 'module.path:attribute': a RolloutAgentLoop "
+                        "(instance or class; 0.2 wire), or a LocalBackend or AgentWorkflow subclass (0.3 wire)",
                         missing_is_usage=True)  # fmt: skip
+    parser.add_argument(
+        "--wire",
+        choices=("0.2", "0.3"),
+        default=None,
+        help="the protocol to serve (default: the target's own): 0.2 serves a 0.3 workflow/grader pair to a "
+        "0.2 trainer; 0.3 serves a 0.2 RolloutAgentLoop to a 0.3 controller",
+    )
     parser.add_argument(
         "-p",
         "--port",
@@ -105,13 +113,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="processes serving the port, each with its own event loop; duplicate inits are "
-        "deduplicated across them (default: 1)",
+        "deduplicated across them (0.3 wire: a rollout is polled and cancelled on any of them) (default: 1)",
     )
     parser.add_argument(
         "--state",
         metavar="URL_OR_PATH",
         default=None,
-        help="where the dedupe state shared by processes lives: redis://HOST:PORT/DB for replicas on "
+        help="where the state shared by processes lives (the dedupe; for the 0.3 wire the rollouts and "
+        "results): redis://HOST:PORT/DB for replicas on "
         "several hosts (the redis extra), or an SQLite file in a directory that exists (default with "
         "--workers: beside the outbox)",
     )
@@ -202,13 +211,27 @@ def run(args: argparse.Namespace) -> int:
             )
         api_key = None  # a key in the environment does not stop local debugging
     from osmosis_ai.cli.loading import load_agent
+    from osmosis_ai.rollout.bridge.loop_backend import AgentLoopBackend
     from osmosis_ai.rollout.config.settings import get_settings
+    from osmosis_ai.rollout.core.base import RolloutAgentLoop
+    from osmosis_ai.rollout.loading import load_agent_loop, load_serve_target
     from osmosis_ai.rollout.server.config import ServerConfig
     from osmosis_ai.rollout.server.errors import STARTUP_FAILURE_STATUS, ServerStartError
     from osmosis_ai.rollout.server.serve import serve_agent_loop
 
     _configure_logging(args.log_level)
-    agent_loop = load_agent(args)
+    if args.grader is not None and args.module is None:
+        raise CLIError("--grader goes with -m naming an AgentWorkflow subclass, not with --mcp/--mcp-url")
+    if args.wire is not None and args.module is None:
+        raise CLIError("--wire goes with -m; --mcp/--mcp-url agents are served on 0.2's wire")
+    if args.module is None:
+        agent_loop = load_agent(args)
+    elif args.wire == "0.2":
+        agent_loop = load_agent_loop(args.module, args.grader)
+    else:
+        agent_loop = load_serve_target(args.module, args.grader)
+        if args.wire == "0.3" and isinstance(agent_loop, RolloutAgentLoop):
+            agent_loop = AgentLoopBackend(agent_loop)
     settings = get_settings()
     chosen = {"max_queued_rollouts": args.queue_limit, "shutdown_grace_seconds": args.shutdown_grace,
               "outbox_path": args.outbox}  # fmt: skip
@@ -259,7 +282,8 @@ class _Report:
             from osmosis_ai.cli.commands.validate import report_validation
 
             report_validation(info.validation, info.validation.agent_name or info.agent_loop_name)
-        lines = [("Agent loop", info.agent_loop_name), ("Listening on", f"http://{info.host}:{info.port}")]
+        what = "Agent loop" if info.wire == "0.2" else "Workflow (0.3 wire)"
+        lines = [(what, info.agent_loop_name), ("Listening on", f"http://{info.host}:{info.port}")]
         if info.registers and is_wildcard_host(info.host):
             lines.append(
                 ("Public address", info.public_host or "could not detect (set --host or OSMOSIS_PUBLIC_HOST)")
@@ -268,12 +292,15 @@ class _Report:
             lines.append(("API key", "disabled (local debug mode: no authentication)"))
         else:
             lines.append(("API key", info.api_key if info.api_key_generated else "(provided)"))
-        if not info.registers:
+        if info.wire == "0.3":
+            lines.append(("Registration", "none (a 0.3 controller is given the server's URL)"))
+        elif not info.registers:
             lines.append(
                 ("Registration", "skipped (--local)" if info.local_debug else "skipped (--skip-register)")
             )
-        outbox = info.outbox if info.outbox != ":memory:" else "in memory (lost if the process is killed)"
-        lines.append(("Outbox", outbox))
+        if info.wire == "0.2":  # the 0.3 wire has no callbacks to keep
+            outbox = info.outbox if info.outbox != ":memory:" else "in memory (lost if the process is killed)"
+            lines.append(("Outbox", outbox))
         if info.debug_dir:
             lines.append(("Debug traces", info.debug_dir))
         if info.reload:
@@ -281,7 +308,7 @@ class _Report:
         if info.workers > 1:
             lines.append(("Workers", str(info.workers)))
         if info.state is not None:
-            lines.append(("Dedupe state", info.state))
+            lines.append(("Dedupe state" if info.wire == "0.2" else "Rollouts and results", info.state))
         console.panel("RolloutServer", "\n".join(f"{label}: {value}" for label, value in lines))
         if not info.reload and info.workers == 1:
             from osmosis_ai.rollout.server.runner import tune_gc

@@ -14,7 +14,7 @@ import contextlib
 import importlib
 import importlib.util
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai._lazy import install_hint
@@ -215,6 +215,16 @@ def _metrics_wanted(config: ServerConfig) -> bool:
     return config.metrics
 
 
+def server_metrics(config: ServerConfig, state: AppState, pending: Callable[[], int]) -> ServerMetrics | None:
+    """The Prometheus figures of one app (either wire) when ``config.metrics`` wants them; its gauges
+    read ``state`` and ``pending()`` (the terminal reports not acknowledged yet)."""
+    if not _metrics_wanted(config):
+        return None
+    from osmosis_ai.observe.metrics import Gauges, ServerMetrics
+
+    return ServerMetrics(lambda: Gauges(state.running, state.queued_count, pending(), state.max_concurrent))
+
+
 async def _close_shared_transport() -> None:
     from osmosis_ai._http import aclose_shared_transport
 
@@ -279,16 +289,7 @@ def build_app(
         raise ImportError(f"create_app needs FastAPI; {install_hint(exc.name)}") from exc
     name = _agent_name(agent_loop)
     state = AppState(settings=config.server, agent_loop_name=name)
-    metrics: ServerMetrics | None = None
-    if _metrics_wanted(config):
-        from osmosis_ai.observe.metrics import Gauges, ServerMetrics
-
-        def gauges() -> Gauges:
-            return Gauges(
-                state.running, state.queued_count, executor.pending_deliveries, state.max_concurrent
-            )
-
-        metrics = ServerMetrics(gauges)
+    metrics = server_metrics(config, state, lambda: executor.pending_deliveries)
     shared = open_state(
         config.state,
         record_ttl_seconds=config.server.record_ttl_seconds,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.rollout.backend.local.backend import LocalBackend
 from osmosis_ai.rollout.backend.local.grading import grader_runtime_for
-from osmosis_ai.rollout.server.app import LifecycleManager
+from osmosis_ai.rollout.server.app import LifecycleManager, server_metrics
 from osmosis_ai.rollout.server.config import ServerConfig
 from osmosis_ai.rollout.server.errors import SharedStateUnavailable
 from osmosis_ai.rollout.server.executor import RolloutExecutor
@@ -35,6 +35,8 @@ from osmosis_ai.rollout.server.state_sqlite import SqliteState
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+
+    from osmosis_ai.rollout.server.workers import WorkerSlot
 
 logger = logging.getLogger(__name__)
 
@@ -60,17 +62,22 @@ def _configure_default_logging() -> None:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-def _engine_config(backend: LocalBackend, config: ServerConfig | None, api_key: str | None) -> ServerConfig:
-    """``config`` (default: the environment's) with ``api_key`` and the backend's concurrency limit."""
+def _with_key(config: ServerConfig | None, api_key: str | None) -> ServerConfig:
+    """``config`` (default: the environment's) with ``api_key``."""
     config = config or ServerConfig()
     if api_key is not None:
         if not api_key.strip():
             raise ValueError("api_key must be a non-empty string when given")
         config = dataclasses.replace(config, api_key=api_key)
-    if backend.max_concurrent is not None:
-        server = config.server.model_copy(update={"max_concurrent_rollouts": backend.max_concurrent})
-        config = dataclasses.replace(config, server=server)
     return config
+
+
+def _with_slots(backend: LocalBackend, config: ServerConfig) -> ServerConfig:
+    """``config`` with the backend's concurrency limit, when it sets one."""
+    if backend.max_concurrent is None:
+        return config
+    server = config.server.model_copy(update={"max_concurrent_rollouts": backend.max_concurrent})
+    return dataclasses.replace(config, server=server)
 
 
 def default_results_path(backend: LocalBackend) -> str:
@@ -143,19 +150,45 @@ def create_rollout_server(
         )
     _check_timings(result_wait_timeout_sec, polling_lease_timeout_sec, result_retention_sec)
     try:
-        from fastapi import FastAPI
-
-        from osmosis_ai.rollout.server.routes03 import add_routes03
+        import fastapi  # noqa: F401
     except ImportError as exc:
         from osmosis_ai._lazy import install_hint
 
         raise ImportError(f"create_rollout_server needs FastAPI; {install_hint(exc.name)}") from exc
     if configure_logging:
         _configure_default_logging()
-    config = _engine_config(backend, config, api_key)
+    return build_app03(
+        backend,
+        _with_key(config, api_key),
+        lifespan=lifespan,
+        result_wait_timeout_sec=result_wait_timeout_sec,
+        polling_lease_timeout_sec=polling_lease_timeout_sec,
+        result_retention_sec=result_retention_sec,
+    )
+
+
+def build_app03(
+    backend: LocalBackend,
+    config: ServerConfig,
+    worker: WorkerSlot | None = None,
+    *,
+    lifespan: Callable[[Any], contextlib.AbstractAsyncContextManager[Any]] | None = None,
+    result_wait_timeout_sec: float = DEFAULT_RESULT_WAIT_TIMEOUT_SEC,
+    polling_lease_timeout_sec: float = DEFAULT_POLLING_LEASE_TIMEOUT_SEC,
+    result_retention_sec: float = DEFAULT_RESULT_RETENTION_SEC,
+) -> FastAPI:
+    """The app :func:`create_rollout_server` describes, for ``config`` (its key; its slots unless
+    the backend sets them); ``worker`` is its slot when it is one of the processes of ``osmosis serve --workers N``
+    (``/health`` then names the worker and adds up all of them)."""
+    from fastapi import FastAPI
+
+    from osmosis_ai.rollout.server.routes03 import add_routes03
+
+    config = _with_slots(backend, config)
     state = AppState(settings=config.server, agent_loop_name=backend.named.__name__)
-    executor = RolloutExecutor(None, state, config, MemoryState())
-    lifecycle = LifecycleManager(config, state, executor)
+    metrics = server_metrics(config, state, lambda: executor.pending_deliveries)
+    executor = RolloutExecutor(None, state, config, MemoryState(), metrics)
+    lifecycle = LifecycleManager(config, state, executor, worker)
     results = Results03(
         result_wait_timeout_sec=result_wait_timeout_sec,
         polling_lease_timeout_sec=polling_lease_timeout_sec,
@@ -186,7 +219,7 @@ def create_rollout_server(
         redoc_url="/redoc" if config.docs_enabled else None,
         openapi_url="/openapi.json" if config.docs_enabled else None,
     )
-    add_routes03(app, runner, config, process_id)
+    add_routes03(app, runner, config, process_id, worker)
     app.state.rollout_state = state
     app.state.rollout_executor = executor
     app.state.rollout_lifecycle = lifecycle

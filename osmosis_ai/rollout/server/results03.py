@@ -19,6 +19,7 @@ its process: it is never run again, and its id never becomes unknown before its 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import hashlib
 import hmac
@@ -29,20 +30,26 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 
 from osmosis_ai.rollout.server.errors import SharedStateUnavailable
-from osmosis_ai.rollout.server.state_shared import HEARTBEATS_PER_LEASE, ResultStore, StoredRollout
+from osmosis_ai.rollout.server.state_shared import (
+    CANCELLED_QUEUED,
+    CANCELLED_RUNNING,
+    HEARTBEATS_PER_LEASE,
+    NOT_FOUND,
+    ResultStore,
+    StoredRollout,
+)
 from osmosis_ai.rollout.types.protocol import RolloutResultResponse
 from osmosis_ai.rollout.types.status import FINISHED, RolloutErrorCategory, RolloutStatus
 
 logger = logging.getLogger(__name__)
 
-CANCELLED_QUEUED = "cancelled_queued"
-CANCELLED_RUNNING = "cancelled_running"
-NOT_FOUND = "not_found"
 LOST_MESSAGE = (
     "lost: the server process running this rollout ended (killed or crashed) before it finished; "
     "it was not run again"
 )
 CLOSE_WRITES_SECONDS = 5.0
+CANCEL_CHECK_SECONDS = 0.1  # how soon a rollout cancelled on another process stops here
+_TOLD_LIMIT = 10_000
 _STORE_POLL_SECONDS = (0.02, 0.5)  # a poll of another process's rollout re-reads the store this often
 
 
@@ -96,6 +103,11 @@ class Results03:
         self._entries: dict[str, _Entry] = {}
         self._writes: set[asyncio.Task[None]] = set()
         self._janitor: asyncio.Task[None] | None = None
+        self._cancels: asyncio.Task[None] | None = None
+        self._open: set[str] = set()  # the unfinished rollouts admitted here
+        self._busy = asyncio.Event()  # set while there are some
+        # the status last answered here for a rollout another process runs (the most recent ones)
+        self._told: collections.OrderedDict[str, str] = collections.OrderedDict()
 
     # -- admission ------------------------------------------------------------------------------
 
@@ -114,6 +126,8 @@ class Results03:
         loop = asyncio.get_running_loop()
         entry = _Entry(rollout_id, digest, loop.time() + self.lease_timeout)
         self._entries[rollout_id] = entry
+        self._open.add(rollout_id)
+        self._busy.set()
         entry.timer = loop.call_at(entry.lease_deadline, self._lease_due, entry)
         return token
 
@@ -169,6 +183,9 @@ class Results03:
             entry.status = response.status
 
     def _publish(self, entry: _Entry, response: RolloutResultResponse, stored: bool = False) -> None:
+        self._open.discard(entry.rollout_id)
+        if not self._open:
+            self._busy.clear()
         entry.result = response
         entry.status = response.status
         if entry.timer is not None:
@@ -250,7 +267,9 @@ class Results03:
 
     async def _wait_stored(self, rollout_id: str, token: str) -> RolloutResultResponse:
         """:meth:`wait` for a rollout another process runs (or ran): read from the store, which has
-        no way to wake this poll, so it is re-read until a result, a status change or the wait's end."""
+        no way to wake this poll, so it is re-read until a result, a status change or the wait's end.
+        A status other than the one this process last answered for it (``queued``, as the 202 said,
+        when it answered none) is answered at once, as the owner does."""
         store = self.store
         assert store is not None
         stored = await self._stored(rollout_id)
@@ -261,6 +280,7 @@ class Results03:
         pause, longest = _STORE_POLL_SECONDS
         renewed = False
         seen = stored.status
+        told = self._told.get(rollout_id, RolloutStatus.QUEUED.value)
         while stored.result is None:
             ended: RolloutResultResponse | None = None
             if not stored.owner_alive:
@@ -268,6 +288,7 @@ class Results03:
             elif stored.lease_until <= time.time():
                 ended = _lease_failure(rollout_id)
             if ended is not None:
+                self._told.pop(rollout_id, None)
                 kept = await store.finish_rollout(
                     rollout_id, ended.status.value, _encoded(ended), self.retention
                 )
@@ -276,11 +297,16 @@ class Results03:
                 await store.renew_rollout(rollout_id, time.time() + self.lease_timeout)
                 renewed = True
             left = end - loop.time()
-            if left <= 0 or stored.status != seen:
+            if left <= 0 or stored.status != seen or stored.status != told:  # a change is told at once
+                self._told[rollout_id] = stored.status
+                self._told.move_to_end(rollout_id)
+                if len(self._told) > _TOLD_LIMIT:
+                    self._told.popitem(last=False)
                 return RolloutResultResponse(rollout_id=rollout_id, status=RolloutStatus(stored.status))
             await asyncio.sleep(min(pause, left))
             pause = min(pause * 2, longest)
             stored = await self._stored(rollout_id)
+        self._told.pop(rollout_id, None)
         return RolloutResultResponse.model_validate_json(stored.result)
 
     def _lease_due(self, entry: _Entry) -> None:
@@ -323,18 +349,38 @@ class Results03:
 
     # -- cancellation ---------------------------------------------------------------------------
 
-    def cancel(
+    async def cancel(
         self, ids: Sequence[str] | None = None, prefix: str | None = None, all: bool = False
     ) -> dict[str, str]:
         """Cancel the selected unfinished rollouts: ``{id: disposition}``. Asking again answers the
-        same; a finished or unknown id is ``not_found``."""
+        same; a finished or unknown id is ``not_found``. With a store the selection and the
+        dispositions are the store's, so a rollout another process runs is cancelled too (its
+        owner stops it when it next reads its cancels: :meth:`_taking_cancels`);
+        ``SharedStateUnavailable`` when the store cannot be reached."""
         if all:
             selected: Sequence[str] = list(self._entries)
         elif prefix is not None:
             selected = [rollout_id for rollout_id in self._entries if rollout_id.startswith(prefix)]
         else:
             selected = list(ids or ())
-        return {rollout_id: self._cancel(rollout_id) for rollout_id in selected}
+        if self.store is None:
+            return {rollout_id: self._cancel(rollout_id) for rollout_id in selected}
+        if all or prefix is not None:
+            stored = await self.store.cancellable_rollouts(None if all else prefix)
+            selected = list(dict.fromkeys([*selected, *stored]))
+        if self._writes:  # the statuses told so far, so the store's dispositions are this process's
+            await asyncio.wait(set(self._writes), timeout=CLOSE_WRITES_SECONDS)
+        dispositions = {}
+        for rollout_id in selected:
+            cancelled = _cancelled(rollout_id)
+            disposition = await self.store.cancel_rollout(rollout_id, _encoded(cancelled), self.retention)
+            entry = self._entries.get(rollout_id)
+            if entry is not None and disposition != NOT_FOUND:
+                self._stop(entry, cancelled, disposition)
+            elif entry is not None:  # the store lost it (a Redis restarted empty): this process knows better
+                disposition = self._cancel(rollout_id)
+            dispositions[rollout_id] = disposition
+        return dispositions
 
     def _cancel(self, rollout_id: str) -> str:
         entry = self._entries.get(rollout_id)
@@ -344,16 +390,47 @@ class Results03:
             return entry.cancelled_as
         if entry.result is not None:
             return NOT_FOUND
-        entry.cancelled_as = CANCELLED_QUEUED if entry.status is RolloutStatus.QUEUED else CANCELLED_RUNNING
-        self._publish(
-            entry,
-            RolloutResultResponse(
-                rollout_id=rollout_id, status=RolloutStatus.CANCELLED, err_message="cancelled"
-            ),
-        )
+        disposition = CANCELLED_QUEUED if entry.status is RolloutStatus.QUEUED else CANCELLED_RUNNING
+        self._stop(entry, _cancelled(rollout_id), disposition)
+        return disposition
+
+    def _stop(self, entry: _Entry, cancelled: RolloutResultResponse, disposition: str) -> None:
+        """End ``entry`` as cancelled (the store holds that result already, when there is one)."""
+        if entry.cancelled_as is None:
+            entry.cancelled_as = disposition
+        if entry.result is None:
+            self._publish(entry, cancelled, stored=True)
+        elif entry.result.status is not RolloutStatus.CANCELLED:
+            entry.result = cancelled  # a late completion published here meanwhile: the store's result wins
+            entry.status = cancelled.status
         if entry.task is not None:
             entry.task.cancel()
-        return entry.cancelled_as
+
+    async def _taking_cancels(self) -> None:
+        """Stop the rollouts of this process that other processes cancelled: the store's counter of
+        cancels is read every :data:`CANCEL_CHECK_SECONDS` while a rollout here is unfinished (not
+        at all when idle), and the cancelled ones among them looked up when it moved."""
+        assert self.store is not None
+        seen = -1
+        failing = False
+        while True:
+            await self._busy.wait()
+            await asyncio.sleep(CANCEL_CHECK_SECONDS)
+            if not self._open:
+                continue
+            try:
+                seen, cancelled = await self.store.cancels_since(seen, list(self._open))
+            except SharedStateUnavailable as exc:
+                if not failing:
+                    logger.warning("the cancels of other processes cannot be read: %s", exc)
+                failing = True
+                continue
+            failing = False
+            for rollout_id in cancelled:
+                entry = self._entries.get(rollout_id)
+                if entry is not None and entry.result is None:
+                    logger.info("rollout %s: cancelled by another process", rollout_id)
+                    self._stop(entry, _cancelled(rollout_id), CANCELLED_RUNNING)
 
     # -- forgetting -----------------------------------------------------------------------------
 
@@ -374,7 +451,9 @@ class Results03:
         ends the rollouts of dead owners as lost and forgets the results kept past their time)."""
         if self.store is not None:
             await self._sweep()
-            self._janitor = asyncio.get_running_loop().create_task(self._sweeping())
+            loop = asyncio.get_running_loop()
+            self._janitor = loop.create_task(self._sweeping())
+            self._cancels = loop.create_task(self._taking_cancels())
 
     async def _sweeping(self) -> None:
         assert self.store is not None
@@ -400,11 +479,12 @@ class Results03:
         for entry in self._entries.values():
             if entry.timer is not None:
                 entry.timer.cancel()
-        janitor, self._janitor = self._janitor, None
-        if janitor is not None:
-            janitor.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await janitor
+        for task in (self._janitor, self._cancels):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._janitor = self._cancels = None
         if self.store is not None:
             if self._writes:
                 await asyncio.wait(set(self._writes), timeout=CLOSE_WRITES_SECONDS)
@@ -421,6 +501,12 @@ def _lost(rollout_id: str) -> RolloutResultResponse:
         status=RolloutStatus.FAILURE,
         err_message=LOST_MESSAGE,
         err_category=RolloutErrorCategory.INTERNAL_ERROR,
+    )
+
+
+def _cancelled(rollout_id: str) -> RolloutResultResponse:
+    return RolloutResultResponse(
+        rollout_id=rollout_id, status=RolloutStatus.CANCELLED, err_message="cancelled"
     )
 
 

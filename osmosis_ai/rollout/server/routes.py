@@ -314,6 +314,19 @@ async def _unprocessable(request: Request, exc: Exception) -> Response:
         return JSONResponse({"detail": plain}, 422)
 
 
+def add_metrics_route(app: FastAPI, metrics: ServerMetrics) -> None:
+    """``GET /metrics``: the Prometheus exposition of ``metrics`` (the gauges refreshed first)."""
+    from osmosis_ai.observe.metrics import content_type
+
+    media_type = content_type()
+
+    async def scrape() -> Response:
+        metrics.refresh()
+        return Response(await asyncio.to_thread(metrics.render), media_type=media_type)
+
+    app.add_api_route("/metrics", scrape, methods=["GET"])
+
+
 def add_routes(
     app: FastAPI,
     state: AppState,
@@ -362,15 +375,7 @@ def add_routes(
     app.add_api_route("/health", health, methods=["GET"])
     app.add_api_route("/platform/health", platform_health, methods=["GET"])
     if metrics is not None:
-        from osmosis_ai.observe.metrics import content_type
-
-        media_type = content_type()
-
-        async def scrape() -> Response:
-            metrics.refresh()
-            return Response(await asyncio.to_thread(metrics.render), media_type=media_type)
-
-        app.add_api_route("/metrics", scrape, methods=["GET"])
+        add_metrics_route(app, metrics)
     app.add_middleware(
         InitGate,
         endpoint=init,

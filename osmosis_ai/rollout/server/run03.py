@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from osmosis_ai._usercode import UserCodeRaised, forget_traceback
+from osmosis_ai.observe import tracing
 from osmosis_ai.rollout.backend.local.backend import LocalBackend
 from osmosis_ai.rollout.backend.local.grading import GraderRuntime
 from osmosis_ai.rollout.context import RolloutContext
@@ -119,6 +120,8 @@ class Runner03:
         record.task = loop.create_task(self._run(record, request, loop.time()))
         self.executor.state.add(record)
         self.results.bind(rollout_id, record.task)
+        if self.executor.metrics is not None:
+            self.executor.metrics.rollout_started()
         return token
 
     async def _run(self, record: RolloutRecord, request: RolloutInitRequest, admitted: float) -> None:
@@ -129,7 +132,7 @@ class Runner03:
                 async with self.executor.slot():
                     results.set_status(rollout_id, RolloutStatus.RUNNING)
                     queued = asyncio.get_running_loop().time() - admitted
-                    result = await self._phases(request, queued)
+                    result = await self._traced(request, queued)
             except asyncio.CancelledError:
                 if self.executor.draining:
                     await results.finish(
@@ -150,6 +153,23 @@ class Runner03:
             await results.finish(rollout_id, wire_result(rollout_id, result))
         finally:
             self.executor.state.finish(record)
+
+    async def _traced(self, request: RolloutInitRequest, queued: float) -> ExecutionResult:
+        """:meth:`_phases` in the rollout's span and figures, as a 0.2 rollout's run is."""
+        metrics = self.executor.metrics
+        attributes = {"osmosis.rollout.id": request.rollout_id}
+        with tracing.rollout(self.executor.state.agent_loop_name, attributes) as span:
+            started = time.perf_counter()
+            result = await self._phases(request, queued)
+            failed = result.status is not RolloutStatus.SUCCESS
+            reward = None if failed or result.sample is None else result.sample.reward
+            tracing.ended(span, result.status.value, result.err_message if failed else None, reward=reward)
+        if metrics is not None:
+            metrics.rollout_ran(time.perf_counter() - started)
+            metrics.finished(result.status.value)
+            if failed:
+                metrics.agent_error(result.err_category.value if result.err_category else "failure")
+        return result
 
     async def _phases(self, request: RolloutInitRequest, queued: float) -> ExecutionResult:
         rollout_id = request.rollout_id

@@ -1,5 +1,8 @@
 """``serve_agent_loop``: a RolloutAgentLoop validated, bound, built from one ``ServerConfig`` and served
-under uvicorn until interrupted.
+under uvicorn until interrupted; or a 0.3 ``LocalBackend`` (a workflow and its grader) served the same
+way over the 0.3 wire (:mod:`.app03`), where validation and the Platform registration do not apply
+and the rollouts and results live in the config's ``state`` (for workers, the SQLite file beside the
+outbox), so a poll or a cancel on any worker finds the rollout.
 
 It prints nothing. Once the port is bound and the app built, ``on_started`` receives a
 :class:`ServeStarted`: everything a start-up report shows (``osmosis serve`` draws its panel from
@@ -56,6 +59,10 @@ from osmosis_ai._sync import run_sync
 from osmosis_ai.rollout.server.errors import ServeError
 
 if TYPE_CHECKING:
+    from fastapi import FastAPI
+    from pydantic import BaseModel
+
+    from osmosis_ai.rollout.backend.local.backend import LocalBackend
     from osmosis_ai.rollout.config.settings import RolloutSettings
     from osmosis_ai.rollout.core.base import RolloutAgentLoop
     from osmosis_ai.rollout.server.config import ServerConfig
@@ -78,7 +85,8 @@ class ServeStarted:
     ``public_host`` is the address registered for a wildcard bind (``public_host_error`` says why
     it could not be detected); ``api_key`` is ``None`` in local debug mode; ``outbox`` is a path or
     ``":memory:"``; ``debug_dir`` is this session's trace directory; ``validation`` is ``None`` when
-    validation was skipped.
+    validation was skipped (always for the 0.3 wire); ``wire`` is the protocol served, ``"0.2"`` or
+    ``"0.3"`` (a ``LocalBackend``, which is never registered).
     """
 
     agent_loop_name: str
@@ -95,7 +103,8 @@ class ServeStarted:
     reload: bool = False
     validation: ValidationResult | None = None
     workers: int = 1
-    state: str | None = None  # where the dedupe state shared by processes lives (None: this process)
+    state: str | None = None  # the state shared by processes (0.2: None = this process only; 0.3: its file)
+    wire: str = "0.2"
 
     def __repr__(self) -> str:
         key = None if self.api_key is None else "***"
@@ -103,7 +112,7 @@ class ServeStarted:
 
 
 def serve_agent_loop(
-    agent_loop: RolloutAgentLoop,
+    agent_loop: RolloutAgentLoop | LocalBackend,
     *,
     host: str | None = None,
     port: int | None = None,
@@ -121,7 +130,9 @@ def serve_agent_loop(
     workers: int = 1,
     on_worker_start: Callable[[], object] | None = None,
 ) -> None:
-    """Serve ``agent_loop`` until interrupted (blocks in uvicorn); see the module docstring.
+    """Serve ``agent_loop`` until interrupted (blocks in uvicorn); see the module docstring. A
+    ``LocalBackend`` is served over the 0.3 wire (:func:`~osmosis_ai.rollout.server.app03.build_app03`),
+    without validation or registration.
 
     ``host``, ``port`` (default 9000), ``settings``, ``api_key`` and ``debug_dir`` are the keyword
     form of the config's fields; give either ``config`` or those (``RolloutValueError``).
@@ -168,8 +179,30 @@ def serve_agent_loop(
     _serve_app(agent_loop, config, sock, options)
 
 
+def _is_backend(target: object) -> bool:
+    """Whether ``target`` is a 0.3 ``LocalBackend`` (served over the 0.3 wire), not a 0.2 agent loop."""
+    from osmosis_ai.rollout.backend.local.backend import LocalBackend
+
+    return isinstance(target, LocalBackend)
+
+
+def _built(
+    target: RolloutAgentLoop | LocalBackend, config: ServerConfig, worker: WorkerSlot | None = None
+) -> FastAPI:
+    """The app serving ``target``: the 0.2 wire for an agent loop, the 0.3 wire for a ``LocalBackend``."""
+    from osmosis_ai.rollout.backend.local.backend import LocalBackend
+
+    if isinstance(target, LocalBackend):
+        from osmosis_ai.rollout.server.app03 import build_app03
+
+        return build_app03(target, config, worker)
+    from osmosis_ai.rollout.server.app import build_app
+
+    return build_app(target, config, worker)
+
+
 def _serve_app(
-    agent_loop: RolloutAgentLoop,
+    agent_loop: RolloutAgentLoop | LocalBackend,
     config: ServerConfig,
     sock: socket.socket,
     options: dict[str, Any],
@@ -177,10 +210,9 @@ def _serve_app(
 ) -> None:
     """The app built from ``config`` and served on ``sock`` until it stops (one server, or the worker
     ``worker``)."""
-    from osmosis_ai.rollout.server.app import build_app
     from osmosis_ai.rollout.server.runner import run_app
 
-    app = build_app(agent_loop, config, worker)
+    app = _built(agent_loop, config, worker)
     assert config.host is not None and config.port is not None
     run_app(
         app,
@@ -195,7 +227,7 @@ def _serve_app(
 
 
 def _prepare(
-    agent_loop: RolloutAgentLoop,
+    agent_loop: RolloutAgentLoop | LocalBackend,
     config: ServerConfig,
     validate: bool,
     skip_register: bool,
@@ -215,7 +247,8 @@ def _prepare(
             check_api_key(config.api_key)
         except ValueError as exc:
             raise ServeError(str(exc)) from None
-    registers = not (skip_register or local_debug)
+    wire03 = _is_backend(agent_loop)
+    registers = not (skip_register or local_debug or wire03)  # a 0.3 controller is given the URL
     host = config.host if config.host is not None else (LOCAL_HOST if local_debug else DEFAULT_HOST)
     port = config.port if config.port is not None else DEFAULT_PORT
     credentials = None
@@ -228,7 +261,7 @@ def _prepare(
                 "or skip registration (--skip-register, skip_register=True: API-key auth, no registration) "
                 "or serve locally (--local, local_debug=True: no auth, loopback)"
             )
-    validation = _validated(agent_loop) if validate else None
+    validation = _validated(agent_loop) if validate and not wire03 else None
     key = None if local_debug else (config.api_key or generate_api_key())
     sock = _bind(host, port)  # before the outbox: a server that cannot listen leaves no file behind
     try:
@@ -255,7 +288,7 @@ def _prepare(
         state=state,
     )
     started = ServeStarted(
-        agent_loop_name=str(getattr(agent_loop, "name", type(agent_loop).__name__)),
+        agent_loop_name=_target_name(agent_loop),
         host=host,
         port=port,
         api_key=key,
@@ -269,12 +302,32 @@ def _prepare(
         reload=reload,
         validation=validation,
         workers=workers,
-        state=None if state is None else _shown_state(state),
+        state=_shown_state(state) if state is not None else _results_path(agent_loop),
+        wire="0.3" if wire03 else "0.2",
     )
     return served, started, sock
 
 
-def _validated(agent_loop: RolloutAgentLoop) -> ValidationResult:
+def _results_path(target: RolloutAgentLoop | LocalBackend) -> str | None:
+    """Where a ``LocalBackend`` served alone keeps its rollouts by default (``None`` for 0.2: nothing)."""
+    from osmosis_ai.rollout.backend.local.backend import LocalBackend
+
+    if not isinstance(target, LocalBackend):
+        return None
+    from osmosis_ai.rollout.server.app03 import default_results_path
+
+    return default_results_path(target)
+
+
+def _target_name(target: RolloutAgentLoop | LocalBackend) -> str:
+    from osmosis_ai.rollout.backend.local.backend import LocalBackend
+
+    if isinstance(target, LocalBackend):
+        return target.workflow_cls.__name__
+    return str(getattr(target, "name", type(target).__name__))
+
+
+def _validated(agent_loop: Any) -> ValidationResult:
     from osmosis_ai.rollout.validator import validate_agent_loop
 
     result = validate_agent_loop(agent_loop)
@@ -416,39 +469,71 @@ def _session_debug_dir(debug_dir: str | None) -> str | None:
 # -- reload -----------------------------------------------------------------------------------------------
 
 
-def _agent_spec(agent_loop: RolloutAgentLoop) -> tuple[str, str | None]:
-    """``module:attribute`` that re-creates ``agent_loop`` in a fresh process (needed by ``reload``
-    and the workers), and the grader of a 0.3 workflow named so."""
+def _agent_spec(agent_loop: RolloutAgentLoop | LocalBackend) -> str | dict[str, Any]:
+    """What re-creates ``agent_loop`` in a fresh process (needed by ``reload`` and workers): its
+    ``module:attribute``; for a ``LocalBackend``, its classes' and its configs' (a config travels
+    as its class and its JSON value); for a 0.3 pair served on 0.2's wire, the names it was given."""
+    from osmosis_ai.rollout.backend.local.backend import LocalBackend
+    from osmosis_ai.rollout.bridge.loop_backend import AgentLoopBackend
     from osmosis_ai.rollout.bridge.workflow_loop import WorkflowAgentLoop
 
-    if isinstance(agent_loop, WorkflowAgentLoop):
+    if isinstance(agent_loop, AgentLoopBackend):  # a 0.2 agent loop on 0.3's wire
+        return {"loop": _spec_of(agent_loop.agent_loop)}
+    if isinstance(agent_loop, WorkflowAgentLoop):  # a 0.3 pair on 0.2's wire, named as it was given
         try:
-            return agent_loop.reference()
+            pair, grader = agent_loop.reference()
         except ValueError as exc:
             raise ServeError(str(exc)) from None
-    cls = type(agent_loop)
+        return {"pair": pair, "grader": grader}
+    if isinstance(agent_loop, LocalBackend):
+        return {
+            "workflow": _spec_of(agent_loop.workflow_cls),
+            "grader": None if agent_loop.grader_cls is None else _spec_of(agent_loop.grader_cls),
+            "workflow_config": _config_value(agent_loop.workflow_config),
+            "grader_config": _config_value(agent_loop.grader_config),
+        }
+    return _spec_of(agent_loop)
+
+
+def _spec_of(value: object) -> str:
+    """``module:attribute`` naming ``value``: a class by its name; an object by the attribute of its
+    class's module holding it, else its class (re-created without arguments)."""
+    cls = value if isinstance(value, type) else type(value)
     module = sys.modules.get(cls.__module__)
     if module is None or cls.__module__ == "__main__":
         raise ServeError(
-            "reload needs the agent loop to live in an importable module (not __main__); "
-            "run 'osmosis serve -m module:attribute --reload'"
+            f"reload and workers re-create the server in fresh processes: {cls.__qualname__} must live "
+            "in an importable module (not __main__); run 'osmosis serve -m module:attribute'"
         )
-    for attribute, value in vars(module).items():
-        if value is agent_loop:
-            return f"{cls.__module__}:{attribute}", None
-    return f"{cls.__module__}:{cls.__qualname__}", None
+    if not isinstance(value, type):
+        for attribute, candidate in vars(module).items():
+            if candidate is value:
+                return f"{cls.__module__}:{attribute}"
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _config_value(config: BaseModel | None) -> dict[str, Any] | None:
+    if config is None:
+        return None
+    try:
+        value = config.model_dump(mode="json")
+        json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise ServeError(
+            f"reload and workers re-create the server in fresh processes, where its "
+            f"{type(config).__name__} travels as JSON: {exc}"
+        ) from None
+    return {"class": _spec_of(type(config)), "value": value}
 
 
 _RELOADED_FIELDS = ("api_key", "debug_dir", "host", "port", "docs_enabled", "max_request_bytes",
                     "max_concurrent_inits", "tools_exclude_none", "state")  # fmt: skip
 
 
-def _portable(agent_loop: RolloutAgentLoop, config: ServerConfig) -> dict[str, Any]:
+def _portable(agent_loop: RolloutAgentLoop | LocalBackend, config: ServerConfig) -> dict[str, Any]:
     """What a fresh process needs to rebuild the app (JSON-able): the agent's spec and the config."""
-    agent, grader = _agent_spec(agent_loop)
     return {
-        "agent": agent,
-        "grader": grader,
+        "agent": _agent_spec(agent_loop),
         "path": os.getcwd(),
         "config": {field: getattr(config, field) for field in _RELOADED_FIELDS},
         "server": config.server.model_dump(),
@@ -456,7 +541,7 @@ def _portable(agent_loop: RolloutAgentLoop, config: ServerConfig) -> dict[str, A
     }
 
 
-def _rebuilt(portable: dict[str, Any]) -> tuple[RolloutAgentLoop, ServerConfig]:
+def _rebuilt(portable: dict[str, Any]) -> tuple[RolloutAgentLoop | LocalBackend, ServerConfig]:
     """The agent loop and config :func:`_portable` described, in this process."""
     from osmosis_ai.rollout.config.settings import RolloutClientSettings, RolloutServerSettings
     from osmosis_ai.rollout.server.config import ServerConfig
@@ -468,7 +553,7 @@ def _rebuilt(portable: dict[str, Any]) -> tuple[RolloutAgentLoop, ServerConfig]:
         client=RolloutClientSettings.model_construct(**portable["client"]),
         **portable["config"],
     )
-    return _load_agent(portable["agent"], portable.get("grader")), config
+    return _load_agent(portable["agent"]), config
 
 
 def _serve_workers(
@@ -532,7 +617,7 @@ def _serve_worker(
 
 
 def _run_with_reload(
-    agent_loop: RolloutAgentLoop, config: ServerConfig, name: str, options: dict[str, Any]
+    agent_loop: RolloutAgentLoop | LocalBackend, config: ServerConfig, name: str, options: dict[str, Any]
 ) -> None:
     import uvicorn
 
@@ -568,8 +653,6 @@ def _register_in_background(config: ServerConfig, name: str) -> None:
 
 def reloadable_app() -> Any:
     """uvicorn factory for reloaded workers: the app rebuilt from ``OSMOSIS_SERVE_RELOAD_CONFIG`` (read once)."""
-    from osmosis_ai.rollout.server.app import create_app
-
     # Taken out at once: the agent and every process it starts must not inherit the server key.
     # (The reloader process keeps it to start the next worker.)
     raw = os.environ.pop(RELOAD_CONFIG_ENV, None)
@@ -578,25 +661,47 @@ def reloadable_app() -> Any:
             f"{RELOAD_CONFIG_ENV} is not set; start the server with serve_agent_loop(reload=True)"
         )
     agent_loop, config = _rebuilt(json.loads(raw))
-    return create_app(agent_loop, config=config)
+    return _built(agent_loop, config)
 
 
-def _load_agent(spec: str, grader: str | None = None) -> RolloutAgentLoop:
-    """The agent loop :func:`_agent_spec` named: the object, or an instance of the class (a 0.3
-    workflow, backend or app as :func:`~osmosis_ai.rollout.loading.workflow_loop_of` makes it one)."""
+def _load_agent(spec: str | dict[str, Any]) -> Any:
+    """The agent loop :func:`_agent_spec` named: the object, or an instance of the class; or the
+    ``LocalBackend`` made of the parts it named; or the 0.3 pair as a 0.2 agent loop."""
+    if isinstance(spec, dict) and "loop" in spec:
+        from osmosis_ai.rollout.bridge.loop_backend import AgentLoopBackend
+
+        return AgentLoopBackend(_load_agent(spec["loop"]))
+    if isinstance(spec, dict) and "pair" in spec:
+        from osmosis_ai.rollout.loading import workflow_loop_of
+
+        return workflow_loop_of(spec["pair"], _named(spec["pair"]), spec["grader"])
+    if isinstance(spec, dict):
+        from osmosis_ai.rollout.backend.local.backend import LocalBackend
+
+        def config(travelled: dict[str, Any] | None) -> Any:
+            return (
+                None if travelled is None else _named(travelled["class"]).model_validate(travelled["value"])
+            )
+
+        return LocalBackend(
+            workflow=_named(spec["workflow"]),
+            grader=None if spec["grader"] is None else _named(spec["grader"]),
+            workflow_config=config(spec["workflow_config"]),
+            grader_config=config(spec["grader_config"]),
+        )
+    target = _named(spec)
+    return target() if isinstance(target, type) else target
+
+
+def _named(spec: str) -> Any:
+    """The object ``module:attribute`` (a dotted attribute path) names."""
     import importlib
-
-    from osmosis_ai.rollout.loading import workflow_loop_of
 
     module, _, attribute = spec.partition(":")
     target: Any = importlib.import_module(module)
     for part in attribute.split("."):
         target = getattr(target, part)
-    workflow = workflow_loop_of(spec, target, grader)
-    if workflow is not None:
-        return workflow
-    agent: RolloutAgentLoop = target() if isinstance(target, type) else target
-    return agent
+    return target
 
 
 _EXPORTS = {"validate_and_report": "osmosis_ai.cli.commands.validate"}  # prints: it is the command's

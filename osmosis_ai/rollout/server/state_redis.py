@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from collections.abc import Awaitable, Collection, Mapping
 from typing import Any, TypeVar
 
@@ -114,6 +115,35 @@ end
 return dead
 """
 
+# A cancel: the disposition is a key of its own (kept as long as the result), the id is also in a
+# sorted set by the time it is forgotten (what a cancel by prefix or all selects), and the counter
+# of cancels is raised.
+# KEYS[1]: the rollout, KEYS[2]: the open set, KEYS[3]: the disposition, KEYS[4]: the cancelled set,
+# KEYS[5]: the counter; ARGV: id, result, keep ms, owner-key prefix, this owner, now ms
+_REDIS_CANCEL = """
+local before = redis.call('GET', KEYS[3])
+if before then return before end
+local r = redis.call('HMGET', KEYS[1], 'owner', 'status', 'result')
+if not r[1] or r[3] then return 'not_found' end
+if r[1] ~= ARGV[5] and redis.call('EXISTS', ARGV[4] .. r[1]) == 0 then return 'not_found' end
+local disposition = 'cancelled_running'
+if r[2] == 'queued' then disposition = 'cancelled_queued' end
+redis.call('HSET', KEYS[1], 'status', 'cancelled', 'result', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('SREM', KEYS[2], ARGV[1])
+redis.call('SET', KEYS[3], disposition, 'PX', ARGV[3])
+redis.call('ZADD', KEYS[4], tonumber(ARGV[6]) + tonumber(ARGV[3]), ARGV[1])
+redis.call('INCR', KEYS[5])
+return disposition
+"""
+# KEYS[1]: the open set, KEYS[2]: the cancelled set; ARGV: now ms
+_REDIS_CANCELLABLE = """
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])
+local ids = redis.call('SMEMBERS', KEYS[1])
+for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do ids[#ids + 1] = id end
+return ids
+"""
+
 
 def redis_location(url: str) -> str:
     """``url`` without its password, for messages and logs."""
@@ -141,6 +171,9 @@ class RedisState:
     owner_prefix = "osmosis:owner:"
     rollout03_prefix = "osmosis:rollout03:"
     open03 = "osmosis:rollouts03:open"
+    cancelled03 = "osmosis:rollouts03:cancelled"
+    disposition03_prefix = "osmosis:cancelled03:"
+    cancels03 = "osmosis:rollouts03:cancels"
 
     def __init__(
         self,
@@ -171,6 +204,8 @@ class RedisState:
         self._set03 = self._redis.register_script(_REDIS_UNFINISHED_SET)
         self._finish03 = self._redis.register_script(_REDIS_FINISH)
         self._dead03 = self._redis.register_script(_REDIS_DEAD)
+        self._cancel03 = self._redis.register_script(_REDIS_CANCEL)
+        self._cancellable03 = self._redis.register_script(_REDIS_CANCELLABLE)
 
     async def _run(self, action: Awaitable[T]) -> T:
         try:
@@ -256,7 +291,35 @@ class RedisState:
         return [rollout_id.decode() for rollout_id in reply]
 
     async def prune_rollouts(self) -> None:
-        return None  # a finished rollout's hash expires on its own
+        # a finished rollout's hash and a cancel's disposition expire on their own; the sorted set of
+        # cancelled ids is pruned by its scores
+        now = int(time.time() * 1000)
+        await self._run(self._redis.zremrangebyscore(self.cancelled03, "-inf", now))
+
+    async def cancel_rollout(self, rollout_id: str, result: bytes, keep_seconds: float) -> str:
+        keys = [self.rollout03_prefix + rollout_id, self.open03, self.disposition03_prefix + rollout_id,
+                self.cancelled03, self.cancels03]  # fmt: skip
+        keep_ms = max(1, int(keep_seconds * 1000))
+        args: list[str | bytes] = [rollout_id, result, str(keep_ms), self.owner_prefix, self.owner,
+                                   str(int(time.time() * 1000))]  # fmt: skip
+        disposition: bytes = await self._run(self._cancel03(keys=keys, args=args))
+        return disposition.decode()
+
+    async def cancellable_rollouts(self, prefix: str | None = None) -> list[str]:
+        now = str(int(time.time() * 1000))
+        reply = await self._run(self._cancellable03(keys=[self.open03, self.cancelled03], args=[now]))
+        ids = {rollout_id.decode() for rollout_id in reply}
+        return sorted(ids if prefix is None else {i for i in ids if i.startswith(prefix)})
+
+    async def cancels_since(self, seen: int, ids: Collection[str]) -> tuple[int, list[str]]:
+        counter = int(await self._run(self._redis.get(self.cancels03)) or 0)
+        wanted = list(ids)
+        if counter == seen or not wanted:
+            return counter, []
+        found = await self._run(self._redis.mget([self.disposition03_prefix + i for i in wanted]))
+        return counter, [
+            rollout_id for rollout_id, disposition in zip(wanted, found, strict=True) if disposition
+        ]
 
     async def close(self) -> None:
         with contextlib.suppress(*self._errors):

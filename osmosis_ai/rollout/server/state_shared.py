@@ -16,7 +16,11 @@ finished record.
 The 0.3 wire keeps its rollouts there too (:class:`ResultStore`, which the SQLite and Redis
 backends also implement): each admitted rollout with its owner, lease and, once finished, its
 result, so any process sharing the state answers its polls, and a dead owner's unfinished ones
-are answered as lost instead of forgotten (:mod:`~osmosis_ai.rollout.server.results03`).
+are answered as lost instead of forgotten (:mod:`~osmosis_ai.rollout.server.results03`). A cancel
+received by any of them is decided there too: the rollout's result becomes the cancellation, its
+disposition is kept for the same retention (asking again answers the same), and a counter of
+cancels is raised; each process running rollouts reads that counter often, and when it moved asks
+which of its unfinished rollouts were cancelled (:meth:`ResultStore.cancels_since`), and stops them.
 
 The backends: :class:`~osmosis_ai.rollout.server.state_memory.MemoryState` (one process),
 :class:`~osmosis_ai.rollout.server.state_sqlite.SqliteState` (the workers of one host),
@@ -124,11 +128,33 @@ class ResultStore(Protocol):
         """Forget the results kept past their time."""
         ...
 
+    async def cancel_rollout(self, rollout_id: str, result: bytes, keep_seconds: float) -> str:
+        """Cancel an unfinished rollout, whichever process owns it: store ``result`` (kept
+        ``keep_seconds``), remember the disposition as long, raise the counter of cancels; the disposition (:data:`CANCELLED_QUEUED`, :data:`CANCELLED_RUNNING`, the
+        one remembered for a rollout cancelled before, else :data:`NOT_FOUND`: unknown, finished,
+        or its owner dead)."""
+        ...
+
+    async def cancellable_rollouts(self, prefix: str | None = None) -> list[str]:
+        """The ids a cancel by ``prefix`` (every id with ``None``) selects: the unfinished rollouts
+        and those cancelled within their retention."""
+        ...
+
+    async def cancels_since(self, seen: int, ids: Collection[str]) -> tuple[int, list[str]]:
+        """The counter of cancels, and when it is not ``seen`` (the counter the last call returned)
+        those of ``ids`` that are cancelled."""
+        ...
+
     async def heartbeat(self, running: Collection[str] = ()) -> None:
         """Renew this process's liveness (:meth:`SharedState.heartbeat`)."""
         ...
 
     async def close(self) -> None: ...
+
+
+CANCELLED_QUEUED = "cancelled_queued"
+CANCELLED_RUNNING = "cancelled_running"
+NOT_FOUND = "not_found"
 
 
 def owner_id(pid: int | None = None) -> str:

@@ -10,7 +10,15 @@ from collections.abc import Callable, Collection, Mapping
 from typing import TypeVar
 
 from osmosis_ai.rollout.server.errors import SharedStateUnavailable
-from osmosis_ai.rollout.server.state_shared import DEFAULT_LEASE_SECONDS, Claim, StoredRollout, owner_id
+from osmosis_ai.rollout.server.state_shared import (
+    CANCELLED_QUEUED,
+    CANCELLED_RUNNING,
+    DEFAULT_LEASE_SECONDS,
+    NOT_FOUND,
+    Claim,
+    StoredRollout,
+    owner_id,
+)
 
 T = TypeVar("T")
 
@@ -23,7 +31,12 @@ _SQLITE_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS rollouts03 (id TEXT PRIMARY KEY, digest BLOB NOT NULL, owner TEXT NOT NULL, "
     "status TEXT NOT NULL, result BLOB, lease REAL NOT NULL, keep REAL) WITHOUT ROWID",
     "CREATE INDEX IF NOT EXISTS rollouts03_keep ON rollouts03 (keep)",
+    # the cancelled ones' dispositions, kept as long as their results, and the counter of cancels
+    "CREATE TABLE IF NOT EXISTS cancelled03 (id TEXT PRIMARY KEY, disposition TEXT NOT NULL, "
+    "keep REAL NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS cancels03 (one INTEGER PRIMARY KEY CHECK (one = 1), n INTEGER NOT NULL)",
 )
+_BATCH = 500  # ids per statement, well below SQLite's limit on parameters
 _ROLLOUT = (
     "SELECT r.digest, r.owner, r.status, r.result, r.lease, o.beat FROM rollouts03 r "
     "LEFT JOIN owners o ON o.owner = r.owner WHERE r.id = ?"
@@ -238,7 +251,73 @@ class SqliteState:
         return [rollout_id for rollout_id, owner, beat in rows if not self._alive(owner, beat)]
 
     async def prune_rollouts(self) -> None:
-        self._run(lambda: self._db.execute("DELETE FROM rollouts03 WHERE keep < ?", (time.time(),)))
+        def prune() -> None:
+            now = time.time()
+            self._db.execute("DELETE FROM rollouts03 WHERE keep < ?", (now,))
+            self._db.execute("DELETE FROM cancelled03 WHERE keep < ?", (now,))
+
+        self._run(prune)
+
+    async def cancel_rollout(self, rollout_id: str, result: bytes, keep_seconds: float) -> str:
+        def cancel() -> str:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                disposition = self._cancel(rollout_id, result, time.time() + keep_seconds)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            return disposition
+
+        return self._run(cancel)
+
+    def _cancel(self, rollout_id: str, result: bytes, keep: float) -> str:
+        db = self._db
+        before = db.execute("SELECT disposition FROM cancelled03 WHERE id = ?", (rollout_id,)).fetchone()
+        if before is not None:
+            return str(before[0])
+        row = db.execute(_ROLLOUT, (rollout_id,)).fetchone()
+        if row is None:
+            return NOT_FOUND
+        _digest, owner, status, kept, _lease, beat = row
+        if kept is not None or not self._alive(owner, beat):
+            return NOT_FOUND
+        disposition = CANCELLED_QUEUED if status == "queued" else CANCELLED_RUNNING
+        db.execute(
+            "UPDATE rollouts03 SET status = 'cancelled', result = ?, keep = ? WHERE id = ?",
+            (result, keep, rollout_id),
+        )
+        db.execute("INSERT INTO cancelled03 VALUES (?, ?, ?)", (rollout_id, disposition, keep))
+        db.execute("INSERT INTO cancels03 VALUES (1, 1) ON CONFLICT (one) DO UPDATE SET n = n + 1")
+        return disposition
+
+    async def cancellable_rollouts(self, prefix: str | None = None) -> list[str]:
+        match, args = ("", ()) if prefix is None else (" AND substr(id, 1, ?) = ?", (len(prefix), prefix))
+        rows = self._run(
+            lambda: self._db.execute(
+                f"SELECT id FROM rollouts03 WHERE result IS NULL{match} "
+                f"UNION SELECT id FROM cancelled03 WHERE keep >= ?{match}",
+                (*args, time.time(), *args),
+            ).fetchall()
+        )
+        return [str(row[0]) for row in rows]
+
+    async def cancels_since(self, seen: int, ids: Collection[str]) -> tuple[int, list[str]]:
+        def since() -> tuple[int, list[str]]:
+            row = self._db.execute("SELECT n FROM cancels03").fetchone()
+            counter = 0 if row is None else int(row[0])
+            if counter == seen:
+                return counter, []
+            wanted, found = list(ids), list[str]()
+            for start in range(0, len(wanted), _BATCH):
+                batch = wanted[start : start + _BATCH]
+                marks = ", ".join("?" * len(batch))
+                rows = self._db.execute(f"SELECT id FROM cancelled03 WHERE id IN ({marks})", batch)
+                found.extend(str(row[0]) for row in rows)
+            return counter, found
+
+        return self._run(since)
 
     def forget_process(self, pid: int) -> None:
         """Declare every owner of process ``pid`` of this host dead (its supervisor saw it end)."""

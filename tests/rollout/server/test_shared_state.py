@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from osmosis_ai.rollout.server.state import (
     open_state,
     owner_id,
 )
+from osmosis_ai.rollout.server.state_shared import ResultStore
 from tests.support.redis_server import RedisServer
 from tests.support.server import RunningServer, ScriptedAgent, fast_config, fast_settings, init_body
 from tests.support.trainer import Reply, TrainerStandIn, completion
@@ -73,6 +75,53 @@ async def test_a_dead_owner_holds_nothing_and_a_restarted_one_adopts_its_results
     assert await second.claim("running", "r-again") is None
     await second.adopt({"pending": "r-pend"})  # its outbox holds that result
     assert await second.lookup("pending") == Claim("r-pend", b"")  # answered with the finder's own tools
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+async def result_stores(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[tuple[ResultStore, ...]]:
+    """Two live processes' views of one store of 0.3 rollouts (on another host, for SQLite: alive
+    while they beat)."""
+    stores: tuple[ResultStore, ...]
+    if request.param == "sqlite":
+        path = str(tmp_path / "state.sqlite3")
+        stores = tuple(SqliteState(path, owner=f"elsewhere/{pid}/t") for pid in (101, 102))
+    else:
+        redis_server: RedisServer = request.getfixturevalue("redis_server")
+        stores = tuple(RedisState(redis_server.url, owner=f"replica-{n}") for n in (1, 2))
+    for store in stores:
+        await store.heartbeat()
+    yield stores
+    for store in stores:
+        await store.close()
+
+
+async def test_a_cancel_is_decided_in_the_store_once_and_its_owner_finds_it(result_stores):
+    owner, other = result_stores
+    lease = time.time() + 60
+    for rollout_id in ("r-run", "r-queued", "r-done"):
+        assert await owner.admit_rollout(rollout_id, b"digest", lease)
+    await owner.rollout_status("r-run", "running")
+    await owner.finish_rollout("r-done", "success", b"done", 60)
+    seen, cancelled = await owner.cancels_since(-1, ["r-run", "r-queued"])
+    assert cancelled == []
+    assert sorted(await other.cancellable_rollouts("r-")) == ["r-queued", "r-run"]
+    assert await other.cancel_rollout("r-run", b"cancelled", 60) == "cancelled_running"
+    assert await other.cancel_rollout("r-run", b"again", 60) == "cancelled_running"  # remembered
+    assert await owner.cancel_rollout("r-queued", b"cancelled", 60) == "cancelled_queued"
+    assert await other.cancel_rollout("r-done", b"cancelled", 60) == "not_found"  # finished
+    assert await other.cancel_rollout("never-admitted", b"cancelled", 60) == "not_found"
+    counter, cancelled = await owner.cancels_since(seen, ["r-run", "r-queued", "r-elsewhere"])
+    assert sorted(cancelled) == ["r-queued", "r-run"]
+    assert await owner.cancels_since(counter, ["r-run"]) == (counter, [])  # nothing since
+    stored = await owner.stored_rollout("r-run")
+    assert stored is not None and (stored.status, stored.result) == ("cancelled", b"cancelled")
+    assert await owner.finish_rollout("r-run", "success", b"late", 60) == b"cancelled"  # the first result
+    assert sorted(await other.cancellable_rollouts(None)) == ["r-queued", "r-run"]  # cancelled, kept
+    assert await owner.admit_rollout("r-orphan", b"digest", lease)
+    await owner.close()  # its owner is gone: nothing runs it to cancel
+    assert await other.cancel_rollout("r-orphan", b"cancelled", 60) == "not_found"
 
 
 async def test_the_supervisor_declares_a_dead_worker_at_once(tmp_path: Path):

@@ -22,8 +22,14 @@ from opentelemetry.trace import StatusCode
 from opentelemetry.util._once import Once
 
 from osmosis_ai.observe import tracing
+from osmosis_ai.rollout.agent_workflow import AgentWorkflow
+from osmosis_ai.rollout.backend.local import LocalBackend
+from osmosis_ai.rollout.context import AgentWorkflowContext, GraderContext
+from osmosis_ai.rollout.grader import Grader
+from osmosis_ai.rollout.server import create_rollout_server
+from osmosis_ai.rollout.server.config import ServerConfig
 from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, REPO, cli, subprocess_env
-from tests.support.server import ScriptedAgent, chat_then_fail, fast_config, init_body
+from tests.support.server import RunningServer, ScriptedAgent, chat_then_fail, fast_config, init_body
 from tests.support.trainer import TrainerStandIn
 from tests.support.waiting import wait_until
 
@@ -87,6 +93,44 @@ def test_a_server_rollout_continues_the_trainers_trace(
     assert tool.parent is not None and tool.parent.span_id == rollout.context.span_id
     assert tool.end_time is not None and tool.start_time is not None
     assert tool.end_time - tool.start_time == 2_000_000  # the 2 ms the agent reported
+
+
+class Answers4(AgentWorkflow):
+    async def run(self, ctx: AgentWorkflowContext) -> list[dict[str, Any]]:
+        return [*ctx.prompt, {"role": "assistant", "content": "4"}]
+
+
+class Exactly(Grader):
+    async def grade(self, ctx: GraderContext) -> None:
+        assert ctx.sample is not None
+        ctx.set_reward(1.0 if ctx.sample.messages[-1]["content"] == ctx.label else 0.0)
+
+
+def test_a_0_3_rollout_continues_the_controllers_trace(
+    spans: InMemorySpanExporter, http: httpx.Client
+) -> None:
+    app = create_rollout_server(backend=LocalBackend(workflow=Answers4, grader=Exactly), configure_logging=False,
+                                config=ServerConfig(state=":memory:"))  # fmt: skip
+    server = RunningServer(app).start()
+    try:
+        submit = {"rollout_id": "t03-1", "initial_messages": [{"role": "user", "content": "2+2?"}],
+                  "chat_completions_url": "http://127.0.0.1:9/v1", "label": "4"}  # fmt: skip
+        headers = {"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"}
+        admitted = http.post(f"{server.url}/rollout", json=submit, headers=headers)
+        assert admitted.status_code == 202, admitted.text
+        (rollout,) = wait_until(lambda: named(spans, "invoke_agent"), what="the rollout span")
+    finally:
+        server.stop()
+    assert rollout.name == "invoke_agent Answers4"
+    assert rollout.context is not None and rollout.parent is not None
+    assert format(rollout.context.trace_id, "032x") == TRACE_ID
+    assert format(rollout.parent.span_id, "016x") == PARENT_ID
+    assert rollout.attributes is not None
+    assert (rollout.attributes["osmosis.rollout.id"], rollout.attributes["osmosis.outcome"]) == (
+        "t03-1",
+        "success",
+    )
+    assert rollout.attributes["osmosis.reward"] == 1.0
 
 
 def test_eval_traces_each_item_with_its_chat_tool_and_score_spans(spans: InMemorySpanExporter) -> None:

@@ -114,6 +114,27 @@ def test_a_result_is_found_by_a_poll_on_another_server_sharing_the_state(
     assert result(first.url, "shared-2", finished_here)["sample"]["reward"] == 1.0
 
 
+def test_a_poll_on_another_server_tells_a_status_it_has_not_told_at_once(
+    serve03: Callable[..., RunningServer], state: str
+) -> None:
+    GATE.released.clear()
+    GATE.entered.clear()
+    backend = LocalBackend(workflow=Held, grader=Exact)
+    owner = serve03(backend, config=ServerConfig(state=state))  # polls wait up to 30 s for a change
+    other = serve03(backend, config=ServerConfig(state=state))
+    token = submit(owner.url, "told-1", hold=True)
+    wait_until(GATE.entered.is_set, 10, "the workflow running")
+    wait_until(lambda: poll(owner.url, "told-1", token).json()["status"] == "running", 10, "running")
+    # the 202 said queued and the other server has told nothing since: a client waiting for
+    # `running` (upstream's wait_for_running) is answered, not held for the whole long poll
+    answer = httpx.get(
+        f"{other.url}/rollout/told-1/result", headers={POLLING_LEASE_HEADER: token}, timeout=10
+    ).json()
+    assert answer["status"] == "running"
+    GATE.release()
+    assert result(other.url, "told-1", token)["status"] == "success"
+
+
 def test_polls_on_another_server_keep_the_lease_of_a_long_rollout(
     serve03: Callable[..., RunningServer], state: str
 ) -> None:
@@ -132,6 +153,45 @@ def test_polls_on_another_server_keep_the_lease_of_a_long_rollout(
     GATE.release()
     answer = result(other.url, "long-1", token)
     assert answer["status"] == "success" and answer["sample"]["reward"] == 1.0, answer
+
+
+def cancel(url: str, **selector: Any) -> dict[str, str]:
+    response = httpx.post(f"{url}/rollout/cancel", json=selector)
+    assert response.status_code == 200, response.text
+    dispositions: dict[str, str] = response.json()["dispositions"]
+    return dispositions
+
+
+def test_a_cancel_sent_to_another_server_stops_the_rollout_where_it_runs(
+    serve03: Callable[..., RunningServer], state: str
+) -> None:
+    GATE.released.clear()
+    GATE.entered.clear()
+    GATE.cancelled.clear()
+    backend = LocalBackend(workflow=Held, grader=Exact)
+    owner = serve03(backend, config=ServerConfig(state=state), result_wait_timeout_sec=0.5)
+    other = serve03(backend, config=ServerConfig(state=state), result_wait_timeout_sec=0.5)
+    running = submit(owner.url, "far-1", hold=True)
+    wait_until(GATE.entered.is_set, 10, "the workflow running")
+    wait_until(
+        lambda: poll(other.url, "far-1", running).json()["status"] == "running", 10, "running, as stored"
+    )
+    assert cancel(other.url, ids=["far-1", "never-admitted"]) == {
+        "far-1": "cancelled_running",
+        "never-admitted": "not_found",
+    }
+    wait_until(GATE.cancelled.is_set, 10, "the owner stopping the workflow")
+    assert cancel(other.url, ids=["far-1"]) == {"far-1": "cancelled_running"}  # idempotent
+    assert cancel(owner.url, ids=["far-1"]) == {"far-1": "cancelled_running"}  # on every server
+    for url in (owner.url, other.url):
+        answer = poll(url, "far-1", running).json()
+        assert answer["status"] == "cancelled", answer
+    finished = submit(owner.url, "far-2")
+    assert result(owner.url, "far-2", finished)["status"] == "success"
+    assert cancel(other.url, prefix="far-") == {
+        "far-1": "cancelled_running"
+    }  # a finished one is not selected
+    assert cancel(other.url, ids=["far-2"]) == {"far-2": "not_found"}
 
 
 def test_a_finished_result_is_forgotten_after_its_retention(
