@@ -231,8 +231,8 @@ def workflow_loop_of(module_path: str, target: Any, grader: str | None) -> Rollo
 
 
 _SERVE_EXPECTED = (
-    "a RolloutAgentLoop instance or subclass (0.2 wire), a LocalBackend instance, or an AgentWorkflow "
-    "subclass (0.3 wire)"
+    "a RolloutAgentLoop instance or subclass (0.2 wire), a LocalBackend instance, an AgentWorkflow "
+    "subclass or the app create_rollout_server built (0.3 wire)"
 )
 
 

@@ -83,6 +83,8 @@ def workers() -> Iterator[ServeProcess]:
     served = ServeProcess("--local", "-m", "tests.rollout.v03.served_backend:backend", "--workers", "2")
     try:
         served.wait_ready(timeout=30)
+        for index in (0, 1):  # both listening, so the kernel spreads connections over both
+            pinned(served.url, index).close()
         yield served
     finally:
         served.stop()
@@ -241,11 +243,12 @@ def test_a_worker_sigkilled_mid_run_loses_no_admitted_rollout_and_runs_none_twic
 
 
 def test_a_wrong_target_is_one_line() -> None:
-    result = cli("serve", "--local", "-m", "tests.rollout.v03.project.main:app")
+    result = cli("serve", "--local", "-m", "tests.rollout.v03.project.main:ExactAnswerGrader")
     assert result.returncode == 1
     assert result.stderr == (
-        "Error: 'tests.rollout.v03.project.main:app' is a FastAPI; expected a RolloutAgentLoop instance or "
-        "subclass (0.2 wire), a LocalBackend instance, or an AgentWorkflow subclass (0.3 wire)\n"
+        "Error: 'tests.rollout.v03.project.main:ExactAnswerGrader' is the class ExactAnswerGrader; expected a "
+        "RolloutAgentLoop instance or subclass (0.2 wire), a LocalBackend instance, an AgentWorkflow subclass "
+        "or the app create_rollout_server built (0.3 wire)\n"
     )
     graded = cli("serve", "--local", "-m", "tests.rollout.v03.project.main:ExactAnswerGrader", "--grader",
                  "tests.rollout.v03.project.main:ExactAnswerGrader")  # fmt: skip

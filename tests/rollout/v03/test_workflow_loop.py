@@ -231,7 +231,7 @@ def test_osmosis_test_runs_a_tool_calling_workflow_with_the_scripted_model(tmp_p
 def test_osmosis_serve_workers_serve_the_pair_on_0_2s_wire(
     agent: tuple[str, ...], arithmetic: OpenAIServer, tmp_path: Path
 ) -> None:
-    server = ServeProcess("--local", *agent, "--workers", "2", cwd=_project(tmp_path))
+    server = ServeProcess("--local", *agent, "--wire", "0.2", "--workers", "2", cwd=_project(tmp_path))
     try:
         server.wait_ready(timeout=60)  # each spawned worker loads the pair again by name
         out = tmp_path / "records.jsonl"
