@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 COMMAND = "eval run"
 TASK_PREFIX = "eval-run-"
 START_TIMEOUT_SEC = 60.0  # from the process started to its /health answering
-STOP_GRACE_SEC = 10.0  # from SIGTERM to SIGKILL
+STOP_GRACE_SEC = 3.0  # from SIGTERM to SIGKILL: within the command's own grace after Ctrl-C
 LOG_TAIL_CHARS = 400  # of the server's output quoted when it does not start
 
 
@@ -176,7 +177,7 @@ async def served(spec: WorkspaceServer) -> AsyncIterator[str]:
             sink = files.enter_context(Path(spec.log_path).open("ab"))
         process = await asyncio.create_subprocess_exec(
             spec.python, spec.entrypoint, cwd=spec.rollout_dir, env=env,
-            stdin=asyncio.subprocess.DEVNULL, stdout=sink, stderr=sink,
+            stdin=asyncio.subprocess.DEVNULL, stdout=sink, stderr=sink, preexec_fn=_ends_with_parent(),
         )  # fmt: skip
     try:
         url = f"http://127.0.0.1:{port}"
@@ -209,6 +210,21 @@ async def _until_healthy(process: asyncio.subprocess.Process, url: str, spec: Wo
                 ) from None
         with contextlib.suppress(asyncio.TimeoutError):  # woken early when the process ends
             await asyncio.wait_for(process.wait(), 0.1)
+
+
+def _ends_with_parent() -> Callable[[], object] | None:
+    """What the child calls before it runs, on Linux: the kernel then sends it SIGTERM when this
+    process dies, so the server does not outlive a run that could not stop it (a second Ctrl-C, a
+    SIGKILL). Made here: between fork and exec the child may not import or load a library."""
+    from osmosis_ai.rewards.runtime.keeper import PR_SET_PDEATHSIG, available
+
+    if not available():
+        return None
+    import ctypes
+
+    return functools.partial(
+        ctypes.CDLL(None, use_errno=True).prctl, PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0
+    )
 
 
 def _tail(log_path: str | None) -> str:
