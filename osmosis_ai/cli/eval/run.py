@@ -14,6 +14,7 @@ of the workspace.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     selection = parse_rows(args.rows) if args.rows else None
     config = run_config.load(Path(args.config), dataset_given=args.dataset_file is not None)
     dataset = config.dataset_file(args.dataset_file)
-    missing = [name for name in config.secrets if not _set(name)]
+    missing = [name for name in config.secrets if not os.environ.get(name)]
     if missing:
         raise CLIError(f"{config.path}: secrets.required names {', '.join(missing)}, not set in this environment "
                        "(the rollout server inherits it): export it, or put it in .env")  # fmt: skip
@@ -135,9 +136,3 @@ def run(args: argparse.Namespace) -> int:
         lambda: drive(args, plan, labels, pass_threshold=config.pass_threshold),
         on_interrupt=lambda: output.interrupted("rollout"),
     )
-
-
-def _set(name: str) -> bool:
-    import os
-
-    return bool(os.environ.get(name))

@@ -74,6 +74,7 @@ def test_init_then_eval_run_scores_every_row(tmp_path: Path, adder: OpenAIServer
     # Three rollouts plus the policy's preflight; every rollout's call came through the TrainGate.
     assert len(adder.requests) == 4
 
+    _assert_stopped(workspace)
     again = _eval(workspace, adder, "-q")  # the journal has every rollout: nothing runs again
     assert again.returncode == 0, again.stderr
     assert again.stdout == "3 rollouts: 3 completed (100.0%); mean reward 1.000 over 3 completed\n"
@@ -152,6 +153,24 @@ def _port_of(log: Path) -> int:
     return int(found.group(1))
 
 
+def _assert_stopped(workspace: Path) -> None:
+    """The rollout server the run started (its port from its log) no longer listens."""
+    port = _port_of(workspace / ".osmosis" / "logs" / "calc-server.log")
+    with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port), timeout=5):
+        pass
+
+
+def test_a_main_py_that_does_not_serve_is_one_line_with_its_output(
+    tmp_path: Path, adder: OpenAIServer
+) -> None:
+    workspace = _workspace(tmp_path)
+    (workspace / "rollouts" / "calc" / "main.py").write_text("raise SystemExit('no server today')\n")
+    ran = _eval(workspace, adder)
+    assert ran.returncode == 1 and ran.stderr.count("\n") == 1
+    assert "rollouts/calc/main.py exited with status 1 before serving" in ran.stderr
+    assert "no server today" in ran.stderr and "Traceback" not in ran.stderr
+
+
 def test_stopped_mid_run_it_resumes_to_the_same_result_and_stops_its_server(
     tmp_path: Path, openai_server: OpenAIServer
 ) -> None:
@@ -182,9 +201,7 @@ def test_stopped_mid_run_it_resumes_to_the_same_result_and_stops_its_server(
             process.kill()
     assert process.returncode == 130, stderr
     assert "the finished rollouts are kept in the journal" in stderr
-    port = _port_of(workspace / ".osmosis" / "logs" / "calc-server.log")
-    with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port), timeout=5):
-        pass  # the server was stopped with the run
+    _assert_stopped(workspace)
 
     resumed = _osmosis(workspace, *command)
     assert resumed.returncode == 0, resumed.stderr
