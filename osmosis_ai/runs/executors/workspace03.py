@@ -80,7 +80,7 @@ class WorkspaceServer:
     def read_rows(self, rows: Rows) -> RowSource:
         from osmosis_ai.runs.dataset import DatasetReader
 
-        reader = DatasetReader(rows.dataset)
+        reader = DatasetReader(rows.dataset, v03=True)
         return reader if self.selection is None else SelectedRows(reader, self.selection)
 
     def prepare(self, plan: RunPlan) -> PreparedWorkspace:

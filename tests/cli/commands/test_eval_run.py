@@ -99,6 +99,18 @@ def test_pass_at_k_rows_and_a_changed_rollout(tmp_path: Path, adder: OpenAIServe
     assert _eval(workspace, adder, "--rows", "0,2", "-q", "--fresh").returncode == 0
 
 
+def test_a_dataset_as_0_3_writes_it(tmp_path: Path, adder: OpenAIServer) -> None:
+    # 0.3.8's local datasets may leave out system_prompt and name the answer `label`.
+    workspace = _workspace(tmp_path)
+    data = tmp_path / "rows.csv"
+    data.write_text("user_prompt,label,topic\nwhat is 1 + 1?,2,sums\nwhat is 2 + 2?,5,sums\n")
+    ran = _eval(workspace, adder, "--dataset-file", str(data), "--rows", "1", "--json")
+    assert ran.returncode == 0, ran.stderr  # a wrong answer is a completed rollout rewarded 0
+    summary = json.loads(ran.stdout)
+    assert summary["outcomes"]["completed"] == 1 and summary["mean_score"]["value"] == 0.0
+    assert adder.requests[-1].json["messages"] == [{"role": "user", "content": "what is 2 + 2?"}]
+
+
 def test_a_second_init_refuses_and_leaves_the_files(tmp_path: Path) -> None:
     workspace = _workspace(tmp_path)
     main = workspace / "rollouts" / "calc" / "main.py"
