@@ -122,10 +122,12 @@ reply is the row's label. Replace both with your own.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
+import urllib.request
 from typing import Any
 
-import aiohttp
 import uvicorn
 
 from osmosis_ai.rollout.agent_workflow import AgentWorkflow
@@ -135,16 +137,22 @@ from osmosis_ai.rollout.grader import Grader
 from osmosis_ai.rollout.server import create_rollout_server
 
 
+def chat(url: str, api_key: str | None, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """One chat completion from the policy (the standard library only; any HTTP client will do)."""
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    body = json.dumps({"model": "policy", "messages": messages}).encode()
+    request = urllib.request.Request(f"{url}/chat/completions", data=body, headers=headers)
+    with urllib.request.urlopen(request, timeout=300) as response:
+        return json.load(response)["choices"][0]["message"]
+
+
 class Workflow(AgentWorkflow):
     async def run(self, ctx: AgentWorkflowContext) -> list[dict[str, Any]]:
         rollout = get_rollout_context()
         assert rollout is not None, "run() is called inside a rollout"
-        headers = {"Authorization": f"Bearer {rollout.api_key}"} if rollout.api_key else {}
-        body = {"model": "policy", "messages": ctx.prompt}
-        async with aiohttp.ClientSession(headers=headers) as http:
-            async with http.post(f"{rollout.chat_completions_url}/chat/completions", json=body) as response:
-                response.raise_for_status()
-                reply = (await response.json())["choices"][0]["message"]
+        reply = await asyncio.to_thread(chat, rollout.chat_completions_url, rollout.api_key, ctx.prompt)
         return [*ctx.prompt, {"role": "assistant", "content": reply.get("content") or ""}]
 
 

@@ -52,6 +52,9 @@ def add_parser(subparsers: Any) -> None:
         "--base-url", help="OpenAI-compatible base URL serving model_path (vLLM, SGLang, Ollama)"
     )
     run.add_argument("--api-key", help="API key of the policy backend (default: the provider's env variable)")
+    run.add_argument("--python", metavar="PATH",
+                     help="the interpreter that runs the entrypoint, e.g. the rollout's own virtualenv's "
+                     "(default: the one running osmosis)")  # fmt: skip
     run.add_argument("--max-in-flight", type=whole_number(1), metavar="N",
                      help="rollouts in flight (default: evaluation.batch_size, else 1)")  # fmt: skip
     run.add_argument("--max-failure-rate", type=fraction, default=0.0, metavar="FRACTION",
@@ -98,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
 
     output.setup_logging(logging.INFO if args.verbose else None)
     selection = parse_rows(args.rows) if args.rows else None
+    python = _interpreter(args.python)
     config = run_config.load(Path(args.config), dataset_given=args.dataset_file is not None)
     dataset = config.dataset_file(args.dataset_file)
     missing = [name for name in config.secrets if not os.environ.get(name)]
@@ -110,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     log = config.workspace / ".osmosis" / "logs" / f"{config.rollout}-server.log"
     server = WorkspaceServer(ModelRef(config.model_path, args.base_url, args.api_key), str(config.rollout_dir),
                              config.entrypoint, selection=selection, env=tuple(sorted(config.env.items())),
-                             log_path=str(log))  # fmt: skip
+                             log_path=str(log), python=python)  # fmt: skip
     rows = Rows(str(dataset), 0, None if selection is not None else config.limit)
     plan = RunPlan(rows, server, Scoring(kind="reward function", timeout=None), n=config.n,
                    concurrency=args.max_in_flight or config.batch_size or 1,
@@ -136,3 +140,16 @@ def run(args: argparse.Namespace) -> int:
         lambda: drive(args, plan, labels, pass_threshold=config.pass_threshold),
         on_interrupt=lambda: output.interrupted("rollout"),
     )
+
+
+def _interpreter(given: str | None) -> str:
+    """``--python`` as a path the server can be started with (a bare name is looked up on ``PATH``)."""
+    import shutil
+    import sys
+
+    if given is None:
+        return sys.executable
+    found = shutil.which(os.path.abspath(given) if os.sep in given else given)
+    if found is None:
+        raise CLIError(f"--python {given}: no such interpreter (give a path or a name on PATH)")
+    return found

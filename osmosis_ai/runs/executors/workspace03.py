@@ -1,15 +1,17 @@
 """The executor spec of ``osmosis eval run``: a workspace's rollout, its entrypoint (``main.py``) run
 as a server of its own and driven through the local TrainGate as ``rollout run --url`` drives one.
 
-For the run the entrypoint is started with ``python main.py`` in the rollout's directory, serving on a
+For the run the entrypoint is started with ``python main.py`` (``python``: this interpreter unless the
+spec names another, e.g. the rollout's own virtualenv's) in the rollout's directory, serving on a
 free loopback port (``$_OSMOSIS_ROLLOUT_PORT``) with the config's ``[env]`` added to this process's
 environment, its output appended to ``log_path``; the run starts once its ``/health`` answers, and the
 process is stopped when the run ends, however it ends (SIGTERM, then SIGKILL after
 :data:`STOP_GRACE_SEC`). From there it is :class:`~osmosis_ai.runs.executors.traingate.RolloutServer`'s
 session at that URL: the server's ``/health`` picks the 0.3 executor.
 
-A journal of the run is resumed only while the rollout's Python files, the entrypoint, the policy,
-``n``, the rows and the timeout are the same; the fingerprint names whichever changed.
+A journal of the run is resumed only while the rollout's Python files, the entrypoint and its
+interpreter, the policy, ``n``, the rows and the timeout are the same; the fingerprint names whichever
+changed.
 """
 
 from __future__ import annotations
@@ -131,8 +133,8 @@ class PreparedWorkspace:
         self.plan, self.spec = plan, spec
 
     def fingerprint(self, rows: int) -> dict[str, Any]:
-        """The rollout's Python files, the entrypoint, the policy (never its key), ``n``, the rows,
-        the timeout and the dataset's content."""
+        """The rollout's Python files, the entrypoint and its interpreter, the policy (never its key),
+        ``n``, the rows, the timeout and the dataset's content."""
         from osmosis_ai.rollout.loading import directory_digest
         from osmosis_ai.runs.journal import file_digest
 
@@ -141,6 +143,7 @@ class PreparedWorkspace:
             "command": COMMAND,
             "rollout": directory_digest(Path(spec.rollout_dir)),
             "entrypoint": spec.entrypoint,
+            "python": spec.python,
             "model": spec.model.name,
             "base_url": spec.model.base_url,
             "n": plan.n,
