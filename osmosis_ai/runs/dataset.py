@@ -342,7 +342,7 @@ def normalize_row(raw: Any, index: int, path: str | Path, *, v03: bool = False) 
             value=raw,
         )
     by_lower = {str(key).lower(): key for key in raw}
-    required = REQUIRED_COLUMNS
+    required: tuple[str, ...] = REQUIRED_COLUMNS
     if v03:
         if "ground_truth" not in by_lower and "label" in by_lower:
             raw = {("ground_truth" if key == by_lower["label"] else key): value for key, value in raw.items()}
