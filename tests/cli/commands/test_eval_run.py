@@ -64,8 +64,17 @@ def test_init_then_eval_run_scores_every_row(tmp_path: Path, adder: OpenAIServer
     assert json.loads(listed.stdout)["rollouts"] == [
         {"name": "calc", "directory": "rollouts/calc", "eval_config": CONFIG}
     ]
-    ran = _eval(workspace, adder, "--json", "-o", str(tmp_path / "records.jsonl"))
+    ran = _eval(
+        workspace,
+        adder,
+        "--json",
+        "-o",
+        str(tmp_path / "records.jsonl"),
+        "--report",
+        str(tmp_path / "r.html"),
+    )
     assert ran.returncode == 0, ran.stderr
+    assert "records.jsonl" in (tmp_path / "r.html").read_text()  # the report of the run's records
     summary = json.loads(ran.stdout)
     assert summary["kind"] == "eval run" and summary["rows"] == 3
     assert summary["outcomes"]["completed"] == 3 and summary["mean_score"]["value"] == 1.0
@@ -97,6 +106,29 @@ def test_pass_at_k_rows_and_a_changed_rollout(tmp_path: Path, adder: OpenAIServe
     assert refused.returncode == 1
     assert "rollout changed" in refused.stderr and "--fresh" in refused.stderr
     assert _eval(workspace, adder, "--rows", "0,2", "-q", "--fresh").returncode == 0
+
+
+def test_retry_failed_runs_the_failed_rollouts_again(tmp_path: Path, openai_server: OpenAIServer) -> None:
+    workspace = _workspace(tmp_path)
+    broken = {"7 + 5"}
+
+    def answer(payload: Any) -> Reply:
+        found = re.search(r"what is (\d+) \+ (\d+)\?", str(payload["messages"][-1]["content"]))
+        if found is None:
+            return Reply(content="ok")  # the preflight
+        if f"{found.group(1)} + {found.group(2)}" in broken:
+            return Reply(status=400)  # the policy refuses this row's call: the workflow fails
+        return Reply(content=str(int(found.group(1)) + int(found.group(2))))
+
+    openai_server.handler = answer
+    first = _eval(workspace, openai_server, "-q")
+    assert first.returncode == 1 and first.stdout.startswith("3 rollouts: 2 completed"), first.stdout
+    broken.clear()
+    kept = _eval(workspace, openai_server, "-q")  # a failure is kept without --retry-failed
+    assert kept.returncode == 1 and kept.stdout.startswith("3 rollouts: 2 completed"), kept.stdout
+    retried = _eval(workspace, openai_server, "-q", "--retry-failed")
+    assert retried.returncode == 0, retried.stderr
+    assert retried.stdout == "3 rollouts: 3 completed (100.0%); mean reward 1.000 over 3 completed\n"
 
 
 def test_a_dataset_as_0_3_writes_it(tmp_path: Path, adder: OpenAIServer) -> None:
