@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     missing = [name for name in config.secrets if not os.environ.get(name)]
     if missing:
         raise CLIError(f"{config.path}: secrets.required names {', '.join(missing)}, not set in this environment "
-                       "(the rollout server inherits it): export it, or put it in .env")  # fmt: skip
+                       "(the rollout server's): export it, or put it in .env")  # fmt: skip
     check_run_outputs(args)
     if config.advanced and not (args.quiet or args.json):
         output.warn(f"[advanced] is the platform's; eval run ignores {', '.join(config.advanced)}")
@@ -121,14 +121,8 @@ def run(args: argparse.Namespace) -> int:
                    timeout=config.agent_timeout + config.grader_timeout,
                    journal=JournalSpec(args.journal, fresh=args.fresh, retry_failed=args.retry_failed))  # fmt: skip
     # What rollout run's report reads from its own flags.
-    args.model, args.dataset, args.n, args.offset, args.url = (
-        config.model_path,
-        str(dataset),
-        config.n,
-        0,
-        None,
-    )
-    args.fail_on_drift = False
+    args.model, args.dataset, args.n = config.model_path, str(dataset), config.n
+    args.offset, args.url, args.fail_on_drift = 0, None, False
     labels = {
         "command": "eval run",
         "model": config.model_path,
