@@ -262,3 +262,29 @@ def test_stopped_mid_run_it_resumes_to_the_same_result_and_stops_its_server(
     assert [(r["row_index"], r["reward"]) for r in records] == [(0, 1.0), (1, 1.0), (2, 1.0)]
     asked = [r.json["messages"][-1]["content"] for r in openai_server.requests]
     assert asked.count("what is 2 + 3?") == 1 and asked.count("what is 7 + 5?") == 1  # not run again
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's"
+)
+def test_a_killed_run_leaves_no_server_behind(tmp_path: Path, openai_server: OpenAIServer) -> None:
+    workspace = _workspace(tmp_path)
+    held = threading.Event()
+    openai_server.handler = lambda payload: Reply(content="ok", gate=held)  # every call waits
+    command = ["eval", "run", CONFIG, "--base-url", openai_server.url, "--api-key", "k", "-q"]
+    env = subprocess_env(**_env(tmp_path))
+    process = subprocess.Popen([sys.executable, "-m", "osmosis_ai", *command], cwd=workspace, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        wait_until(lambda: openai_server.in_flight.now == 1, timeout=60, what="the preflight held")
+        log = workspace / ".osmosis" / "logs" / "calc-server.log"
+        wait_until(
+            lambda: log.is_file() and "127.0.0.1:" in log.read_text(), timeout=60, what="the server up"
+        )
+        process.kill()  # no chance to stop its server itself
+        process.wait(30)
+    finally:
+        held.set()
+        if process.poll() is None:
+            process.kill()
+    _assert_stopped(workspace)
