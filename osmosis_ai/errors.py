@@ -42,6 +42,7 @@ classes that exist, both ways, so a new error class means a new line here::
     ├── ServeError                                  osmosis_ai.rollout.server.errors
     │   └── ServerStartError                        osmosis_ai.rollout.server.errors
     ├── AnswersError (ValueError)                   osmosis_ai.runs.earlier
+    ├── WorkspaceError (ValueError)                 osmosis_ai.rollout.workspace
     ├── LoadError                                   osmosis_ai.rollout.loading
     │   └── UserCodeError                           osmosis_ai.rollout.loading
     ├── EvaluationError                             osmosis_ai.errors

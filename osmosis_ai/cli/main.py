@@ -54,11 +54,12 @@ COMMANDS: dict[str, Command] = {
     ),
     "validate": Command("osmosis_ai.cli.commands.validate", "Check a RolloutAgentLoop without serving it"),
     "rollout": Command(
-        "osmosis_ai.cli.commands.rollout", "Run rollouts end to end against a local TrainGate"
+        "osmosis_ai.cli.commands.rollout",
+        "Run rollouts end to end against a local TrainGate; scaffold and list 0.3 rollouts",
     ),
     "eval": Command(
         "osmosis_ai.cli.commands.eval",
-        "Evaluate an agent loop over a dataset with eval functions, n runs per row",
+        "Evaluate an agent loop over a dataset with eval functions, n runs per row (eval run: a 0.3 rollout)",
     ),
     "test": Command(
         "osmosis_ai.cli.commands.test", "Run an agent loop in-process over a dataset with a LiteLLM model"

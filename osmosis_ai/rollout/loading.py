@@ -93,18 +93,14 @@ class AgentRef:
     def digest(self, agent_loop: Any) -> str:
         """A digest of the code the agent runs — its module's file, every file of an MCP tools
         directory, or the tool schemas a running MCP server offers — so an edited agent is noticed."""
-        digest = hashlib.sha256()
         if self.mcp:
-            root = Path(self.mcp).resolve()
-            for file in sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts):
-                digest.update(file.relative_to(root).as_posix().encode() + b"\0" + file.read_bytes())
-            return digest.hexdigest()
+            return directory_digest(Path(self.mcp))
         if self.mcp_url:
-            digest.update(repr(agent_loop.get_tools(None)).encode())
-            return digest.hexdigest()
+            return hashlib.sha256(repr(agent_loop.get_tools(None)).encode()).hexdigest()
         from osmosis_ai.rollout.bridge.workflow_loop import WorkflowAgentLoop
 
         if isinstance(agent_loop, WorkflowAgentLoop):  # the user's classes, not the adapter's module
+            digest = hashlib.sha256()
             backend = agent_loop.backend
             for cls in (backend.workflow_cls, backend.grader_cls):
                 digest.update(b"-" if cls is None else source_digest(cls).encode())
@@ -280,6 +276,19 @@ def load_function(spec: str, *, what: str, example: str) -> Callable[..., Any]:
     if not callable(fn):
         raise LoadError(f"{what} {spec!r} is a {type(fn).__name__}, not a callable")
     return fn
+
+
+def directory_digest(root: Path) -> str:
+    """A digest of every Python file under ``root`` (names and contents), so an edit to any of them
+    is noticed; ``__pycache__`` and hidden directories (a ``.venv``) are left out."""
+    digest = hashlib.sha256()
+    root = root.resolve()
+    for file in sorted(root.rglob("*.py")):
+        parts = file.relative_to(root).parts
+        if "__pycache__" in parts or any(part.startswith(".") for part in parts[:-1]):
+            continue
+        digest.update("/".join(parts).encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()
 
 
 def source_digest(obj: Any) -> str:

@@ -3,7 +3,9 @@
 A dataset has one row per prompt with the columns ``system_prompt``, ``user_prompt`` and
 ``ground_truth`` (matched case-insensitively; each a non-blank string — numbers are refused rather
 than silently turned into text). Other columns are kept with their own key and value and travel
-with the row. In a normalised row the three required keys are lower-case.
+with the row. In a normalised row the three required keys are lower-case. Read as 0.3.8 reads a
+local dataset (``v03=True``, ``osmosis eval run``), ``system_prompt`` may be left out and ``label``
+stands for ``ground_truth``.
 
 Rows are read one at a time — JSONL line by line, CSV record by record, Parquet batch by batch from
 the row groups that hold the wanted rows — so memory follows the rows a caller keeps, not the size
@@ -328,8 +330,9 @@ def count_rows(path: str | Path) -> int:
 # -- the column rules ----------------------------------------------------------------------------------
 
 
-def normalize_row(raw: Any, index: int, path: str | Path) -> Row:
-    """Check one raw row against the column rules; return it with the required keys in lower case."""
+def normalize_row(raw: Any, index: int, path: str | Path, *, v03: bool = False) -> Row:
+    """Check one raw row against the column rules (0.3.8's with ``v03``); return it with the required
+    keys in lower case."""
     file = Path(path)
     if not isinstance(raw, dict):
         raise DatasetValidationError(
@@ -339,7 +342,13 @@ def normalize_row(raw: Any, index: int, path: str | Path) -> Row:
             value=raw,
         )
     by_lower = {str(key).lower(): key for key in raw}
-    missing = [column for column in REQUIRED_COLUMNS if column not in by_lower]
+    required: tuple[str, ...] = REQUIRED_COLUMNS
+    if v03:
+        if "ground_truth" not in by_lower and "label" in by_lower:
+            raw = {("ground_truth" if key == by_lower["label"] else key): value for key, value in raw.items()}
+            by_lower["ground_truth"] = "ground_truth"
+        required = tuple(c for c in REQUIRED_COLUMNS if c != "system_prompt" or c in by_lower)
+    missing = [column for column in required if column not in by_lower]
     if missing:
         raise DatasetValidationError(
             f"{file}: row {index} is missing column(s) {missing} (has {sorted(map(str, raw))})",
@@ -348,7 +357,7 @@ def normalize_row(raw: Any, index: int, path: str | Path) -> Row:
             column=missing[0],
         )
     row: Row = {key: value for key, value in raw.items() if str(key).lower() not in REQUIRED_COLUMNS}
-    for column in REQUIRED_COLUMNS:
+    for column in required:
         value = raw[by_lower[column]]
         where = {"path": file, "row": index, "column": column, "value": value}
         if value is None:
@@ -377,8 +386,9 @@ class DatasetReader:
     ``len(reader)`` counts the rows once (a pass over the file without keeping them) and caches it.
     """
 
-    def __init__(self, file_path: str | Path) -> None:
+    def __init__(self, file_path: str | Path, *, v03: bool = False) -> None:
         self.file_path, self.format = _check_file(file_path)
+        self.v03 = v03
         self._length: int | None = None
 
     def __len__(self) -> int:
@@ -393,7 +403,7 @@ class DatasetReader:
         if limit == 0:
             return
         for taken, raw in enumerate(iter_raw(self.file_path, offset=offset), start=1):
-            yield normalize_row(raw.value, raw.index, self.file_path)
+            yield normalize_row(raw.value, raw.index, self.file_path, v03=self.v03)
             if limit is not None and taken >= limit:
                 return
 

@@ -55,6 +55,7 @@ logger = logging.getLogger(__name__)
 BodyT = TypeVar("BodyT", CompletionsRequest, RolloutResponse)
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
+SHUTDOWN_GRACE_SEC = 1.0  # how long a closing gateway lets a chat call still in flight finish
 INIT_WAIT_S = 60.0  # how long a chat call waits for its rollout's init response to be read
 MAX_UNROUTED = 1000  # calls for unknown rollouts kept for the report
 INLINE_TOKENIZE_CHARS = 32_768  # longer texts are tokenized in a worker thread
@@ -106,7 +107,11 @@ class TrainGate:
         app.router.add_post("/v1/rollout/completed", self._completed)
         app.router.add_post("/rollouts/{rollout_id}/v1/chat/completions", self._chat)
         app.router.add_get("/health", self._health)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # A run that ends normally has no chat call left in flight; one stopped (Ctrl-C) mid-call must
+        # not wait out aiohttp's default minute for the policy's answer before the stop can go on.
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_GRACE_SEC
+        )
         await self._runner.setup()
         try:
             sock = bind_listener(self.host)

@@ -103,7 +103,7 @@ class RunTally:
     resumed run reads back from its journal counts exactly as one it ran.
     """
 
-    def __init__(self, keep_lines: int = 0, keep_records: int = 0) -> None:
+    def __init__(self, keep_lines: int = 0, keep_records: int = 0, pass_threshold: float = 1.0) -> None:
         self.keep_lines = keep_lines
         self.keep_records = keep_records
         self.lines: list[RolloutLine] = []  # the first ``keep_lines`` (in finishing order)
@@ -114,7 +114,7 @@ class RunTally:
         self.replayed_terminal = 0
         self.outcomes: Counter[Outcome] = Counter()
         self.statuses: Counter[str] = Counter()
-        self.scores = ScoreTally()  # completed rollouts' rewards, per row
+        self.scores = ScoreTally(pass_threshold)  # completed rollouts' rewards, per row
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.counted_tokens = False  # whether any turn reported usage

@@ -62,10 +62,13 @@ CASES: list[tuple[list[str], int, str | None]] = [
     (["rollout", "run", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--model", "scripted"], 0, None),
     (["rollout", "bench", "-m", CALCULATOR, "--rollouts", "4"], 0, None),
     (["rollout", "check", "-m", CALCULATOR, "-d", MISSING, "--tokenizer", "nowhere"], 1, "dataset_not_found_error"),
+    (["rollout", "list"], 0, None),
+    (["rollout", "init", "Not A Name"], 1, "workspace_error"),
     (["eval", "-m", CALCULATOR, "-d", MISSING, "--eval-fn", "examples.calculator.reward:calculator_reward"], 1, "dataset_not_found_error"),
     (["eval", "cache", "dir"], 0, None),
     (["eval", "cache", "ls"], 0, None),
     (["eval", "cache", "rm", "--all"], 1, "cli_error"),
+    (["eval", "run", MISSING], 1, "cli_error"),
     (["test", "-m", CALCULATOR, "-d", MISSING], 1, "dataset_not_found_error"),
     (["reward", "score", "-f", "examples.calculator.reward:calculator_reward", "-d", MISSING], 1, "dataset_not_found_error"),
     (["report", MISSING], 1, None),
@@ -100,6 +103,8 @@ def _depth(argv: list[str]) -> int:
     """How many words of ``argv`` name the command (``eval cache ls`` is 3, ``eval`` is 1)."""
     if argv[:2] == ["eval", "cache"]:
         return 3
+    if argv[:2] == ["eval", "run"]:
+        return 2
     return 2 if argv[0] in {"rollout", "workspace", "reward"} else 1
 
 

@@ -141,4 +141,4 @@ def test_an_option_of_the_sub_commands_names_the_missing_sub_command(
 ) -> None:
     # --quiet belongs to `rollout run`: what is missing is the sub-command, not a valid option.
     err = usage_error(capsys, ["rollout", "--quiet"])
-    assert "osmosis rollout: error: the following arguments are required: {run,bench,check}" in err
+    assert "osmosis rollout: error: the following arguments are required: {run,bench,check,init,list}" in err

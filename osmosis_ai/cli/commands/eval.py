@@ -40,6 +40,7 @@ from osmosis_ai.cli.arguments import (
 )
 from osmosis_ai.cli.errors import CLIError, UsageError
 from osmosis_ai.cli.eval import cache
+from osmosis_ai.cli.eval import run as eval_run
 from osmosis_ai.cli.loading import agent_spec
 from osmosis_ai.cli.output import interrupted, say, setup_logging
 from osmosis_ai.cli.output_file import declare_files
@@ -84,7 +85,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"show library log messages and write the agents' traces to ./{DEBUG_DIR}")  # fmt: skip
     add_summary_arguments(parser)
     add_log_to_argument(parser)
-    cache.add_parser(parser.add_subparsers(dest="eval_command", metavar="{cache}"))
+    commands = parser.add_subparsers(dest="eval_command", metavar="{cache,run}")
+    cache.add_parser(commands)
+    eval_run.add_parser(commands)
 
 
 def _samples_file(args: argparse.Namespace) -> str | None:
@@ -97,6 +100,8 @@ def _samples_file(args: argparse.Namespace) -> str | None:
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "eval_command", None) == "cache":
         return cache.run(args)
+    if getattr(args, "eval_command", None) == "run":
+        return eval_run.run(args)
     # As in 0.2, a missing -d or --eval-fn is a usage error and a missing agent a value error; a 0.3
     # workflow's --grader scores it, so it needs no eval function.
     agent = "-m/--module (or --mcp/--mcp-url)"

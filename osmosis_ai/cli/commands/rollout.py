@@ -52,9 +52,9 @@ PER_ROLLOUT_TABLE_LIMIT = 20  # larger runs get the summary only; --output has e
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from osmosis_ai.cli.commands import rollout_bench, rollout_check
+    from osmosis_ai.cli.commands import rollout_bench, rollout_check, rollout_init
 
-    sub = parser.add_subparsers(dest="rollout_command", metavar="{run,bench,check}", required=True)
+    sub = parser.add_subparsers(dest="rollout_command", metavar="{run,bench,check,init,list}", required=True)
     run = sub.add_parser(
         "run",
         help="run a dataset through a rollout server with a local TrainGate",
@@ -135,11 +135,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     rollout_bench.add_parser(sub)
     rollout_check.add_parser(sub)
+    rollout_init.add_parsers(sub)
 
 
 def run(args: argparse.Namespace) -> int:
     from osmosis_ai.cli.commands import rollout_bench
 
+    if args.rollout_command in ("init", "list"):
+        from osmosis_ai.cli.commands import rollout_init
+
+        return rollout_init.run(args)
     setup_logging(logging.INFO if args.verbose else None)
     if args.rollout_command == "bench":
         return asyncio.run(rollout_bench.bench(args))
@@ -178,11 +183,23 @@ def _record_window(concurrency: int) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    """Run the rollouts the journal does not have (each committed before it counts), write
-    ``--output`` whole in dataset order, and report."""
+    from osmosis_ai.cli.loading import agent_spec
+
+    check_run_outputs(args)
+    labels = {"command": "rollout run", "model": args.model, "dataset": args.dataset,
+              "module": args.url or agent_spec(args)}  # fmt: skip
+    return await drive(args, plan_of(args), labels)
+
+
+async def drive(
+    args: argparse.Namespace, plan: RunPlan, labels: dict[str, Any], *, pass_threshold: float = 1.0
+) -> int:
+    """Run ``plan``'s rollouts the journal does not have (each committed before it counts), write
+    ``--output`` whole in dataset order, and report (a rollout passes with a reward of at least
+    ``pass_threshold``); ``labels`` name the run in listings (its ``command`` in the report too).
+    ``osmosis eval run`` drives its workspace rollout through this as well."""
     from osmosis_ai.cli.arguments import limit_line
     from osmosis_ai.cli.journals import journal_refusals, resuming_line
-    from osmosis_ai.cli.loading import agent_spec
     from osmosis_ai.cli.output_file import is_regular_output, open_output
     from osmosis_ai.runs.events import ItemsDone, Opened, Ready
     from osmosis_ai.runs.items import WorkItem
@@ -192,11 +209,9 @@ async def _run(args: argparse.Namespace) -> int:
     from osmosis_ai.traingate.launcher import ServerKeyRefused
     from osmosis_ai.traingate.report import OrderedRecordWriter, RunTally
 
-    check_run_outputs(args)
     args.quiet = args.quiet or args.json
-    plan = plan_of(args)
     state: dict[str, Any] = {"writer": None, "started": time.perf_counter(), "wall": 0.0}
-    tally = RunTally(keep_lines=PER_ROLLOUT_TABLE_LIMIT + 1)
+    tally = RunTally(keep_lines=PER_ROLLOUT_TABLE_LIMIT + 1, pass_threshold=pass_threshold)
 
     first = args.offset * args.n  # the writer numbers the selected rollouts from 0
 
@@ -275,8 +290,6 @@ async def _run(args: argparse.Namespace) -> int:
                     state["opened"] = stack.enter_context(writer)
                 await writer.complete(state["total"])
 
-    labels = {"command": "rollout run", "model": args.model, "dataset": args.dataset,
-              "module": args.url or agent_spec(args)}  # fmt: skip
     try:
         with contextlib.ExitStack() as stack, journal_refusals(journal_file(plan)):
             end = await run(plan, on_event, labels=labels, before_start=admit, collect=False)
@@ -289,11 +302,16 @@ async def _run(args: argparse.Namespace) -> int:
         raise CLIError(f"cannot write --output {args.output}: {exc.strerror or exc}") from None
     if (line := limit_line(end.limit)) is not None:
         output.say(line, quiet=args.quiet)
-    return _finish(args, tally, state["writer"], state["wall"], end)
+    return _finish(args, tally, state["writer"], state["wall"], end, labels["command"])
 
 
 def _finish(
-    args: argparse.Namespace, tally: RunTally, writer: OrderedRecordWriter | None, wall: float, end: RunEnd
+    args: argparse.Namespace,
+    tally: RunTally,
+    writer: OrderedRecordWriter | None,
+    wall: float,
+    end: RunEnd,
+    command: str,
 ) -> int:
     """Report the run (tables, summary, the outcome line, --json/--report) and decide its exit status."""
     from osmosis_ai.cli.arguments import limit_summary
@@ -309,8 +327,8 @@ def _finish(
         rollout_check.render_drift(tally.drift, console)
         if writer is not None:
             print(f"wrote {writer.count} record(s) to {args.output}")
-    source = str(args.output or "osmosis rollout run")
-    figures = run_figures(tally, source, samples_per_row=args.n)
+    source = str(args.output or f"osmosis {command}")
+    figures = run_figures(tally, source, samples_per_row=args.n, command=command)
     show_summary(args, None, source, figures)
     output.say(outcome_line(summary), quiet=args.json)
     if (drift := rollout_check.drift_line(tally.drift, tally.violations)) is not None:
@@ -338,7 +356,9 @@ def _finish(
     return 0
 
 
-def run_figures(tally: RunTally, source: str, *, samples_per_row: int) -> Figures:
+def run_figures(
+    tally: RunTally, source: str, *, samples_per_row: int, command: str = "rollout run"
+) -> Figures:
     """The summary of the run, as reading its records file would give it (unpriced, like the
     records, which name no model: pricing would import LiteLLM, seconds, for one figure)."""
     from osmosis_ai.outcome import Outcome
@@ -359,7 +379,7 @@ def run_figures(tally: RunTally, source: str, *, samples_per_row: int) -> Figure
         dataset_rows=-(-tally.rollouts // samples_per_row),  # every row runs --n times
         tool_errors=tally.tool_errors,
     )
-    return Run(source, "rollout run", []), summary
+    return Run(source, command, []), summary
 
 
 def outcome_line(summary: RunSummary) -> str:

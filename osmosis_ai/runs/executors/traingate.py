@@ -45,11 +45,9 @@ _SCORED = ("outcome", "reward", "reward_error")
 
 
 def row_messages(row: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The initial conversation of a dataset row."""
-    return [
-        {"role": "system", "content": row["system_prompt"]},
-        {"role": "user", "content": row["user_prompt"]},
-    ]
+    """The initial conversation of a dataset row (a 0.3 row may have no system prompt)."""
+    system = [{"role": "system", "content": row["system_prompt"]}] if "system_prompt" in row else []
+    return [*system, {"role": "user", "content": row["user_prompt"]}]
 
 
 def row_metadata(row: Mapping[str, Any], row_index: int, sample_index: int) -> dict[str, Any]:
