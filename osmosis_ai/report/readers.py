@@ -362,8 +362,17 @@ def _read_trajectories(documents: list[dict[str, Any]], source: str) -> Run:
     records = [record_of(document) for document in documents]
     primary = [r for r in records if r.get("model_tag") in (None, "primary")]
     commands = {str(r["command"]) for r in primary if r.get("command")}
-    run = Run(source=source, kind=commands.pop() if len(commands) == 1 else "trajectories",
-              rows=_ordered([_rollout_row(r) for r in primary]), model=_text(_first(primary, "model")))  # fmt: skip
+    rows = [_rollout_row(r) for r in primary]
+    # An eval's figure is its first eval function's score, as in its -o file.
+    named = next((list(_mapping(r.get("scores"))) for r in primary if _mapping(r.get("scores"))), [])
+    for row, record in zip(rows, primary, strict=True):
+        row.scores = {
+            k: float(v) for k, v in _mapping(record.get("scores")).items() if _number(v) is not None
+        }
+        if named:
+            row.score = row.scores.get(named[0])
+    run = Run(source=source, kind=commands.pop() if len(commands) == 1 else "trajectories", rows=_ordered(rows),
+              model=_text(_first(primary, "model")), score_name=named[0] if named else "reward")  # fmt: skip
     if len(primary) < len(records):
         run.notes.append(f"{len(records) - len(primary)} baseline trajectories left out")
     return run
