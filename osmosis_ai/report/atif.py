@@ -287,6 +287,8 @@ def _metrics(turn: Mapping[str, Any]) -> Document:
 
 def _final_metrics(record: Mapping[str, Any], turns: list[Mapping[str, Any]], steps: int) -> Document:
     usage = _mapping(record.get("token_usage"))
+    prompt: int | None
+    completion: int | None
     if turns:
         prompt = sum(_count(_mapping(t.get("usage")).get("prompt_tokens"), None) or 0 for t in turns)
         completion = sum(_count(_mapping(t.get("usage")).get("completion_tokens"), None) or 0 for t in turns)
