@@ -206,8 +206,8 @@ def _commands(
 
 
 def test_every_option_writing_a_file_is_declared() -> None:
-    """A command's ``-o``, ``--report``, ``--journal`` and ``--outbox`` are checked (a new one too)."""
-    writes = {"-o", "--output", "--report", "--journal", "--outbox"}
+    """A command's ``-o``, ``--report``, ``--journal``, ``--outbox`` and ``--trajectories`` are checked (a new one too)."""
+    writes = {"-o", "--output", "--report", "--journal", "--outbox", "--trajectories"}
     missing = []
     for path, parser in _commands(build_parser("*")):
         declared = {entry.path for entry in parser.get_default(NAMED_FILES) or ()}
