@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,7 @@ class TrajectoryWriter:
         self.directory = Path(args.trajectories)
         self.command = command
         self.count = 0
+        self._counting = threading.Lock()  # files may be written from worker threads
         # The command's inputs by identity, so that no file written here replaces one.
         self._inputs: dict[tuple[int, int], str] = {}
         for entry in getattr(args, NAMED_FILES, ()):
@@ -54,7 +56,7 @@ class TrajectoryWriter:
                 self._inputs[(found.st_dev, found.st_ino)] = entry.label
 
     def write_record(self, record: Mapping[str, Any], *, model: str | None = None) -> Path:
-        """Write the trajectory of one finished item's record; returns its path."""
+        """Write the trajectory of one finished item's record (from any thread); returns its path."""
         from osmosis_ai.report.atif import dumps, file_name, trajectory_of
 
         path = self.directory / file_name(record)
@@ -65,7 +67,8 @@ class TrajectoryWriter:
         if found is not None and (label := self._inputs.get((found.st_dev, found.st_ino))) is not None:
             raise OutputPathError(path, FLAG, f"it is the file of {label}; choose another directory")
         write_output(path, dumps(trajectory_of(record, command=self.command, model=model)), flag=FLAG)
-        self.count += 1
+        with self._counting:
+            self.count += 1
         return path
 
     def write_result(self, result: Result, *, model: str | None) -> Path | None:

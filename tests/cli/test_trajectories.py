@@ -104,3 +104,20 @@ def test_a_trajectory_never_replaces_an_input_linked_into_the_directory(tmp_path
         "choose another directory\n"
     )
     assert dataset.read_text() == CALCULATOR_DATASET.read_text()
+
+
+def test_a_resumed_rollout_run_writes_the_rollouts_its_journal_has_too(tmp_path: Path) -> None:
+    journal, directory = tmp_path / "run.sqlite", tmp_path / "trajectories"
+    argv = ["rollout", "run", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--model", "scripted", "-q",
+            "--journal", str(journal)]  # fmt: skip
+    assert cli(*argv, "--limit", "1").returncode == 0
+    ran = cli(*argv, "--trajectories", str(directory))
+    assert ran.returncode == 0, ran.stderr
+    files = sorted(directory.iterdir())
+    assert len(files) == ROWS
+    # The first row's rollout ran in the first run (its id names that run), the rest in this one.
+    runs = {path.name.split("-")[1] for path in files}
+    first = next(path.name.split("-")[1] for path in files if path.name.endswith("-r0-s0.json"))
+    assert len(runs) == 2 and sum(path.name.split("-")[1] == first for path in files) == 1
+    for path in files:
+        assert valid_file(path)["steps"][2]["metrics"]["completion_token_ids"]

@@ -218,8 +218,8 @@ async def _run(args: argparse.Namespace) -> int:
             record = event.record()  # committed to the journal by the engine before this
             record["model"] = args.model  # what the report prices the tokens with
             tally.add_record(record)
-            if trajectories is not None:
-                trajectories.write_record(record)
+            if trajectories is not None:  # off the loop the rollouts share: a file is fsynced
+                await asyncio.to_thread(trajectories.write_record, record)
             if writer is not None:
                 # Written as soon as every earlier rollout is, in dataset order, by a writer thread.
                 await writer.put_record(sequence(event.item), record)
