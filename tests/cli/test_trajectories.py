@@ -10,6 +10,7 @@ import pytest
 
 from tests.report.test_atif import valid_file
 from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, cli
+from tests.support.openai_server import OpenAIServer
 
 ROWS = len(CALCULATOR_DATASET.read_text().splitlines())
 
@@ -121,3 +122,20 @@ def test_a_resumed_rollout_run_writes_the_rollouts_its_journal_has_too(tmp_path:
     assert len(runs) == 2 and sum(path.name.split("-")[1] == first for path in files) == 1
     for path in files:
         assert valid_file(path)["steps"][2]["metrics"]["completion_token_ids"]
+
+
+def test_test_interactive_writes_the_rows_it_ran(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    from tests.cli.test_interactive import _tool_call_then_answer
+
+    openai_server.handler = _tool_call_then_answer
+    directory = tmp_path / "trajectories"
+    ran = cli("test", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--model", "m", "--base-url", openai_server.url,
+              "-i", "--row", "0", "--trajectories", str(directory), input="c\nq\n")  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    [path] = directory.iterdir()
+    document = valid_file(path)
+    assert (path.name, document["agent"]["model_name"]) == ("row0-sample0.json", "m")
+    call = document["steps"][2]
+    assert call["tool_calls"][0]["arguments"] == {"a": 12, "b": 7}
+    assert call["observation"]["results"] == [{"content": "19", "source_call_id": "call_1"}]
+    assert document["steps"][3]["message"] == "The sum is #### 19"
