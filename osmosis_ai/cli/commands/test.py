@@ -253,8 +253,9 @@ async def _interactive(args: argparse.Namespace, plan: RunPlan) -> int:
         async with opened.replacing(PRIMARY, session.client).pipeline(1) as steps:
             results = await session.run(steps, args.row)
     trajectories = trajectory_writer(args, command="test")
-    for result in results if trajectories is not None else ():
-        trajectories.write_result(result, model=args.model)
+    if trajectories is not None:
+        for result in results:
+            trajectories.write_result(result, model=args.model)
     counts = OutcomeCounts.of(r.outcome for r in results)
     line = counts.describe("row")
     if session.aborted_rows:
