@@ -13,8 +13,9 @@ What is at the path decides how it is written:
 * a directory, a block device (a disk) or a socket: refused with one line.
 
 :func:`check_output` applies the refusals, and proves the directory writable, before a command does
-any paid work; :func:`write_output` writes a whole document; :func:`open_output` opens a file that
-is written as it goes (``rollout run -o``), in place whatever is there.
+any paid work (:func:`check_output_directory` for a directory a command writes files into);
+:func:`write_output` writes a whole document; :func:`open_output` opens a file that is written as it
+goes (``rollout run -o``), in place whatever is there.
 
 A file a command writes is never one it reads: each command declares which of its options name
 files it reads, writes, or both (:func:`declare_files`), and :func:`check_files`, run by ``main``
@@ -99,7 +100,15 @@ def check_output(path: str | Path, *, flag: str) -> None:
             _refuse(path, flag, found.st_mode)
             if not stat.S_ISREG(found.st_mode):
                 return  # a device or a FIFO is opened when written
-        directory = _target(path).parent
+    except OSError as exc:
+        raise _failure(path, flag, exc) from exc
+    _prove_writable(path, _target(path).parent, flag=flag)
+
+
+def _prove_writable(path: Path, directory: Path, *, flag: str) -> None:
+    """The nearest existing directory on the way to ``directory`` takes a new file (``path`` is what
+    the refusal names)."""
+    try:
         while not directory.exists() and directory != directory.parent:
             directory = directory.parent
         if not directory.is_dir():
@@ -112,6 +121,19 @@ def check_output(path: str | Path, *, flag: str) -> None:
         os.unlink(probe)
     except OSError as exc:
         raise OutputPathError(path, flag, f"{directory} is not writable ({exc.strerror or exc})") from exc
+
+
+def check_output_directory(path: str | Path, *, flag: str) -> None:
+    """Fail now, with one line, when ``path`` cannot be the directory a command writes files into:
+    anything but a directory there, or a new directory that could not be made, is refused."""
+    path = Path(path)
+    try:
+        found = _lookup(path)
+    except OSError as exc:
+        raise _failure(path, flag, exc) from exc
+    if found is not None and not stat.S_ISDIR(found.st_mode):
+        raise OutputPathError(path, flag, "it is not a directory; give a directory (made when missing)")
+    _prove_writable(path, path, flag=flag)
 
 
 def write_output(path: str | Path, text: str, *, flag: str) -> Path:

@@ -179,13 +179,16 @@ def add_summary_arguments(parser: argparse.ArgumentParser, *, json_flag: bool = 
 
 
 def check_run_outputs(args: argparse.Namespace) -> None:
-    """Refuse, before any paid work, a ``-o``/``--output`` or ``--report`` that could not be written."""
-    from osmosis_ai.cli.output_file import check_output
+    """Refuse, before any paid work, a ``-o``/``--output``, ``--report`` or ``--trajectories`` that
+    could not be written."""
+    from osmosis_ai.cli.output_file import check_output, check_output_directory
 
     for flag in ("--output", "--report"):
         path = getattr(args, flag[2:], None)
         if path:
             check_output(path, flag=flag)
+    if getattr(args, "trajectories", None):
+        check_output_directory(args.trajectories, flag="--trajectories")
 
 
 def check_loggers(args: argparse.Namespace) -> None:

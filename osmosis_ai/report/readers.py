@@ -12,6 +12,8 @@ The format is told by content, not by the file name:
   --log-samples``: final messages only, no outcome (``unknown``) and no score;
 * JSON lines whose objects all carry ``row_index``, ``score``, ``outcome`` and ``error`` —
   ``osmosis reward score -o`` (told apart from a rollout run's records, which have no ``score``);
+* an ATIF trajectory (``schema_version`` ``ATIF-...``), such as ``--trajectories DIR`` writes one per
+  rollout, or a directory of them (:mod:`.atif`): a run of those rollouts;
 * an SQLite file that is a run's journal, such as the one a run without ``-o`` leaves, through the
   ``journals`` reader the caller hands in (:mod:`osmosis_ai.runs.journal_report`).
 
@@ -27,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from osmosis_ai.report.atif import is_trajectory, record_of
 from osmosis_ai.report.errors import ReportInputError
 from osmosis_ai.report.model import BaselineFigure, Message, PairedFigure, Row, Run, Trajectory
 from osmosis_ai.statistics import WinLossTie
@@ -36,7 +39,8 @@ SAMPLE_KEYS = frozenset({"row_index", "run_index", "messages"})
 REWARD_SCORE_KEYS = ("row_index", "score", "outcome", "error")
 KNOWN = (
     "the output of 'osmosis rollout run -o', 'osmosis test -o', 'osmosis eval -o' (or its --log-samples "
-    "file), 'osmosis eval-rubric -o' or 'osmosis reward score -o', or a run's journal"
+    "file), 'osmosis eval-rubric -o' or 'osmosis reward score -o', an ATIF trajectory (or a directory "
+    "of them), or a run's journal"
 )
 SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -48,6 +52,8 @@ def read_results(path: str | Path, *, journals: Callable[[Path], Run] | None = N
     :func:`osmosis_ai.runs.journal_report.read_journal`, which the caller hands in: the journal is
     the engine's format, and the engine sits above this package)."""
     path = Path(path)
+    if path.is_dir():
+        return _read_trajectory_directory(path)
     try:
         with path.open("rb") as handle:
             if handle.read(len(SQLITE_HEADER)) == SQLITE_HEADER:
@@ -59,8 +65,6 @@ def read_results(path: str | Path, *, journals: Callable[[Path], Run] | None = N
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ReportInputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise ReportInputError(f"{path}: is a directory; give a results file") from None
     except UnicodeDecodeError:
         raise ReportInputError(f"{path}: not a text file; expected {KNOWN}") from None
     except OSError as exc:
@@ -98,6 +102,10 @@ def parse_results(text: str, source: str) -> Run:
 
 def read_document(document: Any, source: str) -> Run:
     """A results document already parsed: a JSON object, or the list of objects of a JSON lines file."""
+    if is_trajectory(document) or (
+        isinstance(document, list) and document and all(is_trajectory(item) for item in document)
+    ):
+        return _read_trajectories(document if isinstance(document, list) else [document], source)
     if isinstance(document, dict):
         for keys, reader in _DOCUMENT_READERS:
             if all(key in document for key in keys):
@@ -312,6 +320,62 @@ def _token_runs(record: dict[str, Any], turns: list[dict[str, Any]]) -> list[lis
         for position in range(start, min(total, start + len(_list(turn.get("token_ids"))))):
             mask_bits[position] = 1
     return _runs_of(mask_bits)
+
+
+# -- ATIF trajectories ---------------------------------------------------------------------------
+
+
+def _read_trajectory_directory(path: Path) -> Run:
+    """Every ATIF document among the ``.json`` files of a directory (not its subdirectories); other
+    JSON files are left out, and said so in a note."""
+    documents: list[dict[str, Any]] = []
+    others: list[str] = []
+    try:
+        names = sorted(entry for entry in path.iterdir() if entry.suffix == ".json" and entry.is_file())
+    except OSError as exc:
+        raise ReportInputError(f"{path}: the directory cannot be read ({exc.strerror or exc})") from None
+    for name in names:
+        try:
+            document = _loads(name.read_text(encoding="utf-8"), str(name))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            document = None
+        if is_trajectory(document):
+            documents.append(document)
+        else:
+            others.append(name.name)
+    if not documents:
+        raise ReportInputError(
+            f"{path}: a directory with no ATIF trajectory (*.json) in it; give a results file or a directory "
+            "of trajectories (osmosis rollout run/test/eval --trajectories DIR)"
+        )
+    run = _read_trajectories(documents, str(path))
+    if others:
+        run.notes.append(
+            f"not ATIF trajectories, left out: {', '.join(others[:5])}" + (" ..." if len(others) > 5 else "")
+        )
+    return run
+
+
+def _read_trajectories(documents: list[dict[str, Any]], source: str) -> Run:
+    """ATIF documents as the rollouts they record; an eval baseline's runs are left out (their keys
+    are the primary model's), as ``eval -o``'s reader leaves them out."""
+    records = [record_of(document) for document in documents]
+    primary = [r for r in records if r.get("model_tag") in (None, "primary")]
+    commands = {str(r["command"]) for r in primary if r.get("command")}
+    rows = [_rollout_row(r) for r in primary]
+    # An eval's figure is its first eval function's score, as in its -o file.
+    named = next((list(_mapping(r.get("scores"))) for r in primary if _mapping(r.get("scores"))), [])
+    for row, record in zip(rows, primary, strict=True):
+        row.scores = {
+            k: float(v) for k, v in _mapping(record.get("scores")).items() if _number(v) is not None
+        }
+        if named:
+            row.score = row.scores.get(named[0])
+    run = Run(source=source, kind=commands.pop() if len(commands) == 1 else "trajectories", rows=_ordered(rows),
+              model=_text(_first(primary, "model")), score_name=named[0] if named else "reward")  # fmt: skip
+    if len(primary) < len(records):
+        run.notes.append(f"{len(records) - len(primary)} baseline trajectories left out")
+    return run
 
 
 # -- osmosis reward score ------------------------------------------------------------------------

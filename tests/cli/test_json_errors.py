@@ -70,6 +70,7 @@ CASES: list[tuple[list[str], int, str | None]] = [
     (["eval", "cache", "rm", "--all"], 1, "cli_error"),
     (["eval", "run", MISSING], 1, "cli_error"),
     (["test", "-m", CALCULATOR, "-d", MISSING], 1, "dataset_not_found_error"),
+    (["test", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--trajectories", str(REPO / "pyproject.toml")], 1, "output_path_error"),
     (["reward", "score", "-f", "examples.calculator.reward:calculator_reward", "-d", MISSING], 1, "dataset_not_found_error"),
     (["report", MISSING], 1, None),
     (["regrade", MISSING, "--reward", "tests.support.rewards:contains"], 1, "cli_error"),

@@ -1,5 +1,5 @@
 """A file a command writes is never one it reads: every output option of every command (``-o``,
-``--report``, ``--journal``, ``serve --outbox``, ``eval --log-samples``'s file) naming one of the
+``--report``, ``--journal``, ``--trajectories``, ``serve --outbox``, ``eval --log-samples``'s file) naming one of the
 command's inputs — by the same path, a symbolic link or a hard link — is refused with one line before
 the command starts (nothing on stdout, no model called, no file written), and the input keeps its bytes.
 Two outputs naming one file are refused too; devices are never "the same file"."""
@@ -32,7 +32,7 @@ SUFFIXES = {"-d": ".jsonl", "RESULTS": ".jsonl", "-b": ".json", "-c": ".yaml", "
 LABELS = {
     "-d": "-d/--dataset", "-o": "-o/--output", "-c": "-c/--config", "-b": "-b/--baseline",
     "RESULTS": "RESULTS", "--report": "--report", "--journal": "--journal", "--outbox": "--outbox",
-    "--api-key-file": "--api-key-file", "--chat-template": "--chat-template",
+    "--api-key-file": "--api-key-file", "--chat-template": "--chat-template", "--trajectories": "--trajectories",
 }  # fmt: skip
 
 
@@ -88,8 +88,9 @@ def _refused(ran: Ran, line: str) -> None:
 # (command, the input option, the output option naming it)
 OUTPUTS = [
     ("rollout", "-d", "-o"), ("rollout", "-d", "--report"), ("rollout", "-d", "--journal"),
-    ("test", "-d", "-o"), ("test", "-d", "--report"),
-    ("eval", "-d", "-o"), ("eval", "-d", "--report"), ("eval", "-d", "--journal"),
+    ("rollout", "-d", "--trajectories"),
+    ("test", "-d", "-o"), ("test", "-d", "--report"), ("test", "-d", "--trajectories"),
+    ("eval", "-d", "-o"), ("eval", "-d", "--report"), ("eval", "-d", "--journal"), ("eval", "-d", "--trajectories"),
     ("reward", "-d", "-o"), ("reward", "-d", "--report"), ("reward", "-d", "--journal"),
     ("regrade", "RESULTS", "-o"), ("regrade", "RESULTS", "--report"), ("regrade", "RESULTS", "--journal"),
     ("report", "RESULTS", "-o"),
@@ -205,8 +206,8 @@ def _commands(
 
 
 def test_every_option_writing_a_file_is_declared() -> None:
-    """A command's ``-o``, ``--report``, ``--journal`` and ``--outbox`` are checked (a new one too)."""
-    writes = {"-o", "--output", "--report", "--journal", "--outbox"}
+    """A command's ``-o``, ``--report``, ``--journal``, ``--outbox`` and ``--trajectories`` are checked (a new one too)."""
+    writes = {"-o", "--output", "--report", "--journal", "--outbox", "--trajectories"}
     missing = []
     for path, parser in _commands(build_parser("*")):
         declared = {entry.path for entry in parser.get_default(NAMED_FILES) or ()}

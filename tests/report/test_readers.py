@@ -98,7 +98,9 @@ def test_files_that_are_not_results_are_refused_precisely(content: str, message:
 def test_missing_files_and_directories_are_named(tmp_path: Path) -> None:
     with pytest.raises(ReportInputError, match=r"missing\.json: no such file$"):
         read_results(tmp_path / "missing.json")
-    with pytest.raises(ReportInputError, match="is a directory; give a results file"):
+    with pytest.raises(
+        ReportInputError, match=r"with no ATIF trajectory \(\*\.json\) in it; give a results file"
+    ):
         read_results(tmp_path)
     (tmp_path / "binary.json").write_bytes(b"\xff\xfe\x00")
     with pytest.raises(ReportInputError, match="not a text file"):

@@ -46,6 +46,7 @@ from osmosis_ai.cli.output import interrupted, say, setup_logging
 from osmosis_ai.cli.output_file import declare_files
 from osmosis_ai.cli.running import run_command
 from osmosis_ai.cli.summary import add_summary_arguments, check_run_outputs, finish_run, show_summary
+from osmosis_ai.cli.trajectories import add_trajectories_argument, trajectory_writer
 from osmosis_ai.consts import PACKAGE_VERSION
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ DEBUG_DIR = "local_debug"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_agent_run_arguments(parser, unit="run", required=False)
+    add_trajectories_argument(parser, unit="run")
     parser.add_argument("--eval-fn", action="append", metavar="MODULE:FN",
                         help="eval function (repeatable): fn(solution_str, ground_truth, extra_info) "
                         "or fn(messages, ground_truth, metadata)")  # fmt: skip
@@ -179,10 +181,14 @@ async def _eval(args: argparse.Namespace) -> int:
     check_run_outputs(args)
     plan = plan_of(args)
     show: dict[str, Any] = {}
+    trajectories = trajectory_writer(args, command="eval")
 
     def on_event(event: Any) -> None:
         if isinstance(event, Result):
             show["result"](event)
+            if trajectories is not None:
+                tag = event.item.model_tag
+                trajectories.write_result(event, model=args.baseline_model if tag == BASELINE else args.model)
         elif isinstance(event, Opened):
             models = f" x2 models (baseline {args.baseline_model})" if args.baseline_model else ""
             say(f"Dataset: {event.dataset} ({event.rows} {plural('row', event.rows)} x {args.n} "
@@ -290,6 +296,8 @@ def _report(
         say(f"Results kept in the journal: {journal} (osmosis report reads it)", quiet=args.quiet)
     if samples_file is not None and samples_file.exists():
         say(f"Samples written to: {samples_file}", quiet=args.quiet)
+    if args.trajectories:
+        say(f"Trajectories written to: {args.trajectories}", quiet=args.quiet)
     say(outcome_line(primary, baseline, planned) + getattr(args, "backend_note", ""), quiet=args.json)
     finish_run(
         args,

@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "results",
         nargs="+",
         metavar="RESULTS",
-        help="results files (JSON or JSONL), or a run's journal (.sqlite)",
+        help="results files (JSON or JSONL), a run's journal (.sqlite), or ATIF trajectories (a file or a directory of them)",
     )
     parser.add_argument("-o", "--output", default="report.html", metavar="FILE.html",
                         help="where to write the page (default report.html)")  # fmt: skip

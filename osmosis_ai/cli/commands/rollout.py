@@ -42,8 +42,10 @@ from osmosis_ai.cli.output_file import declare_files
 from osmosis_ai.cli.rollout_target import SERVER_KEY_ENV, add_target_arguments
 from osmosis_ai.cli.running import run_command
 from osmosis_ai.cli.summary import Figures, add_summary_arguments, check_run_outputs, finish_run, show_summary
+from osmosis_ai.cli.trajectories import add_trajectories_argument, trajectory_writer
 
 if TYPE_CHECKING:
+    from osmosis_ai.cli.trajectories import TrajectoryWriter
     from osmosis_ai.runs.plan import RunPlan
     from osmosis_ai.runs.run import RunEnd
     from osmosis_ai.traingate.report import OrderedRecordWriter, RunSummary, RunTally
@@ -122,6 +124,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-o", "--output", metavar="FILE.jsonl", type=absolute_path, help="write one JSON record per rollout"
     )
     declare_files(run, read=["dataset", "chat_template"], written=["output"])
+    add_trajectories_argument(run, unit="rollout")
     add_journal_arguments(run, unit="rollout")
     add_reward_runtime_arguments(run, what="the --reward function")
     add_summary_arguments(run)
@@ -210,7 +213,9 @@ async def drive(
     from osmosis_ai.traingate.report import OrderedRecordWriter, RunTally
 
     args.quiet = args.quiet or args.json
-    state: dict[str, Any] = {"writer": None, "started": time.perf_counter(), "wall": 0.0}
+    trajectories = trajectory_writer(args, command=labels["command"])
+    state: dict[str, Any] = {"writer": None, "started": time.perf_counter(), "wall": 0.0,
+                             "trajectories": trajectories}  # fmt: skip
     tally = RunTally(keep_lines=PER_ROLLOUT_TABLE_LIMIT + 1, pass_threshold=pass_threshold)
 
     first = args.offset * args.n  # the writer numbers the selected rollouts from 0
@@ -228,6 +233,8 @@ async def drive(
             record = event.record()  # committed to the journal by the engine before this
             record["model"] = args.model  # what the report prices the tokens with
             tally.add_record(record)
+            if trajectories is not None:  # off the loop the rollouts share: a file is fsynced
+                await asyncio.to_thread(trajectories.write_record, record)
             if writer is not None:
                 # Written as soon as every earlier rollout is, in dataset order, by a writer thread.
                 await writer.put_record(sequence(event.item), record)
@@ -244,6 +251,8 @@ async def drive(
                 if not runs_again(kept.outcome, retry_failed=args.retry_failed):
                     tally.add_record(kept.data, replayed=True)
                     replayed += 1
+                    if trajectories is not None:  # DIR gets every rollout of the run, resumed ones too
+                        trajectories.write_record(kept.data, model=args.model)
             if replayed:
                 line = resuming_line(
                     replayed,
@@ -302,23 +311,20 @@ async def drive(
         raise CLIError(f"cannot write --output {args.output}: {exc.strerror or exc}") from None
     if (line := limit_line(end.limit)) is not None:
         output.say(line, quiet=args.quiet)
-    return _finish(args, tally, state["writer"], state["wall"], end, labels["command"])
+    return _finish(args, tally, state, end, labels["command"])
 
 
 def _finish(
-    args: argparse.Namespace,
-    tally: RunTally,
-    writer: OrderedRecordWriter | None,
-    wall: float,
-    end: RunEnd,
-    command: str,
+    args: argparse.Namespace, tally: RunTally, state: dict[str, Any], end: RunEnd, command: str
 ) -> int:
     """Report the run (tables, summary, the outcome line, --json/--report) and decide its exit status."""
     from osmosis_ai.cli.arguments import limit_summary
     from osmosis_ai.cli.commands import rollout_check
     from osmosis_ai.cli.rollout_tables import render_rollouts, render_summary
 
-    summary = tally.summary(wall)
+    writer: OrderedRecordWriter | None = state["writer"]
+    trajectories: TrajectoryWriter | None = state["trajectories"]
+    summary = tally.summary(state["wall"])
     if not args.quiet:
         console = output.rich_console()
         if summary.rollouts <= PER_ROLLOUT_TABLE_LIMIT:
@@ -327,6 +333,8 @@ def _finish(
         rollout_check.render_drift(tally.drift, console)
         if writer is not None:
             print(f"wrote {writer.count} record(s) to {args.output}")
+        if trajectories is not None:
+            print(f"wrote {trajectories.count} ATIF trajectories to {args.trajectories}")
     source = str(args.output or f"osmosis {command}")
     figures = run_figures(tally, source, samples_per_row=args.n, command=command)
     show_summary(args, None, source, figures)

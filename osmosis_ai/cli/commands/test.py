@@ -34,6 +34,7 @@ from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import progress_bar, say, setup_logging, wants_progress
 from osmosis_ai.cli.running import INTERRUPTED, run_command
 from osmosis_ai.cli.summary import add_summary_arguments, check_run_outputs, finish_run, show_summary
+from osmosis_ai.cli.trajectories import add_trajectories_argument, trajectory_writer
 from osmosis_ai.consts import PACKAGE_VERSION
 from osmosis_ai.outcome import OutcomeCounts, verdict
 
@@ -46,6 +47,7 @@ DEBUG_DIR = "test_debug"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_agent_run_arguments(parser, unit="row")
+    add_trajectories_argument(parser, unit="row")
     parser.add_argument(
         "--debug",
         action="store_true",
@@ -123,6 +125,7 @@ async def _test(args: argparse.Namespace) -> int:
     plan = plan_of(args)
     if args.interactive:
         return await _interactive(args, plan)
+    trajectories = trajectory_writer(args, command="test")
     results: list[Result] = []
     selected = 0
     bar = False
@@ -132,6 +135,8 @@ async def _test(args: argparse.Namespace) -> int:
 
     def show(result: Result) -> None:
         results.append(result)
+        if trajectories is not None:
+            trajectories.write_result(result, model=args.model)
         advance(score=result.reward if result.success else None, failed=not result.success)
         if bar and result.success:
             return
@@ -208,6 +213,11 @@ async def _test(args: argparse.Namespace) -> int:
     if output is not None:
         _write_json(output, document)
         say(quiet=args.quiet, line=f"Results written to: {output}")
+    if trajectories is not None:
+        say(
+            quiet=args.quiet,
+            line=f"Trajectories written to: {args.trajectories} ({trajectories.count} ATIF files)",
+        )
     finish_run(args, document, source, figures, extra={"concurrency": limit_summary(end.limit)}, end=end)
     if stop is not None:
         raise CLIError(f"the run stopped: {stop}")
@@ -242,6 +252,10 @@ async def _interactive(args: argparse.Namespace, plan: RunPlan) -> int:
         session = InteractiveSession(client, reader, args.offset, last)
         async with opened.replacing(PRIMARY, session.client).pipeline(1) as steps:
             results = await session.run(steps, args.row)
+    trajectories = trajectory_writer(args, command="test")
+    if trajectories is not None:
+        for result in results:
+            trajectories.write_result(result, model=args.model)
     counts = OutcomeCounts.of(r.outcome for r in results)
     line = counts.describe("row")
     if session.aborted_rows:
