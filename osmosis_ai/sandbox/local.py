@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import marshal
 import math
 import os
 import secrets
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -34,6 +35,9 @@ RESERVED = frozenset({HARNESS, INPUT})
 NPROC = 64
 NOFILE = 256
 KILL_GRACE = 5.0
+BACKSTOP_GRACE = 2.0
+"""Seconds past the run's timeout at which the sandbox's PID 1 (``timeout``) ends it by itself: only
+when the caller could not (it was killed during bwrap's startup, before ``--die-with-parent`` holds)."""
 """Seconds to wait for the sandbox's pipes to close once it was killed (they close at once)."""
 
 MiB = 1024 * 1024
@@ -64,7 +68,7 @@ def _environment(job: Job, machine: Machine) -> dict[str, str]:
 def _argv(
     job: Job, machine: Machine, files: dict[str, int], report: int | None, filter_fd: int | None
 ) -> list[str]:
-    assert machine.bwrap is not None and machine.prlimit is not None
+    assert machine.bwrap is not None and machine.prlimit is not None and machine.timeout is not None
     size = str(job.memory_mb * MiB)
     argv = [machine.bwrap, *namespaces(network=job.network), "--die-with-parent", "--new-session",
             "--ro-bind", "/usr", "/usr", *usr_links()]  # fmt: skip
@@ -95,13 +99,14 @@ def _argv(
                 made.add(parent)
                 argv += ["--dir", f"{WORKDIR}/{parent}"]
         argv += ["--file", str(fd), f"{WORKDIR}/{name}"]
-    argv += ["--remount-ro", "/", "--chdir", WORKDIR, "--clearenv"]
+    argv += ["--remount-ro", "/", "--chdir", WORKDIR, "--clearenv", "--as-pid-1"]
     if filter_fd is not None:
         argv += ["--seccomp", str(filter_fd)]
     for name, value in _environment(job, machine).items():
         argv += ["--setenv", name, value]
     cpu = max(1, math.ceil(job.timeout * job.cpus))
-    argv += [machine.prlimit, f"--cpu={cpu}:{cpu + 1}", f"--as={job.memory_mb * MiB}", f"--nproc={NPROC}",
+    argv += [machine.timeout, "--signal=KILL", f"{job.timeout + BACKSTOP_GRACE:.3f}",
+             machine.prlimit, f"--cpu={cpu}:{cpu + 1}", f"--as={job.memory_mb * MiB}", f"--nproc={NPROC}",
              f"--fsize={job.memory_mb * MiB}", f"--nofile={NOFILE}", "--"]  # fmt: skip
     if job.command is not None:
         return [*argv, *job.command]
@@ -129,6 +134,24 @@ def _read_all(fd: int) -> bytes:
         chunks.append(chunk)
         offset += len(chunk)
     return b"".join(chunks)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _killed_with(parent: int) -> Callable[[], None]:
+    """bwrap's ``preexec_fn``: SIGKILL it when ``parent`` dies, from before it is executed. bwrap's
+    own ``--die-with-parent`` comes later, in its startup; a caller killed in between would leave it
+    running the code past its deadline (docs/design/sandbox.md). Set after the uid change (which clears
+    the setting); a parent already gone by then ends the child here."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return arm
 
 
 def _harness_source() -> bytes:
@@ -171,6 +194,7 @@ async def run_local(job: Job, machine: Machine) -> SandboxResult:
                 *_argv(job, machine, files, report, filter_fd), stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, pass_fds=owned,
                 env={"PATH": "/usr/bin:/bin"}, start_new_session=True, **drop_privileges(machine.run_as),
+                preexec_fn=_killed_with(os.getpid()),
             )  # fmt: skip
         except OSError as exc:
             return _infra(f"bwrap could not be started: {exc}", started)
