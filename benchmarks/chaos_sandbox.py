@@ -241,7 +241,7 @@ SCORER_ATTACKS = ("fork bomb", "infinite loop", "sleep", "memory bomb", "kill -9
 CONCURRENT = 8
 
 
-async def _attack_forever(marker: str, seed: int) -> None:
+async def _attack_forever(marker: str, seed: int, timeout: float) -> None:
     from osmosis_ai.sandbox import run
 
     rng = random.Random(seed)
@@ -250,9 +250,7 @@ async def _attack_forever(marker: str, seed: int) -> None:
         while True:
             print("started", flush=True)
             code = ATTACKS[rng.choice(SCORER_ATTACKS)]
-            await run(
-                code, tests=TESTS, timeout=SANDBOX_TIMEOUT, memory_mb=256, env={"OSMOSIS_CHAOS_MARK": marker}
-            )
+            await run(code, tests=TESTS, timeout=timeout, memory_mb=256, env={"OSMOSIS_CHAOS_MARK": marker})
 
     await asyncio.gather(*(one() for _ in range(CONCURRENT)))
 
@@ -266,8 +264,8 @@ class Kills:
     left: int = 0
 
 
-def killed_scorers(runs: int, seed: int) -> dict[str, Any]:
-    """Case 2 of the module docstring."""
+def killed_scorers(runs: int, seed: int, timeout: float = SANDBOX_TIMEOUT) -> dict[str, Any]:
+    """Case 2 of the module docstring, each run with ``timeout``."""
     rng = random.Random(seed)
     tally = Kills()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -275,7 +273,8 @@ def killed_scorers(runs: int, seed: int) -> dict[str, Any]:
     while tally.runs < runs:
         marker = f"chaos-sandbox-{uuid.uuid4().hex}"
         scorer = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.chaos_sandbox", "--scorer", marker, str(rng.randrange(1 << 30))],
+            [sys.executable, "-m", "benchmarks.chaos_sandbox", "--scorer", marker, str(rng.randrange(1 << 30)),
+             str(timeout)],
             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )  # fmt: skip
         assert scorer.stdout is not None
@@ -292,7 +291,7 @@ def killed_scorers(runs: int, seed: int) -> dict[str, Any]:
         tally.kills += 1
         after = wait_gone(_carrying(marker), limit=1.0)
         tally.backstopped += len(after)
-        tally.left += len(wait_gone(after | _carrying(marker), limit=SANDBOX_TIMEOUT + BACKSTOP_GRACE))
+        tally.left += len(wait_gone(after | _carrying(marker), limit=timeout + BACKSTOP_GRACE))
     return {
         "runs": tally.runs,
         "kills": tally.kills,
@@ -342,10 +341,10 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=200)
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--scorer", nargs=2, metavar=("MARKER", "SEED"), help=argparse.SUPPRESS)
+    parser.add_argument("--scorer", nargs=3, metavar=("MARKER", "SEED", "TIMEOUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.scorer:
-        asyncio.run(_attack_forever(args.scorer[0], int(args.scorer[1])))
+        asyncio.run(_attack_forever(args.scorer[0], int(args.scorer[1]), float(args.scorer[2])))
         return 0
     results = run(args.rows, args.runs, args.seed)
     rows = table(results)

@@ -243,6 +243,8 @@ async def _find() -> Machine:
                   "no connection to the host's loopback services or the outside"),
         Mechanism("rlimits (prlimit)", prlimit is not None, ok, prlimit or "not found",
                   "CPU seconds, address space, processes, file size and open files per process"),
+        Mechanism("deadline backstop (timeout)", timeout is not None, ok, timeout or "not found",
+                  "ends each sandbox at its deadline + 2 s by itself, also when its caller was killed"),
         Mechanism("unprivileged uid", True, run_as is not None,
                   f"bwrap runs as uid {NOBODY}" if run_as is not None else f"bwrap runs as uid {os.geteuid()}",
                   "as root the process limit would not apply (the kernel exempts root) and an escape would be root"),

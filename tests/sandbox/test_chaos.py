@@ -8,9 +8,9 @@ from benchmarks import chaos_sandbox
 
 
 def test_osmosis_reward_score_scores_hostile_answers_right_and_contains_them() -> None:
-    results = chaos_sandbox.score_answers(rows=30, seed=3)
+    results = chaos_sandbox.score_answers(rows=24, seed=3)
     assert results["exit_status"] == 0, results["stderr"]
-    assert results["rows"] == 30 and set(results["kinds"]) == set(chaos_sandbox.KINDS)
+    assert results["rows"] == 24 and set(results["kinds"]) == set(chaos_sandbox.KINDS)
     assert results["wrong"] == []
     assert results["connections"] == 0 and results["escaped_files"] == []
     assert results["processes_left"] == 0
@@ -20,7 +20,7 @@ def test_osmosis_reward_score_scores_hostile_answers_right_and_contains_them() -
 
 
 def test_no_sandbox_process_outlives_its_sigkilled_scorer() -> None:
-    results = chaos_sandbox.killed_scorers(runs=20, seed=5)
+    results = chaos_sandbox.killed_scorers(runs=20, seed=5, timeout=1.0)
     assert results["runs"] >= 20 and results["kills"] >= 1
     assert results["seen_during"] > 0  # the count finds sandbox processes while they run
     assert results["processes_left"] == 0
