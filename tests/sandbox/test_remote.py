@@ -4,13 +4,14 @@ deleted, and a third-party provider found by entry point."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from osmosis_ai.errors import SandboxSettingError
-from osmosis_ai.sandbox import SandboxOutcome, run
+from osmosis_ai.sandbox import SandboxOutcome, code_tests_reward, run
 from osmosis_ai.sandbox.api import _job
 from osmosis_ai.sandbox.e2b import E2BProvider
 from osmosis_ai.sandbox.local import HARNESS, INPUT
@@ -48,6 +49,13 @@ async def test_the_sandbox_lives_the_sum_of_the_runs_deadlines_and_carries_its_k
     (first, ttl), (second, _) = e2b.made
     assert ttl == int(ttl_for(job, len({"main.py", HARNESS, INPUT})))
     assert first is not None and second is not None and first != second  # one key per run
+
+
+async def test_code_tests_reward_scores_in_the_provider_it_is_given(e2b: E2BStandIn) -> None:
+    answer = f"```python\n{CODE}```"  # scored in a thread, as a reward worker would, beside the stand-in
+    score = await asyncio.to_thread(code_tests_reward, answer, "\n".join(TESTS), {}, provider="e2b")
+    assert score == 0.5
+    assert e2b.created == 1 and e2b.boxes == {}
 
 
 async def test_a_lost_create_answer_is_retried_without_a_second_sandbox(e2b: E2BStandIn) -> None:
