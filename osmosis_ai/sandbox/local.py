@@ -35,10 +35,10 @@ RESERVED = frozenset({HARNESS, INPUT})
 NPROC = 64
 NOFILE = 256
 KILL_GRACE = 5.0
+"""Seconds to wait for the sandbox's pipes to close once it was killed (they close at once)."""
 BACKSTOP_GRACE = 2.0
 """Seconds past the run's timeout at which ``timeout`` ends the run by itself, when the caller could
 not because it is gone: the one bwrap runs under, and the one that is the sandbox's PID 1."""
-"""Seconds to wait for the sandbox's pipes to close once it was killed (they close at once)."""
 
 MiB = 1024 * 1024
 NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/ssl", "/etc/ca-certificates")

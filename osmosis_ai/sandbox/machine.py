@@ -1,11 +1,12 @@
 """What this machine offers a sandbox, found once per process: :func:`probe` -> :class:`Machine`.
 
-The local tier needs bubblewrap (``bwrap`` on PATH, or the file ``$OSMOSIS_SANDBOX_BWRAP`` names) and the right to make user, PID, mount and network
-namespaces, which only a real start proves: :func:`probe` starts one empty sandbox with the same
-namespaces every run uses, with the seccomp filter (:mod:`osmosis_ai.sandbox.seccomp`). ``prlimit``
-(util-linux) sets the resource limits inside; ``timeout`` (coreutils) is the sandbox's PID 1, ending
-it at a backstop deadline even when its caller is gone. Landlock and cgroups are looked at and reported, not
-used by this tier (docs/design/sandbox.md).
+The local tier needs bubblewrap (``bwrap`` on PATH, or the file ``$OSMOSIS_SANDBOX_BWRAP`` names)
+and the right to make user, PID, mount and network namespaces, which only a real start proves:
+:func:`probe` starts one empty sandbox with the same namespaces every run uses, with the seccomp
+filter (:mod:`osmosis_ai.sandbox.seccomp`). ``prlimit`` (util-linux) sets the resource limits
+inside; ``timeout`` (coreutils) bounds each run without its caller: bwrap runs under one, and one is
+the sandbox's PID 1. Landlock and cgroups are looked at and reported, not used by this tier
+(docs/design/sandbox.md).
 
 A machine without namespaces or bwrap gets no tier: :attr:`Machine.refusal` says why, and every run
 ends ``infra_error`` with that sentence. There is no weaker fallback.

@@ -137,7 +137,7 @@ async def run_remote(job: Job, remote: RemoteProvider) -> SandboxResult:
     contents = dict(job.files)
     if job.command is None:
         contents[HARNESS] = harness_source()
-        contents[INPUT] = marshal.dumps((nonce, list(job.tests) if job.tests is not None else None))
+        contents[INPUT] = marshal.dumps((nonce, job.tests), 4)  # the provider's Python reads version 4
     key = f"osmosis-{secrets.token_hex(12)}"
     sandbox: str | None = None
     try:
