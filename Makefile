@@ -89,9 +89,12 @@ bench: $(STAMP)
 # The fault suite (a few minutes): trainer faults and a 30 s outage, a SIGKILLed server, hostile agents,
 # generated malformed inits, half-open connections, adversarial judge replies, every output flag onto
 # a mknod device, a FIFO and a symlink; prints one table.
-# Its short form runs inside `make test` (tests/benchmarks/test_chaos.py).
+# Its short form runs inside `make test` (tests/benchmarks/test_chaos.py). Then the sandbox's: 200 model
+# answers (right, wrong, hostile) through `osmosis reward score` with code_tests_reward, and 1,000
+# sandbox runs of attacks whose scorers are SIGKILLed, processes counted (tests/sandbox/test_chaos.py).
 chaos: $(STAMP)
 	$(BIN)/python -m benchmarks.chaos
+	$(BIN)/python -m benchmarks.chaos_sandbox --rows 200 --runs 1000
 
 clean:
 	rm -rf $(VENV) .venv-upstream03 build *.egg-info

@@ -83,18 +83,20 @@ def marked(marker: str) -> set[int]:
     return found
 
 
-def _living(pids: set[int]) -> set[int]:
-    living = set()
+def living(pids: set[int]) -> set[int]:
+    """Those of ``pids`` still running (not zombies)."""
+    alive = set()
     for pid in pids:
         with contextlib.suppress(OSError, IndexError):
             if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
-                living.add(pid)
-    return living
+                alive.add(pid)
+    return alive
 
 
-def _wait_gone(pids: set[int], limit: float = 20.0) -> set[int]:
+def wait_gone(pids: set[int], limit: float = 20.0) -> set[int]:
+    """Those of ``pids`` still running after waiting up to ``limit`` seconds for them to end."""
     deadline = time.monotonic() + limit
-    while (left := _living(pids)) and time.monotonic() < deadline:
+    while (left := living(pids)) and time.monotonic() < deadline:
         time.sleep(0.05)
     return left
 
@@ -115,7 +117,7 @@ async def hostile_samples(rows: int, hostile_rows: dict[int, str]) -> dict[str, 
             mine = set(descendants(os.getpid())) - before
             during = len(mine | marked(marker))
             replaced = runtime.stats.died + runtime.stats.killed
-        left = _wait_gone((set(descendants(os.getpid())) - before) | mine | marked(marker))
+        left = wait_gone((set(descendants(os.getpid())) - before) | mine | marked(marker))
         runs = Counter(ledger.read_text().split())
     by_index = {result.index: result for result in results}
     garblers = [i for i, how in hostile_rows.items() if how == "garble"]
@@ -165,7 +167,7 @@ def signalled_command(signum: signal.Signals) -> dict[str, Any]:
         finally:
             process.kill()
             process.wait()
-        left = _wait_gone(tree | marked(marker))
+        left = wait_gone(tree | marked(marker))
     return {
         "signal": signum.name,
         "exit_status": status,

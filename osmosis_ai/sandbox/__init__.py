@@ -1,6 +1,8 @@
 """Model-written code run safely: ``await run(code, tests=...)`` -> a typed :class:`SandboxResult`.
 
 The local tier isolates each run with bubblewrap (namespaces, read-only binds, tmpfs, rlimits);
+remote tiers (``provider="e2b"``, or a :class:`RemoteProvider` registered by entry point) run it in a
+provider's sandbox;
 :func:`probe` says what this machine offers and which tier is in force. ``code_tests_reward`` is a
 ready reward scoring a fenced code block against a row's asserts. docs/design/sandbox.md has the
 threat model; docs/guides/rewards.md the reward pattern.
@@ -18,6 +20,9 @@ _EXPORTS = {
     "OUTPUT_LIMIT": "osmosis_ai.sandbox.result",
     "probe": "osmosis_ai.sandbox.machine",
     "Machine": "osmosis_ai.sandbox.machine",
+    "RemoteProvider": "osmosis_ai.sandbox.remote",
+    "Executed": "osmosis_ai.sandbox.remote",
+    "ProviderFailure": "osmosis_ai.sandbox.remote",
     "code_tests_reward": "osmosis_ai.sandbox.reward",
     "extract_code": "osmosis_ai.sandbox.reward",
 }

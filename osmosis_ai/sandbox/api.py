@@ -31,6 +31,7 @@ async def run(
     cpus: int = 1,
     network: bool = False,
     env: Mapping[str, str] | None = None,
+    provider: str = "local",
 ) -> SandboxResult:
     """Run ``code`` (Python, as ``main.py``) or ``command`` in a fresh sandbox and say how it ended.
 
@@ -41,10 +42,21 @@ async def run(
     address space of each process (and the size of /tmp and of the work directory); ``cpus`` times
     ``timeout`` the CPU seconds of each process. No network unless ``network``; the environment holds
     ``PATH``, ``HOME=/tmp``, ``LANG`` and ``env`` only.
+
+    ``provider`` is where it runs: ``"local"`` (bubblewrap on this machine), ``"e2b"``, or a provider
+    registered under the entry-point group ``osmosis_ai.sandbox_providers``
+    (:mod:`osmosis_ai.sandbox.remote`); a remote one that fails is ``infra_error`` too. Remote
+    sandboxes are the provider's machines: ``memory_mb`` and ``cpus`` are their template's.
     """
-    return await run_local(
-        _job(code, files, command, tests, timeout, memory_mb, cpus, network, env), await probe()
-    )
+    job = _job(code, files, command, tests, timeout, memory_mb, cpus, network, env)
+    if not isinstance(provider, str) or not provider:
+        raise SandboxSettingError(f"provider must be a provider's name, got {provider!r}")
+    if provider == "local":
+        return await run_local(job, await probe())
+    from osmosis_ai.sandbox.remote import provider as remote_provider
+    from osmosis_ai.sandbox.remote import run_remote
+
+    return await run_remote(job, remote_provider(provider))
 
 
 def _job(

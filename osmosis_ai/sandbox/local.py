@@ -4,10 +4,11 @@ Each run gets fresh user, PID, mount, IPC, UTS and (unless ``network``) network 
 binds of /usr, the /bin and /lib links and the interpreter's prefix; tmpfs /tmp and a tmpfs work
 directory holding the run's files (each capped at ``memory_mb``); a clean environment; and, set by
 ``prlimit`` in the sandbox before the code is executed, limits on CPU seconds, address space,
-processes, file size and open files. bwrap runs with ``--die-with-parent`` in a session of its own:
-at the deadline its process group is killed, its PID 1 dies with it, and the kernel kills every
-process of the namespace, so nothing outlives the run, even when this process is killed itself.
-Why each piece, and what it does not stop: docs/design/sandbox.md.
+processes, file size and open files. bwrap runs with ``--die-with-parent`` under coreutils ``timeout``
+in a session of its own: at the deadline the session's process group is killed, the namespace's PID 1
+dies with bwrap, and the kernel kills every process of the namespace. When this process is killed
+itself, ``timeout`` (which outlives it, so bwrap is never cut off mid-start) does the same at the
+deadline plus :data:`BACKSTOP_GRACE`. Why each piece, and what it does not stop: docs/design/sandbox.md.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ NPROC = 64
 NOFILE = 256
 KILL_GRACE = 5.0
 """Seconds to wait for the sandbox's pipes to close once it was killed (they close at once)."""
+BACKSTOP_GRACE = 2.0
+"""Seconds past the run's timeout at which ``timeout`` ends the run by itself, when the caller could
+not because it is gone: the one bwrap runs under, and the one that is the sandbox's PID 1."""
 
 MiB = 1024 * 1024
 NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/ssl", "/etc/ca-certificates")
@@ -64,9 +68,11 @@ def _environment(job: Job, machine: Machine) -> dict[str, str]:
 def _argv(
     job: Job, machine: Machine, files: dict[str, int], report: int | None, filter_fd: int | None
 ) -> list[str]:
-    assert machine.bwrap is not None and machine.prlimit is not None
+    assert machine.bwrap is not None and machine.prlimit is not None and machine.timeout is not None
     size = str(job.memory_mb * MiB)
-    argv = [machine.bwrap, *namespaces(network=job.network), "--die-with-parent", "--new-session",
+    backstop = f"{job.timeout + BACKSTOP_GRACE:.3f}"
+    argv = [machine.timeout, "--signal=KILL", backstop,
+            machine.bwrap, *namespaces(network=job.network), "--die-with-parent", "--new-session",
             "--ro-bind", "/usr", "/usr", *usr_links()]  # fmt: skip
     prefix = machine.python_prefix
     if prefix is not None and not prefix.startswith("/usr/"):
@@ -95,13 +101,14 @@ def _argv(
                 made.add(parent)
                 argv += ["--dir", f"{WORKDIR}/{parent}"]
         argv += ["--file", str(fd), f"{WORKDIR}/{name}"]
-    argv += ["--remount-ro", "/", "--chdir", WORKDIR, "--clearenv"]
+    argv += ["--remount-ro", "/", "--chdir", WORKDIR, "--clearenv", "--as-pid-1"]
     if filter_fd is not None:
         argv += ["--seccomp", str(filter_fd)]
     for name, value in _environment(job, machine).items():
         argv += ["--setenv", name, value]
     cpu = max(1, math.ceil(job.timeout * job.cpus))
-    argv += [machine.prlimit, f"--cpu={cpu}:{cpu + 1}", f"--as={job.memory_mb * MiB}", f"--nproc={NPROC}",
+    argv += [machine.timeout, "--signal=KILL", backstop,
+             machine.prlimit, f"--cpu={cpu}:{cpu + 1}", f"--as={job.memory_mb * MiB}", f"--nproc={NPROC}",
              f"--fsize={job.memory_mb * MiB}", f"--nofile={NOFILE}", "--"]  # fmt: skip
     if job.command is not None:
         return [*argv, *job.command]
@@ -131,7 +138,8 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _harness_source() -> bytes:
+def harness_source() -> bytes:
+    """The harness program's source, copied into each sandbox."""
     return (Path(__file__).parent / "harness.py").read_bytes()
 
 
@@ -145,7 +153,7 @@ async def run_local(job: Job, machine: Machine) -> SandboxResult:
     nonce = secrets.token_hex(16)
     contents = dict(job.files)
     if job.command is None:
-        contents[HARNESS] = _harness_source()
+        contents[HARNESS] = harness_source()
         contents[INPUT] = marshal.dumps((nonce, job.tests), 4)  # version 4: read by every Python 3 since 3.4
     owned: list[int] = []  # every descriptor made for this run, closed when it ends
 
@@ -205,7 +213,7 @@ async def _supervise(
             done.cancel()
     (stdout, out_cut), (stderr, err_cut) = done.result()
     lines = _report(report, nonce)
-    outcome, error, code = _classify(job, process.returncode, timed_out, lines, stderr)
+    outcome, error, code = classify(job, process.returncode, timed_out, lines, stderr)
     passed = total = None
     if job.tests is not None and outcome is not SandboxOutcome.INFRA_ERROR:
         total = len(job.tests)
@@ -232,9 +240,11 @@ def _report(report: int | None, nonce: str) -> list[str]:
     return [line[len(prefix) :] for line in text.splitlines() if line.startswith(prefix)]
 
 
-def _classify(
+def classify(
     job: Job, returncode: int | None, timed_out: bool, lines: list[str], stderr: bytes
 ) -> tuple[SandboxOutcome, str | None, int | None]:
+    """How a run ended, from its exit status, the deadline, the harness's report lines and stderr:
+    the outcome, its error and the exit code to show (every tier reads a run the same way)."""
     if timed_out:
         return SandboxOutcome.TIMEOUT, f"killed at the {job.timeout:g} s timeout", None
     code = returncode if returncode is not None and returncode >= 0 else None

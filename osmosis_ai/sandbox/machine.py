@@ -1,10 +1,12 @@
 """What this machine offers a sandbox, found once per process: :func:`probe` -> :class:`Machine`.
 
-The local tier needs bubblewrap (``bwrap``) and the right to make user, PID, mount and network
-namespaces, which only a real start proves: :func:`probe` starts one empty sandbox with the same
-namespaces every run uses, with the seccomp filter (:mod:`osmosis_ai.sandbox.seccomp`). ``prlimit``
-(util-linux) sets the resource limits inside. Landlock and cgroups are looked at and reported, not
-used by this tier (docs/design/sandbox.md).
+The local tier needs bubblewrap (``bwrap`` on PATH, or the file ``$OSMOSIS_SANDBOX_BWRAP`` names)
+and the right to make user, PID, mount and network namespaces, which only a real start proves:
+:func:`probe` starts one empty sandbox with the same namespaces every run uses, with the seccomp
+filter (:mod:`osmosis_ai.sandbox.seccomp`). ``prlimit`` (util-linux) sets the resource limits
+inside; ``timeout`` (coreutils) bounds each run without its caller: bwrap runs under one, and one is
+the sandbox's PID 1. Landlock and cgroups are looked at and reported, not used by this tier
+(docs/design/sandbox.md).
 
 A machine without namespaces or bwrap gets no tier: :attr:`Machine.refusal` says why, and every run
 ends ``infra_error`` with that sentence. There is no weaker fallback.
@@ -29,6 +31,9 @@ NOBODY = 65534
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 
+BWRAP_ENV = "OSMOSIS_SANDBOX_BWRAP"
+"""The environment variable naming the bubblewrap executable to use instead of ``bwrap`` on PATH."""
+
 
 @dataclass(frozen=True)
 class Mechanism:
@@ -49,6 +54,7 @@ class Machine:
     refusal: str | None
     bwrap: str | None
     prlimit: str | None
+    timeout: str | None
     python: str | None
     python_prefix: str | None
     python_note: str
@@ -184,9 +190,25 @@ async def probe() -> Machine:
     return _machine
 
 
+def _bwrap() -> tuple[str | None, str | None]:
+    """bubblewrap's path (``$OSMOSIS_SANDBOX_BWRAP``, else ``bwrap`` on PATH), or why there is none."""
+    named = os.environ.get(BWRAP_ENV)
+    if named:
+        if os.path.isfile(named) and os.access(named, os.X_OK):
+            return named, None
+        return None, f"{BWRAP_ENV}={named} is not an executable file: point it at bwrap, or unset it"
+    found = shutil.which("bwrap")
+    if found is None:
+        return None, (
+            "bubblewrap is not installed (bwrap not on PATH): install it (Debian/Ubuntu: apt-get install bubblewrap)"
+        )
+    return found, None
+
+
 async def _find() -> Machine:
-    bwrap = shutil.which("bwrap")
+    bwrap, missing = _bwrap()
     prlimit = shutil.which("prlimit", path="/usr/bin:/bin")
+    timeout = shutil.which("timeout", path="/usr/bin:/bin")
     run_as = NOBODY if os.geteuid() == 0 else None
     python, prefix, python_note = _python(run_as)
     seccomp_filter = seccomp.program() if _seccomp() else None
@@ -194,11 +216,13 @@ async def _find() -> Machine:
     if sys.platform != "linux":
         refusal = f"the local sandbox needs Linux namespaces; this is {sys.platform}"
     elif bwrap is None:
-        refusal = "bubblewrap is not installed (bwrap not on PATH): install it (Debian/Ubuntu: apt-get install bubblewrap)"
+        refusal = missing
     elif prlimit is None:
         refusal = (
             "prlimit (util-linux) is not in /usr/bin or /bin: the sandbox cannot set its resource limits"
         )
+    elif timeout is None:
+        refusal = "timeout (coreutils) is not in /usr/bin or /bin: the sandbox cannot bound its own life"
     else:
         problem = await _starts(bwrap, run_as, seccomp_filter)
         refusal = (
@@ -220,6 +244,8 @@ async def _find() -> Machine:
                   "no connection to the host's loopback services or the outside"),
         Mechanism("rlimits (prlimit)", prlimit is not None, ok, prlimit or "not found",
                   "CPU seconds, address space, processes, file size and open files per process"),
+        Mechanism("deadline backstop (timeout)", timeout is not None, ok, timeout or "not found",
+                  "ends each sandbox at its deadline + 2 s by itself, also when its caller was killed"),
         Mechanism("unprivileged uid", True, run_as is not None,
                   f"bwrap runs as uid {NOBODY}" if run_as is not None else f"bwrap runs as uid {os.geteuid()}",
                   "as root the process limit would not apply (the kernel exempts root) and an escape would be root"),
@@ -237,6 +263,7 @@ async def _find() -> Machine:
         refusal=refusal,
         bwrap=bwrap,
         prlimit=prlimit,
+        timeout=timeout,
         python=python,
         python_prefix=prefix,
         python_note=python_note,

@@ -54,14 +54,16 @@ def code_tests_reward(
     all_pass: bool = False,
     timeout: float = 10.0,
     memory_mb: int = 512,
+    provider: str = "local",
     **kwargs: Any,
 ) -> float:
-    """The share of the row's tests the answer's code passes (see the module docstring)."""
+    """The share of the row's tests the answer's code passes (see the module docstring), run where
+    ``provider`` says (:func:`osmosis_ai.sandbox.run`)."""
     tests = _tests(ground_truth, extra_info)
     code = extract_code(solution_str)
     if code is None:
         return 0.0
-    result = run_sync(code, tests=tests, timeout=timeout, memory_mb=memory_mb)
+    result = run_sync(code, tests=tests, timeout=timeout, memory_mb=memory_mb, provider=provider)
     if result.outcome is SandboxOutcome.INFRA_ERROR:
         raise InfrastructureError(f"the sandbox could not run the code: {result.error}")
     passed, total = result.tests_passed or 0, result.tests_total or len(tests)

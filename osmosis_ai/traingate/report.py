@@ -194,7 +194,7 @@ class RunTally:
         if reward_error:
             self.reward_errors += 1
             self.first_reward_error = self.first_reward_error or reward_error
-        if status in INFRA_STATUSES:
+        if status in INFRA_STATUSES or outcome is Outcome.INFRA_ERROR:
             message = error_message or status
             if message in self.infra or len(self.infra) < MAX_FAILURE_KINDS:
                 self.infra[message] += 1

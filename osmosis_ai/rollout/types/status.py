@@ -43,7 +43,12 @@ class RolloutErrorCategory(_Text):
 
 
 def category_of(exc: BaseException) -> RolloutErrorCategory:
-    """The wire category of an exception raised by a workflow or grader."""
+    """The wire category of an exception raised by a workflow or grader: ``internal_error`` for an
+    :class:`~osmosis_ai.errors.InfrastructureError` (the machinery failed, not the graded work)."""
+    from osmosis_ai.errors import InfrastructureError
+
+    if isinstance(exc, InfrastructureError):
+        return RolloutErrorCategory.INTERNAL_ERROR
     if isinstance(exc, TimeoutError):
         return RolloutErrorCategory.TIMEOUT
     if isinstance(exc, (ValueError, TypeError, AssertionError)):

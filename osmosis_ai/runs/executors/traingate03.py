@@ -10,7 +10,10 @@ cancelled on the server). How it ended becomes the session's status, and so its 
 
 * ``success``: ``COMPLETED``, the grader's reward the agent's reward (scored by the one score rule);
 * ``failure`` with the workflow's sample: the grader failed, a ``COMPLETED`` rollout whose agent reward
-  is that error (``reward_error`` when the server's reward is the run's), never a number;
+  is that error (``reward_error`` when the server's reward is the run's), never a number; but a
+  grader failing for the server's own reasons (``internal_error``: its workers are gone, or it raised
+  :class:`~osmosis_ai.errors.InfrastructureError`, a sandbox that cannot start) is ``SERVER_ERROR``,
+  an ``infra_error`` with the workflow's messages kept, since it says nothing of the answer;
 * ``failure`` of the workflow: ``TIMEOUT`` for a deadline, ``SERVER_ERROR`` (an ``infra_error``) for
   the server's own failures (``internal_error``, ``lease_expired``), else ``ERROR`` (``agent_error``,
   or ``model_error`` when the gateway failed the workflow's chat calls);
@@ -132,6 +135,7 @@ def settle(session: RolloutSession, answer: RolloutResultResponse) -> None:
         dict(m)
         for m in (sample.messages if sample.trajectory_messages is None else sample.trajectory_messages)
     ]
+    infra = answer.status is RolloutStatus.FAILURE and answer.err_category in SERVER_FAILURES
     session.response = {
         "status": str(answer.status),
         "final_messages": final,
@@ -145,4 +149,7 @@ def settle(session: RolloutSession, answer: RolloutResultResponse) -> None:
         violation, _ = check_extension(session.expected, session.expected_keys, final, turn=-1)
         if violation is not None:
             session.violations.append(violation)
+    if infra:
+        session.finish("SERVER_ERROR", f"the grader failed: {message}")
+        return
     session.finish("COMPLETED")

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from osmosis_ai.errors import InfrastructureError
 from osmosis_ai.rollout.agent_workflow import AgentWorkflow
 from osmosis_ai.rollout.context import AgentWorkflowContext, GraderContext
 from osmosis_ai.rollout.grader import Grader
@@ -27,7 +28,7 @@ class Misbehaving(Grader):
     """Rewards an answer equal to the label with 1.0 and notes its process id in the sample's metrics,
     or as the metadata's ``grader`` says: ``sleep`` (blocks the process, after writing its pid to the
     metadata's ``pid_file``), ``exit`` (``sys.exit(3)``), ``os_exit`` (``os._exit(7)``), ``segfault``,
-    ``none`` (sets no reward), ``raise``, ``unpicklable`` (leaves a lambda on the sample)."""
+    ``none`` (sets no reward), ``raise``, ``infra`` (raises InfrastructureError), ``unpicklable`` (leaves a lambda on the sample)."""
 
     async def grade(self, ctx: GraderContext) -> None:
         meta = ctx.metadata or {}
@@ -43,6 +44,8 @@ class Misbehaving(Grader):
             ctypes.string_at(0)
         if how == "raise":
             raise ValueError("the grader did not like the answer")
+        if how == "infra":
+            raise InfrastructureError("the sandbox could not run the code: bwrap is missing")
         if how == "none":
             return
         assert ctx.sample is not None

@@ -58,14 +58,16 @@ def test_a_graders_reward_and_its_changes_to_the_sample_come_back_from_its_worke
             "validation_error",
             "grader: the grader set no reward: call ctx.set_reward(value) in Grader.grade",
         ),
+        ("infra", "internal_error", "grader: the sandbox could not run the code: bwrap is missing"),
     ]:
-        failed = graded(http, isolated, how, metadata={"grader": how})
-        assert (failed["status"], failed["err_category"], failed["err_message"]) == (
-            "failure",
-            category,
-            message,
-        )
-        assert failed["sample"]["reward"] is None
+        for where, server in (("there", isolated), ("here", in_process)):
+            failed = graded(http, server, f"{how}-{where}", metadata={"grader": how})
+            assert (failed["status"], failed["err_category"], failed["err_message"]) == (
+                "failure",
+                category,
+                message,
+            )
+            assert failed["sample"]["reward"] is None
 
 
 def test_a_grader_blocking_its_process_fails_typed_at_its_deadline_and_others_succeed(

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from osmosis_ai.errors import InfrastructureError
 from osmosis_ai.outcome import Outcome
 from osmosis_ai.rollout.agent_workflow import AgentWorkflow
 from osmosis_ai.rollout.backend.local import LocalBackend
@@ -119,11 +120,13 @@ class ByMode(AgentWorkflow[AgentWorkflowConfig]):
 
 
 class GradedByMode(Grader):
-    """The label's match, unless the row's ``mode`` is ``grader`` (raises)."""
+    """The label's match, unless the row's ``mode`` is ``grader`` (raises) or ``infra`` (its sandbox is down)."""
 
     async def grade(self, ctx: GraderContext) -> None:
         if (ctx.metadata or {}).get("mode") == "grader":
             raise RuntimeError("the grader broke on purpose")
+        if (ctx.metadata or {}).get("mode") == "infra":
+            raise InfrastructureError("the sandbox could not run the code")
         assert ctx.sample is not None
         ctx.set_reward(1.0 if str(ctx.sample.messages[-1]["content"]).strip() == ctx.label else 0.0)
 
@@ -136,7 +139,7 @@ def test_a_0_3_workflows_and_graders_failures_are_typed_and_never_a_reward(
     data.write_text("".join(
         json.dumps({"system_prompt": "s", "user_prompt": f"what is {i} + 2?", "ground_truth": str(i + 2),
                     "mode": mode}) + "\n"
-        for i, mode in enumerate(["ok", "agent", "grader"])
+        for i, mode in enumerate(["ok", "agent", "grader", "infra"])
     ))  # fmt: skip
     out = tmp_path / "records.jsonl"
     ran = cli(
@@ -144,8 +147,9 @@ def test_a_0_3_workflows_and_graders_failures_are_typed_and_never_a_reward(
         "--base-url", arithmetic.url, "--api-key", "sk-policy", "-o", str(out), "-q", "--max-failure-rate", "1",
         cwd=tmp_path,
     )  # fmt: skip
-    assert ran.returncode == 0, ran.stderr
-    ok, agent, grader = _records(out)
+    # the infrastructure failure fails the run, whatever failure rate is allowed, and says why
+    assert ran.returncode == 1 and "the sandbox could not run the code" in ran.stderr, ran.stderr
+    ok, agent, grader, infra = _records(out)
     assert (ok["outcome"], ok["reward"]) == ("completed", 1.0)
     assert (agent["outcome"], agent["reward"], agent["status"]) == ("agent_error", None, "ERROR")
     assert "the workflow broke on purpose" in agent["error_message"]
@@ -153,6 +157,9 @@ def test_a_0_3_workflows_and_graders_failures_are_typed_and_never_a_reward(
     assert grader["final_messages"][-1]["content"] == "4"  # the workflow's sample is kept
     assert "1 rollout: 1 completed" not in ran.stdout and "reward_error 1" in ran.stdout
     assert "agent_error 1" in ran.stdout
+    assert (infra["outcome"], infra["reward"], infra["status"]) == ("infra_error", None, "SERVER_ERROR")
+    assert "the sandbox could not run the code" in infra["error_message"]
+    assert infra["final_messages"][-1]["content"] == "5"
 
 
 def test_a_0_3_server_refusing_the_key_is_one_line_before_any_rollout(
@@ -216,6 +223,15 @@ def test_how_a_finished_0_3_result_ends_the_session() -> None:
     assert graded_failure.response["extra_fields"] == {
         "reward_error": "the grader failed: grader exceeded its 1.0s deadline"
     }
+    infrastructure = _session()  # a grader that raised InfrastructureError: never a reward, nor reward_error
+    answer = RolloutResultResponse(
+        rollout_id="r", status=RolloutStatus.FAILURE, err_category=RolloutErrorCategory.INTERNAL_ERROR,
+        err_message="grader: the sandbox could not run the code", sample=sample,
+    )  # fmt: skip
+    settle(infrastructure, answer)
+    assert (infrastructure.status, infrastructure.outcome) == ("SERVER_ERROR", Outcome.INFRA_ERROR)
+    assert infrastructure.agent_reward is None and infrastructure.final_messages[-1]["content"] == "4"
+    assert infrastructure.error_message == "the grader failed: grader: the sandbox could not run the code"
 
 
 def test_a_0_3_rollout_past_its_deadline_is_a_timeout_and_cancelled_on_the_server(
