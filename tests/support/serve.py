@@ -32,15 +32,18 @@ class ServeProcess:
         )
 
     def wait_ready(self, timeout: float = 20) -> None:
-        def ready() -> bool:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"serve exited early: {self.proc.communicate()}")
-            try:
-                return httpx.get(f"{self.url}/health", timeout=0.5).status_code == 200
-            except httpx.HTTPError:
-                return False
+        # One client for every poll: httpx.get makes a client, and its TLS context, each time (~20 CPU-ms).
+        with httpx.Client(timeout=0.5) as client:
 
-        wait_until(ready, timeout, what="serve ready")
+            def ready() -> bool:
+                if self.proc.poll() is not None:
+                    raise AssertionError(f"serve exited early: {self.proc.communicate()}")
+                try:
+                    return client.get(f"{self.url}/health").status_code == 200
+                except httpx.HTTPError:
+                    return False
+
+            wait_until(ready, timeout, what="serve ready")
 
     def stop(self) -> tuple[int, str, str]:
         if self.proc.poll() is None:
