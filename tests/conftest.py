@@ -5,7 +5,9 @@ for every test; and a real ``redis-server`` (``redis_server``), likewise."""
 from __future__ import annotations
 
 import gc
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -42,13 +44,21 @@ def trainer(_trainer_session: TrainerStandIn) -> Iterator[TrainerStandIn]:
     _trainer_session.reset()
 
 
+@pytest.fixture(scope="session")
+def _own_roots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the tests' own cache and state directories are made: one directory of the session's
+    temporary one, which then holds one entry more instead of two for every test (each numbered
+    directory pytest makes there, a ``tmp_path`` too, lists all of its entries first)."""
+    return tmp_path_factory.mktemp("own")
+
+
 @pytest.fixture(autouse=True)
-def _own_journal_root(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def _own_journal_root(_own_roots: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test's commands keep their journals (``osmosis eval``, ``osmosis rollout run``) in a
     directory of its own: a run is never resumed from another test's, nor from the developer's cache;
     and a server's default outbox (``$XDG_STATE_HOME``) is the test's too, never the developer's."""
-    monkeypatch.setenv("OSMOSIS_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+    monkeypatch.setenv("OSMOSIS_CACHE_DIR", tempfile.mkdtemp(prefix="cache", dir=_own_roots))
+    monkeypatch.setenv("XDG_STATE_HOME", tempfile.mkdtemp(prefix="state", dir=_own_roots))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -7,6 +7,7 @@ breaks the rule as ``module:line``, so a second copy cannot slip in under anothe
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,33 +19,33 @@ def _trees() -> Iterator[tuple[str, ast.Module]]:
         yield path.relative_to(PACKAGE.parent).as_posix(), ast.parse(path.read_text(), str(path))
 
 
-TREES = list(_trees())
+@functools.cache
+def _nodes() -> list[tuple[str, ast.AST]]:
+    """Every node of the package with its module, parsed and walked once for all the tests (and only
+    when one of them runs, not when the suite is collected)."""
+    return [(module, node) for module, tree in _trees() for node in ast.walk(tree)]
 
 
 def _definitions(name: str) -> list[str]:
     """Where a class or function called ``name`` is defined (methods included)."""
     return [
         f"{module}:{node.lineno}"
-        for module, tree in TREES
-        for node in ast.walk(tree)
+        for module, node in _nodes()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name
     ]
 
 
 def _calls(owner: str, attribute: str) -> list[str]:
     """Where ``owner.attribute(...)`` is called."""
-    found = []
-    for module, tree in TREES:
-        for node in ast.walk(tree):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr == attribute
-                and isinstance(node.func.value, ast.Name)
-                and node.func.value.id == owner
-            ):
-                found.append(f"{module}:{node.lineno}")
-    return found
+    return [
+        f"{module}:{node.lineno}"
+        for module, node in _nodes()
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == attribute
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == owner
+    ]
 
 
 def _in(places: list[str], module: str) -> list[str]:

@@ -1,4 +1,5 @@
-"""``--json`` on every command: stdout is exactly one JSON object, its result, and on failure an
+"""``--json`` on every command (run in-process; tests/cli/commands/test_user_code_output.py keeps a real
+process's stdout to the one object): stdout is exactly one JSON object, its result, and on failure an
 ``{"error": {"code", "message", "details"}}`` member (alone, or beside the result when the run got
 that far)."""
 
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from osmosis_ai.cli.main import COMMANDS, main
-from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, REPO, osmosis
+from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, REPO, cli
 
 MISSING = "no-such-file.jsonl"
 
@@ -90,7 +91,7 @@ def test_json_of_every_command_parses(
 ) -> None:
     env = {"OSMOSIS_CONFIG_DIR": str(tmp_path / "config"), "OSMOSIS_CACHE_DIR": str(tmp_path / "cache"),
            "OSMOSIS_PLATFORM_URL": "http://127.0.0.1:9"}  # fmt: skip
-    result = osmosis(*argv, "--json", env=env, timeout=120)
+    result = cli(*argv, "--json", env=env)
     assert result.returncode == expected, result.stderr
     document = one_object(result.stdout)
     assert "Traceback" not in result.stderr

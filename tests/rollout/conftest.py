@@ -10,6 +10,7 @@ import pytest
 
 from osmosis_ai.rollout.server.app import create_app
 from tests.support.server import RunningServer, fast_settings
+from tests.support.waiting import tls
 
 
 @pytest.fixture
@@ -33,5 +34,5 @@ def serve() -> Iterator[Callable[..., RunningServer]]:
 @pytest.fixture
 def http() -> Iterator[httpx.Client]:
     """A plain synchronous HTTP client for driving the server under test."""
-    with httpx.Client(timeout=10.0) as client:
+    with httpx.Client(timeout=10.0, verify=tls()) as client:
         yield client

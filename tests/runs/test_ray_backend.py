@@ -39,9 +39,10 @@ CALCULATOR = ["-m", "examples.calculator.agent:agent_loop", "-d", str(REPO / "ex
 REWARD = "examples.calculator.reward:calculator_reward"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """One local Ray (2 CPUs) for the test process; each backend use joins it as it is."""
+    """One local Ray (2 CPUs) for this module's tests; each backend use joins it as it is. It stops
+    after the module's last test: an idle Ray's own processes keep using CPU until it stops."""
     ray = pytest.importorskip("ray")
     if "PYTEST_XDIST_WORKER" in os.environ:  # the workers' temporary directories share this parent
         try:

@@ -99,22 +99,24 @@ class _LoggingState:
         logging.root.setLevel(logging.WARNING)
 
     def restore(self) -> None:
+        # Levels are assigned, and every logger's cached answers dropped once at the end (setLevel on
+        # the root): setLevel on each of the process's hundreds of loggers would drop them all each time.
         manager = logging.Logger.manager
         logging.disable(self.disable)
-        logging.root.setLevel(self.root[0])
         logging.root.handlers[:] = self.root[1]
         for name, logger in list(manager.loggerDict.items()):
             if not isinstance(logger, logging.Logger):
                 continue
             saved = self.loggers.get(name)
             if saved is not None:
-                logger.setLevel(saved[0])
+                logger.level = saved[0]
                 logger.handlers[:] = saved[1]
                 logger.propagate, logger.disabled = saved[2], saved[3]
             elif name == "osmosis_ai" or name.startswith("osmosis_ai."):
-                logger.setLevel(logging.NOTSET)
+                logger.level = logging.NOTSET
                 logger.handlers.clear()
                 logger.propagate, logger.disabled = True, False
+        logging.root.setLevel(self.root[0])
 
 
 def _captured() -> io.TextIOWrapper:

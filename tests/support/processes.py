@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from pathlib import Path
 from typing import NamedTuple
 
 
@@ -15,19 +14,21 @@ class Proc(NamedTuple):
     pgrp: int
 
 
+def _proc(pid: int) -> Proc | None:
+    """The process ``pid`` (a zombie too), or ``None`` when there is none."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            stat = file.read()
+    except OSError:  # no such process, or it ended while we looked
+        return None
+    fields = stat.rsplit(b")", 1)[1].split()
+    return Proc(pid, fields[0].decode(), int(fields[1]), int(fields[2]))
+
+
 def processes() -> list[Proc]:
     """Every process of the machine (zombies included)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:  # it ended while we looked
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        found.append(Proc(int(entry.name), fields[0], int(fields[1]), int(fields[2])))
-    return found
+    found = (_proc(int(name)) for name in os.listdir("/proc") if name.isdigit())
+    return [proc for proc in found if proc is not None]
 
 
 def children(pid: int | None = None) -> set[int]:
@@ -43,5 +44,6 @@ def in_groups(groups: Iterable[int]) -> set[int]:
 
 
 def alive(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie."""
-    return any(p.pid == pid and p.state != "Z" for p in processes())
+    """Whether ``pid`` exists and is not a zombie (read from its own entry: tests poll this)."""
+    proc = _proc(pid)
+    return proc is not None and proc.state != "Z"

@@ -12,7 +12,7 @@ import httpx
 
 from tests.support.cli import REPO, subprocess_env
 from tests.support.sockets import free_port
-from tests.support.waiting import wait_until
+from tests.support.waiting import probe, wait_until
 
 
 class ServeProcess:
@@ -36,7 +36,7 @@ class ServeProcess:
             if self.proc.poll() is not None:
                 raise AssertionError(f"serve exited early: {self.proc.communicate()}")
             try:
-                return httpx.get(f"{self.url}/health", timeout=0.5).status_code == 200
+                return probe().get(f"{self.url}/health", timeout=0.5).status_code == 200
             except httpx.HTTPError:
                 return False
 

@@ -53,10 +53,11 @@ def test_turn_dict_shares_the_token_lists() -> None:
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs a named pipe")
 @pytest.mark.timeout(60)
 async def test_big_records_are_written_in_order_without_stalling_the_loop(tmp_path: Path) -> None:
-    # The file is a named pipe that only this event loop drains: ~40 MB cannot pass the pipe's small
-    # buffer unless the loop keeps running while records are encoded and written. A writer that
-    # blocked the loop would hang here (the timeout above fails the test).
-    sessions = [_long_session(f"r{i}", 50) for i in range(3)]
+    # The file is a named pipe that only this event loop drains: ~6 MB (a hundred times the pipe's
+    # 64 KB buffer, six times the most a pipe can be given) cannot pass it unless the loop keeps
+    # running while records are encoded and written. A writer that blocked the loop would hang here
+    # (the timeout above fails the test).
+    sessions = [_long_session(f"r{i}", 20) for i in range(3)]
     path = tmp_path / "records.jsonl"
     os.mkfifo(path)
     loop = asyncio.get_running_loop()
@@ -77,7 +78,7 @@ async def test_big_records_are_written_in_order_without_stalling_the_loop(tmp_pa
     records = [json.loads(line) for line in lines]
     assert [r["rollout_id"] for r in records] == ["r0", "r1", "r2"]
     assert records[0] == json.loads(json.dumps(sessions[0].to_record()))
-    assert len(records[2]["turns"]) == 50 and records[2]["turns"][49]["index"] == 49
+    assert len(records[2]["turns"]) == 20 and records[2]["turns"][19]["index"] == 19
 
 
 async def test_ordered_writer_writes_in_sequence_and_bounds_what_waits(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from tests.support.cli import CALCULATOR, cli
 from tests.support.processes import alive
 from tests.support.server import init_body
 from tests.support.trainer import Reply, TrainerStandIn, completion
-from tests.support.waiting import wait_until
+from tests.support.waiting import tls, wait_until
 
 FAST_CALLBACKS = {
     "OSMOSIS_ROLLOUT_CLIENT_RETRY_BASE_DELAY": "0.1",
@@ -30,7 +30,7 @@ FAST_CALLBACKS = {
 
 def health_of(server: ServeProcess) -> dict[str, Any]:
     """``/health`` on a new connection, so that either worker may answer."""
-    with httpx.Client(timeout=5) as http:
+    with httpx.Client(timeout=5, verify=tls()) as http:
         reply: dict[str, Any] = http.get(f"{server.url}/health").json()
         return reply
 
@@ -147,7 +147,9 @@ def test_a_restart_with_fewer_workers_sends_what_the_missing_workers_left(
         three.wait_ready(timeout=30)
 
         def worker_2_holds_a_report() -> bool:
-            with httpx.Client(timeout=5, limits=httpx.Limits(max_keepalive_connections=0)) as http:
+            with httpx.Client(
+                timeout=5, limits=httpx.Limits(max_keepalive_connections=0), verify=tls()
+            ) as http:
                 for _ in range(3):
                     ids.append(f"fewer-{len(ids)}")
                     body = init_body(ids[-1], trainer.url)

@@ -6,7 +6,6 @@ pool can meet every kind of misbehaviour in one batch. The others try one shape 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ctypes
 import os
@@ -16,8 +15,6 @@ import sys
 import threading
 import time
 from typing import Any
-
-import numpy as np
 
 from osmosis_ai import osmosis_reward, osmosis_rubric
 
@@ -72,6 +69,8 @@ def hostile(solution_str: str, ground_truth: str, extra_info: dict[str, Any] | N
         )
         return 1.0
     if action == "numpy":
+        import numpy as np  # here, not at the top: every worker imports this module, few score numpy
+
         return np.float32(0.5)
     if action == "nan":
         return float("nan")
@@ -125,6 +124,8 @@ def decorated(solution_str: str, ground_truth: str, extra_info: dict | None = No
 async def decorated_async(
     solution_str: str, ground_truth: str, extra_info: dict | None = None, **kwargs: Any
 ) -> float:
+    import asyncio  # here, not at the top: the workers running only sync rewards never need it
+
     action, _, argument = solution_str.partition(":")
     if action == "sleep":
         await asyncio.sleep(float(argument))

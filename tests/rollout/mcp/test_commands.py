@@ -18,7 +18,7 @@ from tests.rollout.mcp.test_agent_loop import calls
 from tests.support.cli import CALCULATOR_DATASET, Ran, cli, osmosis, subprocess_env
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.sockets import free_port
-from tests.support.waiting import wait_until
+from tests.support.waiting import probe, wait_until
 
 REWARD = "examples.calculator.reward:calculator_reward"
 ROWS = len(CALCULATOR_DATASET.read_text().splitlines())
@@ -256,7 +256,7 @@ def _healthy(url: str) -> bool:
     import httpx
 
     try:
-        return httpx.get(f"{url}/health", timeout=1).status_code == 200
+        return probe().get(f"{url}/health", timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
 

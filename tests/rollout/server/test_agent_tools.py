@@ -21,7 +21,7 @@ from osmosis_ai._usercode import UserCodeRaised
 from osmosis_ai.rollout.server.agent_tools import GetToolsCaller, ToolsCache
 from tests.support.server import ADD_TOOL, init_body
 from tests.support.sockets import free_port
-from tests.support.waiting import wait_until
+from tests.support.waiting import probe, wait_until
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -191,6 +191,6 @@ def test_a_server_stops_promptly_although_a_get_tools_is_still_blocked_in_its_th
 
 def _answers(url: str) -> bool:
     try:
-        return httpx.get(f"{url}/health", timeout=1).status_code == 200
+        return probe().get(f"{url}/health", timeout=1).status_code == 200
     except httpx.HTTPError:
         return False

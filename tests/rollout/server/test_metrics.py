@@ -25,7 +25,7 @@ from tests.support.processes import in_groups
 from tests.support.server import ScriptedAgent, chat_then_fail, fast_config, init_body
 from tests.support.sockets import free_port
 from tests.support.trainer import Reply, TrainerStandIn
-from tests.support.waiting import wait_until
+from tests.support.waiting import probe, wait_until
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -190,7 +190,7 @@ def two_workers(tmp_path: Path) -> Iterator[list[str]]:
             def up(url: str = url) -> bool:
                 assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
                 try:
-                    return httpx.get(f"{url}/health").status_code == 200
+                    return probe().get(f"{url}/health").status_code == 200
                 except httpx.HTTPError:
                     return False
 

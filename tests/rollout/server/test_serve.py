@@ -18,7 +18,7 @@ from tests.support.cli import REPO, subprocess_env
 from tests.support.server import ScriptedAgent, init_body
 from tests.support.sockets import free_port
 from tests.support.trainer import TrainerStandIn
-from tests.support.waiting import wait_until
+from tests.support.waiting import probe, wait_until
 
 PROGRAM = """
 import json, sys
@@ -56,7 +56,7 @@ def _serve(tmp_path: Path, mode: str) -> tuple[subprocess.Popen[str], str, Path]
         if proc.poll() is not None:
             raise AssertionError(f"the program exited early: {proc.communicate()}")
         try:
-            return httpx.get(f"{url}/health", timeout=0.5).status_code == 200
+            return probe().get(f"{url}/health", timeout=0.5).status_code == 200
         except httpx.HTTPError:
             return False
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 
 from tests.support.sockets import free_port
-from tests.support.waiting import wait_until
+from tests.support.waiting import probe, wait_until
 
 MAIN = Path(__file__).resolve().parent / "project" / "main.py"
 KEY = "interop-key-0123456789"
@@ -53,7 +53,8 @@ class Served:
             raise AssertionError(f"main.py exited {self.process.returncode}:\n{self.log.read_text()[-3000:]}")
         try:
             return (
-                httpx.get(f"{self.url}/health", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
+                probe().get(f"{self.url}/health", headers={"Authorization": f"Bearer {KEY}"}).status_code
+                == 200
             )
         except httpx.TransportError:
             return False

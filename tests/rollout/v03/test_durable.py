@@ -28,7 +28,7 @@ from osmosis_ai.rollout.types.protocol import POLLING_LEASE_HEADER
 from tests.rollout.v03.conftest import Gate
 from tests.support.server import RunningServer
 from tests.support.sockets import free_port
-from tests.support.waiting import wait_until
+from tests.support.waiting import probe, wait_until
 
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent.parent
@@ -60,14 +60,16 @@ def submit_body(rollout_id: str, **metadata: Any) -> dict[str, Any]:
 
 
 def submit(url: str, rollout_id: str, **metadata: Any) -> str:
-    response = httpx.post(f"{url}/rollout", json=submit_body(rollout_id, **metadata))
+    response = probe().post(f"{url}/rollout", json=submit_body(rollout_id, **metadata))
     assert response.status_code == 202, response.text
     token: str = response.json()["polling_lease_token"]
     return token
 
 
 def poll(url: str, rollout_id: str, token: str) -> httpx.Response:
-    return httpx.get(f"{url}/rollout/{rollout_id}/result", headers={POLLING_LEASE_HEADER: token}, timeout=30)
+    return probe().get(
+        f"{url}/rollout/{rollout_id}/result", headers={POLLING_LEASE_HEADER: token}, timeout=30
+    )
 
 
 def result(url: str, rollout_id: str, token: str) -> dict[str, Any]:
@@ -273,7 +275,7 @@ class Process:
                 f"the server exited {self.process.returncode}:\n{self.log.read_text()[-3000:]}"
             )
         try:
-            return httpx.get(f"{self.url}/health").status_code == 200
+            return probe().get(f"{self.url}/health").status_code == 200
         except httpx.TransportError:
             return False
 
