@@ -32,4 +32,8 @@ def test_check_as_json() -> None:
     ran = cli("sandbox", "check", "--json")
     value = json.loads(ran.stdout)
     assert ran.returncode == 0 and value["tier"] == "local" and value["refusal"] is None
-    assert {m["name"] for m in value["mechanisms"] if m["used"]} >= {"bubblewrap", "rlimits (prlimit)", "deadline backstop (timeout)"}
+    assert {m["name"] for m in value["mechanisms"] if m["used"]} >= {
+        "bubblewrap",
+        "rlimits (prlimit)",
+        "deadline backstop (timeout)",
+    }
