@@ -211,6 +211,7 @@ def run(args: argparse.Namespace) -> int:
             )
         api_key = None  # a key in the environment does not stop local debugging
     from osmosis_ai.cli.loading import load_agent
+    from osmosis_ai.rollout.backend.local.backend import LocalBackend
     from osmosis_ai.rollout.bridge.loop_backend import AgentLoopBackend
     from osmosis_ai.rollout.config.settings import get_settings
     from osmosis_ai.rollout.core.base import RolloutAgentLoop
@@ -224,6 +225,7 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError("--grader goes with -m naming an AgentWorkflow subclass, not with --mcp/--mcp-url")
     if args.wire is not None and args.module is None:
         raise CLIError("--wire goes with -m; --mcp/--mcp-url agents are served on 0.2's wire")
+    agent_loop: RolloutAgentLoop | LocalBackend
     if args.module is None:
         agent_loop = load_agent(args)
     elif args.wire == "0.2":
