@@ -1,4 +1,4 @@
-"""``--backend ray`` on a real local Ray (one instance for the session, 2 CPUs): the same outcomes,
+"""``--backend ray`` on a real local Ray (one per xdist group of these tests, 2 CPUs): the same outcomes,
 scores, pass@k and output files as one process (eval, test, reward score, regrade with a reward and
 with a rubric's judge, eval-rubric); a worker SIGKILLed mid-run loses no item and counts none twice; a run stopped
 on Ray resumes in one process, and one killed in one process resumes on Ray, to the uninterrupted
@@ -31,8 +31,7 @@ from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.sockets import free_port
 from tests.support.waiting import wait_until
 
-# One xdist worker runs them all (the suite uses --dist loadgroup), so the suite starts one Ray, not one per worker.
-pytestmark = pytest.mark.xdist_group("ray")
+# Their xdist groups (the suite uses --dist loadgroup) are set in tests/runs/conftest.py.
 
 CALCULATOR = ["-m", "examples.calculator.agent:agent_loop", "-d", str(REPO / "examples/calculator/dataset.jsonl"),
               "--model", "scripted"]  # fmt: skip
@@ -40,15 +39,10 @@ REWARD = "examples.calculator.reward:calculator_reward"
 
 
 @pytest.fixture(scope="module")
-def ray_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """One local Ray (2 CPUs) for this module's tests; each backend use joins it as it is. It stops
+def ray_session() -> Iterator[Any]:
+    """One local Ray (2 CPUs) for this module's tests on this worker; each backend use joins it as it is. It stops
     after the module's last test: an idle Ray's own processes keep using CPU until it stops."""
     ray = pytest.importorskip("ray")
-    if "PYTEST_XDIST_WORKER" in os.environ:  # the workers' temporary directories share this parent
-        try:
-            (tmp_path_factory.getbasetemp().parent / "ray-tests-claimed").mkdir()
-        except FileExistsError:
-            pytest.fail("the Ray tests run on two xdist workers: --dist loadgroup did not group them")
     ray.init(
         address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False
     )
