@@ -51,7 +51,8 @@ PYTEST_WORKERS ?= 3
 # The steps before pytest run side by side, so apt-get fetching the programs overlaps pip's install;
 # mypy (a minute of one core on a fresh clone) runs beside pytest, whose subprocess and socket tests
 # leave a core idle part of the time; its report follows pytest's, and either failing fails the target.
-# --dist loadgroup: the tests of one xdist_group run on one worker (the Ray tests share one local Ray).
+# --dist loadgroup: the tests of one xdist_group run on one worker (a group of Ray tests shares one local
+# Ray; the local sandbox tests count the processes they leave).
 test:
 	@$(MAKE) --no-print-directory -j3 style programs mcp-oldest upstream03
 	@$(BIN)/mypy >$(VENV)/mypy.log 2>&1 & types=$$!; \
