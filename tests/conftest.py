@@ -5,6 +5,7 @@ for every test; and a real ``redis-server`` (``redis_server``), likewise."""
 from __future__ import annotations
 
 import gc
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,12 @@ import pytest
 from tests.support.openai_server import OpenAIServer
 from tests.support.redis_server import RedisServer, require_redis_server
 from tests.support.trainer import TrainerStandIn
+
+# A suite started in the background of a non-interactive shell inherits SIGINT ignored, and so would
+# every process a test starts (an ignored signal stays ignored across exec); the Ctrl-C tests need it
+# delivered. A handler, unlike SIG_IGN, is reset to the default in a started program.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
