@@ -5,56 +5,29 @@ Driven over 0.3's wire and by ``osmosis rollout run --url`` (the TrainGate recor
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Runner, function_tool
 
-from osmosis_ai.rollout.agent_workflow import AgentWorkflow
 from osmosis_ai.rollout.backend.local import LocalBackend
-from osmosis_ai.rollout.context import AgentWorkflowContext, GraderContext, RolloutContext
-from osmosis_ai.rollout.grader import Grader
-from osmosis_ai.rollout.integrations.agents.openai_agents import (
-    OsmosisAgent,
-    OsmosisLitellmModel,
-    OsmosisMemorySession,
-    OsmosisRolloutModel,
-)
+from osmosis_ai.rollout.context import RolloutContext
 from tests.rollout.v03.adder import adding_policy, run_over_wire, run_through_traingate
 from tests.support.openai_server import OpenAIServer
 from tests.support.server import RunningServer
 
 
-@function_tool
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-class AddingWorkflow(AgentWorkflow):
-    async def run(self, ctx: AgentWorkflowContext) -> None:
-        session = OsmosisMemorySession()
-        agent = OsmosisAgent(name="adder", tools=[add], model=OsmosisRolloutModel())
-        await Runner.run(agent, ctx.prompt, session=session)
-
-
-def final_answer(items: Any) -> str:
-    """The text of the last assistant message among the session's (Responses-API) items."""
-    message = [item for item in items if item.get("role") == "assistant"][-1]
-    return "".join(part["text"] for part in message["content"] if part.get("type") == "output_text")
-
-
-class AnswerGrader(Grader):
-    async def grade(self, ctx: GraderContext) -> None:
-        assert ctx.sample is not None
-        ctx.set_reward(1.0 if final_answer(ctx.sample.messages).strip() == ctx.label else 0.0)
+@pytest.fixture(scope="module")
+def sdk() -> Any:
+    """The workflow's module, with the SDK and the adapter's names."""
+    return importlib.import_module("tests.rollout.v03.openai_agents_workflow")
 
 
 @pytest.fixture
-def server(serve03: Callable[..., RunningServer]) -> RunningServer:
-    return serve03(LocalBackend(workflow=AddingWorkflow, grader=AnswerGrader))
+def server(sdk: Any, serve03: Callable[..., RunningServer]) -> RunningServer:
+    return serve03(LocalBackend(workflow=sdk.AddingWorkflow, grader=sdk.AnswerGrader))
 
 
 def test_the_tool_call_and_its_result_are_the_rollouts_sample(
@@ -105,31 +78,31 @@ def test_through_the_traingate_every_turn_has_token_ids_and_extends_the_last(
     assert len(asked) == 6 and all([t["function"]["name"] for t in r["tools"]] == ["add"] for r in asked)
 
 
-async def test_the_model_needs_a_rollout_and_a_sample_source() -> None:
+async def test_the_model_needs_a_rollout_and_a_sample_source(sdk: Any) -> None:
     with pytest.raises(RuntimeError, match="needs a running rollout"):
-        OsmosisLitellmModel()
+        sdk.OsmosisLitellmModel()
     with RolloutContext(chat_completions_url="http://127.0.0.1:9/v1", rollout_id="r"):
-        agent = OsmosisAgent(name="adder", model=OsmosisRolloutModel())
-        assert isinstance(agent.model, OsmosisLitellmModel)
+        agent = sdk.OsmosisAgent(name="adder", model=sdk.OsmosisRolloutModel())
+        assert isinstance(agent.model, sdk.OsmosisLitellmModel)
         with pytest.raises(RuntimeError, match="no sample source registered"):
-            await Runner.run(agent, "what is 1 + 2?")
+            await sdk.Runner.run(agent, "what is 1 + 2?")
 
 
-async def test_a_session_belongs_to_the_rollout_it_was_made_in() -> None:
-    outside = OsmosisMemorySession()  # a plain in-memory session outside a rollout
+async def test_a_session_belongs_to_the_rollout_it_was_made_in(sdk: Any) -> None:
+    outside = sdk.OsmosisMemorySession()  # a plain in-memory session outside a rollout
     await outside.add_items([{"role": "user", "content": "hi"}])
     assert await outside.get_items() == [{"role": "user", "content": "hi"}]
     with RolloutContext(rollout_id="r") as rollout:
-        inside = OsmosisMemorySession()
+        inside = sdk.OsmosisMemorySession()
         assert rollout.sample_source is not None
         with pytest.raises(ValueError, match="already has a sample source"):
-            OsmosisMemorySession()
+            sdk.OsmosisMemorySession()
         with pytest.raises(RuntimeError, match="belongs to another rollout"):
             await outside.get_items()
     with RolloutContext(rollout_id="s"), pytest.raises(RuntimeError, match="belongs to another rollout"):
         await inside.add_items([])
 
 
-async def test_the_placeholder_model_cannot_answer() -> None:
+async def test_the_placeholder_model_cannot_answer(sdk: Any) -> None:
     with pytest.raises(NotImplementedError, match="give it to OsmosisAgent"):
-        await OsmosisRolloutModel().get_response()
+        await sdk.OsmosisRolloutModel().get_response()
