@@ -5,7 +5,7 @@ module, the same object under a second name) or ``{name: "module"}`` / ``{name: 
 (a module of its own whose names resolve on first use to the objects of the live modules, never
 copies). Where a path keeps behaviour rather than only names, that code is a module of this package
 (``auth_credentials``, ...), which the table names like any other; 0.2's ``cli_services`` were the
-command line's own services (they raise its ``CLIError``), so theirs live in
+command line's own services (they raise its own error), so theirs live in
 :mod:`osmosis_ai.cli.rubric_services`.
 
 :class:`AliasFinder` serves those paths to ``import``, ``from ... import`` and
@@ -24,6 +24,7 @@ from importlib.machinery import ModuleSpec
 from types import ModuleType
 
 from osmosis_ai._lazy import lazy_exports
+from osmosis_ai.cli.errors import NAMES_0_2 as CLI_NAMES_0_2
 
 
 def _from(module: str, *names: str) -> dict[str, str]:
@@ -98,7 +99,7 @@ _RECORDS = _from(
     "load_jsonl_records",
     "render_json_records",
 )
-_CLI_ERROR = {"CLIError": "osmosis_ai.cli.errors"}
+_CLI_ERROR = _from("osmosis_ai.cli.errors", *CLI_NAMES_0_2)
 _COMMANDS = "osmosis_ai.cli.command_objects"
 
 ALIASES: dict[str, str | dict[str, str]] = {
