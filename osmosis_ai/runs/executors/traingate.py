@@ -189,8 +189,26 @@ COMMAND = "rollout run"
 TASK_PREFIX = "rollout-"  # how a listing of journals tells a rollout run's from an eval's
 
 
+class OneModelSpec:
+    """What an executor spec running one model, ``model``, says of it: its one tag, its journal's name
+    and the base URL ``concurrency="auto"`` reads."""
+
+    model: ModelRef
+
+    @property
+    def tags(self) -> list[str]:
+        return [PRIMARY]
+
+    @property
+    def base_url(self) -> str | None:
+        return self.model.base_url
+
+    def journal_name(self) -> str:
+        return self.model.name
+
+
 @dataclass(frozen=True)
-class RolloutServer:
+class RolloutServer(OneModelSpec):
     """The plan's executor spec for a rollout server driven through the local TrainGate, the policy
     ``model`` answering the agent's chat calls: the agent served in-process (``agent``) or a running
     server at ``url`` (with ``server_api_key``). ``tokenizer``/``chat_template`` name the token
@@ -206,17 +224,6 @@ class RolloutServer:
     max_turns: int = 10
     completion_params: tuple[tuple[str, Any], ...] = ()
     task_prefix = TASK_PREFIX
-
-    @property
-    def tags(self) -> list[str]:
-        return [PRIMARY]
-
-    @property
-    def base_url(self) -> str | None:
-        return self.model.base_url
-
-    def journal_name(self) -> str:
-        return self.model.name
 
     def key(self) -> str | None:
         """The Bearer key of the ``url`` server: ``server_api_key``, else ``$OSMOSIS_SERVER_API_KEY``."""

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.consts import SERVER_KEY_ENV
-from osmosis_ai.runs.journal import PRIMARY
+from osmosis_ai.runs.executors.traingate import OneModelSpec
 from osmosis_ai.runs.plan import ModelRef, Rows, RunPlan
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ LOG_TAIL_CHARS = 400  # of the server's output quoted when it does not start
 
 
 @dataclass(frozen=True)
-class WorkspaceServer:
+class WorkspaceServer(OneModelSpec):
     """A workspace rollout for the plan (see the module docstring): ``rollout_dir`` with its
     ``entrypoint``, the policy ``model`` answering its chat calls, the dataset rows ``selection`` (file
     indices, ascending; ``None``: the plan's rows), ``env`` for the server, run by ``python``."""
@@ -56,17 +56,6 @@ class WorkspaceServer:
     log_path: str | None = None
     python: str = field(default=sys.executable, compare=False)
     task_prefix = TASK_PREFIX
-
-    @property
-    def tags(self) -> list[str]:
-        return [PRIMARY]
-
-    @property
-    def base_url(self) -> str | None:
-        return self.model.base_url
-
-    def journal_name(self) -> str:
-        return self.model.name
 
     def target(self) -> str:
         """The rollout as listings name it: its entrypoint's path."""
