@@ -43,7 +43,7 @@ def ensure() -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".fastmcp-{version}-", dir=target.parent))
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+            [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
              "--target", str(staging), f"fastmcp=={version}"],
             capture_output=True, text=True, timeout=600,
         )  # fmt: skip

@@ -76,7 +76,8 @@ def _install() -> Path | None:
         if made.returncode != 0:
             raise InstallError(f"{base} -m venv {VENV} failed: {made.stderr.strip()[-500:]}")
     done = subprocess.run(
-        [str(python()), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", REQUIREMENT],
+        [str(python()), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
+         REQUIREMENT],
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     if done.returncode != 0:
