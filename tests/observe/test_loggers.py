@@ -48,24 +48,26 @@ def env_for(tmp_path: Path) -> dict[str, str]:
     }
 
 
-def test_eval_logs_to_all_three_tools(tmp_path: Path) -> None:
-    args = (
-        "--log-to",
-        "tensorboard",
-        "--log-to",
-        "mlflow",
-        "--log-to",
-        "wandb",
-        "--journal",
-        str(tmp_path / "j"),
-    )
-    ran = cli(*EVAL, *args, cwd=tmp_path, env=env_for(tmp_path))
+def test_eval_logs_to_all_three_tools_and_no_secret_from_the_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # this process reads the store back
+    key = "sk-proj-Secret0123456789abcdef"
+    # a process of its own: W&B keeps the first run's directory for the rest of a process
+    ran = osmosis(*EVAL, "--api-key", key, "--log-to", "tensorboard", "--log-to", "mlflow", "--log-to", "wandb",
+                  "--journal", str(tmp_path / "j"), cwd=tmp_path, env=env_for(tmp_path))  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     assert [line.split(":")[0] for line in ran.stdout.splitlines() if line.startswith("Logged to")] == [
         "Logged to tensorboard",
         "Logged to mlflow",
         "Logged to wandb",
     ]
+    # No tool, no journal holds the key; what each tool did get: the command line with the key
+    # masked, the settings without it
+    written = [path for path in tmp_path.rglob("*") if path.is_file()]
+    assert any(path.suffix == ".wandb" for path in written) and (tmp_path / "tb").is_dir()
+    for path in written:
+        assert key[8:].encode() not in path.read_bytes(), path
 
     # TensorBoard: scalars, pass@k by k, the histogram of every scored sample, the config and samples
     seen = events(tmp_path / "tb")
@@ -105,7 +107,7 @@ def test_eval_logs_to_all_three_tools(tmp_path: Path) -> None:
     assert len(json.loads(table.read_text())["data"]) == 2 * ROWS
     (records,) = offline.glob("run-*.wandb")
     log = records.read_bytes()
-    for text in (b"pass@2", b"completed", b"score_histogram", b"osmosis-test", b"scripted"):
+    for text in (b"pass@2", b"completed", b"score_histogram", b"osmosis-test", b"scripted", b"[redacted]"):
         assert text in log, text
 
 
@@ -169,22 +171,6 @@ def test_regrade_logs_to_tensorboard(tmp_path: Path) -> None:
     assert regraded.returncode == 0, regraded.stderr
     scalars = {v.tag: v.simple_value for e in events(tmp_path / "tb") for v in e.summary.value}
     assert scalars["summary/rows"] == ROWS
-
-
-def test_no_logger_and_no_journal_records_a_secret_from_the_command_line(tmp_path: Path) -> None:
-    key = "sk-proj-Secret0123456789abcdef"
-    # a process of its own: W&B keeps the first run's directory for the rest of a process
-    ran = osmosis(*EVAL, "--api-key", key, "--log-to", "tensorboard", "--log-to", "mlflow", "--log-to", "wandb",
-                  "--journal", str(tmp_path / "j"), cwd=tmp_path, env=env_for(tmp_path))  # fmt: skip
-    assert ran.returncode == 0, ran.stderr
-    written = [path for path in tmp_path.rglob("*") if path.is_file()]
-    assert any(path.suffix == ".wandb" for path in written) and (tmp_path / "tb").is_dir()
-    for path in written:
-        data = path.read_bytes()
-        assert key[8:].encode() not in data, path
-    # what each tool did get: the command line with the key masked, the settings without it
-    (records,) = (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")
-    assert b"[redacted]" in records.read_bytes()
 
 
 def test_every_tool_gets_the_settings_with_their_secrets_left_out_or_masked(
