@@ -6,9 +6,9 @@ through the local TrainGate, the policy ``model_path`` (at ``--base-url`` when g
 workflow's chat calls (:class:`~osmosis_ai.runs.executors.workspace03.WorkspaceServer`). From there it
 is ``osmosis rollout run``'s run and report: the journal (the same command resumes; a changed rollout,
 dataset or setting is refused by name; ``--fresh``, ``--retry-failed``), pass@k over ``n`` with the
-config's ``pass_threshold``, ``-o``, ``--report``, ``--json`` and the exit status. The server is
-stopped when the run ends, Ctrl-C included; its output is kept in ``.osmosis/logs/NAME-server.log``
-of the workspace.
+config's ``pass_threshold``, ``-o``, ``--trajectories``, ``--report``, ``--json`` and the exit
+status. The server is stopped when the run ends, Ctrl-C included; its output is kept in
+``.osmosis/logs/NAME-server.log`` of the workspace.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ def add_parser(subparsers: Any) -> None:
     )
     from osmosis_ai.cli.output_file import declare_files
     from osmosis_ai.cli.summary import add_summary_arguments
+    from osmosis_ai.cli.trajectories import add_trajectories_argument
 
     run = subparsers.add_parser(
         "run",
@@ -62,6 +63,7 @@ def add_parser(subparsers: Any) -> None:
     run.add_argument("-o", "--output", metavar="FILE.jsonl", type=absolute_path,
                      help="write one JSON record per rollout")  # fmt: skip
     declare_files(run, read=["dataset_file"], written=["output"])
+    add_trajectories_argument(run, unit="rollout")
     add_journal_arguments(run, unit="rollout")
     add_summary_arguments(run)
     add_log_to_argument(run)

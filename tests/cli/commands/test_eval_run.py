@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.report.test_atif import valid_file
 from tests.support.cli import Ran, cli, subprocess_env
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.waiting import wait_until
@@ -88,6 +89,31 @@ def test_init_then_eval_run_scores_every_row(tmp_path: Path, adder: OpenAIServer
     assert again.returncode == 0, again.stderr
     assert again.stdout == "3 rollouts: 3 completed (100.0%); mean reward 1.000 over 3 completed\n"
     assert len(adder.requests) == 4
+
+
+def test_trajectories_are_one_valid_atif_file_per_rollout_that_report_opens(
+    tmp_path: Path, adder: OpenAIServer
+) -> None:
+    workspace = _workspace(tmp_path)
+    directory, records = tmp_path / "trajectories", tmp_path / "records.jsonl"
+    ran = _eval(workspace, adder, "-o", str(records), "--trajectories", str(directory))
+    assert ran.returncode == 0, ran.stderr
+    assert f"wrote 3 ATIF trajectories to {directory}" in ran.stdout
+    by_id = {r["rollout_id"]: r for r in map(json.loads, records.read_text().splitlines())}
+    assert sorted(p.name for p in directory.iterdir()) == sorted(f"{rollout}.json" for rollout in by_id)
+    for path in directory.iterdir():
+        document = valid_file(path)
+        record = by_id[document["trajectory_id"]]
+        osmosis = document["extra"]["osmosis"]
+        assert (osmosis["command"], osmosis["outcome"], osmosis["reward"]) == ("eval run", "completed", 1.0)
+        agent_steps = [step for step in document["steps"] if step["source"] == "agent"]
+        assert [s["metrics"]["completion_token_ids"] for s in agent_steps] == [
+            t["token_ids"] for t in record["turns"]
+        ]
+    report = _osmosis(workspace, "report", str(directory), "--json")
+    assert report.returncode == 0, report.stderr
+    [summary] = json.loads(report.stdout)["runs"]
+    assert (summary["kind"], summary["outcomes"]["completed"]) == ("eval run", 3)
 
 
 def test_pass_at_k_rows_and_a_changed_rollout(tmp_path: Path, adder: OpenAIServer) -> None:
