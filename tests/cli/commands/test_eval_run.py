@@ -169,6 +169,39 @@ def test_a_dataset_as_0_3_writes_it(tmp_path: Path, adder: OpenAIServer) -> None
     assert adder.requests[-1].json["messages"] == [{"role": "user", "content": "what is 2 + 2?"}]
 
 
+def test_metadata_mode_rows_are_the_workflows_input(tmp_path: Path, adder: OpenAIServer) -> None:
+    # 0.3.8's metadata mode: a `metadata` column (an object, or its JSON text in a CSV cell) is the
+    # rollout's metadata, and the prompt and label columns may be left out or left blank.
+    workspace = _workspace(tmp_path)
+    main = workspace / "rollouts" / "calc" / "main.py"
+    text = main.read_text()
+    for old, new in [
+        ("rollout.api_key, ctx.prompt)", "rollout.api_key, prompt)"),
+        ("[*ctx.prompt, {", "[*prompt, {"),
+        ("        rollout = get_rollout_context()\n",
+         "        rollout = get_rollout_context()\n        prompt = ctx.prompt or "
+         "[{'role': 'user', 'content': 'what is {a} + {b}?'.format(**ctx.metadata)}]\n"),
+        ("(ctx.label or \"\").strip()", "(ctx.label or str(ctx.metadata['a'] + ctx.metadata['b']))"),
+    ]:  # fmt: skip
+        assert old in text, old
+        text = text.replace(old, new)
+    main.write_text(text)
+    data = tmp_path / "rows.csv"
+    data.write_text('user_prompt,label,metadata\n,,"{""a"": 3, ""b"": 4}"\nwhat is 1 + 1?,2,\n')
+    ran = _eval(workspace, adder, "--dataset-file", str(data), "--json")
+    assert ran.returncode == 0, ran.stderr + (workspace / ".osmosis/logs/calc-server.log").read_text()[-2000:]
+    summary = json.loads(ran.stdout)
+    assert summary["outcomes"]["completed"] == 2 and summary["mean_score"]["value"] == 1.0
+    asked = sorted(r.json["messages"][-1]["content"] for r in adder.requests[1:])
+    assert asked == ["what is 1 + 1?", "what is 3 + 4?"]
+
+    lines = tmp_path / "rows.jsonl"
+    lines.write_text('{"metadata": {}}\n')  # no prompt and nothing in metadata: no input at all
+    refused = _eval(workspace, adder, "--dataset-file", str(lines), "-q")
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1
+    assert "row 0 has no user_prompt and no metadata" in refused.stderr
+
+
 def test_a_second_init_refuses_and_leaves_the_files(tmp_path: Path) -> None:
     workspace = _workspace(tmp_path)
     main = workspace / "rollouts" / "calc" / "main.py"
