@@ -6,8 +6,8 @@ through the local TrainGate, the policy ``model_path`` (at ``--base-url`` when g
 workflow's chat calls (:class:`~osmosis_ai.runs.executors.workspace03.WorkspaceServer`). From there it
 is ``osmosis rollout run``'s run and report: the journal (the same command resumes; a changed rollout,
 dataset or setting is refused by name; ``--fresh``, ``--retry-failed``), pass@k over ``n`` with the
-config's ``pass_threshold``, ``-o``, ``--trajectories``, ``--report``, ``--json`` and the exit
-status. The server is stopped when the run ends, Ctrl-C included; its output is kept in
+config's ``pass_threshold``, ``-o``, ``--trajectories``, ``--report``, ``--json``, ``--backend ray``
+(each Ray worker serves the entrypoint for its own rollouts) and the exit status. The server is stopped when the run ends, Ctrl-C included; its output is kept in
 ``.osmosis/logs/NAME-server.log`` of the workspace.
 """
 
@@ -29,6 +29,7 @@ def add_parser(subparsers: Any) -> None:
     """Add ``run`` to ``osmosis eval``'s sub-commands."""
     from osmosis_ai.cli.arguments import (
         absolute_path,
+        add_backend_arguments,
         add_journal_arguments,
         add_log_to_argument,
         fraction,
@@ -65,6 +66,7 @@ def add_parser(subparsers: Any) -> None:
     declare_files(run, read=["dataset_file"], written=["output"])
     add_trajectories_argument(run, unit="rollout")
     add_journal_arguments(run, unit="rollout")
+    add_backend_arguments(run)
     add_summary_arguments(run)
     add_log_to_argument(run)
     run.add_argument(
@@ -94,6 +96,7 @@ def parse_rows(text: str) -> tuple[int, ...]:
 def run(args: argparse.Namespace) -> int:
     import logging
 
+    from osmosis_ai.cli.arguments import check_backend_arguments
     from osmosis_ai.cli.commands.rollout import drive
     from osmosis_ai.cli.eval import run_config
     from osmosis_ai.cli.running import run_command
@@ -102,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
     from osmosis_ai.runs.plan import JournalSpec, ModelRef, Rows, RunPlan, Scoring
 
     output.setup_logging(logging.INFO if args.verbose else None)
+    check_backend_arguments(args)
     selection = parse_rows(args.rows) if args.rows else None
     python = _interpreter(args.python)
     config = run_config.load(Path(args.config), dataset_given=args.dataset_file is not None)
@@ -121,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
     plan = RunPlan(rows, server, Scoring(kind="reward function", timeout=None), n=config.n,
                    concurrency=args.max_in_flight or config.batch_size or 1,
                    timeout=config.agent_timeout + config.grader_timeout,
-                   journal=JournalSpec(args.journal, fresh=args.fresh, retry_failed=args.retry_failed))  # fmt: skip
+                   journal=JournalSpec(args.journal, fresh=args.fresh, retry_failed=args.retry_failed),
+                   backend=args.backend, ray_address=args.ray_address)  # fmt: skip
     # What rollout run's report reads from its own flags.
     args.model, args.dataset, args.n = config.model_path, str(dataset), config.n
     args.offset, args.url, args.fail_on_drift = 0, None, False

@@ -7,7 +7,9 @@ free loopback port (``$_OSMOSIS_ROLLOUT_PORT``) with the config's ``[env]`` adde
 environment, its output appended to ``log_path``; the run starts once its ``/health`` answers, and the
 process is stopped when the run ends, however it ends (SIGTERM, then SIGKILL after
 :data:`STOP_GRACE_SEC`). From there it is :class:`~osmosis_ai.runs.executors.traingate.RolloutServer`'s
-session at that URL: the server's ``/health`` picks the 0.3 executor.
+pipeline at that URL: the server's ``/health`` picks the 0.3 executor. The spec is plain data, so a
+Ray worker rebuilds it from the plan and serves the entrypoint for its own share of the rollouts (on
+a cluster, its node must see the workspace at the same path).
 
 A journal of the run is resumed only while the rollout's Python files, the entrypoint and its
 interpreter, the policy, ``n``, the rows and the timeout are the same; the fingerprint names whichever
@@ -33,7 +35,9 @@ from osmosis_ai.runs.executors.traingate import OneModelSpec
 from osmosis_ai.runs.plan import ModelRef, Rows, RunPlan
 
 if TYPE_CHECKING:
-    from osmosis_ai.runs.plan import RowSource, Session
+    from osmosis_ai.runs.engine import Pipeline
+    from osmosis_ai.runs.executors.traingate import ServerSession
+    from osmosis_ai.runs.plan import RowSource
 
 COMMAND = "eval run"
 TASK_PREFIX = "eval-run-"
@@ -142,16 +146,37 @@ class PreparedWorkspace:
         }
 
     @contextlib.asynccontextmanager
-    async def session(self, plan: RunPlan, tags: list[str], observer: Any) -> AsyncIterator[Session]:
+    async def session(self, plan: RunPlan, tags: list[str], observer: Any) -> AsyncIterator[WorkspaceSession]:
         from osmosis_ai.runs.executors.traingate import PreparedServer, RolloutServer
         from osmosis_ai.traingate.tokenizer import load_tokenizer
 
-        spec = self.spec
-        async with served(spec) as url:
-            server = RolloutServer(spec.model, url=url)
-            prepared = PreparedServer(plan, server, load_tokenizer(None), None, [])
-            async with prepared.session(plan, tags, observer) as session:
-                yield session
+        policy = PreparedServer(plan, RolloutServer(self.spec.model), load_tokenizer(None), None, [])
+        async with policy.session(plan, tags, observer) as session:
+            yield WorkspaceSession(self.spec, session)
+
+
+class WorkspaceSession:
+    """The policy, open: its preflight; each pipeline serves the entrypoint for its own rollouts, so
+    a Ray worker rebuilding the pipeline from the plan starts a server of its own and the driver,
+    which runs none of the rollouts then, starts none."""
+
+    def __init__(self, spec: WorkspaceServer, policy: ServerSession) -> None:
+        self.spec, self.policy = spec, policy
+
+    async def preflight(self, on_event: Callable[[Any], Any]) -> None:
+        await self.policy.preflight(on_event)
+
+    @contextlib.asynccontextmanager
+    async def pipeline(self, in_flight: int) -> AsyncIterator[Pipeline]:
+        from osmosis_ai.runs.executors.traingate import PreparedServer, RolloutServer, ServerSession
+
+        opened = self.policy.prepared
+        async with served(self.spec) as url:
+            server = PreparedServer(
+                opened.plan, RolloutServer(self.spec.model, url=url), opened.tokenizer, None, []
+            )
+            async with ServerSession(server, self.policy.policy).pipeline(in_flight) as pipeline:
+                yield pipeline
 
 
 @contextlib.asynccontextmanager
