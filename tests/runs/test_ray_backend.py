@@ -381,8 +381,8 @@ def test_eval_run_on_ray_gives_the_results_of_one_process_each_worker_serving_th
         out = tmp_path / f"{backend}.jsonl"
         started = _servers_started(workspace)
         ran = cli("eval", "run", "configs/eval/calc.toml", "--base-url", openai_server.url, "--api-key", "k",
-                  "--max-in-flight", "2", "--backend", backend, "--journal", str(tmp_path / f"{backend}.sqlite"),
-                  "-o", str(out), cwd=workspace)  # fmt: skip
+                  "--python", sys.executable, "--max-in-flight", "2", "--backend", backend,
+                  "--journal", str(tmp_path / f"{backend}.sqlite"), "-o", str(out), cwd=workspace)  # fmt: skip
         assert ran.returncode == 0, ran.stderr
         records = [json.loads(line) for line in out.read_text().splitlines()]
         runs[backend] = (ran.stdout.splitlines(), [(r["row_index"], r["outcome"], r["reward"], r["final_messages"])
@@ -405,7 +405,8 @@ def test_eval_run_on_ray_whose_rollout_does_not_serve_is_the_one_line_of_one_pro
     lines = {}
     for backend in ("local", "ray"):
         ran = cli("eval", "run", "configs/eval/calc.toml", "--base-url", openai_server.url, "--api-key", "k",
-                  "--backend", backend, "--journal", str(tmp_path / f"{backend}.sqlite"), cwd=workspace)  # fmt: skip
+                  "--python", sys.executable, "--backend", backend, "--journal", str(tmp_path / f"{backend}.sqlite"),
+                  cwd=workspace)  # fmt: skip
         assert ran.returncode == 1 and ran.stderr.count("\n") == 1, ran.stderr
         lines[backend] = ran.stderr
     for line in lines.values():  # the worker's error comes back as it is in one process

@@ -56,7 +56,8 @@ def add_parser(subparsers: Any) -> None:
     run.add_argument("--api-key", help="API key of the policy backend (default: the provider's env variable)")
     run.add_argument("--python", metavar="PATH",
                      help="the interpreter that runs the entrypoint, e.g. the rollout's own virtualenv's "
-                     "(default: the one running osmosis)")  # fmt: skip
+                     "(default: the rollout's uv environment from its pyproject.toml when uv is on PATH, "
+                     "else the one running osmosis)")  # fmt: skip
     run.add_argument("--max-in-flight", type=whole_number(1), metavar="N",
                      help="rollouts in flight (default: evaluation.batch_size, else 1)")  # fmt: skip
     run.add_argument("--max-failure-rate", type=fraction, default=0.0, metavar="FRACTION",
@@ -107,8 +108,8 @@ def run(args: argparse.Namespace) -> int:
     output.setup_logging(logging.INFO if args.verbose else None)
     check_backend_arguments(args)
     selection = parse_rows(args.rows) if args.rows else None
-    python = _interpreter(args.python)
     config = run_config.load(Path(args.config), dataset_given=args.dataset_file is not None)
+    python, uv, where = _environment(args.python, config.rollout_dir)
     dataset = config.dataset_file(args.dataset_file)
     missing = [name for name in config.secrets if not os.environ.get(name)]
     if missing:
@@ -120,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     log = config.workspace / ".osmosis" / "logs" / f"{config.rollout}-server.log"
     server = WorkspaceServer(ModelRef(config.model_path, args.base_url, args.api_key), str(config.rollout_dir),
                              config.entrypoint, selection=selection, env=tuple(sorted(config.env.items())),
-                             log_path=str(log), python=python)  # fmt: skip
+                             log_path=str(log), python=python, uv=uv)  # fmt: skip
     rows = Rows(str(dataset), 0, None if selection is not None else config.limit)
     plan = RunPlan(rows, server, Scoring(kind="reward function", timeout=None), n=config.n,
                    concurrency=args.max_in_flight or config.batch_size or 1,
@@ -136,21 +137,32 @@ def run(args: argparse.Namespace) -> int:
         "dataset": str(dataset),
         "module": server.target(),
     }
-    output.say(f"Rollout server: {server.target()} (log: {log})", quiet=args.quiet or args.json)
+    output.say(f"Rollout server: {server.target()} {where} (log: {log})", quiet=args.quiet or args.json)
     return run_command(
         lambda: drive(args, plan, labels, pass_threshold=config.pass_threshold),
         on_interrupt=lambda: output.interrupted("rollout"),
     )
 
 
-def _interpreter(given: str | None) -> str:
-    """``--python`` as a path the server can be started with (a bare name is looked up on ``PATH``)."""
+def _environment(given: str | None, rollout_dir: Path) -> tuple[str, str | None, str]:
+    """Where the entrypoint runs, as 0.3 chooses it: ``(python, uv, how the header says it)``.
+
+    ``--python`` names the interpreter (a bare name is looked up on ``PATH``); without it, a rollout
+    with a ``pyproject.toml`` runs in its uv-managed environment when ``uv`` is on ``PATH``, and
+    otherwise on the interpreter running osmosis."""
     import shutil
     import sys
 
-    if given is None:
-        return sys.executable
-    found = shutil.which(os.path.abspath(given) if os.sep in given else given)
-    if found is None:
-        raise CLIError(f"--python {given}: no such interpreter (give a path or a name on PATH)")
-    return found
+    if given is not None:
+        found = shutil.which(os.path.abspath(given) if os.sep in given else given)
+        if found is None:
+            raise CLIError(f"--python {given}: no such interpreter (give a path or a name on PATH)")
+        return found, None, f"under {found} (--python)"
+    uv = shutil.which("uv")
+    if uv is not None and (rollout_dir / "pyproject.toml").is_file():
+        return (
+            sys.executable,
+            uv,
+            f"in its uv environment (uv run --project {rollout_dir}; --python PATH for another)",
+        )
+    return sys.executable, None, f"in this environment ({sys.executable})"
