@@ -261,6 +261,12 @@ def test_with_uv_on_path_the_rollout_runs_in_its_uv_environment(tmp_path: Path, 
     assert f"interpreter: {workspace.resolve() / 'rollouts' / 'calc' / '.venv'}" in log.read_text()
     assert ran.stdout.endswith("3 rollouts: 3 completed (100.0%); mean reward 1.000 over 3 completed\n")
 
+    pyproject.write_text("[project\n")  # an environment uv cannot make: one line with the end of its output
+    broken = _eval(workspace, adder, "--fresh", python=())
+    assert broken.returncode == 1 and broken.stderr.count("\n") == 1, broken.stderr
+    assert f"uv sync --project {pyproject.parent.resolve()} failed with status" in broken.stderr
+    assert "[project" in broken.stderr.partition("its output ends:")[2]  # uv quoting the line
+
 
 def test_a_second_init_refuses_and_leaves_the_files(tmp_path: Path) -> None:
     workspace = _workspace(tmp_path)
