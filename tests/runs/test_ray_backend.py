@@ -1,8 +1,8 @@
 """``--backend ray`` on a real local Ray (one per xdist group of these tests, 2 CPUs): the same outcomes,
 scores, pass@k and output files as one process (eval, test, reward score, regrade with a reward and
-with a rubric's judge, eval-rubric, eval run with a server per worker); a worker SIGKILLed mid-run loses no item and counts none twice; a run stopped
-on Ray resumes in one process, and one killed in one process resumes on Ray, to the uninterrupted
-result; no actor stays. The ``slow`` ones start the command as a subprocess with a Ray of its own:
+with a rubric's judge, eval-rubric, eval run with a server per worker); a worker SIGKILLed mid-run
+loses no item and counts none twice; a run stopped on Ray resumes in one process, and one killed in
+one process resumes on Ray, to the uninterrupted result; no actor stays. The ``slow`` ones start the command as a subprocess with a Ray of its own:
 Ctrl-C exits 130 with one line and stops every process of that Ray, and a SIGKILLed driver takes its
 Ray and workers along and resumes in one process."""
 

@@ -7,8 +7,10 @@ workflow's chat calls (:class:`~osmosis_ai.runs.executors.workspace03.WorkspaceS
 is ``osmosis rollout run``'s run and report: the journal (the same command resumes; a changed rollout,
 dataset or setting is refused by name; ``--fresh``, ``--retry-failed``), pass@k over ``n`` with the
 config's ``pass_threshold``, ``-o``, ``--trajectories``, ``--report``, ``--json``, ``--backend ray``
-(each Ray worker serves the entrypoint for its own rollouts) and the exit status. The server is stopped when the run ends, Ctrl-C included; its output is kept in
-``.osmosis/logs/NAME-server.log`` of the workspace.
+(each Ray worker serves the entrypoint for its own rollouts) and the exit status. The server is
+stopped when the run ends, Ctrl-C included; its output is kept in ``.osmosis/logs/NAME-server.log``
+of the workspace. Where it runs (``uv``'s environment of the rollout, ``--python``'s interpreter or
+this one) is chosen here, as 0.3 chooses it, and named in the header line.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ rollout-scoped base (:meth:`~osmosis_ai.traingate.gateway.TrainGate.chat_base`),
 chat calls get token ids and the append-only check as a 0.2 agent's do; its ``llm_api_key`` is the
 session's callback key; the row's ``ground_truth`` is the label, its ``metadata`` object the rollout's
 metadata when it has one (0.3's metadata mode; else its other columns and its position), and the
-server grades. Its result is long-polled under the lease until it is finished or the rollout's deadline passes (then it is
-cancelled on the server). How it ended becomes the session's status, and so its outcome:
+server grades. Its result is long-polled under the lease until it is finished or the rollout's
+deadline passes (then it is cancelled on the server). How it ended becomes the session's status, and so its outcome:
 
 * ``success``: ``COMPLETED``, the grader's reward the agent's reward (scored by the one score rule);
 * ``failure`` with the workflow's sample: the grader failed, a ``COMPLETED`` rollout whose agent reward

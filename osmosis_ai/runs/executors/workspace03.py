@@ -5,9 +5,9 @@ For the run the entrypoint is started with ``python main.py`` (``python``: this 
 spec names another, e.g. the rollout's own virtualenv's), or, when the spec names a ``uv``
 executable, in the rollout's uv-managed environment as 0.3 starts it (``uv sync --project DIR``
 first, its output in the log, then ``uv run --no-sync --project DIR python main.py``), in the
-rollout's directory, serving on a free loopback port (``$_OSMOSIS_ROLLOUT_PORT``) with the config's ``[env]`` added to this process's
-environment, its output appended to ``log_path``; the run starts once its ``/health`` answers, and the
-process is stopped when the run ends, however it ends (SIGTERM, then SIGKILL after
+rollout's directory, serving on a free loopback port (``$_OSMOSIS_ROLLOUT_PORT``) with the config's
+``[env]`` added to this process's environment, its output appended to ``log_path``; the run starts
+once its ``/health`` answers, and the process is stopped when the run ends, however it ends (SIGTERM, then SIGKILL after
 :data:`STOP_GRACE_SEC`). From there it is :class:`~osmosis_ai.runs.executors.traingate.RolloutServer`'s
 pipeline at that URL: the server's ``/health`` picks the 0.3 executor. The spec is plain data, so a
 Ray worker rebuilds it from the plan and serves the entrypoint for its own share of the rollouts (on
