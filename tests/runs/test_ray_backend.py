@@ -397,6 +397,49 @@ def test_eval_run_on_ray_gives_the_results_of_one_process_each_worker_serving_th
     _no_actors_left()
 
 
+def test_eval_run_on_ray_is_resumed_in_one_process_to_the_result_of_a_whole_run(
+    ray_session: Any, openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    broken = {"7 + 5"}
+
+    def answer(payload: dict[str, Any]) -> Reply:
+        found = re.search(r"what is (\d+) \+ (\d+)\?", str(payload["messages"][-1]["content"]))
+        if found is None:
+            return Reply(content="ok")  # the preflight
+        if f"{found.group(1)} + {found.group(2)}" in broken:
+            return Reply(status=400)  # this row's rollout fails
+        return Reply(content=str(int(found.group(1)) + int(found.group(2))))
+
+    openai_server.handler = answer
+    workspace = _workspace(tmp_path)
+
+    def run(journal: str, *extra: str) -> Ran:
+        return cli("eval", "run", "configs/eval/calc.toml", "--base-url", openai_server.url, "--api-key", "k",
+                   "--python", sys.executable, "--max-in-flight", "2", "--journal", str(tmp_path / journal),
+                   "-q", *extra, cwd=workspace)  # fmt: skip
+
+    first = run("resumed.sqlite", "--backend", "ray")
+    assert first.returncode == 1 and first.stdout.startswith("3 rollouts: 2 completed"), first.stdout
+    _no_actors_left()
+    broken.clear()
+    resumed = run("resumed.sqlite", "--retry-failed", "-o", str(tmp_path / "resumed.jsonl"))
+    assert resumed.returncode == 0, resumed.stderr
+    asked = [r.json["messages"][-1]["content"] for r in openai_server.requests]
+    assert asked.count("what is 2 + 3?") == 1 and asked.count("what is 40 + 2?") == 1  # not run again
+    whole = run("whole.sqlite", "-o", str(tmp_path / "whole.jsonl"))
+    assert (
+        resumed.stdout
+        == whole.stdout
+        == "3 rollouts: 3 completed (100.0%); mean reward 1.000 over 3 completed\n"
+    )
+    records = {
+        name: [(r["row_index"], r["reward"], r["final_messages"])
+               for r in map(json.loads, (tmp_path / f"{name}.jsonl").read_text().splitlines())]
+        for name in ("resumed", "whole")
+    }  # fmt: skip
+    assert records["resumed"] == records["whole"]
+
+
 def test_eval_run_on_ray_whose_rollout_does_not_serve_is_the_one_line_of_one_process(
     ray_session: Any, openai_server: OpenAIServer, tmp_path: Path
 ) -> None:
