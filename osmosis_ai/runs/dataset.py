@@ -5,7 +5,10 @@ A dataset has one row per prompt with the columns ``system_prompt``, ``user_prom
 than silently turned into text). Other columns are kept with their own key and value and travel
 with the row. In a normalised row the three required keys are lower-case. Read as 0.3.8 reads a
 local dataset (``v03=True``, ``osmosis eval run``), ``system_prompt`` may be left out and ``label``
-stands for ``ground_truth``.
+stands for ``ground_truth``; and a dataset with a ``metadata`` column is in 0.3's metadata mode: that
+column is a JSON object (or its JSON text), the rollout's input, and ``user_prompt`` and
+``ground_truth`` become optional (left out, null or blank: absent), but a row needs a prompt or a
+non-empty object.
 
 Rows are read one at a time — JSONL line by line, CSV record by record, Parquet batch by batch from
 the row groups that hold the wanted rows — so memory follows the rows a caller keeps, not the size
@@ -45,6 +48,7 @@ from typing import Any
 from osmosis_ai.errors import DatasetNotFoundError, DatasetParseError, DatasetValidationError
 
 REQUIRED_COLUMNS = ("system_prompt", "user_prompt", "ground_truth")
+METADATA_COLUMN = "metadata"  # 0.3's metadata mode (``v03``): the column holding the rollout's input
 SUFFIXES = (".jsonl", ".csv", ".parquet")
 PARQUET_BATCH_ROWS = 1024
 CSV_FIELD_LIMIT = 2**31 - 1  # the largest csv.field_size_limit every platform's C long takes
@@ -343,11 +347,29 @@ def normalize_row(raw: Any, index: int, path: str | Path, *, v03: bool = False) 
         )
     by_lower = {str(key).lower(): key for key in raw}
     required: tuple[str, ...] = REQUIRED_COLUMNS
+    metadata: dict[str, Any] | None = None
     if v03:
         if "ground_truth" not in by_lower and "label" in by_lower:
             raw = {("ground_truth" if key == by_lower["label"] else key): value for key, value in raw.items()}
             by_lower["ground_truth"] = "ground_truth"
-        required = tuple(c for c in REQUIRED_COLUMNS if c != "system_prompt" or c in by_lower)
+        optional = {"system_prompt"}
+        if METADATA_COLUMN in by_lower:
+            metadata = _metadata_object(raw[by_lower[METADATA_COLUMN]], file, index)
+            optional |= {"user_prompt", "ground_truth"}
+            # A CSV gives every row every column: an empty cell there is a column left out.
+            blank = {c for c in optional if c in by_lower and _blank(raw[by_lower[c]])}
+            raw = {k: v for k, v in raw.items() if k != by_lower[METADATA_COLUMN] and k not in
+                   {by_lower[c] for c in blank}}  # fmt: skip
+            by_lower = {str(key).lower(): key for key in raw}
+            if metadata is None and "user_prompt" not in by_lower:
+                raise DatasetValidationError(
+                    f"{file}: row {index} has no user_prompt and no metadata; give a user_prompt or a "
+                    f"non-empty JSON object in its {METADATA_COLUMN!r} column",
+                    path=file,
+                    row=index,
+                    column=METADATA_COLUMN,
+                )
+        required = tuple(c for c in REQUIRED_COLUMNS if c not in optional or c in by_lower)
     missing = [column for column in required if column not in by_lower]
     if missing:
         raise DatasetValidationError(
@@ -376,7 +398,37 @@ def normalize_row(raw: Any, index: int, path: str | Path, *, v03: bool = False) 
                 f"{file}: row {index}, column {column!r} is empty; give a non-empty string", **where
             )
         row[column] = value
+    if metadata is not None:
+        row[METADATA_COLUMN] = metadata
     return row
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def _metadata_object(value: Any, file: Path, index: int) -> dict[str, Any] | None:
+    """A metadata-mode row's ``metadata``: a JSON object, or the JSON text of one (a CSV cell); an
+    empty one, a blank cell or null is none."""
+    where = {"path": file, "row": index, "column": METADATA_COLUMN, "value": value}
+    if isinstance(value, str) and value.strip():
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise DatasetValidationError(
+                f"{file}: row {index}, column {METADATA_COLUMN!r} is not valid JSON ({exc.msg}); give a "
+                'JSON object, e.g. {"question": "..."}',
+                **where,
+            ) from None
+    elif _blank(value):
+        return None
+    if not isinstance(value, dict):
+        raise DatasetValidationError(
+            f"{file}: row {index}, column {METADATA_COLUMN!r} is a {type(value).__name__} ({_shown(value)}); "
+            "give a JSON object",
+            **where,
+        )
+    return value or None
 
 
 class DatasetReader:

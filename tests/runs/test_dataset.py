@@ -188,3 +188,37 @@ def test_reading_is_a_stream(tmp_path: Path) -> None:
     finally:
         tracemalloc.stop()
     assert peak < size / 20, (peak, size)
+
+
+def test_0_3_metadata_mode_takes_the_object_and_makes_the_prompt_and_label_optional(tmp_path: Path) -> None:
+    rows = DatasetReader(_jsonl(tmp_path / "m.jsonl", [
+        {"metadata": {"q": 1}},
+        {"metadata": '{"q": 2}', "label": "4", "system_prompt": "s"},
+        {"metadata": None, "user_prompt": "u", "ground_truth": "", "topic": "t"},
+    ]), v03=True).read()  # fmt: skip
+    assert rows == [
+        {"metadata": {"q": 1}},
+        {"system_prompt": "s", "ground_truth": "4", "metadata": {"q": 2}},
+        {"topic": "t", "user_prompt": "u"},
+    ]
+    # Without v03 (every other command) a metadata column is one more column, the prompt required.
+    with pytest.raises(DatasetValidationError, match="missing column"):
+        DatasetReader(tmp_path / "m.jsonl").read()
+
+
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [
+        ({"metadata": {}}, "row 0 has no user_prompt and no metadata"),
+        ({"metadata": "  ", "user_prompt": " "}, "row 0 has no user_prompt and no metadata"),
+        ({"metadata": "{oops"}, "row 0, column 'metadata' is not valid JSON"),
+        ({"metadata": "[1, 2]"}, "row 0, column 'metadata' is a list ([1, 2]); give a JSON object"),
+        ({"metadata": 3, "user_prompt": "u"}, "row 0, column 'metadata' is a int (3); give a JSON object"),
+    ],
+)
+def test_a_metadata_mode_row_without_an_input_or_object_is_named(
+    tmp_path: Path, row: dict[str, object], expected: str
+) -> None:
+    with pytest.raises(DatasetValidationError, match=r"^.*m\.jsonl: ") as raised:
+        DatasetReader(_jsonl(tmp_path / "m.jsonl", [row]), v03=True).read()
+    assert expected in str(raised.value)

@@ -1,8 +1,8 @@
 """``--backend ray`` on a real local Ray (one per xdist group of these tests, 2 CPUs): the same outcomes,
 scores, pass@k and output files as one process (eval, test, reward score, regrade with a reward and
-with a rubric's judge, eval-rubric); a worker SIGKILLed mid-run loses no item and counts none twice; a run stopped
-on Ray resumes in one process, and one killed in one process resumes on Ray, to the uninterrupted
-result; no actor stays. The ``slow`` ones start the command as a subprocess with a Ray of its own:
+with a rubric's judge, eval-rubric, eval run with a server per worker); a worker SIGKILLed mid-run
+loses no item and counts none twice; a run stopped on Ray resumes in one process, and one killed in
+one process resumes on Ray, to the uninterrupted result; no actor stays. The ``slow`` ones start the command as a subprocess with a Ray of its own:
 Ctrl-C exits 130 with one line and stops every process of that Ray, and a SIGKILLed driver takes its
 Ray and workers along and resumes in one process."""
 
@@ -347,6 +347,117 @@ def test_eval_stopped_on_ray_resumes_in_one_process_to_the_uninterrupted_result(
     assert resumed.stdout.splitlines()[-1] == whole.stdout.splitlines()[-1]
     documents = [json.loads((tmp_path / f"{name}.json").read_text()) for name in ("resumed", "whole")]
     assert _untimed(documents[0]) == _untimed(documents[1])
+
+
+def _workspace(tmp_path: Path) -> Path:
+    """``osmosis rollout init calc``'s workspace; its server keeps its state in the test's directory
+    (set by the config's [env]: a Ray worker has the environment of the Ray it belongs to)."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    assert cli("rollout", "init", "calc", cwd=workspace).returncode == 0
+    config = workspace / "configs" / "eval" / "calc.toml"
+    config.write_text(config.read_text() + f'\n[env]\nXDG_STATE_HOME = "{tmp_path / "state"}"\n')
+    return workspace
+
+
+def _servers_started(workspace: Path) -> int:
+    log = workspace / ".osmosis" / "logs" / "calc-server.log"
+    return (
+        len(re.findall(r"Uvicorn running on http://127\.0\.0\.1:\d+", log.read_text())) if log.exists() else 0
+    )
+
+
+def test_eval_run_on_ray_gives_the_results_of_one_process_each_worker_serving_the_rollout(
+    ray_session: Any, openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    def add(payload: dict[str, Any]) -> str:
+        found = re.search(r"what is (\d+) \+ (\d+)\?", str(payload["messages"][-1]["content"]))
+        return str(int(found.group(1)) + int(found.group(2))) if found else "?"
+
+    openai_server.handler = add
+    workspace = _workspace(tmp_path)
+    runs, servers = {}, {}
+    for backend in ("local", "ray"):
+        out = tmp_path / f"{backend}.jsonl"
+        started = _servers_started(workspace)
+        ran = cli("eval", "run", "configs/eval/calc.toml", "--base-url", openai_server.url, "--api-key", "k",
+                  "--python", sys.executable, "--max-in-flight", "2", "--backend", backend,
+                  "--journal", str(tmp_path / f"{backend}.sqlite"), "-o", str(out), cwd=workspace)  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+        records = [json.loads(line) for line in out.read_text().splitlines()]
+        runs[backend] = (ran.stdout.splitlines(), [(r["row_index"], r["outcome"], r["reward"], r["final_messages"])
+                                                   for r in records])  # fmt: skip
+        servers[backend] = _servers_started(workspace) - started
+    (local_lines, local_records), (ray_lines, ray_records) = runs["local"], runs["ray"]
+    assert "Backend: Ray, 2 workers" in ray_lines
+    assert ray_lines[-1] == local_lines[-1] + "; on 2 Ray workers"
+    assert ray_records == local_records and [r[2] for r in ray_records] == [1.0, 1.0, 1.0]
+    # One server for the run in one process; on Ray one per worker, none in the driver.
+    assert servers == {"local": 1, "ray": 2}
+    _no_actors_left()
+
+
+def test_eval_run_on_ray_is_resumed_in_one_process_to_the_result_of_a_whole_run(
+    ray_session: Any, openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    broken = {"7 + 5"}
+
+    def answer(payload: dict[str, Any]) -> Reply:
+        found = re.search(r"what is (\d+) \+ (\d+)\?", str(payload["messages"][-1]["content"]))
+        if found is None:
+            return Reply(content="ok")  # the preflight
+        if f"{found.group(1)} + {found.group(2)}" in broken:
+            return Reply(status=400)  # this row's rollout fails
+        return Reply(content=str(int(found.group(1)) + int(found.group(2))))
+
+    openai_server.handler = answer
+    workspace = _workspace(tmp_path)
+
+    def run(journal: str, *extra: str) -> Ran:
+        return cli("eval", "run", "configs/eval/calc.toml", "--base-url", openai_server.url, "--api-key", "k",
+                   "--python", sys.executable, "--max-in-flight", "2", "--journal", str(tmp_path / journal),
+                   "-q", *extra, cwd=workspace)  # fmt: skip
+
+    first = run("resumed.sqlite", "--backend", "ray")
+    assert first.returncode == 1 and first.stdout.startswith("3 rollouts: 2 completed"), first.stdout
+    _no_actors_left()
+    broken.clear()
+    resumed = run("resumed.sqlite", "--retry-failed", "-o", str(tmp_path / "resumed.jsonl"))
+    assert resumed.returncode == 0, resumed.stderr
+    asked = [r.json["messages"][-1]["content"] for r in openai_server.requests]
+    assert asked.count("what is 2 + 3?") == 1 and asked.count("what is 40 + 2?") == 1  # not run again
+    whole = run("whole.sqlite", "-o", str(tmp_path / "whole.jsonl"))
+    assert (
+        resumed.stdout
+        == whole.stdout
+        == "3 rollouts: 3 completed (100.0%); mean reward 1.000 over 3 completed\n"
+    )
+    records = {
+        name: [(r["row_index"], r["reward"], r["final_messages"])
+               for r in map(json.loads, (tmp_path / f"{name}.jsonl").read_text().splitlines())]
+        for name in ("resumed", "whole")
+    }  # fmt: skip
+    assert records["resumed"] == records["whole"]
+
+
+def test_eval_run_on_ray_whose_rollout_does_not_serve_is_the_one_line_of_one_process(
+    ray_session: Any, openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    workspace = _workspace(tmp_path)
+    (workspace / "rollouts" / "calc" / "main.py").write_text("raise SystemExit('no server today')\n")
+    lines = {}
+    for backend in ("local", "ray"):
+        ran = cli("eval", "run", "configs/eval/calc.toml", "--base-url", openai_server.url, "--api-key", "k",
+                  "--python", sys.executable, "--backend", backend, "--journal", str(tmp_path / f"{backend}.sqlite"),
+                  cwd=workspace)  # fmt: skip
+        assert ran.returncode == 1 and ran.stderr.count("\n") == 1, ran.stderr
+        lines[backend] = ran.stderr
+    for line in lines.values():  # the worker's error comes back as it is in one process
+        assert (
+            line.startswith("Error: ") and "rollouts/calc/main.py exited with status 1 before serving" in line
+        )
+        assert "no server today" in line and "Traceback" not in line
+    _no_actors_left()
 
 
 def _descendants(root: int) -> dict[int, str]:

@@ -289,6 +289,8 @@ async def drive(
         elif isinstance(event, Ready):
             for line in event.scoring:
                 output.say(f"Scoring: {line}", quiet=args.quiet)
+            if event.backend:
+                output.say(event.backend, quiet=args.quiet)
             if writer is not None:
                 state["opened"] = stack.enter_context(writer)
             state["started"] = time.perf_counter()
@@ -338,7 +340,7 @@ def _finish(
     source = str(args.output or f"osmosis {command}")
     figures = run_figures(tally, source, samples_per_row=args.n, command=command)
     show_summary(args, None, source, figures)
-    output.say(outcome_line(summary), quiet=args.json)
+    output.say(outcome_line(summary) + end.backend_note, quiet=args.json)
     if (drift := rollout_check.drift_line(tally.drift, tally.violations)) is not None:
         output.say(drift, quiet=args.json)
     # The records file has every turn; without one, the records kept in memory (turns released).

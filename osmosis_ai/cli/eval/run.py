@@ -6,9 +6,11 @@ through the local TrainGate, the policy ``model_path`` (at ``--base-url`` when g
 workflow's chat calls (:class:`~osmosis_ai.runs.executors.workspace03.WorkspaceServer`). From there it
 is ``osmosis rollout run``'s run and report: the journal (the same command resumes; a changed rollout,
 dataset or setting is refused by name; ``--fresh``, ``--retry-failed``), pass@k over ``n`` with the
-config's ``pass_threshold``, ``-o``, ``--report``, ``--json`` and the exit status. The server is
+config's ``pass_threshold``, ``-o``, ``--trajectories``, ``--report``, ``--json``, ``--backend ray``
+(each Ray worker serves the entrypoint for its own rollouts) and the exit status. The server is
 stopped when the run ends, Ctrl-C included; its output is kept in ``.osmosis/logs/NAME-server.log``
-of the workspace.
+of the workspace. Where it runs (``uv``'s environment of the rollout, ``--python``'s interpreter or
+this one) is chosen here, as 0.3 chooses it, and named in the header line.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ def add_parser(subparsers: Any) -> None:
     """Add ``run`` to ``osmosis eval``'s sub-commands."""
     from osmosis_ai.cli.arguments import (
         absolute_path,
+        add_backend_arguments,
         add_journal_arguments,
         add_log_to_argument,
         fraction,
@@ -36,6 +39,7 @@ def add_parser(subparsers: Any) -> None:
     )
     from osmosis_ai.cli.output_file import declare_files
     from osmosis_ai.cli.summary import add_summary_arguments
+    from osmosis_ai.cli.trajectories import add_trajectories_argument
 
     run = subparsers.add_parser(
         "run",
@@ -54,7 +58,8 @@ def add_parser(subparsers: Any) -> None:
     run.add_argument("--api-key", help="API key of the policy backend (default: the provider's env variable)")
     run.add_argument("--python", metavar="PATH",
                      help="the interpreter that runs the entrypoint, e.g. the rollout's own virtualenv's "
-                     "(default: the one running osmosis)")  # fmt: skip
+                     "(default: the rollout's uv environment from its pyproject.toml when uv is on PATH, "
+                     "else the one running osmosis)")  # fmt: skip
     run.add_argument("--max-in-flight", type=whole_number(1), metavar="N",
                      help="rollouts in flight (default: evaluation.batch_size, else 1)")  # fmt: skip
     run.add_argument("--max-failure-rate", type=fraction, default=0.0, metavar="FRACTION",
@@ -62,7 +67,9 @@ def add_parser(subparsers: Any) -> None:
     run.add_argument("-o", "--output", metavar="FILE.jsonl", type=absolute_path,
                      help="write one JSON record per rollout")  # fmt: skip
     declare_files(run, read=["dataset_file"], written=["output"])
+    add_trajectories_argument(run, unit="rollout")
     add_journal_arguments(run, unit="rollout")
+    add_backend_arguments(run)
     add_summary_arguments(run)
     add_log_to_argument(run)
     run.add_argument(
@@ -92,6 +99,7 @@ def parse_rows(text: str) -> tuple[int, ...]:
 def run(args: argparse.Namespace) -> int:
     import logging
 
+    from osmosis_ai.cli.arguments import check_backend_arguments
     from osmosis_ai.cli.commands.rollout import drive
     from osmosis_ai.cli.eval import run_config
     from osmosis_ai.cli.running import run_command
@@ -100,9 +108,10 @@ def run(args: argparse.Namespace) -> int:
     from osmosis_ai.runs.plan import JournalSpec, ModelRef, Rows, RunPlan, Scoring
 
     output.setup_logging(logging.INFO if args.verbose else None)
+    check_backend_arguments(args)
     selection = parse_rows(args.rows) if args.rows else None
-    python = _interpreter(args.python)
     config = run_config.load(Path(args.config), dataset_given=args.dataset_file is not None)
+    python, uv, where = _environment(args.python, config.rollout_dir)
     dataset = config.dataset_file(args.dataset_file)
     missing = [name for name in config.secrets if not os.environ.get(name)]
     if missing:
@@ -114,12 +123,13 @@ def run(args: argparse.Namespace) -> int:
     log = config.workspace / ".osmosis" / "logs" / f"{config.rollout}-server.log"
     server = WorkspaceServer(ModelRef(config.model_path, args.base_url, args.api_key), str(config.rollout_dir),
                              config.entrypoint, selection=selection, env=tuple(sorted(config.env.items())),
-                             log_path=str(log), python=python)  # fmt: skip
+                             log_path=str(log), python=python, uv=uv)  # fmt: skip
     rows = Rows(str(dataset), 0, None if selection is not None else config.limit)
     plan = RunPlan(rows, server, Scoring(kind="reward function", timeout=None), n=config.n,
                    concurrency=args.max_in_flight or config.batch_size or 1,
                    timeout=config.agent_timeout + config.grader_timeout,
-                   journal=JournalSpec(args.journal, fresh=args.fresh, retry_failed=args.retry_failed))  # fmt: skip
+                   journal=JournalSpec(args.journal, fresh=args.fresh, retry_failed=args.retry_failed),
+                   backend=args.backend, ray_address=args.ray_address)  # fmt: skip
     # What rollout run's report reads from its own flags.
     args.model, args.dataset, args.n = config.model_path, str(dataset), config.n
     args.offset, args.url, args.fail_on_drift = 0, None, False
@@ -129,21 +139,32 @@ def run(args: argparse.Namespace) -> int:
         "dataset": str(dataset),
         "module": server.target(),
     }
-    output.say(f"Rollout server: {server.target()} (log: {log})", quiet=args.quiet or args.json)
+    output.say(f"Rollout server: {server.target()} {where} (log: {log})", quiet=args.quiet or args.json)
     return run_command(
         lambda: drive(args, plan, labels, pass_threshold=config.pass_threshold),
         on_interrupt=lambda: output.interrupted("rollout"),
     )
 
 
-def _interpreter(given: str | None) -> str:
-    """``--python`` as a path the server can be started with (a bare name is looked up on ``PATH``)."""
+def _environment(given: str | None, rollout_dir: Path) -> tuple[str, str | None, str]:
+    """Where the entrypoint runs, as 0.3 chooses it: ``(python, uv, how the header says it)``.
+
+    ``--python`` names the interpreter (a bare name is looked up on ``PATH``); without it, a rollout
+    with a ``pyproject.toml`` runs in its uv-managed environment when ``uv`` is on ``PATH``, and
+    otherwise on the interpreter running osmosis."""
     import shutil
     import sys
 
-    if given is None:
-        return sys.executable
-    found = shutil.which(os.path.abspath(given) if os.sep in given else given)
-    if found is None:
-        raise CLIError(f"--python {given}: no such interpreter (give a path or a name on PATH)")
-    return found
+    if given is not None:
+        found = shutil.which(os.path.abspath(given) if os.sep in given else given)
+        if found is None:
+            raise CLIError(f"--python {given}: no such interpreter (give a path or a name on PATH)")
+        return found, None, f"under {found} (--python)"
+    uv = shutil.which("uv")
+    if uv is not None and (rollout_dir / "pyproject.toml").is_file():
+        return (
+            sys.executable,
+            uv,
+            f"in its uv environment (uv run --project {rollout_dir}; --python PATH for another)",
+        )
+    return sys.executable, None, f"in this environment ({sys.executable})"

@@ -45,20 +45,17 @@ _SCORED = ("outcome", "reward", "reward_error")
 
 
 def row_messages(row: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The initial conversation of a dataset row (a 0.3 row may have no system prompt)."""
-    system = [{"role": "system", "content": row["system_prompt"]}] if "system_prompt" in row else []
-    return [*system, {"role": "user", "content": row["user_prompt"]}]
+    """The initial conversation of a dataset row (a 0.3 row may have no system prompt, and one in
+    metadata mode no prompt at all)."""
+    return [{"role": role, "content": row[column]}
+            for role, column in (("system", "system_prompt"), ("user", "user_prompt")) if column in row]  # fmt: skip
 
 
 def row_metadata(row: Mapping[str, Any], row_index: int, sample_index: int) -> dict[str, Any]:
-    """Request metadata: ground truth, position, and every extra column of the row."""
+    """Request metadata: ground truth (a 0.3 row in metadata mode may have none), position, and every
+    extra column of the row."""
     extra = {k: v for k, v in row.items() if k not in ("system_prompt", "user_prompt")}
-    return {
-        **extra,
-        "ground_truth": row["ground_truth"],
-        "row_index": row_index,
-        "sample_index": sample_index,
-    }
+    return {**extra, "row_index": row_index, "sample_index": sample_index}
 
 
 class TrainGateExecutor:

@@ -4,9 +4,10 @@
 Each rollout is submitted with ``POST /rollout``: its ``chat_completions_url`` is the gateway's
 rollout-scoped base (:meth:`~osmosis_ai.traingate.gateway.TrainGate.chat_base`), so the workflow's
 chat calls get token ids and the append-only check as a 0.2 agent's do; its ``llm_api_key`` is the
-session's callback key; the row's ``ground_truth`` is the label, and the server grades. Its result is
-long-polled under the lease until it is finished or the rollout's deadline passes (then it is
-cancelled on the server). How it ended becomes the session's status, and so its outcome:
+session's callback key; the row's ``ground_truth`` is the label, its ``metadata`` object the rollout's
+metadata when it has one (0.3's metadata mode; else its other columns and its position), and the
+server grades. Its result is long-polled under the lease until it is finished or the rollout's
+deadline passes (then it is cancelled on the server). How it ended becomes the session's status, and so its outcome:
 
 * ``success``: ``COMPLETED``, the grader's reward the agent's reward (scored by the one score rule);
 * ``failure`` with the workflow's sample: the grader failed, a ``COMPLETED`` rollout whose agent reward
@@ -24,11 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.rollout.core.schemas import REWARD_ERROR_FIELD
 from osmosis_ai.rollout.types.protocol import RolloutInitRequest, RolloutResultResponse
 from osmosis_ai.rollout.types.status import FINISHED, RolloutErrorCategory, RolloutStatus
+from osmosis_ai.runs.dataset import METADATA_COLUMN
 from osmosis_ai.runs.executors.traingate import TrainGateExecutor
 from osmosis_ai.traingate.append_only import check_extension
 
@@ -62,7 +64,7 @@ class TrainGate03Executor(TrainGateExecutor):
             rollout_id=session.rollout_id,
             initial_messages=session.messages,
             label=session.metadata.get("ground_truth"),
-            metadata=session.metadata,
+            metadata=request_metadata(session.metadata),
             chat_completions_url=self.gate.chat_base(session.rollout_id),
             llm_api_key=session.callback_key,
             grade=True,
@@ -108,6 +110,13 @@ class TrainGate03Executor(TrainGateExecutor):
             if answer.status in FINISHED:
                 settle(session, answer)
                 return
+
+
+def request_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The rollout's ``metadata``: a row's ``metadata`` object as it is (0.3's metadata mode, whose
+    workflow reads its input there), else the row's columns and position."""
+    given = metadata.get(METADATA_COLUMN)
+    return given if isinstance(given, dict) else metadata
 
 
 def settle(session: RolloutSession, answer: RolloutResultResponse) -> None:

@@ -2,12 +2,16 @@
 as a server of its own and driven through the local TrainGate as ``rollout run --url`` drives one.
 
 For the run the entrypoint is started with ``python main.py`` (``python``: this interpreter unless the
-spec names another, e.g. the rollout's own virtualenv's) in the rollout's directory, serving on a
-free loopback port (``$_OSMOSIS_ROLLOUT_PORT``) with the config's ``[env]`` added to this process's
-environment, its output appended to ``log_path``; the run starts once its ``/health`` answers, and the
-process is stopped when the run ends, however it ends (SIGTERM, then SIGKILL after
+spec names another, e.g. the rollout's own virtualenv's), or, when the spec names a ``uv``
+executable, in the rollout's uv-managed environment as 0.3 starts it (``uv sync --project DIR``
+first, its output in the log, then ``uv run --no-sync --project DIR python main.py``), in the
+rollout's directory, serving on a free loopback port (``$_OSMOSIS_ROLLOUT_PORT``) with the config's
+``[env]`` added to this process's environment, its output appended to ``log_path``; the run starts
+once its ``/health`` answers, and the process is stopped when the run ends, however it ends (SIGTERM, then SIGKILL after
 :data:`STOP_GRACE_SEC`). From there it is :class:`~osmosis_ai.runs.executors.traingate.RolloutServer`'s
-session at that URL: the server's ``/health`` picks the 0.3 executor.
+pipeline at that URL: the server's ``/health`` picks the 0.3 executor. The spec is plain data, so a
+Ray worker rebuilds it from the plan and serves the entrypoint for its own share of the rollouts (on
+a cluster, its node must see the workspace at the same path).
 
 A journal of the run is resumed only while the rollout's Python files, the entrypoint and its
 interpreter, the policy, ``n``, the rows and the timeout are the same; the fingerprint names whichever
@@ -33,7 +37,9 @@ from osmosis_ai.runs.executors.traingate import OneModelSpec
 from osmosis_ai.runs.plan import ModelRef, Rows, RunPlan
 
 if TYPE_CHECKING:
-    from osmosis_ai.runs.plan import RowSource, Session
+    from osmosis_ai.runs.engine import Pipeline
+    from osmosis_ai.runs.executors.traingate import ServerSession
+    from osmosis_ai.runs.plan import RowSource
 
 COMMAND = "eval run"
 TASK_PREFIX = "eval-run-"
@@ -46,7 +52,8 @@ LOG_TAIL_CHARS = 400  # of the server's output quoted when it does not start
 class WorkspaceServer(OneModelSpec):
     """A workspace rollout for the plan (see the module docstring): ``rollout_dir`` with its
     ``entrypoint``, the policy ``model`` answering its chat calls, the dataset rows ``selection`` (file
-    indices, ascending; ``None``: the plan's rows), ``env`` for the server, run by ``python``."""
+    indices, ascending; ``None``: the plan's rows), ``env`` for the server, run by ``python``, or in
+    the environment ``uv`` (its executable) makes from the rollout's ``pyproject.toml``."""
 
     model: ModelRef
     rollout_dir: str
@@ -55,11 +62,28 @@ class WorkspaceServer(OneModelSpec):
     env: tuple[tuple[str, str], ...] = ()
     log_path: str | None = None
     python: str = field(default=sys.executable, compare=False)
+    uv: str | None = None
     task_prefix = TASK_PREFIX
 
     def target(self) -> str:
         """The rollout as listings name it: its entrypoint's path."""
         return str(Path(self.rollout_dir) / self.entrypoint)
+
+    def command(self) -> list[str]:
+        """What starts the entrypoint, in the rollout's directory."""
+        if self.uv is None:
+            return [self.python, self.entrypoint]
+        return [self.uv, "run", "--no-sync", "--project", self.rollout_dir, "python", self.entrypoint]
+
+    def interpreter(self) -> str:
+        """The interpreter as the fingerprint names it: ``python``'s path, or the uv environment by its
+        project's ``pyproject.toml`` and ``uv.lock``."""
+        if self.uv is None:
+            return self.python
+        from osmosis_ai.runs.journal import file_digest
+
+        files = [Path(self.rollout_dir) / name for name in ("pyproject.toml", "uv.lock")]
+        return "uv:" + ",".join(file_digest(str(file)) for file in files if file.is_file())
 
     def task_id_parts(self, plan: RunPlan) -> list[Any]:
         """The rollout's directory and entrypoint, the policy, the dataset's path, ``n``, the rows and
@@ -132,7 +156,7 @@ class PreparedWorkspace:
             "command": COMMAND,
             "rollout": directory_digest(Path(spec.rollout_dir)),
             "entrypoint": spec.entrypoint,
-            "python": spec.python,
+            "python": spec.interpreter(),
             "model": spec.model.name,
             "base_url": spec.model.base_url,
             "n": plan.n,
@@ -142,16 +166,37 @@ class PreparedWorkspace:
         }
 
     @contextlib.asynccontextmanager
-    async def session(self, plan: RunPlan, tags: list[str], observer: Any) -> AsyncIterator[Session]:
+    async def session(self, plan: RunPlan, tags: list[str], observer: Any) -> AsyncIterator[WorkspaceSession]:
         from osmosis_ai.runs.executors.traingate import PreparedServer, RolloutServer
         from osmosis_ai.traingate.tokenizer import load_tokenizer
 
-        spec = self.spec
-        async with served(spec) as url:
-            server = RolloutServer(spec.model, url=url)
-            prepared = PreparedServer(plan, server, load_tokenizer(None), None, [])
-            async with prepared.session(plan, tags, observer) as session:
-                yield session
+        policy = PreparedServer(plan, RolloutServer(self.spec.model), load_tokenizer(None), None, [])
+        async with policy.session(plan, tags, observer) as session:
+            yield WorkspaceSession(self.spec, session)
+
+
+class WorkspaceSession:
+    """The policy, open: its preflight; each pipeline serves the entrypoint for its own rollouts, so
+    a Ray worker rebuilding the pipeline from the plan starts a server of its own and the driver,
+    which runs none of the rollouts then, starts none."""
+
+    def __init__(self, spec: WorkspaceServer, policy: ServerSession) -> None:
+        self.spec, self.policy = spec, policy
+
+    async def preflight(self, on_event: Callable[[Any], Any]) -> None:
+        await self.policy.preflight(on_event)
+
+    @contextlib.asynccontextmanager
+    async def pipeline(self, in_flight: int) -> AsyncIterator[Pipeline]:
+        from osmosis_ai.runs.executors.traingate import PreparedServer, RolloutServer, ServerSession
+
+        opened = self.policy.prepared
+        async with served(self.spec) as url:
+            server = PreparedServer(
+                opened.plan, RolloutServer(self.spec.model, url=url), opened.tokenizer, None, []
+            )
+            async with ServerSession(server, self.policy.policy).pipeline(in_flight) as pipeline:
+                yield pipeline
 
 
 @contextlib.asynccontextmanager
@@ -162,21 +207,44 @@ async def served(spec: WorkspaceServer) -> AsyncIterator[str]:
     with bind_listener() as probe:
         port = probe.getsockname()[1]
     env = {**os.environ, **dict(spec.env), "_OSMOSIS_ROLLOUT_PORT": str(port), "PYTHONUNBUFFERED": "1"}
+    if spec.uv is not None:  # uv takes a parent shell's activated virtualenv for a mismatch
+        env.pop("VIRTUAL_ENV", None)
     with contextlib.ExitStack() as files:
         sink: Any = asyncio.subprocess.DEVNULL
         if spec.log_path:
             Path(spec.log_path).parent.mkdir(parents=True, exist_ok=True)
             sink = files.enter_context(Path(spec.log_path).open("ab"))
-        process = await asyncio.create_subprocess_exec(
-            spec.python, spec.entrypoint, cwd=spec.rollout_dir, env=env,
-            stdin=asyncio.subprocess.DEVNULL, stdout=sink, stderr=sink, preexec_fn=_ends_with_parent(),
-        )  # fmt: skip
+
+        async def start(argv: list[str]) -> asyncio.subprocess.Process:
+            return await asyncio.create_subprocess_exec(
+                *argv, cwd=spec.rollout_dir, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=sink,
+                stderr=sink, preexec_fn=_ends_with_parent(),
+            )  # fmt: skip
+
+        if spec.uv is not None:
+            await _synced(await start([spec.uv, "sync", "--project", spec.rollout_dir]), spec)
+        process = await start(spec.command())
     try:
         url = f"http://127.0.0.1:{port}"
         await _until_healthy(process, url, spec)
         yield url
     finally:
         await _stop(process)
+
+
+async def _synced(process: asyncio.subprocess.Process, spec: WorkspaceServer) -> None:
+    """Wait for ``uv sync`` (stopped with the run if the run is); raise when it fails."""
+    from osmosis_ai.rollout.server.errors import ServerStartError
+
+    try:
+        status = await process.wait()
+    finally:
+        await _stop(process)
+    if status != 0:
+        raise ServerStartError(
+            f"uv sync --project {spec.rollout_dir} failed with status {status}: the rollout's environment "
+            f"could not be made from its pyproject.toml{_tail(spec.log_path)}"
+        )
 
 
 async def _until_healthy(process: asyncio.subprocess.Process, url: str, spec: WorkspaceServer) -> None:

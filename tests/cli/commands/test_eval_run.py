@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,11 +19,15 @@ from typing import Any
 
 import pytest
 
-from tests.support.cli import Ran, cli, subprocess_env
+from tests.report.test_atif import valid_file
+from tests.support.cli import REPO, Ran, cli, subprocess_env
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.waiting import wait_until
 
 CONFIG = "configs/eval/calc.toml"
+# The rollout on this interpreter, also where uv is on PATH (it would make the rollout an environment
+# of its own from the package index).
+HERE = ("--python", sys.executable)
 
 
 @pytest.fixture
@@ -54,8 +59,10 @@ def _workspace(tmp_path: Path) -> Path:
     return workspace
 
 
-def _eval(workspace: Path, server: OpenAIServer, *extra: str) -> Ran:
-    return _osmosis(workspace, "eval", "run", CONFIG, "--base-url", server.url, "--api-key", "k", *extra)
+def _eval(workspace: Path, server: OpenAIServer, *extra: str, python: tuple[str, ...] = HERE) -> Ran:
+    return _osmosis(
+        workspace, "eval", "run", CONFIG, "--base-url", server.url, "--api-key", "k", *python, *extra
+    )
 
 
 def test_init_then_eval_run_scores_every_row(tmp_path: Path, adder: OpenAIServer) -> None:
@@ -88,6 +95,31 @@ def test_init_then_eval_run_scores_every_row(tmp_path: Path, adder: OpenAIServer
     assert again.returncode == 0, again.stderr
     assert again.stdout == "3 rollouts: 3 completed (100.0%); mean reward 1.000 over 3 completed\n"
     assert len(adder.requests) == 4
+
+
+def test_trajectories_are_one_valid_atif_file_per_rollout_that_report_opens(
+    tmp_path: Path, adder: OpenAIServer
+) -> None:
+    workspace = _workspace(tmp_path)
+    directory, records = tmp_path / "trajectories", tmp_path / "records.jsonl"
+    ran = _eval(workspace, adder, "-o", str(records), "--trajectories", str(directory))
+    assert ran.returncode == 0, ran.stderr
+    assert f"wrote 3 ATIF trajectories to {directory}" in ran.stdout
+    by_id = {r["rollout_id"]: r for r in map(json.loads, records.read_text().splitlines())}
+    assert sorted(p.name for p in directory.iterdir()) == sorted(f"{rollout}.json" for rollout in by_id)
+    for path in directory.iterdir():
+        document = valid_file(path)
+        record = by_id[document["trajectory_id"]]
+        osmosis = document["extra"]["osmosis"]
+        assert (osmosis["command"], osmosis["outcome"], osmosis["reward"]) == ("eval run", "completed", 1.0)
+        agent_steps = [step for step in document["steps"] if step["source"] == "agent"]
+        assert [s["metrics"]["completion_token_ids"] for s in agent_steps] == [
+            t["token_ids"] for t in record["turns"]
+        ]
+    report = _osmosis(workspace, "report", str(directory), "--json")
+    assert report.returncode == 0, report.stderr
+    [summary] = json.loads(report.stdout)["runs"]
+    assert (summary["kind"], summary["outcomes"]["completed"]) == ("eval run", 3)
 
 
 def test_pass_at_k_rows_and_a_changed_rollout(tmp_path: Path, adder: OpenAIServer) -> None:
@@ -141,6 +173,99 @@ def test_a_dataset_as_0_3_writes_it(tmp_path: Path, adder: OpenAIServer) -> None
     summary = json.loads(ran.stdout)
     assert summary["outcomes"]["completed"] == 1 and summary["mean_score"]["value"] == 0.0
     assert adder.requests[-1].json["messages"] == [{"role": "user", "content": "what is 2 + 2?"}]
+
+
+def test_metadata_mode_rows_are_the_workflows_input(tmp_path: Path, adder: OpenAIServer) -> None:
+    # 0.3.8's metadata mode: a `metadata` column (an object, or its JSON text in a CSV cell) is the
+    # rollout's metadata, and the prompt and label columns may be left out or left blank.
+    workspace = _workspace(tmp_path)
+    main = workspace / "rollouts" / "calc" / "main.py"
+    text = main.read_text()
+    for old, new in [
+        ("rollout.api_key, ctx.prompt)", "rollout.api_key, prompt)"),
+        ("[*ctx.prompt, {", "[*prompt, {"),
+        ("        rollout = get_rollout_context()\n",
+         "        rollout = get_rollout_context()\n        prompt = ctx.prompt or "
+         "[{'role': 'user', 'content': 'what is {a} + {b}?'.format(**ctx.metadata)}]\n"),
+        ("(ctx.label or \"\").strip()", "(ctx.label or str(ctx.metadata['a'] + ctx.metadata['b']))"),
+    ]:  # fmt: skip
+        assert old in text, old
+        text = text.replace(old, new)
+    main.write_text(text)
+    data = tmp_path / "rows.csv"
+    data.write_text('user_prompt,label,metadata\n,,"{""a"": 3, ""b"": 4}"\nwhat is 1 + 1?,2,\n')
+    ran = _eval(workspace, adder, "--dataset-file", str(data), "--json")
+    assert ran.returncode == 0, ran.stderr + (workspace / ".osmosis/logs/calc-server.log").read_text()[-2000:]
+    summary = json.loads(ran.stdout)
+    assert summary["outcomes"]["completed"] == 2 and summary["mean_score"]["value"] == 1.0
+    asked = sorted(r.json["messages"][-1]["content"] for r in adder.requests[1:])
+    assert asked == ["what is 1 + 1?", "what is 3 + 4?"]
+
+    lines = tmp_path / "rows.jsonl"
+    lines.write_text('{"metadata": {}}\n')  # no prompt and nothing in metadata: no input at all
+    refused = _eval(workspace, adder, "--dataset-file", str(lines), "-q")
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1
+    assert "row 0 has no user_prompt and no metadata" in refused.stderr
+
+
+def _telling_its_interpreter(workspace: Path) -> Path:
+    """The scaffold's main.py, which also writes the interpreter it runs on to its log."""
+    main = workspace / "rollouts" / "calc" / "main.py"
+    main.write_text(main.read_text().replace("import uvicorn\n", "import uvicorn\n\nimport sys\n"
+                                             "print('interpreter:', sys.executable, flush=True)\n", 1))  # fmt: skip
+    return workspace / ".osmosis" / "logs" / "calc-server.log"
+
+
+def test_the_rollout_runs_under_python_or_in_this_environment_as_its_header_says(
+    tmp_path: Path, adder: OpenAIServer
+) -> None:
+    workspace = _workspace(tmp_path)
+    log = _telling_its_interpreter(workspace)
+    main = (workspace / "rollouts" / "calc" / "main.py").resolve()
+    bare = tmp_path / "bin"  # a PATH without uv: the rollout runs in this environment
+    bare.mkdir()
+    env = {**_env(tmp_path), "PATH": str(bare)}
+    here = cli("eval", "run", CONFIG, "--base-url", adder.url, "--api-key", "k", cwd=workspace, env=env)
+    assert here.returncode == 0, here.stderr
+    assert f"Rollout server: {main} in this environment ({sys.executable}) (log: " in here.stdout
+    assert f"interpreter: {sys.executable}\n" in log.read_text()
+
+    # A virtualenv of its own (its packages this one's, by a .pth file), named with --python.
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    [site] = venv.glob("lib/python*/site-packages")
+    (site / "outer.pth").write_text("\n".join(sys.path[1:]) + "\n")
+    python = venv / "bin" / "python"
+    own = cli("eval", "run", CONFIG, "--base-url", adder.url, "--api-key", "k", "--python", str(python), "--fresh",
+              cwd=workspace, env=env)  # fmt: skip
+    assert own.returncode == 0, own.stderr
+    assert f"Rollout server: {main} under {python} (--python) (log: " in own.stdout
+    assert f"interpreter: {python}\n" in log.read_text()
+
+
+@pytest.mark.skipif(
+    shutil.which("uv") is None,
+    reason="uv is not on PATH here: the rollout's uv-managed environment (uv sync, then uv run) is tested "
+    "where uv is installed",
+)
+def test_with_uv_on_path_the_rollout_runs_in_its_uv_environment(tmp_path: Path, adder: OpenAIServer) -> None:
+    workspace = _workspace(tmp_path)
+    log = _telling_its_interpreter(workspace)
+    pyproject = workspace / "rollouts" / "calc" / "pyproject.toml"
+    # The rollout's environment gets this checkout (the package index gives its dependencies).
+    pyproject.write_text(re.sub(r"dependencies = \[.*\]", f'dependencies = ["osmosis-ai[server] @ {REPO.as_uri()}"]',
+                                pyproject.read_text()))  # fmt: skip
+    ran = _eval(workspace, adder, python=())
+    assert ran.returncode == 0, ran.stderr + log.read_text()[-3000:]
+    assert "in its uv environment (uv run --project " in ran.stdout
+    assert f"interpreter: {workspace.resolve() / 'rollouts' / 'calc' / '.venv'}" in log.read_text()
+    assert ran.stdout.endswith("3 rollouts: 3 completed (100.0%); mean reward 1.000 over 3 completed\n")
+
+    pyproject.write_text("[project\n")  # an environment uv cannot make: one line with the end of its output
+    broken = _eval(workspace, adder, "--fresh", python=())
+    assert broken.returncode == 1 and broken.stderr.count("\n") == 1, broken.stderr
+    assert f"uv sync --project {pyproject.parent.resolve()} failed with status" in broken.stderr
+    assert "[project" in broken.stderr.partition("its output ends:")[2]  # uv quoting the line
 
 
 def test_a_second_init_refuses_and_leaves_the_files(tmp_path: Path) -> None:
@@ -237,7 +362,7 @@ def test_stopped_mid_run_it_resumes_to_the_same_result_and_stops_its_server(
         return Reply(content=str(a + b), gate=held if a == 40 else None)  # the last row waits
 
     openai_server.handler = answer
-    command = ["eval", "run", CONFIG, "--base-url", openai_server.url, "--api-key", "k", "-q",
+    command = ["eval", "run", CONFIG, "--base-url", openai_server.url, "--api-key", "k", *HERE, "-q",
                "-o", str(tmp_path / "records.jsonl")]  # fmt: skip
     env = subprocess_env(**_env(tmp_path))
     process = subprocess.Popen([sys.executable, "-m", "osmosis_ai", *command], cwd=workspace, env=env,
@@ -271,7 +396,7 @@ def test_a_killed_run_leaves_no_server_behind(tmp_path: Path, openai_server: Ope
     workspace = _workspace(tmp_path)
     held = threading.Event()
     openai_server.handler = lambda payload: Reply(content="ok", gate=held)  # every call waits
-    command = ["eval", "run", CONFIG, "--base-url", openai_server.url, "--api-key", "k", "-q"]
+    command = ["eval", "run", CONFIG, "--base-url", openai_server.url, "--api-key", "k", *HERE, "-q"]
     env = subprocess_env(**_env(tmp_path))
     process = subprocess.Popen([sys.executable, "-m", "osmosis_ai", *command], cwd=workspace, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
