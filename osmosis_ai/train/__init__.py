@@ -16,6 +16,9 @@ _EXPORTS: dict[str, str] = {
     "collect_samples": "osmosis_ai.train.rollouts",
     "sample_of": "osmosis_ai.train.rollouts",
     "build_tiny_model": "osmosis_ai.train.tiny",
+    "OsmosisRollouts": "osmosis_ai.train.trl",
+    "server_reward": "osmosis_ai.train.trl",
+    "prompt_of": "osmosis_ai.train.trl",
 }
 
 __all__ = sorted(_EXPORTS)
