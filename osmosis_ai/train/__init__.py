@@ -15,6 +15,7 @@ _EXPORTS: dict[str, str] = {
     "Target": "osmosis_ai.train.rollouts",
     "collect_samples": "osmosis_ai.train.rollouts",
     "sample_of": "osmosis_ai.train.rollouts",
+    "exclude_thin_groups": "osmosis_ai.train.rollouts",
     "build_tiny_model": "osmosis_ai.train.tiny",
     "OsmosisRollouts": "osmosis_ai.train.trl",
     "server_reward": "osmosis_ai.train.trl",

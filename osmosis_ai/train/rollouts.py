@@ -25,7 +25,7 @@ from osmosis_ai.traingate.policy.tokens import TokenPolicy
 from osmosis_ai.traingate.session import RolloutSession
 from osmosis_ai.traingate.tokenizer import ChatTokenizer
 
-__all__ = ["Sample", "Target", "collect_samples", "sample_of"]
+__all__ = ["Sample", "Target", "collect_samples", "exclude_thin_groups", "sample_of"]
 
 
 @dataclass(frozen=True)
@@ -177,3 +177,23 @@ async def collect_samples(
         )
         sessions = await run_rollouts(gate, [dict(row) for row in rows], config)
         return [sample_of(session, tokenizer) for session in sessions]
+
+
+def exclude_thin_groups(rewards: list[float | None], group: int, offset: int = 0) -> list[float | None]:
+    """``rewards`` with every group of ``group`` consecutive completions that keeps fewer than two
+    rewards set to all ``None``: one reward alone has no baseline to learn from.
+
+    Groups are counted from ``offset`` (the position of ``rewards[0]`` in the trainer's batch); a group
+    only partly in ``rewards`` (the rest on another process) is left as it is: it cannot be judged here.
+    """
+    out = list(rewards)
+    if group < 2:
+        return out
+    for start in range(-(offset % group), len(out), group):
+        members = range(start, start + group)
+        if start < 0 or start + group > len(out):
+            continue
+        if sum(out[i] is not None for i in members) < 2:
+            for i in members:
+                out[i] = None
+    return out

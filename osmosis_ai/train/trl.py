@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai.train.rollouts import Sample, Target, collect_samples
+from osmosis_ai.train.rollouts import Sample, Target, collect_samples, exclude_thin_groups
 from osmosis_ai.traingate.policy.base import Generation, Message
 from osmosis_ai.traingate.policy.tokens import TokenPolicy, assistant_message
 
@@ -201,17 +201,3 @@ class OsmosisRollouts:
                 for s, reward in zip(samples, rewards, strict=True)
             ],
         }
-
-
-def exclude_thin_groups(rewards: list[float | None], group: int, offset: int = 0) -> list[float | None]:
-    """``rewards`` with every group of ``group`` consecutive completions (counted from ``offset``)
-    that keeps fewer than two rewards set to all ``None``: one reward alone has no baseline to learn from."""
-    out = list(rewards)
-    if group < 2:
-        return out
-    for start in range(-(offset % group), len(out), group):
-        members = range(max(start, 0), min(start + group, len(out)))
-        if sum(out[i] is not None for i in members) < 2:
-            for i in members:
-                out[i] = None
-    return out

@@ -11,7 +11,7 @@ import pytest
 from osmosis_ai.outcome import Outcome
 from osmosis_ai.rollout.backend.local import LocalBackend
 from osmosis_ai.rollout.server import create_rollout_server
-from osmosis_ai.train.rollouts import Sample, Target, collect_samples
+from osmosis_ai.train.rollouts import Sample, Target, collect_samples, exclude_thin_groups
 from osmosis_ai.traingate.policy.base import Generation, Message
 from osmosis_ai.traingate.policy.tokens import TokenPolicy, assistant_message, parse_tool_calls
 from osmosis_ai.traingate.tokenizer import ChatTokenizer
@@ -148,3 +148,11 @@ def test_a_target_is_one_thing() -> None:
         Target()
     with pytest.raises(ValueError, match="exactly one"):
         Target(agent=TwoTurnAgent(), url="http://127.0.0.1:1")
+
+
+def test_thin_groups_are_excluded_whole() -> None:
+    assert exclude_thin_groups([1.0, None, 0.0, None, None, 1.0], 3) == [1.0, None, 0.0, None, None, None]
+    # A process's slice starting mid-group: groups are counted from the trainer's batch start, and
+    # the parts of groups on other processes are left alone.
+    assert exclude_thin_groups([None, 1.0, None, None, 1.0], 3, offset=2) == [None, None, None, None, 1.0]
+    assert exclude_thin_groups([1.0, None, 1.0, None], 3, offset=2) == [1.0, None, None, None]

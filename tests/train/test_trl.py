@@ -159,15 +159,6 @@ def test_grpo_trains_a_0_3_server(tiny_model: Path, tmp_path: Path) -> None:
             assert len(completion) == len(mask) and 0 in mask and mask[0] == 1 and mask[-1] == 1
 
 
-def test_thin_groups_are_excluded_whole() -> None:
-    from osmosis_ai.train.trl import exclude_thin_groups
-
-    assert exclude_thin_groups([1.0, None, 0.0, None, None, 1.0], 3) == [1.0, None, 0.0, None, None, None]
-    # A process's slice starting mid-group: groups are counted from the trainer's batch start.
-    assert exclude_thin_groups([None, 1.0, 1.0, 0.0], 3, offset=2) == [None, 1.0, 1.0, 0.0]
-    assert exclude_thin_groups([1.0, None, 1.0, 0.0], 3, offset=2) == [None, None, 1.0, 0.0]
-
-
 def test_rows_trl_cannot_tell_apart_are_refused(tiny_model: Path) -> None:
     from osmosis_ai.train.trl import OsmosisRollouts
 
