@@ -3,12 +3,13 @@ every trajectory holds tokens the model did not generate.
 
 The 0.2 agent answers each tool call the model made with a tool message and otherwise appends a user
 message; its reward is the row's ``reward`` column, and a row whose ``fail`` column is true raises
-after the first turn. The 0.3 workflow does the same over an OpenAI-compatible chat endpoint, and its
+after the first turn (one whose ``hang`` column is true never finishes). The 0.3 workflow does the same over an OpenAI-compatible chat endpoint, and its
 grader gives the row's label as the reward.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -68,6 +69,8 @@ class TwoTurnAgent(RolloutAgentLoop):
         messages += [first.message, *environment(first.message)]
         if self.failing(ctx.request.metadata):
             raise RuntimeError("the agent broke on purpose")
+        if ctx.request.metadata.get("hang"):
+            await asyncio.Event().wait()  # past the rollout's time limit: the run's timeout ends it
         final = await ctx.chat(messages)
         self.seen[ctx.request.metadata["row_index"]] = [first.token_ids, final.token_ids]
         return ctx.complete([*messages, final.message], reward=float(ctx.request.metadata["reward"]))

@@ -10,7 +10,7 @@ import pytest
 
 from osmosis_ai.outcome import Outcome
 from osmosis_ai.rollout.backend.local import LocalBackend
-from osmosis_ai.rollout.server import create_rollout_server
+from osmosis_ai.rollout.server import create_app, create_rollout_server
 from osmosis_ai.train.rollouts import Sample, Target, collect_samples, exclude_thin_groups
 from osmosis_ai.traingate.policy.base import Generation, Message
 from osmosis_ai.traingate.policy.tokens import TokenPolicy, assistant_message, parse_tool_calls
@@ -107,6 +107,33 @@ def test_a_failing_rollout_is_a_typed_failure_never_a_reward(chat_tokenizer: Cha
     )
     assert (failed.trainable, failed.reward, failed.outcome) == (False, None, Outcome.AGENT_ERROR)
     assert failed.error and "broke on purpose" in failed.error
+
+
+def test_a_rollout_past_its_time_limit_is_a_timeout(chat_tokenizer: ChatTokenizer) -> None:
+    data = [*rows(1.0, 0.5), {**rows(0.0)[0], "hang": True}]
+    samples = asyncio.run(
+        collect_samples(
+            Target(agent=TwoTurnAgent()), Scripted(chat_tokenizer), chat_tokenizer, data, timeout=3
+        )
+    )
+    assert [s.outcome for s in samples] == [Outcome.COMPLETED, Outcome.COMPLETED, Outcome.TIMEOUT]
+    assert [s.reward for s in samples] == [1.0, 0.5, None]
+    assert samples[2].error and "3s" in samples[2].error
+
+
+def test_samples_of_a_0_2_server_at_a_url(chat_tokenizer: ChatTokenizer) -> None:
+    server = RunningServer(create_app(TwoTurnAgent())).start()
+    try:
+        samples = asyncio.run(
+            collect_samples(
+                Target(url=server.url), Scripted(chat_tokenizer), chat_tokenizer, rows(0.5), timeout=30
+            )
+        )
+    finally:
+        server.stop()
+    (sample,) = samples
+    assert sample.trainable and sample.reward == 0.5
+    assert generated(sample) == chat_tokenizer.encode(CALL + "<|im_end|>The answer is 19.<|im_end|>")
 
 
 def test_samples_of_a_0_3_server(chat_tokenizer: ChatTokenizer) -> None:
