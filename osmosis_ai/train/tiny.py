@@ -19,6 +19,10 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Written as one token each, as Qwen's tokenizer does, so a tool call costs few generated tokens.
 MARKUP_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
 VOCAB_SIZE = 640
+# Qwen2's pre-tokenization (one digit per piece, letters and punctuation split apart): transformers
+# rebuilds a Qwen2 tokenizer's pipeline with it whatever tokenizer.json says, so the tokenizer is
+# trained with it too, or transformers and TrainGate would encode the same text differently.
+QWEN2_SPLIT = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 
 CHAT_TEMPLATE = """\
 {%- if tools %}<|im_start|>system
@@ -77,13 +81,19 @@ def build_tiny_model(directory: str | Path, seed: int = 0) -> Path:
     Deterministic for a ``seed``: the same tokenizer and the same initial weights.
     """
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.normalizer = normalizers.NFC()
+    bpe.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=VOCAB_SIZE,
