@@ -19,13 +19,12 @@ TRL's vLLM generation is not driven from here: a trainer with ``use_vllm`` is re
 from __future__ import annotations
 
 import asyncio
-import json
-import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from osmosis_ai.train.rollouts import Sample, Target, collect_samples, exclude_thin_groups
+from osmosis_ai.traingate.append_only import canonical
 from osmosis_ai.traingate.policy.base import Generation, Message
 from osmosis_ai.traingate.policy.tokens import TokenPolicy, assistant_message
 
@@ -43,8 +42,12 @@ def prompt_of(row: Mapping[str, Any]) -> list[Message]:
     return row_messages(row)
 
 
-def _key(prompt: Any) -> str:
-    return json.dumps(prompt, sort_keys=True, ensure_ascii=False, default=str)
+def _prompt_key(prompt: Any) -> str:
+    """A prompt's identity: its messages' canonical JSON (a ``datasets`` column fills the keys some
+    messages lack with ``null``, which canonical JSON leaves out)."""
+    if isinstance(prompt, list):
+        return "\n".join(canonical(message) for message in prompt)
+    return canonical(prompt)
 
 
 def server_reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
@@ -68,12 +71,15 @@ class TRLPolicy(TokenPolicy):
 
     def __init__(self, trainer: Any) -> None:
         self.trainer = trainer
-        self._lock = threading.Lock()  # one generate at a time: the model is shared
+        # One generate at a time (the model is shared), waited for on the event loop so that rollouts
+        # waiting their turn hold no worker thread the gateway's rendering needs.
+        self._lock = asyncio.Lock()
 
     async def generate_ids(
         self, prompt_ids: list[int], *, tools: list[Message], params: dict[str, Any]
     ) -> Generation:
-        return await asyncio.to_thread(self._generate, prompt_ids, params)
+        async with self._lock:
+            return await asyncio.to_thread(self._generate, prompt_ids, params)
 
     def _generate(self, prompt_ids: list[int], params: dict[str, Any]) -> Generation:
         import torch
@@ -85,7 +91,7 @@ class TRLPolicy(TokenPolicy):
             limit = min(limit, params["max_tokens"])
         model = trainer.accelerator.unwrap_model(trainer.model)
         inputs = torch.tensor([prompt_ids], device=model.device)
-        with self._lock, torch.no_grad():
+        with torch.no_grad():
             output = model.generate(
                 input_ids=inputs,
                 attention_mask=torch.ones_like(inputs),
@@ -137,9 +143,9 @@ class OsmosisRollouts:
         self.max_turns, self.max_tokens_total = max_turns, max_tokens_total
         self.rows: dict[str, tuple[int, Mapping[str, Any]]] = {}
         for index, row in enumerate(dataset):
-            key = _key(prompt_of(row))
+            key = _prompt_key(prompt_of(row))
             seen = self.rows.setdefault(key, (index, row))
-            if _key(seen[1]) != _key(row):
+            if canonical(seen[1]) != canonical(row):
                 raise ValueError(
                     f"dataset rows {seen[0]} and {index} have the same prompt but differ; TRL passes only the "
                     "prompt to rollout_func, so they cannot be told apart: make their prompts distinct"
@@ -147,7 +153,7 @@ class OsmosisRollouts:
 
     def row_of(self, prompt: Any) -> Mapping[str, Any]:
         """The dataset row whose prompt is ``prompt``."""
-        found = self.rows.get(_key(prompt))
+        found = self.rows.get(_prompt_key(prompt))
         if found is None:
             raise ValueError(
                 f"a prompt TRL passed is in no row of the dataset given to OsmosisRollouts: {str(prompt)[:120]}"

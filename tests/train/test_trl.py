@@ -168,3 +168,14 @@ def test_rows_trl_cannot_tell_apart_are_refused(tiny_model: Path) -> None:
         OsmosisRollouts(
             Target(agent=TwoTurnAgent()), dataset=[same, {**same, "ground_truth": "3"}], tokenizer=tiny_model
         )
+
+
+def test_a_prompt_is_mapped_back_to_its_row_even_with_the_nulls_a_dataset_adds(tiny_model: Path) -> None:
+    from osmosis_ai.train.trl import OsmosisRollouts, prompt_of
+
+    data = rows(1.0, 0.5)
+    rollouts = OsmosisRollouts(Target(agent=TwoTurnAgent()), dataset=data, tokenizer=tiny_model)
+    padded = [{**message, "tool_calls": None} for message in prompt_of(data[1])]
+    assert rollouts.row_of(padded) is data[1]
+    with pytest.raises(ValueError, match="a prompt TRL passed is in no row of the dataset"):
+        rollouts.row_of([{"role": "user", "content": "What is 7 + 15?"}])
