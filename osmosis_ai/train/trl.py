@@ -91,18 +91,23 @@ class TRLPolicy(TokenPolicy):
             limit = min(limit, params["max_tokens"])
         model = trainer.accelerator.unwrap_model(trainer.model)
         inputs = torch.tensor([prompt_ids], device=model.device)
-        with torch.no_grad():
-            output = model.generate(
-                input_ids=inputs,
-                attention_mask=torch.ones_like(inputs),
-                max_new_tokens=limit,
-                do_sample=True,
-                temperature=args.temperature,
-                top_p=args.top_p,
-                top_k=args.top_k or None,
-                eos_token_id=tokenizer.eos_token_id,
-                pad_token_id=tokenizer.pad_token_id,
-            )
+        training = model.training
+        model.eval()  # sampling without dropout; training waits for the rollouts meanwhile
+        try:
+            with torch.no_grad():
+                output = model.generate(
+                    input_ids=inputs,
+                    attention_mask=torch.ones_like(inputs),
+                    max_new_tokens=limit,
+                    do_sample=True,
+                    temperature=args.temperature,
+                    top_p=args.top_p,
+                    top_k=args.top_k or None,
+                    eos_token_id=tokenizer.eos_token_id,
+                    pad_token_id=tokenizer.pad_token_id,
+                )
+        finally:
+            model.train(training)
         ids = [int(token) for token in output[0, len(prompt_ids) :].tolist()]
         eos = tokenizer.eos_token_id
         if eos in ids:  # what follows the end of turn is padding
@@ -190,10 +195,13 @@ class OsmosisRollouts:
     def _output(self, samples: list[Sample], rewards: list[float | None]) -> dict[str, Any]:
         eos = self.tokenizer.encode(self.tokenizer.eos_token or "")[:1]
         completions, masks = [], []
-        for sample in samples:
-            # A rollout that generated nothing still needs one token for TRL's batch: masked out.
+        for sample, reward in zip(samples, rewards, strict=True):
+            # A rollout that generated nothing still needs one token for TRL's batch. An excluded
+            # one's tokens are all masked out: with advantage 0 they would still weigh in the loss's
+            # normalisation and its KL term.
             completions.append(sample.completion_ids or eos)
-            masks.append(sample.mask if sample.completion_ids else [0] * len(eos))
+            mask = sample.mask if reward is not None else [0] * len(sample.mask)
+            masks.append(mask if sample.completion_ids else [0] * len(eos))
         logprobs = [s.logprobs for s in samples]
         return {
             "prompt_ids": [s.prompt_ids for s in samples],

@@ -132,6 +132,8 @@ def test_a_failing_rollout_is_excluded_and_leaves_its_groups_mean_alone(
     assert output["osmosis_outcome"] == [
         "agent_error" if i % GROUP == 1 else "completed" for i in range(2 * GROUP)
     ]
+    # Nothing of an excluded rollout is trained on: its tokens are all masked out.
+    assert [1 in mask for mask in output["env_mask"]] == [i % GROUP != 1 for i in range(2 * GROUP)]
     (logged,) = [entry for entry in trainer.state.log_history if "reward" in entry]
     assert logged["osmosis/excluded_frac"] == 0.25
     # Each group's mean is its row's reward; scored 0, the failures would have pulled it to 3/4 of that.
