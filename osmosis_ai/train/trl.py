@@ -61,63 +61,90 @@ def server_reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> 
 
 
 class TRLPolicy(TokenPolicy):
-    """The trainer's model generating from token ids, ``generate`` run in a worker thread, one at a time.
+    """The trainer's model generating from token ids, in a worker thread, never on the event loop.
 
-    Sampling follows the trainer's arguments (``temperature``, ``top_p``, ``top_k``); a chat call's
-    ``max_tokens`` can only lower ``max_completion_length`` for its turn.
+    Calls arriving while the model generates are answered together by its next ``generate`` (one
+    left-padded batch): the model is shared, so one call runs at a time, and a batch costs a trainer's
+    accelerator about what one prompt does. Sampling follows the trainer's arguments (``temperature``,
+    ``top_p``, ``top_k``); a chat call's ``max_tokens`` can only lower ``max_completion_length`` for
+    its turn. ``batches`` counts the ``generate`` calls made.
     """
 
     name = "trl"
 
     def __init__(self, trainer: Any) -> None:
         self.trainer = trainer
-        # One generate at a time (the model is shared), waited for on the event loop so that rollouts
-        # waiting their turn hold no worker thread the gateway's rendering needs.
-        self._lock = asyncio.Lock()
+        self.batches = 0
+        self._waiting: list[tuple[list[int], int, asyncio.Future[Generation]]] = []
+        self._draining: asyncio.Task[None] | None = None
 
     async def generate_ids(
         self, prompt_ids: list[int], *, tools: list[Message], params: dict[str, Any]
     ) -> Generation:
-        async with self._lock:
-            return await asyncio.to_thread(self._generate, prompt_ids, params)
+        limit = int(self.trainer.args.max_completion_length)
+        asked = params.get("max_tokens")
+        if isinstance(asked, int) and asked > 0:
+            limit = min(limit, asked)
+        answer: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
+        self._waiting.append((list(prompt_ids), limit, answer))
+        if self._draining is None or self._draining.done():
+            self._draining = asyncio.create_task(self._drain())
+        return await answer
 
-    def _generate(self, prompt_ids: list[int], params: dict[str, Any]) -> Generation:
+    async def _drain(self) -> None:
+        while self._waiting:
+            batch, self._waiting = self._waiting, []
+            try:
+                generations = await asyncio.to_thread(self._generate, [(p, n) for p, n, _ in batch])
+            except BaseException as exc:
+                for _, _, answer in batch:
+                    if not answer.done():
+                        answer.set_exception(exc)
+                if not isinstance(exc, Exception):
+                    raise
+                continue
+            for (_, _, answer), generation in zip(batch, generations, strict=True):
+                if not answer.done():
+                    answer.set_result(generation)
+
+    def _generate(self, requests: list[tuple[list[int], int]]) -> list[Generation]:
         import torch
 
         trainer, args = self.trainer, self.trainer.args
         tokenizer = trainer.processing_class
-        limit = int(args.max_completion_length)
-        if isinstance(params.get("max_tokens"), int) and params["max_tokens"] > 0:
-            limit = min(limit, params["max_tokens"])
+        eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
         model = trainer.accelerator.unwrap_model(trainer.model)
-        inputs = torch.tensor([prompt_ids], device=model.device)
+        width = max(len(prompt) for prompt, _ in requests)
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p, _ in requests], device=model.device)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p, _ in requests], device=model.device)
         training = model.training
         model.eval()  # sampling without dropout; training waits for the rollouts meanwhile
         try:
             with torch.no_grad():
                 output = model.generate(
-                    input_ids=inputs,
-                    attention_mask=torch.ones_like(inputs),
-                    max_new_tokens=limit,
+                    input_ids=ids,
+                    attention_mask=mask,
+                    max_new_tokens=max(limit for _, limit in requests),
                     do_sample=True,
                     temperature=args.temperature,
                     top_p=args.top_p,
                     top_k=args.top_k or None,
-                    eos_token_id=tokenizer.eos_token_id,
-                    pad_token_id=tokenizer.pad_token_id,
+                    eos_token_id=eos,
+                    pad_token_id=pad,
                 )
         finally:
             model.train(training)
-        ids = [int(token) for token in output[0, len(prompt_ids) :].tolist()]
-        eos = tokenizer.eos_token_id
-        if eos in ids:  # what follows the end of turn is padding
-            ids = ids[: ids.index(eos) + 1]
-        text = tokenizer.decode(ids, skip_special_tokens=True)
-        return Generation(
-            assistant_message(text),
-            finish_reason="stop" if ids and ids[-1] == eos else "length",
-            token_ids=ids,
-        )
+        self.batches += 1
+        generations = []
+        for row, (_, limit) in zip(output[:, width:].tolist(), requests, strict=True):
+            # Each turn's own limit: the tokens before it are sampled as they would be alone.
+            generated = [int(token) for token in row[:limit]]
+            if eos in generated:  # what follows the end of turn is padding
+                generated = generated[: generated.index(eos) + 1]
+            text = tokenizer.decode(generated, skip_special_tokens=True)
+            reason = "stop" if generated and generated[-1] == eos else "length"
+            generations.append(Generation(assistant_message(text), finish_reason=reason, token_ids=generated))
+        return generations
 
 
 class OsmosisRollouts:

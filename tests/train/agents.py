@@ -46,12 +46,12 @@ def environment(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 class TwoTurnAgent(RolloutAgentLoop):
     """``seen[row_index]`` keeps each rollout's generated ids per turn, as the gateway answered them.
-    A row fails when its ``fail`` column is true, or equals its ``row_index`` modulo ``fail_every``."""
+    The reward is the row's ``reward`` column, plus ``spread`` for an odd ``row_index``. A row fails when its ``fail`` column is true, or equals its ``row_index`` modulo ``fail_every``."""
 
     name = "two_turns"
 
-    def __init__(self, fail_every: int = 0) -> None:
-        self.fail_every = fail_every
+    def __init__(self, fail_every: int = 0, spread: float = 0.0) -> None:
+        self.fail_every, self.spread = fail_every, spread
         self.seen: dict[int, list[list[int]]] = {}
 
     def get_tools(self, request: RolloutRequest) -> list[dict[str, Any]]:  # type: ignore[override]
@@ -73,7 +73,8 @@ class TwoTurnAgent(RolloutAgentLoop):
             await asyncio.Event().wait()  # past the rollout's time limit: the run's timeout ends it
         final = await ctx.chat(messages)
         self.seen[ctx.request.metadata["row_index"]] = [first.token_ids, final.token_ids]
-        return ctx.complete([*messages, final.message], reward=float(ctx.request.metadata["reward"]))
+        reward = float(ctx.request.metadata["reward"]) + self.spread * (ctx.request.metadata["row_index"] % 2)
+        return ctx.complete([*messages, final.message], reward=reward)
 
 
 class TwoTurnWorkflow(AgentWorkflow):  # type: ignore[type-arg]

@@ -85,14 +85,16 @@ def test_grpo_trains_an_in_process_agent_on_the_ids_trainGate_recorded(
 ) -> None:
     from transformers import AutoTokenizer
 
-    agent = TwoTurnAgent()
+    agent = TwoTurnAgent(spread=0.5)  # rewards differ within a group: there is something to learn
     data = rows(1.0, 0.5, 0.25, 0.0)
     trainer, recording = train(tiny_model, tmp_path, Target(agent=agent), data)
     assert len(losses(trainer)) == 2 and all(math.isfinite(loss) for loss in losses(trainer))
+    assert all(entry["grad_norm"] > 0 for entry in trainer.state.log_history if "loss" in entry)
     assert len(recording.outputs) == 2
     for output, rewards in zip(recording.outputs, recording.rewards, strict=True):
         want = [
-            next(r["reward"] for r in data if r["user_prompt"] in p[-1]["content"]) for p in output["prompts"]
+            next(r["reward"] for r in data if r["user_prompt"] in p[-1]["content"]) + 0.5 * (i % 2)
+            for i, p in enumerate(output["prompts"])
         ]
         assert rewards == want  # the server's reward, row by row, reached the reward function
         assert output["logprobs"] is None
