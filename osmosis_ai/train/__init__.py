@@ -11,6 +11,8 @@ from __future__ import annotations
 from osmosis_ai._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
+    "Collector": "osmosis_ai.train.rollouts",
+    "Limits": "osmosis_ai.train.rollouts",
     "Sample": "osmosis_ai.train.rollouts",
     "Target": "osmosis_ai.train.rollouts",
     "collect_samples": "osmosis_ai.train.rollouts",

@@ -17,15 +17,18 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.outcome import Outcome
 from osmosis_ai.traingate.policy.tokens import TokenPolicy
 from osmosis_ai.traingate.session import RolloutSession
 from osmosis_ai.traingate.tokenizer import ChatTokenizer
 
-__all__ = ["Sample", "Target", "collect_samples", "exclude_thin_groups", "sample_of"]
+if TYPE_CHECKING:
+    from osmosis_ai.traingate.gateway import TrainGate
+
+__all__ = ["Collector", "Limits", "Sample", "Target", "collect_samples", "exclude_thin_groups", "sample_of"]
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,94 @@ def sample_of(session: RolloutSession, tokenizer: ChatTokenizer) -> Sample:
     )
 
 
+@dataclass(frozen=True)
+class Limits:
+    """How each rollout is bounded: ``timeout`` seconds, ``max_turns`` chat calls, ``max_tokens_total``
+    tokens, sent with ``completion_params``; at most ``concurrency`` rollouts in flight."""
+
+    concurrency: int = 8
+    timeout: float = 300.0
+    max_turns: int = 10
+    max_tokens_total: int = 8192
+    completion_params: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Collector:
+    """A TrainGate (and the served agent, or the checked server) kept open for many batches.
+
+    ``async with Collector(target, policy, tokenizer) as collector: await collector.collect(rows)``;
+    a trainer calling from one event loop for a whole run (verl's agent loop) opens it once, where
+    :func:`collect_samples` opens and closes one per batch.
+
+    Raises (on entry):
+        ServerUnreachable / InitRejected: the ``url`` server does not answer its ``/health`` (nothing ran).
+    """
+
+    def __init__(
+        self,
+        target: Target,
+        policy: TokenPolicy,
+        tokenizer: ChatTokenizer,
+        *,
+        limits: Limits | None = None,
+        gateway_host: str = "127.0.0.1",
+    ) -> None:
+        self.target, self.policy, self.tokenizer = target, policy, tokenizer
+        self.limits = limits or Limits()
+        self.gateway_host = gateway_host
+        self._stack = contextlib.AsyncExitStack()
+        self.gate: TrainGate | None = None  # open inside the `async with`
+        self._url = ""
+        self._v03 = False
+
+    async def __aenter__(self) -> Collector:
+        from osmosis_ai.traingate.gateway import TrainGate
+        from osmosis_ai.traingate.launcher import RolloutLauncher, speaks_03
+        from osmosis_ai.traingate.local_server import serve_agent_loop_locally
+
+        async with contextlib.AsyncExitStack() as stack:
+            gate = TrainGate(self.policy, tokenizer=self.tokenizer, host=self.gateway_host)
+            self.gate = await stack.enter_async_context(gate)
+            if self.target.url is not None:
+                self._url = self.target.url
+                launcher = RolloutLauncher(self._url, api_key=self.target.api_key)
+                self._v03 = speaks_03(await launcher.check(timeout=min(self.limits.timeout, 10.0)))
+            else:
+                self._url = await stack.enter_async_context(serve_agent_loop_locally(self.target.agent))
+            self._stack = stack.pop_all()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._stack.aclose()
+
+    async def collect(self, rows: Sequence[Mapping[str, Any]], *, n: int = 1) -> list[Sample]:
+        """Run each of ``rows`` (dataset rows: ``user_prompt``, ``ground_truth``, optional
+        ``system_prompt`` and extra columns) ``n`` times; the samples in (row, sample) order, a
+        sample's ``row_index`` its row's position in ``rows``."""
+        from osmosis_ai.runs.rollouts import RunConfig, run_rollouts
+
+        if self.gate is None:
+            raise RuntimeError("use the Collector as `async with Collector(...) as collector`")
+        limits = self.limits
+        config = RunConfig(
+            server_url=self._url,
+            server_api_key=self.target.api_key,
+            n=n,
+            concurrency=limits.concurrency,
+            timeout=limits.timeout,
+            max_turns=limits.max_turns,
+            max_tokens_total=limits.max_tokens_total,
+            completion_params=dict(limits.completion_params),
+            run_id=uuid.uuid4().hex[:12],
+            v03=self._v03,
+        )
+        sessions = await run_rollouts(self.gate, [dict(row) for row in rows], config)
+        samples = [sample_of(session, self.tokenizer) for session in sessions]
+        for session in sessions:  # the batch is over: its sessions need not outlive it
+            self.gate.sessions.pop(session.rollout_id, None)
+        return samples
+
+
 async def collect_samples(
     target: Target,
     policy: TokenPolicy,
@@ -132,51 +223,12 @@ async def collect_samples(
     rows: Sequence[Mapping[str, Any]],
     *,
     n: int = 1,
-    concurrency: int = 8,
-    timeout: float = 300.0,
-    max_turns: int = 10,
-    max_tokens_total: int = 8192,
-    completion_params: Mapping[str, Any] | None = None,
+    limits: Limits | None = None,
     gateway_host: str = "127.0.0.1",
 ) -> list[Sample]:
-    """Run each of ``rows`` (dataset rows: ``user_prompt``, ``ground_truth``, optional
-    ``system_prompt`` and extra columns) ``n`` times; the samples in (row, sample) order.
-
-    ``row_index`` of a sample is its row's position in ``rows``. ``timeout`` bounds each rollout,
-    ``concurrency`` the rollouts in flight.
-
-    Raises:
-        ServerUnreachable / InitRejected: the ``url`` server does not answer its ``/health`` (nothing ran).
-    """
-    from osmosis_ai.runs.rollouts import RunConfig, run_rollouts
-    from osmosis_ai.traingate.gateway import TrainGate
-    from osmosis_ai.traingate.launcher import RolloutLauncher, speaks_03
-    from osmosis_ai.traingate.local_server import serve_agent_loop_locally
-
-    async with contextlib.AsyncExitStack() as stack:
-        gate = await stack.enter_async_context(TrainGate(policy, tokenizer=tokenizer, host=gateway_host))
-        if target.url is not None:
-            url = target.url
-            v03 = speaks_03(
-                await RolloutLauncher(url, api_key=target.api_key).check(timeout=min(timeout, 10.0))
-            )
-        else:
-            url = await stack.enter_async_context(serve_agent_loop_locally(target.agent))
-            v03 = False
-        config = RunConfig(
-            server_url=url,
-            server_api_key=target.api_key,
-            n=n,
-            concurrency=concurrency,
-            timeout=timeout,
-            max_turns=max_turns,
-            max_tokens_total=max_tokens_total,
-            completion_params=dict(completion_params or {}),
-            run_id=uuid.uuid4().hex[:12],
-            v03=v03,
-        )
-        sessions = await run_rollouts(gate, [dict(row) for row in rows], config)
-        return [sample_of(session, tokenizer) for session in sessions]
+    """One batch through a :class:`Collector` opened for it (see :meth:`Collector.collect`)."""
+    async with Collector(target, policy, tokenizer, limits=limits, gateway_host=gateway_host) as collector:
+        return await collector.collect(rows, n=n)
 
 
 def exclude_thin_groups(rewards: list[float | None], group: int, offset: int = 0) -> list[float | None]:

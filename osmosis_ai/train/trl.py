@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai.train.rollouts import Sample, Target, collect_samples, exclude_thin_groups
+from osmosis_ai.train.rollouts import Limits, Sample, Target, collect_samples, exclude_thin_groups
 from osmosis_ai.traingate.append_only import canonical
 from osmosis_ai.traingate.policy.base import Generation, Message
 from osmosis_ai.traingate.policy.tokens import TokenPolicy, assistant_message
@@ -153,7 +153,7 @@ class OsmosisRollouts:
     ``dataset`` holds the rows the TRL dataset was built from (``prompt`` = :func:`prompt_of`); rows
     with the same prompt must be the same row, since TRL passes only prompts. ``tokenizer`` is the
     model directory whose ``tokenizer.json`` and chat template TrainGate renders with (the trainer's
-    tokenizer's own). The rest bounds each rollout as in :func:`~osmosis_ai.train.rollouts.collect_samples`.
+    tokenizer's own). ``limits`` bound each rollout (:class:`~osmosis_ai.train.rollouts.Limits`).
     """
 
     def __init__(
@@ -162,17 +162,13 @@ class OsmosisRollouts:
         *,
         dataset: Sequence[Mapping[str, Any]],
         tokenizer: str | Path,
-        concurrency: int = 8,
-        timeout: float = 300.0,
-        max_turns: int = 10,
-        max_tokens_total: int = 8192,
+        limits: Limits | None = None,
     ) -> None:
         from osmosis_ai.traingate.tokenizer import ChatTokenizer
 
         self.target = target
         self.tokenizer = ChatTokenizer.from_directory(tokenizer)
-        self.concurrency, self.timeout = concurrency, timeout
-        self.max_turns, self.max_tokens_total = max_turns, max_tokens_total
+        self.limits = limits
         self.rows: dict[str, tuple[int, Mapping[str, Any]]] = {}
         for index, row in enumerate(dataset):
             key = _prompt_key(prompt_of(row))
@@ -206,10 +202,7 @@ class OsmosisRollouts:
                 TRLPolicy(trainer),
                 self.tokenizer,
                 rows,
-                concurrency=self.concurrency,
-                timeout=self.timeout,
-                max_turns=self.max_turns,
-                max_tokens_total=self.max_tokens_total,
+                limits=self.limits,
             )
         )
         mode = "train" if trainer.model.training else "eval"

@@ -11,7 +11,7 @@ import pytest
 from osmosis_ai.outcome import Outcome
 from osmosis_ai.rollout.backend.local import LocalBackend
 from osmosis_ai.rollout.server import create_app, create_rollout_server
-from osmosis_ai.train.rollouts import Sample, Target, collect_samples, exclude_thin_groups
+from osmosis_ai.train.rollouts import Collector, Limits, Sample, Target, collect_samples, exclude_thin_groups
 from osmosis_ai.traingate.policy.base import Generation, Message
 from osmosis_ai.traingate.policy.tokens import TokenPolicy, assistant_message, parse_tool_calls
 from osmosis_ai.traingate.tokenizer import ChatTokenizer
@@ -66,7 +66,12 @@ def test_samples_of_an_in_process_agent_are_the_ids_the_model_saw(chat_tokenizer
     policy = Scripted(chat_tokenizer)
     samples = asyncio.run(
         collect_samples(
-            Target(agent=TwoTurnAgent()), policy, chat_tokenizer, rows(1.0, 0.25), n=2, timeout=30
+            Target(agent=TwoTurnAgent()),
+            policy,
+            chat_tokenizer,
+            rows(1.0, 0.25),
+            n=2,
+            limits=Limits(timeout=30),
         )
     )
     assert [(s.row_index, s.sample_index) for s in samples] == [(0, 0), (0, 1), (1, 0), (1, 1)]
@@ -94,7 +99,7 @@ def test_a_failing_rollout_is_a_typed_failure_never_a_reward(chat_tokenizer: Cha
     samples = asyncio.run(
         collect_samples(
             Target(agent=TwoTurnAgent()), Scripted(chat_tokenizer, call=False), chat_tokenizer,
-            rows(1.0, 1.0, fail=1), timeout=30,
+            rows(1.0, 1.0, fail=1), limits=Limits(timeout=30),
         )
     )  # fmt: skip
     ok, failed = samples
@@ -109,11 +114,30 @@ def test_a_failing_rollout_is_a_typed_failure_never_a_reward(chat_tokenizer: Cha
     assert failed.error and "broke on purpose" in failed.error
 
 
+def test_a_collector_serves_many_batches_and_forgets_each_once_done(chat_tokenizer: ChatTokenizer) -> None:
+    async def two_batches() -> tuple[list[Sample], list[Sample], int]:
+        target = Target(agent=TwoTurnAgent())
+        async with Collector(target, Scripted(chat_tokenizer), chat_tokenizer) as collector:
+            first = await collector.collect(rows(1.0), n=2)
+            second = await collector.collect(rows(0.5, 0.25))
+            assert collector.gate is not None
+            return first, second, len(collector.gate.sessions)
+
+    first, second, kept = asyncio.run(two_batches())
+    assert [s.reward for s in first] == [1.0, 1.0] and [s.reward for s in second] == [0.5, 0.25]
+    assert len({s.rollout_id for s in first + second}) == 4
+    assert kept == 0
+
+
 def test_a_rollout_past_its_time_limit_is_a_timeout(chat_tokenizer: ChatTokenizer) -> None:
     data = [*rows(1.0, 0.5), {**rows(0.0)[0], "hang": True}]
     samples = asyncio.run(
         collect_samples(
-            Target(agent=TwoTurnAgent()), Scripted(chat_tokenizer), chat_tokenizer, data, timeout=3
+            Target(agent=TwoTurnAgent()),
+            Scripted(chat_tokenizer),
+            chat_tokenizer,
+            data,
+            limits=Limits(timeout=3),
         )
     )
     assert [s.outcome for s in samples] == [Outcome.COMPLETED, Outcome.COMPLETED, Outcome.TIMEOUT]
@@ -126,7 +150,11 @@ def test_samples_of_a_0_2_server_at_a_url(chat_tokenizer: ChatTokenizer) -> None
     try:
         samples = asyncio.run(
             collect_samples(
-                Target(url=server.url), Scripted(chat_tokenizer), chat_tokenizer, rows(0.5), timeout=30
+                Target(url=server.url),
+                Scripted(chat_tokenizer),
+                chat_tokenizer,
+                rows(0.5),
+                limits=Limits(timeout=30),
             )
         )
     finally:
@@ -144,7 +172,9 @@ def test_samples_of_a_0_3_server(chat_tokenizer: ChatTokenizer) -> None:
     server = RunningServer(app).start()
     try:
         target = Target(url=server.url)
-        samples = asyncio.run(collect_samples(target, policy, chat_tokenizer, data, n=2, timeout=30))
+        samples = asyncio.run(
+            collect_samples(target, policy, chat_tokenizer, data, n=2, limits=Limits(timeout=30))
+        )
     finally:
         server.stop()
     assert [s.reward for s in samples] == [1.0, 1.0, 0.0, 0.0]
@@ -165,7 +195,7 @@ def test_a_server_that_does_not_answer_fails_before_any_rollout(chat_tokenizer: 
                 Scripted(chat_tokenizer),
                 chat_tokenizer,
                 rows(1.0),
-                timeout=5,
+                limits=Limits(timeout=5),
             )
         )
 

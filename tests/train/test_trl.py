@@ -11,7 +11,7 @@ import pytest
 
 from osmosis_ai.rollout.backend.local import LocalBackend
 from osmosis_ai.rollout.server import create_rollout_server
-from osmosis_ai.train.rollouts import Target
+from osmosis_ai.train.rollouts import Limits, Target
 from tests.support.server import RunningServer
 from tests.train.agents import NUDGE, LabelGrader, TwoTurnAgent, TwoTurnWorkflow
 
@@ -50,7 +50,9 @@ def train(
 
     from osmosis_ai.train.trl import OsmosisRollouts, prompt_of
 
-    recording = Recording(OsmosisRollouts(target, dataset=rows, tokenizer=model_dir, timeout=60))
+    recording = Recording(
+        OsmosisRollouts(target, dataset=rows, tokenizer=model_dir, limits=Limits(timeout=60))
+    )
     args = GRPOConfig(
         output_dir=str(tmp_path / "out"), per_device_train_batch_size=2 * GROUP, num_generations=GROUP,
         max_steps=steps, max_completion_length=6, learning_rate=1e-2, logging_steps=1, report_to=[],
