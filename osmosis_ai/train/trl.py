@@ -4,9 +4,10 @@
 ``rollout_func(prompts, trainer)``: each prompt (already repeated once per generation) is mapped back
 to its dataset row, every one becomes a rollout through the local TrainGate against ``target``
 (:func:`~osmosis_ai.train.rollouts.collect_samples`), and the trainer's own model answers every chat
-call from the token trace's prompt ids (``model.generate`` in a worker thread, one call at a time).
-The returned ``prompt_ids``/``completion_ids`` are the ids TrainGate recorded, ``env_mask`` is 0 on
-the tool and environment tokens between turns, ``logprobs`` is ``None`` (TRL computes the old
+call from the token trace's prompt ids (``model.generate`` in a worker thread, the calls waiting
+meanwhile batched into the next one). The returned ``prompt_ids``/``completion_ids`` are the ids
+TrainGate recorded, ``env_mask`` is 0 on the tool and environment tokens between turns (and on every
+token of an excluded rollout), ``logprobs`` is ``None`` (TRL computes the old
 policy's log-probabilities itself), and ``osmosis_reward``/``osmosis_outcome``/``osmosis_error``
 reach the reward functions. :func:`server_reward` returns the server's reward, and ``None`` for a
 typed failure, which TRL keeps out of its group statistics with advantage 0; a group with fewer
