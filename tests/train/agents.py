@@ -3,7 +3,8 @@ every trajectory holds tokens the model did not generate.
 
 The 0.2 agent answers each tool call the model made with a tool message and otherwise appends a user
 message; its reward is the row's ``reward`` column, and a row whose ``fail`` column is true raises
-after the first turn (one whose ``hang`` column is true never finishes). The 0.3 workflow does the same over an OpenAI-compatible chat endpoint, and its
+after the first turn (one whose ``hang`` column is true never finishes, one whose ``rewrite`` column
+is true edits the user's message before the second turn). The 0.3 workflow does the same over an OpenAI-compatible chat endpoint, and its
 grader gives the row's label as the reward.
 """
 
@@ -69,6 +70,9 @@ class TwoTurnAgent(RolloutAgentLoop):
         messages += [first.message, *environment(first.message)]
         if self.failing(ctx.request.metadata):
             raise RuntimeError("the agent broke on purpose")
+        if ctx.request.metadata.get("rewrite"):  # edits what the model saw: an append-only violation
+            user = next(i for i, message in enumerate(messages) if message["role"] == "user")
+            messages[user] = {**messages[user], "content": "What is 5 + 15?"}
         if ctx.request.metadata.get("hang"):
             await asyncio.Event().wait()  # past the rollout's time limit: the run's timeout ends it
         final = await ctx.chat(messages)

@@ -129,6 +129,18 @@ def test_a_collector_serves_many_batches_and_forgets_each_once_done(chat_tokeniz
     assert kept == 0
 
 
+def test_an_agent_editing_what_the_model_saw_is_not_trained_on(chat_tokenizer: ChatTokenizer) -> None:
+    data = [*rows(1.0), {**rows(1.0)[0], "rewrite": True}]
+    kept, edited = asyncio.run(
+        collect_samples(
+            Target(agent=TwoTurnAgent()), Scripted(chat_tokenizer, call=False), chat_tokenizer, data
+        )
+    )
+    assert kept.trainable
+    assert (edited.trainable, edited.reward, edited.outcome) == (False, None, Outcome.AGENT_ERROR)
+    assert edited.error == "append-only violation: turn 1, message 1: modified ('content' changed)"
+
+
 def test_a_rollout_past_its_time_limit_is_a_timeout(chat_tokenizer: ChatTokenizer) -> None:
     data = [*rows(1.0, 0.5), {**rows(0.0)[0], "hang": True}]
     samples = asyncio.run(
