@@ -36,6 +36,7 @@ _EXTRA_FOR_MODULE = {
     "mlflow": "mlflow",
     "agents": "openai-agents",
     "strands": "strands",
+    "trl": "trl",
 }
 
 

@@ -33,6 +33,7 @@ class RunConfig:
     completion_params: dict[str, Any] = field(default_factory=dict)
     reward_fn: RewardFn | None = None
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    v03: bool = False  # the server speaks 0.3's wire (submit and poll) instead of 0.2's (init and callback)
 
 
 OnDone = Callable[[RolloutSession], Awaitable[None] | None]
@@ -45,15 +46,17 @@ async def run_rollouts(
     *,
     on_done: OnDone | None = None,
 ) -> list[RolloutSession]:
-    """Run ``config.n`` rollouts of every row against ``config.server_url``; return the sessions in
-    (row, sample) order, each with its ``reward`` (or ``reward_error``) set. ``on_done(session)`` is
+    """Run ``config.n`` rollouts of every row against ``config.server_url`` (over 0.3's wire when
+    ``config.v03``); return the sessions in (row, sample) order, each with its ``reward`` (or ``reward_error``) set. ``on_done(session)`` is
     called as each rollout is scored (awaited if it returns an awaitable)."""
     from osmosis_ai.runs.engine import Pipeline, run_items
     from osmosis_ai.runs.executors.traingate import TrainGateExecutor
+    from osmosis_ai.runs.executors.traingate03 import TrainGate03Executor
     from osmosis_ai.runs.items import work_items
     from osmosis_ai.runs.result import Result
     from osmosis_ai.runs.scorer import Scorer, reward_function
     from osmosis_ai.traingate.launcher import RolloutLauncher
+    from osmosis_ai.traingate.launcher03 import Launcher03
 
     sessions: list[RolloutSession] = []
 
@@ -67,10 +70,10 @@ async def run_rollouts(
                 await done
 
     scorer = Scorer([reward_function(config.reward_fn)], reward="reward") if config.reward_fn else Scorer()
-    async with RolloutLauncher(
+    async with (Launcher03 if config.v03 else RolloutLauncher)(
         config.server_url, api_key=config.server_api_key, max_connections=max(config.concurrency, 1)
     ) as launcher:
-        executor = TrainGateExecutor(
+        executor = (TrainGate03Executor if config.v03 else TrainGateExecutor)(
             gate,
             launcher,
             timeout=config.timeout,

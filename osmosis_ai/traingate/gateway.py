@@ -46,6 +46,7 @@ from osmosis_ai.traingate import drift
 from osmosis_ai.traingate.append_only import canonical, check_extension
 from osmosis_ai.traingate.errors import PolicyError, TrainGateError
 from osmosis_ai.traingate.policy.base import Generation, Message, Policy
+from osmosis_ai.traingate.policy.tokens import TokenPolicy
 from osmosis_ai.traingate.session import RejectedCall, RolloutSession, TurnRecord
 from osmosis_ai.traingate.tito import TokenTrace, new_trace
 from osmosis_ai.traingate.tokenizer import ByteTokenizer, Tokenizer
@@ -276,8 +277,12 @@ class TrainGate:
             "logprobs": chat.logprobs,
         }
         started = time.perf_counter()
+        prompt_ids: list[int] | None = None
         try:
-            generation = await self.policy.generate(chat.messages, tools=session.tools, params=params)
+            if isinstance(self.policy, TokenPolicy):
+                generation, prompt_ids = await self._generate_ids(self.policy, session, chat.messages, params)
+            else:
+                generation = await self.policy.generate(chat.messages, tools=session.tools, params=params)
         except PolicyError as exc:
             session.policy_errors += 1
             session.errors.append(f"turn {turn}: {exc}")
@@ -290,7 +295,7 @@ class TrainGate:
         seconds = time.perf_counter() - started
         if session.trace is not None:
             record = await self._traced_record(
-                session, session.trace, turn, chat.messages, generation, params, seconds
+                session, session.trace, turn, chat.messages, generation, params, seconds, prompt_ids
             )
         else:
             record = await self._turn_record(turn, chat.messages, generation, params, seconds)
@@ -298,6 +303,37 @@ class TrainGate:
         session.expected = [*chat.messages, record.message]
         session.expected_keys = [*keys, canonical(record.message)]
         return 200, self._response_body(chat.rollout_id, turn, record)
+
+    async def _generate_ids(
+        self, policy: TokenPolicy, session: RolloutSession, messages: list[Message], params: dict[str, Any]
+    ) -> tuple[Generation, list[int]]:
+        """Extend the rollout's token trace by the turn's prompt and let ``policy`` generate after it.
+
+        The trace is put back as it was if nothing is generated, so a retry of the call extends it again.
+        """
+        trace = session.trace
+        if trace is None or trace.broken is not None:
+            why = "the gateway has no chat template" if trace is None else trace.broken
+            raise PolicyError(
+                f"policy {policy.name!r} needs the rollout's prompt ids: {why}", retryable=False
+            )
+        if not trace.covered:
+            trace.tools = session.tools or None
+        point = trace.checkpoint()
+        try:
+            prompt_ids = await asyncio.to_thread(trace.extend, messages)
+        except TrainGateError as exc:
+            trace.broken = str(exc)
+            raise PolicyError(f"the chat template cannot render the prompt: {exc}", retryable=False) from exc
+        try:
+            generation = await policy.generate_ids(prompt_ids, tools=session.tools, params=params)
+        except BaseException:
+            trace.rewind(point)
+            raise
+        if generation.token_ids is None:
+            trace.rewind(point)
+            raise PolicyError(f"policy {policy.name!r} returned no token ids", retryable=False)
+        return generation, prompt_ids
 
     async def _encode(self, text: str) -> list[int]:
         """Tokenize; long texts in a worker thread so a big prompt never stalls the other rollouts."""
@@ -361,8 +397,12 @@ class TrainGate:
         gen: Generation,
         params: dict[str, Any],
         seconds: float,
+        extended: list[int] | None = None,
     ) -> TurnRecord:
         """Token data from the rollout's token-in-token-out sequence, checked for drift.
+
+        ``extended`` is the turn's prompt when the trace was extended by it already (a token policy
+        generated from it).
 
         Rendering and encoding run in a worker thread: a long conversation's fresh render must not
         stall the other rollouts. A rollout's turns come one after another, so its trace has one user.
@@ -373,7 +413,9 @@ class TrainGate:
             if not trace.covered:  # tools are known once the init response is in, before the first render
                 trace.tools = session.tools or None
             try:
-                prompt_ids, token_ids = await asyncio.to_thread(self._trace_turn, trace, turn, messages, gen)
+                prompt_ids, token_ids = await asyncio.to_thread(
+                    self._trace_turn, trace, turn, messages, gen, extended
+                )
             except TrainGateError as exc:
                 trace.broken = str(exc)
                 session.errors.append(f"turn {turn}: {exc}")
@@ -384,14 +426,19 @@ class TrainGate:
 
     @staticmethod
     def _trace_turn(
-        trace: TokenTrace, turn: int, messages: list[Message], gen: Generation
+        trace: TokenTrace,
+        turn: int,
+        messages: list[Message],
+        gen: Generation,
+        extended: list[int] | None = None,
     ) -> tuple[list[int], list[int]]:
-        """Extend the trace by one turn and check it: (prompt ids, completion ids) as returned to the agent.
+        """Extend the trace by one turn (unless ``extended`` already) and check it: (prompt ids,
+        completion ids) as returned to the agent.
 
         Ids a backend reports are used verbatim; they are checked against the template too.
         """
-        prompt_ids = trace.extend(messages)
-        if gen.prompt_token_ids is not None:
+        prompt_ids = trace.extend(messages) if extended is None else extended
+        if gen.prompt_token_ids is not None and extended is None:
             backend_prompt = list(gen.prompt_token_ids)
             if turn > 0:
                 trace.check(messages, prompt_ids, turn=turn, reference=backend_prompt)

@@ -124,6 +124,16 @@ class TokenTrace:
         self.incremental_seconds += time.perf_counter() - started
         return list(self.ids)
 
+    def checkpoint(self) -> tuple[int, int, int]:
+        """Where the trajectory stands, for :meth:`rewind` (a turn's prompt extended, then not answered)."""
+        return len(self.ids), self.covered, len(self.segments)
+
+    def rewind(self, point: tuple[int, int, int]) -> None:
+        """Drop what was added since :meth:`checkpoint` returned ``point``."""
+        length, covered, segments = point
+        del self.ids[length:], self.mask[length:], self.segments[segments:]
+        self.covered = covered
+
     def restart(self, prompt_ids: list[int], num_messages: int) -> None:
         """Continue from ``prompt_ids`` (the backend's): the mask is kept where they agree with the trajectory."""
         differs = drift.first_difference(self.ids, prompt_ids)
