@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,9 +10,6 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-# The venv's ``kernels`` (pulled in by verl) is older than transformers 5.10 expects: importing a
-# model class fails on it. Hidden, transformers treats it as absent, which these CPU tests never need.
-sys.modules.setdefault("kernels", None)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="session")
