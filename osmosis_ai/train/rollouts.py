@@ -18,12 +18,15 @@ import contextlib
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.outcome import Outcome
 from osmosis_ai.traingate.policy.tokens import TokenPolicy
 from osmosis_ai.traingate.session import RolloutSession
 from osmosis_ai.traingate.tokenizer import ChatTokenizer
+
+if TYPE_CHECKING:
+    from osmosis_ai.runs.rollouts import OnDone
 
 __all__ = ["Sample", "Target", "collect_samples", "sample_of"]
 
@@ -138,12 +141,14 @@ async def collect_samples(
     max_tokens_total: int = 8192,
     completion_params: Mapping[str, Any] | None = None,
     gateway_host: str = "127.0.0.1",
+    on_done: OnDone | None = None,
 ) -> list[Sample]:
     """Run each of ``rows`` (dataset rows: ``user_prompt``, ``ground_truth``, optional
     ``system_prompt`` and extra columns) ``n`` times; the samples in (row, sample) order.
 
     ``row_index`` of a sample is its row's position in ``rows``. ``timeout`` bounds each rollout,
-    ``concurrency`` the rollouts in flight.
+    ``concurrency`` the rollouts in flight; ``on_done(session)`` sees each rollout's whole gateway
+    record as it is scored (what a journal keeps).
 
     Raises:
         ServerUnreachable / InitRejected: the ``url`` server does not answer its ``/health`` (nothing ran).
@@ -175,5 +180,5 @@ async def collect_samples(
             run_id=uuid.uuid4().hex[:12],
             v03=v03,
         )
-        sessions = await run_rollouts(gate, [dict(row) for row in rows], config)
+        sessions = await run_rollouts(gate, [dict(row) for row in rows], config, on_done=on_done)
         return [sample_of(session, tokenizer) for session in sessions]

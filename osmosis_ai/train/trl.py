@@ -23,11 +23,14 @@ import json
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.train.rollouts import Sample, Target, collect_samples
 from osmosis_ai.traingate.policy.base import Generation, Message
 from osmosis_ai.traingate.policy.tokens import TokenPolicy, assistant_message
+
+if TYPE_CHECKING:
+    from osmosis_ai.runs.rollouts import OnDone
 
 __all__ = ["OsmosisRollouts", "TRLPolicy", "prompt_of", "server_reward"]
 
@@ -115,7 +118,8 @@ class OsmosisRollouts:
     ``dataset`` holds the rows the TRL dataset was built from (``prompt`` = :func:`prompt_of`); rows
     with the same prompt must be the same row, since TRL passes only prompts. ``tokenizer`` is the
     model directory whose ``tokenizer.json`` and chat template TrainGate renders with (the trainer's
-    tokenizer's own). The rest bounds each rollout as in :func:`~osmosis_ai.train.rollouts.collect_samples`.
+    tokenizer's own). The rest bounds each rollout as in :func:`~osmosis_ai.train.rollouts.collect_samples`;
+    ``on_rollout(session)`` sees each rollout's gateway record as it is scored.
     """
 
     def __init__(
@@ -128,6 +132,7 @@ class OsmosisRollouts:
         timeout: float = 300.0,
         max_turns: int = 10,
         max_tokens_total: int = 8192,
+        on_rollout: OnDone | None = None,
     ) -> None:
         from osmosis_ai.traingate.tokenizer import ChatTokenizer
 
@@ -135,6 +140,7 @@ class OsmosisRollouts:
         self.tokenizer = ChatTokenizer.from_directory(tokenizer)
         self.concurrency, self.timeout = concurrency, timeout
         self.max_turns, self.max_tokens_total = max_turns, max_tokens_total
+        self.on_rollout = on_rollout
         self.rows: dict[str, tuple[int, Mapping[str, Any]]] = {}
         for index, row in enumerate(dataset):
             key = _key(prompt_of(row))
@@ -147,12 +153,19 @@ class OsmosisRollouts:
 
     def row_of(self, prompt: Any) -> Mapping[str, Any]:
         """The dataset row whose prompt is ``prompt``."""
+        return self._found(prompt)[1]
+
+    def index_of(self, prompt: Any) -> int:
+        """The position in ``dataset`` of the row whose prompt is ``prompt``."""
+        return self._found(prompt)[0]
+
+    def _found(self, prompt: Any) -> tuple[int, Mapping[str, Any]]:
         found = self.rows.get(_key(prompt))
         if found is None:
             raise ValueError(
                 f"a prompt TRL passed is in no row of the dataset given to OsmosisRollouts: {str(prompt)[:120]}"
             )
-        return found[1]
+        return found
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         from osmosis_ai._sync import run_sync
@@ -172,6 +185,7 @@ class OsmosisRollouts:
                 timeout=self.timeout,
                 max_turns=self.max_turns,
                 max_tokens_total=self.max_tokens_total,
+                on_done=self.on_rollout,
             )
         )
         mode = "train" if trainer.model.training else "eval"
