@@ -91,7 +91,7 @@ def _plan(raw: dict[str, Any], path: Path, output_dir: Path | None) -> Any:
     output = output_dir or (here / (given_output or f"runs/{path.stem}")).expanduser().resolve()
     spec = _target(target, path)
     numbers = {key: _number(grpo, "grpo", key, path) for key in TABLES["grpo"]}
-    settings = {
+    settings: dict[str, Any] = {
         ("timeout" if key == "rollout_timeout_s" else key): value
         for key, value in numbers.items()
         if value is not None

@@ -29,7 +29,15 @@ from typing import Any
 
 from osmosis_ai.errors import TrainingError
 
-__all__ = ["StepReport", "TargetSpec", "TrainPlan", "TrainResult", "check_model", "run_training"]
+__all__ = [
+    "StepReport",
+    "TargetSpec",
+    "TrainPlan",
+    "TrainResult",
+    "check_model",
+    "run_training",
+    "transformers_importable",
+]
 
 TINY = "tiny"
 HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
@@ -216,7 +224,7 @@ def _target(spec: TargetSpec) -> Any:
     return Target(url=spec.url, api_key=spec.api_key)
 
 
-def _without_broken_kernels() -> None:
+def transformers_importable() -> None:
     """Let ``transformers`` import its model classes when the installed ``kernels`` package is one it
     cannot use (a newer ``kernels`` pulled in by another extra makes its hub mapping raise at import):
     hidden, ``transformers`` treats it as absent, which generation and training here never need."""
@@ -278,7 +286,7 @@ def _train(
     journal: Any,
     on_step: Callable[[StepReport], None] | None,
 ) -> list[StepReport]:
-    _without_broken_kernels()
+    transformers_importable()
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
@@ -316,7 +324,7 @@ def _train(
         raise TrainingError(str(exc)) from None
     recorder = _StepRollouts(rollouts, plan.model)
 
-    class Steps(TrainerCallback):  # type: ignore[misc]
+    class Steps(TrainerCallback):
         def on_log(
             self, args: Any, state: Any, control: Any, logs: Mapping[str, Any] | None = None, **kw: Any
         ) -> None:

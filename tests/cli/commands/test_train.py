@@ -90,7 +90,10 @@ def test_the_cpu_example_trains_and_reports_every_step(tmp_path: Path) -> None:
     assert sorted(contents.records) == ["step-0001", "step-0002", "step-0003"]
     for records in contents.records.values():
         assert len(records) == 8
-        assert all(r.data["trained"] and r.data["token_ids"] and r.data["row_index"] < 8 for r in records)
+        assert all(
+            r.data["trained"] and r.data["trajectory"]["token_ids"] and r.data["row_index"] < 8
+            for r in records
+        )
     assert any((tmp_path / "tb").iterdir())
     report = cli("report", str(out / "journal.sqlite"), "-o", str(tmp_path / "all.html"), "-q")
     assert report.returncode == 0, report.stderr
@@ -101,7 +104,7 @@ def test_a_planted_failure_is_excluded_and_counted_never_trained_on(tmp_path: Pa
     from osmosis_ai.runs.journal import Journal
 
     config = _job(tmp_path, fail=[False, True])
-    ran = osmosis("train", str(config), env=OFFLINE, timeout=600)
+    ran = osmosis("train", str(config), cwd=tmp_path, env=OFFLINE, timeout=600)
     assert ran.returncode == 0, ran.stderr
     step = next(line for line in ran.stdout.splitlines() if line.startswith("step 1/1"))
     assert "excluded 50%" in step and "trained 2/4" in step
@@ -119,7 +122,7 @@ def test_a_planted_failure_is_excluded_and_counted_never_trained_on(tmp_path: Pa
 @pytest.mark.xdist_group("trl")
 def test_a_job_with_nothing_to_train_on_fails_in_one_line(tmp_path: Path) -> None:
     config = _job(tmp_path, fail=[True], batch_size=1)
-    ran = osmosis("train", str(config), env=OFFLINE, timeout=600)
+    ran = osmosis("train", str(config), cwd=tmp_path, env=OFFLINE, timeout=600)
     assert ran.returncode == 1
     errors = [line for line in ran.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and errors[0].startswith("Error: no rollout could be trained on"), ran.stderr
