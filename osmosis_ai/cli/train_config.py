@@ -22,6 +22,7 @@ from typing import Any
 import tomllib
 
 from osmosis_ai.cli.errors import CLIError
+from osmosis_ai.cli.eval.run_config import config_number, config_text
 from osmosis_ai.cli.parser import did_you_mean
 
 TABLES: dict[str, tuple[str, ...]] = {
@@ -73,21 +74,21 @@ def _plan(raw: dict[str, Any], path: Path, output_dir: Path | None) -> Any:
                 raise CLIError(f"{path}: unknown key {name}.{key}{did_you_mean(key, TABLES[name])}")
     job, target, grpo = (raw.get(name, {}) for name in TABLES)
     here = path.parent
-    model = _text(job, "job", "model", path, required=True)
+    model = config_text(job, "job", "model", path, required=True)
     assert model is not None
     if model != "tiny" and (here / model).expanduser().exists():
         model = str((here / model).expanduser().resolve())
     problem = check_model(model)
     if problem is not None:
         raise CLIError(f"{path}: job.model = {problem}")
-    dataset_text = _text(job, "job", "dataset", path, required=True)
+    dataset_text = config_text(job, "job", "dataset", path, required=True)
     assert dataset_text is not None
     dataset = (here / dataset_text).expanduser().resolve()
     if dataset.suffix.lower() not in DATASET_SUFFIXES:
         raise CLIError(f"{path}: job.dataset = {dataset_text!r} must be a .jsonl, .csv or .parquet file")
     if not dataset.is_file():
         raise CLIError(f"{path}: job.dataset = {dataset_text!r}: no such file ({dataset})")
-    given_output = _text(job, "job", "output_dir", path, required=False)
+    given_output = config_text(job, "job", "output_dir", path, required=False)
     output = output_dir or (here / (given_output or f"runs/{path.stem}")).expanduser().resolve()
     spec = _target(target, path)
     numbers = {key: _number(grpo, "grpo", key, path) for key in TABLES["grpo"]}
@@ -109,10 +110,10 @@ def _plan(raw: dict[str, Any], path: Path, output_dir: Path | None) -> Any:
 def _target(table: dict[str, Any], path: Path) -> Any:
     from osmosis_ai.train.job import TargetSpec
 
-    agent = _text(table, "target", "agent", path, required=False)
-    url = _text(table, "target", "url", path, required=False)
-    grader = _text(table, "target", "grader", path, required=False)
-    key_env = _text(table, "target", "api_key_env", path, required=False)
+    agent = config_text(table, "target", "agent", path, required=False)
+    url = config_text(table, "target", "url", path, required=False)
+    grader = config_text(table, "target", "grader", path, required=False)
+    key_env = config_text(table, "target", "api_key_env", path, required=False)
     if (agent is None) == (url is None):
         raise CLIError(
             f"{path}: [target] needs exactly one of agent = 'MODULE:ATTR' or url = 'http://HOST:PORT'"
@@ -135,33 +136,8 @@ def _target(table: dict[str, Any], path: Path) -> Any:
     return TargetSpec(agent=agent, grader=grader, url=url.rstrip("/") if url else None, api_key=api_key)
 
 
-def _text(table: dict[str, Any], name: str, key: str, path: Path, *, required: bool) -> str | None:
-    value = table.get(key)
-    if value is None:
-        if required:
-            raise CLIError(f"{path}: {name}.{key} is missing")
-        return None
-    if not isinstance(value, str) or not value.strip():
-        raise CLIError(f"{path}: {name}.{key} must be a non-empty string, got {value!r}")
-    return value
-
-
-def _number(table: dict[str, Any], name: str, key: str, path: Path) -> float | int | None:
+def _number(table: dict[str, Any], name: str, key: str, path: Path) -> float | None:
     """``table[key]``: a whole number of at least ``WHOLE[key]``, else a finite number above 0."""
-    value = table.get(key)
-    if value is None:
-        return None
     if key in WHOLE:
-        least = WHOLE[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise CLIError(f"{path}: {name}.{key} must be a whole number of at least {least}, got {value!r}")
-        return value
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or value != value
-        or value in (float("inf"), float("-inf"))
-        or value <= 0
-    ):
-        raise CLIError(f"{path}: {name}.{key} must be a number above 0, got {value!r}")
-    return float(value)
+        return config_number(table, name, key, path, whole=True, least=WHOLE[key])
+    return config_number(table, name, key, path)

@@ -5,6 +5,7 @@ torch is imported."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import REPO, cli, osmosis, subprocess_env
+from tests.train.agents import LabelGrader, TwoTurnWorkflow
 
 EXAMPLE = REPO / "examples" / "train" / "calculator-cpu.toml"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
@@ -129,6 +131,52 @@ def test_a_job_with_nothing_to_train_on_fails_in_one_line(tmp_path: Path) -> Non
     assert "planted failure" in errors[0]
 
 
+@pytest.mark.xdist_group("trl")
+@pytest.mark.parametrize("where", ["url", "in-process"])
+def test_a_0_3_workflow_and_grader_train_at_a_url_or_in_process(tmp_path: Path, where: str) -> None:
+    from osmosis_ai.rollout.backend.local import LocalBackend
+    from osmosis_ai.rollout.server import create_rollout_server
+    from osmosis_ai.runs.journal import Journal
+    from tests.support.server import RunningServer
+
+    data = [
+        {"system_prompt": "Add.", "user_prompt": f"What is {i} + 1?", "ground_truth": str(i % 2)}
+        for i in range(2)
+    ]
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps(row) + "\n" for row in data))
+    server = None
+    if where == "url":
+        app = create_rollout_server(backend=LocalBackend(workflow=TwoTurnWorkflow, grader=LabelGrader),
+                                    configure_logging=False)  # fmt: skip
+        server = RunningServer(app).start()
+        target = f'url = "{server.url}"'
+    else:
+        target = 'agent = "tests.train.agents:TwoTurnWorkflow"\ngrader = "tests.train.agents:LabelGrader"'
+    config = tmp_path / "job.toml"
+    config.write_text(
+        f'[job]\nmodel = "tiny"\ndataset = "data.jsonl"\n[target]\n{target}\n'
+        "[grpo]\nsteps = 1\ngroup_size = 2\nbatch_size = 2\nmax_tokens = 4\nrollout_timeout_s = 60\n"
+    )
+    try:
+        ran = osmosis("train", str(config), env=OFFLINE, timeout=600)
+    finally:
+        if server is not None:
+            server.stop()
+    assert ran.returncode == 0, ran.stderr
+    contents = Journal.read(tmp_path / "runs" / "job" / "journal.sqlite")
+    assert contents is not None
+    records = contents.records["step-0001"]
+    assert len(records) == 4 and all(r.data["trained"] for r in records)
+    assert sorted((r.row_index, r.data["reward"]) for r in records) == [
+        (0, 0.0),
+        (0, 0.0),
+        (1, 1.0),
+        (1, 1.0),
+    ]
+    # two model turns with the environment's message between them: tokens the model did not generate
+    assert all(0 in r.data["trajectory"]["loss_mask"] for r in records)
+
+
 GOOD = {
     "job": {"model": '"tiny"', "dataset": '"data.jsonl"'},
     "target": {"agent": '"flaky_agent:agent_loop"'},
@@ -168,8 +216,9 @@ def _changed(table: str, key: str, value: str | None) -> dict[str, dict[str, str
         ("job", "dataset", '"data.txt"', "job.dataset = 'data.txt' must be a .jsonl, .csv or .parquet file"),
         ("job", "limt", "3", "unknown key job.limt (did you mean 'limit'?)"),
         ("grpo", "group_size", "1", "grpo.group_size must be a whole number of at least 2, got 1"),
-        ("grpo", "learning_rate", '"fast"', "grpo.learning_rate must be a number above 0, got 'fast'"),
+        ("grpo", "learning_rate", '"fast"', "grpo.learning_rate must be a number, got 'fast'"),
         ("grpo", "steps", "1.5", "grpo.steps must be a whole number of at least 1, got 1.5"),
+        ("grpo", "learning_rate", "0", "grpo.learning_rate must be more than 0, got 0"),
         ("target", "agent", None, "[target] needs exactly one of agent"),
         ("target", "agent", '"flaky_agent"', "target.agent = 'flaky_agent' must be MODULE:ATTR"),
         ("target", "url", '"http://127.0.0.1:1"', "[target] needs exactly one of agent"),
