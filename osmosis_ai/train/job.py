@@ -368,7 +368,10 @@ def _train(
     # A library prints nothing: the steps reach the caller through on_step.
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)
-    trainer.train()
+    try:
+        trainer.train()
+    except RuntimeError as exc:  # torch's own failures (out of memory, a device error) end the job
+        raise TrainingError(f"training stopped at step {len(reports) + 1}: {exc}") from exc
     trainer.save_model(str(output / "model"))
     tokenizer.save_pretrained(output / "model")
     return reports

@@ -246,3 +246,20 @@ def test_config_mistakes_are_found_before_torch_is_imported(tmp_path: Path) -> N
                          timeout=120)  # fmt: skip
     assert ran.stdout.split() == ["1", "False"], ran.stderr
     assert "grpo.batch_size must be a whole number of at least 1" in ran.stderr
+
+
+def test_a_server_that_does_not_answer_fails_in_one_line_before_torch(tmp_path: Path) -> None:
+    from tests.support.sockets import free_port
+
+    tables = _changed("target", "agent", None)
+    tables["target"]["url"] = f'"http://127.0.0.1:{free_port()}"'
+    config = _write(tmp_path, tables)
+    probe = (
+        "import sys\nfrom osmosis_ai.cli.main import main\n"
+        f"status = main(['train', {str(config)!r}])\nprint(status, 'torch' in sys.modules)"
+    )
+    ran = subprocess.run([sys.executable, "-c", probe], env=subprocess_env(), capture_output=True, text=True,
+                         timeout=120)  # fmt: skip
+    assert ran.stdout.split()[-2:] == ["1", "False"], ran.stderr
+    lines = ran.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and "127.0.0.1" in lines[0], ran.stderr
