@@ -17,6 +17,7 @@ could be trained on raises :class:`~osmosis_ai.errors.TrainingError`.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import sys
 import time
@@ -42,6 +43,7 @@ __all__ = [
 TINY = "tiny"
 HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 JOURNAL = "journal.sqlite"
+TRAINER_MODULES = ("torch", "transformers", "trl", "datasets")  # what the trl extra installs
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,9 @@ def run_training(plan: TrainPlan, on_step: Callable[[StepReport], None] | None =
         TrainingError: the model does not load, the trainer refuses a setting, or nothing was trainable.
     """
     started = time.monotonic()
+    missing = [name for name in TRAINER_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise TrainingError(f"training needs {', '.join(missing)}: pip install 'osmosis-ai[trl]'")
     rows = _rows(plan)
     problem = check_model(plan.model)
     if problem is not None:
@@ -259,10 +264,7 @@ class _StepRollouts:
         for position, prompt in enumerate(prompts):
             row = self.rollouts.index_of(prompt)
             occurrence = seen[row] = seen.get(row, -1) + 1
-            session = by_position.get(position)
-            record = (
-                session.to_record() if session is not None else {"status": "ERROR", "outcome": "infra_error"}
-            )
+            record = by_position[position].to_record()  # every rollout the adapter returned was scored
             reward = output[REWARD_KEY][position]
             record |= {
                 "row_index": row,
