@@ -73,6 +73,7 @@ classes that exist, both ways, so a new error class means a new line here::
     ├── ExperimentLogError                          osmosis_ai.observe.loggers
     ├── InfrastructureError                         osmosis_ai.errors
     ├── SandboxSettingError (ValueError)            osmosis_ai.errors
+    ├── TrainingError                               osmosis_ai.errors
     ├── RewardRuntimeError (RuntimeError)           osmosis_ai.rewards.runtime.errors
     │   ├── RewardLoadError (ValueError)            osmosis_ai.rewards.runtime.errors
     │   ├── RewardSettingError (ValueError)         osmosis_ai.rewards.runtime.errors
@@ -102,6 +103,8 @@ processes that cannot start; a reward failing on a sample is an outcome).
 ``InfrastructureError`` is raised by a reward (or eval function) whose own machinery failed, such as
 a sandbox that cannot start: the sample ends ``infra_error``, never a score.
 ``SandboxSettingError`` is a bad argument to ``osmosis_ai.sandbox.run``.
+``TrainingError`` is a training job (``osmosis_ai.train.job``) that cannot start or produced nothing
+to train on.
 The command line's own error class lives in ``osmosis_ai/cli/errors.py``
 (an application error, not part of this tree): library code never raises it.
 """
@@ -147,6 +150,11 @@ class InfrastructureError(OsmosisError):
     A reward or eval function raises it to say so: the reward runtime and the scorer end that
     sample ``infra_error`` (docs/guides/rewards.md), which fails the run and is never scored 0.
     """
+
+
+class TrainingError(OsmosisError):
+    """A training job cannot run: a model that does not load, a setting the trainer refuses, or a
+    run in which no rollout could be trained on (every one a typed failure)."""
 
 
 class SandboxSettingError(OsmosisError, ValueError):

@@ -71,6 +71,10 @@ COMMANDS: dict[str, Command] = {
         "osmosis_ai.cli.commands.reward",
         "Score a dataset of answers with a reward function, isolated and killable",
     ),
+    "train": Command(
+        "osmosis_ai.cli.commands.train",
+        "Train a rollout server's model with GRPO (TRL) on this machine, from a TOML config",
+    ),
     "report": Command(
         "osmosis_ai.cli.commands.report", "Turn results files into one self-contained HTML report"
     ),

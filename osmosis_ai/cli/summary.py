@@ -267,10 +267,16 @@ def run_config(args: argparse.Namespace) -> dict[str, Any]:
     )
 
 
-def log_experiment(args: argparse.Namespace, figures: Figures, end: RunEnd | None = None) -> None:
+def log_experiment(
+    args: argparse.Namespace,
+    figures: Figures,
+    end: RunEnd | None = None,
+    *,
+    more: Mapping[str, float] | None = None,
+) -> None:
     """Send the finished run to each ``--log-to`` tool (nothing without the flag); one line says where.
     A rerun of a run (``end``) that had nothing left to run sends nothing to a tool its journal says
-    has the results already, and says so."""
+    has the results already, and says so. ``more``: a command's own figures, logged beside the run's."""
     tools = getattr(args, "log_to", None)
     if not tools:
         return
@@ -305,6 +311,7 @@ def log_experiment(args: argparse.Namespace, figures: Figures, end: RunEnd | Non
         "cost_usd": summary.cost_usd,
     }
     values |= {name: v for name, v in tokens.items() if v is not None}
+    values |= dict(more or {})
     samples = [
         (
             r.row,

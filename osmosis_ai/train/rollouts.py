@@ -26,6 +26,7 @@ from osmosis_ai.traingate.session import RolloutSession
 from osmosis_ai.traingate.tokenizer import ChatTokenizer
 
 if TYPE_CHECKING:
+    from osmosis_ai.runs.rollouts import OnDone
     from osmosis_ai.traingate.gateway import TrainGate
 
 __all__ = ["Collector", "Limits", "Sample", "Target", "collect_samples", "exclude_thin_groups", "sample_of"]
@@ -188,10 +189,13 @@ class Collector:
     async def __aexit__(self, *exc_info: object) -> None:
         await self._stack.aclose()
 
-    async def collect(self, rows: Sequence[Mapping[str, Any]], *, n: int = 1) -> list[Sample]:
+    async def collect(
+        self, rows: Sequence[Mapping[str, Any]], *, n: int = 1, on_done: OnDone | None = None
+    ) -> list[Sample]:
         """Run each of ``rows`` (dataset rows: ``user_prompt``, ``ground_truth``, optional
         ``system_prompt`` and extra columns) ``n`` times; the samples in (row, sample) order, a
-        sample's ``row_index`` its row's position in ``rows``."""
+        sample's ``row_index`` its row's position in ``rows``. ``on_done(session)`` sees each
+        rollout's whole gateway record as it is scored (what a journal keeps)."""
         from osmosis_ai.runs.rollouts import RunConfig, run_rollouts
 
         if self.gate is None:
@@ -209,7 +213,7 @@ class Collector:
             run_id=uuid.uuid4().hex[:12],
             v03=self._v03,
         )
-        sessions = await run_rollouts(self.gate, [dict(row) for row in rows], config)
+        sessions = await run_rollouts(self.gate, [dict(row) for row in rows], config, on_done=on_done)
         samples = [sample_of(session, self.tokenizer) for session in sessions]
         for session in sessions:  # the batch is over: its sessions need not outlive it
             self.gate.sessions.pop(session.rollout_id, None)
@@ -225,10 +229,11 @@ async def collect_samples(
     n: int = 1,
     limits: Limits | None = None,
     gateway_host: str = "127.0.0.1",
+    on_done: OnDone | None = None,
 ) -> list[Sample]:
     """One batch through a :class:`Collector` opened for it (see :meth:`Collector.collect`)."""
     async with Collector(target, policy, tokenizer, limits=limits, gateway_host=gateway_host) as collector:
-        return await collector.collect(rows, n=n)
+        return await collector.collect(rows, n=n, on_done=on_done)
 
 
 def exclude_thin_groups(rewards: list[float | None], group: int, offset: int = 0) -> list[float | None]:

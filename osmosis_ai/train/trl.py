@@ -22,12 +22,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.train.rollouts import Limits, Sample, Target, collect_samples, exclude_thin_groups
 from osmosis_ai.traingate.append_only import canonical
 from osmosis_ai.traingate.policy.base import Generation, Message
 from osmosis_ai.traingate.policy.tokens import TokenPolicy, assistant_message
+
+if TYPE_CHECKING:
+    from osmosis_ai.runs.rollouts import OnDone
 
 __all__ = ["OsmosisRollouts", "TRLPolicy", "prompt_of", "server_reward"]
 
@@ -154,7 +157,8 @@ class OsmosisRollouts:
     ``dataset`` holds the rows the TRL dataset was built from (``prompt`` = :func:`prompt_of`); rows
     with the same prompt must be the same row, since TRL passes only prompts. ``tokenizer`` is the
     model directory whose ``tokenizer.json`` and chat template TrainGate renders with (the trainer's
-    tokenizer's own). ``limits`` bound each rollout (:class:`~osmosis_ai.train.rollouts.Limits`).
+    tokenizer's own). ``limits`` bound each rollout (:class:`~osmosis_ai.train.rollouts.Limits`);
+    ``on_rollout(session)`` sees each rollout's gateway record as it is scored.
     """
 
     def __init__(
@@ -164,12 +168,14 @@ class OsmosisRollouts:
         dataset: Sequence[Mapping[str, Any]],
         tokenizer: str | Path,
         limits: Limits | None = None,
+        on_rollout: OnDone | None = None,
     ) -> None:
         from osmosis_ai.traingate.tokenizer import ChatTokenizer
 
         self.target = target
         self.tokenizer = ChatTokenizer.from_directory(tokenizer)
         self.limits = limits
+        self.on_rollout = on_rollout
         self.rows: dict[str, tuple[int, Mapping[str, Any]]] = {}
         for index, row in enumerate(dataset):
             key = _prompt_key(prompt_of(row))
@@ -182,12 +188,19 @@ class OsmosisRollouts:
 
     def row_of(self, prompt: Any) -> Mapping[str, Any]:
         """The dataset row whose prompt is ``prompt``."""
+        return self._found(prompt)[1]
+
+    def index_of(self, prompt: Any) -> int:
+        """The position in ``dataset`` of the row whose prompt is ``prompt``."""
+        return self._found(prompt)[0]
+
+    def _found(self, prompt: Any) -> tuple[int, Mapping[str, Any]]:
         found = self.rows.get(_prompt_key(prompt))
         if found is None:
             raise ValueError(
                 f"a prompt TRL passed is in no row of the dataset given to OsmosisRollouts: {str(prompt)[:120]}"
             )
-        return found[1]
+        return found
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         from osmosis_ai._sync import run_sync
@@ -204,6 +217,7 @@ class OsmosisRollouts:
                 self.tokenizer,
                 rows,
                 limits=self.limits,
+                on_done=self.on_rollout,
             )
         )
         mode = "train" if trainer.model.training else "eval"

@@ -118,7 +118,10 @@ def _checked(raw: dict[str, Any], path: Path, workspace: Path, dataset_given: bo
         if key not in EXPERIMENT_KEYS:
             raise CLIError(f"{path}: unknown key experiment.{key}{did_you_mean(key, EXPERIMENT_KEYS)}")
     needed = [k for k in EXPERIMENT_KEYS if k != "dataset" or not dataset_given]
-    values = {key: _text(experiment, key, path, required=key in needed) for key in EXPERIMENT_KEYS}
+    values = {
+        key: config_text(experiment, "experiment", key, path, required=key in needed)
+        for key in EXPERIMENT_KEYS
+    }
     rollout, entrypoint = values["rollout"], values["entrypoint"]
     assert rollout is not None and entrypoint is not None and values["model_path"] is not None
     if Path(rollout).name != rollout or rollout in (".", ".."):
@@ -134,10 +137,12 @@ def _checked(raw: dict[str, Any], path: Path, workspace: Path, dataset_given: bo
     for key in evaluation:
         if key not in EVALUATION_KEYS:
             raise CLIError(f"{path}: unknown key evaluation.{key}{did_you_mean(key, EVALUATION_KEYS)}")
-    limit, n, batch_size = (_number(evaluation, k, path, whole=True) for k in ("limit", "n", "batch_size"))
-    threshold = _number(evaluation, "pass_threshold", path, positive=False)
-    agent_timeout = _number(evaluation, "agent_workflow_timeout_s", path)
-    grader_timeout = _number(evaluation, "grader_timeout_s", path)
+    limit, n, batch_size = (
+        config_number(evaluation, "evaluation", k, path, whole=True) for k in ("limit", "n", "batch_size")
+    )
+    threshold = config_number(evaluation, "evaluation", "pass_threshold", path, positive=False)
+    agent_timeout = config_number(evaluation, "evaluation", "agent_workflow_timeout_s", path)
+    grader_timeout = config_number(evaluation, "evaluation", "grader_timeout_s", path)
     return EvalConfig(
         path=path,
         workspace=workspace,
@@ -157,27 +162,37 @@ def _checked(raw: dict[str, Any], path: Path, workspace: Path, dataset_given: bo
     )
 
 
-def _text(table: dict[str, Any], key: str, path: Path, *, required: bool) -> str | None:
+def config_text(table: dict[str, Any], name: str, key: str, path: Path, *, required: bool) -> str | None:
+    """``table[key]`` of the config's table ``[name]``: a non-empty string (``None`` when absent and not
+    ``required``)."""
     value = table.get(key)
     if value is None:
         if required:
-            raise CLIError(f"{path}: experiment.{key} is missing")
+            raise CLIError(f"{path}: {name}.{key} is missing")
         return None
     if not isinstance(value, str) or not value.strip():
-        raise CLIError(f"{path}: experiment.{key} must be a non-empty string, got {value!r}")
+        raise CLIError(f"{path}: {name}.{key} must be a non-empty string, got {value!r}")
     return value
 
 
-def _number(
-    table: dict[str, Any], key: str, path: Path, *, whole: bool = False, positive: bool = True
+def config_number(
+    table: dict[str, Any],
+    name: str,
+    key: str,
+    path: Path,
+    *,
+    whole: bool = False,
+    positive: bool = True,
+    least: int = 1,
 ) -> float | None:
-    """``table[key]``: a whole number >= 1 (``whole``), else a finite number (> 0 when ``positive``)."""
+    """``table[key]`` of the config's table ``[name]``: a whole number >= ``least`` (``whole``), else a
+    finite number (> 0 when ``positive``)."""
     value = table.get(key)
     if value is None:
         return None
     if whole:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise CLIError(f"{path}: evaluation.{key} must be a whole number of at least 1, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise CLIError(f"{path}: {name}.{key} must be a whole number of at least {least}, got {value!r}")
         return value
     if (
         isinstance(value, bool)
@@ -185,9 +200,9 @@ def _number(
         or value != value
         or value in (float("inf"), float("-inf"))
     ):
-        raise CLIError(f"{path}: evaluation.{key} must be a number, got {value!r}")
+        raise CLIError(f"{path}: {name}.{key} must be a number, got {value!r}")
     if positive and value <= 0:
-        raise CLIError(f"{path}: evaluation.{key} must be more than 0, got {value!r}")
+        raise CLIError(f"{path}: {name}.{key} must be more than 0, got {value!r}")
     return float(value)
 
 
