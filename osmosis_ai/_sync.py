@@ -9,12 +9,16 @@ thread's event loop setting is left alone (``asyncio.run`` in the calling thread
 a 0.2-era script's later ``asyncio.get_event_loop()`` would fail). Tasks the coroutine leaves behind
 are cancelled, and the SDK's connection pools closed, with that loop before the call returns.
 
-:class:`Apart` is the same helper thread awaited from an event loop instead of blocking it: the
-awaiting loop never runs the coroutine's code, so a coroutine that blocks its own loop (``time.sleep``,
-a busy loop) or ignores its cancellation holds only its thread, and the awaiting loop can stop
-waiting for it at a deadline. A thread cannot be killed: one whose coroutine never ends is left to
-itself (it is a daemon, so it does not keep the process alive). A C call that holds the GIL stops
-every thread, this one's awaiting loop included; only a process of its own escapes that.
+:class:`Apart` runs a coroutine on another thread's event loop and is awaited from the running loop
+instead of blocking it: the awaiting loop never runs the coroutine's code, so a coroutine that blocks
+its own loop (``time.sleep``, a busy loop) or ignores its cancellation holds only its thread, and the
+awaiting loop can stop waiting for it at a deadline. Those threads are daemons, each running one
+loop for one coroutine at a time, and reused (a thread and a loop per coroutine would cost more than
+a model call's own work): a loop is taken again only if the coroutine left no task running on it,
+else the leftovers are cancelled and that loop ends with them, as ``asyncio.run`` would end it. A
+thread cannot be killed: one whose coroutine never ends is left to itself, and does not keep the
+process alive. A C call that holds the GIL stops every thread, the awaiting loop's included; only a
+process of its own escapes that.
 """
 
 from __future__ import annotations
@@ -44,8 +48,6 @@ class _Call(Generic[T]):
         self._task: asyncio.Task[Any] | None = None
         self.value: list[T] = []  # the result, once there is one
         self.error: BaseException | None = None
-        self.on_done: Callable[[], None] | None = None  # called in the helper thread once it has ended
-        self.kept: list[Any] = []  # coroutines that ignored their closing (see run)
         # Waited on rather than Thread.join: a join interrupted by Ctrl-C can mark the thread finished
         # while it still runs (seen on CPython 3.11), and the wait for its cleanup would be skipped.
         self.done = threading.Event()
@@ -57,15 +59,8 @@ class _Call(Generic[T]):
             self.value.append(self._context.run(asyncio.run, self._main()))
         except BaseException as exc:
             self.error = exc
-        if self.kept:
-            # Collected, a coroutine that ignored GeneratorExit is closed again and ignores it again:
-            # a traceback at some later time, or, once its loop is gone, a loop for ever at the
-            # interpreter's exit. Parked on this daemon thread, whose frames are never collected,
-            # they never are; the thread never ends, as the coroutine asked.
-            threading.Event().wait()
-        self.done.set()
-        if self.on_done is not None:
-            self.on_done()
+        finally:
+            self.done.set()
 
     async def _main(self) -> T:
         with self._lock:
@@ -88,28 +83,6 @@ class _Call(Generic[T]):
                 loop.call_soon_threadsafe(task.cancel)
         return True
 
-    def close(self) -> None:
-        """Close the coroutine where it waits, on its own loop (``GeneratorExit``, which ``except
-        CancelledError`` and ``except Exception`` do not catch), then cancel it."""
-        with self._lock:
-            loop, task = self._loop, self._task
-        if loop is not None and task is not None:
-            with contextlib.suppress(RuntimeError):  # the loop already closed: nothing left to close
-                loop.call_soon_threadsafe(self._close_now, task)
-
-    def _close_now(self, task: asyncio.Task[Any]) -> None:
-        chain: list[Any] = []
-        awaiting: Any = task.get_coro()
-        while inspect.iscoroutine(awaiting):  # the awaits down to where it waits
-            chain.append(awaiting)
-            awaiting = awaiting.cr_await
-        # A coroutine that ignores GeneratorExit too raises RuntimeError; one that turns it into
-        # another error has ended all the same.
-        with contextlib.suppress(Exception):
-            chain[0].close()
-        self.kept = [coroutine for coroutine in chain if coroutine.cr_frame is not None]
-        task.cancel()
-
 
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run ``coroutine`` to completion and return its result or raise its exception.
@@ -130,30 +103,90 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     return call.value[0]
 
 
+class _LoopThread:
+    """A daemon thread running an event loop, for one coroutine at a time."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.generation = 0  # counts the times it was given back, so a stale idle timer does nothing
+        self.kept: list[Any] = []  # coroutines that ignored their closing (see Apart._close_now)
+        # The tasks on this loop that have not ended (asyncio.all_tasks would look at every loop's).
+        self.tasks: set[asyncio.Future[Any]] = set()
+        self.loop.set_task_factory(self._task)
+        threading.Thread(target=self._serve, name=name, daemon=True).start()
+
+    def _task(self, loop: asyncio.AbstractEventLoop, coroutine: Any, **options: Any) -> asyncio.Future[Any]:
+        task = asyncio.Task(coroutine, loop=loop, **options)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+        if self.kept:
+            # Collected, a coroutine that ignored GeneratorExit is closed again and ignores it again: a
+            # traceback some time later, or, once its loop is gone, a loop for ever at the interpreter's
+            # exit. Referenced from this daemon thread's frame, which is never collected, it never is.
+            threading.Event().wait()
+        self.loop.run_until_complete(self.loop.shutdown_asyncgens())  # the SDK's pools on it close
+        self.loop.close()
+
+
+class _LoopThreads:
+    """The idle :class:`_LoopThread` s, each ending after ``IDLE_SECONDS`` unused."""
+
+    IDLE_SECONDS = 30.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[_LoopThread] = []
+
+    def take(self, name: str) -> _LoopThread:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return _LoopThread(name)
+
+    def give_back(self, worker: _LoopThread) -> None:
+        """From ``worker``'s own loop, once its coroutine left nothing behind."""
+        with self._lock:
+            worker.generation += 1
+            self._idle.append(worker)
+        worker.loop.call_later(self.IDLE_SECONDS, self._retire, worker, worker.generation)
+
+    def _retire(self, worker: _LoopThread, generation: int) -> None:
+        with self._lock:
+            if worker.generation != generation or worker not in self._idle:
+                return  # taken again since
+            self._idle.remove(worker)
+        worker.loop.stop()
+
+
+_loop_threads = _LoopThreads()
+
+
 class Apart(Generic[T]):
-    """``coroutine`` on a fresh event loop in a daemon thread named ``name``, awaited from the running
-    loop (see the module docstring). Created in a task, it carries that task's context variables."""
+    """``coroutine`` on another thread's event loop, awaited from the running loop (see the module
+    docstring). Created in a task, it carries that task's context variables."""
 
     def __init__(self, coroutine: Coroutine[Any, Any, T], *, name: str = "osmosis-apart") -> None:
-        loop = asyncio.get_running_loop()
-        self._call = _Call(coroutine)
-        self._finished: asyncio.Future[None] = loop.create_future()
-
-        def tell() -> None:
-            with contextlib.suppress(RuntimeError):  # the awaiting loop closed: nobody waits any more
-                loop.call_soon_threadsafe(_finish, self._finished)
-
-        self._call.on_done = tell
-        try:
-            threading.Thread(target=self._call.run, name=name, daemon=True).start()
-        except BaseException:
-            self._call.cancel()
-            raise
+        home = asyncio.get_running_loop()
+        self._finished: asyncio.Future[None] = home.create_future()
+        self._home, self._coroutine = home, coroutine
+        self._lock = threading.Lock()
+        self._task: asyncio.Task[T] | None = None
+        self._cancelled = False
+        self._done = threading.Event()
+        self._value: list[T] = []
+        self._error: BaseException | None = None
+        self._worker = _loop_threads.take(name)
+        self._worker.loop.call_soon_threadsafe(self._start, context=contextvars.copy_context())
 
     @property
     def done(self) -> bool:
-        """Whether the coroutine and its loop have ended (safe from any thread)."""
-        return self._call.done.is_set()
+        """Whether the coroutine has ended (safe from any thread)."""
+        return self._done.is_set()
 
     async def wait(self, timeout: float | None = None) -> bool:
         """Whether it ends within ``timeout`` seconds (``None``: wait until it does)."""
@@ -162,17 +195,79 @@ class Apart(Generic[T]):
 
     def result(self) -> T:
         """The coroutine's result, or its exception raised; only once :attr:`done`."""
-        if self._call.error is not None:
-            raise self._call.error
-        return self._call.value[0]
+        if self._error is not None:
+            raise self._error
+        return self._value[0]
 
     def cancel(self) -> None:
         """Cancel the coroutine on its loop (heard when that loop next runs)."""
-        self._call.cancel()
+        with self._lock:
+            self._cancelled = True
+            task = self._task
+        if task is not None:
+            self._worker.loop.call_soon_threadsafe(task.cancel)
 
     def close(self) -> None:
-        """Close the coroutine on its loop, for one that ignored its cancellation (see :meth:`_Call.close`)."""
-        self._call.close()
+        """Close the coroutine where it waits, on its loop (``GeneratorExit``, which ``except
+        CancelledError`` and ``except Exception`` do not catch), then cancel it: for one that
+        ignored its cancellation."""
+        with self._lock:
+            task = self._task
+        if task is not None:
+            self._worker.loop.call_soon_threadsafe(self._close_now, task)
+
+    # -- on the coroutine's own loop ---------------------------------------------------------------------
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._cancelled:  # cancelled before it began: it never will
+                self._coroutine.close()
+                self._error = asyncio.CancelledError()
+                self._end()
+                return
+            self._task = self._worker.loop.create_task(self._coroutine)
+        self._task.add_done_callback(self._ended)
+
+    def _close_now(self, task: asyncio.Task[Any]) -> None:
+        chain: list[Any] = []
+        awaiting: Any = task.get_coro()
+        while inspect.iscoroutine(awaiting):  # the awaits down to where it waits
+            chain.append(awaiting)
+            awaiting = awaiting.cr_await
+        # A coroutine that ignores GeneratorExit too raises RuntimeError; one that turns it into
+        # another error has ended all the same.
+        with contextlib.suppress(Exception):
+            chain[0].close()
+        self._worker.kept = [coroutine for coroutine in chain if coroutine.cr_frame is not None]
+        task.cancel()
+
+    def _ended(self, task: asyncio.Task[T]) -> None:
+        if self._worker.kept:  # it ignored its closing: never done, and its loop never reused
+            return
+        if task.cancelled():
+            self._error = asyncio.CancelledError()
+        elif task.exception() is not None:
+            self._error = task.exception()
+        else:
+            self._value.append(task.result())
+        self._end()
+
+    def _end(self) -> None:
+        self._done.set()
+        with contextlib.suppress(RuntimeError):  # the awaiting loop closed: nobody waits any more
+            self._home.call_soon_threadsafe(_finish, self._finished)
+        left = [task for task in self._worker.tasks if not task.done()]
+        if not left:
+            _loop_threads.give_back(self._worker)
+            return
+        for task in left:
+            task.cancel()
+        self._worker.loop.create_task(_stop_after(left))
+
+
+async def _stop_after(tasks: list[asyncio.Future[Any]]) -> None:
+    await asyncio.wait(tasks)
+    asyncio.get_running_loop().stop()
 
 
 def _finish(future: asyncio.Future[None]) -> None:

@@ -14,16 +14,17 @@ when the agent ends. How the attempt ended:
 * invalid tools → ``agent_error``; the item's time limit passed → ``timeout``;
 * a systemic provider failure → ``infra_error``, marked ``systemic``: the run stops there.
 
-The item's deadline holds whatever the agent does. Each attempt runs on an event loop of its own in a
-thread of its own (:class:`osmosis_ai._sync.Apart`), its model calls sent back to the run's loop
-(one connection pool, one concurrency limit) in the item's context; the run's loop only waits, so it
-keeps time even when the agent blocks its loop (``time.sleep`` in ``async def run``, a busy loop).
-At the deadline the agent is cancelled; still running ``ABANDON_GRACE_SECONDS`` later, it is closed
-(``GeneratorExit`` where it waits, which ``except CancelledError`` and ``except Exception`` do not
-catch); still running after as long again, or ignoring its closing too, it is abandoned. The item is a ``timeout`` either
-way. Abandoned threads are counted for the process; past ``MAX_ABANDONED_AGENTS`` still running the
-run stops (the item's ``systemic`` line) rather than pile up more. docs/design/agent-deadline.md
-explains the choice.
+The item's deadline holds whatever the agent does. An attempt with a time limit runs on an event
+loop of another thread (:class:`osmosis_ai._sync.Apart`), its model calls sent back to the run's
+loop (one connection pool, one concurrency limit) in the item's context; the run's loop only waits,
+so it keeps time even when the agent blocks its loop (``time.sleep`` in ``async def run``, a busy
+loop). At the deadline the agent is cancelled; still running ``ABANDON_GRACE_SECONDS`` later, it is
+closed (``GeneratorExit`` where it waits, which ``except CancelledError`` and ``except Exception``
+do not catch); still running after as long again, or ignoring its closing too, it is abandoned. The
+item is a ``timeout`` either way. Abandoned agents are counted for the process; past
+``MAX_ABANDONED_AGENTS`` still running, the run stops (the item's ``systemic`` line) rather than
+pile up more. Without a time limit nothing waits on the clock, and the agent runs on the run's own
+loop, which costs no thread hand-over. docs/design/agent-deadline.md explains the choice.
 """
 
 from __future__ import annotations
@@ -165,19 +166,16 @@ class InProcessExecutor:
                 rollout_id_prefix=model.rollout_id_prefix,
                 metadata_overrides=model.metadata,
             )
-            remaining = None if deadline is None else deadline.remaining()
-            llm = _OnRunLoop(client, asyncio.get_running_loop())
-            agent = Apart(self._run_agent(request, llm), name="osmosis-agent")
-            try:
-                finished = await agent.wait(remaining)
-            except asyncio.CancelledError:
-                agent.cancel()
-                await agent.wait(ABANDON_GRACE_SECONDS)  # its own clean-up runs before the run unwinds
-                raise
-            if not finished:
-                attempt.systemic = await _end(agent)
-                raise asyncio.TimeoutError
-            attempt = agent.result()
+            if deadline is None:  # nothing to keep time for: the agent shares the run's loop
+                agent = asyncio.get_running_loop().create_task(self._run_agent(request, client))
+                try:
+                    await asyncio.wait((agent,))
+                except asyncio.CancelledError:
+                    agent.cancel()  # the run stops at once, whether the agent hears or not
+                    raise
+                attempt = agent.result()
+            else:
+                attempt = await self._run_apart(request, client, deadline, attempt)
         except SystemicProviderError as exc:
             attempt.outcome, attempt.error, attempt.systemic = Outcome.INFRA_ERROR, str(exc), str(exc)
         except ToolValidationError as exc:
@@ -195,6 +193,22 @@ class InProcessExecutor:
             client.clear_tools()
         self._count(client, attempt, started)
         return attempt
+
+    async def _run_apart(self, request: Any, client: Any, deadline: Deadline, attempt: Attempt) -> Attempt:
+        """The attempt on a loop of its own (see the module docstring); an agent left running with too
+        many others gives ``attempt`` the line that stops the run."""
+        llm = _OnRunLoop(client, asyncio.get_running_loop())
+        agent = Apart(self._run_agent(request, llm), name="osmosis-agent")
+        try:
+            finished = await agent.wait(deadline.remaining())
+        except asyncio.CancelledError:
+            agent.cancel()
+            await agent.wait(ABANDON_GRACE_SECONDS)  # its own clean-up runs before the run unwinds
+            raise
+        if not finished:
+            attempt.systemic = await _end(agent)
+            raise asyncio.TimeoutError
+        return agent.result()
 
     async def _run_agent(self, request: Any, client: Any) -> Attempt:
         """The attempt, run on the agent's own loop: built here and returned, so an agent that ends
