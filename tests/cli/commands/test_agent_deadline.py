@@ -6,14 +6,19 @@ cannot be stopped are left behind, counted, and past a bound the run stops with 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.cli import osmosis
+from tests.support.cli import osmosis, subprocess_env
+from tests.support.waiting import wait_until
 
 HOSTILE = """
 import asyncio, time
+from pathlib import Path
 from osmosis_ai.rollout import RolloutAgentLoop
 
 class Hostile(RolloutAgentLoop):
@@ -24,6 +29,9 @@ class Hostile(RolloutAgentLoop):
 
     async def run(self, ctx):
         mode = ctx.request.metadata.get("mode")
+        if mode == "gil":
+            Path("started").touch()
+            sum(range(10**15))  # one C call that holds the GIL all along
         if mode == "sleep":
             time.sleep(3600)  # blocks the event loop it runs on
         while mode == "busy":  # a busy loop: never awaits
@@ -97,3 +105,43 @@ def test_agents_left_running_past_the_bound_stop_the_run_with_one_line(tmp_path:
     assert f"{MAX_ABANDONED_AGENTS + 1} agents" in lines[0]
     outcomes = [r["outcome"] for r in json.loads(out.read_text())["results"]]
     assert len(outcomes) < rows and set(outcomes) == {"timeout"}, outcomes
+
+
+def _pending(pid: int, signum: int) -> bool:
+    """Whether ``signum`` waits for delivery to process ``pid`` (Linux's /proc)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:  # it has ended
+        return False
+    for line in status.splitlines():
+        if line.startswith("ShdPnd:"):
+            return bool(int(line.split()[1], 16) & (1 << (signum - 1)))
+    return False
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the kernel's part of the rule is Linux's")
+@pytest.mark.parametrize("timeout", [None, "600"], ids=["on-the-run-loop", "on-a-loop-thread"])
+def test_a_second_ctrl_c_ends_the_command_while_the_agent_holds_the_gil(
+    tmp_path: Path, timeout: str | None
+) -> None:
+    data = _dataset(tmp_path, "ok", "gil")
+    limit = ["--timeout", timeout] if timeout else []
+    process = subprocess.Popen([sys.executable, "-m", "osmosis_ai", "eval", "-m", "hostile_agent:agent_loop",
+                                "-d", str(data), "--eval-fn", "hostile_agent:one", "--model", "scripted",
+                                "--journal", str(tmp_path / "j.sqlite"), *limit], cwd=tmp_path,
+                               env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)  # fmt: skip
+    try:
+        wait_until(lambda: (tmp_path / "started").exists() or process.poll() is not None, timeout=60)
+        assert process.poll() is None, process.communicate()
+        process.send_signal(signal.SIGINT)
+        # Delivered before the next is sent: two signals pending at once are one.
+        wait_until(lambda: not _pending(process.pid, signal.SIGINT), timeout=60)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    # The kernel ended it at the second (Python never ran); or Python heard the first before the C
+    # call began, and its watchdog (faulthandler's C thread) ended it (1) unless Python could (130).
+    assert process.returncode in (-signal.SIGINT, 1, 130), stderr
+    assert "Traceback" not in stderr
