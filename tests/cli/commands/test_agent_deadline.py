@@ -1,7 +1,8 @@
 """``--timeout`` holds whatever the agent does: an agent that blocks its event loop (``time.sleep``,
 a busy loop) or ignores every cancellation and ``GeneratorExit`` ends as its row's ``timeout`` while
 the other rows finish, in ``osmosis test`` and ``osmosis eval`` run as users run them. Agents that
-cannot be stopped are left behind, counted, and past a bound the run stops with one line."""
+cannot be stopped are left behind, counted, and past a bound the run stops with one line. And a second
+Ctrl-C ends a command whose user code holds the GIL in a C call (an agent, an in-process reward)."""
 
 from __future__ import annotations
 
@@ -126,13 +127,32 @@ def test_a_second_ctrl_c_ends_the_command_while_the_agent_holds_the_gil(
 ) -> None:
     data = _dataset(tmp_path, "ok", "gil")
     limit = ["--timeout", timeout] if timeout else []
-    process = subprocess.Popen([sys.executable, "-m", "osmosis_ai", "eval", "-m", "hostile_agent:agent_loop",
-                                "-d", str(data), "--eval-fn", "hostile_agent:one", "--model", "scripted",
-                                "--journal", str(tmp_path / "j.sqlite"), *limit], cwd=tmp_path,
-                               env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)  # fmt: skip
+    _press_twice_while_the_gil_is_held(tmp_path, "eval", "-m", "hostile_agent:agent_loop", "-d", str(data),
+                                       "--eval-fn", "hostile_agent:one", "--model", "scripted",
+                                       "--journal", str(tmp_path / "j.sqlite"), *limit)  # fmt: skip
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the kernel's part of the rule is Linux's")
+def test_a_second_ctrl_c_ends_reward_score_while_an_in_process_reward_holds_the_gil(tmp_path: Path) -> None:
+    (tmp_path / "holding.py").write_text(
+        "from pathlib import Path\n"
+        "def hold(solution_str, ground_truth, extra_info):\n"
+        "    Path('started').touch()\n"
+        "    sum(range(10**15))  # one C call that holds the GIL all along\n"
+        "    return 1.0\n"
+    )
+    data = tmp_path / "answers.jsonl"
+    data.write_text(json.dumps({"solution_str": "a", "ground_truth": "a"}) + "\n")
+    _press_twice_while_the_gil_is_held(tmp_path, "reward", "score", "-f", "holding:hold", "-d", str(data),
+                                       "--workers", "0", "--journal", str(tmp_path / "j.sqlite"))  # fmt: skip
+
+
+def _press_twice_while_the_gil_is_held(cwd: Path, *args: str) -> None:
+    """``osmosis *args`` whose user code touches ``started`` and then holds the GIL: two Ctrl-C end it."""
+    process = subprocess.Popen([sys.executable, "-m", "osmosis_ai", *args], cwd=cwd, env=subprocess_env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        wait_until(lambda: (tmp_path / "started").exists() or process.poll() is not None, timeout=60)
+        wait_until(lambda: (cwd / "started").exists() or process.poll() is not None, timeout=60)
         assert process.poll() is None, process.communicate()
         process.send_signal(signal.SIGINT)
         # Delivered before the next is sent: two signals pending at once are one.
