@@ -124,11 +124,6 @@ class _LoopThread:
     def _serve(self) -> None:
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
-        if self.kept:
-            # Collected, a coroutine that ignored GeneratorExit is closed again and ignores it again: a
-            # traceback some time later, or, once its loop is gone, a loop for ever at the interpreter's
-            # exit. Referenced from this daemon thread's frame, which is never collected, it never is.
-            threading.Event().wait()
         self.loop.run_until_complete(self.loop.shutdown_asyncgens())  # the SDK's pools on it close
         self.loop.close()
 
@@ -242,7 +237,11 @@ class Apart(Generic[T]):
         task.cancel()
 
     def _ended(self, task: asyncio.Task[T]) -> None:
-        if self._worker.kept:  # it ignored its closing: never done, and its loop never reused
+        if self._worker.kept:
+            # It ignored its closing: never done, and its loop runs on, never reused, holding the
+            # coroutines from this daemon thread, whose frames are never collected. Collected, such a
+            # coroutine is closed again and ignores it again: a traceback some time later, or, once
+            # its loop is gone, a loop for ever at the interpreter's exit.
             return
         if task.cancelled():
             self._error = asyncio.CancelledError()
