@@ -164,13 +164,15 @@ async def test_apart_runs_on_another_threads_loop_with_the_callers_context() -> 
 
 
 async def test_apart_keeps_the_callers_loop_free_while_the_coroutine_blocks_its_own() -> None:
-    release = threading.Event()
+    blocking, release = threading.Event(), threading.Event()
 
     async def blocks() -> None:
+        blocking.set()
         release.wait()  # blocks its loop, not the caller's
         await asyncio.sleep(3600)
 
     apart = Apart(blocks())
+    assert await asyncio.to_thread(blocking.wait, 30)
     assert not await apart.wait(0.05)  # the caller's loop ran its timer meanwhile
     apart.cancel()  # not heard: its loop is blocked
     assert not apart.done
@@ -181,9 +183,10 @@ async def test_apart_keeps_the_callers_loop_free_while_the_coroutine_blocks_its_
 
 
 async def test_apart_close_ends_a_coroutine_that_swallows_its_cancellation() -> None:
-    cleaned = threading.Event()
+    began, cleaned = threading.Event(), threading.Event()
 
     async def stubborn() -> None:
+        began.set()
         try:
             while True:
                 with contextlib.suppress(asyncio.CancelledError):
@@ -192,7 +195,7 @@ async def test_apart_close_ends_a_coroutine_that_swallows_its_cancellation() -> 
             cleaned.set()
 
     apart = Apart(stubborn())
-    await asyncio.sleep(0)
+    assert await asyncio.to_thread(began.wait, 30)
     apart.cancel()
     assert not await apart.wait(0.1)
     apart.close()
