@@ -28,6 +28,7 @@ import contextlib
 import contextvars
 import functools
 import inspect
+import os
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, Generic, ParamSpec, TypeVar
@@ -157,8 +158,15 @@ class _LoopThreads:
             self._idle.remove(worker)
         worker.loop.stop()
 
+    def forget(self) -> None:
+        """In a forked child: the threads of these loops stayed in the parent."""
+        self._lock = threading.Lock()
+        self._idle = []
+
 
 _loop_threads = _LoopThreads()
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_loop_threads.forget)
 
 
 class Apart(Generic[T]):

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import contextvars
 import inspect
+import os
 import signal
 import subprocess
 import sys
@@ -250,3 +251,24 @@ async def test_on_loop_runs_on_the_given_loop_and_a_cancelled_caller_cancels_it_
     await cancelled.wait()
     assert await apart.wait()
     assert await Apart(on_loop(home, _loop_and_request())).wait()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX only")
+def test_a_forked_child_gets_loops_of_its_own() -> None:
+    async def twice() -> int:
+        apart = Apart(asyncio.sleep(0, result=5))
+        assert await apart.wait()
+        return apart.result()
+
+    assert asyncio.run(twice()) == 5  # leaves an idle loop thread, which a child does not inherit
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            os.write(write, str(asyncio.run(asyncio.wait_for(twice(), 30))).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as answer:
+        assert answer.read() == "5"
+    os.waitpid(child, 0)
