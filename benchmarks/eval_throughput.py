@@ -1,6 +1,9 @@
 """``osmosis eval`` throughput against a provider with 100 ms latency, compared with the ideal.
 
-Run: ``.venv/bin/python -m benchmarks.eval_throughput [--rows 1000] [--n 4] [--batch-size 64]``
+Run: ``.venv/bin/python -m benchmarks.eval_throughput [--rows 1000] [--n 4] [--batch-size 64] [--timeout S]``
+
+With ``--timeout`` every ``osmosis eval`` run has that time limit, so each agent runs on an event
+loop of another thread (docs/design/agent-deadline.md): run it with and without to see that cost.
 
 The provider is ``benchmarks/openai_stub.py`` in a child process (its CPU is not counted against
 the client) answering after ``--latency`` seconds. The ideal wall time is
@@ -122,7 +125,9 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--latency", type=float, default=0.1, help="the provider's seconds per answer")
+    parser.add_argument("--timeout", help="osmosis eval's --timeout (default: none)")
     args = parser.parse_args()
+    extra = ("--timeout", args.timeout) if args.timeout else ()
 
     runs = args.rows * args.n
     ideal = runs * args.latency / args.batch_size
@@ -131,14 +136,16 @@ def main() -> None:
         (folder / "warm").mkdir()
         warm = _dataset(folder / "warm", 8)
         for litellm in (False, True):  # imports, LiteLLM's set-up, the pools
-            run_eval(api_base, warm, folder / f"warm-{litellm}.sqlite", n=1, batch_size=8, litellm=litellm)
+            run_eval(api_base, warm, folder / f"warm-{litellm}.sqlite", n=1, batch_size=8, litellm=litellm,
+                     extra=extra)  # fmt: skip
         dataset = _dataset(folder, args.rows)
         measured = {}
         for label, litellm in (("direct", False), ("litellm", True)):
             measured[label] = run_eval(api_base, dataset, folder / f"{label}.sqlite", n=args.n,
-                                       batch_size=args.batch_size, litellm=litellm)  # fmt: skip
+                                       batch_size=args.batch_size, litellm=litellm, extra=extra)  # fmt: skip
         measured["bare"] = run_bare(api_base, runs, args.batch_size)
-    print(f"osmosis eval: {args.rows} rows x n={args.n}, --batch-size {args.batch_size}, "
+    limit = f", --timeout {args.timeout}" if args.timeout else ""
+    print(f"osmosis eval: {args.rows} rows x n={args.n}, --batch-size {args.batch_size}{limit}, "
           f"{args.latency * 1000:.0f} ms latency; ideal {ideal:.2f} s")  # fmt: skip
     print(f"{'':<34}{'wall s':>8}{'ratio to ideal':>16}{'CPU per run':>14}")
     for key, label in (("direct", "osmosis eval, direct path"), ("litellm", "osmosis eval, through LiteLLM"),

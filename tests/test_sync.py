@@ -1,12 +1,14 @@
-"""The bridge from synchronous code to the SDK's coroutines (osmosis_ai._sync), and the blocking
-twins made with it. Each twin's real call path, from plain code and from inside a running event loop,
+"""The bridge from synchronous code to the SDK's coroutines (osmosis_ai._sync), the blocking
+twins made with it, and Apart/on_loop (a coroutine on another thread's loop, and its calls back). Each twin's real call path, from plain code and from inside a running event loop,
 is tested beside its coroutine function (judge, rewards runtime, auth, registration)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
+import os
 import signal
 import subprocess
 import sys
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from osmosis_ai._sync import run_sync, synchronous
+from osmosis_ai._sync import Apart, on_loop, run_sync, synchronous
 from osmosis_ai.auth.client import aauthenticated_request, acall, authenticated_request, call
 from osmosis_ai.judge.batch import aevaluate_rubric_batch, evaluate_rubric_batch
 from osmosis_ai.judge.evaluate import aevaluate_rubric, evaluate_rubric
@@ -144,3 +146,129 @@ def test_public_twins_match_their_coroutine_functions(sync, coroutine_function) 
     assert inspect.signature(sync) == inspect.signature(coroutine_function)
     assert sync.__name__ == coroutine_function.__name__.removeprefix("a")
     assert sync.__doc__
+
+
+async def test_apart_runs_on_another_threads_loop_with_the_callers_context() -> None:
+    _REQUEST.set("r-2")
+    apart = Apart(_loop_and_request())
+    assert await apart.wait()
+    loop, request = apart.result()
+    assert loop is not asyncio.get_running_loop() and request == "r-2"
+
+    async def fail() -> None:
+        raise LookupError("boom")
+
+    failing = Apart(fail())
+    assert await failing.wait()
+    with pytest.raises(LookupError, match="boom"):
+        failing.result()
+
+
+async def test_apart_keeps_the_callers_loop_free_while_the_coroutine_blocks_its_own() -> None:
+    blocking, release = threading.Event(), threading.Event()
+
+    async def blocks() -> None:
+        blocking.set()
+        release.wait()  # blocks its loop, not the caller's
+        await asyncio.sleep(3600)
+
+    apart = Apart(blocks())
+    assert await asyncio.to_thread(blocking.wait, 30)
+    assert not await apart.wait(0.05)  # the caller's loop ran its timer meanwhile
+    apart.cancel()  # not heard: its loop is blocked
+    assert not apart.done
+    release.set()
+    assert await apart.wait()
+    with pytest.raises(asyncio.CancelledError):  # heard once its loop ran again
+        apart.result()
+
+
+async def test_apart_close_ends_a_coroutine_that_swallows_its_cancellation() -> None:
+    began, cleaned = threading.Event(), threading.Event()
+
+    async def stubborn() -> None:
+        began.set()
+        try:
+            while True:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.sleep(3600)
+        finally:
+            cleaned.set()
+
+    apart = Apart(stubborn())
+    assert await asyncio.to_thread(began.wait, 30)
+    apart.cancel()
+    assert not await apart.wait(0.1)
+    apart.close()
+    assert await apart.wait()
+    assert cleaned.is_set()
+
+
+async def test_a_loop_left_with_running_tasks_is_never_taken_again() -> None:
+    ended = threading.Event()
+
+    async def leaves_a_task() -> asyncio.AbstractEventLoop:
+        async def background() -> None:
+            try:
+                await asyncio.sleep(3600)
+            finally:
+                ended.set()
+
+        asyncio.get_running_loop().create_task(background())
+        return asyncio.get_running_loop()
+
+    first = Apart(leaves_a_task())
+    assert await first.wait()
+    left = first.result()
+    assert await asyncio.to_thread(ended.wait, 30)  # its leftover was cancelled, as asyncio.run does
+    loops = []
+    for _ in range(3):
+        apart = Apart(_loop_and_request())
+        assert await apart.wait()
+        loops.append(apart.result()[0])
+    assert left not in loops
+
+
+async def test_on_loop_runs_on_the_given_loop_and_a_cancelled_caller_cancels_it_there() -> None:
+    home = asyncio.get_running_loop()
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def at_home() -> asyncio.AbstractEventLoop:
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return asyncio.get_running_loop()
+
+    async def caller() -> None:
+        await on_loop(home, at_home())
+
+    apart = Apart(caller())
+    await started.wait()
+    apart.cancel()
+    await cancelled.wait()
+    assert await apart.wait()
+    assert await Apart(on_loop(home, _loop_and_request())).wait()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX only")
+def test_a_forked_child_gets_loops_of_its_own() -> None:
+    async def twice() -> int:
+        apart = Apart(asyncio.sleep(0, result=5))
+        assert await apart.wait()
+        return apart.result()
+
+    assert asyncio.run(twice()) == 5  # leaves an idle loop thread, which a child does not inherit
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            os.write(write, str(asyncio.run(asyncio.wait_for(twice(), 30))).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as answer:
+        assert answer.read() == "5"
+    os.waitpid(child, 0)

@@ -58,13 +58,18 @@ def test_an_openai_client_on_base_url_gets_what_ctx_chat_gets(tmp_path: Path) ->
             assert mine["metrics"]["num_llm_calls"] == theirs["metrics"]["num_llm_calls"] == 2
 
 
-def test_in_process_runs_answer_base_url_with_the_rows_model(tmp_path: Path) -> None:
+# With a time limit the agent runs on an event loop of another thread, its calls sent back to the run's.
+LOOPS = pytest.mark.parametrize("limit", [(), ("--timeout", "60")], ids=["run-loop", "agent-loop"])
+
+
+@LOOPS
+def test_in_process_runs_answer_base_url_with_the_rows_model(tmp_path: Path, limit: tuple[str, ...]) -> None:
     """``osmosis test``: the item's own model client answers, with its tools and counters."""
     with OpenAIServer() as server:
         server.default = Reply(content="The answer is #### 19")
         out = tmp_path / "results.json"
         ran = cli("test", "-m", STREAMED, "-d", str(CALCULATOR_DATASET), "--limit", "1", "--model", "m",
-                  "--base-url", server.url, "--api-key", "k", "-o", str(out), "--quiet")  # fmt: skip
+                  "--base-url", server.url, "--api-key", "k", "-o", str(out), "--quiet", *limit)  # fmt: skip
         assert ran.returncode == 0, ran.stderr
         # The preflight's one token, then the row's call, which carries the row's tools.
         assert [r.json.get("tools") for r in server.requests] == [None, TOOLS], server.requests
@@ -125,13 +130,16 @@ async def test_a_refusal_by_the_trainer_is_passed_on_and_not_retried(gate: Train
     assert [call.status for call in gate.sessions["ended"].rejected] == [409]
 
 
-def test_in_process_a_failed_call_through_base_url_is_the_models_failure(tmp_path: Path) -> None:
+@LOOPS
+def test_in_process_a_failed_call_through_base_url_is_the_models_failure(
+    tmp_path: Path, limit: tuple[str, ...]
+) -> None:
     """The agent sees an HTTP error from its client; the row is still a model_error, as with ctx.chat."""
     with OpenAIServer() as server:
         server.handler = lambda body: Reply(status=400) if body.get("tools") else Reply(content="ok")
         out = tmp_path / "results.json"
         ran = cli("test", "-m", WHOLE, "-d", str(CALCULATOR_DATASET), "--limit", "1", "--model", "m",
-                  "--base-url", server.url, "--api-key", "k", "-o", str(out), "--quiet")  # fmt: skip
+                  "--base-url", server.url, "--api-key", "k", "-o", str(out), "--quiet", *limit)  # fmt: skip
     assert ran.returncode == 1 and "Traceback" not in ran.stderr
     (row,) = json.loads(out.read_text())["results"]
     assert row["outcome"] == "model_error", row

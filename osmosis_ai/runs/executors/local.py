@@ -14,13 +14,17 @@ when the agent ends. How the attempt ended:
 * invalid tools → ``agent_error``; the item's time limit passed → ``timeout``;
 * a systemic provider failure → ``infra_error``, marked ``systemic``: the run stops there.
 
-The item's deadline holds for an agent that swallows its cancellation (catches ``CancelledError``
-and goes on): the agent runs in a task of its own, cancelled at the deadline and, if it is still
-running ``ABANDON_GRACE_SECONDS`` later, closed (``GeneratorExit`` where it waits, which
-``except CancelledError`` and ``except Exception`` do not catch) and left to itself; the item is a
-``timeout`` either way. The agent shares the run's event loop (its sessions and clients may be bound
-to it), so an agent that blocks the loop itself (``time.sleep`` in ``async def run``) holds the run
-until it returns; Ctrl-C still ends the command (:mod:`osmosis_ai.cli.running`).
+The item's deadline holds whatever the agent does. An attempt with a time limit runs on an event
+loop of another thread (:class:`osmosis_ai._sync.Apart`), its model calls sent back to the run's
+loop (one connection pool, one concurrency limit) in the item's context; the run's loop only waits,
+so it keeps time even when the agent blocks its loop (``time.sleep`` in ``async def run``, a busy
+loop). At the deadline the agent is cancelled; still running ``ABANDON_GRACE_SECONDS`` later, it is
+closed (``GeneratorExit`` where it waits, which ``except CancelledError`` and ``except Exception``
+do not catch); still running after as long again, or ignoring its closing too, it is abandoned. The
+item is a ``timeout`` either way. Abandoned agents are counted for the process; past
+``MAX_ABANDONED_AGENTS`` still running, the run stops (the item's ``systemic`` line) rather than
+pile up more. Without a time limit nothing waits on the clock, and the agent runs on the run's own
+loop, which costs no thread hand-over. docs/design/agent-deadline.md explains the choice.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai._deadline import Deadline
+from osmosis_ai._sync import Apart, on_loop
 from osmosis_ai._usercode import UserCodeRaised, UserThreads, call_user, contain
 from osmosis_ai.errors import ToolValidationError
 from osmosis_ai.models.errors import ProviderError, SystemicProviderError
@@ -51,7 +56,8 @@ if TYPE_CHECKING:
     from osmosis_ai.runs.engine import Pipeline
 
 ABANDON_GRACE_SECONDS = 1.0
-_abandoned: set[asyncio.Task[Any]] = set()  # agents that outlived their closing, kept from the collector
+MAX_ABANDONED_AGENTS = 8
+_abandoned: set[Apart[Any]] = set()  # agents of this process left running past their closing
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI-compatible providers accept
 
@@ -80,22 +86,35 @@ def validate_tools(tools: Any) -> list[Any]:
     return tools
 
 
-async def _end(agent: asyncio.Task[Any]) -> None:
-    """Cancel ``agent``; close it if it is still running ``ABANDON_GRACE_SECONDS`` later."""
+async def _end(agent: Apart[Any]) -> str | None:
+    """Stop ``agent`` (see the module docstring); the line that stops the run if too many are left running."""
     agent.cancel()
-    await asyncio.wait((agent,), timeout=ABANDON_GRACE_SECONDS)
-    if agent.done():
-        if not agent.cancelled():
-            agent.exception()  # retrieved: a late failure of a timed-out agent is not reported
-        return
-    # An agent that ignores GeneratorExit too raises RuntimeError; one that turns it into another
-    # error (``contain`` makes a ``UserCodeRaised`` of it) has ended all the same.
-    with contextlib.suppress(Exception):
-        agent.get_coro().close()
-    agent.cancel()
-    if not agent.done():
-        _abandoned.add(agent)
-        agent.add_done_callback(_abandoned.discard)
+    if await agent.wait(ABANDON_GRACE_SECONDS):
+        return None
+    agent.close()
+    if await agent.wait(ABANDON_GRACE_SECONDS):
+        return None
+    _abandoned.difference_update([left for left in _abandoned if left.done])
+    _abandoned.add(agent)
+    if len(_abandoned) <= MAX_ABANDONED_AGENTS:
+        return None
+    return (
+        f"{len(_abandoned)} agents are still running after their time limit, each blocking its event "
+        "loop or ignoring its cancellation; fix the agent before running more"
+    )
+
+
+class _OnRunLoop:
+    """The run's model client as an agent on its own loop sees it: each call runs on the run's loop."""
+
+    def __init__(self, client: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self._client, self._loop = client, loop
+
+    async def chat_completions(self, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
+        return await on_loop(self._loop, self._client.chat_completions(messages, **kwargs))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
 
 
 @dataclass(frozen=True)
@@ -147,17 +166,16 @@ class InProcessExecutor:
                 rollout_id_prefix=model.rollout_id_prefix,
                 metadata_overrides=model.metadata,
             )
-            remaining = None if deadline is None else deadline.remaining()
-            agent = asyncio.get_running_loop().create_task(self._run_agent(request, client, attempt))
-            try:
-                done, _ = await asyncio.wait((agent,), timeout=remaining)
-            except asyncio.CancelledError:
-                agent.cancel()
-                raise
-            if not done:
-                await _end(agent)
-                raise asyncio.TimeoutError
-            agent.result()
+            if deadline is None:  # nothing to keep time for: the agent shares the run's loop
+                agent = asyncio.get_running_loop().create_task(self._run_agent(request, client))
+                try:
+                    await asyncio.wait((agent,))
+                except asyncio.CancelledError:
+                    agent.cancel()  # the run stops at once, whether the agent hears or not
+                    raise
+                attempt = agent.result()
+            else:
+                attempt = await self._run_apart(request, client, deadline, attempt)
         except SystemicProviderError as exc:
             attempt.outcome, attempt.error, attempt.systemic = Outcome.INFRA_ERROR, str(exc), str(exc)
         except ToolValidationError as exc:
@@ -176,9 +194,28 @@ class InProcessExecutor:
         self._count(client, attempt, started)
         return attempt
 
-    async def _run_agent(self, request: Any, client: Any, attempt: Attempt) -> None:
+    async def _run_apart(self, request: Any, client: Any, deadline: Deadline, attempt: Attempt) -> Attempt:
+        """The attempt on a loop of its own (see the module docstring); an agent left running with too
+        many others gives ``attempt`` the line that stops the run."""
+        llm = _OnRunLoop(client, asyncio.get_running_loop())
+        agent = Apart(self._run_agent(request, llm), name="osmosis-agent")
+        try:
+            finished = await agent.wait(deadline.remaining())
+        except asyncio.CancelledError:
+            agent.cancel()
+            await agent.wait(ABANDON_GRACE_SECONDS)  # its own clean-up runs before the run unwinds
+            raise
+        if not finished:
+            attempt.systemic = await _end(agent)
+            raise asyncio.TimeoutError
+        return agent.result()
+
+    async def _run_agent(self, request: Any, client: Any) -> Attempt:
+        """The attempt, run on the agent's own loop: built here and returned, so an agent that ends
+        after its deadline cannot change the item's result."""
         from osmosis_ai.rollout import RolloutContext
 
+        attempt = Attempt(Outcome.AGENT_ERROR)
         tools = validate_tools(await call_user(self.agent_loop.get_tools, request, threads=self.threads))
         client.set_tools(tools)
         context = RolloutContext(
@@ -203,11 +240,12 @@ class InProcessExecutor:
             attempt.agent_reward = getattr(answer, "reward", None)
             if not calls:
                 attempt.error = "the agent finished without calling the model"
-            return
+            return attempt
         attempt.outcome = Outcome.MODEL_ERROR if getattr(client, "failed_calls", 0) else Outcome.AGENT_ERROR
         attempt.error = (
             getattr(answer, "error_message", None) or "the agent reported an error without a message"
         )
+        return attempt
 
     @staticmethod
     def _count(client: Any, attempt: Attempt, started: float) -> None:

@@ -1,0 +1,167 @@
+"""``--timeout`` holds whatever the agent does: an agent that blocks its event loop (``time.sleep``,
+a busy loop) or ignores every cancellation and ``GeneratorExit`` ends as its row's ``timeout`` while
+the other rows finish, in ``osmosis test`` and ``osmosis eval`` run as users run them. Agents that
+cannot be stopped are left behind, counted, and past a bound the run stops with one line. And a second
+Ctrl-C ends a command whose user code holds the GIL in a C call (an agent, an in-process reward)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import osmosis, subprocess_env
+from tests.support.waiting import wait_until
+
+HOSTILE = """
+import asyncio, time
+from pathlib import Path
+from osmosis_ai.rollout import RolloutAgentLoop
+
+class Hostile(RolloutAgentLoop):
+    name = "hostile"
+
+    def get_tools(self, request):
+        return []
+
+    async def run(self, ctx):
+        mode = ctx.request.metadata.get("mode")
+        if mode == "gil":
+            Path("started").touch()
+            sum(range(10**15))  # one C call that holds the GIL all along
+        if mode == "sleep":
+            time.sleep(3600)  # blocks the event loop it runs on
+        while mode == "busy":  # a busy loop: never awaits
+            pass
+        while mode == "deaf":  # ignores cancellation and GeneratorExit alike
+            try:
+                await asyncio.sleep(3600)
+            except BaseException:
+                pass
+        result = await ctx.chat(list(ctx.request.messages))
+        return ctx.complete([*ctx.request.messages, result.message], reward=1.0)
+
+agent_loop = Hostile()
+
+def one(solution_str, ground_truth, extra_info):
+    return 1.0
+"""
+
+
+def _dataset(tmp_path: Path, *modes: str) -> Path:
+    (tmp_path / "hostile_agent.py").write_text(HOSTILE)
+    data = tmp_path / "data.jsonl"
+    rows = [
+        {"system_prompt": "s", "user_prompt": f"q{i}", "ground_truth": "1", "mode": m}
+        for i, m in enumerate(modes)
+    ]
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return data
+
+
+MODES = ("ok", "sleep", "ok", "busy", "ok", "deaf", "ok")
+EXPECTED = ["completed", "timeout", "completed", "timeout", "completed", "timeout", "completed"]
+
+
+def test_test_timeout_ends_agents_that_block_their_loop_or_ignore_cancellation(tmp_path: Path) -> None:
+    data = _dataset(tmp_path, *MODES)
+    out = tmp_path / "out.json"
+    result = osmosis("test", "-m", "hostile_agent:agent_loop", "-d", str(data), "--model", "scripted",
+                     "--timeout", "2", "--concurrency", "4", "-o", str(out), cwd=tmp_path,
+                     timeout=60)  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "7 rows: 4 completed (57.1%), timeout 3" in result.stdout
+    assert [r["outcome"] for r in json.loads(out.read_text())["results"]] == EXPECTED
+    assert "Traceback" not in result.stderr
+
+
+def test_eval_timeout_ends_agents_that_block_their_loop_or_ignore_cancellation(tmp_path: Path) -> None:
+    data = _dataset(tmp_path, *MODES)
+    result = osmosis("eval", "-m", "hostile_agent:agent_loop", "-d", str(data), "--eval-fn", "hostile_agent:one",
+                     "--model", "scripted", "--timeout", "2", "--batch-size", "4",
+                     "--journal", str(tmp_path / "j.sqlite"), cwd=tmp_path, timeout=60)  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.endswith("7 runs: 4 completed (57.1%), timeout 3\n"), result.stdout
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("mode", ["sleep", "deaf"])
+def test_agents_left_running_past_the_bound_stop_the_run_with_one_line(tmp_path: Path, mode: str) -> None:
+    from osmosis_ai.runs.executors.local import MAX_ABANDONED_AGENTS
+
+    rows = MAX_ABANDONED_AGENTS + 4
+    data = _dataset(tmp_path, *[mode] * rows)
+    out = tmp_path / "out.json"
+    result = osmosis("test", "-m", "hostile_agent:agent_loop", "-d", str(data), "--model", "scripted",
+                     "--timeout", "1", "--concurrency", "2", "-o", str(out), cwd=tmp_path,
+                     timeout=60)  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if "still running after their time limit" in line]
+    assert len(lines) == 1, result.stderr
+    assert f"{MAX_ABANDONED_AGENTS + 1} agents" in lines[0]
+    outcomes = [r["outcome"] for r in json.loads(out.read_text())["results"]]
+    assert len(outcomes) < rows and set(outcomes) == {"timeout"}, outcomes
+
+
+def _pending(pid: int, signum: int) -> bool:
+    """Whether ``signum`` waits for delivery to process ``pid`` (Linux's /proc)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:  # it has ended
+        return False
+    for line in status.splitlines():
+        if line.startswith("ShdPnd:"):
+            return bool(int(line.split()[1], 16) & (1 << (signum - 1)))
+    return False
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the kernel's part of the rule is Linux's")
+@pytest.mark.parametrize("timeout", [None, "600"], ids=["on-the-run-loop", "on-a-loop-thread"])
+def test_a_second_ctrl_c_ends_the_command_while_the_agent_holds_the_gil(
+    tmp_path: Path, timeout: str | None
+) -> None:
+    data = _dataset(tmp_path, "ok", "gil")
+    limit = ["--timeout", timeout] if timeout else []
+    _press_twice_while_the_gil_is_held(tmp_path, "eval", "-m", "hostile_agent:agent_loop", "-d", str(data),
+                                       "--eval-fn", "hostile_agent:one", "--model", "scripted",
+                                       "--journal", str(tmp_path / "j.sqlite"), *limit)  # fmt: skip
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the kernel's part of the rule is Linux's")
+def test_a_second_ctrl_c_ends_reward_score_while_an_in_process_reward_holds_the_gil(tmp_path: Path) -> None:
+    (tmp_path / "holding.py").write_text(
+        "from pathlib import Path\n"
+        "def hold(solution_str, ground_truth, extra_info):\n"
+        "    Path('started').touch()\n"
+        "    sum(range(10**15))  # one C call that holds the GIL all along\n"
+        "    return 1.0\n"
+    )
+    data = tmp_path / "answers.jsonl"
+    data.write_text(json.dumps({"solution_str": "a", "ground_truth": "a"}) + "\n")
+    _press_twice_while_the_gil_is_held(tmp_path, "reward", "score", "-f", "holding:hold", "-d", str(data),
+                                       "--workers", "0", "--journal", str(tmp_path / "j.sqlite"))  # fmt: skip
+
+
+def _press_twice_while_the_gil_is_held(cwd: Path, *args: str) -> None:
+    """``osmosis *args`` whose user code touches ``started`` and then holds the GIL: two Ctrl-C end it."""
+    process = subprocess.Popen([sys.executable, "-m", "osmosis_ai", *args], cwd=cwd, env=subprocess_env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        wait_until(lambda: (cwd / "started").exists() or process.poll() is not None, timeout=60)
+        assert process.poll() is None, process.communicate()
+        process.send_signal(signal.SIGINT)
+        # Delivered before the next is sent: two signals pending at once are one.
+        wait_until(lambda: not _pending(process.pid, signal.SIGINT), timeout=60)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    # The kernel ended it at the second (Python never ran); or Python heard the first before the C
+    # call began, and its watchdog (faulthandler's C thread) ended it (1) unless Python could (130).
+    assert process.returncode in (-signal.SIGINT, 1, 130), stderr
+    assert "Traceback" not in stderr
