@@ -136,6 +136,12 @@ def add_agent_run_arguments(parser: argparse.ArgumentParser, *, unit: str, requi
     declare_files(parser, read=["dataset"], written=["output"])
 
 
+def completion_params(args: argparse.Namespace) -> tuple[tuple[str, Any], ...]:
+    """``--temperature`` and ``--max-tokens``, the ones given."""
+    pairs = (("temperature", args.temperature), ("max_tokens", args.max_tokens))
+    return tuple((k, v) for k, v in pairs if v is not None)
+
+
 def add_rows_arguments(parser: argparse.ArgumentParser) -> None:
     """``--limit N`` and ``--offset N``: the rows of ``-d`` a run takes (the plan's
     :class:`~osmosis_ai.runs.plan.Rows`); a journal's task id names them, so shards run side by side."""
@@ -296,7 +302,14 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
                         "which a Ray job's driver is given")  # fmt: skip
 
 
-def check_backend_arguments(args: argparse.Namespace) -> None:
-    """``--ray-address`` only with ``--backend ray``."""
+def check_backend_arguments(
+    args: argparse.Namespace, concurrency: object = None, *, calls: str = "model calls"
+) -> None:
+    """``--ray-address`` only with ``--backend ray``, and with it no ``--concurrency auto`` (given as
+    ``concurrency``), which follows one process's ``calls``."""
     if getattr(args, "ray_address", None) and getattr(args, "backend", "local") != "ray":
         raise CLIError("--ray-address needs --backend ray")
+    if concurrency == "auto" and getattr(args, "backend", "local") == "ray":
+        raise CLIError(
+            f"--concurrency auto follows one process's {calls}; give --concurrency N with --backend ray"
+        )

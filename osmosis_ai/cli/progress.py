@@ -8,9 +8,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli.output import progress_bar, say, wants_progress, warn
+
+if TYPE_CHECKING:
+    from osmosis_ai.runs.plan import RunPlan
+    from osmosis_ai.runs.run import RunEnd
 
 
 class RunProgress(contextlib.AbstractContextManager["RunProgress"]):
@@ -64,3 +68,23 @@ class RunProgress(contextlib.AbstractContextManager["RunProgress"]):
                 say(f"Scoring: {line}", quiet=self.quiet)
             if event.backend:
                 say(event.backend, quiet=self.quiet)
+
+
+async def run_plan(
+    plan: RunPlan,
+    labels: dict[str, Any],
+    *,
+    quiet: bool,
+    unit: str,
+    label: str,
+    retry_failed: bool,
+    opening: Callable[[Any], str | None],
+) -> RunEnd:
+    """:func:`osmosis_ai.runs.run.run` of a journalled ``plan`` with its :class:`RunProgress`, the
+    journal's refusals as one line each."""
+    from osmosis_ai.cli.journals import journal_refusals
+    from osmosis_ai.runs.run import journal_file, run
+
+    progress = RunProgress(quiet=quiet, unit=unit, label=label, retry_failed=retry_failed, opening=opening)
+    with progress, journal_refusals(journal_file(plan)):
+        return await run(plan, progress.on_event, labels=labels)

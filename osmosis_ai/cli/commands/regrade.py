@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,11 +46,12 @@ from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import interrupted, say
 from osmosis_ai.cli.output_file import declare_files
 from osmosis_ai.cli.running import run_command
-from osmosis_ai.cli.summary import add_summary_arguments
-from osmosis_ai.runs.earlier import REFUSED, SCOREABLE
+from osmosis_ai.cli.summary import Outputs, add_summary_arguments, check_run_outputs
 from osmosis_ai.runs.judging import JUDGE_CONCURRENCY
 
 if TYPE_CHECKING:
+    from osmosis_ai.runs.earlier import Regraded
+    from osmosis_ai.runs.events import Opened
     from osmosis_ai.runs.plan import RunPlan
     from osmosis_ai.runs.run import RunEnd
 
@@ -107,13 +109,27 @@ def run(args: argparse.Namespace) -> int:
             "--concurrency auto follows a judge's server, so it goes with --rubric; "
             "give --concurrency N for --reward/--eval-fn"
         )
-    check_backend_arguments(args)
-    if args.concurrency == "auto" and args.backend == "ray":
-        raise CLIError(
-            "--concurrency auto follows one process's judge requests; give --concurrency N with --backend ray"
-        )
-    args.quiet = args.quiet or args.json
-    return run_command(lambda: _regrade(args), on_interrupt=lambda: interrupted("answer"))
+    check_backend_arguments(args, args.concurrency, calls="judge requests")
+    outputs = Outputs.of(args)
+    check_run_outputs(outputs)
+    plan = plan_of(args)
+    report = Report(outputs, tuple(map(str, args.results)), args.dataset, args.repeats, args.only_failed,
+                    args.retry_failed, args.pass_threshold)  # fmt: skip
+    return run_command(lambda: _regrade(plan, report), on_interrupt=lambda: interrupted("answer"))
+
+
+@dataclass(frozen=True)
+class Report:
+    """What the regrade reads back and shows, from the flags once: the results files, ``-d``, ``-r``,
+    ``--only-failed``, ``--retry-failed`` and ``--pass-threshold``."""
+
+    outputs: Outputs
+    results: tuple[str, ...]
+    dataset: str | None
+    repeats: int
+    only_failed: bool
+    retry_failed: bool
+    pass_threshold: float | None
 
 
 def plan_of(args: argparse.Namespace) -> RunPlan:
@@ -148,102 +164,72 @@ def plan_of(args: argparse.Namespace) -> RunPlan:
                    backend=args.backend, ray_address=args.ray_address)  # fmt: skip
 
 
-async def _regrade(args: argparse.Namespace) -> int:
+async def _regrade(plan: RunPlan, report: Report) -> int:
     from osmosis_ai.cli.commands.reward import grader_of
-    from osmosis_ai.cli.journals import journal_refusals
-    from osmosis_ai.cli.progress import RunProgress
-    from osmosis_ai.cli.summary import check_run_outputs
+    from osmosis_ai.cli.progress import run_plan
     from osmosis_ai.report.errors import ReportInputError
-    from osmosis_ai.runs.earlier import AnswersError, read_answers, regraded, selected
-    from osmosis_ai.runs.events import Opened
-    from osmosis_ai.runs.run import journal_file, run
+    from osmosis_ai.runs.earlier import AnswersError, regrade_results
 
-    check_run_outputs(args)
-    plan = plan_of(args)
-    grader = grader_of(plan)
-    inputs = ", ".join(map(str, args.results))
+    grader, inputs = grader_of(plan), ", ".join(report.results)
 
     def opening(event: Opened) -> str:
-        repeats = f" x{args.repeats}" if args.repeats > 1 else ""
+        repeats = f" x{report.repeats}" if report.repeats > 1 else ""
         return f"Regrading {event.rows} answers from {inputs} with {grader}{repeats}; journal {event.journal}"
 
-    progress = RunProgress(quiet=args.quiet, unit="answer", label="answers", retry_failed=args.retry_failed,
-                           opening=opening)  # fmt: skip
-    labels = {"model": "regrade", "dataset": str(args.results[0]), "module": grader}
+    labels = {"model": "regrade", "dataset": report.results[0], "module": grader}
     try:
-        with progress, journal_refusals(journal_file(plan)):
-            end = await run(plan, progress.on_event, labels=labels)
+        end = await run_plan(plan, labels, quiet=report.outputs.quiet, unit="answer", label="answers",
+                             retry_failed=report.retry_failed, opening=opening)  # fmt: skip
     except (ReportInputError, AnswersError) as exc:  # the inputs named on the command line
         raise CLIError(str(exc)) from None
-    answers = read_answers(args.results, args.dataset)
-    chosen = selected(answers.stored, args.only_failed)
-    records = regraded(answers.stored, chosen, end.records, grader)
-    threshold = answers.pass_threshold if args.pass_threshold is None else args.pass_threshold
-    sources = sorted({stored.source for stored in answers.stored.values()})
-    return _render(args, grader, sources, set(chosen), records, threshold, end)
+    results = regrade_results(report.results, report.dataset, report.only_failed, end.records, grader,
+                              pass_threshold=report.pass_threshold)  # fmt: skip
+    return _render(report.outputs, grader, results, end)
 
 
 # -- render ----------------------------------------------------------------------------------------
 
 
-def _render(
-    args: argparse.Namespace,
-    grader: str,
-    sources: list[str],
-    chosen: set[tuple[int, int]],
-    records: list[dict[str, Any]],
-    pass_threshold: float,
-    end: RunEnd,
-) -> int:
+def _render(outputs: Outputs, grader: str, results: Regraded, end: RunEnd) -> int:
     """The comparison (and the variance), ``-o``, ``--report``, ``--json`` and the exit status."""
     from osmosis_ai.cli.arguments import limit_line, limit_summary
     from osmosis_ai.cli.output import print_json
     from osmosis_ai.cli.output_file import write_output
-    from osmosis_ai.report.regrade import compare, variance
-    from osmosis_ai.runs.earlier import pairs_of
 
-    pairs = pairs_of(records)
-    comparison = compare(pairs, pass_threshold=pass_threshold)
-    spread = variance(pairs, pass_threshold=pass_threshold)
-    mine = [r for r in records if (r["row_index"], r["sample_index"]) in chosen]
-    carried = [r for r in mine if r["regrade"]["previous_outcome"] not in SCOREABLE]
-    refused = [r for r in mine if str(r.get("error") or "").startswith(REFUSED)]
-    failed = [r for r in mine if r["outcome"] != "completed" and r not in carried]
-    if args.output:
+    records, mine, failed, carried = results.records, results.mine, results.failed, results.carried
+    comparison, spread, quiet = results.comparison, results.variance, outputs.quiet
+    if outputs.output:
         lines = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
-        write_output(args.output, lines, flag="--output")
-    if args.report or args.log_to:
+        write_output(outputs.output, lines, flag="--output")
+    if outputs.report or outputs.log_to:
         from osmosis_ai.cli.summary import log_experiment, run_figures, write_report
 
-        run, summary = run_figures(records, args.output or "osmosis regrade")
-        if args.report:
-            write_report(args.report, [run], summaries=[summary])
-        log_experiment(args, (run, summary), end)
+        run, summary = run_figures(records, outputs.output or "osmosis regrade")
+        if outputs.report:
+            write_report(outputs.report, [run], summaries=[summary])
+        log_experiment(outputs, (run, summary), end)
     scored = len(mine) - len(failed) - len(carried)
     line = f"{len(mine)} answer{'' if len(mine) == 1 else 's'} regraded: {scored} scored"
     if failed:
-        line += f", {len(failed)} not scored ({len(refused)} refused)"
+        line += f", {len(failed)} not scored ({results.refused} refused)"
     if carried:
         line += f", {len(carried)} kept as the earlier run ended (no answer to score)"
-    if args.json:
-        print_json({"grader": grader, "sources": sources,
-                    "output": args.output, "answers": len(records), "regraded": len(mine), "scored": scored,
+    if outputs.json:
+        print_json({"grader": grader, "sources": results.sources,
+                    "output": outputs.output, "answers": len(records), "regraded": len(mine), "scored": scored,
                     "not_scored": [{"row_index": r["row_index"], "sample_index": r["sample_index"],
                                     "outcome": r["outcome"], "error": r["error"]} for r in failed],
                     "comparison": comparison, "variance": spread,
                     "concurrency": limit_summary(end.limit)})  # fmt: skip
     else:
         for r in failed[:10]:
-            say(
-                f"row {r['row_index']} sample {r['sample_index']}: {r['outcome']}: {r['error']}",
-                quiet=args.quiet,
-            )
+            say(f"row {r['row_index']} sample {r['sample_index']}: {r['outcome']}: {r['error']}", quiet=quiet)
         for text in comparison_lines(comparison, spread):
-            say(text, quiet=args.quiet)
+            say(text, quiet=quiet)
         if (concurrency := limit_line(end.limit)) is not None:
-            say(concurrency, quiet=args.quiet)
-        if args.output:
-            say(f"Wrote {args.output}", quiet=args.quiet)
+            say(concurrency, quiet=quiet)
+        if outputs.output:
+            say(f"Wrote {outputs.output}", quiet=quiet)
         say(line, quiet=False)
     if end.stop is not None:
         raise CLIError(f"the regrade stopped: {end.stop} (run the same command again to resume)")

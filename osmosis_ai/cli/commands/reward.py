@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +45,7 @@ from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import interrupted, say
 from osmosis_ai.cli.output_file import declare_files
 from osmosis_ai.cli.running import run_command
-from osmosis_ai.cli.summary import add_summary_arguments
+from osmosis_ai.cli.summary import Outputs, add_summary_arguments, check_run_outputs
 from osmosis_ai.consts import PACKAGE_VERSION
 from osmosis_ai.runs.judging import JUDGE_CONCURRENCY
 
@@ -113,8 +114,21 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError(
             "--rubric judges in this process (its calls wait on the judge's server); drop --backend ray"
         )
-    args.quiet = args.quiet or args.json
-    return run_command(lambda: _score(args), on_interrupt=lambda: interrupted("row"))
+    outputs = Outputs.of(args)
+    say(f"osmosis-reward-score v{PACKAGE_VERSION}", quiet=outputs.quiet)
+    check_run_outputs(outputs)
+    plan = plan_of(args)
+    report = Report(outputs, args.retry_failed, args.max_failure_rate)
+    return run_command(lambda: _score(plan, report), on_interrupt=lambda: interrupted("row"))
+
+
+@dataclass(frozen=True)
+class Report:
+    """What the run shows and writes, read from the flags once."""
+
+    outputs: Outputs
+    retry_failed: bool
+    max_failure_rate: float
 
 
 def plan_of(args: argparse.Namespace) -> RunPlan:
@@ -156,68 +170,56 @@ def grader_of(plan: RunPlan) -> str:
     return plan.executor.grader
 
 
-async def _score(args: argparse.Namespace) -> int:
+async def _score(plan: RunPlan, report: Report) -> int:
     from osmosis_ai.cli.arguments import limit_line
-    from osmosis_ai.cli.journals import journal_refusals
-    from osmosis_ai.cli.progress import RunProgress
-    from osmosis_ai.cli.summary import check_run_outputs
+    from osmosis_ai.cli.progress import run_plan
     from osmosis_ai.runs.answers import RowRefused
     from osmosis_ai.runs.events import Opened
-    from osmosis_ai.runs.run import journal_file, run
 
-    say(f"osmosis-reward-score v{PACKAGE_VERSION}", quiet=args.quiet)
-    check_run_outputs(args)
-    plan = plan_of(args)
-    labels = {"model": "reward-score", "dataset": args.dataset, "module": grader_of(plan)}
+    dataset, grader = plan.rows.dataset, grader_of(plan)
+    labels = {"model": "reward-score", "dataset": dataset, "module": grader}
 
     def opening(event: Opened) -> str:
         return f"Dataset: {event.dataset} ({event.rows} rows); journal {event.journal}"
 
-    progress = RunProgress(quiet=args.quiet, unit="row", label="rows", retry_failed=args.retry_failed,
-                           opening=opening)  # fmt: skip
     try:
-        with progress, journal_refusals(journal_file(plan)):
-            end = await run(plan, progress.on_event, labels=labels)
+        end = await run_plan(plan, labels, quiet=report.outputs.quiet, unit="row", label="rows",
+                             retry_failed=report.retry_failed, opening=opening)  # fmt: skip
     except RowRefused as exc:
-        raise CLIError(f"{args.dataset}: {exc}; name the columns with --solution-column, --ground-truth-column "
+        raise CLIError(f"{dataset}: {exc}; name the columns with --solution-column, --ground-truth-column "
                        "and --extra-info-column") from None  # fmt: skip
     if (concurrency := limit_line(end.limit)) is not None:
-        say(concurrency, quiet=args.quiet)
-    return _render(args, plan, end)
+        say(concurrency, quiet=report.outputs.quiet)
+    return _render(report, plan, end)
 
 
-def _render(args: argparse.Namespace, plan: RunPlan, end: RunEnd) -> int:
+def _render(report: Report, plan: RunPlan, end: RunEnd) -> int:
     from osmosis_ai.cli.arguments import limit_summary
     from osmosis_ai.cli.output_file import write_output
     from osmosis_ai.cli.summary import finish_run, show_summary
     from osmosis_ai.outcome import OutcomeCounts, verdict
-    from osmosis_ai.runs.answers import output_line
-    from osmosis_ai.runs.dataset import iter_raw
+    from osmosis_ai.runs.answers import output_lines
     from osmosis_ai.runs.journal import PRIMARY
 
-    records = {record.key: record for record in end.records[PRIMARY]}
-    lines = [
-        output_line(raw.index, raw.value, records[(raw.index, 0)].data)
-        for raw in iter_raw(plan.rows.dataset)
-        if (raw.index, 0) in records
-    ]
-    counts = OutcomeCounts.of(record.outcome for record in records.values())
-    source = args.output or "osmosis reward score"
-    figures = show_summary(args, lines, source)
-    if not args.quiet:
+    outputs, quiet = report.outputs, report.outputs.quiet
+    lines = output_lines(plan.rows.dataset, end.records[PRIMARY])
+    counts = OutcomeCounts.of(record.outcome for record in end.records[PRIMARY])
+    source = outputs.output or "osmosis reward score"
+    figures = show_summary(outputs, lines, source)
+    if not quiet:
         _show_distribution(lines)
         _show_failures(lines)
-    say(counts.describe("row"), quiet=args.json)
-    if args.output:
+    say(counts.describe("row"), quiet=outputs.json)
+    if outputs.output:
         text = "".join(json.dumps(line, ensure_ascii=False, default=str) + "\n" for line in lines)
-        write_output(args.output, text, flag="--output")
-        say(f"Wrote {len(lines)} rows to {args.output}", quiet=args.quiet)
+        write_output(outputs.output, text, flag="--output")
+        say(f"Wrote {len(lines)} rows to {outputs.output}", quiet=quiet)
     failures = [_failure(line) for line in lines if line["outcome"] != "completed"]
-    extra = {"distribution": _distribution(lines), "failures": failures, "output": args.output,
+    extra = {"distribution": _distribution(lines), "failures": failures, "output": outputs.output,
              "concurrency": limit_summary(end.limit)}  # fmt: skip
-    finish_run(args, lines, source, figures, extra=extra, end=end)
+    finish_run(outputs, lines, source, figures, extra=extra, end=end)
     reason = verdict(
-        counts, max_failure_rate=args.max_failure_rate, unit="row", limit_name="--max-failure-rate"
+        counts, max_failure_rate=report.max_failure_rate, unit="row", limit_name="--max-failure-rate"
     )
     if reason is None and counts.total < end.planned:
         reason = f"{end.planned - counts.total} of {end.planned} rows were not scored"

@@ -24,13 +24,13 @@ from osmosis_ai.runs.result import Result
 
 def describe_sample(result: Result, tagged: bool) -> str:
     """The progress line's text for one finished sample."""
-    from osmosis_ai.cli.commands.test import format_duration
-
     attempt = result.attempt
     tag = f"[{result.item.model_tag}] " if tagged else ""
     status = "OK" if result.outcome is Outcome.COMPLETED else f"FAILED [{result.outcome.value}]"
     where = f"row {result.item.row_index} run {result.item.sample_index}"
-    line = f"{tag}{where}: {status} ({format_duration(attempt.duration_ms)}, {attempt.tokens:,} tokens)"
+    line = (
+        f"{tag}{where}: {status} ({output.format_duration(attempt.duration_ms)}, {attempt.tokens:,} tokens)"
+    )
     if result.scores:
         line += " [" + ", ".join(f"{name}={score:.3f}" for name, score in result.scores.items()) + "]"
     error = attempt.error or "; ".join(f"{k}: {v}" for k, v in result.score_errors.items())
