@@ -33,10 +33,13 @@ from osmosis_ai.cli.arguments import (
     add_max_concurrency_argument,
     add_reward_runtime_arguments,
     check_backend_arguments,
-    completion_params,
     concurrency_value,
     finite_number,
+    in_process_agent,
+    journal_spec,
     limit_summary,
+    model_ref,
+    reward_limits,
     whole_number,
 )
 from osmosis_ai.cli.errors import CLIError, UsageError
@@ -163,27 +166,20 @@ class Report:
 
 def plan_of(args: argparse.Namespace) -> RunPlan:
     """The run the command line asks for."""
-    from osmosis_ai.cli.loading import agent_ref
-    from osmosis_ai.runs.executors.local import InProcessAgent
     from osmosis_ai.runs.journal import BASELINE, PRIMARY
-    from osmosis_ai.runs.plan import JournalSpec, ModelRef, Rows, RunPlan, Scoring
+    from osmosis_ai.runs.plan import ModelRef, Rows, RunPlan, Scoring
 
-    models = [(PRIMARY, ModelRef(args.model, args.base_url, args.api_key))]
+    models = [(PRIMARY, model_ref(args))]
     if args.baseline_model:
         models.append(
             (BASELINE, ModelRef(args.baseline_model, args.baseline_base_url, args.baseline_api_key))
         )
-    executor = InProcessAgent(agent_ref(args), tuple(models), "eval", max_turns=args.max_turns,
-                              completion_params=completion_params(args),
-                              debug_dir=DEBUG_DIR if args.debug else None)  # fmt: skip
-    scoring = Scoring(tuple(args.eval_fn), timeout=args.reward_timeout or None, workers=args.reward_workers,
-                      memory_limit_mb=args.reward_memory_limit, agent_score=args.grader)  # fmt: skip
-    journal = JournalSpec(
-        args.journal, fresh=args.fresh, retry_failed=args.retry_failed, keep_messages=args.log_samples
-    )
+    executor = in_process_agent(args, tuple(models), "eval", DEBUG_DIR)
+    scoring = Scoring(tuple(args.eval_fn), agent_score=args.grader, **reward_limits(args))
     return RunPlan(Rows(args.dataset, args.offset, args.limit), executor, scoring, n=args.n,
                    concurrency=args.batch_size, max_concurrency=args.max_concurrency, timeout=args.timeout,
-                   journal=journal, backend=args.backend, ray_address=args.ray_address)  # fmt: skip
+                   journal=journal_spec(args, keep_messages=args.log_samples), backend=args.backend,
+                   ray_address=args.ray_address)  # fmt: skip
 
 
 async def _eval(plan: RunPlan, report: Report, labels: dict[str, Any]) -> int:

@@ -40,6 +40,8 @@ from osmosis_ai.cli.arguments import (
     check_backend_arguments,
     concurrency_value,
     finite_number,
+    journal_spec,
+    reward_limits,
     whole_number,
 )
 from osmosis_ai.cli.errors import CLIError
@@ -135,16 +137,16 @@ class Report:
 def plan_of(args: argparse.Namespace) -> RunPlan:
     """The run the command line asks for: the inputs' answers, scored by the grader."""
     from osmosis_ai.runs.executors.stored import EarlierRuns, StoredAnswers
-    from osmosis_ai.runs.plan import JournalSpec, Rows, RunPlan, Scoring
+    from osmosis_ai.runs.plan import Rows, RunPlan, Scoring
 
     inputs = tuple(str(p) for p in args.results)
     base_url = None
     if args.rubric:
-        from osmosis_ai.cli.eval_rubric.session import rubric_judge
-        from osmosis_ai.runs.judging import JUDGE
+        from osmosis_ai.cli.eval_rubric.session import rubric_scoring
 
-        judge, grader, base_url = rubric_judge(args.rubric, args.config, Path(inputs[0]), cache=args.cache)
-        scoring = Scoring(judge=judge, reward=JUDGE)
+        scoring, grader, base_url = rubric_scoring(
+            args.rubric, args.config, Path(inputs[0]), cache=args.cache
+        )
     else:
         specs = (args.reward,) if args.reward else tuple(args.eval_fn)
         if len(set(specs)) != len(specs):
@@ -152,23 +154,21 @@ def plan_of(args: argparse.Namespace) -> RunPlan:
         names = ("reward",) if args.reward else specs
         grader = " ".join(f"{'--reward' if args.reward else '--eval-fn'} {spec}" for spec in specs)
         scoring = Scoring(specs, kind="reward function" if args.reward else "eval function", names=names,
-                          reward=names[0], timeout=args.reward_timeout or None, workers=args.reward_workers,
-                          memory_limit_mb=args.reward_memory_limit)  # fmt: skip
+                          reward=names[0], **reward_limits(args))  # fmt: skip
     source = EarlierRuns(
         inputs, args.dataset, args.repeats, args.only_failed, needs_ground_truth=not args.rubric
     )
-    journal = JournalSpec(args.journal, fresh=args.fresh, retry_failed=args.retry_failed)
     concurrency = args.concurrency or (CONCURRENCY if scoring.judge is None else JUDGE_CONCURRENCY)
     return RunPlan(Rows(inputs[0]), StoredAnswers(source, "regrade", grader, base_url), scoring,
-                   concurrency=concurrency, max_concurrency=args.max_concurrency, journal=journal,
+                   concurrency=concurrency, max_concurrency=args.max_concurrency, journal=journal_spec(args),
                    backend=args.backend, ray_address=args.ray_address)  # fmt: skip
 
 
 async def _regrade(plan: RunPlan, report: Report) -> int:
-    from osmosis_ai.cli.commands.reward import grader_of
     from osmosis_ai.cli.progress import run_plan
     from osmosis_ai.report.errors import ReportInputError
     from osmosis_ai.runs.earlier import AnswersError, regrade_results
+    from osmosis_ai.runs.executors.stored import grader_of
 
     grader, inputs = grader_of(plan), ", ".join(report.results)
 

@@ -40,6 +40,8 @@ from osmosis_ai.cli.arguments import (
     check_backend_arguments,
     concurrency_value,
     fraction,
+    journal_spec,
+    reward_limits,
 )
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import interrupted, say
@@ -137,37 +139,25 @@ def plan_of(args: argparse.Namespace) -> RunPlan:
     from osmosis_ai.runs.dataset import dataset_format
     from osmosis_ai.runs.executors.stored import AnswerDataset, StoredAnswers
     from osmosis_ai.runs.pipeline import runtimes
-    from osmosis_ai.runs.plan import JournalSpec, Rows, RunPlan, Scoring
+    from osmosis_ai.runs.plan import Rows, RunPlan, Scoring
 
     base_url = None
     if args.rubric:
-        from osmosis_ai.cli.eval_rubric.session import rubric_judge
-        from osmosis_ai.runs.judging import JUDGE
+        from osmosis_ai.cli.eval_rubric.session import rubric_scoring
 
-        judge, grader, base_url = rubric_judge(args.rubric, args.config, Path(args.dataset), cache=False)
-        scoring = Scoring(judge=judge, reward=JUDGE)
+        scoring, grader, base_url = rubric_scoring(args.rubric, args.config, Path(args.dataset), cache=False)
         concurrency = args.concurrency or JUDGE_CONCURRENCY
     else:
         grader = args.function
-        scoring = Scoring((args.function,), kind="reward function", timeout=args.reward_timeout or None,
-                          workers=args.reward_workers, memory_limit_mb=args.reward_memory_limit,
-                          names=(REWARD,), reward=REWARD)  # fmt: skip
+        scoring = Scoring((args.function,), kind="reward function", names=(REWARD,), reward=REWARD,
+                          **reward_limits(args))  # fmt: skip
         concurrency = runtimes(scoring)[0].in_flight
     columns = Columns(args.solution_column, args.ground_truth_column, args.extra_info_column,
                       text_cells=dataset_format(args.dataset) == "csv")  # fmt: skip
     executor = StoredAnswers(AnswerDataset(args.dataset, columns), "reward-score", grader, base_url)
-    journal = JournalSpec(args.journal, fresh=args.fresh, retry_failed=args.retry_failed)
     return RunPlan(Rows(args.dataset), executor, scoring, concurrency=concurrency,
-                   max_concurrency=args.max_concurrency, journal=journal, backend=args.backend,
+                   max_concurrency=args.max_concurrency, journal=journal_spec(args), backend=args.backend,
                    ray_address=args.ray_address)  # fmt: skip
-
-
-def grader_of(plan: RunPlan) -> str:
-    """The grader as the command line named it (the stored answers' spec keeps it)."""
-    from osmosis_ai.runs.executors.stored import StoredAnswers
-
-    assert isinstance(plan.executor, StoredAnswers)
-    return plan.executor.grader
 
 
 async def _score(plan: RunPlan, report: Report) -> int:
@@ -175,6 +165,7 @@ async def _score(plan: RunPlan, report: Report) -> int:
     from osmosis_ai.cli.progress import run_plan
     from osmosis_ai.runs.answers import RowRefused
     from osmosis_ai.runs.events import Opened
+    from osmosis_ai.runs.executors.stored import grader_of
 
     dataset, grader = plan.rows.dataset, grader_of(plan)
     labels = {"model": "reward-score", "dataset": dataset, "module": grader}

@@ -36,6 +36,9 @@ from osmosis_ai.cli.arguments import (
     completion_params,
     finite_number,
     fraction,
+    journal_spec,
+    model_ref,
+    reward_limits,
     whole_number,
 )
 from osmosis_ai.cli.errors import CLIError
@@ -173,20 +176,17 @@ def plan_of(args: argparse.Namespace) -> RunPlan:
     """The run the command line asks for."""
     from osmosis_ai.cli.loading import agent_ref
     from osmosis_ai.runs.executors.traingate import RolloutServer
-    from osmosis_ai.runs.plan import JournalSpec, ModelRef, Rows, RunPlan, Scoring
+    from osmosis_ai.runs.plan import Rows, RunPlan, Scoring
 
-    server = RolloutServer(ModelRef(args.model, args.base_url, args.api_key),
-                           agent=None if args.url else agent_ref(args), url=args.url,
+    server = RolloutServer(model_ref(args), agent=None if args.url else agent_ref(args), url=args.url,
                            server_api_key=args.server_api_key, tokenizer=args.tokenizer,
                            chat_template=args.chat_template, gateway_host=args.gateway_host,
                            max_turns=args.max_turns, completion_params=completion_params(args))  # fmt: skip
-    scoring = Scoring(tuple([args.reward] if args.reward else []), kind="reward function",
-                      names=("reward",) if args.reward else (), reward="reward" if args.reward else "agent",
-                      timeout=args.reward_timeout or None, workers=args.reward_workers,
-                      memory_limit_mb=args.reward_memory_limit)  # fmt: skip
+    rewards = (args.reward,) if args.reward else ()
+    scoring = Scoring(rewards, kind="reward function", names=("reward",) if args.reward else (),
+                      reward="reward" if args.reward else "agent", **reward_limits(args))  # fmt: skip
     return RunPlan(Rows(args.dataset, args.offset, args.limit), server, scoring, n=args.n, concurrency=args.concurrency,
-                   max_concurrency=args.max_concurrency, timeout=args.timeout,
-                   journal=JournalSpec(args.journal, fresh=args.fresh, retry_failed=args.retry_failed))  # fmt: skip
+                   max_concurrency=args.max_concurrency, timeout=args.timeout, journal=journal_spec(args))  # fmt: skip
 
 
 @dataclass(frozen=True)

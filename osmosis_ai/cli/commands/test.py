@@ -27,10 +27,11 @@ from osmosis_ai.cli.arguments import (
     add_backend_arguments,
     add_max_concurrency_argument,
     check_backend_arguments,
-    completion_params,
     concurrency_value,
+    in_process_agent,
     limit_line,
     limit_summary,
+    model_ref,
     whole_number,
 )
 from osmosis_ai.cli.errors import CLIError
@@ -115,15 +116,10 @@ def _interrupted() -> int:
 
 def plan_of(args: argparse.Namespace) -> RunPlan:
     """The run the command line asks for: the agent's own reward scores each row; no journal."""
-    from osmosis_ai.cli.loading import agent_ref
-    from osmosis_ai.runs.executors.local import InProcessAgent
     from osmosis_ai.runs.items import PRIMARY
-    from osmosis_ai.runs.plan import ModelRef, Rows, RunPlan
+    from osmosis_ai.runs.plan import Rows, RunPlan
 
-    model = ModelRef(args.model, args.base_url, args.api_key)
-    executor = InProcessAgent(agent_ref(args), ((PRIMARY, model),), "test", max_turns=args.max_turns,
-                              completion_params=completion_params(args),
-                              debug_dir=DEBUG_DIR if args.debug else None)  # fmt: skip
+    executor = in_process_agent(args, ((PRIMARY, model_ref(args)),), "test", DEBUG_DIR)
     return RunPlan(Rows(args.dataset, args.offset, args.limit), executor, concurrency=args.concurrency,
                    max_concurrency=args.max_concurrency, timeout=args.timeout, backend=args.backend,
                    ray_address=args.ray_address)  # fmt: skip

@@ -92,12 +92,13 @@ def parse_rows(text: str) -> tuple[int, ...]:
 def run(args: argparse.Namespace) -> int:
     import logging
 
+    from osmosis_ai.cli.arguments import journal_spec
     from osmosis_ai.cli.commands.rollout import Report, drive
     from osmosis_ai.cli.eval import run_config
     from osmosis_ai.cli.running import run_command
     from osmosis_ai.cli.summary import Outputs, check_run_outputs
     from osmosis_ai.runs.executors.workspace03 import WorkspaceServer
-    from osmosis_ai.runs.plan import JournalSpec, ModelRef, Rows, RunPlan, Scoring
+    from osmosis_ai.runs.plan import ModelRef, Rows, RunPlan, Scoring
 
     output.setup_logging(logging.INFO if args.verbose else None)
     selection = parse_rows(args.rows) if args.rows else None
@@ -120,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     plan = RunPlan(rows, server, Scoring(kind="reward function", timeout=None), n=config.n,
                    concurrency=args.max_in_flight or config.batch_size or 1,
                    timeout=config.agent_timeout + config.grader_timeout,
-                   journal=JournalSpec(args.journal, fresh=args.fresh, retry_failed=args.retry_failed))  # fmt: skip
+                   journal=journal_spec(args))  # fmt: skip
     labels = {
         "command": "eval run",
         "model": config.model_path,
