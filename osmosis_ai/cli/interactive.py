@@ -24,7 +24,7 @@ import contextlib
 import json
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -351,17 +351,9 @@ class InteractiveSession:
                 print(command.problem or "m shows the final messages; Enter goes on; q quits")
 
 
-async def step_through(
-    plan: RunPlan,
-    outputs: Outputs,
-    row: int | None,
-    model: str,
-    *,
-    at: str,
-    verdict: Callable[[OutcomeCounts], int],
-) -> int:
+async def step_through(plan: RunPlan, outputs: Outputs, row: int | None, model: str, *, at: str) -> int:
     """``osmosis test -i``: the plan's rows in a session (``row`` first), their trajectories written,
-    the outcome line, and the exit status by ``verdict``."""
+    the outcome line, and the exit status by the shared rule."""
     from osmosis_ai.cli.trajectories import trajectory_writer
     from osmosis_ai.runs.executors.local import InProcessAgent
     from osmosis_ai.runs.items import PRIMARY
@@ -393,4 +385,6 @@ async def step_through(
     if session.aborted_rows:
         line += f"; {session.aborted_rows} aborted"
     print(line, flush=True)
-    return verdict(counts)
+    if (reason := outputs.failure(counts, "row")) is not None:
+        raise CLIError(reason)
+    return 0

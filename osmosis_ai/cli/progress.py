@@ -77,7 +77,6 @@ async def run_plan(
     quiet: bool,
     unit: str,
     label: str,
-    retry_failed: bool,
     opening: Callable[[Any], str | None],
 ) -> RunEnd:
     """:func:`osmosis_ai.runs.run.run` of a journalled ``plan`` with its :class:`RunProgress`, the
@@ -85,6 +84,7 @@ async def run_plan(
     from osmosis_ai.cli.journals import journal_refusals
     from osmosis_ai.runs.run import journal_file, run
 
+    retry_failed = plan.journal is not None and plan.journal.retry_failed
     progress = RunProgress(quiet=quiet, unit=unit, label=label, retry_failed=retry_failed, opening=opening)
     with progress, journal_refusals(journal_file(plan)):
         return await run(plan, progress.on_event, labels=labels)

@@ -25,6 +25,7 @@ from osmosis_ai.cli.output_file import declare_files
 
 TYPE_CHECKING = False  # the report package loads only when a summary is drawn
 if TYPE_CHECKING:
+    from osmosis_ai.outcome import OutcomeCounts
     from osmosis_ai.report.figures import RowComparison, Summary
     from osmosis_ai.report.model import Run
     from osmosis_ai.runs.run import RunEnd
@@ -183,8 +184,9 @@ def add_summary_arguments(parser: argparse.ArgumentParser, *, json_flag: bool = 
 class Outputs:
     """What a run command shows and writes besides its own lines, read from its flags once (:meth:`of`):
     ``quiet`` (``-q`` or ``--json``), ``--json``, ``-o``, ``--report``, ``--trajectories``, ``--log-to``,
-    ``settings``, the flags as plain values for the experiment loggers, and ``inputs``, the files the
-    command reads with the label of the option naming each (no file written may replace one)."""
+    ``settings``, the flags as plain values for the experiment loggers, ``inputs``, the files the
+    command reads with the label of the option naming each (no file written may replace one), and
+    ``--max-failure-rate``, which decides the exit status (:meth:`failure`)."""
 
     quiet: bool = False
     json: bool = False
@@ -194,6 +196,7 @@ class Outputs:
     log_to: tuple[str, ...] = ()
     settings: Mapping[str, Any] = field(default_factory=dict)
     inputs: tuple[tuple[str, str], ...] = ()
+    max_failure_rate: float = 0.0
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> Outputs:
@@ -201,7 +204,16 @@ class Outputs:
 
         get = vars(args).get
         return cls(bool(get("quiet") or get("json")), bool(get("json")), get("output"), get("report"),
-                   get("trajectories"), tuple(get("log_to") or ()), run_config(args), read_files(args))  # fmt: skip
+                   get("trajectories"), tuple(get("log_to") or ()), run_config(args), read_files(args),
+                   get("max_failure_rate") or 0.0)  # fmt: skip
+
+    def failure(self, counts: OutcomeCounts, unit: str) -> str | None:
+        """Why the run fails by the shared rule (:func:`osmosis_ai.outcome.verdict`), if it does."""
+        from osmosis_ai.outcome import verdict
+
+        return verdict(
+            counts, max_failure_rate=self.max_failure_rate, unit=unit, limit_name="--max-failure-rate"
+        )
 
 
 def check_run_outputs(outputs: Outputs) -> None:

@@ -142,16 +142,15 @@ def run(args: argparse.Namespace) -> int:
               "baseline_model": args.baseline_model}  # fmt: skip
     structured = {**config, "dataset": args.dataset, "module": agent_spec(args), "base_url": args.base_url,
                   "offset": args.offset, "limit": args.limit, "max_turns": args.max_turns}  # fmt: skip
-    report = Report(outputs, names, config, structured, run_member(args), args.baseline_model, args.retry_failed,
-                    args.max_failure_rate, output_dir)  # fmt: skip
+    report = Report(outputs, names, config, structured, run_member(args), args.baseline_model, output_dir)
     return run_command(lambda: _eval(plan, report, labels), on_interrupt=lambda: interrupted("run"))
 
 
 @dataclass(frozen=True)
 class Report:
     """What the run shows and writes, read from the flags once: the eval functions (and grader) by
-    name, the ``-o`` file's ``config``, the ``--output-path`` file's, its ``run`` member, and
-    ``--baseline-model``, ``--retry-failed``, ``--max-failure-rate`` and ``--output-path``."""
+    name, the ``-o`` file's ``config``, the ``--output-path`` file's, its ``run`` member,
+    ``--baseline-model`` and ``--output-path``."""
 
     outputs: Outputs
     names: tuple[str, ...]
@@ -159,8 +158,6 @@ class Report:
     structured: dict[str, Any]
     run: dict[str, Any]
     baseline_model: str | None
-    retry_failed: bool
-    max_failure_rate: float
     output_dir: Path | None
 
 
@@ -194,6 +191,7 @@ async def _eval(plan: RunPlan, report: Report, labels: dict[str, Any]) -> int:
     from osmosis_ai.runs.run import journal_file, run
 
     quiet, n, baseline, model = report.outputs.quiet, plan.n, report.baseline_model, labels["model"]
+    retry_failed = plan.journal is not None and plan.journal.retry_failed
     show: dict[str, Any] = {}
     trajectories = trajectory_writer(report.outputs, command="eval")
 
@@ -212,7 +210,7 @@ async def _eval(plan: RunPlan, report: Report, labels: dict[str, Any]) -> int:
                 output.warn(event.set_aside.describe())
             if event.remaining < event.planned:
                 line = resuming_line(event.planned - event.remaining, event.planned, "run", failed=event.failed,
-                                     retry_failed=report.retry_failed, kept=event.kept)  # fmt: skip
+                                     retry_failed=retry_failed, kept=event.kept)  # fmt: skip
                 say(line, quiet=quiet)
             bar = not quiet and output.wants_progress(None, event.remaining)
             advance = stack.enter_context(output.progress_bar(event.remaining, "eval", enabled=bar))
@@ -243,7 +241,6 @@ def _report(report: Report, labels: dict[str, Any], end: RunEnd, journal: Path) 
         write_json,
         write_structured,
     )
-    from osmosis_ai.outcome import verdict
     from osmosis_ai.runs.summary import eval_results, structured_document
 
     outputs, quiet, output_dir = report.outputs, report.outputs.quiet, report.output_dir
@@ -295,13 +292,7 @@ def _report(report: Report, labels: dict[str, Any], end: RunEnd, journal: Path) 
         raise CLIError(
             f"the run stopped: {end.stop} (finished runs are kept; run the same command again to resume)"
         )
-    reasons = [
-        verdict(
-            s.counts, max_failure_rate=report.max_failure_rate, unit="run", limit_name="--max-failure-rate"
-        )
-        for s in (primary, baseline)
-        if s is not None
-    ]
+    reasons = [outputs.failure(s.counts, "run") for s in (primary, baseline) if s is not None]
     reason = reasons[0] or (f"baseline: {reasons[1]}" if len(reasons) > 1 and reasons[1] else None)
     done = primary.counts.total + (baseline.counts.total if baseline else 0)
     if reason is None and done < end.planned:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -115,23 +114,9 @@ def run(args: argparse.Namespace) -> int:
     outputs = Outputs.of(args)
     check_run_outputs(outputs)
     plan = plan_of(args)
-    report = Report(outputs, tuple(map(str, args.results)), args.dataset, args.repeats, args.only_failed,
-                    args.retry_failed, args.pass_threshold)  # fmt: skip
-    return run_command(lambda: _regrade(plan, report), on_interrupt=lambda: interrupted("answer"))
-
-
-@dataclass(frozen=True)
-class Report:
-    """What the regrade reads back and shows, from the flags once: the results files, ``-d``, ``-r``,
-    ``--only-failed``, ``--retry-failed`` and ``--pass-threshold``."""
-
-    outputs: Outputs
-    results: tuple[str, ...]
-    dataset: str | None
-    repeats: int
-    only_failed: bool
-    retry_failed: bool
-    pass_threshold: float | None
+    return run_command(
+        lambda: _regrade(plan, outputs, args.pass_threshold), on_interrupt=lambda: interrupted("answer")
+    )
 
 
 def plan_of(args: argparse.Namespace) -> RunPlan:
@@ -164,27 +149,29 @@ def plan_of(args: argparse.Namespace) -> RunPlan:
                    backend=args.backend, ray_address=args.ray_address)  # fmt: skip
 
 
-async def _regrade(plan: RunPlan, report: Report) -> int:
+async def _regrade(plan: RunPlan, outputs: Outputs, pass_threshold: float | None) -> int:
     from osmosis_ai.cli.progress import run_plan
     from osmosis_ai.report.errors import ReportInputError
     from osmosis_ai.runs.earlier import AnswersError, regrade_results
-    from osmosis_ai.runs.executors.stored import grader_of
+    from osmosis_ai.runs.executors.stored import EarlierRuns, grader_of
 
-    grader, inputs = grader_of(plan), ", ".join(report.results)
+    grader, source = grader_of(plan), plan.executor.source  # type: ignore[attr-defined]
+    assert isinstance(source, EarlierRuns)
+    inputs, repeats = ", ".join(source.inputs), f" x{source.repeats}" if source.repeats > 1 else ""
 
     def opening(event: Opened) -> str:
-        repeats = f" x{report.repeats}" if report.repeats > 1 else ""
         return f"Regrading {event.rows} answers from {inputs} with {grader}{repeats}; journal {event.journal}"
 
-    labels = {"model": "regrade", "dataset": report.results[0], "module": grader}
+    labels = {"model": "regrade", "dataset": source.inputs[0], "module": grader}
     try:
-        end = await run_plan(plan, labels, quiet=report.outputs.quiet, unit="answer", label="answers",
-                             retry_failed=report.retry_failed, opening=opening)  # fmt: skip
+        end = await run_plan(
+            plan, labels, quiet=outputs.quiet, unit="answer", label="answers", opening=opening
+        )
     except (ReportInputError, AnswersError) as exc:  # the inputs named on the command line
         raise CLIError(str(exc)) from None
-    results = regrade_results(report.results, report.dataset, report.only_failed, end.records, grader,
-                              pass_threshold=report.pass_threshold)  # fmt: skip
-    return _render(report.outputs, grader, results, end)
+    results = regrade_results(source.inputs, source.dataset, source.only_failed, end.records, grader,
+                              pass_threshold=pass_threshold)  # fmt: skip
+    return _render(outputs, grader, results, end)
 
 
 # -- render ----------------------------------------------------------------------------------------

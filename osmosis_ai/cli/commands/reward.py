@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -120,17 +119,7 @@ def run(args: argparse.Namespace) -> int:
     say(f"osmosis-reward-score v{PACKAGE_VERSION}", quiet=outputs.quiet)
     check_run_outputs(outputs)
     plan = plan_of(args)
-    report = Report(outputs, args.retry_failed, args.max_failure_rate)
-    return run_command(lambda: _score(plan, report), on_interrupt=lambda: interrupted("row"))
-
-
-@dataclass(frozen=True)
-class Report:
-    """What the run shows and writes, read from the flags once."""
-
-    outputs: Outputs
-    retry_failed: bool
-    max_failure_rate: float
+    return run_command(lambda: _score(plan, outputs), on_interrupt=lambda: interrupted("row"))
 
 
 def plan_of(args: argparse.Namespace) -> RunPlan:
@@ -160,7 +149,7 @@ def plan_of(args: argparse.Namespace) -> RunPlan:
                    ray_address=args.ray_address)  # fmt: skip
 
 
-async def _score(plan: RunPlan, report: Report) -> int:
+async def _score(plan: RunPlan, outputs: Outputs) -> int:
     from osmosis_ai.cli.arguments import limit_line
     from osmosis_ai.cli.progress import run_plan
     from osmosis_ai.runs.answers import RowRefused
@@ -174,25 +163,24 @@ async def _score(plan: RunPlan, report: Report) -> int:
         return f"Dataset: {event.dataset} ({event.rows} rows); journal {event.journal}"
 
     try:
-        end = await run_plan(plan, labels, quiet=report.outputs.quiet, unit="row", label="rows",
-                             retry_failed=report.retry_failed, opening=opening)  # fmt: skip
+        end = await run_plan(plan, labels, quiet=outputs.quiet, unit="row", label="rows", opening=opening)
     except RowRefused as exc:
         raise CLIError(f"{dataset}: {exc}; name the columns with --solution-column, --ground-truth-column "
                        "and --extra-info-column") from None  # fmt: skip
     if (concurrency := limit_line(end.limit)) is not None:
-        say(concurrency, quiet=report.outputs.quiet)
-    return _render(report, plan, end)
+        say(concurrency, quiet=outputs.quiet)
+    return _render(outputs, plan, end)
 
 
-def _render(report: Report, plan: RunPlan, end: RunEnd) -> int:
+def _render(outputs: Outputs, plan: RunPlan, end: RunEnd) -> int:
     from osmosis_ai.cli.arguments import limit_summary
     from osmosis_ai.cli.output_file import write_output
     from osmosis_ai.cli.summary import finish_run, show_summary
-    from osmosis_ai.outcome import OutcomeCounts, verdict
+    from osmosis_ai.outcome import OutcomeCounts
     from osmosis_ai.runs.answers import output_lines
     from osmosis_ai.runs.journal import PRIMARY
 
-    outputs, quiet = report.outputs, report.outputs.quiet
+    quiet = outputs.quiet
     lines = output_lines(plan.rows.dataset, end.records[PRIMARY])
     counts = OutcomeCounts.of(record.outcome for record in end.records[PRIMARY])
     source = outputs.output or "osmosis reward score"
@@ -209,9 +197,7 @@ def _render(report: Report, plan: RunPlan, end: RunEnd) -> int:
     extra = {"distribution": _distribution(lines), "failures": failures, "output": outputs.output,
              "concurrency": limit_summary(end.limit)}  # fmt: skip
     finish_run(outputs, lines, source, figures, extra=extra, end=end)
-    reason = verdict(
-        counts, max_failure_rate=report.max_failure_rate, unit="row", limit_name="--max-failure-rate"
-    )
+    reason = outputs.failure(counts, "row")
     if reason is None and counts.total < end.planned:
         reason = f"{end.planned - counts.total} of {end.planned} rows were not scored"
     if reason is not None:

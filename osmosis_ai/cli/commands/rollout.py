@@ -19,12 +19,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
-import sys
-from dataclasses import dataclass
-from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from osmosis_ai.cli import output
 from osmosis_ai.cli.arguments import (
@@ -41,21 +37,16 @@ from osmosis_ai.cli.arguments import (
     reward_limits,
     whole_number,
 )
-from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import setup_logging
 from osmosis_ai.cli.output_file import declare_files
-from osmosis_ai.cli.rollout_target import SERVER_KEY_ENV, add_target_arguments
+from osmosis_ai.cli.rollout_report import Report, drive
+from osmosis_ai.cli.rollout_target import add_target_arguments
 from osmosis_ai.cli.running import run_command
-from osmosis_ai.cli.summary import Outputs, add_summary_arguments, check_run_outputs, finish_run, show_summary
-from osmosis_ai.cli.trajectories import add_trajectories_argument, trajectory_writer
+from osmosis_ai.cli.summary import Outputs, add_summary_arguments, check_run_outputs
+from osmosis_ai.cli.trajectories import add_trajectories_argument
 
 if TYPE_CHECKING:
-    from osmosis_ai.cli.trajectories import TrajectoryWriter
     from osmosis_ai.runs.plan import RunPlan
-    from osmosis_ai.runs.rollout_stream import RolloutStream
-    from osmosis_ai.runs.run import RunEnd
-
-PER_ROLLOUT_TABLE_LIMIT = 20  # larger runs get the summary only; --output has every rollout
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -166,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     plan = plan_of(args)
     labels = {"command": "rollout run", "model": args.model, "dataset": args.dataset,
               "module": args.url or agent_spec(args)}  # fmt: skip
-    report = Report(outputs, args.progress, args.max_failure_rate, args.fail_on_drift, url=args.url)
+    report = Report(outputs, args.progress, args.fail_on_drift, url=args.url)
     return run_command(
         lambda: drive(plan, report, labels), on_interrupt=lambda: output.interrupted("rollout")
     )
@@ -187,122 +178,3 @@ def plan_of(args: argparse.Namespace) -> RunPlan:
                       reward="reward" if args.reward else "agent", **reward_limits(args))  # fmt: skip
     return RunPlan(Rows(args.dataset, args.offset, args.limit), server, scoring, n=args.n, concurrency=args.concurrency,
                    max_concurrency=args.max_concurrency, timeout=args.timeout, journal=journal_spec(args))  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Report:
-    """What a rollout run shows and writes, read from its flags once (``eval run`` gives its own):
-    ``progress`` draws the bar off a terminal too; a rollout passes with a reward of at least
-    ``pass_threshold``; ``url`` is the server behind ``--url``, if any."""
-
-    outputs: Outputs
-    progress: bool
-    max_failure_rate: float
-    fail_on_drift: bool
-    pass_threshold: float = 1.0
-    url: str | None = None
-
-
-async def drive(plan: RunPlan, report: Report, labels: dict[str, Any]) -> int:
-    """Run ``plan``'s rollouts the journal does not have (each committed before it counts), write
-    ``-o`` whole in dataset order, and report; ``labels`` name the run in listings (its ``command``
-    in the report too). ``osmosis eval run`` drives its workspace rollout through this as well."""
-    from osmosis_ai.cli.arguments import limit_line
-    from osmosis_ai.cli.journals import journal_refusals, resuming_line
-    from osmosis_ai.cli.output_file import is_regular_output, open_output
-    from osmosis_ai.runs.events import Opened, Ready
-    from osmosis_ai.runs.result import Result
-    from osmosis_ai.runs.rollout_stream import RolloutStream
-    from osmosis_ai.runs.run import journal_file
-    from osmosis_ai.traingate.launcher import ServerKeyRefused
-    from osmosis_ai.traingate.report import RunTally
-
-    outputs, quiet = report.outputs, report.outputs.quiet
-    trajectories = trajectory_writer(outputs, command=labels["command"])
-    tally = RunTally(keep_lines=PER_ROLLOUT_TABLE_LIMIT + 1, pass_threshold=report.pass_threshold)
-    on_record = None if trajectories is None else partial(trajectories.write_record, model=labels["model"])
-    # --report without -o reads the rollouts from memory, so then every one is kept.
-    keep_all = bool(outputs.report) and not (outputs.output and is_regular_output(outputs.output))
-    stream = RolloutStream(plan, tally, output=outputs.output, opener=lambda path: open_output(path, flag="--output"),
-                           on_record=on_record, keep_all=keep_all)  # fmt: skip
-    advance: Any = None
-
-    def on_event(event: Any) -> None:
-        nonlocal advance
-        if isinstance(event, Result):
-            advance(score=event.reward if event.success else None, failed=not event.success)
-        elif isinstance(event, Opened):
-            if event.set_aside is not None:
-                output.warn(event.set_aside.describe())
-            if tally.replayed:
-                line = resuming_line(tally.replayed, event.planned, "rollout", failed=event.failed,
-                                     retry_failed=bool(plan.journal and plan.journal.retry_failed), kept=event.kept)  # fmt: skip
-                output.say(f"{line} (journal {event.journal})", quiet=quiet)
-                if report.url:
-                    output.say(f"Note: the code behind --url {report.url} cannot be fingerprinted; if it changed "
-                               "since, rerun with --fresh", quiet=quiet)  # fmt: skip
-            show = not quiet and (report.progress or sys.stdout.isatty())
-            advance = stack.enter_context(
-                output.progress_bar(event.remaining, "rollouts", enabled=show, stderr=False)
-            )
-        elif isinstance(event, Ready):
-            for line in event.scoring:
-                output.say(f"Scoring: {line}", quiet=quiet)
-
-    try:
-        with contextlib.ExitStack() as stack, journal_refusals(journal_file(plan)):
-            end = await stream.run(on_event, labels=labels)
-    except ServerKeyRefused as exc:
-        raise CLIError(f"{exc}; give the server's key with --server-api-key or ${SERVER_KEY_ENV}") from None
-    except OSError as exc:
-        if stream.writer is None or stream.writer.error is None:
-            raise
-        raise CLIError(f"cannot write --output {outputs.output}: {exc.strerror or exc}") from None
-    if (line := limit_line(end.limit)) is not None:
-        output.say(line, quiet=quiet)
-    return _finish(report, stream, trajectories, end, labels["command"])
-
-
-def _finish(
-    report: Report, stream: RolloutStream, trajectories: TrajectoryWriter | None, end: RunEnd, command: str
-) -> int:
-    """Report the run (tables, summary, the outcome line, --json/--report) and decide its exit status."""
-    from osmosis_ai.cli.arguments import limit_summary
-    from osmosis_ai.cli.commands import rollout_check
-    from osmosis_ai.cli.rollout_tables import render_rollouts, render_summary
-    from osmosis_ai.outcome import verdict
-    from osmosis_ai.runs.rollout_stream import figures
-
-    outputs, tally, n = report.outputs, stream.tally, stream.plan.n
-    summary = tally.summary(stream.wall_s)
-    if not outputs.quiet:
-        console = output.rich_console()
-        if summary.rollouts <= PER_ROLLOUT_TABLE_LIMIT:
-            render_rollouts(tally.lines, console, samples=n > 1)
-        render_summary(summary, tally, console)
-        rollout_check.render_drift(tally.drift, console)
-        if stream.writer is not None:
-            print(f"wrote {stream.writer.count} record(s) to {outputs.output}")
-        if trajectories is not None:
-            print(f"wrote {trajectories.count} ATIF trajectories to {outputs.trajectories}")
-    source = str(outputs.output or f"osmosis {command}")
-    run_figures = figures(tally, source, samples_per_row=n, command=command)
-    show_summary(outputs, None, source, run_figures)
-    output.say(summary.outcome_line(), quiet=outputs.json)
-    if (drift := rollout_check.drift_line(tally.drift, tally.violations)) is not None:
-        output.say(drift, quiet=outputs.json)
-    # The records file has every turn; without one, the records kept in memory (turns released).
-    finish_run(outputs, outputs.output if outputs.output and not tally.records else tally.records, source,
-               run_figures, extra={"concurrency": limit_summary(end.limit)}, end=end)  # fmt: skip
-    if not summary.all_terminal:
-        lost = summary.rollouts - sum(summary.statuses.get(s, 0) for s in ("COMPLETED", "ERROR"))
-        raise CLIError(
-            f"{lost} of {summary.rollouts} rollout(s) did not finish: " + "; ".join(summary.infra_failures)
-        )
-    reason = verdict(summary.outcome_counts, max_failure_rate=report.max_failure_rate, unit="rollout",
-                     limit_name="--max-failure-rate")  # fmt: skip
-    if reason is not None:
-        raise CLIError(reason + tally.first_failure_note())
-    if report.fail_on_drift:
-        rollout_check.fail_on_drift(tally.drift)
-    return 0

@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import json
 import logging
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +39,7 @@ from osmosis_ai.cli.running import INTERRUPTED, run_command
 from osmosis_ai.cli.summary import Outputs, add_summary_arguments, check_run_outputs, finish_run, show_summary
 from osmosis_ai.cli.trajectories import add_trajectories_argument, trajectory_writer
 from osmosis_ai.consts import PACKAGE_VERSION
-from osmosis_ai.outcome import OutcomeCounts, verdict
+from osmosis_ai.outcome import OutcomeCounts
 
 if TYPE_CHECKING:
     from osmosis_ai.runs.plan import RunPlan
@@ -79,7 +77,6 @@ def run(args: argparse.Namespace) -> int:
     if args.interactive and args.backend == "ray":
         raise CLIError("--interactive steps through rows in this process; leave out --backend ray")
     check_backend_arguments(args, args.concurrency)
-    check = functools.partial(check_verdict, max_failure_rate=args.max_failure_rate)
     setup_logging(logging.DEBUG if args.debug else None)
     outputs = Outputs.of(args)
     check_run_outputs(outputs)
@@ -90,9 +87,9 @@ def run(args: argparse.Namespace) -> int:
     if args.interactive:
         from osmosis_ai.cli.interactive import step_through
 
-        main = lambda: step_through(plan, outputs, args.row, args.model, at=at, verdict=check)  # noqa: E731
+        main = lambda: step_through(plan, outputs, args.row, args.model, at=at)  # noqa: E731
     else:
-        report = Report(outputs, args.model, at, run_member(args), check)
+        report = Report(outputs, args.model, at, run_member(args))
         main = lambda: _test(plan, report)  # noqa: E731
     return run_command(main, on_interrupt=_interrupted)
 
@@ -106,7 +103,6 @@ class Report:
     model: str
     at: str
     run: dict[str, Any]
-    verdict: Callable[[OutcomeCounts], int]
 
 
 def _interrupted() -> int:
@@ -210,12 +206,6 @@ async def _test(plan: RunPlan, report: Report) -> int:
     finish_run(outputs, document, source, figures, extra={"concurrency": limit_summary(end.limit)}, end=end)
     if stop is not None:
         raise CLIError(f"the run stopped: {stop}")
-    return report.verdict(counts)
-
-
-def check_verdict(counts: OutcomeCounts, *, max_failure_rate: float) -> int:
-    """0 by the shared failure-rate rule, else the ``CLIError`` saying why not."""
-    reason = verdict(counts, max_failure_rate=max_failure_rate, unit="row", limit_name="--max-failure-rate")
-    if reason is not None:
+    if (reason := outputs.failure(counts, "row")) is not None:
         raise CLIError(reason)
     return 0

@@ -93,8 +93,8 @@ def run(args: argparse.Namespace) -> int:
     import logging
 
     from osmosis_ai.cli.arguments import journal_spec
-    from osmosis_ai.cli.commands.rollout import Report, drive
     from osmosis_ai.cli.eval import run_config
+    from osmosis_ai.cli.rollout_report import Report, drive
     from osmosis_ai.cli.running import run_command
     from osmosis_ai.cli.summary import Outputs, check_run_outputs
     from osmosis_ai.runs.executors.workspace03 import WorkspaceServer
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         "dataset": str(dataset),
         "module": server.target(),
     }
-    report = Report(outputs, args.progress, args.max_failure_rate, False, config.pass_threshold)
+    report = Report(outputs, args.progress, False, config.pass_threshold)
     output.say(f"Rollout server: {server.target()} (log: {log})", quiet=outputs.quiet)
     return run_command(
         lambda: drive(plan, report, labels), on_interrupt=lambda: output.interrupted("rollout")
