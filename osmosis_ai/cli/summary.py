@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai.cli.arguments import absolute_path
+from osmosis_ai.cli.arguments import absolute_path, add_log_to_argument
 from osmosis_ai.cli.output import console, print_json, say
 from osmosis_ai.cli.output_file import declare_files
 
@@ -163,8 +163,10 @@ def write_report(
     return write_output(path, page, flag=flag)
 
 
-def add_summary_arguments(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
-    """``--report FILE`` (and ``--json``) for a command that produces results."""
+def add_summary_arguments(
+    parser: argparse.ArgumentParser, *, json_flag: bool = True, log_to: bool = False
+) -> None:
+    """``--report FILE`` (and ``--json``, and with ``log_to`` ``--log-to``) for a command that produces results."""
     parser.add_argument(
         "--report",
         metavar="FILE.html",
@@ -178,6 +180,8 @@ def add_summary_arguments(parser: argparse.ArgumentParser, *, json_flag: bool = 
             action="store_true",
             help="print the run's summary as one JSON object instead of the outcome line",
         )
+    if log_to:
+        add_log_to_argument(parser)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,6 @@ from osmosis_ai.cli.arguments import (
     add_agent_run_arguments,
     add_backend_arguments,
     add_journal_arguments,
-    add_log_to_argument,
     add_max_concurrency_argument,
     add_reward_runtime_arguments,
     check_backend_arguments,
@@ -89,8 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--debug", action="store_true",
                         help=f"show library log messages and write the agents' traces to ./{DEBUG_DIR}")  # fmt: skip
-    add_summary_arguments(parser)
-    add_log_to_argument(parser)
+    add_summary_arguments(parser, log_to=True)
     commands = parser.add_subparsers(dest="eval_command", metavar="{cache,run}")
     cache.add_parser(commands)
     eval_run.add_parser(commands)

@@ -33,7 +33,6 @@ from osmosis_ai.cli.arguments import (
     absolute_path,
     add_backend_arguments,
     add_journal_arguments,
-    add_log_to_argument,
     add_max_concurrency_argument,
     add_reward_runtime_arguments,
     check_backend_arguments,
@@ -97,8 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_journal_arguments(parser, unit="answer")
     add_reward_runtime_arguments(parser, what="the grader", prefixes=("--reward-", "--"))
     add_backend_arguments(parser)
-    add_summary_arguments(parser)
-    add_log_to_argument(parser)
+    add_summary_arguments(parser, log_to=True)
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")
 
 

@@ -33,7 +33,6 @@ from osmosis_ai.cli.arguments import (
     absolute_path,
     add_backend_arguments,
     add_journal_arguments,
-    add_log_to_argument,
     add_max_concurrency_argument,
     add_reward_runtime_arguments,
     check_backend_arguments,
@@ -98,8 +97,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        "and the row's own fields")  # fmt: skip
     declare_files(score, read=["dataset", "config"], written=["output"])
     add_journal_arguments(score, unit="row", failed="whose reward timed out or crashed")
-    add_summary_arguments(score)
-    add_log_to_argument(score)
+    add_summary_arguments(score, log_to=True)
     add_backend_arguments(score)
     score.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")
 

@@ -26,7 +26,6 @@ from osmosis_ai.cli import output
 from osmosis_ai.cli.arguments import (
     absolute_path,
     add_journal_arguments,
-    add_log_to_argument,
     add_reward_runtime_arguments,
     add_rows_arguments,
     completion_params,
@@ -123,8 +122,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_trajectories_argument(run, unit="rollout")
     add_journal_arguments(run, unit="rollout")
     add_reward_runtime_arguments(run, what="the --reward function")
-    add_summary_arguments(run)
-    add_log_to_argument(run)
+    add_summary_arguments(run, log_to=True)
     run.add_argument(
         "--progress", action="store_true", help="show the progress bar even when not on a terminal"
     )

@@ -30,7 +30,6 @@ def add_parser(subparsers: Any) -> None:
     from osmosis_ai.cli.arguments import (
         absolute_path,
         add_journal_arguments,
-        add_log_to_argument,
         fraction,
         whole_number,
     )
@@ -63,8 +62,7 @@ def add_parser(subparsers: Any) -> None:
                      help="write one JSON record per rollout")  # fmt: skip
     declare_files(run, read=["dataset_file"], written=["output"])
     add_journal_arguments(run, unit="rollout")
-    add_summary_arguments(run)
-    add_log_to_argument(run)
+    add_summary_arguments(run, log_to=True)
     run.add_argument(
         "--progress", action="store_true", help="show the progress bar even when not on a terminal"
     )

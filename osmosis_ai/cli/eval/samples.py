@@ -1,24 +1,18 @@
-"""Running the samples ``osmosis eval`` still needs through the run engine, and their progress lines.
+"""The progress lines of ``osmosis eval``'s samples.
 
 A sample is one run of the agent on one row with one model (``primary``, or ``baseline`` when
 ``--baseline-model`` is given: the same rows and run indices, its own client and journal tag),
-scored by every eval function (:mod:`osmosis_ai.runs.scorer`; an eval function that raises makes
-the sample a ``reward_error``, never a 0) and committed to the journal before it counts
-(:func:`osmosis_ai.runs.engine.run_items`). A systemic provider failure stops the run: the failed
-sample is not journalled, so the rerun after the fix runs it.
+scored by every eval function (an eval function that raises makes the sample a ``reward_error``,
+never a 0) and committed to the journal before it counts. A sample that stopped the run (a systemic
+provider failure) is not journalled, so the rerun after the fix runs it, and is not counted here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable
 
-from osmosis_ai._pool import Limit
 from osmosis_ai.cli import output
 from osmosis_ai.outcome import Outcome
-from osmosis_ai.runs.engine import ProcessItem, run_items
-from osmosis_ai.runs.items import WorkItem, work_items
-from osmosis_ai.runs.journal import PRIMARY, Journal
 from osmosis_ai.runs.result import Result
 
 
@@ -37,39 +31,6 @@ def describe_sample(result: Result, tagged: bool) -> str:
     if error and result.outcome is not Outcome.COMPLETED:
         line += " - " + output.one_line(str(error))
     return line
-
-
-async def run_samples(
-    *,
-    pipeline: ProcessItem,
-    rows: Iterable[tuple[int, Mapping[str, Any]]],
-    n: int,
-    tags: Sequence[str],
-    journal: Journal,
-    retry_failed: bool,
-    batch_size: int | Limit,
-    log_samples: bool,
-    on_sample: Callable[[Result], None],
-) -> str | None:
-    """Run every sample of ``rows`` × ``n`` × ``tags`` the journal does not have, ``batch_size`` at
-    a time; returns why the run stopped early, if it did."""
-    finished = {tag: journal.finished_in_order(retry_failed=retry_failed, model_tag=tag) for tag in tags}
-
-    def skip(item: WorkItem) -> bool:
-        return finished[item.model_tag](item.row_index, item.sample_index)
-
-    report = await run_items(
-        work_items(rows, n=n, tags=tags, skip=skip),
-        pipeline,
-        concurrency=batch_size,
-        journal=journal,
-        keep_messages=log_samples,
-        on_result=on_sample,
-    )
-    if report.stopped_by is None:
-        return None
-    tag = report.stopped_by.item.model_tag
-    return report.stop_reason if tag == PRIMARY else f"{tag}: {report.stop_reason}"
 
 
 def progress_reporter(
