@@ -1,8 +1,8 @@
 """A rollout run on the terminal, for ``osmosis rollout run`` and ``osmosis eval run``: :func:`drive`
 runs the plan with its progress and resume lines, ``-o`` written in dataset order as rollouts end
 (:class:`~osmosis_ai.runs.rollout_stream.RolloutStream`), then prints one row per rollout (short
-runs), what only a rollout run measures — statuses, turns, throughput, the protocol checks — the
-summary and the outcome line, and decides the exit status."""
+runs), what only a rollout run measures — statuses, turns, throughput, the protocol checks and, with
+``--tokenizer DIR``, template drift — the summary and the outcome line, and decides the exit status."""
 
 from __future__ import annotations
 
@@ -26,9 +26,11 @@ if TYPE_CHECKING:
     from osmosis_ai.runs.plan import RunPlan
     from osmosis_ai.runs.rollout_stream import RolloutStream
     from osmosis_ai.runs.run import RunEnd
+    from osmosis_ai.traingate.drift import DriftTally
     from osmosis_ai.traingate.report import RolloutLine, RunSummary, RunTally
 
 PER_ROLLOUT_TABLE_LIMIT = 20  # larger runs get the summary only; --output has every rollout
+SHOWN_EVENTS = 5
 
 
 def render_rollouts(lines: Sequence[RolloutLine], console: Console, *, samples: bool) -> None:
@@ -118,6 +120,36 @@ def render_summary(summary: RunSummary, tally: RunTally, console: Console) -> No
         console.print("(agent tracebacks are logged with --verbose)")
 
 
+def drift_line(drift: DriftTally, violations: int) -> str | None:
+    """One line counting drift beside append-only violations; ``None`` when no template was rendered."""
+    if not drift.traced:
+        return None
+    causes = ", ".join(f"{name} {count}" for name, count in sorted(drift.by_cause.items()))
+    counted = f"{drift.events} in {drift.rollouts} rollout(s)" + (f" ({causes})" if causes else "")
+    return f"template drift: {counted}; append-only violations: {violations}"
+
+
+def render_drift(drift: DriftTally, console: Console) -> None:
+    """Print the first drift events of a run (``--output`` has all of them)."""
+    from rich.markup import escape
+
+    for rollout_id, event in drift.examples[:SHOWN_EVENTS]:
+        console.print(f"[red]drift[/red] {escape(rollout_id)}: {escape(event.describe())}", highlight=False)
+    if drift.events > SHOWN_EVENTS:
+        console.print(
+            f"... and {drift.events - SHOWN_EVENTS} more drift event(s); see --output for all of them"
+        )
+
+
+def fail_on_drift(drift: DriftTally) -> None:
+    """Raise the ``--fail-on-drift`` error when any rollout drifted."""
+    if drift.examples:
+        rollout_id, first = drift.examples[0]
+        raise CLIError(
+            f"template drift in {drift.rollouts} rollout(s) (--fail-on-drift); first: {rollout_id}: {first.describe()}"
+        )
+
+
 @dataclass(frozen=True)
 class Report:
     """What a rollout run shows and writes, read from its flags once (``eval run`` gives its own):
@@ -196,7 +228,6 @@ def _finish(
 ) -> int:
     """Report the run (tables, summary, the outcome line, --json/--report) and decide its exit status."""
     from osmosis_ai.cli.arguments import limit_summary
-    from osmosis_ai.cli.commands import rollout_check
     from osmosis_ai.runs.rollout_stream import figures
 
     outputs, tally, n = report.outputs, stream.tally, stream.plan.n
@@ -206,7 +237,7 @@ def _finish(
         if summary.rollouts <= PER_ROLLOUT_TABLE_LIMIT:
             render_rollouts(tally.lines, console, samples=n > 1)
         render_summary(summary, tally, console)
-        rollout_check.render_drift(tally.drift, console)
+        render_drift(tally.drift, console)
         if stream.writer is not None:
             print(f"wrote {stream.writer.count} record(s) to {outputs.output}")
         if trajectories is not None:
@@ -215,7 +246,7 @@ def _finish(
     run_figures = figures(tally, source, samples_per_row=n, command=command)
     show_summary(outputs, None, source, run_figures)
     output.say(summary.outcome_line(), quiet=outputs.json)
-    if (drift := rollout_check.drift_line(tally.drift, tally.violations)) is not None:
+    if (drift := drift_line(tally.drift, tally.violations)) is not None:
         output.say(drift, quiet=outputs.json)
     # The records file has every turn; without one, the records kept in memory (turns released).
     finish_run(outputs, outputs.output if outputs.output and not tally.records else tally.records, source,
@@ -229,5 +260,5 @@ def _finish(
     if reason is not None:
         raise CLIError(reason + tally.first_failure_note())
     if report.fail_on_drift:
-        rollout_check.fail_on_drift(tally.drift)
+        fail_on_drift(tally.drift)
     return 0

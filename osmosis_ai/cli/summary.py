@@ -207,9 +207,11 @@ class Outputs:
         from osmosis_ai.cli.output_file import read_files
 
         get = vars(args).get
-        return cls(bool(get("quiet") or get("json")), bool(get("json")), get("output"), get("report"),
-                   get("trajectories"), tuple(get("log_to") or ()), run_config(args), read_files(args),
-                   get("max_failure_rate") or 0.0)  # fmt: skip
+        quiet, settings = bool(get("quiet") or get("json")), run_config(args)
+        if "quiet" in settings:  # what the run did: --json is quiet too
+            settings["quiet"] = quiet
+        return cls(quiet, bool(get("json")), get("output"), get("report"), get("trajectories"),
+                   tuple(get("log_to") or ()), settings, read_files(args), get("max_failure_rate") or 0.0)  # fmt: skip
 
     def failure(self, counts: OutcomeCounts, unit: str) -> str | None:
         """Why the run fails by the shared rule (:func:`osmosis_ai.outcome.verdict`), if it does."""

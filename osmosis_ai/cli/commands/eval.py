@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         config["baseline_model"] = args.baseline_model
     labels = {"model": args.model, "dataset": args.dataset, "module": agent_spec(args),
               "baseline_model": args.baseline_model}  # fmt: skip
-    structured = {**config, "dataset": args.dataset, "module": agent_spec(args), "base_url": args.base_url,
+    structured = {**config, "dataset": args.dataset, "module": labels["module"], "base_url": args.base_url,
                   "offset": args.offset, "limit": args.limit, "max_turns": args.max_turns}  # fmt: skip
     report = Report(outputs, names, config, structured, run_member(args), args.baseline_model, output_dir)
     return run_command(lambda: _eval(plan, report, labels), on_interrupt=lambda: interrupted("run"))
