@@ -351,9 +351,9 @@ class InteractiveSession:
                 print(command.problem or "m shows the final messages; Enter goes on; q quits")
 
 
-async def step_through(plan: RunPlan, outputs: Outputs, row: int | None, model: str, *, at: str) -> int:
-    """``osmosis test -i``: the plan's rows in a session (``row`` first), their trajectories written,
-    the outcome line, and the exit status by the shared rule."""
+async def step_through(plan: RunPlan, outputs: Outputs, row: int | None, model: str, at: str) -> int:
+    """``osmosis test -i``: the plan's rows in a session (``row`` first; ``model``, served ``at``),
+    their trajectories written, the outcome line, and the exit status by the shared rule."""
     from osmosis_ai.cli.trajectories import trajectory_writer
     from osmosis_ai.runs.executors.local import InProcessAgent
     from osmosis_ai.runs.items import PRIMARY

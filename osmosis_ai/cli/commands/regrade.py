@@ -111,10 +111,8 @@ def run(args: argparse.Namespace) -> int:
     check_backend_arguments(args, args.concurrency, calls="judge requests")
     outputs = Outputs.of(args)
     check_run_outputs(outputs)
-    plan = plan_of(args)
-    return run_command(
-        lambda: _regrade(plan, outputs, args.pass_threshold), on_interrupt=lambda: interrupted("answer")
-    )
+    plan, threshold = plan_of(args), args.pass_threshold
+    return run_command(lambda: _regrade(plan, outputs, threshold), on_interrupt=lambda: interrupted("answer"))
 
 
 def plan_of(args: argparse.Namespace) -> RunPlan:

@@ -83,15 +83,14 @@ def run(args: argparse.Namespace) -> int:
     mode = " (Interactive Mode)" if args.interactive else ""
     say(quiet=outputs.quiet, line=f"osmosis-rollout-test v{PACKAGE_VERSION}{mode}")
     plan = plan_of(args)
-    at = f" at {args.base_url}" if args.base_url else ""
+    report = Report(outputs, args.model, f" at {args.base_url}" if args.base_url else "", run_member(args))
     if args.interactive:
         from osmosis_ai.cli.interactive import step_through
 
-        main = lambda: step_through(plan, outputs, args.row, args.model, at=at)  # noqa: E731
-    else:
-        report = Report(outputs, args.model, at, run_member(args))
-        main = lambda: _test(plan, report)  # noqa: E731
-    return run_command(main, on_interrupt=_interrupted)
+        row = args.row
+        return run_command(lambda: step_through(plan, report.outputs, row, report.model, report.at),
+                           on_interrupt=_interrupted)  # fmt: skip
+    return run_command(lambda: _test(plan, report), on_interrupt=_interrupted)
 
 
 @dataclass(frozen=True)
