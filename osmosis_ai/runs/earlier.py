@@ -217,7 +217,7 @@ class Regraded:
     """A regrade's results: one record per answer (:func:`regraded`), the ``mine`` scored again, of
     them the ``failed`` ones (``refused`` of those refused outright) and the ``carried`` ones (no
     answer to score), the input files' ``sources``, and the comparison with the earlier scores (and
-    the variance over repeats) at ``pass_threshold``."""
+    the variance over repeats: :mod:`osmosis_ai.report.regrade`)."""
 
     records: list[dict[str, Any]]
     mine: list[dict[str, Any]]
@@ -252,8 +252,9 @@ def regrade_results(
     refused = sum(str(r.get("error") or "").startswith(REFUSED) for r in mine)
     failed = [r for r in mine if r["outcome"] != "completed" and r not in carried]
     pairs = pairs_of(out)
-    return Regraded(out, mine, failed, carried, refused, sorted({stored.source for stored in answers.stored.values()}),
-                    compare(pairs, pass_threshold=threshold), variance(pairs, pass_threshold=threshold))  # fmt: skip
+    sources = sorted({stored.source for stored in answers.stored.values()})
+    return Regraded(out, mine, failed, carried, refused, sources, compare(pairs, pass_threshold=threshold),
+                    variance(pairs, pass_threshold=threshold))  # fmt: skip
 
 
 def pairs_of(records: Sequence[Mapping[str, Any]]) -> list[Pair]:

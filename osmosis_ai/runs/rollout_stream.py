@@ -82,15 +82,16 @@ class RolloutStream:
                     self._opened(event)
                 elif isinstance(event, Ready):
                     await tell(on_event, event)
-                    if self.writer is not None:
-                        entered = bool(stack.enter_context(self.writer))
+                    if self.writer is not None:  # opened once the preflight passed
+                        stack.enter_context(self.writer)
+                        entered = True
                     started = time.perf_counter()
                     return
                 elif isinstance(event, ItemsDone):
                     self.wall_s = time.perf_counter() - started
                     if self.writer is not None:
-                        if not entered:
-                            entered = bool(stack.enter_context(self.writer))
+                        if not entered:  # nothing was left to run: the journal's records only
+                            stack.enter_context(self.writer)
                         await self.writer.complete(self._planned)
                 await tell(on_event, event)
 
