@@ -37,6 +37,7 @@ class RunProgress(contextlib.AbstractContextManager["RunProgress"]):
         self.opening, self.scoring, self.bar = opening, scoring, bar
         self.stack = contextlib.ExitStack()
         self.advance: Callable[..., None] = lambda **_: None
+        self.shown = False  # whether the bar is drawn
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -60,8 +61,9 @@ class RunProgress(contextlib.AbstractContextManager["RunProgress"]):
                 line = resuming_line(done, event.planned, self.unit, failed=event.failed,
                                      retry_failed=self.retry_failed, kept=event.kept)  # fmt: skip
                 say(line, quiet=self.quiet)
-            bar = not self.quiet and wants_progress(self.bar, event.remaining)
-            self.advance = self.stack.enter_context(progress_bar(event.remaining, self.label, enabled=bar))
+            self.shown = not self.quiet and wants_progress(self.bar, event.remaining)
+            bar = progress_bar(event.remaining, self.label, enabled=self.shown)
+            self.advance = self.stack.enter_context(bar)
         elif isinstance(event, Ready):
             # On Ray each worker scores with a runtime of its own: the header says how many.
             for line in event.scoring if self.scoring and not event.backend else ():

@@ -18,7 +18,6 @@ have no score: they are counted, never scored 0. Exit status by the shared rule
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,52 +177,33 @@ def plan_of(args: argparse.Namespace) -> RunPlan:
 
 
 async def _eval(plan: RunPlan, report: Report, labels: dict[str, Any]) -> int:
-    from osmosis_ai.cli import output
     from osmosis_ai.cli.arguments import limit_line
-    from osmosis_ai.cli.eval.samples import progress_reporter
-    from osmosis_ai.cli.journals import journal_refusals, resuming_line
+    from osmosis_ai.cli.eval.samples import SampleProgress
+    from osmosis_ai.cli.journals import journal_refusals
     from osmosis_ai.outcome import plural
-    from osmosis_ai.runs.events import ModelChecked, Opened, Ready
     from osmosis_ai.runs.journal import BASELINE
     from osmosis_ai.runs.result import Result
     from osmosis_ai.runs.run import journal_file, run
 
     quiet, n, baseline, model = report.outputs.quiet, plan.n, report.baseline_model, labels["model"]
-    retry_failed = plan.journal is not None and plan.journal.retry_failed
-    show: dict[str, Any] = {}
     trajectories = trajectory_writer(report.outputs, command="eval")
 
+    def opening(event: Any) -> str:
+        models = f" x2 models (baseline {baseline})" if baseline else ""
+        return (f"Dataset: {event.dataset} ({event.rows} {plural('row', event.rows)} x {n} {plural('run', n)}"
+                f"{models}); journal {event.journal}")  # fmt: skip
+
+    retry_failed = plan.journal is not None and plan.journal.retry_failed
+    progress = SampleProgress(tagged=bool(baseline), quiet=quiet, unit="run", label="eval",
+                              retry_failed=retry_failed, opening=opening)  # fmt: skip
+
     def on_event(event: Any) -> None:
-        if isinstance(event, Result):
-            show["result"](event)
-            if trajectories is not None:
-                trajectories.write_result(
-                    event, model=baseline if event.item.model_tag == BASELINE else model
-                )
-        elif isinstance(event, Opened):
-            models = f" x2 models (baseline {baseline})" if baseline else ""
-            say(f"Dataset: {event.dataset} ({event.rows} {plural('row', event.rows)} x {n} "
-                f"{plural('run', n)}{models}); journal {event.journal}", quiet=quiet)  # fmt: skip
-            if event.set_aside is not None:
-                output.warn(event.set_aside.describe())
-            if event.remaining < event.planned:
-                line = resuming_line(event.planned - event.remaining, event.planned, "run", failed=event.failed,
-                                     retry_failed=retry_failed, kept=event.kept)  # fmt: skip
-                say(line, quiet=quiet)
-            bar = not quiet and output.wants_progress(None, event.remaining)
-            advance = stack.enter_context(output.progress_bar(event.remaining, "eval", enabled=bar))
-            show["result"] = progress_reporter(total=event.planned, done=event.planned - event.remaining,
-                                               quiet=quiet, tagged=bool(baseline), advance=advance, bar=bar)  # fmt: skip
-        elif isinstance(event, ModelChecked):
-            say(f"{'Baseline' if event.tag == BASELINE else 'Model'}: {event.display_name}", quiet=quiet)
-        elif isinstance(event, Ready):
-            for line in event.scoring:
-                say(f"Scoring: {line}", quiet=quiet)
-            if event.backend:
-                say(event.backend, quiet=quiet)
+        progress.on_event(event)
+        if isinstance(event, Result) and trajectories is not None:
+            trajectories.write_result(event, model=baseline if event.item.model_tag == BASELINE else model)
 
     journal = journal_file(plan)
-    with contextlib.ExitStack() as stack, journal_refusals(journal):
+    with progress, journal_refusals(journal):
         end = await run(plan, on_event, labels=labels)
     if (line := limit_line(end.limit)) is not None:
         say(line, quiet=quiet)

@@ -9,9 +9,10 @@ provider failure) is not journalled, so the rerun after the fix runs it, and is 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Any
 
 from osmosis_ai.cli import output
+from osmosis_ai.cli.progress import RunProgress
 from osmosis_ai.outcome import Outcome
 from osmosis_ai.runs.result import Result
 
@@ -33,24 +34,41 @@ def describe_sample(result: Result, tagged: bool) -> str:
     return line
 
 
-def progress_reporter(
-    *, total: int, done: int, quiet: bool, tagged: bool, advance: output.ProgressStep, bar: bool
-) -> Callable[[Result], None]:
-    """What happens as each sample is committed: the bar moves on a terminal; piped, one plain line.
+class SampleProgress(RunProgress):
+    """What ``osmosis eval`` shows as its samples are committed: :class:`RunProgress`'s lines, then
+    on a terminal the bar moving with each sample's first score; piped, one plain line a sample
+    (``tagged`` with its model's). The models are named as they are checked, and how every eval
+    function scores before the backend's header. A sample that stopped the run was not committed
+    and is not counted."""
 
-    A sample that stopped the run was not committed and is not counted."""
-    count = done
+    def __init__(self, *, tagged: bool, **progress: Any) -> None:
+        super().__init__(**progress)
+        self.tagged, self.count, self.total = tagged, 0, 0
 
-    def report(result: Result) -> None:
-        nonlocal count
-        if result.attempt.systemic is not None:
-            return
-        count += 1
-        if bar:
-            completed = result.outcome is Outcome.COMPLETED
-            first = next(iter(result.scores.values()), None) if completed else None
-            advance(score=first, failed=not completed)
-        elif not quiet:
-            output.say(f"[{count}/{total}] {describe_sample(result, tagged)}", quiet=False)
+    def on_event(self, event: Any) -> None:
+        from osmosis_ai.runs.events import ModelChecked, Opened, Ready
+        from osmosis_ai.runs.journal import BASELINE
 
-    return report
+        if isinstance(event, Result):
+            if event.attempt.systemic is not None:
+                return
+            self.count += 1
+            if self.shown:
+                completed = event.outcome is Outcome.COMPLETED
+                first = next(iter(event.scores.values()), None) if completed else None
+                self.advance(score=first, failed=not completed)
+            elif not self.quiet:
+                output.say(f"[{self.count}/{self.total}] {describe_sample(event, self.tagged)}", quiet=False)
+        elif isinstance(event, ModelChecked):
+            output.say(
+                f"{'Baseline' if event.tag == BASELINE else 'Model'}: {event.display_name}", quiet=self.quiet
+            )
+        elif isinstance(event, Ready):
+            for line in event.scoring:
+                output.say(f"Scoring: {line}", quiet=self.quiet)
+            if event.backend:
+                output.say(event.backend, quiet=self.quiet)
+        else:
+            super().on_event(event)
+            if isinstance(event, Opened):
+                self.count, self.total = event.planned - event.remaining, event.planned
