@@ -20,6 +20,8 @@ from osmosis_ai.cli.parser import OptionGroup, OutOfRange, add_exclusive
 if TYPE_CHECKING:
     from osmosis_ai._pool import Limit
     from osmosis_ai.runs.dataset import DatasetReader
+    from osmosis_ai.runs.executors.local import InProcessAgent
+    from osmosis_ai.runs.plan import JournalSpec, ModelRef
 
 
 def whole_number(minimum: int, maximum: int | None = None, *, name: str = "value") -> Callable[[str], int]:
@@ -136,6 +138,31 @@ def add_agent_run_arguments(parser: argparse.ArgumentParser, *, unit: str, requi
     declare_files(parser, read=["dataset"], written=["output"])
 
 
+def completion_params(args: argparse.Namespace) -> tuple[tuple[str, Any], ...]:
+    """``--temperature`` and ``--max-tokens``, the ones given."""
+    pairs = (("temperature", args.temperature), ("max_tokens", args.max_tokens))
+    return tuple((k, v) for k, v in pairs if v is not None)
+
+
+def model_ref(args: argparse.Namespace) -> ModelRef:
+    """The model ``--model``, ``--base-url`` and ``--api-key`` name."""
+    from osmosis_ai.runs.plan import ModelRef
+
+    return ModelRef(args.model, args.base_url, args.api_key)
+
+
+def in_process_agent(
+    args: argparse.Namespace, models: tuple[tuple[str, ModelRef], ...], command: str, debug_dir: str
+) -> InProcessAgent:
+    """The executor spec of :func:`add_agent_run_arguments`' agent run in-process, its calls answered
+    by ``models`` (by tag); ``--debug`` writes the agents' traces to ``debug_dir``."""
+    from osmosis_ai.cli.loading import agent_ref
+    from osmosis_ai.runs.executors.local import InProcessAgent
+
+    return InProcessAgent(agent_ref(args), models, command, max_turns=args.max_turns,
+                          completion_params=completion_params(args), debug_dir=debug_dir if args.debug else None)  # fmt: skip
+
+
 def add_rows_arguments(parser: argparse.ArgumentParser) -> None:
     """``--limit N`` and ``--offset N``: the rows of ``-d`` a run takes (the plan's
     :class:`~osmosis_ai.runs.plan.Rows`); a journal's task id names them, so shards run side by side."""
@@ -165,6 +192,15 @@ def add_journal_arguments(
     declare_files(parser, read_and_written=["journal"])
 
 
+def journal_spec(args: argparse.Namespace, *, keep_messages: bool = False) -> JournalSpec:
+    """The plan's journal as :func:`add_journal_arguments`' flags name it."""
+    from osmosis_ai.runs.plan import JournalSpec
+
+    return JournalSpec(
+        args.journal, fresh=args.fresh, retry_failed=args.retry_failed, keep_messages=keep_messages
+    )
+
+
 def open_dataset(args: argparse.Namespace) -> tuple[DatasetReader, int, int]:
     """The dataset ``-d`` names and the rows ``--offset``/``--limit`` select: ``(reader, rows in the
     file, rows to run)``. Every selected row is read and checked now, one at a time (the file is never
@@ -190,8 +226,8 @@ def add_reward_runtime_arguments(
     """How the reward runtime scores (``what``: "eval functions", "the reward"): ``--reward-timeout``,
     ``--reward-workers``, ``--reward-memory-limit``; a command whose work is only the scoring
     (``reward score``, ``regrade``) also spells them ``--timeout``, ``--workers``, ``--memory-limit``
-    (``prefixes``: each flag's spellings, the first shown first). Read by
-    :func:`osmosis_ai.cli.loading.reward_runtime` either way. Defaults that protect: a timeout, and
+    (``prefixes``: each flag's spellings, the first shown first). Read by :func:`reward_limits`
+    either way. Defaults that protect: a timeout, and
     worker processes (one per CPU) that a hung or crashing reward cannot take the run down with."""
 
     def flags(name: str) -> list[str]:
@@ -205,6 +241,13 @@ def add_reward_runtime_arguments(
                         "process, where a hung one cannot be stopped)")  # fmt: skip
     parser.add_argument(*flags("memory-limit"), dest="reward_memory_limit", type=whole_number(1), metavar="MB",
                         help="memory limit of each worker process; past it the sample is 'reward_crash'")  # fmt: skip
+
+
+def reward_limits(args: argparse.Namespace) -> dict[str, Any]:
+    """The reward runtime's limits as :func:`add_reward_runtime_arguments`' flags give them, as the
+    keywords of :class:`~osmosis_ai.runs.plan.Scoring`."""
+    return {"timeout": args.reward_timeout or None, "workers": args.reward_workers,
+            "memory_limit_mb": args.reward_memory_limit}  # fmt: skip
 
 
 def add_log_to_argument(parser: argparse.ArgumentParser) -> None:
@@ -296,7 +339,14 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
                         "which a Ray job's driver is given")  # fmt: skip
 
 
-def check_backend_arguments(args: argparse.Namespace) -> None:
-    """``--ray-address`` only with ``--backend ray``."""
+def check_backend_arguments(
+    args: argparse.Namespace, concurrency: object = None, *, calls: str = "model calls"
+) -> None:
+    """``--ray-address`` only with ``--backend ray``, and with it no ``--concurrency auto`` (given as
+    ``concurrency``), which follows one process's ``calls``."""
     if getattr(args, "ray_address", None) and getattr(args, "backend", "local") != "ray":
         raise CLIError("--ray-address needs --backend ray")
+    if concurrency == "auto" and getattr(args, "backend", "local") == "ray":
+        raise CLIError(
+            f"--concurrency auto follows one process's {calls}; give --concurrency N with --backend ray"
+        )

@@ -26,15 +26,21 @@ import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from osmosis_ai.cli.output import console
+from osmosis_ai.cli.errors import CLIError
+from osmosis_ai.cli.output import console, say
 from osmosis_ai.models.errors import SystemicProviderError
+from osmosis_ai.outcome import OutcomeCounts
 from osmosis_ai.runs.dataset import DatasetReader
 from osmosis_ai.runs.engine import ProcessItem
 from osmosis_ai.runs.executors.interactive import InteractiveLLMClient, InteractiveStep, parse_arguments
 from osmosis_ai.runs.items import WorkItem
 from osmosis_ai.runs.result import Result
+
+if TYPE_CHECKING:
+    from osmosis_ai.cli.summary import Outputs
+    from osmosis_ai.runs.plan import RunPlan
 
 Message = dict[str, Any]
 
@@ -343,3 +349,42 @@ class InteractiveSession:
                 return True
             else:
                 print(command.problem or "m shows the final messages; Enter goes on; q quits")
+
+
+async def step_through(plan: RunPlan, outputs: Outputs, row: int | None, model: str, at: str) -> int:
+    """``osmosis test -i``: the plan's rows in a session (``row`` first; ``model``, served ``at``),
+    their trajectories written, the outcome line, and the exit status by the shared rule."""
+    from osmosis_ai.cli.trajectories import trajectory_writer
+    from osmosis_ai.runs.executors.local import InProcessAgent
+    from osmosis_ai.runs.items import PRIMARY
+    from osmosis_ai.runs.run import open_rows
+
+    assert isinstance(plan.executor, InProcessAgent)
+    _, total, selected = open_rows(plan)
+    reader = plan.executor.read_rows(plan.rows)
+    offset = plan.rows.offset
+    last = offset + selected - 1
+    if row is not None and not offset <= row <= last:
+        valid = f"{offset}-{last}" if last > offset else str(last)
+        raise CLIError(f"--row {row} is out of range; valid rows are {valid}")
+    prepared = plan.executor.prepare(plan)
+    say(quiet=outputs.quiet, line=f"Dataset: {reader.file_path} ({total} rows, running {selected})")
+    async with prepared.session(plan, [PRIMARY], None) as opened:
+        client = opened.clients[PRIMARY]
+        say(quiet=outputs.quiet, line=f"Model: {client.display_name}{at}")
+        await client.preflight_check()  # a bad key or model: one line, nothing run
+        session = InteractiveSession(client, reader, offset, last)
+        async with opened.replacing(PRIMARY, session.client).pipeline(1) as steps:
+            results = await session.run(steps, row)
+    trajectories = trajectory_writer(outputs, command="test")
+    if trajectories is not None:
+        for result in results:
+            trajectories.write_result(result, model=model)
+    counts = OutcomeCounts.of(r.outcome for r in results)
+    line = counts.describe("row")
+    if session.aborted_rows:
+        line += f"; {session.aborted_rows} aborted"
+    print(line, flush=True)
+    if (reason := outputs.failure(counts, "row")) is not None:
+        raise CLIError(reason)
+    return 0

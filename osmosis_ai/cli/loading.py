@@ -89,20 +89,3 @@ def agent_digest(args: argparse.Namespace, agent_loop: Any) -> str | None:
     """A digest of what an MCP agent runs (``None`` for ``-m``: its module is digested)."""
     ref = agent_ref(args)
     return ref.digest(agent_loop) if ref.mcp or ref.mcp_url else None
-
-
-def reward_runtime(spec: str, args: argparse.Namespace, *, kind: str) -> Any:
-    """The reward runtime scoring with ``spec`` as ``--reward-timeout``/``--reward-workers``/
-    ``--reward-memory-limit`` say (the function is checked by the caller first: :func:`load_attribute`)."""
-    from osmosis_ai.rewards.runtime import RewardRuntime, RewardRuntimeError
-
-    try:
-        return RewardRuntime(
-            spec,
-            timeout=args.reward_timeout or None,
-            workers=args.reward_workers,
-            memory_limit_mb=args.reward_memory_limit,
-            kind=kind,
-        )
-    except RewardRuntimeError as exc:
-        raise CLIError(f"{kind} {spec!r}: {exc}") from None

@@ -249,6 +249,16 @@ def warn(message: str) -> None:
     print(f"Warning: {message}", file=sys.stderr, flush=True)
 
 
+def format_duration(ms: float) -> str:
+    """A duration for a progress line: ``850ms``, ``12.3s``, ``2m5.0s``."""
+    if ms < 1000:
+        return f"{ms:.0f}ms"
+    if ms < 60000:
+        return f"{ms / 1000:.1f}s"
+    minutes, rest = divmod(ms / 1000, 60)
+    return f"{int(minutes)}m{rest:.1f}s"
+
+
 def one_line(text: str, limit: int = 200) -> str:
     """``text`` on one line (whitespace runs become one space), cut to ``limit`` characters with ``...``."""
     flat = " ".join(text.split())

@@ -262,6 +262,14 @@ def _identity(path: str) -> Any:
     return (found.st_dev, found.st_ino) if stat.S_ISREG(found.st_mode) else None
 
 
+def read_files(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
+    """The files the command reads (:func:`declare_files`), each with the label of its option."""
+    entries = getattr(args, NAMED_FILES, ())
+    return tuple(
+        (path, entry.label) for entry in entries if entry.use != WRITTEN for path in entry.paths(args)
+    )
+
+
 def check_files(args: argparse.Namespace) -> None:
     """Refuse, with one line, a file the command writes that is also a file it reads or writes under
     another option (:func:`declare_files`); the command has not started yet."""

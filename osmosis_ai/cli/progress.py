@@ -8,9 +8,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli.output import progress_bar, say, wants_progress, warn
+
+if TYPE_CHECKING:
+    from osmosis_ai.runs.plan import RunPlan
+    from osmosis_ai.runs.run import RunEnd
 
 
 class RunProgress(contextlib.AbstractContextManager["RunProgress"]):
@@ -33,6 +37,7 @@ class RunProgress(contextlib.AbstractContextManager["RunProgress"]):
         self.opening, self.scoring, self.bar = opening, scoring, bar
         self.stack = contextlib.ExitStack()
         self.advance: Callable[..., None] = lambda **_: None
+        self.shown = False  # whether the bar is drawn
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -56,11 +61,32 @@ class RunProgress(contextlib.AbstractContextManager["RunProgress"]):
                 line = resuming_line(done, event.planned, self.unit, failed=event.failed,
                                      retry_failed=self.retry_failed, kept=event.kept)  # fmt: skip
                 say(line, quiet=self.quiet)
-            bar = not self.quiet and wants_progress(self.bar, event.remaining)
-            self.advance = self.stack.enter_context(progress_bar(event.remaining, self.label, enabled=bar))
+            self.shown = not self.quiet and wants_progress(self.bar, event.remaining)
+            bar = progress_bar(event.remaining, self.label, enabled=self.shown)
+            self.advance = self.stack.enter_context(bar)
         elif isinstance(event, Ready):
             # On Ray each worker scores with a runtime of its own: the header says how many.
             for line in event.scoring if self.scoring and not event.backend else ():
                 say(f"Scoring: {line}", quiet=self.quiet)
             if event.backend:
                 say(event.backend, quiet=self.quiet)
+
+
+async def run_plan(
+    plan: RunPlan,
+    labels: dict[str, Any],
+    *,
+    quiet: bool,
+    unit: str,
+    label: str,
+    opening: Callable[[Any], str | None],
+) -> RunEnd:
+    """:func:`osmosis_ai.runs.run.run` of a journalled ``plan`` with its :class:`RunProgress`, the
+    journal's refusals as one line each."""
+    from osmosis_ai.cli.journals import journal_refusals
+    from osmosis_ai.runs.run import journal_file, run
+
+    retry_failed = plan.journal is not None and plan.journal.retry_failed
+    progress = RunProgress(quiet=quiet, unit=unit, label=label, retry_failed=retry_failed, opening=opening)
+    with progress, journal_refusals(journal_file(plan)):
+        return await run(plan, progress.on_event, labels=labels)

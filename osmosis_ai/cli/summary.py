@@ -15,15 +15,17 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai.cli.arguments import absolute_path
+from osmosis_ai.cli.arguments import absolute_path, add_log_to_argument
 from osmosis_ai.cli.output import console, print_json, say
 from osmosis_ai.cli.output_file import declare_files
 
 TYPE_CHECKING = False  # the report package loads only when a summary is drawn
 if TYPE_CHECKING:
+    from osmosis_ai.outcome import OutcomeCounts
     from osmosis_ai.report.figures import RowComparison, Summary
     from osmosis_ai.report.model import Run
     from osmosis_ai.runs.run import RunEnd
@@ -161,8 +163,10 @@ def write_report(
     return write_output(path, page, flag=flag)
 
 
-def add_summary_arguments(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
-    """``--report FILE`` (and ``--json``) for a command that produces results."""
+def add_summary_arguments(
+    parser: argparse.ArgumentParser, *, json_flag: bool = True, log_to: bool = False
+) -> None:
+    """``--report FILE`` (and ``--json``, and with ``log_to`` ``--log-to``) for a command that produces results."""
     parser.add_argument(
         "--report",
         metavar="FILE.html",
@@ -176,19 +180,58 @@ def add_summary_arguments(parser: argparse.ArgumentParser, *, json_flag: bool = 
             action="store_true",
             help="print the run's summary as one JSON object instead of the outcome line",
         )
+    if log_to:
+        add_log_to_argument(parser)
 
 
-def check_run_outputs(args: argparse.Namespace) -> None:
+@dataclass(frozen=True)
+class Outputs:
+    """What a run command shows and writes besides its own lines, read from its flags once (:meth:`of`):
+    ``quiet`` (``-q`` or ``--json``), ``--json``, ``-o``, ``--report``, ``--trajectories``, ``--log-to``,
+    ``settings``, the flags as plain values for the experiment loggers, ``inputs``, the files the
+    command reads with the label of the option naming each (no file written may replace one), and
+    ``--max-failure-rate``, which decides the exit status (:meth:`failure`)."""
+
+    quiet: bool = False
+    json: bool = False
+    output: str | None = None
+    report: str | None = None
+    trajectories: str | None = None
+    log_to: tuple[str, ...] = ()
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    inputs: tuple[tuple[str, str], ...] = ()
+    max_failure_rate: float = 0.0
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> Outputs:
+        from osmosis_ai.cli.output_file import read_files
+
+        get = vars(args).get
+        quiet, settings = bool(get("quiet") or get("json")), run_config(args)
+        if "quiet" in settings:  # what the run did: --json is quiet too
+            settings["quiet"] = quiet
+        return cls(quiet, bool(get("json")), get("output"), get("report"), get("trajectories"),
+                   tuple(get("log_to") or ()), settings, read_files(args), get("max_failure_rate") or 0.0)  # fmt: skip
+
+    def failure(self, counts: OutcomeCounts, unit: str) -> str | None:
+        """Why the run fails by the shared rule (:func:`osmosis_ai.outcome.verdict`), if it does."""
+        from osmosis_ai.outcome import verdict
+
+        return verdict(
+            counts, max_failure_rate=self.max_failure_rate, unit=unit, limit_name="--max-failure-rate"
+        )
+
+
+def check_run_outputs(outputs: Outputs) -> None:
     """Refuse, before any paid work, a ``-o``/``--output``, ``--report`` or ``--trajectories`` that
     could not be written."""
     from osmosis_ai.cli.output_file import check_output, check_output_directory
 
-    for flag in ("--output", "--report"):
-        path = getattr(args, flag[2:], None)
+    for flag, path in (("--output", outputs.output), ("--report", outputs.report)):
         if path:
             check_output(path, flag=flag)
-    if getattr(args, "trajectories", None):
-        check_output_directory(args.trajectories, flag="--trajectories")
+    if outputs.trajectories:
+        check_output_directory(outputs.trajectories, flag="--trajectories")
 
 
 def check_loggers(args: argparse.Namespace) -> None:
@@ -213,12 +256,12 @@ def run_figures(results: Any, source: str) -> Figures:
 
 
 def show_summary(
-    args: argparse.Namespace, results: Any, source: str, figures: Figures | None = None
+    outputs: Outputs, results: Any, source: str, figures: Figures | None = None
 ) -> Figures | None:
     """The summary table every run ends with, printed just before its outcome line (not with ``-q``
     or ``--json``). ``figures`` are a command's own counts, when it kept no rows to read; the figures
     used are returned so that :func:`finish_run` does not compute them again."""
-    if getattr(args, "quiet", False) or getattr(args, "json", False):
+    if outputs.quiet or outputs.json:
         return figures
     figures = figures or run_figures(results, source)
     print_summary(*figures)
@@ -226,7 +269,7 @@ def show_summary(
 
 
 def finish_run(
-    args: argparse.Namespace,
+    outputs: Outputs,
     results: Any,
     source: str,
     figures: Figures | None = None,
@@ -238,19 +281,19 @@ def finish_run(
     file's path, or the document a command writes with ``-o`` (the ``test``/``eval`` JSON) still in
     memory. ``--json`` prints ``figures`` when given; the report needs the rows, so it reads
     ``results`` unless ``figures`` hold them; ``end``: how the run ended (see :func:`log_experiment`)."""
-    report, as_json = getattr(args, "report", None), getattr(args, "json", False)
+    report, as_json = outputs.report, outputs.json
     if report:
         run, summary = run_figures(results, source) if figures is None or not figures[0].rows else figures
         write_report(report, [run], summaries=[summary])
-        say(f"Wrote report to {report}", quiet=bool(getattr(args, "quiet", False) or as_json))
+        say(f"Wrote report to {report}", quiet=outputs.quiet or as_json)
         figures = figures or (run, summary)
-    if as_json or getattr(args, "log_to", None):
+    if as_json or outputs.log_to:
         figures = figures or run_figures(results, source)
     if as_json:
         assert figures is not None
         print_summary(*figures, as_json=True, extra=extra)
     if figures is not None:
-        log_experiment(args, figures, end)
+        log_experiment(outputs, figures, end)
 
 
 def run_config(args: argparse.Namespace) -> dict[str, Any]:
@@ -268,7 +311,7 @@ def run_config(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def log_experiment(
-    args: argparse.Namespace,
+    outputs: Outputs,
     figures: Figures,
     end: RunEnd | None = None,
     *,
@@ -277,14 +320,14 @@ def log_experiment(
     """Send the finished run to each ``--log-to`` tool (nothing without the flag); one line says where.
     A rerun of a run (``end``) that had nothing left to run sends nothing to a tool its journal says
     has the results already, and says so. ``more``: a command's own figures, logged beside the run's."""
-    tools = getattr(args, "log_to", None)
+    tools = outputs.log_to
     if not tools:
         return
     from osmosis_ai.cli.errors import CLIError
     from osmosis_ai.observe.loggers import MAX_SAMPLES, ExperimentLogError, RunLog, log_run
     from osmosis_ai.runs.journal import Journal
 
-    quiet = bool(getattr(args, "quiet", False) or getattr(args, "json", False))
+    quiet = outputs.quiet or outputs.json
     if (
         end is not None
         and end.idle
@@ -327,7 +370,7 @@ def log_experiment(
     record = RunLog(
         name=f"{run.kind.replace(' ', '-')}-{time.strftime('%Y%m%d-%H%M%S')}",
         kind=run.kind,
-        config={"source": run.source, **run_config(args)},
+        config={"source": run.source, **outputs.settings},
         summary={name: float(v) for name, v in values.items()},
         pass_at_k={k: e.value for k, e in summary.pass_at_k.items()},
         scores=[v for r in run.rows if (v := r.scored_value) is not None],

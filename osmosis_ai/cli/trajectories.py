@@ -13,14 +13,15 @@ from __future__ import annotations
 import argparse
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli.arguments import absolute_path
-from osmosis_ai.cli.output_file import NAMED_FILES, WRITTEN, OutputPathError, declare_files, write_output
+from osmosis_ai.cli.output_file import OutputPathError, declare_files, write_output
 
 if TYPE_CHECKING:
+    from osmosis_ai.cli.summary import Outputs
     from osmosis_ai.runs.result import Result
 
 FLAG = "--trajectories"
@@ -38,22 +39,22 @@ def add_trajectories_argument(parser: argparse.ArgumentParser, *, unit: str) -> 
 
 
 class TrajectoryWriter:
-    """Writes the ATIF file of each finished item of a ``command`` into ``directory``."""
+    """Writes the ATIF file of each finished item of a ``command`` into ``directory``; ``inputs`` are
+    the command's input files, each with the label of its option."""
 
-    def __init__(self, args: argparse.Namespace, *, command: str) -> None:
-        self.directory = Path(args.trajectories)
+    def __init__(self, directory: str, inputs: Sequence[tuple[str, str]], *, command: str) -> None:
+        self.directory = Path(directory)
         self.command = command
         self.count = 0
         self._counting = threading.Lock()  # files may be written from worker threads
         # The command's inputs by identity, so that no file written here replaces one.
         self._inputs: dict[tuple[int, int], str] = {}
-        for entry in getattr(args, NAMED_FILES, ()):
-            for path in entry.paths(args) if entry.use != WRITTEN else ():
-                try:
-                    found = os.stat(path)
-                except OSError:
-                    continue
-                self._inputs[(found.st_dev, found.st_ino)] = entry.label
+        for path, label in inputs:
+            try:
+                found = os.stat(path)
+            except OSError:
+                continue
+            self._inputs[(found.st_dev, found.st_ino)] = label
 
     def write_record(self, record: Mapping[str, Any], *, model: str | None = None) -> Path:
         """Write the trajectory of one finished item's record (from any thread); returns its path."""
@@ -81,6 +82,8 @@ class TrajectoryWriter:
         return self.write_record(record, model=model)
 
 
-def trajectory_writer(args: argparse.Namespace, *, command: str) -> TrajectoryWriter | None:
+def trajectory_writer(outputs: Outputs, *, command: str) -> TrajectoryWriter | None:
     """The writer ``--trajectories`` asks for, if it was given."""
-    return TrajectoryWriter(args, command=command) if getattr(args, "trajectories", None) else None
+    if not outputs.trajectories:
+        return None
+    return TrajectoryWriter(outputs.trajectories, outputs.inputs, command=command)

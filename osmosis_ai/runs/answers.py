@@ -17,15 +17,18 @@ scoring an earlier output again gives the new figures.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.outcome import Outcome
 from osmosis_ai.rewards.runtime.sample import Sample
 from osmosis_ai.rewards.score import describe_value
 from osmosis_ai.runs.items import WorkItem
 from osmosis_ai.runs.result import Attempt
+
+if TYPE_CHECKING:
+    from osmosis_ai.runs.journal import SampleRecord
 
 OWN_FIELDS = ("row_index", "score", "outcome", "error")
 """The fields every output line starts with."""
@@ -106,6 +109,15 @@ def output_line(index: int, row: Any, record: Mapping[str, Any]) -> dict[str, An
     if isinstance(row, Mapping):
         line.update((key, value) for key, value in row.items() if key not in OWN_FIELDS)
     return line
+
+
+def output_lines(dataset: str, records: Iterable[SampleRecord]) -> list[dict[str, Any]]:
+    """The output line of every row of ``dataset`` that has one of ``records``, in row order."""
+    from osmosis_ai.runs.dataset import iter_raw
+
+    by_key = {record.key: record for record in records}
+    return [output_line(raw.index, raw.value, by_key[(raw.index, 0)].data)
+            for raw in iter_raw(dataset) if (raw.index, 0) in by_key]  # fmt: skip
 
 
 def _names(row: Mapping[str, Any]) -> str:

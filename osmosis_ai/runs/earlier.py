@@ -212,6 +212,51 @@ def regraded(
     return out
 
 
+@dataclass
+class Regraded:
+    """A regrade's results: one record per answer (:func:`regraded`), the ``mine`` scored again, of
+    them the ``failed`` ones (``refused`` of those refused outright) and the ``carried`` ones (no
+    answer to score), the input files' ``sources``, and the comparison with the earlier scores (and
+    the variance over repeats: :mod:`osmosis_ai.report.regrade`)."""
+
+    records: list[dict[str, Any]]
+    mine: list[dict[str, Any]]
+    failed: list[dict[str, Any]]
+    carried: list[dict[str, Any]]
+    refused: int
+    sources: list[str]
+    comparison: dict[str, Any]
+    variance: dict[str, Any] | None
+
+
+def regrade_results(
+    inputs: Sequence[str],
+    dataset: str | None,
+    only_failed: bool,
+    records: Mapping[str, Sequence[SampleRecord]],
+    grader: str,
+    *,
+    pass_threshold: float | None,
+) -> Regraded:
+    """The results of the regrade of ``inputs`` (``dataset`` joined) by ``grader`` whose run's
+    ``records`` these are; ``pass_threshold`` by default the inputs'."""
+    from osmosis_ai.report.regrade import compare, variance
+
+    answers = read_answers(inputs, dataset)
+    chosen = selected(answers.stored, only_failed)
+    out = regraded(answers.stored, chosen, records, grader)
+    threshold = answers.pass_threshold if pass_threshold is None else pass_threshold
+    wanted = set(chosen)
+    mine = [r for r in out if (r["row_index"], r["sample_index"]) in wanted]
+    carried = [r for r in mine if r["regrade"]["previous_outcome"] not in SCOREABLE]
+    refused = sum(str(r.get("error") or "").startswith(REFUSED) for r in mine)
+    failed = [r for r in mine if r["outcome"] != "completed" and r not in carried]
+    pairs = pairs_of(out)
+    sources = sorted({stored.source for stored in answers.stored.values()})
+    return Regraded(out, mine, failed, carried, refused, sources, compare(pairs, pass_threshold=threshold),
+                    variance(pairs, pass_threshold=threshold))  # fmt: skip
+
+
 def pairs_of(records: Sequence[Mapping[str, Any]]) -> list[Pair]:
     """Each regraded record's earlier and new reward (and its repeats'), for the comparison."""
     from osmosis_ai.report.regrade import Pair

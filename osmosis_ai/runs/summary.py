@@ -14,11 +14,12 @@ and the rows won, lost and tied), never by blending their runs.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import fmean, pstdev
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.outcome import Outcome, OutcomeCounts
 from osmosis_ai.runs.journal import BASELINE, PRIMARY, SampleRecord
@@ -31,6 +32,10 @@ from osmosis_ai.statistics import (
     pass_at_k_gap_text,
     pass_at_k_gaps,
 )
+
+if TYPE_CHECKING:
+    from osmosis_ai.runs.result import Result
+    from osmosis_ai.runs.run import RunEnd
 
 
 @dataclass(frozen=True)
@@ -238,3 +243,71 @@ def legacy_document(
     if comparison is not None:
         document["comparison"] = comparison.to_dict()
     return document
+
+
+@dataclass
+class EvalResults:
+    """An eval run's results: each model's summary, the paired comparison with a baseline, and the
+    ``-o`` document (:func:`legacy_document`) over every model's ``records``."""
+
+    primary: ModelSummary
+    baseline: ModelSummary | None
+    comparison: Comparison | None
+    document: dict[str, Any]
+    records: list[SampleRecord]
+
+
+def eval_results(end: RunEnd, names: Sequence[str], config: Mapping[str, Any]) -> EvalResults:
+    """The results of the run that ended as ``end``, scored by the eval functions ``names``;
+    ``config`` is the ``-o`` file's (its ``model``, ``pass_threshold`` and any ``baseline_model``)."""
+    records, threshold = end.records, config["pass_threshold"]
+    primary = summarize(records[PRIMARY], names, model=config["model"], pass_threshold=threshold)
+    baseline = comparison = None
+    if BASELINE in records:
+        baseline = summarize(records[BASELINE], names, model=config["baseline_model"], model_tag=BASELINE,
+                             pass_threshold=threshold)  # fmt: skip
+        comparison = compare(records[PRIMARY], records[BASELINE], names)
+    everything = [r for tag_records in records.values() for r in tag_records]
+    document = legacy_document(config, primary, everything, baseline=baseline, comparison=comparison)
+    return EvalResults(primary, baseline, comparison, document, everything)
+
+
+def structured_document(
+    results: EvalResults, end: RunEnd, config: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
+    """The ``--output-path`` results document of a completed run (``config`` its own, fuller one)
+    and the samples kept beside the journal, if any."""
+    from osmosis_ai.runs.journal import read_samples
+
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    structured = {"version": 1, "task_id": end.task_id, "status": end.status, "written_at": now,
+                  "config": dict(config), **{k: v for k, v in results.document.items() if k != "config"},
+                  "runs": [{"row_index": r.row_index, **run_entry(r)} for r in results.records]}  # fmt: skip
+    path = end.samples_path
+    return structured, read_samples(path) if path is not None and path.exists() else None
+
+
+def test_document(
+    results: list[Result], *, stop: str | None, model: str, run: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``osmosis test``'s ``-o`` document: the summary of ``results``, each result (in row order)
+    with its final messages, the ``model`` and the ``run`` member; ``stop`` says why the run stopped
+    early, if it did."""
+    results = sorted(results, key=lambda r: r.item.row_index)
+    counts = OutcomeCounts.of(r.outcome for r in results)
+    return {
+        "summary": {
+            "total": counts.total,
+            "passed": counts.completed,
+            "failed": counts.failed,
+            "total_duration_ms": round(sum(r.attempt.duration_ms for r in results), 3),
+            "total_tokens": sum(r.attempt.tokens for r in results),
+            "retried_calls": sum(r.attempt.retries for r in results),
+            "outcomes": counts.to_dict(),
+            "stopped_early": stop is not None,
+            "stop_reason": stop,
+        },
+        "results": [{**r.record(), "final_messages": r.attempt.final_messages} for r in results],
+        "model": model,
+        "run": dict(run),
+    }

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from osmosis_ai.outcome import Outcome, OutcomeCounts
+from osmosis_ai.outcome import Outcome, OutcomeCounts, plural
 from osmosis_ai.rollout.utils import is_tool_error
 from osmosis_ai.statistics import ScoreTally
 from osmosis_ai.traingate.append_only import AppendOnlyViolation
@@ -65,6 +65,16 @@ class RunSummary:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def outcome_line(self) -> str:
+        """The one line every run prints: outcome counts beside the pass rate, the mean reward, and
+        how many tool calls were answered with an error (arguments the tool rejected included)."""
+        line = self.outcome_counts.describe("rollout")
+        if self.mean_reward is not None:
+            line += f"; mean reward {self.mean_reward:.3f} over {self.rewarded} completed"
+        if self.tool_errors:
+            line += f"; {self.tool_errors} tool {plural('error', self.tool_errors)}"
+        return line
 
 
 MAX_FAILURE_KINDS = 100  # distinct infrastructure messages counted; the rest are lumped together
@@ -135,6 +145,13 @@ class RunTally:
         self.agent_errors: list[Example] = []
         self.agent_error_count = 0
         self.drift = DriftTally()
+
+    def first_failure_note(self) -> str:
+        """``"; first: <rollout id> (<outcome>): <why>"`` for the first failed rollout, to start the diagnosis."""
+        first = self.first_failure
+        if first is None or not first.detail:
+            return ""
+        return f"; first: {first.rollout_id} ({first.outcome.value}): {first.detail[:200]}"
 
     def add(self, session: RolloutSession) -> None:
         """Count a finished rollout (before its per-turn data is released)."""

@@ -77,6 +77,7 @@ CASES: list[tuple[list[str], int, str | None]] = [
     (["regrade", MISSING, "--reward", "tests.support.rewards:contains"], 1, "cli_error"),
     (["completion", "bash"], 0, None),
     (["sandbox", "check"], 0 if shutil.which("bwrap") else 1, None),
+    (["train", MISSING], 1, "cli_error"),
     (["eval", "--modle", "x"], 2, "usage_error"),
 ]  # fmt: skip
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 from contextlib import redirect_stdout
 from pathlib import Path
 
-from osmosis_ai.cli.summary import finish_run, print_summary, show_summary, summary_rows
+from osmosis_ai.cli.summary import Outputs, finish_run, print_summary, show_summary, summary_rows
 from osmosis_ai.report.figures import ScoreTally, outcome_counts, summarize, summary_of
 from osmosis_ai.report.model import Row, Run
 
@@ -54,13 +53,13 @@ def test_finish_run_writes_the_report_and_prints_the_json_summary(tmp_path: Path
     page = tmp_path / "r.html"
     out = io.StringIO()
     with redirect_stdout(out):
-        finish_run(argparse.Namespace(report=str(page), json=False, quiet=False), document, "in-memory")
+        finish_run(Outputs(report=str(page)), document, "in-memory")
     assert out.getvalue() == f"Wrote report to {page}\n"
     assert 'data-figure="rows">1<' in page.read_text()
     out = io.StringIO()
     with redirect_stdout(out):
-        finish_run(argparse.Namespace(report=None, json=True, quiet=True), document, "in-memory")
-        finish_run(argparse.Namespace(report=None, json=False, quiet=False), document, "nothing asked")
+        finish_run(Outputs(quiet=True, json=True), document, "in-memory")
+        finish_run(Outputs(), document, "nothing asked")
     assert json.loads(out.getvalue())["mean_score"]["value"] == 1.0
 
 
@@ -93,8 +92,8 @@ def test_show_summary_prints_the_table_unless_quiet_or_json() -> None:
     document = {"summary": {}, "results": [{"row_index": 0, "outcome": "completed", "reward": 1.0}]}
     out = io.StringIO()
     with redirect_stdout(out):
-        figures = show_summary(argparse.Namespace(quiet=False, json=False), document, "in-memory")
-        silent = show_summary(argparse.Namespace(quiet=True, json=False), document, "in-memory")
+        figures = show_summary(Outputs(), document, "in-memory")
+        silent = show_summary(Outputs(quiet=True), document, "in-memory")
     lines = out.getvalue().splitlines()
     assert lines[0] == "Summary (test: in-memory)" and lines[1].split() == ["rows", "1:", "completed", "1"]
     assert figures is not None and figures[1].rows == 1 and silent is None

@@ -18,9 +18,8 @@ have no score: they are counted, never scored 0. Exit status by the shared rule
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
-import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,13 +28,16 @@ from osmosis_ai.cli.arguments import (
     add_agent_run_arguments,
     add_backend_arguments,
     add_journal_arguments,
-    add_log_to_argument,
     add_max_concurrency_argument,
     add_reward_runtime_arguments,
     check_backend_arguments,
     concurrency_value,
     finite_number,
+    in_process_agent,
+    journal_spec,
     limit_summary,
+    model_ref,
+    reward_limits,
     whole_number,
 )
 from osmosis_ai.cli.errors import CLIError, UsageError
@@ -45,7 +47,7 @@ from osmosis_ai.cli.loading import agent_spec
 from osmosis_ai.cli.output import interrupted, say, setup_logging
 from osmosis_ai.cli.output_file import declare_files
 from osmosis_ai.cli.running import run_command
-from osmosis_ai.cli.summary import add_summary_arguments, check_run_outputs, finish_run, show_summary
+from osmosis_ai.cli.summary import Outputs, add_summary_arguments, check_run_outputs, finish_run, show_summary
 from osmosis_ai.cli.trajectories import add_trajectories_argument, trajectory_writer
 from osmosis_ai.consts import PACKAGE_VERSION
 
@@ -85,8 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--debug", action="store_true",
                         help=f"show library log messages and write the agents' traces to ./{DEBUG_DIR}")  # fmt: skip
-    add_summary_arguments(parser)
-    add_log_to_argument(parser)
+    add_summary_arguments(parser, log_to=True)
     commands = parser.add_subparsers(dest="eval_command", metavar="{cache,run}")
     cache.add_parser(commands)
     eval_run.add_parser(commands)
@@ -100,6 +101,9 @@ def _samples_file(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from osmosis_ai.cli.eval.report import check_output_path, run_member
+    from osmosis_ai.runs.journal_store import journal_root
+
     if getattr(args, "eval_command", None) == "cache":
         return cache.run(args)
     if getattr(args, "eval_command", None) == "run":
@@ -117,209 +121,160 @@ def run(args: argparse.Namespace) -> int:
     args.eval_fn = args.eval_fn or []
     if (args.baseline_base_url or args.baseline_api_key) and not args.baseline_model:
         raise CLIError("--baseline-base-url and --baseline-api-key need --baseline-model")
-    check_backend_arguments(args)
-    if args.backend == "ray" and args.batch_size == "auto":
-        raise CLIError(
-            "--concurrency auto follows one process's model calls; give --concurrency N with --backend ray"
-        )
+    check_backend_arguments(args, args.batch_size)
     setup_logging(logging.DEBUG if args.debug else None)
-    args.quiet = args.quiet or args.json
-    return run_command(lambda: _eval(args), on_interrupt=lambda: interrupted("run"))
-
-
-def plan_of(args: argparse.Namespace) -> RunPlan:
-    """The run the command line asks for."""
-    from osmosis_ai.cli.loading import agent_ref
-    from osmosis_ai.runs.executors.local import InProcessAgent
-    from osmosis_ai.runs.journal import BASELINE, PRIMARY
-    from osmosis_ai.runs.plan import JournalSpec, ModelRef, Rows, RunPlan, Scoring
-
-    models = [(PRIMARY, ModelRef(args.model, args.base_url, args.api_key))]
-    if args.baseline_model:
-        models.append(
-            (BASELINE, ModelRef(args.baseline_model, args.baseline_base_url, args.baseline_api_key))
-        )
-    executor = InProcessAgent(agent_ref(args), tuple(models), "eval", max_turns=args.max_turns,
-                              completion_params=completion_params(args),
-                              debug_dir=DEBUG_DIR if args.debug else None)  # fmt: skip
-    scoring = Scoring(tuple(args.eval_fn), timeout=args.reward_timeout or None, workers=args.reward_workers,
-                      memory_limit_mb=args.reward_memory_limit, agent_score=args.grader)  # fmt: skip
-    journal = JournalSpec(
-        args.journal, fresh=args.fresh, retry_failed=args.retry_failed, keep_messages=args.log_samples
-    )
-    return RunPlan(Rows(args.dataset, args.offset, args.limit), executor, scoring, n=args.n,
-                   concurrency=args.batch_size, max_concurrency=args.max_concurrency, timeout=args.timeout,
-                   journal=journal, backend=args.backend, ray_address=args.ray_address)  # fmt: skip
-
-
-def completion_params(args: argparse.Namespace) -> tuple[tuple[str, Any], ...]:
-    """``--temperature`` and ``--max-tokens``, the ones given."""
-    return tuple(
-        (k, v)
-        for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens))
-        if v is not None
-    )
-
-
-async def _eval(args: argparse.Namespace) -> int:
-    from osmosis_ai.cli import output
-    from osmosis_ai.cli.arguments import limit_line
-    from osmosis_ai.cli.eval.report import check_output_path
-    from osmosis_ai.cli.eval.samples import progress_reporter
-    from osmosis_ai.cli.journals import journal_refusals, resuming_line
-    from osmosis_ai.outcome import plural
-    from osmosis_ai.runs.events import ModelChecked, Opened, Ready
-    from osmosis_ai.runs.journal import BASELINE
-    from osmosis_ai.runs.journal_store import journal_root
-    from osmosis_ai.runs.result import Result
-    from osmosis_ai.runs.run import journal_file, run
-
+    outputs = Outputs.of(args)
     if len(set(args.eval_fn)) != len(args.eval_fn):
         raise CLIError("each --eval-fn may be given once")
-    say(f"osmosis-eval v{PACKAGE_VERSION}", quiet=args.quiet)
+    say(f"osmosis-eval v{PACKAGE_VERSION}", quiet=outputs.quiet)
     output_dir = check_output_path(Path(args.output_path), journal_root()) if args.output_path else None
-    check_run_outputs(args)
+    check_run_outputs(outputs)
     plan = plan_of(args)
-    show: dict[str, Any] = {}
-    trajectories = trajectory_writer(args, command="eval")
-
-    def on_event(event: Any) -> None:
-        if isinstance(event, Result):
-            show["result"](event)
-            if trajectories is not None:
-                tag = event.item.model_tag
-                trajectories.write_result(event, model=args.baseline_model if tag == BASELINE else args.model)
-        elif isinstance(event, Opened):
-            models = f" x2 models (baseline {args.baseline_model})" if args.baseline_model else ""
-            say(f"Dataset: {event.dataset} ({event.rows} {plural('row', event.rows)} x {args.n} "
-                f"{plural('run', args.n)}{models}); journal {event.journal}", quiet=args.quiet)  # fmt: skip
-            if event.set_aside is not None:
-                output.warn(event.set_aside.describe())
-            if event.remaining < event.planned:
-                line = resuming_line(event.planned - event.remaining, event.planned, "run", failed=event.failed,
-                                     retry_failed=args.retry_failed, kept=event.kept)  # fmt: skip
-                say(line, quiet=args.quiet)
-            bar = not args.quiet and output.wants_progress(None, event.remaining)
-            advance = stack.enter_context(output.progress_bar(event.remaining, "eval", enabled=bar))
-            show["result"] = progress_reporter(total=event.planned, done=event.planned - event.remaining,
-                                               quiet=args.quiet, tagged=bool(args.baseline_model),
-                                               advance=advance, bar=bar)  # fmt: skip
-        elif isinstance(event, ModelChecked):
-            say(f"{'Baseline' if event.tag == BASELINE else 'Model'}: {event.display_name}", quiet=args.quiet)
-        elif isinstance(event, Ready):
-            for line in event.scoring:
-                say(f"Scoring: {line}", quiet=args.quiet)
-            if event.backend:
-                say(event.backend, quiet=args.quiet)
-
-    labels = {"model": args.model, "dataset": args.dataset, "module": agent_spec(args),
-              "baseline_model": args.baseline_model}  # fmt: skip
-    journal = journal_file(plan)
-    with contextlib.ExitStack() as stack, journal_refusals(journal):
-        end = await run(plan, on_event, labels=labels)
-    if (line := limit_line(end.limit)) is not None:
-        say(line, quiet=args.quiet)
-    args.backend_note = end.backend_note
-    return _report(args, end.records, plan.task_id(), end, output_dir, journal)
-
-
-def _report(
-    args: argparse.Namespace,
-    records: dict[str, list[Any]],
-    task_id: str,
-    end: RunEnd,
-    output_dir: Path | None,
-    journal: Path,
-) -> int:
-    from osmosis_ai.cli.eval.report import (
-        outcome_line,
-        print_comparison,
-        print_summary,
-        run_member,
-        structured_results,
-        write_json,
-        write_structured,
-    )
-    from osmosis_ai.outcome import verdict
-    from osmosis_ai.runs.journal import BASELINE, PRIMARY, read_samples
-    from osmosis_ai.runs.summary import compare, legacy_document, run_entry, summarize
-
-    # With -q and nothing written, only the outcome line (counts) is shown: the figures, two
-    # thousand bootstrap resamples per eval function, would be computed for no one.
-    wanted = not args.quiet or bool(args.output or output_dir or args.json or args.report or args.log_to)
-    names = [*args.eval_fn, *([args.grader] if args.grader else [])] if wanted else []
-    planned, stop, samples_file = end.planned, end.stop, end.samples_path
-    primary = summarize(records[PRIMARY], names, model=args.model, pass_threshold=args.pass_threshold)
-    baseline = comparison = None
-    # The summary table below has the primary model's figures; a baseline adds its own and the pairing.
-    if BASELINE in records:
-        print_summary(primary, quiet=args.quiet, title="Results")
-        baseline = summarize(records[BASELINE], names, model=args.baseline_model, model_tag=BASELINE,
-                             pass_threshold=args.pass_threshold)  # fmt: skip
-        comparison = compare(records[PRIMARY], records[BASELINE], names)
-        print_summary(baseline, quiet=args.quiet, title="Baseline")
-        print_comparison(comparison, quiet=args.quiet)
+    names = (*args.eval_fn, *([args.grader] if args.grader else []))
     config: dict[str, Any] = {"model": args.model, "n_runs": args.n, "pass_threshold": args.pass_threshold,
                               "eval_fns": list(args.eval_fn)}  # fmt: skip
     if args.baseline_model:
         config["baseline_model"] = args.baseline_model
-    everything = [r for tag_records in records.values() for r in tag_records]
-    document = legacy_document(config, primary, everything, baseline=baseline, comparison=comparison)
-    document["run"] = run_member(args)
+    labels = {"model": args.model, "dataset": args.dataset, "module": agent_spec(args),
+              "baseline_model": args.baseline_model}  # fmt: skip
+    structured = {**config, "dataset": args.dataset, "module": labels["module"], "base_url": args.base_url,
+                  "offset": args.offset, "limit": args.limit, "max_turns": args.max_turns}  # fmt: skip
+    report = Report(outputs, names, config, structured, run_member(args), args.baseline_model, output_dir)
+    return run_command(lambda: _eval(plan, report, labels), on_interrupt=lambda: interrupted("run"))
+
+
+@dataclass(frozen=True)
+class Report:
+    """What the run shows and writes, read from the flags once: the eval functions (and grader) by
+    name, the ``-o`` file's ``config``, the ``--output-path`` file's, its ``run`` member,
+    ``--baseline-model`` and ``--output-path``."""
+
+    outputs: Outputs
+    names: tuple[str, ...]
+    config: dict[str, Any]
+    structured: dict[str, Any]
+    run: dict[str, Any]
+    baseline_model: str | None
+    output_dir: Path | None
+
+
+def plan_of(args: argparse.Namespace) -> RunPlan:
+    """The run the command line asks for."""
+    from osmosis_ai.runs.journal import BASELINE, PRIMARY
+    from osmosis_ai.runs.plan import ModelRef, Rows, RunPlan, Scoring
+
+    models = [(PRIMARY, model_ref(args))]
+    if args.baseline_model:
+        models.append(
+            (BASELINE, ModelRef(args.baseline_model, args.baseline_base_url, args.baseline_api_key))
+        )
+    executor = in_process_agent(args, tuple(models), "eval", DEBUG_DIR)
+    scoring = Scoring(tuple(args.eval_fn), agent_score=args.grader, **reward_limits(args))
+    return RunPlan(Rows(args.dataset, args.offset, args.limit), executor, scoring, n=args.n,
+                   concurrency=args.batch_size, max_concurrency=args.max_concurrency, timeout=args.timeout,
+                   journal=journal_spec(args, keep_messages=args.log_samples), backend=args.backend,
+                   ray_address=args.ray_address)  # fmt: skip
+
+
+async def _eval(plan: RunPlan, report: Report, labels: dict[str, Any]) -> int:
+    from osmosis_ai.cli.arguments import limit_line
+    from osmosis_ai.cli.eval.samples import SampleProgress
+    from osmosis_ai.cli.journals import journal_refusals
+    from osmosis_ai.outcome import plural
+    from osmosis_ai.runs.journal import BASELINE
+    from osmosis_ai.runs.result import Result
+    from osmosis_ai.runs.run import journal_file, run
+
+    quiet, n, baseline, model = report.outputs.quiet, plan.n, report.baseline_model, labels["model"]
+    trajectories = trajectory_writer(report.outputs, command="eval")
+
+    def opening(event: Any) -> str:
+        models = f" x2 models (baseline {baseline})" if baseline else ""
+        return (f"Dataset: {event.dataset} ({event.rows} {plural('row', event.rows)} x {n} {plural('run', n)}"
+                f"{models}); journal {event.journal}")  # fmt: skip
+
+    retry_failed = plan.journal is not None and plan.journal.retry_failed
+    progress = SampleProgress(tagged=bool(baseline), quiet=quiet, unit="run", label="eval",
+                              retry_failed=retry_failed, opening=opening)  # fmt: skip
+
+    def on_event(event: Any) -> None:
+        progress.on_event(event)
+        if isinstance(event, Result) and trajectories is not None:
+            trajectories.write_result(event, model=baseline if event.item.model_tag == BASELINE else model)
+
+    journal = journal_file(plan)
+    with progress, journal_refusals(journal):
+        end = await run(plan, on_event, labels=labels)
+    if (line := limit_line(end.limit)) is not None:
+        say(line, quiet=quiet)
+    return _report(report, labels, end, journal)
+
+
+def _report(report: Report, labels: dict[str, Any], end: RunEnd, journal: Path) -> int:
+    from osmosis_ai.cli.eval.report import (
+        outcome_line,
+        print_comparison,
+        print_summary,
+        structured_results,
+        write_json,
+        write_structured,
+    )
+    from osmosis_ai.runs.summary import eval_results, structured_document
+
+    outputs, quiet, output_dir = report.outputs, report.outputs.quiet, report.output_dir
+    model, dataset, task_id = labels["model"], labels["dataset"], end.task_id
+    # With -q and nothing written, only the outcome line (counts) is shown: the figures, two
+    # thousand bootstrap resamples per eval function, would be computed for no one.
+    wanted = not quiet or bool(
+        outputs.output or output_dir or outputs.json or outputs.report or outputs.log_to
+    )
+    results = eval_results(end, report.names if wanted else (), report.config)
+    primary, baseline = results.primary, results.baseline
+    # The summary table below has the primary model's figures; a baseline adds its own and the pairing.
+    if results.comparison is not None and baseline is not None:
+        print_summary(primary, quiet=quiet, title="Results")
+        print_summary(baseline, quiet=quiet, title="Baseline")
+        print_comparison(results.comparison, quiet=quiet)
+    document, samples_file = results.document, end.samples_path
+    document["run"] = dict(report.run)
     if samples_file is not None and samples_file.exists():
         document["run"]["samples"] = str(samples_file)
-    figures = show_summary(args, document, args.output or "osmosis eval")
+    figures = show_summary(outputs, document, outputs.output or "osmosis eval")
     # Where the results are, then the outcome line, the last (even with -q, which prints only it).
-    if args.output:
-        write_json(Path(args.output), document, flag="--output")
-        say(f"Results written to: {args.output}", quiet=args.quiet)
+    if outputs.output:
+        write_json(Path(outputs.output), document, flag="--output")
+        say(f"Results written to: {outputs.output}", quiet=quiet)
     earlier = (
-        structured_results(output_dir, model=args.model, dataset=args.dataset, task_id=task_id)
+        structured_results(output_dir, model=model, dataset=dataset, task_id=task_id)
         if output_dir is not None and end.idle
         else []
     )
     if earlier:
-        say(f"Nothing was left to run: the results are already in {earlier[-1]}", quiet=args.quiet)
+        say(f"Nothing was left to run: the results are already in {earlier[-1]}", quiet=quiet)
     elif output_dir is not None and end.status == "completed":
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        structured = {"version": 1, "task_id": task_id, "status": end.status, "written_at": now,
-                      "config": {**config, "dataset": args.dataset, "module": agent_spec(args), "base_url": args.base_url,
-                                 "offset": args.offset, "limit": args.limit, "max_turns": args.max_turns},
-                      **{k: v for k, v in document.items() if k != "config"},
-                      "runs": [{"row_index": r.row_index, **run_entry(r)} for r in everything]}  # fmt: skip
-        samples = read_samples(samples_file) if samples_file is not None and samples_file.exists() else None
-        written = write_structured(output_dir, model=args.model, dataset=args.dataset, task_id=task_id,
+        structured, samples = structured_document(results, end, report.structured)
+        written = write_structured(output_dir, model=model, dataset=dataset, task_id=task_id,
                                    document=structured, samples=samples)  # fmt: skip
         for path in written:
-            say(f"Wrote {path}", quiet=args.quiet)
-    elif not args.output:
-        say(f"Results kept in the journal: {journal} (osmosis report reads it)", quiet=args.quiet)
+            say(f"Wrote {path}", quiet=quiet)
+    elif not outputs.output:
+        say(f"Results kept in the journal: {journal} (osmosis report reads it)", quiet=quiet)
     if samples_file is not None and samples_file.exists():
-        say(f"Samples written to: {samples_file}", quiet=args.quiet)
-    if args.trajectories:
-        say(f"Trajectories written to: {args.trajectories}", quiet=args.quiet)
-    say(outcome_line(primary, baseline, planned) + getattr(args, "backend_note", ""), quiet=args.json)
-    finish_run(
-        args,
-        document,
-        args.output or "osmosis eval",
-        figures,
-        extra={"concurrency": limit_summary(end.limit)},
-        end=end,
-    )
-    if stop is not None:
+        say(f"Samples written to: {samples_file}", quiet=quiet)
+    if outputs.trajectories:
+        say(f"Trajectories written to: {outputs.trajectories}", quiet=quiet)
+    say(outcome_line(primary, baseline, end.planned) + end.backend_note, quiet=outputs.json)
+    source = outputs.output or "osmosis eval"
+    finish_run(outputs, document, source, figures, extra={"concurrency": limit_summary(end.limit)}, end=end)
+    if end.stop is not None:
         raise CLIError(
-            f"the run stopped: {stop} (finished runs are kept; run the same command again to resume)"
+            f"the run stopped: {end.stop} (finished runs are kept; run the same command again to resume)"
         )
-    reasons = [
-        verdict(s.counts, max_failure_rate=args.max_failure_rate, unit="run", limit_name="--max-failure-rate")
-        for s in (primary, baseline)
-        if s is not None
-    ]
+    reasons = [outputs.failure(s.counts, "run") for s in (primary, baseline) if s is not None]
     reason = reasons[0] or (f"baseline: {reasons[1]}" if len(reasons) > 1 and reasons[1] else None)
     done = primary.counts.total + (baseline.counts.total if baseline else 0)
-    if reason is None and done < planned:
-        reason = f"{planned - done} of {planned} runs did not finish"
+    if reason is None and done < end.planned:
+        reason = f"{end.planned - done} of {end.planned} runs did not finish"
     if reason is not None:
         raise CLIError(reason)
     return 0

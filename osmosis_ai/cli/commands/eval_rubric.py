@@ -22,7 +22,7 @@ from osmosis_ai.cli.arguments import (
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.eval_rubric.session import EvalRubricOptions, run_eval_rubric
 from osmosis_ai.cli.output_file import declare_files
-from osmosis_ai.cli.summary import Figures, add_summary_arguments, finish_run, show_summary
+from osmosis_ai.cli.summary import Figures, Outputs, add_summary_arguments, finish_run, show_summary
 from osmosis_ai.runs.judging import JUDGE_CONCURRENCY
 
 
@@ -123,10 +123,11 @@ def run(args: argparse.Namespace) -> int:
         ray_address=args.ray_address,
     )
     ended: list[tuple[Path, dict[str, Any], Figures | None]] = []
+    outputs = Outputs.of(args)
 
     def written(path: Path, document: dict[str, Any]) -> None:
         # The table goes before the outcome line; --report/--json wait for the verdict's line too.
-        ended.append((path, document, show_summary(args, document, str(path))))
+        ended.append((path, document, show_summary(outputs, document, str(path))))
 
     def cancelled() -> int:
         kept = "; the finished judgments are kept in the journal" if args.journal else ""
@@ -143,4 +144,4 @@ def run(args: argparse.Namespace) -> int:
         return run_command(main, on_interrupt=cancelled)
     finally:
         for path, document, figures in ended:
-            finish_run(args, document, str(path), figures)
+            finish_run(outputs, document, str(path), figures)

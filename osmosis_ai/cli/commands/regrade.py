@@ -33,23 +33,25 @@ from osmosis_ai.cli.arguments import (
     absolute_path,
     add_backend_arguments,
     add_journal_arguments,
-    add_log_to_argument,
     add_max_concurrency_argument,
     add_reward_runtime_arguments,
     check_backend_arguments,
     concurrency_value,
     finite_number,
+    journal_spec,
+    reward_limits,
     whole_number,
 )
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import interrupted, say
 from osmosis_ai.cli.output_file import declare_files
 from osmosis_ai.cli.running import run_command
-from osmosis_ai.cli.summary import add_summary_arguments
-from osmosis_ai.runs.earlier import REFUSED, SCOREABLE
+from osmosis_ai.cli.summary import Outputs, add_summary_arguments, check_run_outputs
 from osmosis_ai.runs.judging import JUDGE_CONCURRENCY
 
 if TYPE_CHECKING:
+    from osmosis_ai.runs.earlier import Regraded
+    from osmosis_ai.runs.events import Opened
     from osmosis_ai.runs.plan import RunPlan
     from osmosis_ai.runs.run import RunEnd
 
@@ -94,8 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_journal_arguments(parser, unit="answer")
     add_reward_runtime_arguments(parser, what="the grader", prefixes=("--reward-", "--"))
     add_backend_arguments(parser)
-    add_summary_arguments(parser)
-    add_log_to_argument(parser)
+    add_summary_arguments(parser, log_to=True)
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")
 
 
@@ -107,28 +108,26 @@ def run(args: argparse.Namespace) -> int:
             "--concurrency auto follows a judge's server, so it goes with --rubric; "
             "give --concurrency N for --reward/--eval-fn"
         )
-    check_backend_arguments(args)
-    if args.concurrency == "auto" and args.backend == "ray":
-        raise CLIError(
-            "--concurrency auto follows one process's judge requests; give --concurrency N with --backend ray"
-        )
-    args.quiet = args.quiet or args.json
-    return run_command(lambda: _regrade(args), on_interrupt=lambda: interrupted("answer"))
+    check_backend_arguments(args, args.concurrency, calls="judge requests")
+    outputs = Outputs.of(args)
+    check_run_outputs(outputs)
+    plan, threshold = plan_of(args), args.pass_threshold
+    return run_command(lambda: _regrade(plan, outputs, threshold), on_interrupt=lambda: interrupted("answer"))
 
 
 def plan_of(args: argparse.Namespace) -> RunPlan:
     """The run the command line asks for: the inputs' answers, scored by the grader."""
     from osmosis_ai.runs.executors.stored import EarlierRuns, StoredAnswers
-    from osmosis_ai.runs.plan import JournalSpec, Rows, RunPlan, Scoring
+    from osmosis_ai.runs.plan import Rows, RunPlan, Scoring
 
     inputs = tuple(str(p) for p in args.results)
     base_url = None
     if args.rubric:
-        from osmosis_ai.cli.eval_rubric.session import rubric_judge
-        from osmosis_ai.runs.judging import JUDGE
+        from osmosis_ai.cli.eval_rubric.session import rubric_scoring
 
-        judge, grader, base_url = rubric_judge(args.rubric, args.config, Path(inputs[0]), cache=args.cache)
-        scoring = Scoring(judge=judge, reward=JUDGE)
+        scoring, grader, base_url = rubric_scoring(
+            args.rubric, args.config, Path(inputs[0]), cache=args.cache
+        )
     else:
         specs = (args.reward,) if args.reward else tuple(args.eval_fn)
         if len(set(specs)) != len(specs):
@@ -136,114 +135,84 @@ def plan_of(args: argparse.Namespace) -> RunPlan:
         names = ("reward",) if args.reward else specs
         grader = " ".join(f"{'--reward' if args.reward else '--eval-fn'} {spec}" for spec in specs)
         scoring = Scoring(specs, kind="reward function" if args.reward else "eval function", names=names,
-                          reward=names[0], timeout=args.reward_timeout or None, workers=args.reward_workers,
-                          memory_limit_mb=args.reward_memory_limit)  # fmt: skip
+                          reward=names[0], **reward_limits(args))  # fmt: skip
     source = EarlierRuns(
         inputs, args.dataset, args.repeats, args.only_failed, needs_ground_truth=not args.rubric
     )
-    journal = JournalSpec(args.journal, fresh=args.fresh, retry_failed=args.retry_failed)
     concurrency = args.concurrency or (CONCURRENCY if scoring.judge is None else JUDGE_CONCURRENCY)
     return RunPlan(Rows(inputs[0]), StoredAnswers(source, "regrade", grader, base_url), scoring,
-                   concurrency=concurrency, max_concurrency=args.max_concurrency, journal=journal,
+                   concurrency=concurrency, max_concurrency=args.max_concurrency, journal=journal_spec(args),
                    backend=args.backend, ray_address=args.ray_address)  # fmt: skip
 
 
-async def _regrade(args: argparse.Namespace) -> int:
-    from osmosis_ai.cli.commands.reward import grader_of
-    from osmosis_ai.cli.journals import journal_refusals
-    from osmosis_ai.cli.progress import RunProgress
-    from osmosis_ai.cli.summary import check_run_outputs
+async def _regrade(plan: RunPlan, outputs: Outputs, pass_threshold: float | None) -> int:
+    from osmosis_ai.cli.progress import run_plan
     from osmosis_ai.report.errors import ReportInputError
-    from osmosis_ai.runs.earlier import AnswersError, read_answers, regraded, selected
-    from osmosis_ai.runs.events import Opened
-    from osmosis_ai.runs.run import journal_file, run
+    from osmosis_ai.runs.earlier import AnswersError, regrade_results
+    from osmosis_ai.runs.executors.stored import EarlierRuns, grader_of
 
-    check_run_outputs(args)
-    plan = plan_of(args)
-    grader = grader_of(plan)
-    inputs = ", ".join(map(str, args.results))
+    grader, source = grader_of(plan), plan.executor.source  # type: ignore[attr-defined]
+    assert isinstance(source, EarlierRuns)
+    inputs, repeats = ", ".join(source.inputs), f" x{source.repeats}" if source.repeats > 1 else ""
 
     def opening(event: Opened) -> str:
-        repeats = f" x{args.repeats}" if args.repeats > 1 else ""
         return f"Regrading {event.rows} answers from {inputs} with {grader}{repeats}; journal {event.journal}"
 
-    progress = RunProgress(quiet=args.quiet, unit="answer", label="answers", retry_failed=args.retry_failed,
-                           opening=opening)  # fmt: skip
-    labels = {"model": "regrade", "dataset": str(args.results[0]), "module": grader}
+    labels = {"model": "regrade", "dataset": source.inputs[0], "module": grader}
     try:
-        with progress, journal_refusals(journal_file(plan)):
-            end = await run(plan, progress.on_event, labels=labels)
+        end = await run_plan(
+            plan, labels, quiet=outputs.quiet, unit="answer", label="answers", opening=opening
+        )
     except (ReportInputError, AnswersError) as exc:  # the inputs named on the command line
         raise CLIError(str(exc)) from None
-    answers = read_answers(args.results, args.dataset)
-    chosen = selected(answers.stored, args.only_failed)
-    records = regraded(answers.stored, chosen, end.records, grader)
-    threshold = answers.pass_threshold if args.pass_threshold is None else args.pass_threshold
-    sources = sorted({stored.source for stored in answers.stored.values()})
-    return _render(args, grader, sources, set(chosen), records, threshold, end)
+    results = regrade_results(source.inputs, source.dataset, source.only_failed, end.records, grader,
+                              pass_threshold=pass_threshold)  # fmt: skip
+    return _render(outputs, grader, results, end)
 
 
 # -- render ----------------------------------------------------------------------------------------
 
 
-def _render(
-    args: argparse.Namespace,
-    grader: str,
-    sources: list[str],
-    chosen: set[tuple[int, int]],
-    records: list[dict[str, Any]],
-    pass_threshold: float,
-    end: RunEnd,
-) -> int:
+def _render(outputs: Outputs, grader: str, results: Regraded, end: RunEnd) -> int:
     """The comparison (and the variance), ``-o``, ``--report``, ``--json`` and the exit status."""
     from osmosis_ai.cli.arguments import limit_line, limit_summary
     from osmosis_ai.cli.output import print_json
     from osmosis_ai.cli.output_file import write_output
-    from osmosis_ai.report.regrade import compare, variance
-    from osmosis_ai.runs.earlier import pairs_of
 
-    pairs = pairs_of(records)
-    comparison = compare(pairs, pass_threshold=pass_threshold)
-    spread = variance(pairs, pass_threshold=pass_threshold)
-    mine = [r for r in records if (r["row_index"], r["sample_index"]) in chosen]
-    carried = [r for r in mine if r["regrade"]["previous_outcome"] not in SCOREABLE]
-    refused = [r for r in mine if str(r.get("error") or "").startswith(REFUSED)]
-    failed = [r for r in mine if r["outcome"] != "completed" and r not in carried]
-    if args.output:
+    records, mine, failed, carried = results.records, results.mine, results.failed, results.carried
+    comparison, spread, quiet = results.comparison, results.variance, outputs.quiet
+    if outputs.output:
         lines = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
-        write_output(args.output, lines, flag="--output")
-    if args.report or args.log_to:
+        write_output(outputs.output, lines, flag="--output")
+    if outputs.report or outputs.log_to:
         from osmosis_ai.cli.summary import log_experiment, run_figures, write_report
 
-        run, summary = run_figures(records, args.output or "osmosis regrade")
-        if args.report:
-            write_report(args.report, [run], summaries=[summary])
-        log_experiment(args, (run, summary), end)
+        run, summary = run_figures(records, outputs.output or "osmosis regrade")
+        if outputs.report:
+            write_report(outputs.report, [run], summaries=[summary])
+        log_experiment(outputs, (run, summary), end)
     scored = len(mine) - len(failed) - len(carried)
     line = f"{len(mine)} answer{'' if len(mine) == 1 else 's'} regraded: {scored} scored"
     if failed:
-        line += f", {len(failed)} not scored ({len(refused)} refused)"
+        line += f", {len(failed)} not scored ({results.refused} refused)"
     if carried:
         line += f", {len(carried)} kept as the earlier run ended (no answer to score)"
-    if args.json:
-        print_json({"grader": grader, "sources": sources,
-                    "output": args.output, "answers": len(records), "regraded": len(mine), "scored": scored,
+    if outputs.json:
+        print_json({"grader": grader, "sources": results.sources,
+                    "output": outputs.output, "answers": len(records), "regraded": len(mine), "scored": scored,
                     "not_scored": [{"row_index": r["row_index"], "sample_index": r["sample_index"],
                                     "outcome": r["outcome"], "error": r["error"]} for r in failed],
                     "comparison": comparison, "variance": spread,
                     "concurrency": limit_summary(end.limit)})  # fmt: skip
     else:
         for r in failed[:10]:
-            say(
-                f"row {r['row_index']} sample {r['sample_index']}: {r['outcome']}: {r['error']}",
-                quiet=args.quiet,
-            )
+            say(f"row {r['row_index']} sample {r['sample_index']}: {r['outcome']}: {r['error']}", quiet=quiet)
         for text in comparison_lines(comparison, spread):
-            say(text, quiet=args.quiet)
+            say(text, quiet=quiet)
         if (concurrency := limit_line(end.limit)) is not None:
-            say(concurrency, quiet=args.quiet)
-        if args.output:
-            say(f"Wrote {args.output}", quiet=args.quiet)
+            say(concurrency, quiet=quiet)
+        if outputs.output:
+            say(f"Wrote {outputs.output}", quiet=quiet)
         say(line, quiet=False)
     if end.stop is not None:
         raise CLIError(f"the regrade stopped: {end.stop} (run the same command again to resume)")

@@ -33,18 +33,19 @@ from osmosis_ai.cli.arguments import (
     absolute_path,
     add_backend_arguments,
     add_journal_arguments,
-    add_log_to_argument,
     add_max_concurrency_argument,
     add_reward_runtime_arguments,
     check_backend_arguments,
     concurrency_value,
     fraction,
+    journal_spec,
+    reward_limits,
 )
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.output import interrupted, say
 from osmosis_ai.cli.output_file import declare_files
 from osmosis_ai.cli.running import run_command
-from osmosis_ai.cli.summary import add_summary_arguments
+from osmosis_ai.cli.summary import Outputs, add_summary_arguments, check_run_outputs
 from osmosis_ai.consts import PACKAGE_VERSION
 from osmosis_ai.runs.judging import JUDGE_CONCURRENCY
 
@@ -96,8 +97,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        "and the row's own fields")  # fmt: skip
     declare_files(score, read=["dataset", "config"], written=["output"])
     add_journal_arguments(score, unit="row", failed="whose reward timed out or crashed")
-    add_summary_arguments(score)
-    add_log_to_argument(score)
+    add_summary_arguments(score, log_to=True)
     add_backend_arguments(score)
     score.add_argument("-q", "--quiet", action="store_true", help="print only the outcome line")
 
@@ -113,8 +113,11 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError(
             "--rubric judges in this process (its calls wait on the judge's server); drop --backend ray"
         )
-    args.quiet = args.quiet or args.json
-    return run_command(lambda: _score(args), on_interrupt=lambda: interrupted("row"))
+    outputs = Outputs.of(args)
+    say(f"osmosis-reward-score v{PACKAGE_VERSION}", quiet=outputs.quiet)
+    check_run_outputs(outputs)
+    plan = plan_of(args)
+    return run_command(lambda: _score(plan, outputs), on_interrupt=lambda: interrupted("row"))
 
 
 def plan_of(args: argparse.Namespace) -> RunPlan:
@@ -123,102 +126,76 @@ def plan_of(args: argparse.Namespace) -> RunPlan:
     from osmosis_ai.runs.dataset import dataset_format
     from osmosis_ai.runs.executors.stored import AnswerDataset, StoredAnswers
     from osmosis_ai.runs.pipeline import runtimes
-    from osmosis_ai.runs.plan import JournalSpec, Rows, RunPlan, Scoring
+    from osmosis_ai.runs.plan import Rows, RunPlan, Scoring
 
     base_url = None
     if args.rubric:
-        from osmosis_ai.cli.eval_rubric.session import rubric_judge
-        from osmosis_ai.runs.judging import JUDGE
+        from osmosis_ai.cli.eval_rubric.session import rubric_scoring
 
-        judge, grader, base_url = rubric_judge(args.rubric, args.config, Path(args.dataset), cache=False)
-        scoring = Scoring(judge=judge, reward=JUDGE)
+        scoring, grader, base_url = rubric_scoring(args.rubric, args.config, Path(args.dataset), cache=False)
         concurrency = args.concurrency or JUDGE_CONCURRENCY
     else:
         grader = args.function
-        scoring = Scoring((args.function,), kind="reward function", timeout=args.reward_timeout or None,
-                          workers=args.reward_workers, memory_limit_mb=args.reward_memory_limit,
-                          names=(REWARD,), reward=REWARD)  # fmt: skip
+        scoring = Scoring((args.function,), kind="reward function", names=(REWARD,), reward=REWARD,
+                          **reward_limits(args))  # fmt: skip
         concurrency = runtimes(scoring)[0].in_flight
     columns = Columns(args.solution_column, args.ground_truth_column, args.extra_info_column,
                       text_cells=dataset_format(args.dataset) == "csv")  # fmt: skip
     executor = StoredAnswers(AnswerDataset(args.dataset, columns), "reward-score", grader, base_url)
-    journal = JournalSpec(args.journal, fresh=args.fresh, retry_failed=args.retry_failed)
     return RunPlan(Rows(args.dataset), executor, scoring, concurrency=concurrency,
-                   max_concurrency=args.max_concurrency, journal=journal, backend=args.backend,
+                   max_concurrency=args.max_concurrency, journal=journal_spec(args), backend=args.backend,
                    ray_address=args.ray_address)  # fmt: skip
 
 
-def grader_of(plan: RunPlan) -> str:
-    """The grader as the command line named it (the stored answers' spec keeps it)."""
-    from osmosis_ai.runs.executors.stored import StoredAnswers
-
-    assert isinstance(plan.executor, StoredAnswers)
-    return plan.executor.grader
-
-
-async def _score(args: argparse.Namespace) -> int:
+async def _score(plan: RunPlan, outputs: Outputs) -> int:
     from osmosis_ai.cli.arguments import limit_line
-    from osmosis_ai.cli.journals import journal_refusals
-    from osmosis_ai.cli.progress import RunProgress
-    from osmosis_ai.cli.summary import check_run_outputs
+    from osmosis_ai.cli.progress import run_plan
     from osmosis_ai.runs.answers import RowRefused
     from osmosis_ai.runs.events import Opened
-    from osmosis_ai.runs.run import journal_file, run
+    from osmosis_ai.runs.executors.stored import grader_of
 
-    say(f"osmosis-reward-score v{PACKAGE_VERSION}", quiet=args.quiet)
-    check_run_outputs(args)
-    plan = plan_of(args)
-    labels = {"model": "reward-score", "dataset": args.dataset, "module": grader_of(plan)}
+    dataset, grader = plan.rows.dataset, grader_of(plan)
+    labels = {"model": "reward-score", "dataset": dataset, "module": grader}
 
     def opening(event: Opened) -> str:
         return f"Dataset: {event.dataset} ({event.rows} rows); journal {event.journal}"
 
-    progress = RunProgress(quiet=args.quiet, unit="row", label="rows", retry_failed=args.retry_failed,
-                           opening=opening)  # fmt: skip
     try:
-        with progress, journal_refusals(journal_file(plan)):
-            end = await run(plan, progress.on_event, labels=labels)
+        end = await run_plan(plan, labels, quiet=outputs.quiet, unit="row", label="rows", opening=opening)
     except RowRefused as exc:
-        raise CLIError(f"{args.dataset}: {exc}; name the columns with --solution-column, --ground-truth-column "
+        raise CLIError(f"{dataset}: {exc}; name the columns with --solution-column, --ground-truth-column "
                        "and --extra-info-column") from None  # fmt: skip
     if (concurrency := limit_line(end.limit)) is not None:
-        say(concurrency, quiet=args.quiet)
-    return _render(args, plan, end)
+        say(concurrency, quiet=outputs.quiet)
+    return _render(outputs, plan, end)
 
 
-def _render(args: argparse.Namespace, plan: RunPlan, end: RunEnd) -> int:
+def _render(outputs: Outputs, plan: RunPlan, end: RunEnd) -> int:
     from osmosis_ai.cli.arguments import limit_summary
     from osmosis_ai.cli.output_file import write_output
     from osmosis_ai.cli.summary import finish_run, show_summary
-    from osmosis_ai.outcome import OutcomeCounts, verdict
-    from osmosis_ai.runs.answers import output_line
-    from osmosis_ai.runs.dataset import iter_raw
+    from osmosis_ai.outcome import OutcomeCounts
+    from osmosis_ai.runs.answers import output_lines
     from osmosis_ai.runs.journal import PRIMARY
 
-    records = {record.key: record for record in end.records[PRIMARY]}
-    lines = [
-        output_line(raw.index, raw.value, records[(raw.index, 0)].data)
-        for raw in iter_raw(plan.rows.dataset)
-        if (raw.index, 0) in records
-    ]
-    counts = OutcomeCounts.of(record.outcome for record in records.values())
-    source = args.output or "osmosis reward score"
-    figures = show_summary(args, lines, source)
-    if not args.quiet:
+    quiet = outputs.quiet
+    lines = output_lines(plan.rows.dataset, end.records[PRIMARY])
+    counts = OutcomeCounts.of(record.outcome for record in end.records[PRIMARY])
+    source = outputs.output or "osmosis reward score"
+    figures = show_summary(outputs, lines, source)
+    if not quiet:
         _show_distribution(lines)
         _show_failures(lines)
-    say(counts.describe("row"), quiet=args.json)
-    if args.output:
+    say(counts.describe("row"), quiet=outputs.json)
+    if outputs.output:
         text = "".join(json.dumps(line, ensure_ascii=False, default=str) + "\n" for line in lines)
-        write_output(args.output, text, flag="--output")
-        say(f"Wrote {len(lines)} rows to {args.output}", quiet=args.quiet)
+        write_output(outputs.output, text, flag="--output")
+        say(f"Wrote {len(lines)} rows to {outputs.output}", quiet=quiet)
     failures = [_failure(line) for line in lines if line["outcome"] != "completed"]
-    extra = {"distribution": _distribution(lines), "failures": failures, "output": args.output,
+    extra = {"distribution": _distribution(lines), "failures": failures, "output": outputs.output,
              "concurrency": limit_summary(end.limit)}  # fmt: skip
-    finish_run(args, lines, source, figures, extra=extra, end=end)
-    reason = verdict(
-        counts, max_failure_rate=args.max_failure_rate, unit="row", limit_name="--max-failure-rate"
-    )
+    finish_run(outputs, lines, source, figures, extra=extra, end=end)
+    reason = outputs.failure(counts, "row")
     if reason is None and counts.total < end.planned:
         reason = f"{end.planned - counts.total} of {end.planned} rows were not scored"
     if reason is not None:

@@ -9,8 +9,6 @@ and compares it every turn with a fresh render of the conversation. The verdict 
 * ``NOT SAFE`` (exit 1): the first drift (rollout, turn, message, token), its cause, the two texts
   around it, the template line responsible where it can be found and what to do about it;
 * ``CANNOT TELL`` (exit 1): no turn was served or the template refused the conversation.
-
-Also here: the drift lines ``osmosis rollout run`` prints with ``--tokenizer DIR``.
 """
 
 from __future__ import annotations
@@ -27,13 +25,10 @@ from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.rollout_target import add_target_arguments, rollout_server
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
-    from osmosis_ai.traingate.drift import DriftEvent, DriftTally
+    from osmosis_ai.traingate.drift import DriftEvent
     from osmosis_ai.traingate.session import RolloutSession
 
 DEFAULT_ROWS = 5
-SHOWN_EVENTS = 5
 
 # What to do about each cause of drift (keys are osmosis_ai.traingate.drift's cause names).
 ADVICE = {
@@ -97,36 +92,6 @@ def add_parser(sub: Any) -> None:
 def drift_events(sessions: Sequence[RolloutSession]) -> list[tuple[str, DriftEvent]]:
     """Every drift event of a run with its rollout id, in rollout order."""
     return [(s.rollout_id, event) for s in sessions for event in s.drift_events]
-
-
-def drift_line(drift: DriftTally, violations: int) -> str | None:
-    """One line counting drift beside append-only violations; ``None`` when no template was rendered."""
-    if not drift.traced:
-        return None
-    causes = ", ".join(f"{name} {count}" for name, count in sorted(drift.by_cause.items()))
-    counted = f"{drift.events} in {drift.rollouts} rollout(s)" + (f" ({causes})" if causes else "")
-    return f"template drift: {counted}; append-only violations: {violations}"
-
-
-def render_drift(drift: DriftTally, console: Console) -> None:
-    """Print the first drift events of a run (``--output`` has all of them)."""
-    from rich.markup import escape
-
-    for rollout_id, event in drift.examples[:SHOWN_EVENTS]:
-        console.print(f"[red]drift[/red] {escape(rollout_id)}: {escape(event.describe())}", highlight=False)
-    if drift.events > SHOWN_EVENTS:
-        console.print(
-            f"... and {drift.events - SHOWN_EVENTS} more drift event(s); see --output for all of them"
-        )
-
-
-def fail_on_drift(drift: DriftTally) -> None:
-    """Raise the ``--fail-on-drift`` error when any rollout drifted."""
-    if drift.examples:
-        rollout_id, first = drift.examples[0]
-        raise CLIError(
-            f"template drift in {drift.rollouts} rollout(s) (--fail-on-drift); first: {rollout_id}: {first.describe()}"
-        )
 
 
 def verdict(sessions: Sequence[RolloutSession]) -> tuple[bool, list[str]]:

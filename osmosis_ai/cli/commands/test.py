@@ -17,7 +17,7 @@ import contextlib
 import json
 import logging
 import sys
-from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.cli.arguments import (
@@ -26,17 +26,20 @@ from osmosis_ai.cli.arguments import (
     add_max_concurrency_argument,
     check_backend_arguments,
     concurrency_value,
+    in_process_agent,
     limit_line,
     limit_summary,
+    model_ref,
     whole_number,
 )
 from osmosis_ai.cli.errors import CLIError
-from osmosis_ai.cli.output import progress_bar, say, setup_logging, wants_progress
+from osmosis_ai.cli.output import format_duration, one_line, progress_bar, say, setup_logging, wants_progress
+from osmosis_ai.cli.output_file import write_output
 from osmosis_ai.cli.running import INTERRUPTED, run_command
-from osmosis_ai.cli.summary import add_summary_arguments, check_run_outputs, finish_run, show_summary
+from osmosis_ai.cli.summary import Outputs, add_summary_arguments, check_run_outputs, finish_run, show_summary
 from osmosis_ai.cli.trajectories import add_trajectories_argument, trajectory_writer
 from osmosis_ai.consts import PACKAGE_VERSION
-from osmosis_ai.outcome import OutcomeCounts, verdict
+from osmosis_ai.outcome import OutcomeCounts
 
 if TYPE_CHECKING:
     from osmosis_ai.runs.plan import RunPlan
@@ -64,30 +67,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_backend_arguments(parser)
 
 
-def format_duration(ms: float) -> str:
-    if ms < 1000:
-        return f"{ms:.0f}ms"
-    if ms < 60000:
-        return f"{ms / 1000:.1f}s"
-    minutes, rest = divmod(ms / 1000, 60)
-    return f"{int(minutes)}m{rest:.1f}s"
-
-
 def run(args: argparse.Namespace) -> int:
+    from osmosis_ai.cli.eval.report import run_member
+
     if args.row is not None and not args.interactive:
         raise CLIError("--row needs --interactive")
     if args.interactive and args.concurrency != 1:
         raise CLIError("--interactive runs one row at a time: drop --concurrency")
     if args.interactive and args.backend == "ray":
         raise CLIError("--interactive steps through rows in this process; leave out --backend ray")
-    check_backend_arguments(args)
-    if args.backend == "ray" and args.concurrency == "auto":
-        raise CLIError(
-            "--concurrency auto follows one process's model calls; give --concurrency N with --backend ray"
-        )
+    check_backend_arguments(args, args.concurrency)
     setup_logging(logging.DEBUG if args.debug else None)
-    args.quiet = args.quiet or args.json
-    return run_command(lambda: _test(args), on_interrupt=_interrupted)
+    outputs = Outputs.of(args)
+    check_run_outputs(outputs)
+    mode = " (Interactive Mode)" if args.interactive else ""
+    say(quiet=outputs.quiet, line=f"osmosis-rollout-test v{PACKAGE_VERSION}{mode}")
+    plan = plan_of(args)
+    report = Report(outputs, args.model, f" at {args.base_url}" if args.base_url else "", run_member(args))
+    if args.interactive:
+        from osmosis_ai.cli.interactive import step_through
+
+        row = args.row
+        return run_command(lambda: step_through(plan, report.outputs, row, report.model, report.at),
+                           on_interrupt=_interrupted)  # fmt: skip
+    return run_command(lambda: _test(plan, report), on_interrupt=_interrupted)
+
+
+@dataclass(frozen=True)
+class Report:
+    """What the run shows and writes, read from the flags once: ``at`` says where the model is
+    served, ``run`` is the ``-o`` file's ``run`` member."""
+
+    outputs: Outputs
+    model: str
+    at: str
+    run: dict[str, Any]
 
 
 def _interrupted() -> int:
@@ -97,35 +111,24 @@ def _interrupted() -> int:
 
 def plan_of(args: argparse.Namespace) -> RunPlan:
     """The run the command line asks for: the agent's own reward scores each row; no journal."""
-    from osmosis_ai.cli.commands.eval import completion_params
-    from osmosis_ai.cli.loading import agent_ref
-    from osmosis_ai.runs.executors.local import InProcessAgent
     from osmosis_ai.runs.items import PRIMARY
-    from osmosis_ai.runs.plan import ModelRef, Rows, RunPlan
+    from osmosis_ai.runs.plan import Rows, RunPlan
 
-    model = ModelRef(args.model, args.base_url, args.api_key)
-    executor = InProcessAgent(agent_ref(args), ((PRIMARY, model),), "test", max_turns=args.max_turns,
-                              completion_params=completion_params(args),
-                              debug_dir=DEBUG_DIR if args.debug else None)  # fmt: skip
+    executor = in_process_agent(args, ((PRIMARY, model_ref(args)),), "test", DEBUG_DIR)
     return RunPlan(Rows(args.dataset, args.offset, args.limit), executor, concurrency=args.concurrency,
                    max_concurrency=args.max_concurrency, timeout=args.timeout, backend=args.backend,
                    ray_address=args.ray_address)  # fmt: skip
 
 
-async def _test(args: argparse.Namespace) -> int:
-    from osmosis_ai.cli.eval.report import run_member
+async def _test(plan: RunPlan, report: Report) -> int:
     from osmosis_ai.runs.events import ModelChecked, Opened, Ready
     from osmosis_ai.runs.result import Result
     from osmosis_ai.runs.run import run
+    from osmosis_ai.runs.summary import test_document
 
-    output = Path(args.output) if args.output else None
-    check_run_outputs(args)
-    mode = " (Interactive Mode)" if args.interactive else ""
-    say(quiet=args.quiet, line=f"osmosis-rollout-test v{PACKAGE_VERSION}{mode}")
-    plan = plan_of(args)
-    if args.interactive:
-        return await _interactive(args, plan)
-    trajectories = trajectory_writer(args, command="test")
+    outputs, quiet = report.outputs, report.outputs.quiet
+    model = report.model
+    trajectories = trajectory_writer(outputs, command="test")
     results: list[Result] = []
     selected = 0
     bar = False
@@ -136,7 +139,7 @@ async def _test(args: argparse.Namespace) -> int:
     def show(result: Result) -> None:
         results.append(result)
         if trajectories is not None:
-            trajectories.write_result(result, model=args.model)
+            trajectories.write_result(result, model=model)
         advance(score=result.reward if result.success else None, failed=not result.success)
         if bar and result.success:
             return
@@ -147,9 +150,8 @@ async def _test(args: argparse.Namespace) -> int:
             f"({format_duration(attempt.duration_ms)}, {attempt.tokens:,} tokens)"
         )
         if result.error and not result.success:
-            error = " ".join(result.error.split())
-            line += " - " + (error if len(error) <= ERROR_PREVIEW else error[: ERROR_PREVIEW - 3] + "...")
-        say(quiet=args.quiet, line=line)
+            line += " - " + one_line(result.error, ERROR_PREVIEW)
+        say(quiet=quiet, line=line)
 
     def on_event(event: Any) -> None:
         nonlocal selected, bar, advance
@@ -157,33 +159,29 @@ async def _test(args: argparse.Namespace) -> int:
             show(event)
         elif isinstance(event, Opened):
             selected = event.rows
-            say(
-                quiet=args.quiet,
-                line=f"Dataset: {event.dataset} ({event.rows_in_file} rows, running {selected})",
-            )
+            say(quiet=quiet, line=f"Dataset: {event.dataset} ({event.rows_in_file} rows, running {selected})")
         elif isinstance(event, ModelChecked):
-            at = f" at {args.base_url}" if args.base_url else ""
-            say(quiet=args.quiet, line=f"Model: {event.display_name}{at}")
+            say(quiet=quiet, line=f"Model: {event.display_name}{report.at}")
         elif isinstance(event, Ready):
             if event.backend:
-                say(event.backend, quiet=args.quiet)
+                say(event.backend, quiet=quiet)
             # On a terminal a bar counts the rows and only failed rows get a line; piped, every row does.
-            bar = not args.quiet and wants_progress(None, selected, sys.stdout)
+            bar = not quiet and wants_progress(None, selected, sys.stdout)
             advance = stack.enter_context(progress_bar(selected, "rows", enabled=bar, stderr=False))
 
     with contextlib.ExitStack() as stack:
         end = await run(plan, on_event)
-    results.sort(key=lambda r: r.item.row_index)
     if (concurrency := limit_line(end.limit)) is not None:
-        say(quiet=args.quiet, line=concurrency)
+        say(quiet=quiet, line=concurrency)
     stop = end.stop
+    document = test_document(results, stop=stop, model=model, run=report.run)
+    summary = document["summary"]
     counts = OutcomeCounts.of(r.outcome for r in results)
-    duration = sum(r.attempt.duration_ms for r in results)
-    tokens = sum(r.attempt.tokens for r in results)
-    retries = sum(r.attempt.retries for r in results)
     # One summary: the table below (outcomes, reward, latency, tokens); what it has no row for here.
-    if retries:
-        say(quiet=args.quiet, line=f"Retried model calls: {retries} (transient provider failures)")
+    if summary["retried_calls"]:
+        say(
+            quiet=quiet, line=f"Retried model calls: {summary['retried_calls']} (transient provider failures)"
+        )
     line = counts.describe("row")
     rewards = [r.reward for r in results if r.success and r.reward is not None]
     if rewards:
@@ -191,85 +189,22 @@ async def _test(args: argparse.Namespace) -> int:
     if stop is not None:
         line += f"; stopped after {counts.total} of {selected} rows"
     line += end.backend_note
-    document = {
-        "summary": {
-            "total": counts.total,
-            "passed": counts.completed,
-            "failed": counts.failed,
-            "total_duration_ms": round(duration, 3),
-            "total_tokens": tokens,
-            "retried_calls": retries,
-            "outcomes": counts.to_dict(),
-            "stopped_early": stop is not None,
-            "stop_reason": stop,
-        },
-        "results": [{**r.record(), "final_messages": r.attempt.final_messages} for r in results],
-        "model": args.model,
-        "run": run_member(args),
-    }
-    source = str(output or "osmosis test")
-    figures = show_summary(args, document, source)
-    say(line, quiet=args.json)
-    if output is not None:
-        _write_json(output, document)
-        say(quiet=args.quiet, line=f"Results written to: {output}")
+    source = str(outputs.output or "osmosis test")
+    figures = show_summary(outputs, document, source)
+    say(line, quiet=outputs.json)
+    if outputs.output is not None:
+        write_output(
+            outputs.output, json.dumps(document, indent=2, ensure_ascii=False) + "\n", flag="--output"
+        )
+        say(quiet=quiet, line=f"Results written to: {outputs.output}")
     if trajectories is not None:
         say(
-            quiet=args.quiet,
-            line=f"Trajectories written to: {args.trajectories} ({trajectories.count} ATIF files)",
+            quiet=quiet,
+            line=f"Trajectories written to: {outputs.trajectories} ({trajectories.count} ATIF files)",
         )
-    finish_run(args, document, source, figures, extra={"concurrency": limit_summary(end.limit)}, end=end)
+    finish_run(outputs, document, source, figures, extra={"concurrency": limit_summary(end.limit)}, end=end)
     if stop is not None:
         raise CLIError(f"the run stopped: {stop}")
-    reason = verdict(
-        counts, max_failure_rate=args.max_failure_rate, unit="row", limit_name="--max-failure-rate"
-    )
-    if reason is not None:
+    if (reason := outputs.failure(counts, "row")) is not None:
         raise CLIError(reason)
     return 0
-
-
-async def _interactive(args: argparse.Namespace, plan: RunPlan) -> int:
-    from osmosis_ai.cli.interactive import InteractiveSession
-    from osmosis_ai.runs.executors.local import InProcessAgent
-    from osmosis_ai.runs.items import PRIMARY
-    from osmosis_ai.runs.run import open_rows
-
-    assert isinstance(plan.executor, InProcessAgent)
-    _, total, selected = open_rows(plan)
-    reader = plan.executor.read_rows(plan.rows)
-    last = args.offset + selected - 1
-    if args.row is not None and not args.offset <= args.row <= last:
-        valid = f"{args.offset}-{last}" if last > args.offset else str(last)
-        raise CLIError(f"--row {args.row} is out of range; valid rows are {valid}")
-    prepared = plan.executor.prepare(plan)
-    say(quiet=args.quiet, line=f"Dataset: {reader.file_path} ({total} rows, running {selected})")
-    async with prepared.session(plan, [PRIMARY], None) as opened:
-        client = opened.clients[PRIMARY]
-        at = f" at {args.base_url}" if args.base_url else ""
-        say(quiet=args.quiet, line=f"Model: {client.display_name}{at}")
-        await client.preflight_check()  # a bad key or model: one line, nothing run
-        session = InteractiveSession(client, reader, args.offset, last)
-        async with opened.replacing(PRIMARY, session.client).pipeline(1) as steps:
-            results = await session.run(steps, args.row)
-    trajectories = trajectory_writer(args, command="test")
-    if trajectories is not None:
-        for result in results:
-            trajectories.write_result(result, model=args.model)
-    counts = OutcomeCounts.of(r.outcome for r in results)
-    line = counts.describe("row")
-    if session.aborted_rows:
-        line += f"; {session.aborted_rows} aborted"
-    print(line, flush=True)
-    reason = verdict(
-        counts, max_failure_rate=args.max_failure_rate, unit="row", limit_name="--max-failure-rate"
-    )
-    if reason is not None:
-        raise CLIError(reason)
-    return 0
-
-
-def _write_json(path: Path, document: Any) -> None:
-    from osmosis_ai.cli.output_file import write_output
-
-    write_output(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n", flag="--output")

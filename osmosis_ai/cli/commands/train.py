@@ -31,6 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     declare_files(parser, read=["config"])
     add_log_to_argument(parser)
     parser.add_argument("-q", "--quiet", action="store_true", help="no step lines: only the final one")
+    parser.add_argument("--json", action="store_true",
+                        help="print the job's figures as one JSON object (steps, rollouts, where the model is)")  # fmt: skip
     parser.add_argument("-v", "--verbose", action="store_true", help="show library log messages")
 
 
@@ -46,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     )
     plan = config.plan
     reports = Path(plan.output_dir) / "reports"
-    quiet = bool(args.quiet)
+    quiet = bool(args.quiet or args.json)
     output.say(f"Training {plan.model} on {plan.dataset} against {plan.target.describe()}: "
                f"{plan.steps} steps of {plan.batch_size} prompts x {plan.group_size}", quiet=quiet)  # fmt: skip
     if not args.verbose:
@@ -65,10 +67,21 @@ def run(args: argparse.Namespace) -> int:
         return 130
     output.say(f"Trained {len(result.steps)} steps in {result.seconds:.1f}s: {result.trained} of "
                f"{result.rollouts} rollouts trained on; model {result.model_dir}; journal {result.journal}",
-               quiet=False)  # fmt: skip
+               quiet=bool(args.json))  # fmt: skip
     if args.log_to and last:
         _log(args, last[0], result)
+    if args.json:
+        output.print_json(_document(result, reports))
     return 0
+
+
+def _document(result: Any, reports: Path) -> dict[str, Any]:
+    """``--json``'s object: the job's totals, where its files are, and each step's figures."""
+    steps = [{"step": step.step, "loss": step.loss, "reward": step.reward, "excluded_frac": step.excluded_frac,
+              "rollouts": len(step.records), "trained": step.trained, "tokens_per_s": step.tokens_per_s,
+              "report": str(reports / f"step-{step.step:04d}.html")} for step in result.steps]  # fmt: skip
+    return {"steps": steps, "rollouts": result.rollouts, "trained": result.trained,
+            "seconds": round(result.seconds, 3), "model": str(result.model_dir), "journal": str(result.journal)}  # fmt: skip
 
 
 def _quiet_transformers() -> None:
@@ -108,7 +121,7 @@ def _write_step_report(folder: Path, step: Any, plan: Any) -> Path:
 
 
 def _log(args: argparse.Namespace, step: Any, result: Any) -> None:
-    from osmosis_ai.cli.summary import log_experiment
+    from osmosis_ai.cli.summary import Outputs, log_experiment
     from osmosis_ai.report.figures import summarize
     from osmosis_ai.report.readers import read_document
 
@@ -117,4 +130,4 @@ def _log(args: argparse.Namespace, step: Any, result: Any) -> None:
     training = {f"train_{name.replace('/', '_')}": value for name, value in step.logs.items()}
     training |= {"train_steps": float(len(result.steps)), "train_rollouts": float(result.rollouts),
                  "train_trained": float(result.trained)}  # fmt: skip
-    log_experiment(args, (run, summarize(run)), more=training)
+    log_experiment(Outputs.of(args), (run, summarize(run)), more=training)

@@ -33,7 +33,6 @@ def add_parser(subparsers: Any) -> None:
         absolute_path,
         add_backend_arguments,
         add_journal_arguments,
-        add_log_to_argument,
         fraction,
         whole_number,
     )
@@ -70,8 +69,7 @@ def add_parser(subparsers: Any) -> None:
     add_trajectories_argument(run, unit="rollout")
     add_journal_arguments(run, unit="rollout")
     add_backend_arguments(run)
-    add_summary_arguments(run)
-    add_log_to_argument(run)
+    add_summary_arguments(run, log_to=True)
     run.add_argument(
         "--progress", action="store_true", help="show the progress bar even when not on a terminal"
     )
@@ -99,13 +97,13 @@ def parse_rows(text: str) -> tuple[int, ...]:
 def run(args: argparse.Namespace) -> int:
     import logging
 
-    from osmosis_ai.cli.arguments import check_backend_arguments
-    from osmosis_ai.cli.commands.rollout import drive
+    from osmosis_ai.cli.arguments import check_backend_arguments, journal_spec
     from osmosis_ai.cli.eval import run_config
+    from osmosis_ai.cli.rollout_report import Report, drive
     from osmosis_ai.cli.running import run_command
-    from osmosis_ai.cli.summary import check_run_outputs
+    from osmosis_ai.cli.summary import Outputs, check_run_outputs
     from osmosis_ai.runs.executors.workspace03 import WorkspaceServer
-    from osmosis_ai.runs.plan import JournalSpec, ModelRef, Rows, RunPlan, Scoring
+    from osmosis_ai.runs.plan import ModelRef, Rows, RunPlan, Scoring
 
     output.setup_logging(logging.INFO if args.verbose else None)
     check_backend_arguments(args)
@@ -117,8 +115,9 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         raise CLIError(f"{config.path}: secrets.required names {', '.join(missing)}, not set in this environment "
                        "(the rollout server's): export it, or put it in .env")  # fmt: skip
-    check_run_outputs(args)
-    if config.advanced and not (args.quiet or args.json):
+    outputs = Outputs.of(args)
+    check_run_outputs(outputs)
+    if config.advanced and not outputs.quiet:
         output.warn(f"[advanced] is the platform's; eval run ignores {', '.join(config.advanced)}")
     log = config.workspace / ".osmosis" / "logs" / f"{config.rollout}-server.log"
     server = WorkspaceServer(ModelRef(config.model_path, args.base_url, args.api_key), str(config.rollout_dir),
@@ -128,21 +127,17 @@ def run(args: argparse.Namespace) -> int:
     plan = RunPlan(rows, server, Scoring(kind="reward function", timeout=None), n=config.n,
                    concurrency=args.max_in_flight or config.batch_size or 1,
                    timeout=config.agent_timeout + config.grader_timeout,
-                   journal=JournalSpec(args.journal, fresh=args.fresh, retry_failed=args.retry_failed),
-                   backend=args.backend, ray_address=args.ray_address)  # fmt: skip
-    # What rollout run's report reads from its own flags.
-    args.model, args.dataset, args.n = config.model_path, str(dataset), config.n
-    args.offset, args.url, args.fail_on_drift = 0, None, False
+                   journal=journal_spec(args), backend=args.backend, ray_address=args.ray_address)  # fmt: skip
     labels = {
         "command": "eval run",
         "model": config.model_path,
         "dataset": str(dataset),
         "module": server.target(),
     }
-    output.say(f"Rollout server: {server.target()} {where} (log: {log})", quiet=args.quiet or args.json)
+    report = Report(outputs, args.progress, False, config.pass_threshold)
+    output.say(f"Rollout server: {server.target()} {where} (log: {log})", quiet=outputs.quiet)
     return run_command(
-        lambda: drive(args, plan, labels, pass_threshold=config.pass_threshold),
-        on_interrupt=lambda: output.interrupted("rollout"),
+        lambda: drive(plan, report, labels), on_interrupt=lambda: output.interrupted("rollout")
     )
 
 

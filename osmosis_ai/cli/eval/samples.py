@@ -1,36 +1,31 @@
-"""Running the samples ``osmosis eval`` still needs through the run engine, and their progress lines.
+"""The progress lines of ``osmosis eval``'s samples.
 
 A sample is one run of the agent on one row with one model (``primary``, or ``baseline`` when
 ``--baseline-model`` is given: the same rows and run indices, its own client and journal tag),
-scored by every eval function (:mod:`osmosis_ai.runs.scorer`; an eval function that raises makes
-the sample a ``reward_error``, never a 0) and committed to the journal before it counts
-(:func:`osmosis_ai.runs.engine.run_items`). A systemic provider failure stops the run: the failed
-sample is not journalled, so the rerun after the fix runs it.
+scored by every eval function (an eval function that raises makes the sample a ``reward_error``,
+never a 0) and committed to the journal before it counts. A sample that stopped the run (a systemic
+provider failure) is not journalled, so the rerun after the fix runs it, and is not counted here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from osmosis_ai._pool import Limit
 from osmosis_ai.cli import output
+from osmosis_ai.cli.progress import RunProgress
 from osmosis_ai.outcome import Outcome
-from osmosis_ai.runs.engine import ProcessItem, run_items
-from osmosis_ai.runs.items import WorkItem, work_items
-from osmosis_ai.runs.journal import PRIMARY, Journal
 from osmosis_ai.runs.result import Result
 
 
 def describe_sample(result: Result, tagged: bool) -> str:
     """The progress line's text for one finished sample."""
-    from osmosis_ai.cli.commands.test import format_duration
-
     attempt = result.attempt
     tag = f"[{result.item.model_tag}] " if tagged else ""
     status = "OK" if result.outcome is Outcome.COMPLETED else f"FAILED [{result.outcome.value}]"
     where = f"row {result.item.row_index} run {result.item.sample_index}"
-    line = f"{tag}{where}: {status} ({format_duration(attempt.duration_ms)}, {attempt.tokens:,} tokens)"
+    line = (
+        f"{tag}{where}: {status} ({output.format_duration(attempt.duration_ms)}, {attempt.tokens:,} tokens)"
+    )
     if result.scores:
         line += " [" + ", ".join(f"{name}={score:.3f}" for name, score in result.scores.items()) + "]"
     error = attempt.error or "; ".join(f"{k}: {v}" for k, v in result.score_errors.items())
@@ -39,57 +34,41 @@ def describe_sample(result: Result, tagged: bool) -> str:
     return line
 
 
-async def run_samples(
-    *,
-    pipeline: ProcessItem,
-    rows: Iterable[tuple[int, Mapping[str, Any]]],
-    n: int,
-    tags: Sequence[str],
-    journal: Journal,
-    retry_failed: bool,
-    batch_size: int | Limit,
-    log_samples: bool,
-    on_sample: Callable[[Result], None],
-) -> str | None:
-    """Run every sample of ``rows`` × ``n`` × ``tags`` the journal does not have, ``batch_size`` at
-    a time; returns why the run stopped early, if it did."""
-    finished = {tag: journal.finished_in_order(retry_failed=retry_failed, model_tag=tag) for tag in tags}
+class SampleProgress(RunProgress):
+    """What ``osmosis eval`` shows as its samples are committed: :class:`RunProgress`'s lines, then
+    on a terminal the bar moving with each sample's first score; piped, one plain line a sample
+    (``tagged`` with its model's). The models are named as they are checked, and how every eval
+    function scores before the backend's header. A sample that stopped the run was not committed
+    and is not counted."""
 
-    def skip(item: WorkItem) -> bool:
-        return finished[item.model_tag](item.row_index, item.sample_index)
+    def __init__(self, *, tagged: bool, **progress: Any) -> None:
+        super().__init__(**progress)
+        self.tagged, self.count, self.total = tagged, 0, 0
 
-    report = await run_items(
-        work_items(rows, n=n, tags=tags, skip=skip),
-        pipeline,
-        concurrency=batch_size,
-        journal=journal,
-        keep_messages=log_samples,
-        on_result=on_sample,
-    )
-    if report.stopped_by is None:
-        return None
-    tag = report.stopped_by.item.model_tag
-    return report.stop_reason if tag == PRIMARY else f"{tag}: {report.stop_reason}"
+    def on_event(self, event: Any) -> None:
+        from osmosis_ai.runs.events import ModelChecked, Opened, Ready
+        from osmosis_ai.runs.journal import BASELINE
 
-
-def progress_reporter(
-    *, total: int, done: int, quiet: bool, tagged: bool, advance: output.ProgressStep, bar: bool
-) -> Callable[[Result], None]:
-    """What happens as each sample is committed: the bar moves on a terminal; piped, one plain line.
-
-    A sample that stopped the run was not committed and is not counted."""
-    count = done
-
-    def report(result: Result) -> None:
-        nonlocal count
-        if result.attempt.systemic is not None:
-            return
-        count += 1
-        if bar:
-            completed = result.outcome is Outcome.COMPLETED
-            first = next(iter(result.scores.values()), None) if completed else None
-            advance(score=first, failed=not completed)
-        elif not quiet:
-            output.say(f"[{count}/{total}] {describe_sample(result, tagged)}", quiet=False)
-
-    return report
+        if isinstance(event, Result):
+            if event.attempt.systemic is not None:
+                return
+            self.count += 1
+            if self.shown:
+                completed = event.outcome is Outcome.COMPLETED
+                first = next(iter(event.scores.values()), None) if completed else None
+                self.advance(score=first, failed=not completed)
+            elif not self.quiet:
+                output.say(f"[{self.count}/{self.total}] {describe_sample(event, self.tagged)}", quiet=False)
+        elif isinstance(event, ModelChecked):
+            output.say(
+                f"{'Baseline' if event.tag == BASELINE else 'Model'}: {event.display_name}", quiet=self.quiet
+            )
+        elif isinstance(event, Ready):
+            for line in event.scoring:
+                output.say(f"Scoring: {line}", quiet=self.quiet)
+            if event.backend:
+                output.say(event.backend, quiet=self.quiet)
+        else:
+            super().on_event(event)
+            if isinstance(event, Opened):
+                self.count, self.total = event.planned - event.remaining, event.planned

@@ -51,8 +51,7 @@ from osmosis_ai.outcome import verdict
 from osmosis_ai.runs.judging import JUDGE_CONCURRENCY
 
 if TYPE_CHECKING:
-    from osmosis_ai.runs.judging import RubricJudge
-    from osmosis_ai.runs.plan import RunPlan
+    from osmosis_ai.runs.plan import RunPlan, Scoring
 
 logger = logging.getLogger(__name__)
 
@@ -198,19 +197,21 @@ def judging_rubric(config_path: Path, rubric_id: str) -> RubricConfig:
     return config
 
 
-def rubric_judge(
+def rubric_scoring(
     rubric_id: str, config: Path | None, near: Path, *, cache: bool
-) -> tuple[RubricJudge, str, str | None]:
-    """The judge of ``rubric_id`` as configured (in ``config``, else found near ``near``), its key
-    checked: the plan's judge, the grader as a journal names it, and the judge's server."""
+) -> tuple[Scoring, str, str | None]:
+    """The scoring by the judge of ``rubric_id`` as configured (in ``config``, else found near
+    ``near``), its key checked: the plan's scoring, the grader as a journal names it, and the judge's server."""
     from osmosis_ai.judge.keys import configured_api_base
     from osmosis_ai.runs.journal import file_digest
-    from osmosis_ai.runs.judging import RubricJudge
+    from osmosis_ai.runs.judging import JUDGE, RubricJudge
+    from osmosis_ai.runs.plan import Scoring
 
     config_path = locate_config(config, near)
     rubric = judging_rubric(config_path, rubric_id)
     judge = RubricJudge(rubric, f"{rubric_id}@{file_digest(config_path)}", cache=cache)
-    return judge, f"--rubric {rubric_id} -c {config_path}", configured_api_base(rubric.model_info)
+    grader = f"--rubric {rubric_id} -c {config_path}"
+    return Scoring(judge=judge, reward=JUDGE), grader, configured_api_base(rubric.model_info)
 
 
 def plan_of(options: EvalRubricOptions, config: RubricConfig, config_path: Path, data_path: Path) -> RunPlan:

@@ -331,3 +331,9 @@ class AnswersSession:
         from osmosis_ai.runs.pipeline import scored
 
         return scored(self.plan, StoredExecutor(self.spec.source.attempt_of), self.observer)
+
+
+def grader_of(plan: RunPlan) -> str:
+    """The grader of a plan of stored answers, as the command line named it."""
+    assert isinstance(plan.executor, StoredAnswers)
+    return plan.executor.grader

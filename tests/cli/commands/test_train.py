@@ -106,10 +106,12 @@ def test_a_planted_failure_is_excluded_and_counted_never_trained_on(tmp_path: Pa
     from osmosis_ai.runs.journal import Journal
 
     config = _job(tmp_path, fail=[False, True])
-    ran = osmosis("train", str(config), cwd=tmp_path, env=OFFLINE, timeout=600)
+    ran = osmosis("train", str(config), "--json", cwd=tmp_path, env=OFFLINE, timeout=600)
     assert ran.returncode == 0, ran.stderr
-    step = next(line for line in ran.stdout.splitlines() if line.startswith("step 1/1"))
-    assert "excluded 50%" in step and "trained 2/4" in step
+    document = json.loads(ran.stdout)  # --json: the one object, no step lines
+    (step,) = document["steps"]
+    assert step["excluded_frac"] == 0.5 and step["trained"] == 2 and step["rollouts"] == 4
+    assert (document["rollouts"], document["trained"]) == (4, 2)
     contents = Journal.read(tmp_path / "runs" / "job" / "journal.sqlite")
     assert contents is not None
     by_row = {(r.row_index, r.sample_index): r for r in contents.records["step-0001"]}
