@@ -61,6 +61,9 @@ TRIM_ABOVE = 1.6  # latency over the floor above which it is trimmed
 ROOMY = 2.0  # both thresholds times this while the server reports no queue and cache room
 IN_USE = 0.9  # share of the slots a round must have used for growth to mean anything
 GROWTH = 0.1  # growth per round after slow start, before it accelerates
+BATCH_SHARE = 0.5  # a growth whose latency rose by at most this share of it (in logs) bought throughput
+MIN_PROBE = 1.2  # ... judged only for growth at least this large (slots in use), above the noise of medians
+MAX_BATCH = 2.0  # the most latency over the floor that growth can show to be the batch
 MAX_GROWTH = 0.4
 BACKOFF = 0.7  # the cut on a refusal or a timeout
 MAX_TRIM = 0.5  # a latency or queue trim never takes more than half
@@ -266,7 +269,9 @@ class AdaptiveLimit:
         self._samples: list[float] = []
         self._peak = 0
         self._floor = math.inf  # the lowest round median since the floor was last measured again
-        self._needed = max(MIN_ROUND, math.ceil(self._level / 2))  # answers this round needs
+        self._batch = 1.0  # latency over the floor that growth showed to be the batch, not a queue
+        self._grown_from: tuple[int, float] | None = None  # slots used and median before the last growth
+        self._needed = self._least_round()  # answers this round needs
         self._trimmed_at: float | None = None  # the latency ratio of the last decision, if it trimmed
         self._last_cut = -math.inf
         self._grow_after = -math.inf  # a Retry-After holds growth until then
@@ -374,7 +379,9 @@ class AdaptiveLimit:
     def _decide(self, now: float) -> None:
         middle = median(self._samples)
         self._floor = min(self._floor, middle)
-        ratio = middle / self._floor if self._floor > 0 else 1.0
+        self._learn_batch(middle)
+        over_floor = middle / self._floor if self._floor > 0 else 1.0
+        ratio = over_floor / self._batch
         load = self._load if now - self._load_at <= STALE_AFTER else None
         queue = None if load is None else load.queue_ratio
         full = load is not None and load.kv_usage is not None and load.kv_usage >= KV_FULL
@@ -390,7 +397,7 @@ class AdaptiveLimit:
             if trimmed_at is not None and ratio >= 0.9 * trimmed_at:
                 # The last trim did not bring the latency down: the work got slower, no queue grew.
                 # What it takes now is the floor.
-                self._floor = middle
+                self._floor, self._batch = middle, 1.0
                 self._hold()
             else:
                 self._trimmed_at = ratio
@@ -401,12 +408,25 @@ class AdaptiveLimit:
             and self._peak >= math.ceil(IN_USE * self.limit)
             and now >= self._grow_after
         ):
-            self._grow(now, ratio)
+            self._grow(now, over_floor, middle)
         else:
             self._hold()
 
-    def _grow(self, now: float, ratio: float) -> None:
-        self._slow_start = self._slow_start and ratio <= SLOW_START_BELOW
+    def _learn_batch(self, middle: float) -> None:
+        """After growth: latency that rose much less than the slots in use is the batch growing."""
+        grown_from, self._grown_from = self._grown_from, None
+        if grown_from is None or self._floor <= 0:
+            return
+        used, before = grown_from
+        rise = self._peak / used
+        if rise >= MIN_PROBE and middle <= before * rise**BATCH_SHARE:
+            self._batch = min(max(self._batch, middle / self._floor), MAX_BATCH)
+
+    def _grow(self, now: float, over_floor: float, middle: float) -> None:
+        self._grown_from = (max(self._peak, 1), middle)
+        # Slow start ends at the first rise over the floor, even one shown to be the batch: a doubling
+        # that crosses the capacity can look like the batch growing.
+        self._slow_start = self._slow_start and over_floor <= SLOW_START_BELOW
         if self._slow_start:
             level = self._level * 2
         else:
@@ -435,7 +455,7 @@ class AdaptiveLimit:
 
     def _round_size(self) -> int:
         """Answers the round needs: half the limit (4 at least), more for a median as noisy as its spread."""
-        needed = max(MIN_ROUND, math.ceil(self._level / 2))
+        needed = self._least_round()
         if len(self._samples) < needed or self._slow_start:  # a doubling too many is cut back soon
             return needed
         ordered = sorted(self._samples)
@@ -446,10 +466,16 @@ class AdaptiveLimit:
         spread = (ordered[(3 * count) // 4] - ordered[count // 4]) / (1.349 * middle)  # IQR as a deviation
         return max(needed, min(MAX_ROUND, math.ceil((1.2533 * spread / ROUND_PRECISION) ** 2)))
 
+    def _least_round(self) -> int:
+        # A round judging growth, or the first one, waits for the slots' worth of answers: the first
+        # answers after a change are those that did not queue.
+        whole = self._grown_from is not None or math.isinf(self._floor)
+        return max(MIN_ROUND, math.ceil(self._level if whole else self._level / 2))
+
     def _new_round(self) -> None:
         self._samples.clear()
         self._peak = self._held
-        self._needed = max(MIN_ROUND, math.ceil(self._level / 2))
+        self._needed = self._least_round()
 
     def _hold(self) -> None:
         self._streak = 0
@@ -460,6 +486,7 @@ class AdaptiveLimit:
         self._level = min(max(level, float(self.minimum)), float(self.maximum))
         if reason != "grow":
             self._streak = 0
+            self._grown_from = None
         self._changed_at = now
         self._new_round()
         after = self.limit
