@@ -64,6 +64,7 @@ GROWTH = 0.1  # growth per round after slow start, before it accelerates
 BATCH_SHARE = 0.5  # a growth whose latency rose by at most this share of it (in logs) bought throughput
 MIN_PROBE = 1.2  # ... judged only for growth at least this large (slots in use), above the noise of medians
 MAX_BATCH = 2.0  # the most latency over the floor that growth can show to be the batch
+PROBE = 0.25  # the step up from a limit held between the thresholds, to tell the batch from a queue
 MAX_GROWTH = 0.4
 BACKOFF = 0.7  # the cut on a refusal or a timeout
 MAX_TRIM = 0.5  # a latency or queue trim never takes more than half
@@ -271,6 +272,8 @@ class AdaptiveLimit:
         self._floor = math.inf  # the lowest round median since the floor was last measured again
         self._batch = 1.0  # latency over the floor that growth showed to be the batch, not a queue
         self._grown_from: tuple[int, float] | None = None  # slots used and median before the last growth
+        self._probe_from: float | None = None  # the level a probe in progress returns to
+        self._probed = False  # the level in force was probed and showed a queue
         self._needed = self._least_round()  # answers this round needs
         self._trimmed_at: float | None = None  # the latency ratio of the last decision, if it trimmed
         self._last_cut = -math.inf
@@ -379,7 +382,7 @@ class AdaptiveLimit:
     def _decide(self, now: float) -> None:
         middle = median(self._samples)
         self._floor = min(self._floor, middle)
-        self._learn_batch(middle)
+        learned = self._learn_batch(middle)
         over_floor = middle / self._floor if self._floor > 0 else 1.0
         ratio = over_floor / self._batch
         load = self._load if now - self._load_at <= STALE_AFTER else None
@@ -390,7 +393,16 @@ class AdaptiveLimit:
         roomy = load is not None and self._load_at >= self._changed_at and queue is not None and queue <= 1.0
         scale = ROOMY if roomy and not full else 1.0
         trimmed_at, self._trimmed_at = self._trimmed_at, None
-        if queue is not None and queue > TRIM_ABOVE and not self._load_spent:
+        probe_from, self._probe_from = self._probe_from, None
+        growing = (
+            (queue is None or queue <= GROW_BELOW)
+            and self._peak >= math.ceil(IN_USE * self.limit)
+            and now >= self._grow_after
+        )
+        if probe_from is not None and not learned:
+            self._probed = True  # the step up queued: back to where it was, for good
+            self._change(now, probe_from, "probe")
+        elif queue is not None and queue > TRIM_ABOVE and not self._load_spent:
             self._load_spent = True
             self._trim(now, queue, "queue")
         elif ratio > TRIM_ABOVE * scale:
@@ -402,25 +414,32 @@ class AdaptiveLimit:
             else:
                 self._trimmed_at = ratio
                 self._trim(now, ratio, "latency")
-        elif (
-            ratio <= GROW_BELOW * scale
-            and (queue is None or queue <= GROW_BELOW)
-            and self._peak >= math.ceil(IN_USE * self.limit)
-            and now >= self._grow_after
-        ):
+        elif ratio <= GROW_BELOW * scale and growing:
             self._grow(now, over_floor, middle)
+        elif growing and not self._probed and self._batch < MAX_BATCH:
+            # Held between the thresholds, latency says nothing of a queue or a batch: a step up does.
+            self._probe_from = self._level
+            self._grown_from = (max(self._peak, 1), middle)
+            self._slow_start = False
+            self._change(now, self._level * (1 + PROBE), "probe")
         else:
             self._hold()
 
-    def _learn_batch(self, middle: float) -> None:
-        """After growth: latency that rose much less than the slots in use is the batch growing."""
+    def _learn_batch(self, middle: float) -> bool:
+        """After growth: latency that rose much less than the slots in use was not a queue before it.
+
+        What it certifies is the latency the growth started from: the one it ended at may have
+        crossed the capacity part of the way.
+        """
         grown_from, self._grown_from = self._grown_from, None
         if grown_from is None or self._floor <= 0:
-            return
+            return False
         used, before = grown_from
         rise = self._peak / used
-        if rise >= MIN_PROBE and middle <= before * rise**BATCH_SHARE:
-            self._batch = min(max(self._batch, middle / self._floor), MAX_BATCH)
+        if rise < MIN_PROBE or middle > before * rise**BATCH_SHARE:
+            return False
+        self._batch = min(max(self._batch, before / self._floor), MAX_BATCH)
+        return True
 
     def _grow(self, now: float, over_floor: float, middle: float) -> None:
         self._grown_from = (max(self._peak, 1), middle)
@@ -486,7 +505,9 @@ class AdaptiveLimit:
         self._level = min(max(level, float(self.minimum)), float(self.maximum))
         if reason != "grow":
             self._streak = 0
-            self._grown_from = None
+        if reason not in ("grow", "probe"):
+            self._grown_from = self._probe_from = None
+            self._probed = False
         self._changed_at = now
         self._new_round()
         after = self.limit
