@@ -17,6 +17,7 @@ from benchmarks.capacity_server import CapacityServer, capacity_server
 from osmosis_ai._http import shared_pool
 from osmosis_ai._pool import FixedLimit, Limit, run_bounded
 from osmosis_ai.models.concurrency import (
+    GROW_BELOW,
     MAX_BATCH,
     MAX_PAUSE,
     STALE_AFTER,
@@ -232,7 +233,7 @@ def test_latency_rising_much_less_than_the_slots_lets_it_grow_past_the_threshold
     clock = Clock()
     limit = AdaptiveLimit(clock=clock)
     limits = follow(limit, clock, batching, rounds=40)
-    assert batching(limits[-1]) / batching(8) > TRIM_ABOVE  # past where latency alone would stop it
+    assert batching(limits[-1]) / batching(8) > GROW_BELOW  # past where latency alone stops growth
     assert all(capacity <= level < 2 * capacity for level in limits[-20:]), limits
 
 
