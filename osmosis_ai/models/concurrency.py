@@ -7,15 +7,22 @@ vLLM or SGLang Prometheus metrics, from the server's own queue and KV-cache figu
 the measurements that chose them, are in docs/design/concurrency.md ("Concurrency that tunes itself"):
 
 * **Rounds.** A decision is taken once per round: when requests sent since the limit last changed
-  have answered, half the limit of them (4 at least) or, when their latencies are spread, enough for
-  the round's median to be within about 5% (up to 256). Each decision judges the limit in force.
-* **Latency.** The round's median over the floor (the lowest round median seen). At most 1.25x the
-  floor, with the slots in use, the limit grows; above 1.6x it is trimmed in proportion, back towards
-  1.25x (by half at the most). A trim that did not bring the latency down means the work got slower,
-  not the queue longer: that latency becomes the floor.
+  have answered, half the limit of them (4 at least; the whole limit for the first round and one
+  judging growth, since the first answers after a change are those that did not queue) or, when
+  their latencies are spread, enough for the round's median to be within about 5% (up to 256).
+  Each decision judges the limit in force.
+* **Latency.** The round's median over the floor (the lowest round median seen) times the batch
+  (below). At most 1.25x that, with the slots in use, the limit grows; above 1.6x it is trimmed in
+  proportion, back towards 1.25x (by half at the most). A trim that did not bring the latency down
+  means the work got slower, not the queue longer: that latency becomes the floor, the batch 1.
 * **Growth.** Doubling per round (slow start) until a round 1.1x over the floor or the first cut,
   then 10% a round (at least one slot), 20% and 40% for further rounds of growth in a row. No growth
   while fewer than 90% of the slots are used: a limit the work never reached says nothing.
+* **The batch.** A server batching requests slows each one as its batch grows, with no queue. A
+  growth of at least 1.2x in the slots in use whose round median rose by at most the square root of
+  that (throughput rose at least half as much as the slots) shows the latency it started from was
+  no queue: that latency over the floor becomes the batch (at most 2). A limit held between 1.25x and 1.6x steps up 25% to tell (once at that limit), and goes back if
+  the step queued.
 * **Refusals and timeouts** (429, 503, no answer in time) cut the limit to 0.7x at once. A refusal of
   a request sent before the last cut is old news and changes nothing. A ``Retry-After`` holds growth
   until it has passed and, when the server refuses everything (refused again with nothing served
