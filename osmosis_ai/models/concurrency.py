@@ -281,6 +281,7 @@ class AdaptiveLimit:
         self._grown_from: tuple[int, float] | None = None  # slots used and median before the last growth
         self._probe_from: float | None = None  # the level a probe in progress returns to
         self._probed = False  # the level in force was probed and showed a queue
+        self._refused_at = math.inf  # the level in force at the last refusal or timeout
         self._needed = self._least_round()  # answers this round needs
         self._trimmed_at: float | None = None  # the latency ratio of the last decision, if it trimmed
         self._last_cut = -math.inf
@@ -401,6 +402,7 @@ class AdaptiveLimit:
         scale = ROOMY if roomy and not full else 1.0
         trimmed_at, self._trimmed_at = self._trimmed_at, None
         probe_from, self._probe_from = self._probe_from, None
+        probe = float(math.ceil(self._level * (1 + PROBE)))
         growing = (
             (queue is None or queue <= GROW_BELOW)
             and self._peak >= math.ceil(IN_USE * self.limit)
@@ -423,12 +425,12 @@ class AdaptiveLimit:
                 self._trim(now, ratio, "latency")
         elif ratio <= GROW_BELOW * scale and growing:
             self._grow(now, over_floor, middle)
-        elif growing and not self._probed and self._batch < MAX_BATCH:
+        elif growing and not self._probed and self._batch < MAX_BATCH and probe < self._refused_at:
             # Held between the thresholds, latency says nothing of a queue or a batch: a step up does.
             self._probe_from = self._level
             self._grown_from = (max(self._peak, 1), middle)
             self._slow_start = False
-            self._change(now, self._level * (1 + PROBE), "probe")
+            self._change(now, probe, "probe")
         else:
             self._hold()
 
@@ -471,6 +473,7 @@ class AdaptiveLimit:
         # come (refusals come back faster): the server refuses everything, as a rate limit does.
         refusing = not self._answered_since_cut and now - self._last_cut >= self._typical_latency()
         self._last_cut = now
+        self._refused_at = self._level
         self._answered_since_cut = False
         if retry_after is not None and retry_after > 0:
             until = now + min(retry_after, MAX_PAUSE)

@@ -257,6 +257,17 @@ def test_latency_the_batch_explains_is_bounded() -> None:
     assert limits[-1] ** 0.3 / 8**0.3 <= MAX_BATCH * TRIM_ABOVE, limits
 
 
+def test_a_probe_never_goes_where_the_server_refused() -> None:
+    clock = Clock()
+    limit = AdaptiveLimit(initial=16, clock=clock)
+    serve(limit, clock, 1.0, rounds=1)  # the floor; slow start doubles
+    limit.observe(CallOutcome.REFUSED, 0.1)  # refused at 32
+    assert limit.limit == 22
+    limits = follow(limit, clock, lambda slots: 1.0 if slots < 26 else 1.4, rounds=10)
+    assert limits[-1] > 26  # grown back, held between the thresholds where a probe would pass 32
+    assert "probe" not in reasons(limit) and max(limits) < 32, limits
+
+
 def test_latency_that_rises_without_a_queue_on_a_batching_server_is_taken_as_the_new_floor() -> None:
     sim = Simulation(capacity=32, batch_slowdown=0.5, refuse_past=None)
     sim.run_for(60)
