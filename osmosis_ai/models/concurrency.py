@@ -21,8 +21,9 @@ the measurements that chose them, are in docs/design/concurrency.md ("Concurrenc
 * **The batch.** A server batching requests slows each one as its batch grows, with no queue. A
   growth of at least 1.2x in the slots in use whose round median rose by at most the square root of
   that (throughput rose at least half as much as the slots) shows the latency it started from was
-  no queue: that latency over the floor becomes the batch (at most 2). A limit held between 1.25x and 1.6x steps up 25% to tell (once at that limit), and goes back if
-  the step queued.
+  no queue: that latency over the floor becomes the batch (at most 2). A limit held between 1.25x
+  and 1.6x steps up 25% to tell (once at that limit, never to where the last refusal or timeout
+  came), and goes back if the step queued.
 * **Refusals and timeouts** (429, 503, no answer in time) cut the limit to 0.7x at once. A refusal of
   a request sent before the last cut is old news and changes nothing. A ``Retry-After`` holds growth
   until it has passed and, when the server refuses everything (refused again with nothing served
