@@ -403,7 +403,11 @@ class AdaptiveLimit:
         scale = ROOMY if roomy and not full else 1.0
         trimmed_at, self._trimmed_at = self._trimmed_at, None
         probe_from, self._probe_from = self._probe_from, None
-        probe = float(math.ceil(self._level * (1 + PROBE)))
+        probe = float(math.ceil(self._level * (1 + PROBE)))  # at least one slot up
+        # Once per limit, within the maximum, never to the limit of the last refusal or timeout.
+        may_probe = (
+            not self._probed and self._batch < MAX_BATCH and probe < min(self._refused_at, self.maximum + 1)
+        )
         growing = (
             (queue is None or queue <= GROW_BELOW)
             and self._peak >= math.ceil(IN_USE * self.limit)
@@ -426,7 +430,7 @@ class AdaptiveLimit:
                 self._trim(now, ratio, "latency")
         elif ratio <= GROW_BELOW * scale and growing:
             self._grow(now, over_floor, middle)
-        elif growing and not self._probed and self._batch < MAX_BATCH and probe < self._refused_at:
+        elif growing and may_probe:
             # Held between the thresholds, latency says nothing of a queue or a batch: a step up does.
             self._probe_from = self._level
             self._grown_from = (max(self._peak, 1), middle)
