@@ -23,7 +23,8 @@ as the model-call seam will. Measured side by side, ``--seconds`` each:
 
 Goal: ``auto`` reaches >= 0.9x the best fixed throughput with < 1% failed requests (an item whose
 every attempt failed), and recovers when the capacity halves. Throughput counts the requests
-answered before each run's end; the limit over time of the halving run is printed as a table.
+answered before each run's end; the limit over time of the halving runs and of the latency-only
+``auto`` runs is printed as a table (the stand-in's knee is at its capacity).
 The load average is printed before and after: the machine is shared, so compare only figures from
 runs at low load.
 """
