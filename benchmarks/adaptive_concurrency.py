@@ -23,7 +23,8 @@ as the model-call seam will. Measured side by side, ``--seconds`` each:
 
 Goal: ``auto`` reaches >= 0.9x the best fixed throughput with < 1% failed requests (an item whose
 every attempt failed), and recovers when the capacity halves. Throughput counts the requests
-answered before each run's end; the limit over time of the halving run is printed as a table.
+answered before each run's end; the limit over time of the halving runs and of the latency-only
+``auto`` runs is printed as a table (the stand-in's knee is at its capacity).
 The load average is printed before and after: the machine is shared, so compare only figures from
 runs at low load.
 """
@@ -255,6 +256,22 @@ def _verdicts(runs: list[Run], best: Run, case: str) -> None:
         )
 
 
+def _timeline(run: Run, note: str) -> None:
+    """The limit of ``run`` over time, one row per tick, and how it changed."""
+    print(f"\nlimit over time, {run.label}, {note} (one # per 4 slots):")
+    print(f"{'t s':>5}{'limit':>7}{'req/s':>8}")
+    for at, level, answered in run.ticks:
+        halved = run.halved_at is not None and abs(at - run.halved_at) < TICK / 2
+        marker = "  <- capacity halved" if halved else ""
+        print(f"{at:>5.0f}{level:>7}{answered / TICK:>8.0f}  {'#' * max(1, round(level / 4))}{marker}")
+    if run.summary is not None:
+        summary = run.summary
+        print(
+            f"changes: {summary['changes']}, lowest {summary['lowest']}, highest {summary['highest']}, "
+            f"mean {summary['mean']}, metrics: {summary['metrics']}"
+        )
+
+
 def _report(results: dict[str, Any], capacity: int, latency: float, seconds: float) -> None:
     ideal = capacity / latency
     best: Run = results["best"]
@@ -271,21 +288,7 @@ def _report(results: dict[str, Any], capacity: int, latency: float, seconds: flo
             f"{run.label:<16}{rate:>8.1f}{rate / (half / latency):>10.2f}{run.failed_share:>9.2%}{run.refused_share:>9.2%}  {final}"
         )
     for run in results["halving"][:2]:
-        print(
-            f"\nlimit over time, {run.label}, capacity {capacity} -> {half} at {seconds:g} s (one # per 4 slots):"
-        )
-        print(f"{'t s':>5}{'limit':>7}{'req/s':>8}")
-        for at, level, answered in run.ticks:
-            marker = (
-                "  <- capacity halved"
-                if run.halved_at is not None and abs(at - run.halved_at) < TICK / 2
-                else ""
-            )
-            print(f"{at:>5.0f}{level:>7}{answered / TICK:>8.0f}  {'#' * max(1, round(level / 4))}{marker}")
-        if run.summary is not None:
-            print(
-                f"changes: {run.summary['changes']}, lowest {run.summary['lowest']}, highest {run.summary['highest']}, metrics: {run.summary['metrics']}"
-            )
+        _timeline(run, f"capacity {capacity} -> {half} at {seconds:g} s")
     print()
     fixed_best = best.throughput
     highest: Run = results["highest"]
@@ -331,6 +334,9 @@ def main() -> None:
         f"batch slowdown {args.batch_slowdown:g} (a full batch {1 + args.batch_slowdown:g}x slower):"
     )
     _table(quiet["runs"], quiet["best"], args.capacity / args.latency)
+    for run in quiet["runs"]:
+        if run.label.startswith("auto"):
+            _timeline(run, f"the knee at the capacity, {args.capacity}")
     _verdicts(quiet["runs"], quiet["best"], "latency only")
     print(f"load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
 

@@ -7,15 +7,23 @@ vLLM or SGLang Prometheus metrics, from the server's own queue and KV-cache figu
 the measurements that chose them, are in docs/design/concurrency.md ("Concurrency that tunes itself"):
 
 * **Rounds.** A decision is taken once per round: when requests sent since the limit last changed
-  have answered, half the limit of them (4 at least) or, when their latencies are spread, enough for
-  the round's median to be within about 5% (up to 256). Each decision judges the limit in force.
-* **Latency.** The round's median over the floor (the lowest round median seen). At most 1.25x the
-  floor, with the slots in use, the limit grows; above 1.6x it is trimmed in proportion, back towards
-  1.25x (by half at the most). A trim that did not bring the latency down means the work got slower,
-  not the queue longer: that latency becomes the floor.
+  have answered, half the limit of them (4 at least; the whole limit for the first round and one
+  judging growth, since the first answers after a change are those that did not queue) or, when
+  their latencies are spread, enough for the round's median to be within about 5% (up to 256).
+  Each decision judges the limit in force.
+* **Latency.** The round's median over the floor (the lowest round median seen) times the batch
+  (below). At most 1.25x that, with the slots in use, the limit grows; above 1.6x it is trimmed in
+  proportion, back towards 1.25x (by half at the most). A trim that did not bring the latency down
+  means the work got slower, not the queue longer: that latency becomes the floor, the batch 1.
 * **Growth.** Doubling per round (slow start) until a round 1.1x over the floor or the first cut,
   then 10% a round (at least one slot), 20% and 40% for further rounds of growth in a row. No growth
   while fewer than 90% of the slots are used: a limit the work never reached says nothing.
+* **The batch.** A server batching requests slows each one as its batch grows, with no queue. A
+  growth of at least 1.2x in the slots in use whose round median rose by at most the square root of
+  that (throughput rose at least half as much as the slots) shows the latency it started from was
+  no queue: that latency over the floor becomes the batch (at most 2). A limit held between 1.25x
+  and 1.6x steps up 25% to tell (once at that limit, never to where the last refusal or timeout
+  came), and goes back if the step queued.
 * **Refusals and timeouts** (429, 503, no answer in time) cut the limit to 0.7x at once. A refusal of
   a request sent before the last cut is old news and changes nothing. A ``Retry-After`` holds growth
   until it has passed and, when the server refuses everything (refused again with nothing served
@@ -61,6 +69,10 @@ TRIM_ABOVE = 1.6  # latency over the floor above which it is trimmed
 ROOMY = 2.0  # both thresholds times this while the server reports no queue and cache room
 IN_USE = 0.9  # share of the slots a round must have used for growth to mean anything
 GROWTH = 0.1  # growth per round after slow start, before it accelerates
+BATCH_SHARE = 0.5  # a growth whose latency rose by at most this share of it (in logs) bought throughput
+MIN_PROBE = 1.2  # ... judged only for growth at least this large (slots in use), above the noise of medians
+MAX_BATCH = 2.0  # the most latency over the floor that growth can show to be the batch
+PROBE = 0.25  # the step up from a limit held between the thresholds, to tell the batch from a queue
 MAX_GROWTH = 0.4
 BACKOFF = 0.7  # the cut on a refusal or a timeout
 MAX_TRIM = 0.5  # a latency or queue trim never takes more than half
@@ -266,7 +278,12 @@ class AdaptiveLimit:
         self._samples: list[float] = []
         self._peak = 0
         self._floor = math.inf  # the lowest round median since the floor was last measured again
-        self._needed = max(MIN_ROUND, math.ceil(self._level / 2))  # answers this round needs
+        self._batch = 1.0  # latency over the floor that growth showed to be the batch, not a queue
+        self._grown_from: tuple[int, float] | None = None  # slots used and median before the last growth
+        self._probe_from: float | None = None  # the level a probe in progress returns to
+        self._probed = False  # the level in force was probed and showed a queue
+        self._refused_at = math.inf  # the level in force at the last refusal or timeout
+        self._needed = self._least_round()  # answers this round needs
         self._trimmed_at: float | None = None  # the latency ratio of the last decision, if it trimmed
         self._last_cut = -math.inf
         self._grow_after = -math.inf  # a Retry-After holds growth until then
@@ -374,7 +391,9 @@ class AdaptiveLimit:
     def _decide(self, now: float) -> None:
         middle = median(self._samples)
         self._floor = min(self._floor, middle)
-        ratio = middle / self._floor if self._floor > 0 else 1.0
+        learned = self._learn_batch(middle)
+        over_floor = middle / self._floor if self._floor > 0 else 1.0
+        ratio = over_floor / self._batch
         load = self._load if now - self._load_at <= STALE_AFTER else None
         queue = None if load is None else load.queue_ratio
         full = load is not None and load.kv_usage is not None and load.kv_usage >= KV_FULL
@@ -383,30 +402,64 @@ class AdaptiveLimit:
         roomy = load is not None and self._load_at >= self._changed_at and queue is not None and queue <= 1.0
         scale = ROOMY if roomy and not full else 1.0
         trimmed_at, self._trimmed_at = self._trimmed_at, None
-        if queue is not None and queue > TRIM_ABOVE and not self._load_spent:
+        probe_from, self._probe_from = self._probe_from, None
+        probe = float(math.ceil(self._level * (1 + PROBE)))  # at least one slot up
+        # Once per limit, within the maximum, never to the limit of the last refusal or timeout.
+        may_probe = (
+            not self._probed and self._batch < MAX_BATCH and probe < min(self._refused_at, self.maximum + 1)
+        )
+        growing = (
+            (queue is None or queue <= GROW_BELOW)
+            and self._peak >= math.ceil(IN_USE * self.limit)
+            and now >= self._grow_after
+        )
+        if probe_from is not None and not learned:
+            self._probed = True  # the step up queued: back to where it was, for good
+            self._change(now, probe_from, "probe")
+        elif queue is not None and queue > TRIM_ABOVE and not self._load_spent:
             self._load_spent = True
             self._trim(now, queue, "queue")
         elif ratio > TRIM_ABOVE * scale:
             if trimmed_at is not None and ratio >= 0.9 * trimmed_at:
                 # The last trim did not bring the latency down: the work got slower, no queue grew.
                 # What it takes now is the floor.
-                self._floor = middle
+                self._floor, self._batch = middle, 1.0
                 self._hold()
             else:
                 self._trimmed_at = ratio
                 self._trim(now, ratio, "latency")
-        elif (
-            ratio <= GROW_BELOW * scale
-            and (queue is None or queue <= GROW_BELOW)
-            and self._peak >= math.ceil(IN_USE * self.limit)
-            and now >= self._grow_after
-        ):
-            self._grow(now, ratio)
+        elif ratio <= GROW_BELOW * scale and growing:
+            self._grow(now, over_floor, middle)
+        elif growing and may_probe:
+            # Held between the thresholds, latency says nothing of a queue or a batch: a step up does.
+            self._probe_from = self._level
+            self._grown_from = (max(self._peak, 1), middle)
+            self._slow_start = False
+            self._change(now, probe, "probe")
         else:
             self._hold()
 
-    def _grow(self, now: float, ratio: float) -> None:
-        self._slow_start = self._slow_start and ratio <= SLOW_START_BELOW
+    def _learn_batch(self, middle: float) -> bool:
+        """After growth: latency that rose much less than the slots in use was not a queue before it.
+
+        What it certifies is the latency the growth started from: the one it ended at may have
+        crossed the capacity part of the way.
+        """
+        grown_from, self._grown_from = self._grown_from, None
+        if grown_from is None or self._floor <= 0:
+            return False
+        used, before = grown_from
+        rise = self._peak / used
+        if rise < MIN_PROBE or middle > before * rise**BATCH_SHARE:
+            return False
+        self._batch = min(max(self._batch, before / self._floor), MAX_BATCH)
+        return True
+
+    def _grow(self, now: float, over_floor: float, middle: float) -> None:
+        self._grown_from = (max(self._peak, 1), middle)
+        # Slow start ends at the first rise over the floor, even one shown to be the batch: a doubling
+        # that crosses the capacity can look like the batch growing.
+        self._slow_start = self._slow_start and over_floor <= SLOW_START_BELOW
         if self._slow_start:
             level = self._level * 2
         else:
@@ -425,6 +478,7 @@ class AdaptiveLimit:
         # come (refusals come back faster): the server refuses everything, as a rate limit does.
         refusing = not self._answered_since_cut and now - self._last_cut >= self._typical_latency()
         self._last_cut = now
+        self._refused_at = self._level
         self._answered_since_cut = False
         if retry_after is not None and retry_after > 0:
             until = now + min(retry_after, MAX_PAUSE)
@@ -435,7 +489,7 @@ class AdaptiveLimit:
 
     def _round_size(self) -> int:
         """Answers the round needs: half the limit (4 at least), more for a median as noisy as its spread."""
-        needed = max(MIN_ROUND, math.ceil(self._level / 2))
+        needed = self._least_round()
         if len(self._samples) < needed or self._slow_start:  # a doubling too many is cut back soon
             return needed
         ordered = sorted(self._samples)
@@ -446,10 +500,16 @@ class AdaptiveLimit:
         spread = (ordered[(3 * count) // 4] - ordered[count // 4]) / (1.349 * middle)  # IQR as a deviation
         return max(needed, min(MAX_ROUND, math.ceil((1.2533 * spread / ROUND_PRECISION) ** 2)))
 
+    def _least_round(self) -> int:
+        # A round judging growth, or the first one, waits for the slots' worth of answers: the first
+        # answers after a change are those that did not queue.
+        whole = self._grown_from is not None or math.isinf(self._floor)
+        return max(MIN_ROUND, math.ceil(self._level if whole else self._level / 2))
+
     def _new_round(self) -> None:
         self._samples.clear()
         self._peak = self._held
-        self._needed = max(MIN_ROUND, math.ceil(self._level / 2))
+        self._needed = self._least_round()
 
     def _hold(self) -> None:
         self._streak = 0
@@ -460,6 +520,9 @@ class AdaptiveLimit:
         self._level = min(max(level, float(self.minimum)), float(self.maximum))
         if reason != "grow":
             self._streak = 0
+        if reason not in ("grow", "probe"):
+            self._grown_from = self._probe_from = None
+            self._probed = False
         self._changed_at = now
         self._new_round()
         after = self.limit

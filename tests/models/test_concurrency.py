@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+from collections.abc import Callable
 
 import pytest
 
@@ -16,8 +17,11 @@ from benchmarks.capacity_server import CapacityServer, capacity_server
 from osmosis_ai._http import shared_pool
 from osmosis_ai._pool import FixedLimit, Limit, run_bounded
 from osmosis_ai.models.concurrency import (
+    GROW_BELOW,
+    MAX_BATCH,
     MAX_PAUSE,
     STALE_AFTER,
+    TRIM_ABOVE,
     AdaptiveLimit,
     CallObserver,
     CallOutcome,
@@ -53,6 +57,15 @@ def serve(limit: AdaptiveLimit, clock: Clock, latency: float, rounds: int) -> No
         for _ in range(taken):
             limit.observe(CallOutcome.SUCCESS, latency)
             limit.release()
+
+
+def follow(limit: AdaptiveLimit, clock: Clock, latency_of: Callable[[int], float], rounds: int) -> list[int]:
+    """``rounds`` times :func:`serve` one round at the latency ``latency_of`` the slots taken; the limits."""
+    limits = []
+    for _ in range(rounds):
+        serve(limit, clock, latency_of(limit.limit), rounds=1)
+        limits.append(limit.limit)
+    return limits
 
 
 def settles(sim: Simulation, seconds: float = 60, share: float = 0.95) -> None:
@@ -193,6 +206,74 @@ def test_it_stays_within_its_bounds(capacity: int, minimum: int, maximum: int) -
         assert limits[-1] == maximum
     if capacity == 1:
         assert limits[-1] == minimum
+
+
+# -- latency that rises with the batch ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("capacity", "slowdown", "seed"), [(32, 0.5, 1), (32, 0.5, 2), (32, 0.5, 3), (128, 0.5, 1), (128, 1.0, 1)]
+)
+def test_a_server_that_slows_with_its_batch_and_never_refuses_is_kept_full(
+    capacity: int, slowdown: float, seed: int
+) -> None:
+    # A continuous-batching server: latency rises with the batch well before any queue, and nothing
+    # is refused, so latency is the only sign of the capacity.
+    sim = Simulation(capacity=capacity, batch_slowdown=slowdown, refuse_past=None, seed=seed)
+    sim.run_for(60)
+    settles(sim)
+
+
+def test_latency_rising_much_less_than_the_slots_lets_it_grow_past_the_thresholds() -> None:
+    capacity = 32
+
+    def batching(slots: int) -> float:  # a full batch 1.5x slower, a queue past the capacity
+        return (1 + 0.5 * (min(slots, capacity) - 1) / capacity) * max(1.0, slots / capacity)
+
+    clock = Clock()
+    limit = AdaptiveLimit(clock=clock)
+    limits = follow(limit, clock, batching, rounds=40)
+    assert batching(limits[-1]) / batching(8) > GROW_BELOW  # past where latency alone stops growth
+    assert all(capacity <= level < 2 * capacity for level in limits[-20:]), limits
+
+
+def test_a_step_across_the_capacity_is_not_taken_for_the_batch() -> None:
+    # Doubling from 64 to 128 against a capacity of 100: latency rose only 28% for twice the slots,
+    # yet the slots past 100 queue. A probe further up shows it, and the limit goes back.
+    clock = Clock()
+    limit = AdaptiveLimit(initial=64, clock=clock)
+    limits = follow(limit, clock, lambda slots: max(1.0, slots / 100), rounds=20)
+    assert max(limits) < 200 and limits[-1] == 128, limits
+    assert reasons(limit).count("probe") == 2  # up 25%, and back
+
+
+def test_latency_the_batch_explains_is_bounded() -> None:
+    # A server whose latency keeps rising slower than the slots, never queueing: the batch it is
+    # taken for has a bound, so latency does too.
+    clock = Clock()
+    limit = AdaptiveLimit(clock=clock)
+    limits = follow(limit, clock, lambda slots: slots**0.3, rounds=60)
+    assert limits[-1] < limit.maximum
+    assert limits[-1] ** 0.3 / 8**0.3 <= MAX_BATCH * TRIM_ABOVE, limits
+
+
+def test_a_probe_never_goes_where_the_server_refused() -> None:
+    clock = Clock()
+    limit = AdaptiveLimit(initial=16, clock=clock)
+    serve(limit, clock, 1.0, rounds=1)  # the floor; slow start doubles
+    limit.observe(CallOutcome.REFUSED, 0.1)  # refused at 32
+    assert limit.limit == 22
+    limits = follow(limit, clock, lambda slots: 1.0 if slots < 26 else 1.4, rounds=10)
+    assert limits[-1] > 26  # grown back, held between the thresholds where a probe would pass 32
+    assert "probe" not in reasons(limit) and max(limits) < 32, limits
+
+
+def test_latency_that_rises_without_a_queue_on_a_batching_server_is_taken_as_the_new_floor() -> None:
+    sim = Simulation(capacity=32, batch_slowdown=0.5, refuse_past=None)
+    sim.run_for(60)
+    sim.slowdown = 2.0
+    sim.run_for(60)
+    settles(sim)
 
 
 # -- Retry-After -----------------------------------------------------------------------------------

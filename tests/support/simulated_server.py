@@ -4,7 +4,9 @@
 generator draws the latencies, so a run is the same every time. Its server serves ``capacity``
 requests at once (one service time each, drawn around ``latency``), queues the next ones in order
 (latency grows past the capacity, as on a continuous-batching server), and refuses with 429 and a
-``Retry-After`` any request that finds ``refuse_past * capacity`` already inside (twice, unless told). ``workers`` clients each take
+``Retry-After`` any request that finds ``refuse_past * capacity`` already inside (twice, unless told).
+With ``batch_slowdown`` ``s``, a request served beside ``r`` others takes ``1 + s * r / capacity`` times
+longer, as a batch step slows with the batch: latency rises before any queue. ``workers`` clients each take
 one slot of the limit per item, send, and report every answer to the limit as the model-call seam
 will (:meth:`AdaptiveLimit.observe`); a refused request is retried while
 the item keeps its slot, at most ``attempts`` times in all, waiting as the SDK's retry policy does.
@@ -63,6 +65,7 @@ class Simulation:
         attempts: int = 4,
         timeout: float | None = None,
         refuse_past: float | None = 2.0,
+        batch_slowdown: float = 0.0,
         metrics_every: float | None = None,
         seed: int = 1,
         limit: Callable[[Callable[[], float]], AdaptiveLimit] | None = None,
@@ -75,6 +78,7 @@ class Simulation:
         self.attempts = attempts
         self.timeout = timeout
         self.refuse_past = refuse_past
+        self.batch_slowdown = batch_slowdown
         self.refuse_everything = False
         self.slowdown = 1.0  # service times times this (the work itself getting slower)
         self.limit = limit(self.clock) if limit is not None else AdaptiveLimit(clock=self.clock)
@@ -115,8 +119,9 @@ class Simulation:
         return [limit for at, limit, _ in self.samples if start <= at <= end]
 
     def full_rate(self, seconds: float) -> float:
-        """Answers the server gives in ``seconds`` when always busy: capacity over mean latency."""
-        return self.capacity * seconds / (self.latency * self.slowdown)
+        """Answers the server gives in ``seconds`` when always busy: capacity over mean latency at a full batch."""
+        batch = 1 + self.batch_slowdown * (self.capacity - 1) / self.capacity
+        return self.capacity * seconds / (self.latency * self.slowdown * batch)
 
     def in_server(self) -> int:
         return self._serving + len(self._queue)
@@ -181,7 +186,8 @@ class Simulation:
     def _serve(self, request: _Request) -> None:
         self._serving += 1
         spread = self._random.uniform(1 - self.jitter, 1 + self.jitter)
-        self._at(self.now + self.latency * self.slowdown * spread, lambda: self._served(request))
+        batch = 1 + self.batch_slowdown * (self._serving - 1) / self.capacity
+        self._at(self.now + self.latency * self.slowdown * batch * spread, lambda: self._served(request))
 
     def _served(self, request: _Request) -> None:
         self._serving -= 1
