@@ -1,0 +1,295 @@
+"""verl's agent loop training a rollout server: every verl row is one rollout through the local TrainGate.
+
+:class:`OsmosisAgentLoop` is an ``AgentLoopBase`` that runs the row's rollout against a :class:`Target`
+(a running 0.2 or 0.3 server at ``url``, or an in-process ``agent`` named ``module:attribute``) with
+:func:`~osmosis_ai.train.rollouts.collect_samples`, the model answering each chat call through verl's
+server manager (:class:`VerlPolicy`: prompt ids in, generated ids and log-probabilities out). It
+returns the ids TrainGate recorded: ``prompt_ids``, ``response_ids``, ``response_mask`` (0 exactly on
+the tool and environment tokens between turns), ``response_logprobs``, the server's reward as
+``reward_score``, and the outcome in ``extra_fields``.
+
+A typed failure (agent error, timeout, reward error, infrastructure failure, append-only violation)
+is never a reward. Its ``response_mask`` is all zeros (nothing of it is trained on) and its
+``reward_score`` is NaN; the advantage estimator this module registers with verl,
+``algorithm.adv_estimator=osmosis_grpo`` (:func:`osmosis_grpo_advantage`), leaves such rollouts out of
+their group's mean and standard deviation, gives a group with fewer than two scored rollouts no
+advantage at all, and logs how many it left out. verl's own ``grpo`` would average the placeholder in,
+so the agent loop refuses to run under any other estimator. The configuration a user writes is in
+docs/design/training.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from collections import defaultdict
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import torch
+from verl.experimental.agent_loop.agent_loop import (
+    AgentLoopBase,
+    AgentLoopOutput,
+    _agent_loop_registry,
+    register,
+)
+from verl.trainer.ppo.core_algos import register_adv_est
+from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ
+
+from osmosis_ai.train.rollouts import Sample, Target, collect_samples
+from osmosis_ai.traingate.policy.base import Generation, Message
+from osmosis_ai.traingate.policy.tokens import TokenPolicy, assistant_message
+from osmosis_ai.traingate.tokenizer import ChatTokenizer
+
+__all__ = [
+    "ESTIMATOR",
+    "NAME",
+    "OsmosisAgentLoop",
+    "OsmosisAgentLoopManager",
+    "VerlPolicy",
+    "osmosis_grpo_advantage",
+    "row_of",
+]
+
+NAME = "osmosis"
+ESTIMATOR = "osmosis_grpo"
+
+logger = logging.getLogger(__name__)
+
+
+def row_of(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The dataset row (``system_prompt``, ``user_prompt``, ``ground_truth``, extra columns) of a verl
+    row's fields: ``raw_prompt`` is an optional system message and one user message, the ground truth
+    is ``reward_model.ground_truth`` (else ``extra_info.ground_truth``), and ``extra_info``'s other
+    entries reach the server as metadata."""
+    messages = [dict(message) for message in fields.get("raw_prompt") or []]
+    roles = [message.get("role") for message in messages]
+    if roles not in (["user"], ["system", "user"]):
+        raise ValueError(
+            f"verl row {fields.get('index', '?')}: raw_prompt must be an optional system message and one "
+            f"user message (roles {roles}); a rollout server starts from a system and a user prompt"
+        )
+    extra = dict(fields.get("extra_info") or {})
+    reward_model = fields.get("reward_model") or {}
+    if "ground_truth" in reward_model:
+        extra["ground_truth"] = reward_model["ground_truth"]
+    if "ground_truth" not in extra:
+        raise ValueError(
+            f"verl row {fields.get('index', '?')} has no ground truth: set reward_model.ground_truth "
+            "(or extra_info.ground_truth) in the dataset"
+        )
+    row = {key: value for key, value in extra.items() if key not in ("system_prompt", "user_prompt")}
+    if roles[0] == "system":
+        row["system_prompt"] = messages[0]["content"]
+    row["user_prompt"] = messages[-1]["content"]
+    return row
+
+
+class VerlPolicy(TokenPolicy):
+    """The model behind verl's server manager, generating from the token trace's prompt ids.
+
+    Every turn of one rollout goes out under one ``request_id`` (verl routes it to the same server,
+    which keeps its prefix cache) with verl's ``sampling_params``; a chat call's ``max_tokens`` can only
+    lower the turn's budget. The text of the generated ids, special tokens left out, is the assistant
+    message (``<tool_call>`` blocks become tool calls).
+    """
+
+    name = "verl"
+
+    def __init__(self, server_manager: Any, tokenizer: Any, sampling_params: Mapping[str, Any]) -> None:
+        self.server_manager = server_manager
+        self.tokenizer = tokenizer
+        self.sampling_params = dict(sampling_params)
+        self.request_id = uuid.uuid4().hex
+
+    async def generate_ids(
+        self, prompt_ids: list[int], *, tools: list[Message], params: dict[str, Any]
+    ) -> Generation:
+        sampling = dict(self.sampling_params)
+        limit = params.get("max_tokens")
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+            sampling["max_tokens"] = min(limit, sampling.get("max_tokens", limit))
+        output = await self.server_manager.generate(
+            request_id=self.request_id, prompt_ids=list(prompt_ids), sampling_params=sampling
+        )
+        ids = [int(token) for token in output.token_ids]
+        logprobs = [float(value) for value in output.log_probs] if output.log_probs else None
+        eos = self.tokenizer.eos_token_id
+        return Generation(
+            assistant_message(self.tokenizer.decode(ids, skip_special_tokens=True)),
+            finish_reason="stop" if ids and ids[-1] == eos else "length",
+            token_ids=ids,
+            logprobs=logprobs if logprobs is not None and len(logprobs) == len(ids) else None,
+        )
+
+
+@lru_cache(maxsize=4)
+def _chat_tokenizer(directory: str) -> ChatTokenizer:
+    return ChatTokenizer.from_directory(directory)
+
+
+@lru_cache(maxsize=4)
+def _agent(spec: str) -> Any:
+    from osmosis_ai.rollout.loading import load_agent_loop
+
+    return load_agent_loop(spec)
+
+
+class OsmosisAgentLoop(AgentLoopBase):  # type: ignore[misc]
+    """verl's agent loop for a rollout server (see the module docstring).
+
+    Configured as an entry of ``actor_rollout_ref.rollout.agent.agent_loop_config_path``; verl passes
+    the entry's other keys here: ``url`` (a 0.2 or 0.3 server) with ``api_key``, or ``agent``
+    (``module:attribute`` of a ``RolloutAgentLoop``, or a 0.3 ``AgentWorkflow``/``LocalBackend``,
+    served in the worker's process); ``tokenizer_dir``, the local model directory whose
+    ``tokenizer.json`` and chat template TrainGate renders with (default ``actor_rollout_ref.model.path``);
+    ``timeout`` and ``max_turns`` bound each rollout.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        url: str | None = None,
+        api_key: str | None = None,
+        agent: str | None = None,
+        tokenizer_dir: str | None = None,
+        timeout: float = 300.0,
+        max_turns: int = 10,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        where = f"agent loop {NAME!r} (agent_loop_config_path)"
+        if (url is None) == (agent is None):
+            raise ValueError(
+                f"{where}: give exactly one of url (a running server) or agent (module:attribute)"
+            )
+        estimator = self.config.algorithm.adv_estimator
+        if estimator != ESTIMATOR:
+            raise ValueError(
+                f"{where}: algorithm.adv_estimator is {estimator!r}; set it to {ESTIMATOR!r} (and "
+                "actor_rollout_ref.rollout.agent.agent_loop_manager_class to "
+                "osmosis_ai.train.verl.OsmosisAgentLoopManager) so failed rollouts stay out of the advantages"
+            )
+        directory = str(tokenizer_dir or self.config.actor_rollout_ref.model.path)
+        if not Path(directory).is_dir():
+            raise ValueError(
+                f"{where}: {directory!r} is not a local model directory; set tokenizer_dir to the directory "
+                "holding the model's tokenizer.json and chat template"
+            )
+        self.target = Target(url=url, api_key=api_key) if agent is None else Target(agent=_agent(agent))
+        self.chat_tokenizer = _chat_tokenizer(directory)
+        self.timeout, self.max_turns = float(timeout), int(max_turns)
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        (sample,) = await collect_samples(
+            self.target,
+            VerlPolicy(self.server_manager, self.tokenizer, sampling_params),
+            self.chat_tokenizer,
+            [row_of(kwargs)],
+            concurrency=1,
+            timeout=self.timeout,
+            max_turns=self.max_turns,
+            max_tokens_total=int(self.rollout_config.response_length),
+        )
+        return self.output_of(sample, logprobs=bool(sampling_params.get("logprobs")))
+
+    def output_of(self, sample: Sample, *, logprobs: bool) -> AgentLoopOutput:
+        """What verl trains on for ``sample`` (``logprobs``: verl asked for them): a typed failure, or a
+        sample verl cannot take as it is, keeps its tokens with a mask of zeros and a NaN reward."""
+        prompt_length, limit = (
+            int(self.rollout_config.prompt_length),
+            int(self.rollout_config.response_length),
+        )
+        response, mask = sample.completion_ids[:limit], sample.mask[:limit]
+        values = sample.logprobs[:limit] if sample.logprobs is not None else None
+        error = sample.error
+        if error is None and len(sample.prompt_ids) > prompt_length:
+            error = f"the first prompt has {len(sample.prompt_ids)} tokens, over rollout.prompt_length ({prompt_length})"
+        if error is None and logprobs and values is None:
+            error = "the server manager returned no log-probabilities"
+        trainable = sample.trainable and error is None
+        turns = 1 + sum(1 for i, bit in enumerate(mask) if i == 0 or bit != mask[i - 1])
+        if not response:  # verl puts the reward on the last response token: one end of turn, masked out
+            response, mask = [int(self.tokenizer.eos_token_id)], [0]
+        if not trainable:
+            mask, values = [0] * len(response), None
+        if logprobs and values is None:
+            values = [0.0] * len(response)  # every row of verl's batch has them; none of these is trained on
+        return AgentLoopOutput(
+            prompt_ids=sample.prompt_ids[-prompt_length:],
+            response_ids=response,
+            response_mask=mask,
+            response_logprobs=values if logprobs else None,
+            reward_score=float(sample.reward) if trainable and sample.reward is not None else math.nan,
+            num_turns=turns,
+            metrics={},
+            extra_fields={
+                "osmosis_outcome": str(sample.outcome),
+                "osmosis_error": error,
+                "osmosis_trainable": trainable,
+                "osmosis_rollout_id": sample.rollout_id,
+            },
+        )
+
+
+if NAME not in _agent_loop_registry:
+    # An agent_loop_config_path entry of this name carries the target's settings: hydra imports this
+    # module while instantiating it, and a bare registration must not replace it.
+    register(NAME)(OsmosisAgentLoop)
+
+
+class OsmosisAgentLoopManager(AgentLoopManagerTQ):  # type: ignore[misc]
+    """verl's agent loop manager, unchanged. Named in ``agent_loop_manager_class``, it makes verl import
+    this module in the trainer's driver process, where advantages are computed and
+    :func:`osmosis_grpo_advantage` must be registered."""
+
+
+@register_adv_est(ESTIMATOR)  # type: ignore[misc]
+def osmosis_grpo_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: Any,
+    epsilon: float = 1e-6,
+    config: Any = None,
+    **_: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GRPO's outcome advantage over the scored rollouts of each group only.
+
+    A rollout whose ``response_mask`` is all zeros (a typed failure) is left out of its group's mean
+    and standard deviation and gets advantage 0, whatever its placeholder reward; a group with fewer
+    than two scored rollouts has no baseline and gets advantage 0 throughout. ``index`` is verl's
+    ``uid`` (one per prompt); ``config.norm_adv_by_std_in_grpo`` as for verl's ``grpo``.
+    """
+    scored = response_mask.sum(dim=-1) > 0
+    # Where a failure's NaN placeholder would poison any arithmetic it touched, it becomes 0 first.
+    scores = torch.where(scored, token_level_rewards.sum(dim=-1), torch.zeros(()))
+    normalise = bool(getattr(config, "norm_adv_by_std_in_grpo", True)) if config is not None else True
+    groups: dict[Any, list[int]] = defaultdict(list)
+    for position, key in enumerate(index):
+        if scored[position]:
+            groups[key].append(position)
+    advantages = torch.zeros_like(scores)
+    thin = 0
+    with torch.no_grad():
+        for members in groups.values():
+            if len(members) < 2:
+                thin += len(members)
+                continue
+            values = scores[members]
+            centred = values - values.mean()
+            advantages[members] = centred / (values.std() + epsilon) if normalise else centred
+    failed = int((~scored).sum())
+    if failed or thin:
+        logger.warning(
+            "%s: %d of %d rollouts left out of the advantages (%d typed failures, %d alone in their group)",
+            ESTIMATOR,
+            failed + thin,
+            len(scores),
+            failed,
+            thin,
+        )
+    out = advantages.unsqueeze(-1) * response_mask
+    return out, out
