@@ -1,0 +1,265 @@
+"""verl's agent loop against rollout servers driven through TrainGate: verl's real AgentLoopBase and
+AgentLoopOutput, built as verl's worker builds an agent loop (hydra from an agent_loop_config_path
+entry), a stand-in for verl's server manager answering generate() from a script; an agent served
+in-process (0.2's wire) and a 0.3 server. The advantages go through verl's own compute_advantage."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from osmosis_ai.rollout.backend.local import LocalBackend
+from osmosis_ai.rollout.server import create_rollout_server
+from tests.support.server import RunningServer
+from tests.train.agents import LabelGrader, TwoTurnAgent, TwoTurnWorkflow
+
+pytestmark = [pytest.mark.xdist_group("trl"), pytest.mark.usefixtures("verl")]
+
+CALL = '<tool_call>{"name": "calculator", "arguments": {"expression": "4 + 15"}}</tool_call>'
+ANSWER = "The answer is 19."
+TOOL_TURN = "\n<|im_start|>user\n<tool_response>19</tool_response><|im_end|>\n<|im_start|>assistant\n"
+SAMPLING = {"temperature": 0.7, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
+AGENT = f"{TwoTurnAgent.__module__}:TwoTurnAgent"
+
+
+@pytest.fixture(scope="module")
+def verl() -> Any:
+    """The adapter, imported when these tests run (not when the suite is collected)."""
+    with warnings.catch_warnings():
+        # verl reports each optional training engine it cannot import (megatron, torchtitan) as a UserWarning.
+        warnings.simplefilter("ignore", UserWarning)
+        import osmosis_ai.train.verl as module
+    return module
+
+
+class ServerManager:
+    """Stands in for verl's server manager: calls the calculator on the first turn, answers on the
+    second, a log-probability of -0.5 per token; keeps every call."""
+
+    def __init__(self, model_dir: Path) -> None:
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.calls: list[dict[str, Any]] = []
+
+    def ids(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text + "<|im_end|>", add_special_tokens=False))
+
+    async def generate(
+        self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **kwargs: Any
+    ) -> Any:
+        from verl.workers.rollout.replica import TokenOutput
+
+        first = self.tokenizer.decode(prompt_ids).count("<|im_start|>assistant") == 1
+        ids = self.ids(CALL if first else ANSWER)
+        self.calls.append(
+            {"request_id": request_id, "prompt_ids": list(prompt_ids), "params": sampling_params}
+        )
+        return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids))
+
+
+def agent_loop(model_dir: Path, manager: ServerManager, estimator: str = "osmosis_grpo", **entry: Any) -> Any:
+    """The agent loop as verl's AgentLoopWorker instantiates an agent_loop_config_path entry."""
+    import hydra
+    from omegaconf import OmegaConf
+    from transformers import AutoTokenizer
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    config = OmegaConf.create(
+        {
+            "actor_rollout_ref": {
+                "rollout": {"prompt_length": 512, "response_length": 256, "n": 3},
+                "model": {"path": str(model_dir)},
+            },
+            "algorithm": {"adv_estimator": estimator},
+            "data": {},
+        }
+    )
+    return hydra.utils.instantiate(
+        config={"_target_": "osmosis_ai.train.verl.OsmosisAgentLoop", "name": "osmosis", **entry},
+        trainer_config=DictConfigWrap(config),
+        server_manager=manager,
+        tokenizer=AutoTokenizer.from_pretrained(model_dir),
+        processor=None,
+        hf_model_type="qwen2",
+        dataset_cls=RLHFDataset,
+        data_config=DictConfigWrap(config.data),
+        tools=ToolListWrap([]),
+    )
+
+
+def fields(
+    index: int, uid: str, *, reward: float = 1.0, fail: bool = False, label: str = "19"
+) -> dict[str, Any]:
+    """A verl row's fields, as RLHFDataset gives them to AgentLoopBase.run."""
+    return {
+        "raw_prompt": [
+            {"role": "system", "content": "Use the calculator."},
+            {"role": "user", "content": f"What is {index} + 15?"},
+        ],
+        "reward_model": {"style": "rule", "ground_truth": label},
+        "extra_info": {"reward": reward, "fail": fail},
+        "data_source": "calculator",
+        "index": index,
+        "uid": uid,
+    }
+
+
+async def run_all(loop: Any, rows: list[dict[str, Any]], sampling: dict[str, Any] = SAMPLING) -> list[Any]:
+    return list(await asyncio.gather(*(loop.run(dict(sampling), **row) for row in rows)))
+
+
+def test_the_agent_loop_trains_on_the_ids_trainGate_recorded(tiny_model: Path) -> None:
+    from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, _agent_loop_registry
+
+    manager = ServerManager(tiny_model)
+    loop = agent_loop(tiny_model, manager, agent=AGENT)
+    manager.tokenizer = loop.tokenizer
+    assert _agent_loop_registry["osmosis"] == {"_target_": "osmosis_ai.train.verl.OsmosisAgentLoop"}
+
+    (output,) = asyncio.run(run_all(loop, [fields(4, "u0", reward=0.75)]))
+    assert isinstance(output, AgentLoopOutput)
+    call, answer = manager.ids(CALL), manager.ids(ANSWER)
+    between = output.response_ids[len(call) : -len(answer)]
+    assert output.response_ids == call + between + answer
+    assert loop.tokenizer.decode(between) == TOOL_TURN
+    assert output.response_mask == [1] * len(call) + [0] * len(between) + [1] * len(answer)
+    assert output.response_logprobs == [-0.5 if bit else 0.0 for bit in output.response_mask]
+    assert loop.tokenizer.decode(output.prompt_ids).endswith(
+        "What is 4 + 15?<|im_end|>\n<|im_start|>assistant\n"
+    )
+    # Each turn was generated from exactly the ids trained on, under one request id, with verl's sampling.
+    first, second = manager.calls
+    assert first["prompt_ids"] == output.prompt_ids
+    assert second["prompt_ids"] == output.prompt_ids + output.response_ids[: -len(answer)]
+    assert first["request_id"] == second["request_id"]
+    assert first["params"]["temperature"] == 0.7 and first["params"]["logprobs"] is True
+    assert (output.reward_score, output.num_turns) == (0.75, 4)
+    assert output.extra_fields["osmosis_outcome"] == "completed" and output.extra_fields["osmosis_trainable"]
+    # What verl's v1 worker stores: the reward on the last response token.
+    stored = output.as_dict()
+    assert stored["rm_scores"].tolist() == [0.0] * (len(output.response_ids) - 1) + [0.75]
+
+
+def test_the_agent_loop_drives_a_0_3_server(tiny_model: Path) -> None:
+    app = create_rollout_server(
+        backend=LocalBackend(workflow=TwoTurnWorkflow, grader=LabelGrader), configure_logging=False
+    )
+    server = RunningServer(app).start()
+    try:
+        manager = ServerManager(tiny_model)
+        loop = agent_loop(tiny_model, manager, url=server.url)
+        outputs = asyncio.run(run_all(loop, [fields(1, "u0", label="1"), fields(2, "u1", label="0.5")]))
+    finally:
+        server.stop()
+    assert [o.reward_score for o in outputs] == [1.0, 0.5]
+    for output in outputs:
+        generated = [t for t, bit in zip(output.response_ids, output.response_mask, strict=True) if bit]
+        assert generated == manager.ids(CALL) + manager.ids(ANSWER)
+        assert 0 in output.response_mask and output.extra_fields["osmosis_outcome"] == "completed"
+
+
+def test_a_failed_rollout_stays_out_of_its_groups_advantages(
+    tiny_model: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import numpy as np
+    import torch
+    from verl import DataProto
+    from verl.trainer.config import AlgoConfig
+    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    manager = ServerManager(tiny_model)
+    loop = agent_loop(tiny_model, manager, agent=AGENT)
+    manager.tokenizer = loop.tokenizer
+    rows = [
+        fields(0, "a", reward=1.0),
+        fields(0, "a", reward=0.5),
+        fields(0, "a", fail=True),
+        fields(1, "b", reward=0.25),
+        fields(1, "b", fail=True),
+    ]
+    outputs = asyncio.run(run_all(loop, rows))
+    for output in (outputs[2], outputs[4]):
+        assert output.response_mask == [0] * len(output.response_ids) and output.response_ids
+        assert math.isnan(output.reward_score)
+        assert output.extra_fields["osmosis_outcome"] == "agent_error"
+        assert output.extra_fields["osmosis_trainable"] is False
+        assert "broke on purpose" in output.extra_fields["osmosis_error"]
+        assert output.response_logprobs == [0.0] * len(output.response_ids)
+
+    # The batch as verl's trainer holds it (right-padded responses), through verl's compute_advantage.
+    stored = [o.as_dict() for o in outputs]
+    width = max(len(s["responses"]) for s in stored)
+
+    def padded(key: str, dtype: torch.dtype) -> torch.Tensor:
+        return torch.stack(
+            [torch.nn.functional.pad(s[key].to(dtype), (0, width - len(s[key]))) for s in stored]
+        )
+
+    rewards, mask = padded("rm_scores", torch.float32), padded("response_mask", torch.int64)
+    uids = np.array([row["uid"] for row in rows], dtype=object)
+    data = DataProto.from_dict(
+        tensors={"token_level_rewards": rewards, "response_mask": mask}, non_tensors={"uid": uids}
+    )
+    with caplog.at_level(logging.WARNING, logger="osmosis_ai.train.verl"):
+        advantages = compute_advantage(data, adv_estimator="osmosis_grpo", config=AlgoConfig()).batch[
+            "advantages"
+        ]
+    assert torch.isfinite(advantages).all()
+    per_row = [advantages[i][mask[i].bool()] for i in range(len(rows))]
+    # Group a's baseline is its two scored rollouts' mean (0.75): +-0.25 over their std.
+    spread = torch.tensor([1.0, 0.5]).std().item() + 1e-6
+    assert per_row[0].tolist() == pytest.approx([0.25 / spread] * len(per_row[0]))
+    assert per_row[1].tolist() == pytest.approx([-0.25 / spread] * len(per_row[1]))
+    # Nothing of a failure is trained on; group b kept one scored rollout: no baseline, no advantage.
+    assert not advantages[2].any() and not advantages[3].any() and not advantages[4].any()
+    assert (
+        "3 of 5 rollouts left out of the advantages (2 typed failures, 1 alone in their group)" in caplog.text
+    )
+    # Scored 0 instead, the failure would have pulled group a's mean to 0.5 and moved its advantages.
+    zeroed, _ = compute_grpo_outcome_advantage(torch.nan_to_num(rewards[:3], nan=0.0), mask[:3], uids[:3])
+    assert zeroed[0][mask[0].bool()][0].item() != pytest.approx(per_row[0][0].item())
+
+
+def test_without_log_probabilities_none_are_returned(tiny_model: Path) -> None:
+    manager = ServerManager(tiny_model)
+    loop = agent_loop(tiny_model, manager, agent=AGENT)
+    manager.tokenizer = loop.tokenizer
+    ok, failed = asyncio.run(
+        run_all(loop, [fields(0, "a"), fields(1, "a", fail=True)], sampling={**SAMPLING, "logprobs": False})
+    )
+    assert ok.response_logprobs is None and failed.response_logprobs is None and ok.reward_score == 1.0
+
+
+def test_the_agent_loop_refuses_what_it_cannot_train_honestly(tiny_model: Path) -> None:
+    from hydra.errors import InstantiationException
+
+    from osmosis_ai.train.verl import row_of
+
+    manager = ServerManager(tiny_model)
+    with pytest.raises(InstantiationException, match="set it to 'osmosis_grpo'"):
+        agent_loop(tiny_model, manager, estimator="grpo", agent=AGENT)
+    with pytest.raises(InstantiationException, match="exactly one of url"):
+        agent_loop(tiny_model, manager, agent=AGENT, url="http://127.0.0.1:1")
+    with pytest.raises(InstantiationException, match="not a local model directory"):
+        agent_loop(tiny_model, manager, agent=AGENT, tokenizer_dir=str(tiny_model / "absent"))
+    row = fields(3, "a")
+    assert row_of(row) == {
+        "system_prompt": "Use the calculator.",
+        "user_prompt": "What is 3 + 15?",
+        "ground_truth": "19",
+        "reward": 1.0,
+        "fail": False,
+    }
+    with pytest.raises(ValueError, match="optional system message and one user message"):
+        row_of({**row, "raw_prompt": [*row["raw_prompt"], {"role": "user", "content": "again"}]})
+    with pytest.raises(ValueError, match="has no ground truth"):
+        row_of({**row, "reward_model": {}})
