@@ -16,6 +16,11 @@ their group's mean and standard deviation, gives a group with fewer than two sco
 advantage at all, and logs how many it left out. verl's own ``grpo`` would average the placeholder in,
 so the agent loop refuses to run under any other estimator. The configuration a user writes is in
 docs/design/training.md.
+
+The two classes verl names in its configuration subclass verl's own, so they are built when first
+asked for (``OsmosisAgentLoop``, ``OsmosisAgentLoopManager``): importing verl's agent loop loads
+transformers' model stack and verl's trainer loads every training engine it finds, and this module
+stays importable without either.
 """
 
 from __future__ import annotations
@@ -27,29 +32,21 @@ from collections import defaultdict
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
-
-import torch
-from verl.experimental.agent_loop.agent_loop import (
-    AgentLoopBase,
-    AgentLoopOutput,
-    _agent_loop_registry,
-    register,
-)
-from verl.trainer.ppo.core_algos import register_adv_est
-from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.train.rollouts import Sample, Target, collect_samples
 from osmosis_ai.traingate.policy.base import Generation, Message
 from osmosis_ai.traingate.policy.tokens import TokenPolicy, assistant_message
 from osmosis_ai.traingate.tokenizer import ChatTokenizer
 
+if TYPE_CHECKING:
+    import torch
+
 __all__ = [
     "ESTIMATOR",
     "NAME",
-    "OsmosisAgentLoop",
-    "OsmosisAgentLoopManager",
     "VerlPolicy",
+    "agent_loop_output",
     "osmosis_grpo_advantage",
     "row_of",
 ]
@@ -138,116 +135,163 @@ def _agent(spec: str) -> Any:
     return load_agent_loop(spec)
 
 
-class OsmosisAgentLoop(AgentLoopBase):  # type: ignore[misc]
-    """verl's agent loop for a rollout server (see the module docstring).
-
-    Configured as an entry of ``actor_rollout_ref.rollout.agent.agent_loop_config_path``; verl passes
-    the entry's other keys here: ``url`` (a 0.2 or 0.3 server) with ``api_key``, or ``agent``
-    (``module:attribute`` of a ``RolloutAgentLoop``, or a 0.3 ``AgentWorkflow``/``LocalBackend``,
-    served in the worker's process); ``tokenizer_dir``, the local model directory whose
-    ``tokenizer.json`` and chat template TrainGate renders with (default ``actor_rollout_ref.model.path``);
-    ``timeout`` and ``max_turns`` bound each rollout.
-    """
-
-    def __init__(
-        self,
-        *args: Any,
-        url: str | None = None,
-        api_key: str | None = None,
-        agent: str | None = None,
-        tokenizer_dir: str | None = None,
-        timeout: float = 300.0,
-        max_turns: int = 10,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(*args, **kwargs)
-        where = f"agent loop {NAME!r} (agent_loop_config_path)"
-        if (url is None) == (agent is None):
-            raise ValueError(
-                f"{where}: give exactly one of url (a running server) or agent (module:attribute)"
-            )
-        estimator = self.config.algorithm.adv_estimator
-        if estimator != ESTIMATOR:
-            raise ValueError(
-                f"{where}: algorithm.adv_estimator is {estimator!r}; set it to {ESTIMATOR!r} (and "
-                "actor_rollout_ref.rollout.agent.agent_loop_manager_class to "
-                "osmosis_ai.train.verl.OsmosisAgentLoopManager) so failed rollouts stay out of the advantages"
-            )
-        directory = str(tokenizer_dir or self.config.actor_rollout_ref.model.path)
-        if not Path(directory).is_dir():
-            raise ValueError(
-                f"{where}: {directory!r} is not a local model directory; set tokenizer_dir to the directory "
-                "holding the model's tokenizer.json and chat template"
-            )
-        self.target = Target(url=url, api_key=api_key) if agent is None else Target(agent=_agent(agent))
-        self.chat_tokenizer = _chat_tokenizer(directory)
-        self.timeout, self.max_turns = float(timeout), int(max_turns)
-
-    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
-        (sample,) = await collect_samples(
-            self.target,
-            VerlPolicy(self.server_manager, self.tokenizer, sampling_params),
-            self.chat_tokenizer,
-            [row_of(kwargs)],
-            concurrency=1,
-            timeout=self.timeout,
-            max_turns=self.max_turns,
-            max_tokens_total=int(self.rollout_config.response_length),
+def agent_loop_settings(
+    config: Any,
+    *,
+    url: str | None,
+    api_key: str | None,
+    agent: str | None,
+    tokenizer_dir: str | None,
+) -> tuple[Target, ChatTokenizer]:
+    """The target and chat tokenizer of an agent-loop entry in verl's trainer ``config``, refused in
+    one line when the configuration could not train honestly (see :class:`OsmosisAgentLoop`)."""
+    where = f"agent loop {NAME!r} (agent_loop_config_path)"
+    if (url is None) == (agent is None):
+        raise ValueError(f"{where}: give exactly one of url (a running server) or agent (module:attribute)")
+    estimator = config.algorithm.adv_estimator
+    if estimator != ESTIMATOR:
+        raise ValueError(
+            f"{where}: algorithm.adv_estimator is {estimator!r}; set it to {ESTIMATOR!r} (and "
+            "actor_rollout_ref.rollout.agent.agent_loop_manager_class to "
+            "osmosis_ai.train.verl.OsmosisAgentLoopManager) so failed rollouts stay out of the advantages"
         )
-        return self.output_of(sample, logprobs=bool(sampling_params.get("logprobs")))
-
-    def output_of(self, sample: Sample, *, logprobs: bool) -> AgentLoopOutput:
-        """What verl trains on for ``sample`` (``logprobs``: verl asked for them): a typed failure, or a
-        sample verl cannot take as it is, keeps its tokens with a mask of zeros and a NaN reward."""
-        prompt_length, limit = (
-            int(self.rollout_config.prompt_length),
-            int(self.rollout_config.response_length),
+    n = config.actor_rollout_ref.rollout.n
+    if int(n) < 2:
+        raise ValueError(
+            f"{where}: actor_rollout_ref.rollout.n is {n}; GRPO needs at least 2 rollouts per prompt for a baseline"
         )
-        response, mask = sample.completion_ids[:limit], sample.mask[:limit]
-        values = sample.logprobs[:limit] if sample.logprobs is not None else None
-        error = sample.error
-        if error is None and len(sample.prompt_ids) > prompt_length:
-            error = f"the first prompt has {len(sample.prompt_ids)} tokens, over rollout.prompt_length ({prompt_length})"
-        if error is None and logprobs and values is None:
-            error = "the server manager returned no log-probabilities"
-        trainable = sample.trainable and error is None
-        turns = 1 + sum(1 for i, bit in enumerate(mask) if i == 0 or bit != mask[i - 1])
-        if not response:  # verl puts the reward on the last response token: one end of turn, masked out
-            response, mask = [int(self.tokenizer.eos_token_id)], [0]
-        if not trainable:
-            mask, values = [0] * len(response), None
-        if logprobs and values is None:
-            values = [0.0] * len(response)  # every row of verl's batch has them; none of these is trained on
-        return AgentLoopOutput(
-            prompt_ids=sample.prompt_ids[-prompt_length:],
-            response_ids=response,
-            response_mask=mask,
-            response_logprobs=values if logprobs else None,
-            reward_score=float(sample.reward) if trainable and sample.reward is not None else math.nan,
-            num_turns=turns,
-            metrics={},
-            extra_fields={
-                "osmosis_outcome": str(sample.outcome),
-                "osmosis_error": error,
-                "osmosis_trainable": trainable,
-                "osmosis_rollout_id": sample.rollout_id,
-            },
+    directory = str(tokenizer_dir or config.actor_rollout_ref.model.path)
+    if not Path(directory).is_dir():
+        raise ValueError(
+            f"{where}: {directory!r} is not a local model directory; set tokenizer_dir to the directory "
+            "holding the model's tokenizer.json and chat template"
         )
+    target = Target(url=url, api_key=api_key) if agent is None else Target(agent=_agent(agent))
+    return target, _chat_tokenizer(directory)
 
 
-if NAME not in _agent_loop_registry:
-    # An agent_loop_config_path entry of this name carries the target's settings: hydra imports this
-    # module while instantiating it, and a bare registration must not replace it.
-    register(NAME)(OsmosisAgentLoop)
+def agent_loop_output(
+    sample: Sample, *, prompt_length: int, response_length: int, eos_token_id: int, logprobs: bool
+) -> Any:
+    """verl's ``AgentLoopOutput`` of ``sample`` (``logprobs``: verl asked for them). A typed failure, or
+    a sample verl cannot take as it is, keeps its tokens with a mask of zeros and a NaN reward."""
+    from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
+
+    response, mask = sample.completion_ids[:response_length], sample.mask[:response_length]
+    values = sample.logprobs[:response_length] if sample.logprobs is not None else None
+    error = sample.error
+    if error is None and len(sample.prompt_ids) > prompt_length:
+        error = f"the first prompt has {len(sample.prompt_ids)} tokens, over rollout.prompt_length ({prompt_length})"
+    if error is None and logprobs and values is None:
+        error = "the server manager returned no log-probabilities"
+    trainable = sample.trainable and error is None
+    turns = 1 + sum(1 for i, bit in enumerate(mask) if i == 0 or bit != mask[i - 1])
+    if not response:  # verl puts the reward on the last response token: one end of turn, masked out
+        response, mask = [eos_token_id], [0]
+    if not trainable:
+        mask, values = [0] * len(response), None
+    if logprobs and values is None:
+        values = [0.0] * len(response)  # every row of verl's batch has them; none of these is trained on
+    return AgentLoopOutput(
+        prompt_ids=sample.prompt_ids[-prompt_length:],
+        response_ids=response,
+        response_mask=mask,
+        response_logprobs=values if logprobs else None,
+        reward_score=float(sample.reward) if trainable and sample.reward is not None else math.nan,
+        num_turns=turns,
+        metrics=AgentLoopMetrics(),
+        extra_fields={
+            "osmosis_outcome": str(sample.outcome),
+            "osmosis_error": error,
+            "osmosis_trainable": trainable,
+            "osmosis_rollout_id": sample.rollout_id,
+        },
+    )
 
 
-class OsmosisAgentLoopManager(AgentLoopManagerTQ):  # type: ignore[misc]
-    """verl's agent loop manager, unchanged. Named in ``agent_loop_manager_class``, it makes verl import
-    this module in the trainer's driver process, where advantages are computed and
-    :func:`osmosis_grpo_advantage` must be registered."""
+def _build() -> dict[str, type]:
+    """verl's subclasses, the agent loop's registration and the estimator's (see the module docstring)."""
+    from verl.experimental.agent_loop.agent_loop import AgentLoopBase, _agent_loop_registry, register
+    from verl.trainer.ppo.core_algos import register_adv_est
+    from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ
+
+    class OsmosisAgentLoop(AgentLoopBase):
+        """verl's agent loop for a rollout server (see the module docstring).
+
+        Configured as an entry of ``actor_rollout_ref.rollout.agent.agent_loop_config_path``; verl
+        passes the entry's other keys here: ``url`` (a 0.2 or 0.3 server) with ``api_key``, or
+        ``agent`` (``module:attribute`` of a ``RolloutAgentLoop``, or a 0.3 ``AgentWorkflow`` or
+        ``LocalBackend``, served in the worker's process); ``tokenizer_dir``, the local model directory
+        whose ``tokenizer.json`` and chat template TrainGate renders with (default
+        ``actor_rollout_ref.model.path``); ``timeout`` and ``max_turns`` bound each rollout.
+        """
+
+        def __init__(
+            self,
+            *args: Any,
+            url: str | None = None,
+            api_key: str | None = None,
+            agent: str | None = None,
+            tokenizer_dir: str | None = None,
+            timeout: float = 300.0,
+            max_turns: int = 10,
+            **kwargs: Any,
+        ) -> None:
+            super().__init__(*args, **kwargs)
+            self.target, self.chat_tokenizer = agent_loop_settings(
+                self.config, url=url, api_key=api_key, agent=agent, tokenizer_dir=tokenizer_dir
+            )
+            self.timeout, self.max_turns = float(timeout), int(max_turns)
+
+        async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
+            (sample,) = await collect_samples(
+                self.target,
+                VerlPolicy(self.server_manager, self.tokenizer, sampling_params),
+                self.chat_tokenizer,
+                [row_of(kwargs)],
+                concurrency=1,
+                timeout=self.timeout,
+                max_turns=self.max_turns,
+                max_tokens_total=int(self.rollout_config.response_length),
+            )
+            return agent_loop_output(
+                sample,
+                prompt_length=int(self.rollout_config.prompt_length),
+                response_length=int(self.rollout_config.response_length),
+                eos_token_id=int(self.tokenizer.eos_token_id),
+                logprobs=bool(sampling_params.get("logprobs")),
+            )
+
+    class OsmosisAgentLoopManager(AgentLoopManagerTQ):
+        """verl's v1 agent loop manager, unchanged. Named in ``agent_loop_manager_class``, it makes verl
+        build it in the trainer's driver process, where advantages are computed and
+        :func:`osmosis_grpo_advantage` must be registered."""
+
+    built: dict[str, type] = {
+        "OsmosisAgentLoop": OsmosisAgentLoop,
+        "OsmosisAgentLoopManager": OsmosisAgentLoopManager,
+    }
+    for name, cls in built.items():  # named as this module's, where verl's configuration finds them
+        cls.__module__, cls.__qualname__ = __name__, name
+    if NAME not in _agent_loop_registry:
+        # An agent_loop_config_path entry of this name carries the target's settings: hydra builds
+        # this class while instantiating it, and a bare registration must not replace it.
+        register(NAME)(OsmosisAgentLoop)
+    register_adv_est(ESTIMATOR)(osmosis_grpo_advantage)
+    return built
 
 
-@register_adv_est(ESTIMATOR)  # type: ignore[misc]
+_built: dict[str, type] = {}
+
+
+def __getattr__(name: str) -> type:
+    if name not in ("OsmosisAgentLoop", "OsmosisAgentLoopManager"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if not _built:
+        _built.update(_build())
+    return _built[name]
+
+
 def osmosis_grpo_advantage(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,
@@ -263,6 +307,8 @@ def osmosis_grpo_advantage(
     than two scored rollouts has no baseline and gets advantage 0 throughout. ``index`` is verl's
     ``uid`` (one per prompt); ``config.norm_adv_by_std_in_grpo`` as for verl's ``grpo``.
     """
+    import torch
+
     scored = response_mask.sum(dim=-1) > 0
     # Where a failure's NaN placeholder would poison any arithmetic it touched, it becomes 0 first.
     scores = torch.where(scored, token_level_rewards.sum(dim=-1), torch.zeros(()))

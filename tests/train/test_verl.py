@@ -30,11 +30,13 @@ AGENT = f"{TwoTurnAgent.__module__}:TwoTurnAgent"
 
 @pytest.fixture(scope="module")
 def verl() -> Any:
-    """The adapter, imported when these tests run (not when the suite is collected)."""
+    """The adapter with verl's classes, imported when these tests run (not when the suite is collected)."""
     with warnings.catch_warnings():
         # verl reports each optional training engine it cannot import (megatron, torchtitan) as a UserWarning.
         warnings.simplefilter("ignore", UserWarning)
         import osmosis_ai.train.verl as module
+
+        module.OsmosisAgentLoop  # noqa: B018  (built on first access, with verl's trainer)
     return module
 
 
@@ -64,7 +66,9 @@ class ServerManager:
         return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids))
 
 
-def agent_loop(model_dir: Path, manager: ServerManager, estimator: str = "osmosis_grpo", **entry: Any) -> Any:
+def agent_loop(
+    model_dir: Path, manager: ServerManager, estimator: str = "osmosis_grpo", n: int = 3, **entry: Any
+) -> Any:
     """The agent loop as verl's AgentLoopWorker instantiates an agent_loop_config_path entry."""
     import hydra
     from omegaconf import OmegaConf
@@ -75,7 +79,7 @@ def agent_loop(model_dir: Path, manager: ServerManager, estimator: str = "osmosi
     config = OmegaConf.create(
         {
             "actor_rollout_ref": {
-                "rollout": {"prompt_length": 512, "response_length": 256, "n": 3},
+                "rollout": {"prompt_length": 512, "response_length": 256, "n": n},
                 "model": {"path": str(model_dir)},
             },
             "algorithm": {"adv_estimator": estimator},
@@ -247,6 +251,8 @@ def test_the_agent_loop_refuses_what_it_cannot_train_honestly(tiny_model: Path) 
     manager = ServerManager(tiny_model)
     with pytest.raises(InstantiationException, match="set it to 'osmosis_grpo'"):
         agent_loop(tiny_model, manager, estimator="grpo", agent=AGENT)
+    with pytest.raises(InstantiationException, match="at least 2 rollouts per prompt"):
+        agent_loop(tiny_model, manager, n=1, agent=AGENT)
     with pytest.raises(InstantiationException, match="exactly one of url"):
         agent_loop(tiny_model, manager, agent=AGENT, url="http://127.0.0.1:1")
     with pytest.raises(InstantiationException, match="not a local model directory"):
