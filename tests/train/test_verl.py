@@ -125,8 +125,7 @@ def test_the_agent_loop_trains_on_the_ids_trainGate_recorded(tiny_model: Path) -
 
     manager = ServerManager(tiny_model)
     loop = agent_loop(tiny_model, manager, agent=AGENT)
-    manager.tokenizer = loop.tokenizer
-    assert _agent_loop_registry["osmosis"] == {"_target_": "osmosis_ai.train.verl.OsmosisAgentLoop"}
+    assert _agent_loop_registry["osmosis"]["_target_"] == "osmosis_ai.train.verl.OsmosisAgentLoop"
 
     (output,) = asyncio.run(run_all(loop, [fields(4, "u0", reward=0.75)]))
     assert isinstance(output, AgentLoopOutput)
@@ -170,19 +169,47 @@ def test_the_agent_loop_drives_a_0_3_server(tiny_model: Path) -> None:
         assert 0 in output.response_mask and output.extra_fields["osmosis_outcome"] == "completed"
 
 
+def agent_loop_worker(model_dir: Path, tmp_path: Path, manager: ServerManager, **entry: Any) -> Any:
+    """verl's own (Ray-less) agent loop worker over verl's default trainer configuration, the agent
+    loop named by an agent_loop_config_path file."""
+    import verl
+    from omegaconf import OmegaConf
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+
+    loops = tmp_path / "agent_loops.yaml"
+    OmegaConf.save(
+        OmegaConf.create(
+            [{"name": "osmosis", "_target_": "osmosis_ai.train.verl.OsmosisAgentLoop", **entry}]
+        ),
+        loops,
+    )
+    defaults = OmegaConf.load(
+        Path(verl.__file__).parent / "trainer" / "config" / "_generated_ppo_trainer.yaml"
+    )
+    rollout = {
+        "name": "vllm", "n": 3, "prompt_length": 512, "response_length": 256,
+        "agent": {"agent_loop_config_path": str(loops), "default_agent_loop": "osmosis"},
+    }  # fmt: skip
+    overrides = {"actor_rollout_ref": {"model": {"path": str(model_dir)}, "rollout": rollout},
+                 "algorithm": {"adv_estimator": "osmosis_grpo"}}  # fmt: skip
+    return AgentLoopWorker(OmegaConf.merge(defaults, overrides), manager)
+
+
 def test_a_failed_rollout_stays_out_of_its_groups_advantages(
-    tiny_model: Path, caplog: pytest.LogCaptureFixture
+    tiny_model: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import numpy as np
     import torch
     from verl import DataProto
+    from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
     from verl.trainer.config import AlgoConfig
     from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
     from verl.trainer.ppo.ray_trainer import compute_advantage
 
-    manager = ServerManager(tiny_model)
-    loop = agent_loop(tiny_model, manager, agent=AGENT)
-    manager.tokenizer = loop.tokenizer
+    monkeypatch.setitem(
+        _agent_loop_registry, "osmosis", _agent_loop_registry["osmosis"]
+    )  # the worker replaces it
+    worker = agent_loop_worker(tiny_model, tmp_path, ServerManager(tiny_model), agent=AGENT)
     rows = [
         fields(0, "a", reward=1.0),
         fields(0, "a", reward=0.5),
@@ -190,31 +217,31 @@ def test_a_failed_rollout_stays_out_of_its_groups_advantages(
         fields(1, "b", reward=0.25),
         fields(1, "b", fail=True),
     ]
-    outputs = asyncio.run(run_all(loop, rows))
-    for output in (outputs[2], outputs[4]):
-        assert output.response_mask == [0] * len(output.response_ids) and output.response_ids
-        assert math.isnan(output.reward_score)
-        assert output.extra_fields["osmosis_outcome"] == "agent_error"
-        assert output.extra_fields["osmosis_trainable"] is False
-        assert "broke on purpose" in output.extra_fields["osmosis_error"]
-        assert output.response_logprobs == [0.0] * len(output.response_ids)
+    columns = {}
+    for key in rows[0]:
+        columns[key] = np.empty(len(rows), dtype=object)
+        columns[key][:] = [row[key] for row in rows]
+    batch = asyncio.run(worker.generate_sequences(DataProto.from_dict(non_tensors=columns)))
 
-    # The batch as verl's trainer holds it (right-padded responses), through verl's compute_advantage.
-    stored = [o.as_dict() for o in outputs]
-    width = max(len(s["responses"]) for s in stored)
+    mask = batch.batch["response_mask"]
+    scores = batch.batch["rm_scores"].sum(dim=-1)
+    assert list(batch.non_tensor_batch["osmosis_outcome"]) == [
+        "completed",
+        "completed",
+        "agent_error",
+        "completed",
+        "agent_error",
+    ]
+    for failed in (2, 4):
+        assert not mask[failed].any() and math.isnan(scores[failed].item())
+        assert "broke on purpose" in batch.non_tensor_batch["osmosis_error"][failed]
+        assert batch.non_tensor_batch["osmosis_trainable"][failed] is False
+    assert scores[[0, 1, 3]].tolist() == [1.0, 0.5, 0.25]
 
-    def padded(key: str, dtype: torch.dtype) -> torch.Tensor:
-        return torch.stack(
-            [torch.nn.functional.pad(s[key].to(dtype), (0, width - len(s[key]))) for s in stored]
-        )
-
-    rewards, mask = padded("rm_scores", torch.float32), padded("response_mask", torch.int64)
-    uids = np.array([row["uid"] for row in rows], dtype=object)
-    data = DataProto.from_dict(
-        tensors={"token_level_rewards": rewards, "response_mask": mask}, non_tensors={"uid": uids}
-    )
+    # The batch through verl's own compute_advantage, as its trainer calls it.
+    batch.batch["token_level_rewards"] = batch.batch["rm_scores"]
     with caplog.at_level(logging.WARNING, logger="osmosis_ai.train.verl"):
-        advantages = compute_advantage(data, adv_estimator="osmosis_grpo", config=AlgoConfig()).batch[
+        advantages = compute_advantage(batch, adv_estimator="osmosis_grpo", config=AlgoConfig()).batch[
             "advantages"
         ]
     assert torch.isfinite(advantages).all()
@@ -229,14 +256,14 @@ def test_a_failed_rollout_stays_out_of_its_groups_advantages(
         "3 of 5 rollouts left out of the advantages (2 typed failures, 1 alone in their group)" in caplog.text
     )
     # Scored 0 instead, the failure would have pulled group a's mean to 0.5 and moved its advantages.
-    zeroed, _ = compute_grpo_outcome_advantage(torch.nan_to_num(rewards[:3], nan=0.0), mask[:3], uids[:3])
+    rewards = torch.nan_to_num(batch.batch["rm_scores"][:3], nan=0.0)
+    zeroed, _ = compute_grpo_outcome_advantage(rewards, mask[:3], batch.non_tensor_batch["uid"][:3])
     assert zeroed[0][mask[0].bool()][0].item() != pytest.approx(per_row[0][0].item())
 
 
 def test_without_log_probabilities_none_are_returned(tiny_model: Path) -> None:
     manager = ServerManager(tiny_model)
     loop = agent_loop(tiny_model, manager, agent=AGENT)
-    manager.tokenizer = loop.tokenizer
     ok, failed = asyncio.run(
         run_all(loop, [fields(0, "a"), fields(1, "a", fail=True)], sampling={**SAMPLING, "logprobs": False})
     )
