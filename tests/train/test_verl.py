@@ -296,3 +296,31 @@ def test_the_agent_loop_refuses_what_it_cannot_train_honestly(tiny_model: Path) 
         row_of({**row, "raw_prompt": [*row["raw_prompt"], {"role": "user", "content": "again"}]})
     with pytest.raises(ValueError, match="has no ground truth"):
         row_of({**row, "reward_model": {}})
+
+
+DRIVER = """
+import sys, warnings
+sys.modules["kernels"] = None  # as tests/train/conftest.py: the venv's kernels is older than transformers expects
+warnings.simplefilter("ignore")
+from verl.trainer.ppo import core_algos
+from verl.trainer.ppo.v1 import AgentLoopManagerTQ
+from verl.utils.import_utils import load_class_from_fqn
+
+before = "osmosis_grpo" in core_algos.ADV_ESTIMATOR_REGISTRY
+manager = load_class_from_fqn("osmosis_ai.train.verl.OsmosisAgentLoopManager", "AgentLoopManager")
+print(before, issubclass(manager, AgentLoopManagerTQ), core_algos.get_adv_estimator_fn("osmosis_grpo").__name__)
+"""
+
+
+def test_naming_the_manager_registers_the_estimator_in_a_fresh_driver_process() -> None:
+    import subprocess
+    import sys
+
+    from tests.support.cli import subprocess_env
+
+    # verl's driver imports only what its configuration names: the manager class, loaded as verl loads it.
+    ran = subprocess.run(
+        [sys.executable, "-c", DRIVER], env=subprocess_env(), capture_output=True, text=True, timeout=300
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout.split() == ["False", "True", "osmosis_grpo_advantage"]
