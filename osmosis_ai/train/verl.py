@@ -62,7 +62,8 @@ def row_of(fields: Mapping[str, Any]) -> dict[str, Any]:
     row's fields: ``raw_prompt`` is an optional system message and one user message, the ground truth
     is ``reward_model.ground_truth`` (else ``extra_info.ground_truth``), and ``extra_info``'s other
     entries reach the server as metadata."""
-    messages = [dict(message) for message in fields.get("raw_prompt") or []]
+    raw = fields.get("raw_prompt")  # a list, or a numpy array of messages from a batch column
+    messages = [dict(message) for message in (raw if raw is not None else [])]
     roles = [message.get("role") for message in messages]
     if roles not in (["user"], ["system", "user"]):
         raise ValueError(
@@ -129,18 +130,19 @@ def _chat_tokenizer(directory: str) -> ChatTokenizer:
 
 
 @lru_cache(maxsize=4)
-def _agent(spec: str) -> Any:
+def _agent(spec: str, grader: str | None) -> Any:
     from osmosis_ai.rollout.loading import load_agent_loop
 
-    return load_agent_loop(spec)
+    return load_agent_loop(spec, grader)
 
 
-def agent_loop_settings(
+def _agent_loop_settings(
     config: Any,
     *,
     url: str | None,
     api_key: str | None,
     agent: str | None,
+    grader: str | None,
     tokenizer_dir: str | None,
 ) -> tuple[Target, ChatTokenizer]:
     """The target and chat tokenizer of an agent-loop entry in verl's trainer ``config``, refused in
@@ -166,7 +168,7 @@ def agent_loop_settings(
             f"{where}: {directory!r} is not a local model directory; set tokenizer_dir to the directory "
             "holding the model's tokenizer.json and chat template"
         )
-    target = Target(url=url, api_key=api_key) if agent is None else Target(agent=_agent(agent))
+    target = Target(url=url, api_key=api_key) if agent is None else Target(agent=_agent(agent, grader))
     return target, _chat_tokenizer(directory)
 
 
@@ -220,10 +222,11 @@ def _build() -> dict[str, type]:
 
         Configured as an entry of ``actor_rollout_ref.rollout.agent.agent_loop_config_path``; verl
         passes the entry's other keys here: ``url`` (a 0.2 or 0.3 server) with ``api_key``, or
-        ``agent`` (``module:attribute`` of a ``RolloutAgentLoop``, or a 0.3 ``AgentWorkflow`` or
-        ``LocalBackend``, served in the worker's process); ``tokenizer_dir``, the local model directory
-        whose ``tokenizer.json`` and chat template TrainGate renders with (default
-        ``actor_rollout_ref.model.path``); ``timeout`` and ``max_turns`` bound each rollout.
+        ``agent`` (``module:attribute`` of a ``RolloutAgentLoop``, a ``LocalBackend``, or a 0.3
+        ``AgentWorkflow`` with ``grader``, ``module:GraderClass``; served in the worker's process);
+        ``tokenizer_dir``, the local model directory whose ``tokenizer.json`` and chat template
+        TrainGate renders with (default ``actor_rollout_ref.model.path``); ``timeout`` and
+        ``max_turns`` bound each rollout.
         """
 
         def __init__(
@@ -232,14 +235,15 @@ def _build() -> dict[str, type]:
             url: str | None = None,
             api_key: str | None = None,
             agent: str | None = None,
+            grader: str | None = None,
             tokenizer_dir: str | None = None,
             timeout: float = 300.0,
             max_turns: int = 10,
             **kwargs: Any,
         ) -> None:
             super().__init__(*args, **kwargs)
-            self.target, self.chat_tokenizer = agent_loop_settings(
-                self.config, url=url, api_key=api_key, agent=agent, tokenizer_dir=tokenizer_dir
+            self.target, self.chat_tokenizer = _agent_loop_settings(
+                self.config, url=url, api_key=api_key, agent=agent, grader=grader, tokenizer_dir=tokenizer_dir
             )
             self.timeout, self.max_turns = float(timeout), int(max_turns)
 

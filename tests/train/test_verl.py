@@ -151,17 +151,26 @@ def test_the_agent_loop_trains_on_the_ids_trainGate_recorded(tiny_model: Path) -
     assert stored["rm_scores"].tolist() == [0.0] * (len(output.response_ids) - 1) + [0.75]
 
 
-def test_the_agent_loop_drives_a_0_3_server(tiny_model: Path) -> None:
-    app = create_rollout_server(
-        backend=LocalBackend(workflow=TwoTurnWorkflow, grader=LabelGrader), configure_logging=False
-    )
-    server = RunningServer(app).start()
-    try:
-        manager = ServerManager(tiny_model)
-        loop = agent_loop(tiny_model, manager, url=server.url)
-        outputs = asyncio.run(run_all(loop, [fields(1, "u0", label="1"), fields(2, "u1", label="0.5")]))
-    finally:
-        server.stop()
+@pytest.mark.parametrize("served", ["server", "in-process"])
+def test_the_agent_loop_drives_a_0_3_workflow(tiny_model: Path, served: str) -> None:
+    """A 0.3 server at a url, or the same workflow and grader named in the agent-loop entry."""
+    manager = ServerManager(tiny_model)
+    rows = [fields(1, "u0", label="1"), fields(2, "u1", label="0.5")]
+    if served == "in-process":
+        module = TwoTurnWorkflow.__module__
+        loop = agent_loop(
+            tiny_model, manager, agent=f"{module}:TwoTurnWorkflow", grader=f"{module}:LabelGrader"
+        )
+        outputs = asyncio.run(run_all(loop, rows))
+    else:
+        app = create_rollout_server(
+            backend=LocalBackend(workflow=TwoTurnWorkflow, grader=LabelGrader), configure_logging=False
+        )
+        server = RunningServer(app).start()
+        try:
+            outputs = asyncio.run(run_all(agent_loop(tiny_model, manager, url=server.url), rows))
+        finally:
+            server.stop()
     assert [o.reward_score for o in outputs] == [1.0, 0.5]
     for output in outputs:
         generated = [t for t, bit in zip(output.response_ids, output.response_mask, strict=True) if bit]
@@ -292,6 +301,11 @@ def test_the_agent_loop_refuses_what_it_cannot_train_honestly(tiny_model: Path) 
         "reward": 1.0,
         "fail": False,
     }
+    import numpy as np
+
+    column = np.empty(2, dtype=object)
+    column[:] = row["raw_prompt"]
+    assert row_of({**row, "raw_prompt": column}) == row_of(row)
     with pytest.raises(ValueError, match="optional system message and one user message"):
         row_of({**row, "raw_prompt": [*row["raw_prompt"], {"role": "user", "content": "again"}]})
     with pytest.raises(ValueError, match="has no ground truth"):
