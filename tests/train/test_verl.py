@@ -270,6 +270,65 @@ def test_a_failed_rollout_stays_out_of_its_groups_advantages(
     assert zeroed[0][mask[0].bool()][0].item() != pytest.approx(per_row[0][0].item())
 
 
+class ModelServer(ServerManager):
+    """Stands in for verl's server manager with the tiny model itself (in a worker thread: a model
+    server is not on the caller's event loop): sampled ids and their log-probabilities, at most 8 a
+    turn; keeps every call with what it generated."""
+
+    def __init__(self, model_dir: Path) -> None:
+        from transformers import AutoModelForCausalLM
+
+        super().__init__(model_dir)
+        self.model = AutoModelForCausalLM.from_pretrained(model_dir)
+
+    async def generate(
+        self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **kwargs: Any
+    ) -> Any:
+        from verl.workers.rollout.replica import TokenOutput
+
+        call = {"request_id": request_id, "prompt_ids": list(prompt_ids), "params": sampling_params}
+        self.calls.append(call)
+        limit = min(8, sampling_params.get("max_tokens", 8))
+        ids, logprobs = await asyncio.to_thread(
+            self.sample, prompt_ids, sampling_params["temperature"], limit
+        )
+        call.update(ids=ids, logprobs=logprobs)
+        return TokenOutput(token_ids=ids, log_probs=logprobs)
+
+    def sample(self, prompt_ids: list[int], temperature: float, limit: int) -> tuple[list[int], list[float]]:
+        import torch
+
+        inputs = torch.tensor([prompt_ids])
+        with torch.no_grad():
+            out = self.model.generate(
+                input_ids=inputs, attention_mask=torch.ones_like(inputs), do_sample=True, temperature=temperature,
+                max_new_tokens=limit, output_scores=True, return_dict_in_generate=True,
+                pad_token_id=self.tokenizer.pad_token_id,
+            )  # fmt: skip
+        ids = out.sequences[0, len(prompt_ids) :].tolist()
+        scores = [torch.log_softmax(score[0], dim=-1) for score in out.scores]
+        return ids, [score[token].item() for score, token in zip(scores, ids, strict=True)]
+
+
+def test_the_ids_a_real_model_generated_are_the_ids_trained_on(tiny_model: Path) -> None:
+    import torch
+
+    torch.manual_seed(0)
+    manager = ModelServer(tiny_model)
+    loop = agent_loop(tiny_model, manager, agent=AGENT)
+    outputs = asyncio.run(run_all(loop, [fields(0, "a", reward=0.5), fields(1, "a", reward=1.0)]))
+    for output in outputs:
+        assert output.extra_fields["osmosis_trainable"], output.extra_fields["osmosis_error"]
+        calls = [c for c in manager.calls if c["prompt_ids"][: len(output.prompt_ids)] == output.prompt_ids]
+        (first, first_lp), (final, final_lp) = ((c["ids"], c["logprobs"]) for c in calls)
+        between = output.response_ids[len(first) : len(output.response_ids) - len(final)]
+        # Whatever the model wrote, however it would re-tokenize, is trained on as generated.
+        assert output.response_ids == first + between + final
+        assert output.response_mask == [1] * len(first) + [0] * len(between) + [1] * len(final)
+        assert output.response_logprobs == first_lp + [0.0] * len(between) + final_lp
+    assert sorted(o.reward_score for o in outputs) == [0.5, 1.0]
+
+
 def test_without_log_probabilities_none_are_returned(tiny_model: Path) -> None:
     manager = ServerManager(tiny_model)
     loop = agent_loop(tiny_model, manager, agent=AGENT)
