@@ -25,6 +25,7 @@ stays importable without either.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import uuid
@@ -136,6 +137,44 @@ def _agent(spec: str, grader: str | None) -> Any:
     return load_agent_loop(spec, grader)
 
 
+_served: dict[tuple[asyncio.AbstractEventLoop, str, str | None], asyncio.Future[str]] = {}
+
+
+async def _serve(spec: str, grader: str | None, url: asyncio.Future[str]) -> None:
+    from osmosis_ai.traingate.local_server import serve_agent_loop_locally
+
+    try:
+        async with serve_agent_loop_locally(_agent(spec, grader)) as served:
+            url.set_result(served)
+            await asyncio.Event().wait()  # until the loop ends and cancels this task
+    except BaseException as exc:
+        if not url.done() and isinstance(exc, Exception):
+            url.set_exception(exc)
+        elif not url.done():
+            url.cancel()
+        raise
+
+
+async def _served_url(spec: str, grader: str | None) -> str:
+    """The URL of the agent ``spec`` names, served in the running event loop from its first rollout
+    for as long as the loop runs. One server for all of a worker's rollouts, never one each: a 0.2
+    app that stops closes its event loop's shared HTTP pools, under every other rollout in flight."""
+    loop = asyncio.get_running_loop()
+    for stale in [key for key in _served if key[0].is_closed()]:
+        del _served[stale]
+    key = (loop, spec, grader)
+    failed = key in _served and _served[key].done() and (_served[key].cancelled() or _served[key].exception())
+    if key not in _served or failed:  # a server that did not start is tried again by the next rollout
+        _served[key] = loop.create_future()
+        task = loop.create_task(_serve(spec, grader, _served[key]))
+        _tasks.add(task)
+        task.add_done_callback(_tasks.discard)
+    return await asyncio.shield(_served[key])
+
+
+_tasks: set[asyncio.Task[None]] = set()  # the serving tasks, kept from the garbage collector
+
+
 def _agent_loop_settings(
     config: Any,
     *,
@@ -144,9 +183,9 @@ def _agent_loop_settings(
     agent: str | None,
     grader: str | None,
     tokenizer_dir: str | None,
-) -> tuple[Target, ChatTokenizer]:
-    """The target and chat tokenizer of an agent-loop entry in verl's trainer ``config``, refused in
-    one line when the configuration could not train honestly (see :class:`OsmosisAgentLoop`)."""
+) -> ChatTokenizer:
+    """The chat tokenizer of an agent-loop entry in verl's trainer ``config``; the entry is refused in
+    one line when it could not train honestly (see :class:`OsmosisAgentLoop`)."""
     where = f"agent loop {NAME!r} (agent_loop_config_path)"
     if (url is None) == (agent is None):
         raise ValueError(f"{where}: give exactly one of url (a running server) or agent (module:attribute)")
@@ -168,8 +207,9 @@ def _agent_loop_settings(
             f"{where}: {directory!r} is not a local model directory; set tokenizer_dir to the directory "
             "holding the model's tokenizer.json and chat template"
         )
-    target = Target(url=url, api_key=api_key) if agent is None else Target(agent=_agent(agent, grader))
-    return target, _chat_tokenizer(directory)
+    if agent is not None:
+        _agent(agent, grader)  # a spec that does not load fails here, before any rollout
+    return _chat_tokenizer(directory)
 
 
 def agent_loop_output(
@@ -211,6 +251,24 @@ def agent_loop_output(
     )
 
 
+def _vanished(fields: Mapping[str, Any]) -> Sample:
+    """The sample of a rollout the run engine gave back nothing for: an infrastructure failure."""
+    from osmosis_ai.outcome import Outcome
+
+    return Sample(
+        rollout_id="",
+        row_index=0,
+        sample_index=0,
+        prompt_ids=[],
+        completion_ids=[],
+        mask=[],
+        logprobs=None,
+        reward=None,
+        outcome=Outcome.INFRA_ERROR,
+        error=f"the run engine returned no rollout for verl row {fields.get('index', '?')}",
+    )
+
+
 def _build() -> dict[str, type]:
     """verl's subclasses, the agent loop's registration and the estimator's (see the module docstring)."""
     from verl.experimental.agent_loop.agent_loop import AgentLoopBase, _agent_loop_registry, register
@@ -242,14 +300,16 @@ def _build() -> dict[str, type]:
             **kwargs: Any,
         ) -> None:
             super().__init__(*args, **kwargs)
-            self.target, self.chat_tokenizer = _agent_loop_settings(
+            self.chat_tokenizer = _agent_loop_settings(
                 self.config, url=url, api_key=api_key, agent=agent, grader=grader, tokenizer_dir=tokenizer_dir
             )
+            self.url, self.api_key, self.agent, self.grader = url, api_key, agent, grader
             self.timeout, self.max_turns = float(timeout), int(max_turns)
 
         async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
-            (sample,) = await collect_samples(
-                self.target,
+            url = self.url if self.agent is None else await _served_url(self.agent, self.grader)
+            samples = await collect_samples(
+                Target(url=url, api_key=self.api_key),
                 VerlPolicy(self.server_manager, self.tokenizer, sampling_params),
                 self.chat_tokenizer,
                 [row_of(kwargs)],
@@ -259,7 +319,7 @@ def _build() -> dict[str, type]:
                 max_tokens_total=int(self.rollout_config.response_length),
             )
             return agent_loop_output(
-                sample,
+                samples[0] if samples else _vanished(kwargs),
                 prompt_length=int(self.rollout_config.prompt_length),
                 response_length=int(self.rollout_config.response_length),
                 eos_token_id=int(self.tokenizer.eos_token_id),

@@ -329,6 +329,46 @@ def test_the_ids_a_real_model_generated_are_the_ids_trained_on(tiny_model: Path)
     assert sorted(o.reward_score for o in outputs) == [0.5, 1.0]
 
 
+class HeldServer(ServerManager):
+    """``ServerManager`` holding the first turn of the row asking about 0 until ``release`` is set."""
+
+    def __init__(self, model_dir: Path) -> None:
+        super().__init__(model_dir)
+        self.held, self.release = asyncio.Event(), asyncio.Event()
+
+    async def generate(
+        self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **kwargs: Any
+    ) -> Any:
+        text = self.tokenizer.decode(prompt_ids)
+        if "What is 0 + 15?" in text and text.count("<|im_start|>assistant") == 1:
+            self.held.set()
+            await self.release.wait()
+        return await super().generate(request_id, prompt_ids=prompt_ids, sampling_params=sampling_params)
+
+
+def test_a_rollout_ending_leaves_the_others_of_its_worker_running(tiny_model: Path) -> None:
+    """verl runs a worker's agent loops side by side in one event loop, each ending on its own: one
+    ends (its whole rollout) while another's chat call is in flight."""
+    from osmosis_ai import _http
+
+    manager = HeldServer(tiny_model)
+    loop = agent_loop(tiny_model, manager, agent=AGENT)
+
+    async def overlapping() -> tuple[Any, Any]:
+        held = asyncio.create_task(loop.run(dict(SAMPLING), **fields(0, "u", reward=0.5)))
+        await manager.held.wait()
+        ended = await loop.run(dict(SAMPLING), **fields(1, "u", reward=1.0))
+        # What the held rollout's requests go through is still open: the loop's shared HTTP pools.
+        running = asyncio.get_running_loop()
+        assert [key for key, pool in _http._pools.items() if key[0] is running and not pool.closed]
+        manager.release.set()
+        return await held, ended
+
+    held, ended = asyncio.run(overlapping())
+    assert (held.extra_fields["osmosis_error"], ended.extra_fields["osmosis_error"]) == (None, None)
+    assert (held.reward_score, ended.reward_score) == (0.5, 1.0)
+
+
 def test_without_log_probabilities_none_are_returned(tiny_model: Path) -> None:
     manager = ServerManager(tiny_model)
     loop = agent_loop(tiny_model, manager, agent=AGENT)
