@@ -2,7 +2,8 @@
 calls through the local TrainGate, token-in-token-out, and each rollout becomes one token sample.
 
 :mod:`~osmosis_ai.train.rollouts` is the trainer-independent core (:func:`collect_samples`);
-:mod:`~osmosis_ai.train.trl` adapts it to TRL's ``GRPOTrainer`` (extra ``trl``);
+:mod:`~osmosis_ai.train.trl` adapts it to TRL's ``GRPOTrainer`` (extra ``trl``),
+:mod:`~osmosis_ai.train.verl` to verl's agent loop (extra ``verl``);
 :mod:`~osmosis_ai.train.tiny` builds a tiny local model to run it all on a CPU.
 """
 
@@ -22,6 +23,7 @@ _EXPORTS: dict[str, str] = {
     "OsmosisRollouts": "osmosis_ai.train.trl",
     "server_reward": "osmosis_ai.train.trl",
     "prompt_of": "osmosis_ai.train.trl",
+    "OsmosisAgentLoop": "osmosis_ai.train.verl",
 }
 
 __all__ = sorted(_EXPORTS)
