@@ -93,8 +93,10 @@ async def gate() -> AsyncIterator[TrainGate]:
 
 
 async def _ask(base_url: str, api_key: str) -> Any:
-    client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key)
-    return await client.chat.completions.create(model="policy", messages=QUESTION)  # type: ignore[arg-type]
+    # Closed here: a client left to the garbage collector would close on a loop already gone, and
+    # asyncio's report of that would land in a later in-process test's stderr.
+    async with openai.AsyncOpenAI(base_url=base_url, api_key=api_key) as client:
+        return await client.chat.completions.create(model="policy", messages=QUESTION)  # type: ignore[arg-type]
 
 
 async def test_only_the_rollouts_own_key_opens_its_url(gate: TrainGate) -> None:

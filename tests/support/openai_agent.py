@@ -43,7 +43,12 @@ class OpenAICalculator(CalculatorAgentLoop):
         self.stream = stream
 
     async def run(self, ctx: RolloutContext) -> RolloutResult:
-        client = openai.AsyncOpenAI(base_url=ctx.base_url, api_key=ctx.api_key)
+        # Closed with the rollout: a client left to the garbage collector closes its connections
+        # after the run's event loop is gone, and asyncio then prints their errors.
+        async with openai.AsyncOpenAI(base_url=ctx.base_url, api_key=ctx.api_key) as client:
+            return await self._run(ctx, client)
+
+    async def _run(self, ctx: RolloutContext, client: openai.AsyncOpenAI) -> RolloutResult:
         request = ctx.request
         messages = list(request.messages)
         params = {"model": "policy", **request.completion_params}
