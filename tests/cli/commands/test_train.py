@@ -70,7 +70,6 @@ def _job(tmp_path: Path, *, fail: list[bool], steps: int = 1, batch_size: int = 
     return config
 
 
-@pytest.mark.xdist_group("trl")
 def test_the_cpu_example_trains_and_reports_every_step(tmp_path: Path) -> None:
     from osmosis_ai.runs.journal import Journal
 
@@ -101,7 +100,6 @@ def test_the_cpu_example_trains_and_reports_every_step(tmp_path: Path) -> None:
     assert report.returncode == 0, report.stderr
 
 
-@pytest.mark.xdist_group("trl")
 def test_a_planted_failure_is_excluded_and_counted_never_trained_on(tmp_path: Path) -> None:
     from osmosis_ai.runs.journal import Journal
 
@@ -123,7 +121,6 @@ def test_a_planted_failure_is_excluded_and_counted_never_trained_on(tmp_path: Pa
         assert not failed.data["trained"] and "planted failure" in failed.data["not_trained"]
 
 
-@pytest.mark.xdist_group("trl")
 def test_a_job_with_nothing_to_train_on_fails_in_one_line(tmp_path: Path) -> None:
     config = _job(tmp_path, fail=[True], batch_size=1)
     ran = osmosis("train", str(config), cwd=tmp_path, env=OFFLINE, timeout=600)
@@ -133,7 +130,6 @@ def test_a_job_with_nothing_to_train_on_fails_in_one_line(tmp_path: Path) -> Non
     assert "planted failure" in errors[0]
 
 
-@pytest.mark.xdist_group("trl")
 @pytest.mark.parametrize("where", ["url", "in-process"])
 def test_a_0_3_workflow_and_grader_train_at_a_url_or_in_process(tmp_path: Path, where: str) -> None:
     from osmosis_ai.rollout.backend.local import LocalBackend
