@@ -1,6 +1,7 @@
 """The same 0.3 program served by upstream osmosis-ai 0.3.8 and by this package, side by side.
 
     .venv/bin/python -m benchmarks.v03_servers [--rollouts 1000] [--concurrency 50 200] [--rounds 3]
+        [--against DIR] [--no-upstream]
 
 Both servers run ``benchmarks/v03/workflow_main.py`` (one model call per rollout through one shared
 HTTP client, an exact-answer grader) against the same model stand-in (``benchmarks.openai_stub``,
@@ -11,7 +12,9 @@ alternating within a round so both see the same load from the rest of the machin
 concurrency: rollouts/s and server CPU per rollout (user + system time of the server process, from
 ``/proc``), the median over the rounds of each, and their ratios (this package / upstream). Goals
 (issue: serving 0.3 on the one engine): CPU per rollout <= 1/4 of upstream's, rollouts/s >= 2x at
-c=200.
+c=200. ``--against DIR`` adds a third server, this package from another source tree (e.g. the code
+before a change: ``git archive HEAD | tar -x -C DIR``), driven in the same rounds, and prints this
+checkout's ratios to it; ``--no-upstream`` leaves upstream out (a before/after comparison only).
 """
 
 from __future__ import annotations
@@ -34,19 +37,22 @@ REPO = Path(__file__).resolve().parent.parent
 HERE = REPO / "benchmarks" / "v03"
 UPSTREAM = REPO / ".venv-upstream03" / "bin" / "python"
 SIDES = ("upstream 0.3.8", "this package")
+BEFORE = "before"
 
 
 @contextlib.contextmanager
-def served(side: str) -> Iterator[tuple[str, int]]:
-    """The workflow served by ``side``: its URL and process id."""
+def served(side: str, root: Path | None = None) -> Iterator[tuple[str, int]]:
+    """The workflow served by ``side`` (upstream's, or this package from ``root``): its URL and process id."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"_OSMOSIS_ROLLOUT_PORT": str(port)}
-    if side == SIDES[1]:
-        env["PYTHONPATH"] = str(REPO)
-    python = str(UPSTREAM) if side == SIDES[0] else sys.executable
+    python = str(UPSTREAM) if root is None else sys.executable
     # Run from benchmarks/v03 so upstream's interpreter cannot import this checkout's package; what a
-    # server logs goes to a file (a pipe nobody reads would fill and stop it).
-    with tempfile.TemporaryFile() as log:
+    # server logs goes to a file (a pipe nobody reads would fill and stop it). Each of this package's
+    # servers keeps its rollouts in a fresh SQLite file of its own (the default place, under
+    # $XDG_STATE_HOME), not in one the servers compared would share.
+    with tempfile.TemporaryFile() as log, tempfile.TemporaryDirectory() as state:
+        if root is not None:
+            env |= {"PYTHONPATH": str(root), "XDG_STATE_HOME": state}
         process = subprocess.Popen(
             [python, "workflow_main.py"], cwd=HERE, env=env, stdout=subprocess.DEVNULL, stderr=log
         )
@@ -71,13 +77,17 @@ def drive(url: str, chat: str, rollouts: int, concurrency: int) -> dict[str, flo
     return result
 
 
-def measure(rollouts: int, concurrencies: list[int], rounds: int) -> dict[int, dict[str, dict[str, float]]]:
-    """Per concurrency, per side: median rollouts/s and CPU ms per rollout over ``rounds``."""
-    seen: dict[int, dict[str, list[tuple[float, float]]]] = {c: {s: [] for s in SIDES} for c in concurrencies}
-    with StubProcess(0.0) as chat, served(SIDES[0]) as upstream, served(SIDES[1]) as ours:
+def measure(
+    rollouts: int, concurrencies: list[int], rounds: int, roots: dict[str, Path | None]
+) -> dict[int, dict[str, dict[str, float]]]:
+    """Per concurrency, per side (``roots``: each side's source tree, ``None`` for upstream's): median
+    rollouts/s and CPU ms per rollout over ``rounds``."""
+    seen: dict[int, dict[str, list[tuple[float, float]]]] = {c: {s: [] for s in roots} for c in concurrencies}
+    with StubProcess(0.0) as chat, contextlib.ExitStack() as stack:
+        servers = {side: stack.enter_context(served(side, root)) for side, root in roots.items()}
         for _ in range(rounds):
             for concurrency in concurrencies:
-                for side, (url, pid) in zip(SIDES, (upstream, ours), strict=True):
+                for side, (url, pid) in servers.items():
                     before = cpu_seconds(pid)
                     result = drive(url, chat, rollouts, concurrency)
                     if result["successes"] != rollouts:
@@ -101,20 +111,31 @@ def main() -> int:
     parser.add_argument("--rollouts", type=int, default=1000, help="rollouts per run")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[50, 200])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--against", type=Path, default=None, metavar="DIR",
+                        help="also serve this package from another source tree (e.g. before a change)")  # fmt: skip
+    parser.add_argument("--no-upstream", action="store_true", help="serve upstream's side not at all")
     args = parser.parse_args()
     if not UPSTREAM.exists():
+        # the driver is upstream's client, run by upstream's interpreter, whichever servers are compared
         print("no .venv-upstream03/: run `make upstream03` first (it needs a Python 3.12)", file=sys.stderr)
         return 2
-    figures = measure(args.rollouts, args.concurrency, args.rounds)
+    roots: dict[str, Path | None] = {} if args.no_upstream else {SIDES[0]: None}
+    roots[SIDES[1]] = REPO
+    if args.against is not None:
+        roots[BEFORE] = args.against.resolve()
+    figures = measure(args.rollouts, args.concurrency, args.rounds, roots)
     print(f"{'concurrency':<13}{'side':<16}{'rollouts/s':>12}{'CPU ms/rollout':>16}")
     for concurrency, sides in figures.items():
         for side, figure in sides.items():
             print(f"{concurrency:<13}{side:<16}{figure['rollouts_per_s']:>12.0f}{figure['cpu_ms']:>16.2f}")
-        up, us = sides[SIDES[0]], sides[SIDES[1]]
-        print(
-            f"c={concurrency}: this package {us['rollouts_per_s'] / up['rollouts_per_s']:.2f}x upstream's "
-            f"rollouts/s, {us['cpu_ms'] / up['cpu_ms']:.2f}x its server CPU per rollout"
-        )
+        us = sides[SIDES[1]]
+        for other, whose in ((SIDES[0], "upstream's"), (BEFORE, "the other tree's")):
+            if other in sides:
+                them = sides[other]
+                print(
+                    f"c={concurrency}: this package {us['rollouts_per_s'] / them['rollouts_per_s']:.2f}x "
+                    f"{whose} rollouts/s, {us['cpu_ms'] / them['cpu_ms']:.2f}x its server CPU per rollout"
+                )
     print(json.dumps(figures))
     return 0
 
