@@ -81,7 +81,9 @@ def measure(
     rollouts: int, concurrencies: list[int], rounds: int, roots: dict[str, Path | None]
 ) -> dict[int, dict[str, dict[str, float]]]:
     """Per concurrency, per side (``roots``: each side's source tree, ``None`` for upstream's): median
-    rollouts/s and CPU ms per rollout over ``rounds``."""
+    rollouts/s and CPU ms per rollout over ``rounds``; for each other side also ``paired_cpu``, the
+    median over the rounds of this package's CPU per rollout divided by that side's in the same round
+    (steadier than the ratio of the medians when the machine's load moves between rounds)."""
     seen: dict[int, dict[str, list[tuple[float, float]]]] = {c: {s: [] for s in roots} for c in concurrencies}
     with StubProcess(0.0) as chat, contextlib.ExitStack() as stack:
         servers = {side: stack.enter_context(served(side, root)) for side, root in roots.items()}
@@ -94,16 +96,21 @@ def measure(
                         raise RuntimeError(f"{side}: {result['successes']} of {rollouts} rollouts succeeded")
                     cpu_ms = (cpu_seconds(pid) - before) / (rollouts + 1) * 1000
                     seen[concurrency][side].append((rollouts / result["seconds"], cpu_ms))
-    return {
-        c: {
+    figures: dict[int, dict[str, dict[str, float]]] = {}
+    for c, sides in seen.items():
+        ours = [cpu for _, cpu in sides[SIDES[1]]]
+        figures[c] = {
             side: {
                 "rollouts_per_s": statistics.median(rate for rate, _ in runs),
                 "cpu_ms": statistics.median(cpu for _, cpu in runs),
             }
             for side, runs in sides.items()
         }
-        for c, sides in seen.items()
-    }
+        for side, runs in sides.items():
+            if side != SIDES[1]:
+                paired = [mine / theirs for mine, (_, theirs) in zip(ours, runs, strict=True)]
+                figures[c][side]["paired_cpu"] = statistics.median(paired)
+    return figures
 
 
 def main() -> int:
@@ -134,7 +141,8 @@ def main() -> int:
                 them = sides[other]
                 print(
                     f"c={concurrency}: this package {us['rollouts_per_s'] / them['rollouts_per_s']:.2f}x "
-                    f"{whose} rollouts/s, {us['cpu_ms'] / them['cpu_ms']:.2f}x its server CPU per rollout"
+                    f"{whose} rollouts/s, {us['cpu_ms'] / them['cpu_ms']:.2f}x its server CPU per rollout "
+                    f"(round by round: {them['paired_cpu']:.2f}x)"
                 )
     print(json.dumps(figures))
     return 0
