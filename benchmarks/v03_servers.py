@@ -10,7 +10,12 @@ package's in this interpreter. Each is driven by upstream's own ``RolloutClient`
 (``benchmarks/v03/driver.py``, run by upstream's interpreter) at each concurrency, the two servers
 alternating within a round so both see the same load from the rest of the machine. Printed per
 concurrency: rollouts/s and server CPU per rollout (user + system time of the server process, from
-``/proc``), the median over the rounds of each, and their ratios (this package / upstream). Goals
+``/proc``), the median over the rounds of each, and their ratios (this package / upstream); and
+``workflow alone``: the CPU per rollout of the workflow's own model call made the same way without
+any server, one at a time (``benchmarks/v03/workflow_alone.py``): a lower bound of the part of each
+server's figure no server can save (httpx's pool costs more per call the more calls it holds at
+once: about 1 ms one at a time, 1.3 ms 8 at a time, 2.4-3.4 ms 50 at a time on the 2-core machine
+the figures in docs/benchmarks.md come from). Goals
 (issue: serving 0.3 on the one engine): CPU per rollout <= 1/4 of upstream's, rollouts/s >= 2x at
 c=200. ``--against DIR`` adds a third server, this package from another source tree (e.g. the code
 before a change: ``git archive HEAD | tar -x -C DIR``), driven in the same rounds, and prints this
@@ -38,6 +43,7 @@ HERE = REPO / "benchmarks" / "v03"
 UPSTREAM = REPO / ".venv-upstream03" / "bin" / "python"
 SIDES = ("upstream 0.3.8", "this package")
 BEFORE = "before"
+ALONE = "workflow alone"  # its model calls without a server, one at a time: the least no server can save
 
 
 @contextlib.contextmanager
@@ -77,6 +83,18 @@ def drive(url: str, chat: str, rollouts: int, concurrency: int) -> dict[str, flo
     return result
 
 
+def alone(chat: str, rollouts: int) -> float:
+    """CPU ms per rollout of the workflow's model call made without a server, one at a time
+    (``workflow_alone.py``)."""
+    done = subprocess.run(
+        [sys.executable, "workflow_alone.py", chat, str(rollouts), "1"],
+        cwd=HERE, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"workflow_alone.py failed:\n{done.stderr[-2000:]}")
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["cpu_ms"])
+
+
 def measure(
     rollouts: int, concurrencies: list[int], rounds: int, roots: dict[str, Path | None]
 ) -> dict[int, dict[str, dict[str, float]]]:
@@ -85,6 +103,7 @@ def measure(
     median over the rounds of this package's CPU per rollout divided by that side's in the same round
     (steadier than the ratio of the medians when the machine's load moves between rounds)."""
     seen: dict[int, dict[str, list[tuple[float, float]]]] = {c: {s: [] for s in roots} for c in concurrencies}
+    floors: list[float] = []
     with StubProcess(0.0) as chat, contextlib.ExitStack() as stack:
         servers = {side: stack.enter_context(served(side, root)) for side, root in roots.items()}
         for _ in range(rounds):
@@ -96,6 +115,7 @@ def measure(
                         raise RuntimeError(f"{side}: {result['successes']} of {rollouts} rollouts succeeded")
                     cpu_ms = (cpu_seconds(pid) - before) / (rollouts + 1) * 1000
                     seen[concurrency][side].append((rollouts / result["seconds"], cpu_ms))
+            floors.append(alone(chat, rollouts))
     figures: dict[int, dict[str, dict[str, float]]] = {}
     for c, sides in seen.items():
         ours = [cpu for _, cpu in sides[SIDES[1]]]
@@ -106,6 +126,7 @@ def measure(
             }
             for side, runs in sides.items()
         }
+        figures[c][ALONE] = {"cpu_ms": statistics.median(floors)}
         for side, runs in sides.items():
             if side != SIDES[1]:
                 paired = [mine / theirs for mine, (_, theirs) in zip(ours, runs, strict=True)]
@@ -134,7 +155,8 @@ def main() -> int:
     print(f"{'concurrency':<13}{'side':<16}{'rollouts/s':>12}{'CPU ms/rollout':>16}")
     for concurrency, sides in figures.items():
         for side, figure in sides.items():
-            print(f"{concurrency:<13}{side:<16}{figure['rollouts_per_s']:>12.0f}{figure['cpu_ms']:>16.2f}")
+            rate = f"{figure['rollouts_per_s']:>12.0f}" if "rollouts_per_s" in figure else f"{'-':>12}"
+            print(f"{concurrency:<13}{side:<16}{rate}{figure['cpu_ms']:>16.2f}")
         us = sides[SIDES[1]]
         for other, whose in ((SIDES[0], "upstream's"), (BEFORE, "the other tree's")):
             if other in sides:
