@@ -110,7 +110,10 @@ def measure(
             for concurrency in concurrencies:
                 for side, (url, pid) in servers.items():
                     before = cpu_seconds(pid)
-                    result = drive(url, chat, rollouts, concurrency)
+                    try:
+                        result = drive(url, chat, rollouts, concurrency)
+                    except RuntimeError as exc:
+                        raise RuntimeError(f"{side}, c={concurrency}: {exc}") from None
                     if result["successes"] != rollouts:
                         raise RuntimeError(f"{side}: {result['successes']} of {rollouts} rollouts succeeded")
                     cpu_ms = (cpu_seconds(pid) - before) / (rollouts + 1) * 1000
