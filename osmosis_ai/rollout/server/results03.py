@@ -167,15 +167,15 @@ class Results03:
                 stored = await store.stored_rollout(rollout_id)
                 if stored is None or stored.lease_until <= time.time():
                     response = _lease_failure(rollout_id)
-            kept = await store.finish_rollout(
-                rollout_id, response.status.value, _encoded(response), self.retention
-            )
+            ours = _encoded(response)
+            kept = await store.finish_rollout(rollout_id, response.status.value, ours, self.retention)
         except SharedStateUnavailable as exc:
             logger.warning(
                 "rollout %s: its result was not stored (a restart will call it lost): %s", rollout_id, exc
             )
         else:
-            response = RolloutResultResponse.model_validate_json(kept)
+            if kept != ours:  # another process stored a result first: that one is the result
+                response = RolloutResultResponse.model_validate_json(kept)
         if entry.result is None:
             self._publish(entry, response, stored=True)
         else:  # a cancel or an expired lease published meanwhile: the store's first result wins

@@ -13,12 +13,15 @@ wire's route and figures; each submit's answer is counted as an init's). With an
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated
 
 from fastapi import FastAPI, Header
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from osmosis_ai.observe import tracing
@@ -27,6 +30,7 @@ from osmosis_ai.rollout.server.errors import SharedStateUnavailable
 from osmosis_ai.rollout.server.executor import STATE_RETRY_AFTER_SECONDS, _InitRefused
 from osmosis_ai.rollout.server.results03 import BadLease, DuplicateRollout, UnknownRollout
 from osmosis_ai.rollout.server.routes import (
+    _is_plain_json,
     _route_path,
     _unprocessable,
     add_metrics_route,
@@ -67,21 +71,74 @@ class BearerGate:
         await self.app(scope, receive, send)
 
 
-class SubmitLimit:
-    """Answers 413 to a ``POST /rollout`` body above ``limit`` bytes, before it is parsed."""
+class Gate03:
+    """The hot routes below FastAPI: a ``POST /rollout`` body above ``limit`` bytes gets 413 before it
+    is parsed; a JSON body that validates in one ``RolloutInitRequest.model_validate_json`` call, and
+    a ``GET /rollout/{id}/result`` carrying a lease, go straight to their endpoints, skipping
+    Starlette's routing, middleware and request wrappers (each rollout makes one submit and a poll
+    per status). Anything else (another content type, a body that does not validate, no lease) goes
+    on to FastAPI with the body replayed, so every 422 is FastAPI's own."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        limit: int,
+        submit: Callable[[RolloutInitRequest, bytes | None, bytes | None], Awaitable[Response]],
+        result: Callable[[str, str], Awaitable[Response]],
+    ) -> None:
         self.app = app
         self.limit = limit
+        self.submit = submit
+        self.result = result
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or _route_path(scope) != "/rollout":
-            await self.app(scope, receive, send)
+        if scope["type"] == "http":
+            method = scope["method"]
+            if method == "GET":
+                rollout_id = _polled_id(_route_path(scope))
+                if rollout_id is not None:
+                    lease = _header(scope, _LEASE)
+                    if lease:
+                        await (await self.result(rollout_id, lease.decode("latin-1")))(scope, receive, send)
+                        return
+            elif method == "POST" and _route_path(scope) == "/rollout":
+                await self._submit(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    async def _submit(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers: dict[bytes, bytes] = {}
+        for name, value in scope["headers"]:
+            headers.setdefault(name, value)  # the first of repeated headers, as Starlette reads them
+        body = await bounded_body(scope, receive, send, headers.get(b"content-length"), self.limit)
+        if body is None:
             return
-        length = next((value for name, value in scope["headers"] if name == b"content-length"), None)
-        body = await bounded_body(scope, receive, send, length, self.limit)
-        if body is not None:
-            await self.app(scope, replay(body, receive), send)
+        content_type = headers.get(b"content-type")
+        if content_type is not None and _is_plain_json(content_type):
+            request: RolloutInitRequest | None = None
+            with contextlib.suppress(ValidationError):  # FastAPI's own 422 below, with its error list
+                request = RolloutInitRequest.model_validate_json(body)
+            if request is not None:
+                response = await self.submit(request, headers.get(b"traceparent"), headers.get(b"tracestate"))
+                await response(scope, receive, send)
+                return
+        await self.app(scope, replay(body, receive), send)
+
+
+_LEASE = POLLING_LEASE_HEADER.lower().encode()
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    """The first ``name`` header of the request, as Starlette reads a repeated one."""
+    return next((value for key, value in scope["headers"] if key == name), None)
+
+
+def _polled_id(path: str) -> str | None:
+    """The id in a ``/rollout/{id}/result`` path (one segment, as the route matches it), else ``None``."""
+    if not (path.startswith("/rollout/") and path.endswith("/result")):
+        return None
+    rollout_id = path[9:-7]
+    return rollout_id if rollout_id and "/" not in rollout_id else None
 
 
 def _latin1(header: str | None) -> bytes | None:
@@ -119,8 +176,13 @@ def add_routes03(
         traceparent: Annotated[str | None, Header()] = None,
         tracestate: Annotated[str | None, Header()] = None,
     ) -> Response:
+        return await submitted(request, _latin1(traceparent), _latin1(tracestate))
+
+    async def submitted(
+        request: RolloutInitRequest, traceparent: bytes | None, tracestate: bytes | None
+    ) -> Response:
         # the rollout's task is made in the trace the controller names, as a 0.2 init's is
-        trace = tracing.attach_remote(_latin1(traceparent), _latin1(tracestate))
+        trace = tracing.attach_remote(traceparent, tracestate)
         try:
             response = await admitted(request)
         finally:
@@ -152,6 +214,9 @@ def add_routes03(
     async def result(
         rollout_id: str, lease: Annotated[str, Header(alias=POLLING_LEASE_HEADER, min_length=1)]
     ) -> Response:
+        return await polled(rollout_id, lease)
+
+    async def polled(rollout_id: str, lease: str) -> Response:
         try:
             response = await results.wait(rollout_id, lease)
         except UnknownRollout:
@@ -200,6 +265,6 @@ def add_routes03(
     if executor.metrics is not None:
         add_metrics_route(app, executor.metrics)
     app.add_exception_handler(RequestValidationError, _unprocessable)
-    app.add_middleware(SubmitLimit, limit=config.max_request_bytes)
+    app.add_middleware(Gate03, limit=config.max_request_bytes, submit=submitted, result=polled)
     if config.api_key is not None:  # added last: the outermost, so it runs before anything is read
         app.add_middleware(BearerGate, api_key=config.api_key)

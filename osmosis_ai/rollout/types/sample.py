@@ -57,6 +57,9 @@ class RolloutSample(BaseModel):
     def _copy_messages_for_the_trajectory(self) -> RolloutSample:
         if "trajectory_messages" not in self.model_fields_set:
             self.__dict__["trajectory_messages"] = copy.deepcopy(list(self.messages))
+            # set from here on, as 0.3's assignment makes it: the sample passed into another model,
+            # or a reward assigned, keeps this copy instead of taking a new one each time
+            self.model_fields_set.add("trajectory_messages")
         return self
 
 
