@@ -157,8 +157,8 @@ async def _serve(spec: str, grader: str | None, url: asyncio.Future[str]) -> Non
 
 async def _served_url(spec: str, grader: str | None) -> str:
     """The URL of the agent ``spec`` names, served in the running event loop from its first rollout
-    for as long as the loop runs. One server for all of a worker's rollouts, never one each: a 0.2
-    app that stops closes its event loop's shared HTTP pools, under every other rollout in flight."""
+    for as long as the loop runs: one server for all of a worker's rollouts, since starting one per
+    rollout would cost each rollout the server's start-up and shutdown."""
     loop = asyncio.get_running_loop()
     for stale in [key for key in _served if key[0].is_closed()]:
         del _served[stale]
