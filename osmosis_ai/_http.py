@@ -11,7 +11,10 @@
   spent queued for a connection, so a burst larger than the pool is not failed (and retried, making
   it worse) for waiting its turn; ``connect_timeout`` bounds opening a connection. The pool closes
   itself when its loop shuts down its async generators (``asyncio.run``, uvicorn and pytest-asyncio
-  do), or explicitly with :func:`aclose_shared_transport`.
+  do), or explicitly with :func:`aclose_shared_transport`. Whatever serves or drives rollouts for a
+  while (a rollout server's app, a launcher) holds its loop's pools (:func:`holding_shared_pools`):
+  the last holder to leave closes them, so one of several servers in a loop stopping closes no
+  connection another is using.
 * :data:`RETRYABLE_STATUSES` — the answers worth asking again: 408, 425, 429 and every 5xx.
   No answer at all (refused, reset, timed out) is retryable too: :class:`NoAnswer`.
 * :func:`parse_retry_after` / :func:`retry_after_from` — the server's ``Retry-After`` hint.
@@ -34,13 +37,14 @@ There is one of it: ``tests/test_one_of_each.py::test_one_http_client``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import random
 import re
 import threading
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
@@ -352,6 +356,11 @@ class Pool:
             raise NoAnswer(
                 f"no answer from {url} within {timeout:g}s ({_describe(exc)})", timed_out=True
             ) from exc
+        except asyncio.CancelledError as exc:
+            if _cancelled_from_outside():
+                raise
+            # aiohttp cancels the requests still waiting for a connection when the pool closes under them.
+            raise NoAnswer(f"the connection pool closed before {url} answered", timed_out=False) from exc
         except (aiohttp.ClientError, OSError, ValueError) as exc:
             raise NoAnswer(_describe(exc), timed_out=False) from exc
 
@@ -370,8 +379,17 @@ class Pool:
             await session.close()
 
 
+def _cancelled_from_outside() -> bool:
+    """Whether the running task is being cancelled (rather than one of its awaits cancelled under it);
+    taken as so where Python (3.10) cannot tell."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is None or cancelling() > 0
+
+
 _lock = threading.Lock()
 _pools: dict[tuple[asyncio.AbstractEventLoop, int, int], Pool] = {}
+_holders: dict[asyncio.AbstractEventLoop, int] = {}
 _override: Transport | None = None
 
 
@@ -403,6 +421,23 @@ def get_shared_transport(max_connections: int = DEFAULT_MAX_CONNECTIONS, *, per_
     """The transport for rollout callbacks: the override if one is set, else the loop's shared pool."""
     override = _override
     return override if override is not None else shared_pool(max_connections, per_host=per_host)
+
+
+@contextlib.asynccontextmanager
+async def holding_shared_pools() -> AsyncIterator[None]:
+    """Hold the running loop's shared pools for the block; the last holder to leave closes them."""
+    loop = asyncio.get_running_loop()
+    with _lock:
+        _holders[loop] = _holders.get(loop, 0) + 1
+    try:
+        yield
+    finally:
+        with _lock:
+            left = _holders.pop(loop) - 1
+            if left:
+                _holders[loop] = left
+        if not left:
+            await aclose_shared_transport()
 
 
 async def aclose_shared_transport() -> None:

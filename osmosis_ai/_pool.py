@@ -8,7 +8,8 @@ ones in flight finish). ``then(item, result)``, when given, finishes an item aft
 again (committing what ``work`` returned, say): the limit bounds the work, while the items taken and
 not done, ``then`` included, stay within the same bounded distance. The first exception a work
 item (or its ``then``) raises cancels the others and is raised, as is one raised by the iterable or
-by ``before_start``.
+by ``before_start``; a work item cancelled by anything but the run itself is such a failure (its
+item would otherwise end with no result).
 
 The limit is a number or a :class:`Limit`: an object that hands out slots and may change how many
 it hands out while the run goes on (the adaptive concurrency of :mod:`osmosis_ai.models`). A
@@ -83,10 +84,14 @@ async def run_bounded(
     tasks: set[asyncio.Task[None]] = set()
     failure: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
     started = 0
+    ending = False  # the run is cancelling what is left
 
     def settled(task: asyncio.Task[None]) -> None:
         tasks.discard(task)
         if task.cancelled():
+            # Cancelled by something other than this run: its item would vanish without a result.
+            if not ending and not failure.done():
+                failure.set_result(RuntimeError("a work item was cancelled while the run went on"))
             return
         # Every failure is retrieved (else asyncio logs each as "never retrieved"); the first is raised.
         error = task.exception()
@@ -141,6 +146,7 @@ async def run_bounded(
         if failure.done():
             raise failure.result()
     finally:
+        ending = True
         producer.cancel()
         for task in tasks:
             task.cancel()

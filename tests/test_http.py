@@ -22,6 +22,7 @@ from osmosis_ai._http import (
     RetryPolicy,
     aclose_shared_transport,
     get_shared_transport,
+    holding_shared_pools,
     is_retryable_status,
     parse_retry_after,
     retry_after_from,
@@ -345,6 +346,40 @@ async def test_closing_the_shared_pools_and_reopening(server: ScriptedServer) ->
     again = shared_pool(3)
     assert again is not pool
     assert (await again.request("GET", server.url + "/b", timeout=5.0)).status == 200
+
+
+async def _queued_for_a_connection(pool: Pool) -> None:
+    """Until a request of ``pool`` waits in aiohttp's queue for a connection."""
+    while not (pool._session is not None and any(pool._session.connector._waiters.values())):  # type: ignore[union-attr]
+        await asyncio.sleep(0.005)
+
+
+async def test_a_request_queued_when_its_pool_closes_gets_no_answer(server: ScriptedServer) -> None:
+    """aiohttp cancels a request waiting for a connection when its pool closes: the request ends
+    with NoAnswer, never as a cancellation of the task that sent it."""
+    release = threading.Event()
+    server.default = Answer(release=release)
+    pool = shared_pool(1)
+    held = asyncio.create_task(pool.request("GET", server.url + "/held", timeout=30.0))
+    queued = asyncio.create_task(pool.request("GET", server.url + "/queued", timeout=30.0))
+    await _queued_for_a_connection(pool)
+    await aclose_shared_transport()
+    release.set()
+    with pytest.raises(NoAnswer, match="pool closed"):
+        await queued
+    assert not queued.cancelled()
+    with pytest.raises(NoAnswer):
+        await held
+
+
+async def test_the_shared_pools_close_when_their_last_holder_leaves(server: ScriptedServer) -> None:
+    pool = shared_pool(3)
+    async with holding_shared_pools():
+        async with holding_shared_pools():
+            assert (await pool.request("GET", server.url, timeout=5.0)).status == 200
+        assert not pool.closed  # another holder (a second server in this loop) is still using them
+        assert (await pool.request("GET", server.url, timeout=5.0)).status == 200
+    assert pool.closed
 
 
 def test_a_pool_closes_itself_when_its_loop_shuts_down(server: ScriptedServer) -> None:

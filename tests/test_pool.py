@@ -51,6 +51,22 @@ async def test_the_first_failure_cancels_the_rest_and_is_raised() -> None:
     assert {0, 1, 3} <= set(cancelled) and 2 not in cancelled and len(cancelled) <= 4
 
 
+async def test_an_item_cancelled_by_something_else_is_a_failure_not_a_missing_result() -> None:
+    finished: list[int] = []
+
+    async def work(item: int) -> None:
+        if item == 1:
+            # As aiohttp cancels a request still queued for a connection when its pool closes.
+            waiter = asyncio.get_running_loop().create_future()
+            waiter.cancel()
+            await waiter
+        finished.append(item)
+
+    with pytest.raises(RuntimeError, match="cancelled while the run went on"):
+        await run_bounded(range(3), work, concurrency=1)
+    assert 1 not in finished
+
+
 async def test_stop_takes_no_new_items_and_lets_the_running_ones_finish() -> None:
     finished: list[int] = []
 

@@ -48,7 +48,9 @@ async def run_rollouts(
 ) -> list[RolloutSession]:
     """Run ``config.n`` rollouts of every row against ``config.server_url`` (over 0.3's wire when
     ``config.v03``); return the sessions in (row, sample) order, each with its ``reward`` (or ``reward_error``) set. ``on_done(session)`` is
-    called as each rollout is scored (awaited if it returns an awaitable)."""
+    called as each rollout is scored (awaited if it returns an awaitable). A rollout that ran has a
+    session whatever its outcome; the run loop raises rather than lose one, so only a run stopped
+    early (a systemic failure) returns fewer than every row ``config.n`` times."""
     from osmosis_ai.runs.engine import Pipeline, run_items
     from osmosis_ai.runs.executors.traingate import TrainGateExecutor
     from osmosis_ai.runs.executors.traingate03 import TrainGate03Executor

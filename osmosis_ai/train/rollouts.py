@@ -129,6 +129,22 @@ def sample_of(session: RolloutSession, tokenizer: ChatTokenizer) -> Sample:
     )
 
 
+def _lost(run_id: str, row_index: int, sample_index: int) -> Sample:
+    """The sample of a rollout the run gave back no session for: an infrastructure failure."""
+    return Sample(
+        rollout_id=f"tg-{run_id}-r{row_index}-s{sample_index}",
+        row_index=row_index,
+        sample_index=sample_index,
+        prompt_ids=[],
+        completion_ids=[],
+        mask=[],
+        logprobs=None,
+        reward=None,
+        outcome=Outcome.INFRA_ERROR,
+        error=f"the run gave back no rollout for row {row_index}, sample {sample_index}",
+    )
+
+
 @dataclass(frozen=True)
 class Limits:
     """How each rollout is bounded: ``timeout`` seconds, ``max_turns`` chat calls, ``max_tokens_total``
@@ -194,7 +210,8 @@ class Collector:
     ) -> list[Sample]:
         """Run each of ``rows`` (dataset rows: ``user_prompt``, ``ground_truth``, optional
         ``system_prompt`` and extra columns) ``n`` times; the samples in (row, sample) order, a
-        sample's ``row_index`` its row's position in ``rows``. ``on_done(session)`` sees each
+        sample's ``row_index`` its row's position in ``rows``; exactly ``len(rows) * n`` of them, a
+        rollout that left no session an infrastructure failure at its place. ``on_done(session)`` sees each
         rollout's whole gateway record as it is scored (what a journal keeps)."""
         from osmosis_ai.runs.rollouts import RunConfig, run_rollouts
 
@@ -214,10 +231,14 @@ class Collector:
             v03=self._v03,
         )
         sessions = await run_rollouts(self.gate, [dict(row) for row in rows], config, on_done=on_done)
-        samples = [sample_of(session, self.tokenizer) for session in sessions]
         for session in sessions:  # the batch is over: its sessions need not outlive it
             self.gate.sessions.pop(session.rollout_id, None)
-        return samples
+        # A trainer pairs the samples with its prompts by position: every (row, sample) gets one.
+        ran = {(session.row_index, session.sample_index): session for session in sessions}
+        return [
+            sample_of(ran[key], self.tokenizer) if key in ran else _lost(config.run_id, *key)
+            for key in ((row, sample) for row in range(len(rows)) for sample in range(n))
+        ]
 
 
 async def collect_samples(

@@ -157,8 +157,8 @@ async def _serve(spec: str, grader: str | None, url: asyncio.Future[str]) -> Non
 
 async def _served_url(spec: str, grader: str | None) -> str:
     """The URL of the agent ``spec`` names, served in the running event loop from its first rollout
-    for as long as the loop runs. One server for all of a worker's rollouts, never one each: a 0.2
-    app that stops closes its event loop's shared HTTP pools, under every other rollout in flight."""
+    for as long as the loop runs: one server for all of a worker's rollouts, since starting one per
+    rollout would cost each rollout the server's start-up and shutdown."""
     loop = asyncio.get_running_loop()
     for stale in [key for key in _served if key[0].is_closed()]:
         del _served[stale]
@@ -251,24 +251,6 @@ def agent_loop_output(
     )
 
 
-def _vanished(fields: Mapping[str, Any]) -> Sample:
-    """The sample of a rollout the run engine gave back nothing for: an infrastructure failure."""
-    from osmosis_ai.outcome import Outcome
-
-    return Sample(
-        rollout_id="",
-        row_index=0,
-        sample_index=0,
-        prompt_ids=[],
-        completion_ids=[],
-        mask=[],
-        logprobs=None,
-        reward=None,
-        outcome=Outcome.INFRA_ERROR,
-        error=f"the run engine returned no rollout for verl row {fields.get('index', '?')}",
-    )
-
-
 def _build() -> dict[str, type]:
     """verl's subclasses, the agent loop's registration and the estimator's (see the module docstring)."""
     from verl.experimental.agent_loop.agent_loop import AgentLoopBase, _agent_loop_registry, register
@@ -317,7 +299,7 @@ def _build() -> dict[str, type]:
                               max_tokens_total=int(self.rollout_config.response_length)),
             )  # fmt: skip
             return agent_loop_output(
-                samples[0] if samples else _vanished(kwargs),
+                samples[0],
                 prompt_length=int(self.rollout_config.prompt_length),
                 response_length=int(self.rollout_config.response_length),
                 eos_token_id=int(self.tokenizer.eos_token_id),

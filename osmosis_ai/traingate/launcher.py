@@ -10,6 +10,7 @@ carries the rollout id as its idempotency key.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -21,6 +22,7 @@ from osmosis_ai._http import (
     NoAnswer,
     Response,
     RetryPolicy,
+    holding_shared_pools,
     is_retryable_status,
     parse_retry_after,
     retrying,
@@ -93,12 +95,18 @@ class RolloutLauncher:
         self._request_timeout = request_timeout
         self._max_connections = max_connections
         self.retry = retry
+        self._hold: contextlib.AbstractAsyncContextManager[None] | None = None
 
     async def __aenter__(self) -> RolloutLauncher:
+        # Held, so a rollout server stopping in the same loop does not close them under our requests.
+        self._hold = holding_shared_pools()
+        await self._hold.__aenter__()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        """Nothing to release: the shared pool closes with its event loop."""
+        hold, self._hold = self._hold, None
+        if hold is not None:
+            await hold.__aexit__(None, None, None)
 
     async def check(self, *, timeout: float = 10.0) -> dict[str, Any]:
         """One look at the server before any rollout starts, so a wrong URL or key is one error, not

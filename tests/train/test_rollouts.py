@@ -114,6 +114,32 @@ def test_a_failing_rollout_is_a_typed_failure_never_a_reward(chat_tokenizer: Cha
     assert failed.error and "broke on purpose" in failed.error
 
 
+def test_batches_at_once_in_one_loop_each_give_one_sample_per_rollout_in_order(
+    chat_tokenizer: ChatTokenizer,
+) -> None:
+    """Many batches, each serving its own agent, run side by side in one event loop and end at
+    different times (every third rollout's agent raises): each batch gives one sample per (row,
+    sample), in order, and only the agents' own failures are untrainable."""
+    batch_rows = [{**row, "fail": 0} for row in rows(1.0, 0.5, 0.25, 0.75)]
+
+    async def batch() -> list[Sample]:
+        return await collect_samples(
+            Target(agent=TwoTurnAgent(fail_every=3)), Scripted(chat_tokenizer), chat_tokenizer,
+            batch_rows, n=2, limits=Limits(timeout=60),
+        )  # fmt: skip
+
+    async def together() -> list[list[Sample]]:
+        return list(await asyncio.gather(*(batch() for _ in range(12))))
+
+    expected = [(row, sample) for row in range(4) for sample in range(2)]
+    for samples in asyncio.run(together()):
+        assert [(s.row_index, s.sample_index) for s in samples] == expected
+        assert [s.outcome for s in samples] == [
+            Outcome.AGENT_ERROR if row % 3 == 0 else Outcome.COMPLETED for row, _ in expected
+        ]
+        assert [s.reward for s in samples if s.trainable] == [0.5, 0.5, 0.25, 0.25]
+
+
 def test_a_collector_serves_many_batches_and_forgets_each_once_done(chat_tokenizer: ChatTokenizer) -> None:
     async def two_batches() -> tuple[list[Sample], list[Sample], int]:
         target = Target(agent=TwoTurnAgent())

@@ -3,8 +3,8 @@
 Routes: ``POST /v1/rollout/init`` (auth), ``GET /health``, ``GET /platform/health`` (auth; 404 when the
 server has no key), ``GET /metrics`` (Prometheus; when ``ServerConfig.metrics`` allows). The lifespan starts the record janitor, re-sends what an earlier run left in the
 outbox, runs ``on_startup``, registers with the Platform when asked to, and on shutdown drains
-rollouts (grace period, then ERROR callbacks), runs ``on_shutdown`` and closes the process's shared
-HTTP pool. Every option is a field of :class:`~osmosis_ai.rollout.server.config.ServerConfig`.
+rollouts (grace period, then ERROR callbacks), runs ``on_shutdown``, and lets go of its event loop's
+shared HTTP pools (closed once nothing else in the loop holds them). Every option is a field of :class:`~osmosis_ai.rollout.server.config.ServerConfig`.
 """
 
 from __future__ import annotations
@@ -62,15 +62,18 @@ class LifecycleManager:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Any) -> AsyncIterator[None]:
-        await self._start()
-        try:
-            yield
-        finally:
+        from osmosis_ai._http import holding_shared_pools
+
+        async with holding_shared_pools():
+            await self._start()
             try:
-                await self._stop()
+                yield
             finally:
-                self.executor.deliveries.close()
-                await self.executor.shared.close()
+                try:
+                    await self._stop()
+                finally:
+                    self.executor.deliveries.close()
+                    await self.executor.shared.close()
 
     async def drain(self) -> None:
         """Stop accepting rollouts, let in-flight ones finish for the grace period, end the rest with ERROR.
@@ -169,7 +172,6 @@ class LifecycleManager:
             await self.executor.deliveries.stop(self.executor.callback_time_left())
             await self.executor.settle_releases(RELEASE_SETTLE_SECONDS)
             self.executor.close_abandoned()
-            await _close_shared_transport()
 
 
 async def register_when_ready(config: ServerConfig, agent_loop_name: str) -> RegistrationResult:
@@ -223,12 +225,6 @@ def server_metrics(config: ServerConfig, state: AppState, pending: Callable[[], 
     from osmosis_ai.observe.metrics import Gauges, ServerMetrics
 
     return ServerMetrics(lambda: Gauges(state.running, state.queued_count, pending(), state.max_concurrent))
-
-
-async def _close_shared_transport() -> None:
-    from osmosis_ai._http import aclose_shared_transport
-
-    await aclose_shared_transport()
 
 
 def _agent_name(agent_loop: RolloutAgentLoop) -> str:
