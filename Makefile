@@ -25,8 +25,12 @@ $(DEMO_STAMP): pyproject.toml | $(BIN)/python
 	@touch $@
 
 # Everything the demo has too, so a demo after a test run installs nothing.
+# verl and TransferQueue install their own test suites as a top-level `tests` package, which would
+# shadow this repository's tests/ in every process the tests start (the editable path entry comes
+# after site-packages): removed after the install.
 $(STAMP): pyproject.toml constraints.txt | $(BIN)/python
 	$(PIP) -c constraints.txt -e '.[all,dev]'
+	rm -rf $(VENV)/lib/python*/site-packages/tests
 	@touch $@ $(DEMO_STAMP)
 
 demo: $(DEMO_STAMP)
