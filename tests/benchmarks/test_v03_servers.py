@@ -11,6 +11,8 @@ from tests.support import upstream03
 def test_both_servers_serve_every_rollout_of_the_same_program() -> None:
     if upstream03.ensure() is None:
         pytest.skip("no Python 3.12 on this machine (pyenv or python3.12 on PATH): upstream 0.3.8 needs it")
-    figures = v03_servers.measure(rollouts=20, concurrencies=[5], rounds=1)
-    for side in v03_servers.SIDES:  # every rollout succeeded on each side (measure raises otherwise)
+    upstream, ours = v03_servers.SIDES
+    figures = v03_servers.measure(20, [5], 1, {upstream: None, ours: v03_servers.REPO})
+    for side in (upstream, ours):  # every rollout succeeded on each side (measure raises otherwise)
         assert figures[5][side]["rollouts_per_s"] > 0 and figures[5][side]["cpu_ms"] > 0
+    assert figures[5][upstream]["paired_cpu"] > 0 and figures[5][v03_servers.ALONE]["cpu_ms"] > 0
