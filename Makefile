@@ -48,11 +48,12 @@ style: $(STAMP)
 lint: style
 	$(BIN)/mypy
 
-# pytest-xdist workers: on this 2-core machine 3 and 2 finish the suite in the same time (139 and 143 s
-# side by side), the third overlapping the waits of subprocess and socket tests; PYTEST_WORKERS=0 runs
-# it in one process. Bytecode is written (whatever PYTHONDONTWRITEBYTECODE says), so the next run's
-# workers read their rewritten test modules instead of compiling them again (7 -> 4 s of CPU each).
-PYTEST_WORKERS ?= 3
+# pytest-xdist workers: on this 2-core machine 4 finish the suite in 280 s where 3 take 313 s (side by
+# side, a quiet machine): the subprocess, socket and deadline tests leave the cores idle part of their
+# time, which a fourth worker fills; PYTEST_WORKERS=0 runs it in one process. Bytecode is written
+# (whatever PYTHONDONTWRITEBYTECODE says), so the next run's workers read their rewritten test modules
+# instead of compiling them again.
+PYTEST_WORKERS ?= 4
 
 # The steps before pytest run side by side: apt-get fetching the programs and the two other
 # virtualenvs' installs overlap pip's install of the project;
