@@ -19,10 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import tomllib
-
 from osmosis_ai.cli.errors import CLIError
-from osmosis_ai.cli.eval.run_config import config_number, config_text
+from osmosis_ai.cli.eval.run_config import config_number, config_text, read_toml
 from osmosis_ai.cli.parser import did_you_mean
 
 TABLES: dict[str, tuple[str, ...]] = {
@@ -49,15 +47,7 @@ def load(path: Path, *, output_dir: Path | None = None) -> TrainConfig:
     path = path.expanduser().resolve()
     if path.suffix != ".toml":
         raise CLIError(f"{path}: a train config is a .toml file")
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CLIError(f"{path}: no such train config") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CLIError(f"{path}: cannot read the train config: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise CLIError(f"{path}: invalid TOML: {exc}") from None
-    return TrainConfig(path, _plan(raw, path, output_dir))
+    return TrainConfig(path, _plan(read_toml(path, "train"), path, output_dir))
 
 
 def _plan(raw: dict[str, Any], path: Path, output_dir: Path | None) -> Any:

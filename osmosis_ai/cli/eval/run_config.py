@@ -90,15 +90,19 @@ def load(path: Path, *, dataset_given: bool) -> EvalConfig:
         raise CLIError(
             f"{path}: an eval config lives in a workspace's configs/eval/ (osmosis rollout init makes one)"
         )
+    return _checked(read_toml(path, "eval"), path, path.parent.parent.parent, dataset_given)
+
+
+def read_toml(path: Path, kind: str) -> dict[str, Any]:
+    """The TOML document at ``path``, a ``kind`` config; a missing, unreadable or invalid file is one line."""
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise CLIError(f"{path}: no such eval config") from None
+        raise CLIError(f"{path}: no such {kind} config") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise CLIError(f"{path}: cannot read the eval config: {exc}") from None
+        raise CLIError(f"{path}: cannot read the {kind} config: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise CLIError(f"{path}: invalid TOML: {exc}") from None
-    return _checked(raw, path, path.parent.parent.parent, dataset_given)
 
 
 def _checked(raw: dict[str, Any], path: Path, workspace: Path, dataset_given: bool) -> EvalConfig:
