@@ -214,10 +214,7 @@ async def _supervise(
     (stdout, out_cut), (stderr, err_cut) = done.result()
     lines = _report(report, nonce)
     outcome, error, code = classify(job, process.returncode, timed_out, lines, stderr)
-    passed = total = None
-    if job.tests is not None and outcome is not SandboxOutcome.INFRA_ERROR:
-        total = len(job.tests)
-        passed = len({line for line in lines if line.startswith("pass ")})
+    passed, total = test_counts(job, outcome, lines)
     return SandboxResult(
         outcome=outcome,
         exit_code=code,
@@ -265,10 +262,21 @@ def classify(
         return SandboxOutcome.TIMEOUT, f"killed at its CPU-time limit of {cpu} s", code
     if 0 < number < 65:
         return SandboxOutcome.CRASHED, f"killed by {_signal_name(number)}", code
-    passed = len({line for line in lines if line.startswith("pass ")})
-    if code == 0 and (job.tests is None or passed == len(job.tests)):
+    if code == 0 and (job.tests is None or _passed(lines) == len(job.tests)):
         return SandboxOutcome.PASSED, None, code
     return SandboxOutcome.FAILED, None, code
+
+
+def _passed(lines: list[str]) -> int:
+    return len({line for line in lines if line.startswith("pass ")})
+
+
+def test_counts(job: Job, outcome: SandboxOutcome, lines: list[str]) -> tuple[int | None, int | None]:
+    """(tests passed, tests in all) of a run from its harness's report lines; neither for a job
+    without tests or a run the sandbox never started."""
+    if job.tests is None or outcome is SandboxOutcome.INFRA_ERROR:
+        return None, None
+    return _passed(lines), len(job.tests)
 
 
 def _signal_name(number: int) -> str:

@@ -35,7 +35,7 @@ from typing import Protocol, runtime_checkable
 
 from osmosis_ai._http import RetryPolicy, retrying
 from osmosis_ai.errors import SandboxSettingError
-from osmosis_ai.sandbox.local import HARNESS, INPUT, Job, classify, harness_source
+from osmosis_ai.sandbox.local import HARNESS, INPUT, Job, classify, harness_source, test_counts
 from osmosis_ai.sandbox.result import OUTPUT_LIMIT, SandboxOutcome, SandboxResult
 
 ENTRY_POINT_GROUP = "osmosis_ai.sandbox_providers"
@@ -169,10 +169,7 @@ async def run_remote(job: Job, remote: RemoteProvider) -> SandboxResult:
     if job.command is None and "started" not in lines and not ran.timed_out:
         return _infra(remote.name, f"the harness did not start (exit status {ran.exit_code})", started, ran)
     outcome, error, code = classify(job, ran.exit_code, ran.timed_out, lines, ran.stderr)
-    passed = total = None
-    if job.tests is not None and outcome is not SandboxOutcome.INFRA_ERROR:
-        total = len(job.tests)
-        passed = len({line for line in lines if line.startswith("pass ")})
+    passed, total = test_counts(job, outcome, lines)
     return SandboxResult(
         outcome=outcome,
         exit_code=code,
