@@ -4,11 +4,12 @@
 exactly once, with a score or a typed failure — or dropped by its caller.
 
 **Batches.** At the end of each loop iteration in which jobs arrive or a worker has room, every
-ready worker is sent its fair share of the queue (``ceil(waiting / ready workers)``) up to its
-window: ``concurrency + 2 * batch`` jobs, where ``batch`` is about :data:`BATCH_SECONDS` of work by
-the mean duration measured so far (1 to :data:`MAX_BATCH`). A cheap reward thus travels in batches
-of up to 64 with a second batch queued behind, so a worker never waits for the parent; a slow one
-goes one or two at a time, so no worker sits on work the others could be doing.
+ready worker, the least loaded first, is sent its fair share of the queue (``ceil(waiting / ready
+workers)``) up to its window: ``concurrency + 2 * batch`` jobs, where ``batch`` is about
+:data:`BATCH_SECONDS` of work by the mean duration measured so far (1 to :data:`MAX_BATCH`). A cheap
+reward thus travels in batches of up to 64 with a second batch queued behind, so a worker never
+waits for the parent; a slow one goes one or two at a time, so no worker sits on work the others
+could be doing, and no sample waits in a busy worker while another one idles.
 
 **Deadlines.** While jobs are out, every :data:`TICK` seconds each worker's slots are read; a sample
 running past the timeout (plus :data:`ASYNC_GRACE` for an async reward, which its worker cancels
@@ -211,7 +212,8 @@ class ProcessPool:
             if self._suspects and not self._held[worker]:
                 self._send(worker, [self._suspects.popleft()])
                 self._solo.add(worker)
-        ready = [w for w in ready if w not in self._solo]
+        # The least loaded first: a sample never queues behind one that may hang while a worker idles.
+        ready = sorted((w for w in ready if w not in self._solo), key=lambda w: len(self._held[w]))
         if not ready or not self._waiting:
             return
         batch = self._batch()

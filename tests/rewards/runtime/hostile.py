@@ -33,6 +33,11 @@ def hostile(solution_str: str, ground_truth: str, extra_info: dict[str, Any] | N
     if action == "sleep":
         time.sleep(float(argument or 3600))
         return 1.0
+    if action == "hold":  # says it started (argument.started), then runs until argument exists
+        open(f"{argument}.started", "w").close()
+        while not os.path.exists(argument):
+            time.sleep(0.01)
+        return 1.0
     if action == "sys_exit":
         sys.exit(3)
     if action == "os_exit":

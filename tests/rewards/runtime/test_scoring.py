@@ -192,6 +192,18 @@ async def test_rows_running_beside_a_sample_that_breaks_its_worker_run_again_alo
     ]
 
 
+async def test_a_sample_goes_to_an_idle_worker_never_behind_one_still_running(tmp_path: Path) -> None:
+    release = tmp_path / "release"
+    async with RewardRuntime(HOSTILE, workers=2, timeout=None) as runtime:
+        held = asyncio.ensure_future(runtime.score(row(f"hold:{release}")))
+        await asyncio.to_thread(wait_until, Path(f"{release}.started").exists, 30)
+        # Behind the held sample it would wait until the release; the bound only ends a failing test.
+        quick = await asyncio.wait_for(runtime.score(row("score:0.5")), 30)
+        assert quick.outcome is C and quick.score == 0.5 and not held.done()
+        release.touch()
+        assert (await held).score == 1.0
+
+
 @pytest.mark.asyncio(loop_scope="module")
 async def test_many_tasks_share_one_runtime(pool: RewardRuntime) -> None:
     results = await asyncio.gather(*(pool.score(row(f"score:{i}"), index=i) for i in range(50)))
