@@ -33,20 +33,20 @@ def _version_key(path: Path) -> tuple[int, ...]:
     return tuple(int(part) if part.isdigit() else -1 for part in parts)
 
 
-def find_python312() -> Path | None:
-    """A Python 3.12 interpreter on this machine, or ``None``."""
+def find_python(version: str = "3.12") -> Path | None:
+    """A Python ``version`` (``"3.12"``) interpreter on this machine, or ``None``."""
     roots = [Path(os.environ["PYENV_ROOT"])] if os.environ.get("PYENV_ROOT") else []
     roots.append(Path.home() / ".pyenv")
     for root in roots:
-        found = sorted((root / "versions").glob("3.12*/bin/python"), key=_version_key)
+        found = sorted((root / "versions").glob(f"{version}.*/bin/python"), key=_version_key)
         if found:
             return found[-1]
-    on_path = shutil.which("python3.12")
+    on_path = shutil.which(f"python{version}")
     if on_path is None:
         return None
-    probe = subprocess.run([on_path, "-c", "import sys; print(sys.version_info[:2] == (3, 12))"],
+    probe = subprocess.run([on_path, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
                            capture_output=True, text=True)  # fmt: skip
-    return Path(on_path) if probe.stdout.strip() == "True" else None
+    return Path(on_path) if probe.stdout.strip() == version else None
 
 
 def python() -> Path:
@@ -68,7 +68,7 @@ def ensure() -> Path | None:
 
 
 def _install() -> Path | None:
-    base = find_python312()
+    base = find_python()
     if base is None:
         return None
     if not python().is_file():

@@ -13,11 +13,15 @@ is on disk).
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
 
 from osmosis_ai.cli.errors import CLIError
 from osmosis_ai.cli.parser import did_you_mean
