@@ -35,17 +35,20 @@ def load_scorers(scoring: Scoring) -> list[EvalFnWrapper]:
     ]
 
 
-def runtimes(scoring: Scoring) -> list[RewardRuntime]:
-    """The reward runtime of each scoring function (not started)."""
+def runtimes(scoring: Scoring, item_timeout: float | None = None) -> list[RewardRuntime]:
+    """The reward runtime of each scoring function (not started). Its limit per sample is at most
+    ``item_timeout`` (the plan's per item): a score cannot be used past the item's deadline, so a
+    function still running then frees its worker for the items behind it."""
     from osmosis_ai.rewards.runtime import RewardRuntime, RewardRuntimeError
 
+    limits = [limit for limit in (scoring.timeout or None, item_timeout or None) if limit is not None]
     made = []
     for spec in scoring.functions:
         try:
             made.append(
                 RewardRuntime(
                     spec,
-                    timeout=scoring.timeout or None,
+                    timeout=min(limits, default=None),
                     workers=scoring.workers,
                     memory_limit_mb=scoring.memory_limit_mb,
                     kind=scoring.kind,
@@ -57,9 +60,9 @@ def runtimes(scoring: Scoring) -> list[RewardRuntime]:
     return made
 
 
-def described(scoring: Scoring) -> list[str]:
+def described(scoring: Scoring, item_timeout: float | None = None) -> list[str]:
     """How each scoring function runs, a line each."""
-    lines = [runtime.describe() for runtime in runtimes(scoring)]
+    lines = [runtime.describe() for runtime in runtimes(scoring, item_timeout)]
     if scoring.judge is not None:
         lines.append(f"the judge of rubric {scoring.judge.config.rubric_id!r}")
     return lines
@@ -76,7 +79,7 @@ async def scored(
     from osmosis_ai.runs.scorer import Scorer, agent_function, runtime_function
 
     scoring = plan.scoring
-    made = runtimes(scoring)
+    made = runtimes(scoring, plan.timeout)
     functions = [runtime_function(rt, name) for rt, name in zip(made, scoring.score_names, strict=True)]
     if scoring.judge is not None:
         functions.append(judge_function(scoring.judge, observer=observer))

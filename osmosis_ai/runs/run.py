@@ -225,7 +225,7 @@ async def _run_items(
             open_backend(plan.backend, local, spec=spec, concurrency=limit.ceiling, address=plan.ray_address)
         )
         await session.preflight(on_event)
-        lines = described(plan.scoring)
+        lines = described(plan.scoring, plan.timeout)
         process = await backend.ready()
         await tell(on_event, Ready(lines, backend.header()))
         skip: Callable[[WorkItem], bool] | None = None

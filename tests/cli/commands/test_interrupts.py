@@ -106,12 +106,15 @@ def test_timeout_ends_an_agent_that_swallows_its_cancellation(
 
 def test_eval_timeout_covers_a_hung_eval_function(openai_server: OpenAIServer, tmp_path: Path) -> None:
     openai_server.default = Reply(content="2")
-    data, markers = _setup(tmp_path, "ok", "eval")
+    # Two at a time on two reward workers: the last row comes when both hold a hung function, which
+    # must give its worker back at its item's deadline, not at the reward's own 60 s limit.
+    data, markers = _setup(tmp_path, "ok", "eval", "eval", "ok")
     result = osmosis("eval", "-m", "hung_agent:agent_loop", "-d", str(data), "--eval-fn", "hung_agent:hangs",
                      "--model", "m", "--base-url", openai_server.url, "--timeout", "4", "--batch-size", "2",
-                     "--journal", str(tmp_path / "j.sqlite"), cwd=tmp_path, env={"MARKERS": str(markers)})  # fmt: skip
+                     "--reward-workers", "2", "--journal", str(tmp_path / "j.sqlite"), cwd=tmp_path,
+                     env={"MARKERS": str(markers)})  # fmt: skip
     assert result.returncode == 1
-    assert result.stdout.endswith("2 runs: 1 completed (50.0%), timeout 1\n")
+    assert result.stdout.endswith("4 runs: 2 completed (50.0%), timeout 2\n")
     assert "'hung_agent:hangs' did not return within the item's time limit of 4s" in result.stdout
 
 
