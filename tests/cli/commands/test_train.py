@@ -6,6 +6,7 @@ torch is imported."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import textwrap
@@ -71,18 +72,35 @@ def _job(tmp_path: Path, *, fail: list[bool], steps: int = 1, batch_size: int = 
 
 
 def test_the_cpu_example_trains_and_reports_every_step(tmp_path: Path) -> None:
+    """The one job run as a user runs it, a process of its own: the example, every step's line, report,
+    journal records and figures sent to the loggers, the model saved."""
     from osmosis_ai.runs.journal import Journal
+    from tests.observe.test_loggers import events
 
     out = tmp_path / "out"
-    env = {**OFFLINE, "TENSORBOARD_LOGDIR": str(tmp_path / "tb")}
-    ran = osmosis(
-        "train", str(EXAMPLE), "--output-dir", str(out), "--log-to", "tensorboard", env=env, timeout=600
-    )
+    env = {
+        **OFFLINE,
+        "TENSORBOARD_LOGDIR": str(tmp_path / "tb"),
+        "WANDB_MODE": "offline",
+        "WANDB_DIR": str(tmp_path),
+    }
+    ran = osmosis("train", str(EXAMPLE), "--output-dir", str(out), "--log-to", "tensorboard", "--log-to", "wandb",
+                  env=env, timeout=600)  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     steps = [line for line in ran.stdout.splitlines() if line.startswith("step ")]
     assert [line.split()[1] for line in steps] == ["1/3", "2/3", "3/3"]
     assert all("excluded 0%" in line and "trained 8/8" in line for line in steps), ran.stdout
-    assert "Trained 3 steps" in ran.stdout and "Logged to tensorboard" in ran.stdout
+    assert "Trained 3 steps" in ran.stdout
+    assert "Logged to tensorboard" in ran.stdout and "Logged to wandb" in ran.stdout
+    # Every step's figures, at its step: the trainer's loss and reward, the share excluded, what it trained on
+    scalars = {(v.tag, e.step): v.simple_value for e in events(tmp_path / "tb") for v in e.summary.value}
+    for step in (1, 2, 3):
+        assert math.isfinite(scalars[("train/loss", step)]) and scalars[("train/reward", step)] == 0.0
+        assert scalars[("train/osmosis/excluded_frac", step)] == 0.0
+        assert (scalars[("train/rollouts", step)], scalars[("train/trained", step)]) == (8.0, 8.0)
+    assert scalars[("summary/train_steps", 0)] == 3.0  # and the finished job
+    (records,) = (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")
+    assert b"train/loss" in records.read_bytes() and b"train_steps" in records.read_bytes()
     assert sorted(p.name for p in (out / "reports").iterdir()) == [f"step-000{i}.html" for i in (1, 2, 3)]
     assert "<html" in (out / "reports" / "step-0003.html").read_text()
     assert (out / "model" / "config.json").is_file()
@@ -95,7 +113,6 @@ def test_the_cpu_example_trains_and_reports_every_step(tmp_path: Path) -> None:
             r.data["trained"] and r.data["trajectory"]["token_ids"] and r.data["row_index"] < 8
             for r in records
         )
-    assert any((tmp_path / "tb").iterdir())
     report = cli("report", str(out / "journal.sqlite"), "-o", str(tmp_path / "all.html"), "-q")
     assert report.returncode == 0, report.stderr
 
