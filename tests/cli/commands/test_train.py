@@ -1,7 +1,8 @@
 """``osmosis train CONFIG.toml``: the CPU example end to end as a subprocess (the tiny model built offline,
-TRL's real GRPOTrainer, the calculator agent served in-process), a planted failure excluded and
-counted, a job with nothing to train on failing in one line, and config mistakes refused by key before
-torch is imported."""
+TRL's real GRPOTrainer, the calculator agent served in-process, every step's figures sent to the
+loggers); through the CLI's main in this process, a planted failure excluded and counted, a job with
+nothing to train on failing in one line, a 0.3 workflow trained at a url and in-process; config
+mistakes refused by key before torch is imported (processes of their own, which import no torch)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ from tests.support.cli import REPO, cli, osmosis, subprocess_env
 from tests.train.agents import LabelGrader, TwoTurnWorkflow
 
 EXAMPLE = REPO / "examples" / "train" / "calculator-cpu.toml"
+# A job run through the CLI's main in this process: torch and TRL are imported once for all of them
+# (each process of its own spent ~9 CPU-s, most of it on those imports), in one xdist worker.
+IN_PROCESS = pytest.mark.xdist_group("trl")
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
 
 # Fails every row whose ``fail`` column is true (after one model turn), else rewards 1.0.
@@ -117,11 +121,12 @@ def test_the_cpu_example_trains_and_reports_every_step(tmp_path: Path) -> None:
     assert report.returncode == 0, report.stderr
 
 
+@IN_PROCESS
 def test_a_planted_failure_is_excluded_and_counted_never_trained_on(tmp_path: Path) -> None:
     from osmosis_ai.runs.journal import Journal
 
     config = _job(tmp_path, fail=[False, True])
-    ran = osmosis("train", str(config), "--json", cwd=tmp_path, env=OFFLINE, timeout=600)
+    ran = cli("train", str(config), "--json", cwd=tmp_path, env=OFFLINE)
     assert ran.returncode == 0, ran.stderr
     document = json.loads(ran.stdout)  # --json: the one object, no step lines
     (step,) = document["steps"]
@@ -138,15 +143,17 @@ def test_a_planted_failure_is_excluded_and_counted_never_trained_on(tmp_path: Pa
         assert not failed.data["trained"] and "planted failure" in failed.data["not_trained"]
 
 
+@IN_PROCESS
 def test_a_job_with_nothing_to_train_on_fails_in_one_line(tmp_path: Path) -> None:
     config = _job(tmp_path, fail=[True], batch_size=1)
-    ran = osmosis("train", str(config), cwd=tmp_path, env=OFFLINE, timeout=600)
+    ran = cli("train", str(config), cwd=tmp_path, env=OFFLINE)
     assert ran.returncode == 1
     errors = [line for line in ran.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and errors[0].startswith("Error: no rollout could be trained on"), ran.stderr
     assert "planted failure" in errors[0]
 
 
+@IN_PROCESS
 @pytest.mark.parametrize("where", ["url", "in-process"])
 def test_a_0_3_workflow_and_grader_train_at_a_url_or_in_process(tmp_path: Path, where: str) -> None:
     from osmosis_ai.rollout.backend.local import LocalBackend
@@ -173,7 +180,7 @@ def test_a_0_3_workflow_and_grader_train_at_a_url_or_in_process(tmp_path: Path, 
         "[grpo]\nsteps = 1\ngroup_size = 2\nbatch_size = 2\nmax_tokens = 4\nrollout_timeout_s = 60\n"
     )
     try:
-        ran = osmosis("train", str(config), env=OFFLINE, timeout=600)
+        ran = cli("train", str(config), env=OFFLINE)
     finally:
         if server is not None:
             server.stop()
