@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.train.rollouts import Collector, Limits, Sample, Target
 from osmosis_ai.traingate.policy.base import Generation, Message
-from osmosis_ai.traingate.policy.tokens import TokenPolicy, assistant_message
+from osmosis_ai.traingate.policy.tokens import TokenPolicy, generation_of
 from osmosis_ai.traingate.tokenizer import ChatTokenizer
 
 if TYPE_CHECKING:
@@ -115,15 +115,8 @@ class VerlPolicy(TokenPolicy):
         output = await self.server_manager.generate(
             request_id=self.request_id, prompt_ids=list(prompt_ids), sampling_params=sampling
         )
-        ids = [int(token) for token in output.token_ids]
         logprobs = [float(value) for value in output.log_probs] if output.log_probs else None
-        eos = self.tokenizer.eos_token_id
-        return Generation(
-            assistant_message(self.tokenizer.decode(ids, skip_special_tokens=True)),
-            finish_reason="stop" if ids and ids[-1] == eos else "length",
-            token_ids=ids,
-            logprobs=logprobs if logprobs is not None and len(logprobs) == len(ids) else None,
-        )
+        return generation_of(self.tokenizer, [int(token) for token in output.token_ids], logprobs)
 
 
 @lru_cache(maxsize=4)
