@@ -142,7 +142,9 @@ async def _hold(collector: Collector, opened: asyncio.Future[Collector]) -> None
             opened.set_result(collector)
             await asyncio.Event().wait()
     except Exception as exc:  # the rollout awaiting ``opened`` raises it; the next one tries again
-        if not opened.done():
+        if opened.done():  # it opened, and failed to close
+            logger.warning("closing the agent loop's TrainGate failed: %s: %s", type(exc).__name__, exc)
+        else:
             opened.set_exception(exc)
     except BaseException:
         if not opened.done():

@@ -400,6 +400,38 @@ def test_a_workers_rollouts_share_one_gateway_closed_with_its_event_loop(tiny_mo
         socket.create_connection((collector.gate.host, collector.gate.port), timeout=5).close()
 
 
+def test_a_server_that_does_not_answer_fails_the_rollout_and_the_next_one_asks_again(
+    tiny_model: Path,
+) -> None:
+    """The worker's collector did not open (nothing listens at the url yet): that rollout raises, as
+    verl expects of a failed session, and the next one opens it."""
+    import socket
+
+    from osmosis_ai.traingate.launcher import ServerUnreachable
+
+    app = create_rollout_server(
+        backend=LocalBackend(workflow=TwoTurnWorkflow, grader=LabelGrader), configure_logging=False
+    )
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))  # its port, not yet listening: connections are refused
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    manager = ServerManager(tiny_model)
+
+    async def rollouts() -> Any:
+        with pytest.raises(ServerUnreachable):
+            await agent_loop(tiny_model, manager, url=url).run(dict(SAMPLING), **fields(1, "u", label="1"))
+        server = RunningServer(app, sock=sock).start()
+        try:
+            return await agent_loop(tiny_model, manager, url=url).run(
+                dict(SAMPLING), **fields(1, "u", label="1")
+            )
+        finally:
+            server.stop()
+
+    output = asyncio.run(rollouts())
+    assert output.reward_score == 1.0 and output.extra_fields["osmosis_trainable"]
+
+
 def test_without_log_probabilities_none_are_returned(tiny_model: Path) -> None:
     manager = ServerManager(tiny_model)
     loop = agent_loop(tiny_model, manager, agent=AGENT)
