@@ -25,6 +25,7 @@ from osmosis_ai.cli.output_file import declare_files
 
 TYPE_CHECKING = False  # the report package loads only when a summary is drawn
 if TYPE_CHECKING:
+    from osmosis_ai.observe.loggers import RunLog
     from osmosis_ai.outcome import OutcomeCounts
     from osmosis_ai.report.figures import RowComparison, Summary
     from osmosis_ai.report.model import Run
@@ -323,8 +324,6 @@ def log_experiment(
     tools = outputs.log_to
     if not tools:
         return
-    from osmosis_ai.cli.errors import CLIError
-    from osmosis_ai.observe.loggers import MAX_SAMPLES, ExperimentLogError, RunLog, log_run
     from osmosis_ai.runs.journal import Journal
 
     quiet = outputs.quiet or outputs.json
@@ -336,6 +335,27 @@ def log_experiment(
     ):
         say(f"Nothing was left to run: already logged to {', '.join(dict.fromkeys(tools))}", quiet=quiet)
         return
+    from osmosis_ai.cli.errors import CLIError
+    from osmosis_ai.observe.loggers import ExperimentLogError, log_run
+
+    try:
+        where = log_run(tools, experiment_log(outputs, figures, more=more))
+    except ExperimentLogError as exc:
+        raise CLIError(str(exc)) from None
+    say_logged(outputs, where)
+    if end is not None and end.journal is not None:
+        Journal.note_logged(end.journal, tools)
+
+
+def experiment_name(kind: str) -> str:
+    """The name of a run in an experiment logger: its kind and when it was logged."""
+    return f"{kind.replace(' ', '-')}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def experiment_log(outputs: Outputs, figures: Figures, *, more: Mapping[str, float] | None = None) -> RunLog:
+    """The finished run as the experiment loggers take it: its summary figures (and ``more``, a
+    command's own), pass@k, scores and the first rows of its sample table."""
+    from osmosis_ai.observe.loggers import MAX_SAMPLES, RunLog
 
     run, summary = figures
     values: dict[str, float] = {
@@ -367,8 +387,8 @@ def log_experiment(
         )
         for r in run.rows[:MAX_SAMPLES]
     ]
-    record = RunLog(
-        name=f"{run.kind.replace(' ', '-')}-{time.strftime('%Y%m%d-%H%M%S')}",
+    return RunLog(
+        name=experiment_name(run.kind),
         kind=run.kind,
         config={"source": run.source, **outputs.settings},
         summary={name: float(v) for name, v in values.items()},
@@ -376,11 +396,9 @@ def log_experiment(
         scores=[v for r in run.rows if (v := r.scored_value) is not None],
         samples=samples,
     )
-    try:
-        where = log_run(tools, record)
-    except ExperimentLogError as exc:
-        raise CLIError(str(exc)) from None
-    for tool, place in zip(dict.fromkeys(tools), where, strict=True):
-        say(f"Logged to {tool}: {place}", quiet=quiet)
-    if end is not None and end.journal is not None:
-        Journal.note_logged(end.journal, tools)
+
+
+def say_logged(outputs: Outputs, where: Sequence[str]) -> None:
+    """One line per ``--log-to`` tool: where it wrote the run (``where``, in the tools' order)."""
+    for tool, place in zip(dict.fromkeys(outputs.log_to), where, strict=True):
+        say(f"Logged to {tool}: {place}", quiet=outputs.quiet or outputs.json)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from osmosis_ai.traingate.gateway import TrainGate
+from osmosis_ai.traingate.policy.base import Policy
 from osmosis_ai.traingate.reward import RewardFn
 from osmosis_ai.traingate.session import RolloutSession
 
@@ -45,10 +46,12 @@ async def run_rollouts(
     config: RunConfig,
     *,
     on_done: OnDone | None = None,
+    policy: Policy | None = None,
 ) -> list[RolloutSession]:
     """Run ``config.n`` rollouts of every row against ``config.server_url`` (over 0.3's wire when
     ``config.v03``); return the sessions in (row, sample) order, each with its ``reward`` (or ``reward_error``) set. ``on_done(session)`` is
-    called as each rollout is scored (awaited if it returns an awaitable). A rollout that ran has a
+    called as each rollout is scored (awaited if it returns an awaitable); ``policy`` answers these
+    rollouts' chat calls instead of ``gate``'s own. A rollout that ran has a
     session whatever its outcome; the run loop raises rather than lose one, so only a run stopped
     early (a systemic failure) returns fewer than every row ``config.n`` times."""
     from osmosis_ai.runs.engine import Pipeline, run_items
@@ -84,6 +87,7 @@ async def run_rollouts(
             completion_params=config.completion_params,
             run_id=config.run_id,
             retain_finished=None,
+            policy=policy,
         )
         await run_items(
             work_items(enumerate(rows), n=config.n),

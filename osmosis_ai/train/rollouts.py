@@ -206,13 +206,20 @@ class Collector:
         await self._stack.aclose()
 
     async def collect(
-        self, rows: Sequence[Mapping[str, Any]], *, n: int = 1, on_done: OnDone | None = None
+        self,
+        rows: Sequence[Mapping[str, Any]],
+        *,
+        n: int = 1,
+        on_done: OnDone | None = None,
+        policy: TokenPolicy | None = None,
     ) -> list[Sample]:
         """Run each of ``rows`` (dataset rows: ``user_prompt``, ``ground_truth``, optional
         ``system_prompt`` and extra columns) ``n`` times; the samples in (row, sample) order, a
         sample's ``row_index`` its row's position in ``rows``; exactly ``len(rows) * n`` of them, a
         rollout that left no session an infrastructure failure at its place. ``on_done(session)`` sees each
-        rollout's whole gateway record as it is scored (what a journal keeps)."""
+        rollout's whole gateway record as it is scored (what a journal keeps). ``policy`` generates
+        for this batch instead of the collector's own (batches sampled each their own way, side by
+        side on one gateway)."""
         from osmosis_ai.runs.rollouts import RunConfig, run_rollouts
 
         if self.gate is None:
@@ -230,7 +237,9 @@ class Collector:
             run_id=uuid.uuid4().hex[:12],
             v03=self._v03,
         )
-        sessions = await run_rollouts(self.gate, [dict(row) for row in rows], config, on_done=on_done)
+        sessions = await run_rollouts(
+            self.gate, [dict(row) for row in rows], config, on_done=on_done, policy=policy
+        )
         for session in sessions:  # the batch is over: its sessions need not outlive it
             self.gate.sessions.pop(session.rollout_id, None)
         # A trainer pairs the samples with its prompts by position: every (row, sample) gets one.

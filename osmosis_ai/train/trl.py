@@ -14,29 +14,36 @@ typed failure, which TRL keeps out of its group statistics with advantage 0; a g
 than two scored rollouts left is excluded whole. The share excluded is logged to the trainer's
 metrics as ``osmosis/excluded_frac`` (see docs/design/training.md).
 
-TRL's vLLM generation is not driven from here: a trainer with ``use_vllm`` is refused.
+With ``GRPOConfig(use_vllm=True, vllm_mode="server")`` the trainer's vLLM server answers instead
+(:class:`VLLMPolicy`, through TRL's own client, from the same prompt ids), its log-probabilities go
+back to TRL for its importance-sampling correction, and TRL keeps syncing the trainer's weights to
+the server before each generation step; ``vllm_mode="colocate"`` is refused.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.train.rollouts import Limits, Sample, Target, collect_samples, exclude_thin_groups
 from osmosis_ai.traingate.append_only import canonical
 from osmosis_ai.traingate.policy.base import Generation, Message
-from osmosis_ai.traingate.policy.tokens import TokenPolicy, assistant_message
+from osmosis_ai.traingate.policy.tokens import TokenPolicy, generation_of
 
 if TYPE_CHECKING:
     from osmosis_ai.runs.rollouts import OnDone
 
-__all__ = ["OsmosisRollouts", "TRLPolicy", "prompt_of", "server_reward"]
+__all__ = ["OsmosisRollouts", "TRLPolicy", "VLLMPolicy", "prompt_of", "server_reward"]
 
 EXCLUDED_METRIC = "osmosis/excluded_frac"
 REWARD_KEY = "osmosis_reward"
 THIN_GROUP = "excluded: fewer than two rollouts of its group were scored"
+NO_LOGPROBS = (
+    "the vLLM server returned no log-probabilities (TRL's importance-sampling correction needs them)"
+)
 
 
 def prompt_of(row: Mapping[str, Any]) -> list[Message]:
@@ -85,12 +92,8 @@ class TRLPolicy(TokenPolicy):
     async def generate_ids(
         self, prompt_ids: list[int], *, tools: list[Message], params: dict[str, Any]
     ) -> Generation:
-        limit = int(self.trainer.args.max_completion_length)
-        asked = params.get("max_tokens")
-        if isinstance(asked, int) and asked > 0:
-            limit = min(limit, asked)
         answer: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
-        self._waiting.append((list(prompt_ids), limit, answer))
+        self._waiting.append((list(prompt_ids), _turn_limit(self.trainer, params), answer))
         if self._draining is None or self._draining.done():
             self._draining = asyncio.create_task(self._drain())
         return await answer
@@ -145,10 +148,83 @@ class TRLPolicy(TokenPolicy):
             generated = [int(token) for token in row[:limit]]
             if eos in generated:  # what follows the end of turn is padding
                 generated = generated[: generated.index(eos) + 1]
-            text = tokenizer.decode(generated, skip_special_tokens=True)
-            reason = "stop" if generated and generated[-1] == eos else "length"
-            generations.append(Generation(assistant_message(text), finish_reason=reason, token_ids=generated))
+            generations.append(generation_of(tokenizer, generated))
         return generations
+
+
+class VLLMPolicy(TokenPolicy):
+    """The trainer's vLLM server generating from token ids (``GRPOConfig(use_vllm=True, vllm_mode="server")``).
+
+    Each chat call is one request through TRL's own client (``trainer.vllm_generation.vllm_client``:
+    vLLM's ``/v1/completions`` with the prompt's ids) with the trainer's sampling arguments, and comes
+    back with the log-probability of each sampled token. The client blocks, so each request runs in a
+    worker thread; the server batches the requests in flight. TRL syncs the trainer's weights to the
+    server before each generation step calls ``rollout_func``. A chat call's ``max_tokens`` can only
+    lower ``max_completion_length`` for its turn.
+    """
+
+    name = "trl-vllm"
+
+    def __init__(self, trainer: Any, client: Any) -> None:
+        self.trainer = trainer
+        self.client = client
+
+    async def generate_ids(
+        self, prompt_ids: list[int], *, tools: list[Message], params: dict[str, Any]
+    ) -> Generation:
+        return await asyncio.to_thread(self._generate, list(prompt_ids), _turn_limit(self.trainer, params))
+
+    def _generate(self, prompt_ids: list[int], limit: int) -> Generation:
+        args = self.trainer.args
+        output = self.client.generate(
+            [prompt_ids],
+            n=1,
+            repetition_penalty=args.repetition_penalty,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            top_k=args.top_k,
+            min_p=0.0 if args.min_p is None else args.min_p,
+            max_tokens=limit,
+            logprobs=0,  # the sampled token's own
+            generation_kwargs=args.generation_kwargs,
+        )
+        (ids,) = output["completion_ids"]
+        logprobs = None
+        if output["logprobs"] is not None:
+            # Each position's entries are sorted by probability: the sampled token's is found by its id.
+            (values,), (tokens,) = output["logprobs"], output["logprob_token_ids"]
+            logprobs = [lps[ids_.index(token)] for token, lps, ids_ in zip(ids, values, tokens, strict=True)]
+            if any(value is None for value in logprobs):  # vLLM's NaN
+                logprobs = None
+        return generation_of(self.trainer.processing_class, [int(token) for token in ids], logprobs)
+
+
+def _turn_limit(trainer: Any, params: dict[str, Any]) -> int:
+    """The turn's new-token budget: ``max_completion_length``, lowered by the chat call's ``max_tokens``."""
+    limit = int(trainer.args.max_completion_length)
+    asked = params.get("max_tokens")
+    if isinstance(asked, int) and asked > 0:
+        limit = min(limit, asked)
+    return limit
+
+
+def _policy_of(trainer: Any) -> TokenPolicy:
+    """What generates for ``trainer``: its own model, or its vLLM server (see the module docstring)."""
+    if not getattr(trainer, "use_vllm", False):
+        return TRLPolicy(trainer)
+    if trainer.vllm_mode != "server":
+        raise ValueError(
+            f"OsmosisRollouts drives TRL's vLLM in server mode only, not vllm_mode={trainer.vllm_mode!r}: set "
+            "vllm_mode='server' (a `vllm serve` server, TRL syncing the weights to it), or use_vllm=False to "
+            "generate with the trainer's own model"
+        )
+    client = getattr(getattr(trainer, "vllm_generation", None), "vllm_client", None)
+    if client is None:  # TRL connects the main process alone to the server
+        raise ValueError(
+            "OsmosisRollouts with TRL's vLLM server runs in one training process: TRL gives the server's client "
+            "to the main process only; train in one process, or set use_vllm=False"
+        )
+    return VLLMPolicy(trainer, client)
 
 
 class OsmosisRollouts:
@@ -205,29 +281,28 @@ class OsmosisRollouts:
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         from osmosis_ai._sync import run_sync
 
-        if getattr(trainer, "use_vllm", False):
-            raise ValueError(
-                "OsmosisRollouts generates with the trainer's own model: set use_vllm=False in GRPOConfig"
-            )
+        policy = _policy_of(trainer)
         rows = [self.row_of(prompt) for prompt in prompts]
         samples = run_sync(
             collect_samples(
-                self.target,
-                TRLPolicy(trainer),
-                self.tokenizer,
-                rows,
-                limits=self.limits,
-                on_done=self.on_rollout,
+                self.target, policy, self.tokenizer, rows, limits=self.limits, on_done=self.on_rollout
             )
         )
+        sampled = isinstance(
+            policy, VLLMPolicy
+        )  # TRL corrects for the sampler: it needs its log-probabilities
+        if sampled:
+            samples = [
+                replace(s, error=NO_LOGPROBS) if s.trainable and s.logprobs is None else s for s in samples
+            ]
         mode = "train" if trainer.model.training else "eval"
         group = trainer.num_generations if mode == "train" else trainer.num_generations_eval
         offset = trainer.accelerator.process_index * len(prompts)
         rewards = exclude_thin_groups([s.reward if s.trainable else None for s in samples], group, offset)
         trainer._metrics[mode][EXCLUDED_METRIC].append(sum(r is None for r in rewards) / max(len(rewards), 1))
-        return self._output(samples, rewards)
+        return self._output(samples, rewards, sampled)
 
-    def _output(self, samples: list[Sample], rewards: list[float | None]) -> dict[str, Any]:
+    def _output(self, samples: list[Sample], rewards: list[float | None], sampled: bool) -> dict[str, Any]:
         eos = self.tokenizer.encode(self.tokenizer.eos_token or "")[:1]
         completions, masks = [], []
         for sample, reward in zip(samples, rewards, strict=True):
@@ -237,11 +312,16 @@ class OsmosisRollouts:
             completions.append(sample.completion_ids or eos)
             mask = sample.mask if reward is not None else [0] * len(sample.mask)
             masks.append(mask if sample.completion_ids else [0] * len(eos))
-        logprobs = [s.logprobs for s in samples]
+        logprobs: list[list[float]] | None = None
+        if sampled:  # one per completion token; where the sampler has none, nothing is trained on
+            logprobs = [
+                s.logprobs if s.logprobs is not None and s.completion_ids else [0.0] * len(completion)
+                for s, completion in zip(samples, completions, strict=True)
+            ]
         return {
             "prompt_ids": [s.prompt_ids for s in samples],
             "completion_ids": completions,
-            "logprobs": None if any(lp is None for lp in logprobs) else logprobs,
+            "logprobs": logprobs,
             "env_mask": masks,
             REWARD_KEY: rewards,
             "osmosis_outcome": [str(s.outcome) for s in samples],

@@ -1,9 +1,10 @@
 """verl's agent loop training a rollout server: every verl row is one rollout through the local TrainGate.
 
 :class:`OsmosisAgentLoop` is an ``AgentLoopBase`` that runs the row's rollout against a :class:`Target`
-(a running 0.2 or 0.3 server at ``url``, or an in-process ``agent`` named ``module:attribute``) with
-:func:`~osmosis_ai.train.rollouts.collect_samples`, the model answering each chat call through verl's
-server manager (:class:`VerlPolicy`: prompt ids in, generated ids and log-probabilities out). It
+(a running 0.2 or 0.3 server at ``url``, or an in-process ``agent`` named ``module:attribute``)
+through the worker's :class:`~osmosis_ai.train.rollouts.Collector` (one per agent-loop worker), the
+model answering each chat call through verl's server manager (:class:`VerlPolicy`: prompt ids in,
+generated ids and log-probabilities out). It
 returns the ids TrainGate recorded: ``prompt_ids``, ``response_ids``, ``response_mask`` (0 exactly on
 the tool and environment tokens between turns), ``response_logprobs``, the server's reward as
 ``reward_score``, and the outcome in ``extra_fields``.
@@ -30,14 +31,14 @@ import logging
 import math
 import uuid
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from osmosis_ai.train.rollouts import Limits, Sample, Target, collect_samples
+from osmosis_ai.train.rollouts import Collector, Limits, Sample, Target
 from osmosis_ai.traingate.policy.base import Generation, Message
-from osmosis_ai.traingate.policy.tokens import TokenPolicy, assistant_message
+from osmosis_ai.traingate.policy.tokens import TokenPolicy, generation_of
 from osmosis_ai.traingate.tokenizer import ChatTokenizer
 
 if TYPE_CHECKING:
@@ -114,15 +115,8 @@ class VerlPolicy(TokenPolicy):
         output = await self.server_manager.generate(
             request_id=self.request_id, prompt_ids=list(prompt_ids), sampling_params=sampling
         )
-        ids = [int(token) for token in output.token_ids]
         logprobs = [float(value) for value in output.log_probs] if output.log_probs else None
-        eos = self.tokenizer.eos_token_id
-        return Generation(
-            assistant_message(self.tokenizer.decode(ids, skip_special_tokens=True)),
-            finish_reason="stop" if ids and ids[-1] == eos else "length",
-            token_ids=ids,
-            logprobs=logprobs if logprobs is not None and len(logprobs) == len(ids) else None,
-        )
+        return generation_of(self.tokenizer, [int(token) for token in output.token_ids], logprobs)
 
 
 @lru_cache(maxsize=4)
@@ -137,42 +131,43 @@ def _agent(spec: str, grader: str | None) -> Any:
     return load_agent_loop(spec, grader)
 
 
-_served: dict[tuple[asyncio.AbstractEventLoop, str, str | None], asyncio.Future[str]] = {}
+_collectors: dict[tuple[Any, ...], asyncio.Future[Collector]] = {}
+_tasks: set[asyncio.Task[None]] = set()  # the tasks holding collectors open, kept from the garbage collector
 
 
-async def _serve(spec: str, grader: str | None, url: asyncio.Future[str]) -> None:
-    from osmosis_ai.traingate.local_server import serve_agent_loop_locally
-
+async def _hold(collector: Collector, opened: asyncio.Future[Collector]) -> None:
+    """Keep ``collector`` open until its event loop shuts down (cancelling this task closes it)."""
     try:
-        async with serve_agent_loop_locally(_agent(spec, grader)) as served:
-            url.set_result(served)
-            await asyncio.Event().wait()  # until the loop ends and cancels this task
-    except BaseException as exc:
-        if not url.done() and isinstance(exc, Exception):
-            url.set_exception(exc)
-        elif not url.done():
-            url.cancel()
+        async with collector:
+            opened.set_result(collector)
+            await asyncio.Event().wait()
+    except Exception as exc:  # the rollout awaiting ``opened`` raises it; the next one tries again
+        if opened.done():  # it opened, and failed to close
+            logger.warning("closing the agent loop's TrainGate failed: %s: %s", type(exc).__name__, exc)
+        else:
+            opened.set_exception(exc)
+    except BaseException:
+        if not opened.done():
+            opened.cancel()
         raise
 
 
-async def _served_url(spec: str, grader: str | None) -> str:
-    """The URL of the agent ``spec`` names, served in the running event loop from its first rollout
-    for as long as the loop runs: one server for all of a worker's rollouts, since starting one per
-    rollout would cost each rollout the server's start-up and shutdown."""
+async def _worker_collector(settings: tuple[Any, ...], open_one: Callable[[], Collector]) -> Collector:
+    """The collector of the running event loop (verl's agent-loop worker) for these ``settings``,
+    opened by the first rollout asking (``open_one``) and shared by every later one: one gateway and
+    one served agent per worker, since setting them up for each rollout cost each rollout their
+    start-up and shutdown. One that failed to open is opened again by the next rollout."""
     loop = asyncio.get_running_loop()
-    for stale in [key for key in _served if key[0].is_closed()]:
-        del _served[stale]
-    key = (loop, spec, grader)
-    failed = key in _served and _served[key].done() and (_served[key].cancelled() or _served[key].exception())
-    if key not in _served or failed:  # a server that did not start is tried again by the next rollout
-        _served[key] = loop.create_future()
-        task = loop.create_task(_serve(spec, grader, _served[key]))
+    for stale in [key for key in _collectors if key[0].is_closed()]:
+        del _collectors[stale]
+    key = (loop, *settings)
+    opened = _collectors.get(key)
+    if opened is None or (opened.done() and (opened.cancelled() or opened.exception() is not None)):
+        opened = _collectors[key] = loop.create_future()
+        task = loop.create_task(_hold(open_one(), opened))
         _tasks.add(task)
         task.add_done_callback(_tasks.discard)
-    return await asyncio.shield(_served[key])
-
-
-_tasks: set[asyncio.Task[None]] = set()  # the serving tasks, kept from the garbage collector
+    return await asyncio.shield(opened)
 
 
 def _agent_loop_settings(
@@ -289,15 +284,24 @@ def _build() -> dict[str, type]:
             self.timeout, self.max_turns = float(timeout), int(max_turns)
 
         async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
-            url = self.url if self.agent is None else await _served_url(self.agent, self.grader)
-            samples = await collect_samples(
-                Target(url=url, api_key=self.api_key),
-                VerlPolicy(self.server_manager, self.tokenizer, sampling_params),
-                self.chat_tokenizer,
-                [row_of(kwargs)],
-                limits=Limits(concurrency=1, timeout=self.timeout, max_turns=self.max_turns,
-                              max_tokens_total=int(self.rollout_config.response_length)),
-            )  # fmt: skip
+            policy = VerlPolicy(self.server_manager, self.tokenizer, sampling_params)
+            limits = Limits(concurrency=1, timeout=self.timeout, max_turns=self.max_turns,
+                            max_tokens_total=int(self.rollout_config.response_length))  # fmt: skip
+
+            def open_one() -> Collector:
+                # Every rollout brings its own policy (its sampling parameters, its request id); the
+                # collector's own, the first rollout's, answers nothing.
+                target = (
+                    Target(url=self.url, api_key=self.api_key)
+                    if self.agent is None
+                    else Target(agent=_agent(self.agent, self.grader))
+                )
+                return Collector(target, policy, self.chat_tokenizer, limits=limits)
+
+            settings = (self.url, self.api_key, self.agent, self.grader, self.chat_tokenizer,
+                        limits.timeout, limits.max_turns, limits.max_tokens_total)  # fmt: skip
+            collector = await _worker_collector(settings, open_one)
+            samples = await collector.collect([row_of(kwargs)], policy=policy)
             return agent_loop_output(
                 samples[0],
                 prompt_length=int(self.rollout_config.prompt_length),

@@ -145,11 +145,13 @@ class TrainGate:
         sample_index: int = 0,
         metadata: dict[str, Any] | None = None,
         tools: list[Message] | None = None,
+        policy: Policy | None = None,
     ) -> RolloutSession:
         """Register a rollout before its init is sent, with a fresh per-rollout callback key.
 
         Chat calls wait until the init response's tools are known (``session.initialized``); pass
         ``tools`` when the rollout is started some other way, so they are known from the start.
+        ``policy`` answers this rollout's chat calls instead of the gateway's own.
         """
         if rollout_id in self.sessions:
             raise ValueError(f"rollout_id {rollout_id!r} is already in use by this gateway")
@@ -160,6 +162,7 @@ class TrainGate:
             callback_key=secrets.token_urlsafe(24),
             messages=list(messages),
             metadata=dict(metadata or {}),
+            policy=policy,
         )
         if tools is not None:
             session.tools = list(tools)
@@ -278,17 +281,18 @@ class TrainGate:
         }
         started = time.perf_counter()
         prompt_ids: list[int] | None = None
+        policy = session.policy or self.policy
         try:
-            if isinstance(self.policy, TokenPolicy):
-                generation, prompt_ids = await self._generate_ids(self.policy, session, chat.messages, params)
+            if isinstance(policy, TokenPolicy):
+                generation, prompt_ids = await self._generate_ids(policy, session, chat.messages, params)
             else:
-                generation = await self.policy.generate(chat.messages, tools=session.tools, params=params)
+                generation = await policy.generate(chat.messages, tools=session.tools, params=params)
         except PolicyError as exc:
             session.policy_errors += 1
             session.errors.append(f"turn {turn}: {exc}")
             return (502 if exc.retryable else 400), {"detail": str(exc)}
         except Exception as exc:  # a bug in a policy must cost one answer, not the gateway
-            logger.exception("policy %s crashed on rollout %s", self.policy.name, session.rollout_id)
+            logger.exception("policy %s crashed on rollout %s", policy.name, session.rollout_id)
             session.policy_errors += 1
             session.errors.append(f"turn {turn}: policy crashed: {type(exc).__name__}: {exc}")
             return 500, {"detail": f"the policy crashed: {type(exc).__name__}: {exc}"}
@@ -298,11 +302,11 @@ class TrainGate:
                 session, session.trace, turn, chat.messages, generation, params, seconds, prompt_ids
             )
         else:
-            record = await self._turn_record(turn, chat.messages, generation, params, seconds)
+            record = await self._turn_record(session, turn, chat.messages, generation, params, seconds)
         session.add_turn(record)
         session.expected = [*chat.messages, record.message]
         session.expected_keys = [*keys, canonical(record.message)]
-        return 200, self._response_body(chat.rollout_id, turn, record)
+        return 200, self._response_body(chat.rollout_id, turn, record, policy)
 
     async def _generate_ids(
         self, policy: TokenPolicy, session: RolloutSession, messages: list[Message], params: dict[str, Any]
@@ -342,7 +346,13 @@ class TrainGate:
         return await asyncio.to_thread(self.tokenizer.encode, text)
 
     async def _turn_record(
-        self, turn: int, messages: list[Message], gen: Generation, params: dict[str, Any], seconds: float
+        self,
+        session: RolloutSession,
+        turn: int,
+        messages: list[Message],
+        gen: Generation,
+        params: dict[str, Any],
+        seconds: float,
     ) -> TurnRecord:
         """Fill in token data the policy did not report, from the tokenizer."""
         source = "backend" if gen.token_ids is not None else f"tokenizer:{self.tokenizer.name}"
@@ -352,10 +362,11 @@ class TrainGate:
         prompt_ids = gen.prompt_token_ids
         if prompt_ids is None:
             prompt_ids = await self._encode(render_prompt(messages))
-        return self._record(turn, messages, gen, params, seconds, prompt_ids, token_ids, source)
+        return self._record(session, turn, messages, gen, params, seconds, prompt_ids, token_ids, source)
 
     def _record(
         self,
+        session: RolloutSession,
         turn: int,
         messages: list[Message],
         gen: Generation,
@@ -367,7 +378,7 @@ class TrainGate:
     ) -> TurnRecord:
         """The turn's record; logprobs and usage the policy did not report are derived from the ids."""
         logprobs = gen.logprobs
-        if logprobs is None and self.policy.deterministic:
+        if logprobs is None and (session.policy or self.policy).deterministic:
             logprobs = [0.0] * len(token_ids)
         usage = gen.usage or {
             "prompt_tokens": len(prompt_ids),
@@ -421,8 +432,10 @@ class TrainGate:
                 session.errors.append(f"turn {turn}: {exc}")
             else:
                 source = "backend" if gen.token_ids is not None else f"template:{self.tokenizer.name}"
-                return self._record(turn, messages, gen, params, seconds, prompt_ids, token_ids, source)
-        return await self._turn_record(turn, messages, gen, params, seconds)
+                return self._record(
+                    session, turn, messages, gen, params, seconds, prompt_ids, token_ids, source
+                )
+        return await self._turn_record(session, turn, messages, gen, params, seconds)
 
     @staticmethod
     def _trace_turn(
@@ -453,13 +466,15 @@ class TrainGate:
         token_ids = trace.add_completion(gen.message, gen.token_ids)
         return prompt_ids, token_ids
 
-    def _response_body(self, rollout_id: str, turn: int, record: TurnRecord) -> dict[str, Any]:
-        """The ``CompletionsResponse`` JSON of the turn."""
+    def _response_body(
+        self, rollout_id: str, turn: int, record: TurnRecord, policy: Policy
+    ) -> dict[str, Any]:
+        """The ``CompletionsResponse`` JSON of the turn ``policy`` answered."""
         usage = record.usage
         response = CompletionsResponse(
             id=f"chatcmpl-{rollout_id}-{turn}",
             created=int(time.time()),
-            model=self.policy.name,
+            model=policy.name,
             choices=[CompletionsChoice(message=record.message, finish_reason=record.finish_reason)],
             usage=CompletionUsage(**{key: int(usage.get(key) or 0) for key in USAGE_KEYS}),
             token_ids=record.token_ids,

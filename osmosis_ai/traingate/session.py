@@ -18,6 +18,7 @@ from osmosis_ai.traingate.append_only import AppendOnlyViolation, canonical
 
 if TYPE_CHECKING:
     from osmosis_ai.traingate.drift import DriftEvent
+    from osmosis_ai.traingate.policy.base import Policy
     from osmosis_ai.traingate.tito import TokenTrace
 
 Message = dict[str, Any]
@@ -103,6 +104,9 @@ class RolloutSession:
     replies: dict[str, asyncio.Future[Reply]] = field(default_factory=dict)
     # The token-in-token-out sequence and its drift check, kept when the gateway renders a chat template.
     trace: TokenTrace | None = None
+    # The policy answering this rollout's chat calls when not the gateway's own (one gateway serving
+    # batches that each sample their own way).
+    policy: Policy | None = None
 
     def __post_init__(self) -> None:
         self.expected = list(self.messages)

@@ -219,3 +219,39 @@ def test_a_logger_that_cannot_take_the_run_is_refused_before_any_model_call(
     assert ran.returncode == 1 and ran.stdout == ""
     assert ran.stderr.startswith(f"Error: --log-to {tool}: ") and message in ran.stderr
     assert ran.stderr.count("\n") == 1
+
+
+def test_a_jobs_steps_reach_each_tool_as_each_step_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``open_runs``: the figures of each step at their step (MLflow's store has them as the step
+    ends), then the finished run; a job that stops ends its runs as failed."""
+    from mlflow.tracking import MlflowClient
+
+    for name, value in env_for(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    runs = loggers.open_runs(["tensorboard", "mlflow"], name="job", kind="train",
+                             config={"api_key": "sk-0123456789abcdefSECRET", "steps": 2})  # fmt: skip
+    client = MlflowClient((tmp_path / "mlruns").as_uri())
+    runs.step(1, {"train/loss": 0.5, "train/reward": 0.25})
+    (run,) = client.search_runs([client.get_experiment_by_name("osmosis").experiment_id])
+    assert run.data.metrics == {"train/loss": 0.5, "train/reward": 0.25}  # before the next step
+    runs.step(2, {"train/loss": 0.125, "train/reward": 0.75})
+    runs.finish(loggers.RunLog(name="job", kind="train", config={}, summary={"rows": 4.0}, scores=[1.0, 0.0]))
+
+    scalars = {(v.tag, e.step): v.simple_value for e in events(tmp_path / "tb") for v in e.summary.value}
+    assert {key: scalars[key] for key in scalars if key[0].startswith("train/")} == {
+        ("train/loss", 1): 0.5, ("train/reward", 1): 0.25, ("train/loss", 2): 0.125, ("train/reward", 2): 0.75,
+    }  # fmt: skip
+    assert scalars[("summary/rows", 0)] == 4.0
+    (run,) = client.search_runs([client.get_experiment_by_name("osmosis").experiment_id])
+    history = client.get_metric_history(run.info.run_id, "train/loss")
+    assert sorted((m.step, m.value) for m in history) == [(1, 0.5), (2, 0.125)]
+    assert run.data.metrics["rows"] == 4.0 and run.info.status == "FINISHED"
+    assert run.data.params == {"steps": "2"}  # the key left out
+
+    stopped = loggers.open_runs(["mlflow"], name="stopped", kind="train", config={})
+    stopped.step(1, {"train/loss": 1.0})
+    stopped.abort()
+    runs_now = client.search_runs([client.get_experiment_by_name("osmosis").experiment_id])
+    assert sorted(r.info.status for r in runs_now) == ["FAILED", "FINISHED"]

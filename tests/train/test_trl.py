@@ -185,3 +185,87 @@ def test_a_prompt_is_mapped_back_to_its_row_even_with_the_nulls_a_dataset_adds(t
     assert rollouts.row_of(padded) is data[1]
     with pytest.raises(ValueError, match="a prompt TRL passed is in no row of the dataset"):
         rollouts.row_of([{"role": "user", "content": "What is 7 + 15?"}])
+
+
+def vllm_trainer(model_dir: Path, tmp_path: Path, client: Any, mode: str = "server") -> Any:
+    """What ``OsmosisRollouts`` reads of a ``GRPOTrainer`` built with ``use_vllm=True``: its arguments,
+    tokenizer, model, process, group size, metrics and TRL's client to the server. The trainer itself
+    cannot be built here: TRL refuses ``use_vllm`` where the vllm package is not installed, and vLLM
+    needs an accelerator."""
+    from collections import defaultdict
+    from types import SimpleNamespace
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig
+
+    args = GRPOConfig(output_dir=str(tmp_path / "out"), use_vllm=True, vllm_mode=mode, num_generations=2,
+                      per_device_train_batch_size=4, max_completion_length=6, temperature=0.9, use_cpu=True,
+                      report_to=[])  # fmt: skip
+    return SimpleNamespace(
+        args=args, use_vllm=True, vllm_mode=mode, vllm_generation=SimpleNamespace(vllm_client=client),
+        processing_class=AutoTokenizer.from_pretrained(model_dir),
+        model=AutoModelForCausalLM.from_pretrained(model_dir).train(), accelerator=SimpleNamespace(process_index=0),
+        num_generations=2, num_generations_eval=2, _metrics={"train": defaultdict(list), "eval": defaultdict(list)},
+    )  # fmt: skip
+
+
+def test_trls_vllm_server_generates_the_ids_trained_on_with_their_log_probabilities(
+    tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TRL's own VLLMClient over HTTP to a stand-in of vLLM's server sampling with the tiny model: each
+    turn generated from the ids TrainGate recorded, the sampled ids and log-probabilities trained on."""
+    import trl.generation.vllm_client as vllm_client
+
+    from osmosis_ai.train.trl import REWARD_KEY, OsmosisRollouts, prompt_of
+    from tests.train.vllm_server import vllm_app
+
+    # The client speaks plain HTTP; it only checks for the vllm package (a GPU install) before it starts.
+    monkeypatch.setattr(vllm_client, "is_vllm_available", lambda *args, **kwargs: True)
+    app = vllm_app(tiny_model)
+    server = RunningServer(app).start()
+    agent, data = TwoTurnAgent(), rows(1.0, 0.5)
+    try:
+        trainer = vllm_trainer(tiny_model, tmp_path, vllm_client.VLLMClient(base_url=server.url))
+        rollouts = OsmosisRollouts(
+            Target(agent=agent), dataset=data, tokenizer=tiny_model, limits=Limits(timeout=60)
+        )
+        output = rollouts([prompt_of(row) for row in data for _ in range(2)], trainer)
+    finally:
+        server.stop()
+    assert output[REWARD_KEY] == [1.0, 1.0, 0.5, 0.5] and output["osmosis_error"] == [None] * 4
+    assert trainer._metrics["train"]["osmosis/excluded_frac"] == [0.0]
+    calls = app.state.calls
+    assert len(calls) == 8 and all(
+        c["body"]["temperature"] == 0.9 and c["body"]["logprobs"] == 0 for c in calls
+    )
+    for index, (prompt, completion, mask, logprobs) in enumerate(
+        zip(
+            output["prompt_ids"],
+            output["completion_ids"],
+            output["env_mask"],
+            output["logprobs"],
+            strict=True,
+        )
+    ):
+        first, final = agent.seen[index]
+        between = len(completion) - len(first) - len(final)
+        assert completion == first + completion[len(first) : len(first) + between] + final
+        assert mask == [1] * len(first) + [0] * between + [1] * len(final)
+        # Each turn was generated from exactly the ids trained on, and its log-probabilities came back.
+        (turn1,) = [c for c in calls if c["prompt_ids"] == prompt and c["ids"] == first]
+        (turn2,) = [c for c in calls if c["prompt_ids"] == prompt + completion[: len(first) + between]]
+        assert turn2["ids"] == final
+        assert logprobs == turn1["logprobs"] + [0.0] * between + turn2["logprobs"]
+
+
+def test_trls_vllm_is_driven_in_server_mode_from_one_process_only(tiny_model: Path, tmp_path: Path) -> None:
+    from osmosis_ai.train.trl import OsmosisRollouts, prompt_of
+
+    data = rows(1.0)
+    rollouts = OsmosisRollouts(Target(agent=TwoTurnAgent()), dataset=data, tokenizer=tiny_model)
+    with pytest.raises(ValueError, match="server mode only, not vllm_mode='colocate'"):
+        rollouts([prompt_of(data[0])] * 2, vllm_trainer(tiny_model, tmp_path, None, mode="colocate"))
+    with pytest.raises(
+        ValueError, match="runs in one training process"
+    ):  # TRL's other processes have no client
+        rollouts([prompt_of(data[0])] * 2, vllm_trainer(tiny_model, tmp_path, None))

@@ -369,6 +369,69 @@ def test_a_rollout_ending_leaves_the_others_of_its_worker_running(tiny_model: Pa
     assert (held.reward_score, ended.reward_score) == (0.5, 1.0)
 
 
+def test_a_workers_rollouts_share_one_gateway_closed_with_its_event_loop(tiny_model: Path, verl: Any) -> None:
+    """verl builds an agent loop per row; a worker's rollouts, side by side and one after another, go
+    through one gateway (and one served agent), each sampled with its own parameters; the worker's
+    event loop shutting down closes it."""
+    import socket
+
+    manager = ServerManager(tiny_model)
+
+    async def rollouts() -> tuple[list[Any], list[Any]]:
+        cold = await run_all(agent_loop(tiny_model, manager, agent=AGENT), [fields(0, "a")])
+        warm = await asyncio.gather(*(
+            agent_loop(tiny_model, manager, agent=AGENT).run({**SAMPLING, "temperature": t}, **fields(i, "b"))
+            for i, t in ((1, 0.25), (2, 0.5), (3, 0.75))
+        ))  # fmt: skip
+        running = asyncio.get_running_loop()
+        return [*cold, *warm], [
+            opened.result() for key, opened in verl._collectors.items() if key[0] is running
+        ]
+
+    outputs, (collector,) = asyncio.run(rollouts())
+    assert [o.extra_fields["osmosis_error"] for o in outputs] == [None] * 4
+    assert all(o.reward_score == 1.0 for o in outputs)
+    by_request: dict[str, set[float]] = {}
+    for call in manager.calls:
+        by_request.setdefault(call["request_id"], set()).add(call["params"]["temperature"])
+    assert sorted(by_request.values(), key=min) == [{0.25}, {0.5}, {0.7}, {0.75}]
+    assert collector.gate is not None and not collector.gate.sessions  # each batch's sessions forgotten
+    with pytest.raises(OSError):
+        socket.create_connection((collector.gate.host, collector.gate.port), timeout=5).close()
+
+
+def test_a_server_that_does_not_answer_fails_the_rollout_and_the_next_one_asks_again(
+    tiny_model: Path,
+) -> None:
+    """The worker's collector did not open (nothing listens at the url yet): that rollout raises, as
+    verl expects of a failed session, and the next one opens it."""
+    import socket
+
+    from osmosis_ai.traingate.launcher import ServerUnreachable
+
+    app = create_rollout_server(
+        backend=LocalBackend(workflow=TwoTurnWorkflow, grader=LabelGrader), configure_logging=False
+    )
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))  # its port, not yet listening: connections are refused
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    manager = ServerManager(tiny_model)
+
+    async def rollouts() -> Any:
+        with pytest.raises(ServerUnreachable):
+            await agent_loop(tiny_model, manager, url=url).run(dict(SAMPLING), **fields(1, "u", label="1"))
+        server = RunningServer(app, sock=sock).start()
+        try:
+            return await agent_loop(tiny_model, manager, url=url).run(
+                dict(SAMPLING), **fields(1, "u", label="1")
+            )
+        finally:
+            server.stop()
+
+    output = asyncio.run(rollouts())
+    assert output.reward_score == 1.0 and output.extra_fields["osmosis_trainable"]
+
+
 def test_without_log_probabilities_none_are_returned(tiny_model: Path) -> None:
     manager = ServerManager(tiny_model)
     loop = agent_loop(tiny_model, manager, agent=AGENT)

@@ -6,8 +6,8 @@ naming its key, before torch is imported — then the library runs the plan
 reward, the share of rollouts excluded as typed failures, rollouts trained on, tokens/s) and writes
 its HTML report, ``OUTPUT/reports/step-NNNN.html``; every rollout is in the journal
 ``OUTPUT/journal.sqlite`` (``osmosis report`` reads it), the trained model in ``OUTPUT/model``.
-``--log-to`` sends the finished job (the last step's rollouts and the training figures) to an
-experiment tracker. A job that cannot run exits 1 with one ``Error:`` line.
+``--log-to`` sends each step's figures to an experiment tracker as the step ends, and the finished
+job (the last step's rollouts and the training figures) at the end. A job that cannot run exits 1 with one ``Error:`` line.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     import logging
 
     from osmosis_ai.cli import train_config
+    from osmosis_ai.cli.summary import Outputs
     from osmosis_ai.train.job import run_training
 
     output.setup_logging(logging.INFO if args.verbose else None)
@@ -48,28 +49,36 @@ def run(args: argparse.Namespace) -> int:
     )
     plan = config.plan
     reports = Path(plan.output_dir) / "reports"
+    outputs = Outputs.of(args)
     quiet = bool(args.quiet or args.json)
     output.say(f"Training {plan.model} on {plan.dataset} against {plan.target.describe()}: "
                f"{plan.steps} steps of {plan.batch_size} prompts x {plan.group_size}", quiet=quiet)  # fmt: skip
     if not args.verbose:
         _quiet_transformers()
+    runs = _open_runs(outputs, plan)
     last: list[Any] = []
 
     def on_step(step: Any) -> None:
         page = _write_step_report(reports, step, plan)
         last[:] = [step]
         output.say(_step_line(step, page), quiet=quiet)
+        if runs is not None:
+            runs.step(step.step, _step_figures(step))
 
     try:
         result = run_training(plan, on_step)
-    except KeyboardInterrupt:
-        print("Interrupted: the finished steps' rollouts are in the journal.", flush=True)
-        return 130
+    except BaseException as exc:
+        if runs is not None:
+            runs.abort()
+        if isinstance(exc, KeyboardInterrupt):
+            print("Interrupted: the finished steps' rollouts are in the journal.", flush=True)
+            return 130
+        raise
     output.say(f"Trained {len(result.steps)} steps in {result.seconds:.1f}s: {result.trained} of "
                f"{result.rollouts} rollouts trained on; model {result.model_dir}; journal {result.journal}",
                quiet=bool(args.json))  # fmt: skip
-    if args.log_to and last:
-        _log(args, last[0], result)
+    if runs is not None:
+        _finish_runs(runs, outputs, last[-1], result)
     if args.json:
         output.print_json(_document(result, reports))
     return 0
@@ -120,8 +129,31 @@ def _write_step_report(folder: Path, step: Any, plan: Any) -> Path:
                         title=f"osmosis train: step {step.step}", flag="the step report")  # fmt: skip
 
 
-def _log(args: argparse.Namespace, step: Any, result: Any) -> None:
-    from osmosis_ai.cli.summary import Outputs, log_experiment
+def _open_runs(outputs: Any, plan: Any) -> Any:
+    """The job's run in each ``--log-to`` tool, open before training starts (``None`` without the flag)."""
+    if not outputs.log_to:
+        return None
+    from osmosis_ai.cli.summary import experiment_name
+    from osmosis_ai.observe.loggers import open_runs
+
+    return open_runs(outputs.log_to, name=experiment_name("train"), kind="train",
+                     config={**plan.description(), **outputs.settings})  # fmt: skip
+
+
+def _step_figures(step: Any) -> dict[str, float]:
+    """What each ``--log-to`` tool gets as a step ends: the trainer's log of the step (``loss``,
+    ``reward``, ``osmosis/excluded_frac``...) and the step's rollouts, under ``train/``."""
+    figures = {f"train/{name}": value for name, value in step.logs.items()}
+    figures |= {"train/rollouts": float(len(step.records)), "train/trained": float(step.trained)}
+    if step.tokens_per_s is not None:
+        figures["train/tokens_per_s"] = step.tokens_per_s
+    return figures
+
+
+def _finish_runs(runs: Any, outputs: Any, step: Any, result: Any) -> None:
+    """The finished job to each ``--log-to`` tool: the last step's rollouts (their table and reward
+    histogram), its trainer figures and the job's totals."""
+    from osmosis_ai.cli.summary import experiment_log, say_logged
     from osmosis_ai.report.figures import summarize
     from osmosis_ai.report.readers import read_document
 
@@ -130,4 +162,4 @@ def _log(args: argparse.Namespace, step: Any, result: Any) -> None:
     training = {f"train_{name.replace('/', '_')}": value for name, value in step.logs.items()}
     training |= {"train_steps": float(len(result.steps)), "train_rollouts": float(result.rollouts),
                  "train_trained": float(result.trained)}  # fmt: skip
-    log_experiment(Outputs.of(args), (run, summarize(run)), more=training)
+    say_logged(outputs, runs.finish(experiment_log(outputs, (run, summarize(run)), more=training)))

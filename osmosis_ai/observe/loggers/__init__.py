@@ -2,7 +2,11 @@
 a sample table, sent to Weights & Biases, TensorBoard (tensorboardX event files) or MLflow.
 
 :class:`RunLog` is what every tool gets; :func:`log_run` sends it to each tool named, importing only
-that tool's module (:mod:`.wandb`, :mod:`.tensorboard`, :mod:`.mlflow`, each an optional extra).
+that tool's module (:mod:`.wandb`, :mod:`.tensorboard`, :mod:`.mlflow`, each an optional extra). A
+job that has figures as it goes (``osmosis train``'s steps) opens its run in each tool first
+(:func:`open_runs`), sends each step's figures as the step ends (:meth:`OpenRuns.step`) and the
+finished run at the end (:meth:`OpenRuns.finish`). Each tool module has ``start(name, kind, config)``
+returning its open run (:class:`ToolRun`).
 Settings named as secrets are left out and secrets inside the others masked before any tool sees
 them (``osmosis_ai._http.redact_config``); W&B, which records the command line itself, gets it masked
 (``redact_command``). Where each one writes is the tool's own setting: ``WANDB_PROJECT``/``WANDB_MODE``/``WANDB_DIR``;
@@ -11,12 +15,13 @@ them (``osmosis_ai._http.redact_config``); W&B, which records the command line i
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import importlib.util
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from osmosis_ai.errors import OsmosisError
 
@@ -109,25 +114,100 @@ def writable_directory(path: str) -> str | None:
     return None
 
 
+class ToolRun(Protocol):
+    """One tool's run, open while a job runs: ``step`` sends a step's figures, ``finish`` the finished
+    run's (its summary, pass@k, histogram and sample table; the name, kind and config were given at
+    the start) and says where the tool wrote it, ``abort`` ends a run that will not finish."""
+
+    def step(self, step: int, figures: Mapping[str, float]) -> None: ...
+
+    def finish(self, run: RunLog) -> str: ...
+
+    def abort(self) -> None: ...
+
+
+@contextlib.contextmanager
+def _reported(tool: str) -> Iterator[None]:
+    """A tool's own failure (a refused key, an unwritable directory) as :class:`ExperimentLogError`."""
+    try:
+        yield
+    except ExperimentLogError:
+        raise
+    except Exception as exc:
+        raise ExperimentLogError(tool, f"{type(exc).__name__}: {exc}") from exc
+
+
+class OpenRuns:
+    """A run open in each of several tools (:func:`open_runs`); after :meth:`finish` or :meth:`abort`
+    nothing more is sent."""
+
+    def __init__(self, runs: Sequence[tuple[str, ToolRun]]) -> None:
+        self.runs = list(runs)
+
+    def step(self, step: int, figures: Mapping[str, float]) -> None:
+        """Send one step's figures to every tool.
+
+        Raises:
+            ExperimentLogError: a tool refused them.
+        """
+        for tool, run in self.runs:
+            with _reported(tool):
+                run.step(step, dict(figures))
+
+    def finish(self, run: RunLog) -> list[str]:
+        """Send the finished ``run`` (see :class:`ToolRun`) and end every tool's run; where each wrote it.
+
+        Raises:
+            ExperimentLogError: a tool refused it (the runs not yet finished are aborted).
+        """
+        where = []
+        try:
+            while self.runs:
+                tool, open_run = self.runs[0]
+                with _reported(tool):
+                    where.append(open_run.finish(run))
+                self.runs.pop(0)
+        finally:
+            self.abort()
+        return where
+
+    def abort(self) -> None:
+        """End every run not finished, as failed where the tool has the notion (the job did not end)."""
+        runs, self.runs = self.runs, []
+        for _, run in runs:
+            with contextlib.suppress(Exception):
+                run.abort()
+
+
+def open_runs(tools: Iterable[str], *, name: str, kind: str, config: Mapping[str, Any]) -> OpenRuns:
+    """Start a run named ``name`` in each of ``tools`` with ``config`` (secrets left out or masked
+    first, as for :func:`log_run`).
+
+    Raises:
+        ExperimentLogError: a tool's package is missing or it refused the run (none is left open).
+    """
+    from osmosis_ai._http import redact_config
+
+    config = redact_config(config)  # no tool ever gets a secret
+    runs = OpenRuns([])
+    try:
+        for tool in dict.fromkeys(tools):
+            line = install_line(tool)
+            if line is not None:
+                raise ExperimentLogError(tool, line)
+            module = importlib.import_module(f"osmosis_ai.observe.loggers.{tool}")
+            with _reported(tool):
+                runs.runs.append((tool, module.start(name, kind, config)))
+    except BaseException:
+        runs.abort()
+        raise
+    return runs
+
+
 def log_run(tools: Iterable[str], run: RunLog) -> list[str]:
     """Send ``run`` to each of ``tools``; where each one wrote it (a directory or a URL), in order.
 
     Raises:
         ExperimentLogError: a tool's package is missing or it refused the run.
     """
-    from osmosis_ai._http import redact_config
-
-    run = dataclasses.replace(run, config=redact_config(run.config))  # no tool ever gets a secret
-    where = []
-    for tool in dict.fromkeys(tools):
-        line = install_line(tool)
-        if line is not None:
-            raise ExperimentLogError(tool, line)
-        module = importlib.import_module(f"osmosis_ai.observe.loggers.{tool}")
-        try:
-            where.append(module.log(run))
-        except ExperimentLogError:
-            raise
-        except Exception as exc:  # the tool's own failure (a refused key, an unwritable directory)
-            raise ExperimentLogError(tool, f"{type(exc).__name__}: {exc}") from exc
-    return where
+    return open_runs(tools, name=run.name, kind=run.kind, config=run.config).finish(run)

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from osmosis_ai.runs.engine import Pipeline
     from osmosis_ai.traingate.gateway import TrainGate
     from osmosis_ai.traingate.launcher import RolloutLauncher
+    from osmosis_ai.traingate.policy.base import Policy
     from osmosis_ai.traingate.session import RolloutSession
 
 # Record keys the engine owns: the scored outcome and reward replace the session's unscored ones.
@@ -64,7 +65,8 @@ class TrainGateExecutor:
     ``timeout`` bounds each rollout from its init to its callback. The gateway forgets a finished
     rollout once ``retain_finished`` later ones have finished (a late callback for it is then refused
     as unknown; ``None`` keeps every one), and with ``keep_turns=False`` the session lets go of its
-    per-turn token data once the record holds it (it dominates a run's memory).
+    per-turn token data once the record holds it (it dominates a run's memory). ``policy`` answers
+    these rollouts' chat calls instead of the gateway's own.
     """
 
     def __init__(
@@ -79,6 +81,7 @@ class TrainGateExecutor:
         run_id: str | None = None,
         retain_finished: int | None = 1024,
         keep_turns: bool = True,
+        policy: Policy | None = None,
     ) -> None:
         self.gate = gate
         self.launcher = launcher
@@ -89,6 +92,7 @@ class TrainGateExecutor:
         self.run_id = run_id or uuid.uuid4().hex[:8]
         self.retain_finished = retain_finished
         self.keep_turns = keep_turns
+        self.policy = policy
         self._retired: deque[str] = deque()
 
     async def run(self, item: WorkItem, *, deadline: Deadline | None = None) -> Attempt:
@@ -98,6 +102,7 @@ class TrainGateExecutor:
             row_index=item.row_index,
             sample_index=item.sample_index,
             metadata=row_metadata(item.row, item.row_index, item.sample_index),
+            policy=self.policy,
         )
         try:
             bound = Deadline.after(self.timeout) if deadline is None else deadline.within(self.timeout)

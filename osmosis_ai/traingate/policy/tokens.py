@@ -17,7 +17,7 @@ from typing import Any
 
 from osmosis_ai.traingate.policy.base import Generation, Message, Policy
 
-__all__ = ["TokenPolicy", "assistant_message", "parse_tool_calls"]
+__all__ = ["TokenPolicy", "assistant_message", "generation_of", "parse_tool_calls"]
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 
@@ -62,6 +62,18 @@ def assistant_message(text: str) -> Message:
     if calls:
         message["tool_calls"] = calls
     return message
+
+
+def generation_of(tokenizer: Any, ids: list[int], logprobs: list[float] | None = None) -> Generation:
+    """The :class:`Generation` of the ids a model generated: the assistant message of their text
+    (``tokenizer.decode``, special tokens left out), ``stop`` when they end with the tokenizer's end of
+    turn, and ``logprobs`` when there is one per id."""
+    return Generation(
+        assistant_message(tokenizer.decode(ids, skip_special_tokens=True)),
+        finish_reason="stop" if ids and ids[-1] == tokenizer.eos_token_id else "length",
+        token_ids=ids,
+        logprobs=logprobs if logprobs is not None and len(logprobs) == len(ids) else None,
+    )
 
 
 class TokenPolicy(Policy):

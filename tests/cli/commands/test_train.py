@@ -1,11 +1,13 @@
 """``osmosis train CONFIG.toml``: the CPU example end to end as a subprocess (the tiny model built offline,
-TRL's real GRPOTrainer, the calculator agent served in-process), a planted failure excluded and
-counted, a job with nothing to train on failing in one line, and config mistakes refused by key before
-torch is imported."""
+TRL's real GRPOTrainer, the calculator agent served in-process, every step's figures sent to the
+loggers); through the CLI's main in this process, a planted failure excluded and counted, a job with
+nothing to train on failing in one line, a 0.3 workflow trained at a url and in-process; config
+mistakes refused by key before torch is imported (processes of their own, which import no torch)."""
 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import textwrap
@@ -17,6 +19,9 @@ from tests.support.cli import REPO, cli, osmosis, subprocess_env
 from tests.train.agents import LabelGrader, TwoTurnWorkflow
 
 EXAMPLE = REPO / "examples" / "train" / "calculator-cpu.toml"
+# A job run through the CLI's main in this process: torch and TRL are imported once for all of them
+# (each process of its own spent ~9 CPU-s, most of it on those imports), in one xdist worker.
+IN_PROCESS = pytest.mark.xdist_group("trl")
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
 
 # Fails every row whose ``fail`` column is true (after one model turn), else rewards 1.0.
@@ -71,18 +76,35 @@ def _job(tmp_path: Path, *, fail: list[bool], steps: int = 1, batch_size: int = 
 
 
 def test_the_cpu_example_trains_and_reports_every_step(tmp_path: Path) -> None:
+    """The one job run as a user runs it, a process of its own: the example, every step's line, report,
+    journal records and figures sent to the loggers, the model saved."""
     from osmosis_ai.runs.journal import Journal
+    from tests.observe.test_loggers import events
 
     out = tmp_path / "out"
-    env = {**OFFLINE, "TENSORBOARD_LOGDIR": str(tmp_path / "tb")}
-    ran = osmosis(
-        "train", str(EXAMPLE), "--output-dir", str(out), "--log-to", "tensorboard", env=env, timeout=600
-    )
+    env = {
+        **OFFLINE,
+        "TENSORBOARD_LOGDIR": str(tmp_path / "tb"),
+        "WANDB_MODE": "offline",
+        "WANDB_DIR": str(tmp_path),
+    }
+    ran = osmosis("train", str(EXAMPLE), "--output-dir", str(out), "--log-to", "tensorboard", "--log-to", "wandb",
+                  env=env, timeout=600)  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     steps = [line for line in ran.stdout.splitlines() if line.startswith("step ")]
     assert [line.split()[1] for line in steps] == ["1/3", "2/3", "3/3"]
     assert all("excluded 0%" in line and "trained 8/8" in line for line in steps), ran.stdout
-    assert "Trained 3 steps" in ran.stdout and "Logged to tensorboard" in ran.stdout
+    assert "Trained 3 steps" in ran.stdout
+    assert "Logged to tensorboard" in ran.stdout and "Logged to wandb" in ran.stdout
+    # Every step's figures, at its step: the trainer's loss and reward, the share excluded, what it trained on
+    scalars = {(v.tag, e.step): v.simple_value for e in events(tmp_path / "tb") for v in e.summary.value}
+    for step in (1, 2, 3):
+        assert math.isfinite(scalars[("train/loss", step)]) and scalars[("train/reward", step)] == 0.0
+        assert scalars[("train/osmosis/excluded_frac", step)] == 0.0
+        assert (scalars[("train/rollouts", step)], scalars[("train/trained", step)]) == (8.0, 8.0)
+    assert scalars[("summary/train_steps", 0)] == 3.0  # and the finished job
+    (records,) = (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")
+    assert b"train/loss" in records.read_bytes() and b"train_steps" in records.read_bytes()
     assert sorted(p.name for p in (out / "reports").iterdir()) == [f"step-000{i}.html" for i in (1, 2, 3)]
     assert "<html" in (out / "reports" / "step-0003.html").read_text()
     assert (out / "model" / "config.json").is_file()
@@ -95,16 +117,16 @@ def test_the_cpu_example_trains_and_reports_every_step(tmp_path: Path) -> None:
             r.data["trained"] and r.data["trajectory"]["token_ids"] and r.data["row_index"] < 8
             for r in records
         )
-    assert any((tmp_path / "tb").iterdir())
     report = cli("report", str(out / "journal.sqlite"), "-o", str(tmp_path / "all.html"), "-q")
     assert report.returncode == 0, report.stderr
 
 
+@IN_PROCESS
 def test_a_planted_failure_is_excluded_and_counted_never_trained_on(tmp_path: Path) -> None:
     from osmosis_ai.runs.journal import Journal
 
     config = _job(tmp_path, fail=[False, True])
-    ran = osmosis("train", str(config), "--json", cwd=tmp_path, env=OFFLINE, timeout=600)
+    ran = cli("train", str(config), "--json", cwd=tmp_path, env=OFFLINE)
     assert ran.returncode == 0, ran.stderr
     document = json.loads(ran.stdout)  # --json: the one object, no step lines
     (step,) = document["steps"]
@@ -121,15 +143,17 @@ def test_a_planted_failure_is_excluded_and_counted_never_trained_on(tmp_path: Pa
         assert not failed.data["trained"] and "planted failure" in failed.data["not_trained"]
 
 
+@IN_PROCESS
 def test_a_job_with_nothing_to_train_on_fails_in_one_line(tmp_path: Path) -> None:
     config = _job(tmp_path, fail=[True], batch_size=1)
-    ran = osmosis("train", str(config), cwd=tmp_path, env=OFFLINE, timeout=600)
+    ran = cli("train", str(config), cwd=tmp_path, env=OFFLINE)
     assert ran.returncode == 1
     errors = [line for line in ran.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and errors[0].startswith("Error: no rollout could be trained on"), ran.stderr
     assert "planted failure" in errors[0]
 
 
+@IN_PROCESS
 @pytest.mark.parametrize("where", ["url", "in-process"])
 def test_a_0_3_workflow_and_grader_train_at_a_url_or_in_process(tmp_path: Path, where: str) -> None:
     from osmosis_ai.rollout.backend.local import LocalBackend
@@ -156,7 +180,7 @@ def test_a_0_3_workflow_and_grader_train_at_a_url_or_in_process(tmp_path: Path, 
         "[grpo]\nsteps = 1\ngroup_size = 2\nbatch_size = 2\nmax_tokens = 4\nrollout_timeout_s = 60\n"
     )
     try:
-        ran = osmosis("train", str(config), env=OFFLINE, timeout=600)
+        ran = cli("train", str(config), env=OFFLINE)
     finally:
         if server is not None:
             server.stop()
