@@ -15,6 +15,7 @@ from osmosis_ai._lazy import lazy_exports
 _EXPORTS = {
     "run": "osmosis_ai.sandbox.api",
     "run_sync": "osmosis_ai.sandbox.api",
+    "SandboxPool": "osmosis_ai.sandbox.pool",
     "SandboxResult": "osmosis_ai.sandbox.result",
     "SandboxOutcome": "osmosis_ai.sandbox.result",
     "OUTPUT_LIMIT": "osmosis_ai.sandbox.result",

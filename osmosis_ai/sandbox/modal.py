@@ -208,9 +208,11 @@ class ModalProvider:
 
 async def _detached(box: modal.Sandbox) -> None:
     """Close the client's connection to the sandbox's worker."""
+    import modal
+
     try:
         await box.detach.aio()
-    except Exception:  # a connection already gone has nothing left to close
+    except (modal.exception.Error, OSError):  # a connection already gone has nothing left to close
         return
 
 
