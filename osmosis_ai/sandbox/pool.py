@@ -29,7 +29,8 @@ LIFETIME = 60.0
 
 class SandboxPool:
     """At most ``size`` runs of code at once, each in a local sandbox started ahead of it (``warm`` of
-    them kept ready, ``size`` by default). ``timeout``, ``memory_mb``, ``cpus``, ``network`` and ``env``
+    them kept ready or starting, ``2 * size`` by default: a sandbox takes about twice a short run's
+    time to start, so fewer leave runs waiting for one). ``timeout``, ``memory_mb``, ``cpus``, ``network`` and ``env``
     are the pool's, as :func:`~osmosis_ai.sandbox.run` takes them; :meth:`run` takes the code, its
     files and tests. Use it as ``async with SandboxPool(...) as pool:`` on one event loop; leaving the
     block ends the sandboxes no run took."""
@@ -45,7 +46,7 @@ class SandboxPool:
         network: bool = False,
         env: Mapping[str, str] | None = None,
     ) -> None:
-        warm = size if warm is None else warm
+        warm = 2 * size if warm is None else warm
         for setting, number, least in (("size", size, 1), ("warm", warm, 0)):
             if isinstance(number, bool) or not isinstance(number, int) or number < least:
                 raise SandboxSettingError(

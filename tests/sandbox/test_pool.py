@@ -22,7 +22,7 @@ TESTS = ["assert double(1) == 2", "assert double(2) == 5", "assert double(0) == 
 
 
 async def test_a_run_in_a_started_sandbox_ends_as_a_fresh_one_would() -> None:
-    async with SandboxPool(2, timeout=2, memory_mb=256) as pool:
+    async with SandboxPool(2, warm=2, timeout=2, memory_mb=256) as pool:
         await asyncio.gather(*pool._starting)
         waiting = [sandbox.process.pid for sandbox in pool._ready]
         assert len(waiting) == 2
