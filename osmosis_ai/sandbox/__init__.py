@@ -1,9 +1,9 @@
 """Model-written code run safely: ``await run(code, tests=...)`` -> a typed :class:`SandboxResult`.
 
 The local tier isolates each run with bubblewrap (namespaces, read-only binds, tmpfs, rlimits);
-remote tiers (``provider="e2b"``, ``"modal"``, or a :class:`RemoteProvider` registered by entry point) run it in a
-provider's sandbox;
-:func:`probe` says what this machine offers and which tier is in force. ``code_tests_reward`` is a
+remote tiers (``provider="e2b"``, ``"modal"``, or a :class:`RemoteProvider` registered by entry
+point) run it in a provider's sandbox; :class:`SandboxPool` runs many at once in local sandboxes
+started ahead of them; :func:`probe` says what this machine offers and which tier is in force. ``code_tests_reward`` is a
 ready reward scoring a fenced code block against a row's asserts. docs/design/sandbox.md has the
 threat model; docs/guides/rewards.md the reward pattern.
 """
