@@ -43,8 +43,8 @@ async def run(
     ``timeout`` the CPU seconds of each process. No network unless ``network``; the environment holds
     ``PATH``, ``HOME=/tmp``, ``LANG`` and ``env`` only.
 
-    ``provider`` is where it runs: ``"local"`` (bubblewrap on this machine), ``"e2b"``, or a provider
-    registered under the entry-point group ``osmosis_ai.sandbox_providers``
+    ``provider`` is where it runs: ``"local"`` (bubblewrap on this machine), ``"e2b"``, ``"modal"``,
+    or a provider registered under the entry-point group ``osmosis_ai.sandbox_providers``
     (:mod:`osmosis_ai.sandbox.remote`); a remote one that fails is ``infra_error`` too. Remote
     sandboxes are the provider's machines: ``memory_mb`` and ``cpus`` are their template's.
     """

@@ -1,7 +1,8 @@
 """The program that runs ``code`` inside the sandbox (copied in as a file; standard library only).
 
 It reads its input file (``nonce`` and ``tests``, marshalled: ``marshal`` is built in, where
-``json`` would import ``re`` and cost every run milliseconds) and deletes it before any of the code runs, runs
+``json`` would import ``re`` and cost every run milliseconds) and deletes it before any of the code
+runs (or, in a sandbox started ahead of its run, reads them and the run's files on stdin), runs
 ``main.py``, then each test in the same namespace, and reports on file descriptor ``argv[1]``: one
 line per event, each starting with the nonce, so the code cannot forge a report by writing to that
 descriptor without first reading the harness's memory (docs/design/sandbox.md, what it does not
@@ -23,11 +24,29 @@ def _print_traceback() -> None:
     traceback.print_exc()
 
 
+def _given() -> tuple:
+    """The nonce and the tests; a sandbox started ahead of its run (``argv[2]`` is ``stdin``) first
+    reads them with the run's files on stdin, and writes the files."""
+    if sys.argv[2:] != ["stdin"]:
+        with open(INPUT, "rb") as given:
+            nonce, tests = marshal.loads(given.read())
+        os.unlink(INPUT)
+        return nonce, tests
+    run = sys.stdin.buffer.read()
+    if not run:  # no run came: the pool closed, or its process is gone
+        os._exit(0)
+    nonce, tests, files = marshal.loads(run)
+    for name, data in files.items():
+        if os.path.dirname(name):
+            os.makedirs(os.path.dirname(name), exist_ok=True)
+        with open(name, "wb") as file:
+            file.write(data)
+    return nonce, tests
+
+
 def main() -> None:
     report = int(sys.argv[1])
-    with open(INPUT, "rb") as given:
-        nonce, tests = marshal.loads(given.read())
-    os.unlink(INPUT)
+    nonce, tests = _given()
 
     def tell(line: str) -> None:
         os.write(report, f"{nonce} {line}\n".encode())

@@ -66,11 +66,11 @@ def _environment(job: Job, machine: Machine) -> dict[str, str]:
 
 
 def _argv(
-    job: Job, machine: Machine, files: dict[str, int], report: int | None, filter_fd: int | None
+    job: Job, machine: Machine, files: dict[str, int], report: int | None, filter_fd: int | None, idle: float
 ) -> list[str]:
     assert machine.bwrap is not None and machine.prlimit is not None and machine.timeout is not None
     size = str(job.memory_mb * MiB)
-    backstop = f"{job.timeout + BACKSTOP_GRACE:.3f}"
+    backstop = f"{idle + job.timeout + BACKSTOP_GRACE:.3f}"
     argv = [machine.timeout, "--signal=KILL", backstop,
             machine.bwrap, *namespaces(network=job.network), "--die-with-parent", "--new-session",
             "--ro-bind", "/usr", "/usr", *usr_links()]  # fmt: skip
@@ -113,7 +113,8 @@ def _argv(
     if job.command is not None:
         return [*argv, *job.command]
     assert machine.python is not None
-    return [*argv, machine.python, "-I", HARNESS, str(report)]
+    harness = [machine.python, "-I", HARNESS, str(report)]
+    return [*argv, *harness] if not idle else [*argv, *harness, "stdin"]
 
 
 async def _capped(stream: asyncio.StreamReader | None) -> tuple[bytes, bool]:
@@ -155,7 +156,35 @@ async def run_local(job: Job, machine: Machine) -> SandboxResult:
     if job.command is None:
         contents[HARNESS] = harness_source()
         contents[INPUT] = marshal.dumps((nonce, job.tests), 4)  # version 4: read by every Python 3 since 3.4
-    owned: list[int] = []  # every descriptor made for this run, closed when it ends
+    try:
+        sandbox = await _spawn(job, machine, contents, idle=0.0)
+    except OSError as exc:
+        return _infra(f"bwrap could not be started: {exc}", started)
+    try:
+        return await _supervise(sandbox.process, job, sandbox.report, nonce, started)
+    finally:
+        sandbox.close()
+
+
+@dataclass
+class Started:
+    """A sandbox's bwrap and the descriptors made for it (closed by :meth:`close`)."""
+
+    process: asyncio.subprocess.Process
+    report: int | None
+    owned: list[int]
+    at: float
+
+    def close(self) -> None:
+        for fd in self.owned:
+            os.close(fd)
+        self.owned.clear()
+
+
+async def _spawn(job: Job, machine: Machine, contents: Mapping[str, bytes], idle: float) -> Started:
+    """bwrap started for ``job`` with ``contents`` in its work directory; ``idle`` seconds more before
+    its backstop for a sandbox started ahead of its run, whose harness then reads the run on stdin."""
+    owned: list[int] = []
 
     def memfd(name: str, data: bytes = b"") -> int:
         fd = os.memfd_create(name, os.MFD_CLOEXEC)
@@ -174,18 +203,59 @@ async def run_local(job: Job, machine: Machine) -> SandboxResult:
             if machine.seccomp_filter is None
             else memfd("osmosis-sandbox-seccomp", machine.seccomp_filter)
         )
-        try:
-            process = await asyncio.create_subprocess_exec(
-                *_argv(job, machine, files, report, filter_fd), stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, pass_fds=owned,
-                env={"PATH": "/usr/bin:/bin"}, start_new_session=True, **drop_privileges(machine.run_as),
-            )  # fmt: skip
-        except OSError as exc:
-            return _infra(f"bwrap could not be started: {exc}", started)
-        return await _supervise(process, job, report, nonce, started)
-    finally:
+        stdin = asyncio.subprocess.PIPE if idle else asyncio.subprocess.DEVNULL
+        process = await asyncio.create_subprocess_exec(
+            *_argv(job, machine, files, report, filter_fd, idle), stdin=stdin,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, pass_fds=owned,
+            env={"PATH": "/usr/bin:/bin"}, start_new_session=True, **drop_privileges(machine.run_as),
+        )  # fmt: skip
+    except BaseException:
         for fd in owned:
             os.close(fd)
+        raise
+    return Started(process, report, owned, time.monotonic())
+
+
+async def start_warm(job: Job, machine: Machine, lifetime: float) -> Started:
+    """A sandbox for runs like ``job`` (its limits, network and environment; a run of code), started
+    ahead: its harness waits for the run on stdin (:func:`run_warm`), for at most ``lifetime``
+    seconds before the run's own timeout starts. Raises ``OSError`` when bwrap cannot start."""
+    return await _spawn(job, machine, {HARNESS: harness_source()}, idle=lifetime)
+
+
+async def run_warm(sandbox: Started, job: Job) -> SandboxResult | None:
+    """Run ``job`` (a run of code with the limits ``sandbox`` was started with) in ``sandbox``;
+    ``None``, with the sandbox ended, when it could not take the run (the code never started)."""
+    started = time.monotonic()
+    nonce = secrets.token_hex(16)
+    process = sandbox.process
+    assert process.stdin is not None
+    try:
+        try:
+            process.stdin.write(marshal.dumps((nonce, job.tests, dict(job.files)), 4))
+            await process.stdin.drain()
+            process.stdin.close()
+        except ConnectionError:  # it ended while waiting: another sandbox takes the run
+            _kill(process)
+            await process.wait()
+            return None
+        return await _supervise(process, job, sandbox.report, nonce, started)
+    finally:
+        sandbox.close()
+
+
+async def end_warm(sandbox: Started) -> None:
+    """End a sandbox started ahead that no run took: its harness reads the end of its stdin and exits.
+    Not killed: bwrap killed while it still sets the sandbox up can leave it to its backstop."""
+    process = sandbox.process
+    assert process.stdin is not None
+    process.stdin.close()
+    try:
+        await asyncio.wait_for(process.wait(), KILL_GRACE)
+    except asyncio.TimeoutError:
+        _kill(process)
+        await process.wait()
+    sandbox.close()
 
 
 async def _supervise(

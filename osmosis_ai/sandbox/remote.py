@@ -17,7 +17,7 @@ it, and the sandbox deleted, whatever happened.
   never a verdict on the code.
 
 Providers by name (:func:`provider`): ``local`` (the bubblewrap tier), ``e2b``
-(:mod:`osmosis_ai.sandbox.e2b`) and any third-party one registered under the entry-point group
+(:mod:`osmosis_ai.sandbox.e2b`), ``modal`` (:mod:`osmosis_ai.sandbox.modal`) and any third-party one registered under the entry-point group
 ``osmosis_ai.sandbox_providers`` (a class or factory called without arguments, returning a
 :class:`RemoteProvider`). docs/design/sandbox.md says what each remote tier isolates.
 """
@@ -202,11 +202,15 @@ def _builtin(name: str) -> Callable[[], RemoteProvider] | None:
         from osmosis_ai.sandbox.e2b import E2BProvider
 
         return E2BProvider
+    if name == "modal":
+        from osmosis_ai.sandbox.modal import ModalProvider
+
+        return ModalProvider
     return None
 
 
 def provider(name: str) -> RemoteProvider:
-    """The remote provider called ``name``: built in (``e2b``), else the entry point of that name in
+    """The remote provider called ``name``: built in (``e2b``, ``modal``), else the entry point of that name in
     :data:`ENTRY_POINT_GROUP`. An unknown name, or a factory that fails, is a
     :class:`~osmosis_ai.errors.SandboxSettingError`."""
     factory = _builtin(name)
@@ -215,7 +219,9 @@ def provider(name: str) -> RemoteProvider:
 
         found = [point for point in entry_points(group=ENTRY_POINT_GROUP) if point.name == name]
         if not found:
-            known = sorted({"local", "e2b", *(point.name for point in entry_points(group=ENTRY_POINT_GROUP))})
+            known = sorted(
+                {"local", "e2b", "modal", *(point.name for point in entry_points(group=ENTRY_POINT_GROUP))}
+            )
             raise SandboxSettingError(
                 f"no sandbox provider {name!r}: choose one of {', '.join(known)}, or install the package "
                 f"registering it under the entry-point group {ENTRY_POINT_GROUP!r}"
