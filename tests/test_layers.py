@@ -14,7 +14,12 @@ import itertools
 from collections import defaultdict
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "osmosis_ai"
+import pytest
+
+from tests.support.package_source import PACKAGE, XDIST_GROUP, package_trees
+
+pytestmark = pytest.mark.xdist_group(XDIST_GROUP)
+
 BASE = {"errors", "outcome", "statistics", "consts", "_lazy", "_aliases", "_pool", "_http", "_usercode",
         "_sockets", "_litellm", "_sync", "_deadline"}  # fmt: skip
 SEAMS = {"models", "_http", "errors", "outcome"}
@@ -42,8 +47,8 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def _imports(path: Path) -> list[tuple[int, str]]:
-    """``(line, imported module)`` of every import in ``path`` that runs."""
+def _imports(path: Path, tree: ast.Module) -> list[tuple[int, str]]:
+    """``(line, imported module)`` of every import in ``path`` (whose syntax tree is ``tree``) that runs."""
     module = _module_name(path)
     found: list[tuple[int, str]] = []
 
@@ -64,7 +69,7 @@ def _imports(path: Path) -> list[tuple[int, str]]:
         for child in ast.iter_child_nodes(node):
             visit(child)
 
-    visit(ast.parse(path.read_text(), str(path)))
+    visit(tree)
     return [
         (line, target) for line, target in found if target == "osmosis_ai" or target.startswith("osmosis_ai.")
     ]
@@ -75,9 +80,9 @@ def _edges() -> dict[tuple[str, str], list[str]]:
     """Package -> package, each with the imports that make it (``module:line -> target``). Read at the
     first test that asks, not at collection: every pytest-xdist worker collects this module, one runs it."""
     edges: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path, tree in package_trees():
         module = _module_name(path)
-        for line, target in _imports(path):
+        for line, target in _imports(path, tree):
             source, imported = _package(module), _package(target)
             if source != imported and imported != "osmosis_ai":
                 edges[(source, imported)].append(f"{module}:{line} -> {target}")
