@@ -55,14 +55,26 @@ lint: style
 # instead of compiling them again.
 PYTEST_WORKERS ?= 4
 
+# Bytecode, once after an install. On a fresh clone the pytest-xdist workers would each compile the same
+# modules at the same moment: all of them as they collect the suite (~11 CPU-s apiece: the test modules
+# as pytest rewrites them, the package, the libraries those import), LiteLLM (~4 CPU-s) as most of them
+# first call a model. One process compiles them here, beside the other steps, and the workers read it.
+# A failure here is left for pytest to report.
+BYTECODE_STAMP := $(VENV)/.bytecode
+
+$(BYTECODE_STAMP): $(STAMP)
+	@PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest --collect-only -q >/dev/null 2>&1 \
+		&& PYTHONDONTWRITEBYTECODE= $(BIN)/python -c "import osmosis_ai._litellm as l; l.import_litellm()" \
+		&& touch $@ || true
+
 # The steps before pytest run side by side: apt-get fetching the programs and the two other
-# virtualenvs' installs overlap pip's install of the project;
+# virtualenvs' installs overlap pip's install of the project, then the bytecode's compiling;
 # mypy (a minute of one core on a fresh clone) runs beside pytest, whose subprocess and socket tests
 # leave a core idle part of the time; its report follows pytest's, and either failing fails the target.
 # --dist loadgroup: the tests of one xdist_group run on one worker (a group of Ray tests shares one local
 # Ray; the local sandbox tests count the processes they leave).
 test:
-	@$(MAKE) --no-print-directory -j4 style programs mcp-oldest upstream03
+	@$(MAKE) --no-print-directory -j4 style programs mcp-oldest upstream03 $(BYTECODE_STAMP)
 	@$(BIN)/mypy >$(VENV)/mypy.log 2>&1 & types=$$!; \
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup; tests=$$?; \
 	wait $$types; typed=$$?; echo "mypy:"; cat $(VENV)/mypy.log; \
