@@ -21,7 +21,7 @@ from osmosis_ai._compat import ALIASES, AliasFinder
 from osmosis_ai.cli.rubric_services import ParsedItem
 from osmosis_ai.judge.errors import MissingAPIKeyError
 from osmosis_ai.judge.types import ModelInfo
-from tests.support.package_source import PACKAGE, package_trees
+from tests.support.package_source import PACKAGE, XDIST_GROUP, package_trees
 
 # Each 0.2 path's __all__ (None: the module had none), written out independently of the table.
 ALL_0_2: dict[str, str | None] = {
@@ -151,6 +151,7 @@ def test_no_module_file_sits_at_an_aliased_path(path: str) -> None:
     assert not (PACKAGE / relative).exists()
 
 
+@pytest.mark.xdist_group(XDIST_GROUP)  # on the worker that parses the package for the layers' tests
 def test_the_package_never_imports_through_an_aliased_path() -> None:
     offenders = []
     for file, tree in package_trees():

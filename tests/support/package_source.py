@@ -9,8 +9,9 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "osmosis_ai"
 
-# The tests of tests/test_layers.py and tests/test_one_of_each.py run on one pytest-xdist worker
-# (--dist loadgroup), which parses the package once for them all.
+# The tests of tests/test_layers.py and tests/test_one_of_each.py, and the 0.2-path walk of
+# tests/test_compat_paths.py, run on one pytest-xdist worker (--dist loadgroup), which parses the
+# package once for them all.
 XDIST_GROUP = "package-source"
 
 
