@@ -56,18 +56,21 @@ lint: style
 PYTEST_WORKERS ?= 4
 
 # Bytecode, once after an install. On a fresh clone the pytest-xdist workers would each compile the same
-# modules at the same moment: all of them as they collect the suite (~11 CPU-s apiece: the test modules
+# modules at the same moment: all of them as they collect the suite (~12 CPU-s apiece: the test modules
 # as pytest rewrites them, the package, the libraries those import), LiteLLM (~4 CPU-s) as most of them
-# first call a model, and every process of the two local Rays the Ray tests start side by side. One
-# process compiles them here, beside the other steps, and the workers read it. A failure here is left
-# for pytest to report.
+# first call a model, and every process of the two local Rays the Ray tests start side by side. Three
+# processes compile them here, side by side and beside the other steps, and the workers read it. A
+# failure here is left for pytest to report.
 BYTECODE_STAMP := $(VENV)/.bytecode
 
 $(BYTECODE_STAMP): $(STAMP)
-	@PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest --collect-only -q >/dev/null 2>&1 \
-		&& PYTHONDONTWRITEBYTECODE= $(BIN)/python -c "import osmosis_ai._litellm as l; l.import_litellm()" \
-		&& $(BIN)/python -m compileall -q osmosis_ai benchmarks examples tests $(VENV)/lib/python*/site-packages/ray \
-		>/dev/null && touch $@ || true
+	@export PYTHONDONTWRITEBYTECODE=; \
+	$(BIN)/python -m pytest --collect-only -q >/dev/null 2>&1 & collected=$$!; \
+	$(BIN)/python -c "import osmosis_ai._litellm as l; l.import_litellm()" & imported=$$!; \
+	$(BIN)/python -m compileall -q osmosis_ai benchmarks examples tests $(VENV)/lib/python*/site-packages/ray \
+		>/dev/null; compiled=$$?; \
+	wait $$collected; collected=$$?; wait $$imported; imported=$$?; \
+	[ $$collected$$imported$$compiled = 000 ] && touch $@ || true
 
 # The steps before pytest run side by side: apt-get fetching the programs and the two other
 # virtualenvs' installs overlap pip's install of the project, then the bytecode's compiling;
