@@ -55,14 +55,31 @@ lint: style
 # instead of compiling them again.
 PYTEST_WORKERS ?= 4
 
+# Bytecode, once after an install. On a fresh clone the pytest-xdist workers would each compile the same
+# modules at the same moment: all of them as they collect the suite (~12 CPU-s apiece: the test modules
+# as pytest rewrites them, the package, the libraries those import), LiteLLM (~4 CPU-s) as most of them
+# first call a model, and every process of the two local Rays the Ray tests start side by side. Three
+# processes compile them here, side by side and beside the other steps, and the workers read it. A
+# failure here is left for pytest to report.
+BYTECODE_STAMP := $(VENV)/.bytecode
+
+$(BYTECODE_STAMP): $(STAMP)
+	@export PYTHONDONTWRITEBYTECODE=; \
+	$(BIN)/python -m pytest --collect-only -q >/dev/null 2>&1 & collected=$$!; \
+	$(BIN)/python -c "import osmosis_ai._litellm as l; l.import_litellm()" & imported=$$!; \
+	$(BIN)/python -m compileall -q osmosis_ai benchmarks examples tests $(VENV)/lib/python*/site-packages/ray \
+		>/dev/null; compiled=$$?; \
+	wait $$collected; collected=$$?; wait $$imported; imported=$$?; \
+	[ $$collected$$imported$$compiled = 000 ] && touch $@ || true
+
 # The steps before pytest run side by side: apt-get fetching the programs and the two other
-# virtualenvs' installs overlap pip's install of the project;
+# virtualenvs' installs overlap pip's install of the project, then the bytecode's compiling;
 # mypy (a minute of one core on a fresh clone) runs beside pytest, whose subprocess and socket tests
 # leave a core idle part of the time; its report follows pytest's, and either failing fails the target.
 # --dist loadgroup: the tests of one xdist_group run on one worker (a group of Ray tests shares one local
 # Ray; the local sandbox tests count the processes they leave).
 test:
-	@$(MAKE) --no-print-directory -j4 style programs mcp-oldest upstream03
+	@$(MAKE) --no-print-directory -j4 style programs mcp-oldest upstream03 $(BYTECODE_STAMP)
 	@$(BIN)/mypy >$(VENV)/mypy.log 2>&1 & types=$$!; \
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup; tests=$$?; \
 	wait $$types; typed=$$?; echo "mypy:"; cat $(VENV)/mypy.log; \

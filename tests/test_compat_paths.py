@@ -21,8 +21,7 @@ from osmosis_ai._compat import ALIASES, AliasFinder
 from osmosis_ai.cli.rubric_services import ParsedItem
 from osmosis_ai.judge.errors import MissingAPIKeyError
 from osmosis_ai.judge.types import ModelInfo
-
-PACKAGE_DIR = Path(__file__).parents[1] / "osmosis_ai"
+from tests.support.package_source import PACKAGE, XDIST_GROUP, package_trees
 
 # Each 0.2 path's __all__ (None: the module had none), written out independently of the table.
 ALL_0_2: dict[str, str | None] = {
@@ -148,21 +147,22 @@ def test_each_path_is_served_by_the_finder_with_its_0_2_names(path: str) -> None
 @pytest.mark.parametrize("path", sorted(ALIASES))
 def test_no_module_file_sits_at_an_aliased_path(path: str) -> None:
     relative = Path(*path.split(".")[1:])
-    assert not (PACKAGE_DIR / relative).with_suffix(".py").exists()
-    assert not (PACKAGE_DIR / relative).exists()
+    assert not (PACKAGE / relative).with_suffix(".py").exists()
+    assert not (PACKAGE / relative).exists()
 
 
+@pytest.mark.xdist_group(XDIST_GROUP)  # on the worker that parses the package for the layers' tests
 def test_the_package_never_imports_through_an_aliased_path() -> None:
     offenders = []
-    for file in PACKAGE_DIR.rglob("*.py"):
-        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+    for file, tree in package_trees():
+        for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
             else:
                 continue
-            offenders += [f"{file.relative_to(PACKAGE_DIR)}: {name}" for name in names if name in ALIASES]
+            offenders += [f"{file.relative_to(PACKAGE)}: {name}" for name in names if name in ALIASES]
     assert offenders == []
 
 

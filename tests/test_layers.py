@@ -9,11 +9,17 @@ import as ``module:line -> imported module``.
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 from collections import defaultdict
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "osmosis_ai"
+import pytest
+
+from tests.support.package_source import PACKAGE, XDIST_GROUP, package_trees
+
+pytestmark = pytest.mark.xdist_group(XDIST_GROUP)
+
 BASE = {"errors", "outcome", "statistics", "consts", "_lazy", "_aliases", "_pool", "_http", "_usercode",
         "_sockets", "_litellm", "_sync", "_deadline"}  # fmt: skip
 SEAMS = {"models", "_http", "errors", "outcome"}
@@ -41,8 +47,8 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def _imports(path: Path) -> list[tuple[int, str]]:
-    """``(line, imported module)`` of every import in ``path`` that runs."""
+def _imports(path: Path, tree: ast.Module) -> list[tuple[int, str]]:
+    """``(line, imported module)`` of every import in ``path`` (whose syntax tree is ``tree``) that runs."""
     module = _module_name(path)
     found: list[tuple[int, str]] = []
 
@@ -63,43 +69,44 @@ def _imports(path: Path) -> list[tuple[int, str]]:
         for child in ast.iter_child_nodes(node):
             visit(child)
 
-    visit(ast.parse(path.read_text(), str(path)))
+    visit(tree)
     return [
         (line, target) for line, target in found if target == "osmosis_ai" or target.startswith("osmosis_ai.")
     ]
 
 
+@functools.cache
 def _edges() -> dict[tuple[str, str], list[str]]:
-    """Package -> package, each with the imports that make it (``module:line -> target``)."""
+    """Package -> package, each with the imports that make it (``module:line -> target``). Read at the
+    first test that asks, not at collection: every pytest-xdist worker collects this module, one runs it."""
     edges: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path, tree in package_trees():
         module = _module_name(path)
-        for line, target in _imports(path):
+        for line, target in _imports(path, tree):
             source, imported = _package(module), _package(target)
             if source != imported and imported != "osmosis_ai":
                 edges[(source, imported)].append(f"{module}:{line} -> {target}")
     return edges
 
 
-EDGES = _edges()
-
-
 def _offending(pairs: set[tuple[str, str]]) -> list[str]:
-    return [why for pair in sorted(pairs) for why in EDGES[pair]]
+    return [why for pair in sorted(pairs) for why in _edges()[pair]]
 
 
 def test_the_walk_reads_the_package() -> None:
-    assert ("runs", "rewards") in EDGES and ("cli", "runs") in EDGES  # a walk that read nothing passes all
+    edges = _edges()
+    assert ("runs", "rewards") in edges and ("cli", "runs") in edges  # a walk that read nothing passes all
 
 
 def test_no_two_packages_import_each_other() -> None:
-    both = {(a, b) for a, b in EDGES if (b, a) in EDGES}
+    edges = _edges()
+    both = {(a, b) for a, b in edges if (b, a) in edges}
     assert not both, "packages that import each other:\n" + "\n".join(_offending(both))
 
 
 def test_no_circle_of_any_length() -> None:
     graph: dict[str, set[str]] = defaultdict(set)
-    for source, target in EDGES:
+    for source, target in _edges():
         if (source, target) not in BY_DESIGN:
             graph[source].add(target)
     circles = []
@@ -122,20 +129,20 @@ def test_no_circle_of_any_length() -> None:
 
 
 def test_cli_is_imported_by_nothing() -> None:
-    upward = {(s, t) for s, t in EDGES if t == "cli" and s not in APPLICATION and s != COMPAT}
+    upward = {(s, t) for s, t in _edges() if t == "cli" and s not in APPLICATION and s != COMPAT}
     assert not upward, "library code importing the application:\n" + "\n".join(_offending(upward))
 
 
 def test_the_run_engine_imports_no_application() -> None:
-    upward = {(source, target) for source, target in EDGES if source == "runs" and target == "cli"}
+    upward = {(source, target) for source, target in _edges() if source == "runs" and target == "cli"}
     assert not upward, "\n".join(_offending(upward))
 
 
 def test_the_seams_import_only_base_modules() -> None:
-    wrong = {(s, t) for s, t in EDGES if s in SEAMS | {"observe"} and t not in BELOW_SEAMS}
+    wrong = {(s, t) for s, t in _edges() if s in SEAMS | {"observe"} and t not in BELOW_SEAMS}
     assert not wrong, "a seam importing a feature package:\n" + "\n".join(_offending(wrong))
 
 
 def test_base_modules_import_only_base_modules() -> None:
-    wrong = {(s, t) for s, t in EDGES if s in BASE and t not in BASE and (s, t) not in BY_DESIGN}
+    wrong = {(s, t) for s, t in _edges() if s in BASE and t not in BASE and (s, t) not in BY_DESIGN}
     assert not wrong, "a base module importing a feature package:\n" + "\n".join(_offending(wrong))

@@ -62,3 +62,13 @@ def test_the_editable_install_adds_no_import_hook_to_interpreter_start() -> None
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"
+
+
+@needs_make
+def test_make_test_compiles_the_bytecode_once_before_the_workers_start() -> None:
+    # On a fresh clone the xdist workers would each compile the same modules at the same moment.
+    bytecode = _recipe("-B", ".venv/.bytecode", "-o", ".venv/.installed")
+    assert "pytest --collect-only" in bytecode and "import_litellm()" in bytecode and "compileall" in bytecode
+    assert "touch .venv/.bytecode" in bytecode  # once: a second run finds the stamp
+    test = _recipe("test", "-o", ".venv/.installed")
+    assert test.index("pytest --collect-only") < test.index("pytest -n")

@@ -8,22 +8,23 @@ from __future__ import annotations
 
 import ast
 import functools
-from collections.abc import Iterator
-from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "osmosis_ai"
+import pytest
 
+from tests.support.package_source import PACKAGE, XDIST_GROUP, package_trees
 
-def _trees() -> Iterator[tuple[str, ast.Module]]:
-    for path in sorted(PACKAGE.rglob("*.py")):
-        yield path.relative_to(PACKAGE.parent).as_posix(), ast.parse(path.read_text(), str(path))
+pytestmark = pytest.mark.xdist_group(XDIST_GROUP)
 
 
 @functools.cache
 def _nodes() -> list[tuple[str, ast.AST]]:
     """Every node of the package with its module, parsed and walked once for all the tests (and only
     when one of them runs, not when the suite is collected)."""
-    return [(module, node) for module, tree in _trees() for node in ast.walk(tree)]
+    return [
+        (path.relative_to(PACKAGE.parent).as_posix(), node)
+        for path, tree in package_trees()
+        for node in ast.walk(tree)
+    ]
 
 
 def _definitions(name: str) -> list[str]:

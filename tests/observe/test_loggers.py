@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tensorboardX.proto import event_pb2
 
 from osmosis_ai.observe import loggers
 from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, cli, osmosis
@@ -24,6 +23,10 @@ EVAL = ("eval", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--eval-fn", RE
 
 def events(directory: Path) -> list[Any]:
     """Every event of the TFRecord event files in ``directory`` (length, CRC, data, CRC per record)."""
+    # Imported here: tensorboardX's package imports torch, which every pytest-xdist worker would pay for
+    # at collection.
+    from tensorboardX.proto import event_pb2
+
     found = []
     for path in sorted(directory.rglob("events.out.tfevents.*")):
         data = path.read_bytes()

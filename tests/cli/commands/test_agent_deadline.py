@@ -93,11 +93,15 @@ def test_eval_timeout_ends_agents_that_block_their_loop_or_ignore_cancellation(t
 def test_agents_left_running_past_the_bound_stop_the_run_with_one_line(tmp_path: Path, mode: str) -> None:
     from osmosis_ai.runs.executors.local import MAX_ABANDONED_AGENTS
 
-    rows = MAX_ABANDONED_AGENTS + 4
+    # Each agent is abandoned 3 s after it starts (its limit, then a grace to cancel and one to close):
+    # half the bound at once passes it in the second round, the first round's agents still running.
+    # Rows enough that some never start: at the stop, the bound's agents ended and the others in flight.
+    concurrency = MAX_ABANDONED_AGENTS // 2 + 1
+    rows = MAX_ABANDONED_AGENTS + 2 * concurrency
     data = _dataset(tmp_path, *[mode] * rows)
     out = tmp_path / "out.json"
     result = osmosis("test", "-m", "hostile_agent:agent_loop", "-d", str(data), "--model", "scripted",
-                     "--timeout", "1", "--concurrency", "2", "-o", str(out), cwd=tmp_path,
+                     "--timeout", "1", "--concurrency", str(concurrency), "-o", str(out), cwd=tmp_path,
                      timeout=60)  # fmt: skip
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr

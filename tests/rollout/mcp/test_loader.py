@@ -7,16 +7,24 @@ import asyncio
 import sys
 import types
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from fastmcp import Client, FastMCP
 
 from osmosis_ai.rollout.mcp import MCPLoadError, load_mcp_server
 from osmosis_ai.rollout.mcp.loader import package_name
 from tests.rollout.mcp.conftest import CALCULATOR_MCP, SCHEMAS_MCP
 
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
+
+# fastmcp is imported by the tests that use it, not at collection: every pytest-xdist worker collects
+# this module, one or two run it.
+
 
 def _tool_names(server: FastMCP) -> set[str]:
+    from fastmcp import Client
+
     async def listed() -> set[str]:
         async with Client(server) as client:
             return {tool.name for tool in await client.list_tools()}
@@ -36,6 +44,8 @@ def _modules_from(directory: Path) -> list[str]:
 
 
 def test_relative_and_legacy_absolute_sibling_imports_register_on_one_server() -> None:
+    from fastmcp import FastMCP
+
     server = load_mcp_server(CALCULATOR_MCP)
     assert isinstance(server, FastMCP) and server.name == "calculator"
     # add/subtract come through `from .tools...`; multiply/divide through `from main import mcp`

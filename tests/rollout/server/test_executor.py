@@ -175,7 +175,12 @@ def test_chat_4xx_fails_the_rollout_without_retry(serve, http, trainer):
     assert len(trainer.chat_requests) == 1
 
 
-def test_refused_connection_is_retried_and_the_server_recovers(serve, http, trainer, caplog):
+def test_refused_connection_is_retried_and_the_server_recovers(monkeypatch, serve, http, trainer, caplog):
+    from osmosis_ai.rollout.server import app as app_module
+
+    # The refused callback is still retried when the server stops after the test: its shutdown budget
+    # for callbacks, not 5 s (monkeypatch is set up before serve, so it is undone after the stop).
+    monkeypatch.setattr(app_module, "SHUTDOWN_CALLBACK_TIMEOUT_SECONDS", 0.5)
     dead_url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     server = serve(ScriptedAgent())
     with caplog.at_level(logging.WARNING):

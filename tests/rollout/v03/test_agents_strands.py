@@ -5,62 +5,29 @@ Driven over 0.3's wire and by ``osmosis rollout run --url`` (the TrainGate recor
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from strands import tool
 
-from osmosis_ai.rollout.agent_workflow import AgentWorkflow
 from osmosis_ai.rollout.backend.local import LocalBackend
-from osmosis_ai.rollout.context import AgentWorkflowContext, GraderContext, RolloutContext
-from osmosis_ai.rollout.grader import Grader
-from osmosis_ai.rollout.integrations.agents.strands import OsmosisRolloutModel, OsmosisStrandsAgent
+from osmosis_ai.rollout.context import RolloutContext
 from tests.rollout.v03.adder import adding_policy, run_over_wire, run_through_traingate
 from tests.support.openai_server import OpenAIServer
 from tests.support.server import RunningServer
 
 
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: the first
-        b: the second
-    """
-    return a + b
-
-
-class AddingWorkflow(AgentWorkflow):
-    async def run(self, ctx: AgentWorkflowContext) -> None:
-        system, *conversation = ctx.prompt
-        agent = OsmosisStrandsAgent(
-            model=OsmosisRolloutModel(),
-            tools=[add],
-            system_prompt=system["content"],
-            messages=conversation,
-            callback_handler=None,
-        )
-        await agent.invoke_async()
-
-
-def final_answer(messages: Any) -> str:
-    """The text of the last assistant message among Strands' messages."""
-    message = [m for m in messages if m["role"] == "assistant"][-1]
-    return "".join(block.get("text", "") for block in message["content"])
-
-
-class AnswerGrader(Grader):
-    async def grade(self, ctx: GraderContext) -> None:
-        assert ctx.sample is not None
-        ctx.set_reward(1.0 if final_answer(ctx.sample.messages).strip() == ctx.label else 0.0)
+@pytest.fixture(scope="module")
+def sdk() -> Any:
+    """The workflow's module, with Strands Agents and the adapter's names."""
+    return importlib.import_module("tests.rollout.v03.strands_workflow")
 
 
 @pytest.fixture
-def server(serve03: Callable[..., RunningServer]) -> RunningServer:
-    return serve03(LocalBackend(workflow=AddingWorkflow, grader=AnswerGrader))
+def server(sdk: Any, serve03: Callable[..., RunningServer]) -> RunningServer:
+    return serve03(LocalBackend(workflow=sdk.AddingWorkflow, grader=sdk.AnswerGrader))
 
 
 def test_the_tool_call_and_its_result_are_the_rollouts_sample(
@@ -111,12 +78,12 @@ def test_through_the_traingate_every_turn_has_token_ids_and_extends_the_last(
     assert len(asked) == 6 and all([t["function"]["name"] for t in r["tools"]] == ["add"] for r in asked)
 
 
-def test_the_rollouts_model_needs_a_rollout_and_one_agent_per_rollout() -> None:
+def test_the_rollouts_model_needs_a_rollout_and_one_agent_per_rollout(sdk: Any) -> None:
     with pytest.raises(RuntimeError, match="needs a running rollout"):
-        OsmosisStrandsAgent(model=OsmosisRolloutModel(), callback_handler=None)
+        sdk.OsmosisStrandsAgent(model=sdk.OsmosisRolloutModel(), callback_handler=None)
     with RolloutContext(chat_completions_url="http://127.0.0.1:9/v1", rollout_id="r") as rollout:
-        agent = OsmosisStrandsAgent(
-            model=OsmosisRolloutModel(params={"temperature": 0.5}), callback_handler=None
+        agent = sdk.OsmosisStrandsAgent(
+            model=sdk.OsmosisRolloutModel(params={"temperature": 0.5}), callback_handler=None
         )
         assert rollout.sample_source is not None
         config = agent.model.get_config()
@@ -126,4 +93,4 @@ def test_the_rollouts_model_needs_a_rollout_and_one_agent_per_rollout() -> None:
             False,
         )
         with pytest.raises(ValueError, match="already has a sample source"):
-            OsmosisStrandsAgent(model=OsmosisRolloutModel(), callback_handler=None)
+            sdk.OsmosisStrandsAgent(model=sdk.OsmosisRolloutModel(), callback_handler=None)

@@ -28,6 +28,9 @@ from tests.support.processes import alive
 from tests.support.serve import ServeProcess
 from tests.support.waiting import wait_until
 
+# One pytest-xdist worker (--dist loadgroup) runs them, so the module's two-worker server starts once.
+pytestmark = pytest.mark.xdist_group("serve03")
+
 PROJECT = Path(__file__).parent / "project"
 FINISHED = ("success", "failure", "cancelled")
 ASKED = re.compile(r"^(\S+): what is 2 \+ 2\?$")
