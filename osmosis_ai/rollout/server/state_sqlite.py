@@ -251,20 +251,18 @@ class SqliteState:
         digest, owner, status, result, lease, beat = row
         return StoredRollout(digest, owner, status, result, lease, self._alive(owner, beat))
 
-    async def rollout_status(self, rollout_id: str, status: str) -> None:
-        await self._committed(
-            lambda: self._db.execute(
-                "UPDATE rollouts03 SET status = ? WHERE id = ? AND result IS NULL", (status, rollout_id)
+    async def progress_rollouts(self, statuses: Mapping[str, str], leases: Mapping[str, float]) -> None:
+        def progress() -> None:
+            self._db.executemany(
+                "UPDATE rollouts03 SET status = ? WHERE id = ? AND result IS NULL",
+                [(status, rollout_id) for rollout_id, status in statuses.items()],
             )
-        )
-
-    async def renew_rollout(self, rollout_id: str, lease_until: float) -> None:
-        await self._committed(
-            lambda: self._db.execute(
+            self._db.executemany(
                 "UPDATE rollouts03 SET lease = max(lease, ?) WHERE id = ? AND result IS NULL",
-                (lease_until, rollout_id),
+                [(lease_until, rollout_id) for rollout_id, lease_until in leases.items()],
             )
-        )
+
+        await self._committed(progress)
 
     async def finish_rollout(self, rollout_id: str, status: str, result: bytes, keep_seconds: float) -> bytes:
         def finish() -> bytes:
