@@ -29,7 +29,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from osmosis_ai.rollout.server.errors import SharedStateUnavailable
 from osmosis_ai.rollout.server.state_shared import (
@@ -80,7 +80,7 @@ class _Entry:
     status: RolloutStatus = RolloutStatus.QUEUED
     answered: RolloutStatus = RolloutStatus.QUEUED  # the status the last answer gave (202 says queued)
     result: RolloutResultResponse | None = None
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    changed: asyncio.Future[None] | None = None  # what its pollers wait on, made by the first of them
     task: asyncio.Task[None] | None = None
     cancelled_as: str | None = None
     timer: asyncio.TimerHandle | None = None
@@ -216,8 +216,10 @@ class Results03:
 
     @staticmethod
     def _wake(entry: _Entry) -> None:
-        entry.changed.set()
-        entry.changed = asyncio.Event()
+        if entry.changed is not None:
+            if not entry.changed.done():
+                entry.changed.set_result(None)
+            entry.changed = None
 
     def _progressed(self) -> None:
         if self._progress is None:
@@ -280,8 +282,9 @@ class Results03:
         if entry.result is not None:
             return entry.result
         if entry.status is entry.answered:  # a change since the last answer is told at once
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(entry.changed.wait(), self.wait_timeout)
+            if entry.changed is None:
+                entry.changed = asyncio.get_running_loop().create_future()
+            await asyncio.wait((entry.changed,), timeout=self.wait_timeout)
             if entry.result is not None:
                 return entry.result
         # a status is told once it is stored, so a cancel decided by another process agrees with it
