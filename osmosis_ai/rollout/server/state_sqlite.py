@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import socket
 import time
 from collections.abc import Callable, Collection, Mapping
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from osmosis_ai.rollout.server.errors import SharedStateUnavailable
 from osmosis_ai.rollout.server.state_shared import (
@@ -53,10 +52,8 @@ class SqliteState:
 
     Statements run on the event loop, as the outbox's do: each is a short transaction on a local
     file; a writer waits at most ``busy_seconds`` for another process's write lock (held for
-    microseconds). The writes of the 0.3 rollouts asked for in one turn of the event loop share one
-    transaction (:meth:`_committed`): a commit costs more than the statements of a rollout's
-    admission, status, lease or result. Raises :class:`SharedStateUnavailable` from the constructor
-    when the file cannot be opened.
+    microseconds). Raises :class:`SharedStateUnavailable` from the constructor when the file cannot
+    be opened.
     """
 
     def __init__(
@@ -74,7 +71,6 @@ class SqliteState:
         self.record_ttl = record_ttl_seconds
         self.owner = owner or owner_id()
         self._errors: tuple[type[BaseException], ...] = (sqlite3.Error, OSError)
-        self._batch: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
         try:
             directory = os.path.dirname(path)
             if directory and not os.path.isdir(directory):  # a typo makes no directory tree
@@ -102,46 +98,6 @@ class SqliteState:
             return action()
         except self._errors as exc:
             raise SharedStateUnavailable(f"the shared state {self.where} failed: {exc}") from None
-
-    async def _committed(self, action: Callable[[], T]) -> T:
-        """``action``'s statements, committed (in the one transaction of every write asked for in this
-        turn of the event loop) before it returns. A caller cancelled before the commit has its
-        statements left out."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[T] = loop.create_future()
-        if not self._batch:
-            loop.call_soon(self._commit)
-        self._batch.append((action, done))
-        return await done
-
-    def _commit(self) -> None:
-        batch = [(action, done) for action, done in self._batch if not done.cancelled()]
-        self._batch = []
-        if not batch:
-            return
-        db = self._db
-        try:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                results = [action() for action, _ in batch]
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-        except BaseException as exc:
-            for _, done in batch:
-                if not done.cancelled():
-                    done.set_exception(
-                        SharedStateUnavailable(f"the shared state {self.where} failed: {exc}")
-                        if isinstance(exc, self._errors)
-                        else exc
-                    )
-            if not isinstance(exc, Exception):
-                raise
-            return
-        for (_, done), result in zip(batch, results, strict=True):
-            if not done.cancelled():
-                done.set_result(result)
 
     def _beat(self) -> None:
         self._db.execute("INSERT OR REPLACE INTO owners VALUES (?, ?)", (self.owner, time.time()))
@@ -242,7 +198,7 @@ class SqliteState:
             )
             return cursor.rowcount == 1
 
-        return await self._committed(admit)
+        return self._run(admit)
 
     async def stored_rollout(self, rollout_id: str) -> StoredRollout | None:
         row = self._run(lambda: self._db.execute(_ROLLOUT, (rollout_id,)).fetchone())
@@ -253,19 +209,26 @@ class SqliteState:
 
     async def progress_rollouts(self, statuses: Mapping[str, str], leases: Mapping[str, float]) -> None:
         def progress() -> None:
-            self._db.executemany(
-                "UPDATE rollouts03 SET status = ? WHERE id = ? AND result IS NULL",
-                [(status, rollout_id) for rollout_id, status in statuses.items()],
-            )
-            self._db.executemany(
-                "UPDATE rollouts03 SET lease = max(lease, ?) WHERE id = ? AND result IS NULL",
-                [(lease_until, rollout_id) for rollout_id, lease_until in leases.items()],
-            )
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")  # one commit for all of them
+            try:
+                db.executemany(
+                    "UPDATE rollouts03 SET status = ? WHERE id = ? AND result IS NULL",
+                    [(status, rollout_id) for rollout_id, status in statuses.items()],
+                )
+                db.executemany(
+                    "UPDATE rollouts03 SET lease = max(lease, ?) WHERE id = ? AND result IS NULL",
+                    [(lease_until, rollout_id) for rollout_id, lease_until in leases.items()],
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
 
-        await self._committed(progress)
+        self._run(progress)
 
     async def finish_rollout(self, rollout_id: str, status: str, result: bytes, keep_seconds: float) -> bytes:
-        def finish() -> bytes:
+        def finish() -> bytes:  # one statement, its own transaction; read back only when not stored
             stored = self._db.execute(
                 "UPDATE rollouts03 SET status = ?, result = ?, keep = ? WHERE id = ? AND result IS NULL",
                 (status, result, time.time() + keep_seconds, rollout_id),
@@ -275,7 +238,7 @@ class SqliteState:
             row = self._db.execute("SELECT result FROM rollouts03 WHERE id = ?", (rollout_id,)).fetchone()
             return result if row is None else bytes(row[0])
 
-        return await self._committed(finish)
+        return self._run(finish)
 
     async def dead_rollouts(self) -> list[str]:
         rows = self._run(
@@ -363,7 +326,6 @@ class SqliteState:
                                            (len(prefix), prefix)))  # fmt: skip
 
     async def close(self) -> None:
-        self._commit()  # what its callers still wait for
         with contextlib.suppress(*self._errors):
             self._db.execute("DELETE FROM owners WHERE owner = ?", (self.owner,))
         self._db.close()
