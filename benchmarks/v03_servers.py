@@ -1,7 +1,7 @@
 """The same 0.3 program served by upstream osmosis-ai 0.3.8 and by this package, side by side.
 
     .venv/bin/python -m benchmarks.v03_servers [--rollouts 1000] [--concurrency 50 200] [--rounds 3]
-        [--against DIR] [--no-upstream]
+        [--against DIR] [--no-upstream] [--bare]
 
 Both servers run ``benchmarks/v03/workflow_main.py`` (one model call per rollout through one shared
 HTTP client, an exact-answer grader) against the same model stand-in (``benchmarks.openai_stub``,
@@ -20,6 +20,9 @@ the figures in docs/benchmarks.md come from). Goals
 c=200. ``--against DIR`` adds a third server, this package from another source tree (e.g. the code
 before a change: ``git archive HEAD | tar -x -C DIR``), driven in the same rounds, and prints this
 checkout's ratios to it; ``--no-upstream`` leaves upstream out (a before/after comparison only).
+``--bare`` adds ``benchmarks/v03/bare_main.py``: the same model call and grading behind a bare ASGI
+app on uvicorn (no validation, lease, deadline, slot or store), about the least any 0.3 server on
+uvicorn spends per rollout of this workflow, and prints this package's ratio to it.
 """
 
 from __future__ import annotations
@@ -43,12 +46,14 @@ HERE = REPO / "benchmarks" / "v03"
 UPSTREAM = REPO / ".venv-upstream03" / "bin" / "python"
 SIDES = ("upstream 0.3.8", "this package")
 BEFORE = "before"
+BARE = "bare ASGI"  # bare_main.py: the floor of a server on uvicorn for this workflow
 ALONE = "workflow alone"  # its model calls without a server, one at a time: the least no server can save
 
 
 @contextlib.contextmanager
 def served(side: str, root: Path | None = None) -> Iterator[tuple[str, int]]:
-    """The workflow served by ``side`` (upstream's, or this package from ``root``): its URL and process id."""
+    """The workflow served by ``side`` (upstream's, or this package from ``root``; the bare app for
+    :data:`BARE`): its URL and process id."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"_OSMOSIS_ROLLOUT_PORT": str(port)}
     python = str(UPSTREAM) if root is None else sys.executable
@@ -59,9 +64,8 @@ def served(side: str, root: Path | None = None) -> Iterator[tuple[str, int]]:
     with tempfile.TemporaryFile() as log, tempfile.TemporaryDirectory() as state:
         if root is not None:
             env |= {"PYTHONPATH": str(root), "XDG_STATE_HOME": state}
-        process = subprocess.Popen(
-            [python, "workflow_main.py"], cwd=HERE, env=env, stdout=subprocess.DEVNULL, stderr=log
-        )
+        main = "bare_main.py" if side == BARE else "workflow_main.py"
+        process = subprocess.Popen([python, main], cwd=HERE, env=env, stdout=subprocess.DEVNULL, stderr=log)
         url = f"http://127.0.0.1:{port}"
         try:
             wait_ready(url, process)  # type: ignore[arg-type]
@@ -145,6 +149,7 @@ def main() -> int:
     parser.add_argument("--against", type=Path, default=None, metavar="DIR",
                         help="also serve this package from another source tree (e.g. before a change)")  # fmt: skip
     parser.add_argument("--no-upstream", action="store_true", help="serve upstream's side not at all")
+    parser.add_argument("--bare", action="store_true", help="also serve the workflow from a bare ASGI app")
     args = parser.parse_args()
     if not UPSTREAM.exists():
         # the driver is upstream's client, run by upstream's interpreter, whichever servers are compared
@@ -154,6 +159,8 @@ def main() -> int:
     roots[SIDES[1]] = REPO
     if args.against is not None:
         roots[BEFORE] = args.against.resolve()
+    if args.bare:
+        roots[BARE] = REPO
     figures = measure(args.rollouts, args.concurrency, args.rounds, roots)
     print(f"{'concurrency':<13}{'side':<16}{'rollouts/s':>12}{'CPU ms/rollout':>16}")
     for concurrency, sides in figures.items():
@@ -161,7 +168,11 @@ def main() -> int:
             rate = f"{figure['rollouts_per_s']:>12.0f}" if "rollouts_per_s" in figure else f"{'-':>12}"
             print(f"{concurrency:<13}{side:<16}{rate}{figure['cpu_ms']:>16.2f}")
         us = sides[SIDES[1]]
-        for other, whose in ((SIDES[0], "upstream's"), (BEFORE, "the other tree's")):
+        for other, whose in (
+            (SIDES[0], "upstream's"),
+            (BEFORE, "the other tree's"),
+            (BARE, "the bare app's"),
+        ):
             if other in sides:
                 them = sides[other]
                 print(

@@ -10,10 +10,12 @@ overwritten by a late completion), and an id stays taken while its entry is kept
 The entries of the rollouts this process runs are in its memory (their tasks, timers and waiting
 pollers). With a :class:`~osmosis_ai.rollout.server.state_shared.ResultStore` (the SQLite file or
 Redis the processes serving one workflow share) every rollout is also stored there: admitted
-before its 202 (so an id is taken across processes), its status, lease renewals and result as
-they happen. A poll on a process that does not run the rollout is answered from the store, and
-a rollout whose owner died (SIGKILL, OOM, a crash) answers a typed failure saying it was lost with
-its process: it is never run again, and its id never becomes unknown before its retention ends.
+before its 202 (so an id is taken across processes), its result as it happens, and its in-flight
+statuses and lease renewals gathered for :data:`PROGRESS_WRITE_SECONDS` into one write of them
+all (a rollout finished by then has only its result written). A poll on a process that does not
+run the rollout is answered from the store, and a rollout whose owner died (SIGKILL, OOM, a
+crash) answers a typed failure saying it was lost with its process: it is never run again, and
+its id never becomes unknown before its retention ends.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from osmosis_ai.rollout.server.errors import SharedStateUnavailable
 from osmosis_ai.rollout.server.state_shared import (
@@ -51,6 +53,7 @@ CLOSE_WRITES_SECONDS = 5.0
 CANCEL_CHECK_SECONDS = 0.1  # how soon a rollout cancelled on another process stops here
 _TOLD_LIMIT = 10_000
 _STORE_POLL_SECONDS = (0.02, 0.5)  # a poll of another process's rollout re-reads the store this often
+PROGRESS_WRITE_SECONDS = 0.05  # how stale another process may find a rollout's status or lease here
 
 
 class UnknownRollout(KeyError):
@@ -77,7 +80,7 @@ class _Entry:
     status: RolloutStatus = RolloutStatus.QUEUED
     answered: RolloutStatus = RolloutStatus.QUEUED  # the status the last answer gave (202 says queued)
     result: RolloutResultResponse | None = None
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    changed: asyncio.Future[None] | None = None  # what its pollers wait on, made by the first of them
     task: asyncio.Task[None] | None = None
     cancelled_as: str | None = None
     timer: asyncio.TimerHandle | None = None
@@ -102,6 +105,10 @@ class Results03:
         self.store = store
         self._entries: dict[str, _Entry] = {}
         self._writes: set[asyncio.Task[None]] = set()
+        # the in-flight statuses and lease renewals not stored yet, and the timer that stores them
+        self._statuses: dict[str, str] = {}
+        self._leases: dict[str, float] = {}
+        self._progress: asyncio.TimerHandle | None = None
         self._janitor: asyncio.Task[None] | None = None
         self._cancels: asyncio.Task[None] | None = None
         self._open: set[str] = set()  # the unfinished rollouts admitted here
@@ -145,7 +152,8 @@ class Results03:
             return
         entry.status = status
         if self.store is not None:
-            self._write(self.store.rollout_status(rollout_id, status.value))
+            self._statuses[rollout_id] = status.value
+            self._progressed()
         self._wake(entry)
 
     async def finish(self, rollout_id: str, response: RolloutResultResponse) -> None:
@@ -208,13 +216,35 @@ class Results03:
 
     @staticmethod
     def _wake(entry: _Entry) -> None:
-        entry.changed.set()
-        entry.changed = asyncio.Event()
+        if entry.changed is not None:
+            if not entry.changed.done():
+                entry.changed.set_result(None)
+            entry.changed = None
 
-    def _write(self, action: Awaitable[object]) -> None:
+    def _progressed(self) -> None:
+        if self._progress is None:
+            self._progress = asyncio.get_running_loop().call_later(
+                PROGRESS_WRITE_SECONDS, self._store_progress
+            )
+
+    def _store_progress(self) -> asyncio.Task[None] | None:
+        """Write the statuses and lease renewals noted since the last write, of the rollouts still
+        unfinished (a finished one's stored result supersedes them); the task writing them."""
+        if self._progress is not None:
+            self._progress.cancel()
+            self._progress = None
+        assert self.store is not None
+        unfinished = self._open
+        statuses = {key: status for key, status in self._statuses.items() if key in unfinished}
+        leases = {key: lease for key, lease in self._leases.items() if key in unfinished}
+        self._statuses, self._leases = {}, {}
+        return self._write(self.store.progress_rollouts(statuses, leases)) if statuses or leases else None
+
+    def _write(self, action: Awaitable[object]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(self._written(action))
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
+        return task
 
     async def _written(self, action: Awaitable[object]) -> None:
         try:
@@ -247,14 +277,23 @@ class Results03:
                     entry.timer.cancel()
                 entry.timer = loop.call_at(entry.lease_deadline, self._lease_due, entry)
                 if self.store is not None:
-                    self._write(self.store.renew_rollout(rollout_id, time.time() + self.lease_timeout))
+                    self._leases[rollout_id] = time.time() + self.lease_timeout
+                    self._progressed()
         if entry.result is not None:
             return entry.result
         if entry.status is entry.answered:  # a change since the last answer is told at once
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(entry.changed.wait(), self.wait_timeout)
+            if entry.changed is None:
+                entry.changed = asyncio.get_running_loop().create_future()
+            await asyncio.wait((entry.changed,), timeout=self.wait_timeout)
             if entry.result is not None:
                 return entry.result
+        # a status is told once it is stored, so a cancel decided by another process agrees with it
+        while self._statuses.get(rollout_id) == entry.status.value and entry.result is None:
+            written = self._store_progress()
+            if written is not None:
+                await asyncio.wait((written,))
+        if entry.result is not None:
+            return entry.result
         entry.answered = entry.status
         return RolloutResultResponse(rollout_id=rollout_id, status=entry.status)
 
@@ -294,7 +333,7 @@ class Results03:
                 )
                 return RolloutResultResponse.model_validate_json(kept)
             if not renewed:
-                await store.renew_rollout(rollout_id, time.time() + self.lease_timeout)
+                await store.progress_rollouts({}, {rollout_id: time.time() + self.lease_timeout})
                 renewed = True
             left = end - loop.time()
             if left <= 0 or stored.status != seen or stored.status != told:  # a change is told at once
@@ -368,7 +407,8 @@ class Results03:
         if all or prefix is not None:
             stored = await self.store.cancellable_rollouts(None if all else prefix)
             selected = list(dict.fromkeys([*selected, *stored]))
-        if self._writes:  # the statuses told so far, so the store's dispositions are this process's
+        self._store_progress()  # the statuses told so far, so the store's dispositions are this process's
+        if self._writes:
             await asyncio.wait(set(self._writes), timeout=CLOSE_WRITES_SECONDS)
         dispositions = {}
         for rollout_id in selected:
@@ -486,6 +526,7 @@ class Results03:
                     await task
         self._janitor = self._cancels = None
         if self.store is not None:
+            self._store_progress()
             if self._writes:
                 await asyncio.wait(set(self._writes), timeout=CLOSE_WRITES_SECONDS)
             await self.store.close()

@@ -38,7 +38,7 @@ from osmosis_ai.rollout.core.exceptions import (
     OsmosisValidationError,
 )
 from osmosis_ai.rollout.server.executor import SHUTDOWN_MESSAGE, RolloutExecutor
-from osmosis_ai.rollout.server.results03 import Results03
+from osmosis_ai.rollout.server.results03 import DuplicateRollout, Results03
 from osmosis_ai.rollout.server.state import RolloutRecord
 from osmosis_ai.rollout.types.protocol import RolloutInitRequest, RolloutResultResponse
 from osmosis_ai.rollout.types.sample import ExecutionRequest, ExecutionResult, RolloutSample
@@ -114,11 +114,19 @@ class Runner03:
         ``DuplicateRollout`` (409) or ``SharedStateUnavailable`` (the results' store failed: 503)."""
         self.executor.check_admission()
         rollout_id = request.rollout_id
-        token = await self.results.register(rollout_id)
+        state = self.executor.state
+        if rollout_id in state.active:  # being admitted, or running
+            raise DuplicateRollout(rollout_id)
+        # counted from here, so the submits admitted while the store writes this one see it
         record = RolloutRecord(rollout_id, rollout_id)
+        state.add(record)
+        try:
+            token = await self.results.register(rollout_id)
+        except BaseException:
+            state.discard(record)
+            raise
         loop = asyncio.get_running_loop()
         record.task = loop.create_task(self._run(record, request, loop.time()))
-        self.executor.state.add(record)
         self.results.bind(rollout_id, record.task)
         if self.executor.metrics is not None:
             self.executor.metrics.rollout_started()

@@ -271,13 +271,21 @@ class RedisState:
             digest, owner, status.decode(), result, float(lease), bool(alive) or owner == self.owner
         )
 
-    async def rollout_status(self, rollout_id: str, status: str) -> None:
-        await self._run(self._set03(keys=[self.rollout03_prefix + rollout_id], args=["status", status]))
+    async def progress_rollouts(self, statuses: Mapping[str, str], leases: Mapping[str, float]) -> None:
+        changes = [(rollout_id, "status", status) for rollout_id, status in statuses.items()]
+        changes += [(rollout_id, "lease", repr(lease_until)) for rollout_id, lease_until in leases.items()]
+        if not changes:
+            return
 
-    async def renew_rollout(self, rollout_id: str, lease_until: float) -> None:
-        await self._run(
-            self._set03(keys=[self.rollout03_prefix + rollout_id], args=["lease", repr(lease_until)])
-        )
+        async def progress() -> None:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for rollout_id, name, value in changes:
+                    await self._set03(
+                        keys=[self.rollout03_prefix + rollout_id], args=[name, value], client=pipe
+                    )
+                await pipe.execute()
+
+        await self._run(progress())
 
     async def finish_rollout(self, rollout_id: str, status: str, result: bytes, keep_seconds: float) -> bytes:
         keys = [self.rollout03_prefix + rollout_id, self.open03]

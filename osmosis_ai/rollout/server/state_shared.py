@@ -110,11 +110,10 @@ class ResultStore(Protocol):
 
     async def stored_rollout(self, rollout_id: str) -> StoredRollout | None: ...
 
-    async def rollout_status(self, rollout_id: str, status: str) -> None:
-        """Record the in-flight ``status`` of an unfinished rollout."""
+    async def progress_rollouts(self, statuses: Mapping[str, str], leases: Mapping[str, float]) -> None:
+        """Record the in-flight statuses of unfinished rollouts and renew their leases (to the
+        given ``time.time()``s, never shortening one), all in one write."""
         ...
-
-    async def renew_rollout(self, rollout_id: str, lease_until: float) -> None: ...
 
     async def finish_rollout(self, rollout_id: str, status: str, result: bytes, keep_seconds: float) -> bytes:
         """Store ``result`` unless a result is stored already, kept ``keep_seconds``; the stored one."""

@@ -207,35 +207,35 @@ class SqliteState:
         digest, owner, status, result, lease, beat = row
         return StoredRollout(digest, owner, status, result, lease, self._alive(owner, beat))
 
-    async def rollout_status(self, rollout_id: str, status: str) -> None:
-        self._run(
-            lambda: self._db.execute(
-                "UPDATE rollouts03 SET status = ? WHERE id = ? AND result IS NULL", (status, rollout_id)
-            )
-        )
-
-    async def renew_rollout(self, rollout_id: str, lease_until: float) -> None:
-        self._run(
-            lambda: self._db.execute(
-                "UPDATE rollouts03 SET lease = max(lease, ?) WHERE id = ? AND result IS NULL",
-                (lease_until, rollout_id),
-            )
-        )
-
-    async def finish_rollout(self, rollout_id: str, status: str, result: bytes, keep_seconds: float) -> bytes:
-        def finish() -> bytes:
+    async def progress_rollouts(self, statuses: Mapping[str, str], leases: Mapping[str, float]) -> None:
+        def progress() -> None:
             db = self._db
-            db.execute("BEGIN IMMEDIATE")
+            db.execute("BEGIN IMMEDIATE")  # one commit for all of them
             try:
-                db.execute(
-                    "UPDATE rollouts03 SET status = ?, result = ?, keep = ? WHERE id = ? AND result IS NULL",
-                    (status, result, time.time() + keep_seconds, rollout_id),
+                db.executemany(
+                    "UPDATE rollouts03 SET status = ? WHERE id = ? AND result IS NULL",
+                    [(status, rollout_id) for rollout_id, status in statuses.items()],
                 )
-                row = db.execute("SELECT result FROM rollouts03 WHERE id = ?", (rollout_id,)).fetchone()
+                db.executemany(
+                    "UPDATE rollouts03 SET lease = max(lease, ?) WHERE id = ? AND result IS NULL",
+                    [(lease_until, rollout_id) for rollout_id, lease_until in leases.items()],
+                )
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
+
+        self._run(progress)
+
+    async def finish_rollout(self, rollout_id: str, status: str, result: bytes, keep_seconds: float) -> bytes:
+        def finish() -> bytes:  # one statement, its own transaction; read back only when not stored
+            stored = self._db.execute(
+                "UPDATE rollouts03 SET status = ?, result = ?, keep = ? WHERE id = ? AND result IS NULL",
+                (status, result, time.time() + keep_seconds, rollout_id),
+            )
+            if stored.rowcount == 1:
+                return result
+            row = self._db.execute("SELECT result FROM rollouts03 WHERE id = ?", (rollout_id,)).fetchone()
             return result if row is None else bytes(row[0])
 
         return self._run(finish)

@@ -15,13 +15,18 @@ from osmosis_ai.rollout.types.status import RolloutErrorCategory, RolloutStatus
 MessageDict = dict[str, Any]
 
 
+_PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.")
+
+
 def single_path_segment(value: str, what: str = "rollout_id") -> str:
     """``value`` when it is one path segment (it names files and URL paths); ``ValueError`` otherwise."""
-    plain = (
-        value not in ("", ".", "..")
-        and "\x00" not in value
-        and PurePosixPath(value).name == value
-        and PureWindowsPath(value).name == value
+    plain = value not in ("", ".", "..") and (
+        _PLAIN.issuperset(value)  # the usual id, checked without building two paths per request
+        or (
+            "\x00" not in value
+            and PurePosixPath(value).name == value
+            and PureWindowsPath(value).name == value
+        )
     )
     if not plain:
         raise ValueError(f"{what} must be one path segment: not empty, '.' or '..', without '/' or '\\'")

@@ -102,8 +102,14 @@ async def test_a_cancel_is_decided_in_the_store_once_and_its_owner_finds_it(resu
     lease = time.time() + 60
     for rollout_id in ("r-run", "r-queued", "r-done"):
         assert await owner.admit_rollout(rollout_id, b"digest", lease)
-    await owner.rollout_status("r-run", "running")
+    await owner.progress_rollouts({"r-run": "running"}, {"r-run": lease + 1})
     await owner.finish_rollout("r-done", "success", b"done", 60)
+    # a finished rollout keeps its status; a lease is never shortened
+    await owner.progress_rollouts({"r-done": "running"}, {"r-queued": lease - 30, "r-done": lease + 5})
+    run, queued, done = [await other.stored_rollout(i) for i in ("r-run", "r-queued", "r-done")]
+    assert run is not None and (run.status, run.lease_until) == ("running", lease + 1)
+    assert queued is not None and (queued.status, queued.lease_until) == ("queued", lease)
+    assert done is not None and (done.status, done.lease_until) == ("success", lease)
     seen, cancelled = await owner.cancels_since(-1, ["r-run", "r-queued"])
     assert cancelled == []
     assert sorted(await other.cancellable_rollouts("r-")) == ["r-queued", "r-run"]

@@ -4,6 +4,7 @@ cancel, health, auth, admission (409/422/429/503), deadlines and typed failures.
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -289,6 +290,33 @@ def test_at_the_queue_limit_a_submit_gets_429_with_retry_after(
     assert (
         finished(http, server, "refused", submit(http, server, "refused", metadata={}))["status"] == "success"
     )
+
+
+def test_submits_arriving_at_once_are_admitted_up_to_the_queue_limit_and_an_id_once(
+    serve03: Callable[..., RunningServer],
+) -> None:
+    holder = gate("burst")
+    config = ServerConfig(server=fast_settings(max_queued_rollouts=1).server)
+    server = serve03(one_slot(), config=config)  # the store's writes suspend each admission
+    payloads = [body(f"burst-{n}", metadata={"hold": "burst"}) for n in range(6)] + [body("burst-0")]
+
+    async def burst() -> list[int]:
+        host, port = server.url.removeprefix("http://").split(":")
+        connections = [await asyncio.open_connection(host, int(port)) for _ in payloads]
+        # every request sent before any answer is read, so the server takes them in one turn
+        for (_, writer), payload in zip(connections, payloads, strict=True):
+            data = json.dumps(payload).encode()
+            writer.write(b"POST /rollout HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(data), data))  # fmt: skip
+        codes = [int((await reader.readline()).split()[1]) for reader, _ in connections]
+        for _, writer in connections:
+            writer.close()
+        return codes
+
+    codes = asyncio.run(burst())
+    assert sorted(codes[:6]) == [202, 202, 429, 429, 429, 429], codes  # one running, one queued
+    assert codes[6] in (409, 429), codes  # the id of one of them: never a second rollout
+    holder.release()
 
 
 def test_cancel_by_prefix_ids_and_all_is_idempotent(
