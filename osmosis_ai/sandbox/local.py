@@ -239,6 +239,14 @@ async def run_warm(sandbox: Started, job: Job) -> SandboxResult | None:
             _kill(process)
             await process.wait()
             return None
+        except BaseException:
+            # Stopped while the run was being sent: the pipe would go on sending it in the background
+            # and the harness start the code with nobody supervising it. Cut short, the run cannot be
+            # read; and a harness that already has all of it is reading, so past bwrap's set-up, where
+            # a kill ends the whole sandbox.
+            process.stdin.transport.abort()
+            _kill(process)
+            raise
         return await _supervise(process, job, sandbox.report, nonce, started)
     finally:
         sandbox.close()

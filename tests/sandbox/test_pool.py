@@ -4,18 +4,25 @@ a sandbox too old or gone is never used, and none outlives the pool or its proce
 from __future__ import annotations
 
 import asyncio
+import marshal
+import os
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 
 from benchmarks.chaos_runtime import living, marked, wait_gone
 from osmosis_ai.errors import SandboxSettingError
 from osmosis_ai.sandbox import SandboxOutcome, SandboxPool, run
+from osmosis_ai.sandbox.api import _job
+from osmosis_ai.sandbox.local import Started, run_warm
 from osmosis_ai.sandbox.pool import LIFETIME
+from tests.support.waiting import wait_until
 
 CODE = "def double(x):\n    return 2 * x\n"
 TESTS = ["assert double(1) == 2", "assert double(2) == 5", "assert double(0) == 0"]
@@ -78,6 +85,33 @@ async def test_closing_the_pool_ends_every_sandbox_no_run_took() -> None:
     assert len(waiting) == 3 and living(set(waiting)) == set()
     with pytest.raises(SandboxSettingError, match="closed"):
         await pool.run(CODE)
+
+
+async def test_a_run_stopped_while_its_files_are_sent_never_reaches_its_sandbox(tmp_path: Path) -> None:
+    """The sandbox is ended and its stdin cut, not sent on in the background: a harness would otherwise
+    read the whole run later and start the code with nobody supervising it."""
+    job = _job("print('never')", {"big": b"x" * (1 << 20)}, None, None, 5, 256, 1, False, None)
+    sent = len(marshal.dumps(("0" * 32, job.tests, dict(job.files)), 4))
+    gate = tmp_path / "read"
+    # Stands in for a harness slow to start: it reads its stdin only once the gate exists.
+    process = await asyncio.create_subprocess_exec(
+        "/bin/sh", "-c", f'while [ ! -e "{gate}" ]; do sleep 0.01; done; wc -c', start_new_session=True,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stdin is not None
+    transport = process.stdin.transport
+    try:
+        running = asyncio.ensure_future(run_warm(Started(process, None, [], time.monotonic()), job))
+        await asyncio.to_thread(wait_until, lambda: transport.get_write_buffer_size() > 0, 30)
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        gate.touch()
+        out, _ = await asyncio.wait_for(process.communicate(), 30)  # the bound only ends a failing test
+        assert int(out or b"0") < sent  # ended, or it read less than the whole run
+    finally:
+        if process.returncode is None:
+            os.killpg(process.pid, signal.SIGKILL)
 
 
 def test_started_sandboxes_end_with_the_process_that_started_them() -> None:
