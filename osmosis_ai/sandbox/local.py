@@ -263,7 +263,8 @@ async def end_warm(sandbox: Started) -> None:
     except asyncio.TimeoutError:
         _kill(process)
         await process.wait()
-    sandbox.close()
+    finally:  # also when the caller stops waiting: the harness still reads the end of its stdin
+        sandbox.close()
 
 
 async def _supervise(

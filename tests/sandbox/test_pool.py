@@ -20,7 +20,7 @@ from benchmarks.chaos_runtime import living, marked, wait_gone
 from osmosis_ai.errors import SandboxSettingError
 from osmosis_ai.sandbox import SandboxOutcome, SandboxPool, run
 from osmosis_ai.sandbox.api import _job
-from osmosis_ai.sandbox.local import Started, run_warm
+from osmosis_ai.sandbox.local import Started, end_warm, run_warm
 from osmosis_ai.sandbox.pool import LIFETIME
 from tests.support.waiting import wait_until
 
@@ -112,6 +112,28 @@ async def test_a_run_stopped_while_its_files_are_sent_never_reaches_its_sandbox(
     finally:
         if process.returncode is None:
             os.killpg(process.pid, signal.SIGKILL)
+
+
+async def test_a_sandbox_ended_by_a_caller_that_stops_waiting_leaves_no_descriptor_open() -> None:
+    # Stands in for a sandbox slow to end: it does not read its stdin.
+    process = await asyncio.create_subprocess_exec(
+        "/bin/sh", "-c", "sleep 60", stdin=asyncio.subprocess.PIPE, start_new_session=True
+    )
+    kept, other = os.pipe()
+    os.close(other)
+    sandbox = Started(process, kept, [kept], time.monotonic())
+    try:
+        ending = asyncio.ensure_future(end_warm(sandbox))
+        await asyncio.to_thread(
+            wait_until, lambda: process.stdin is not None and process.stdin.is_closing(), 30
+        )
+        ending.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await ending
+        assert sandbox.owned == []  # closed (Started.close)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        await process.wait()
 
 
 def test_started_sandboxes_end_with_the_process_that_started_them() -> None:
