@@ -288,9 +288,8 @@ class OsmosisRollouts:
                 self.target, policy, self.tokenizer, rows, limits=self.limits, on_done=self.on_rollout
             )
         )
-        sampled = isinstance(
-            policy, VLLMPolicy
-        )  # TRL corrects for the sampler: it needs its log-probabilities
+        # TRL corrects for the sampler (importance sampling): it needs the sampled tokens' log-probabilities.
+        sampled = isinstance(policy, VLLMPolicy)
         if sampled:
             samples = [
                 replace(s, error=NO_LOGPROBS) if s.trainable and s.logprobs is None else s for s in samples

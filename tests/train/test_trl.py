@@ -265,7 +265,6 @@ def test_trls_vllm_is_driven_in_server_mode_from_one_process_only(tiny_model: Pa
     rollouts = OsmosisRollouts(Target(agent=TwoTurnAgent()), dataset=data, tokenizer=tiny_model)
     with pytest.raises(ValueError, match="server mode only, not vllm_mode='colocate'"):
         rollouts([prompt_of(data[0])] * 2, vllm_trainer(tiny_model, tmp_path, None, mode="colocate"))
-    with pytest.raises(
-        ValueError, match="runs in one training process"
-    ):  # TRL's other processes have no client
+    # TRL gives the server's client to the main process only: a process without one is refused.
+    with pytest.raises(ValueError, match="runs in one training process"):
         rollouts([prompt_of(data[0])] * 2, vllm_trainer(tiny_model, tmp_path, None))
