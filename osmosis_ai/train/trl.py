@@ -219,7 +219,9 @@ def _policy_of(trainer: Any) -> TokenPolicy:
             "generate with the trainer's own model"
         )
     client = getattr(getattr(trainer, "vllm_generation", None), "vllm_client", None)
-    if client is None:  # TRL connects the main process alone to the server
+    # TRL connects the main process alone to the server: the main process is refused too, or it would
+    # go on and wait for the others.
+    if client is None or int(getattr(trainer.accelerator, "num_processes", 1)) > 1:
         raise ValueError(
             "OsmosisRollouts with TRL's vLLM server runs in one training process: TRL gives the server's client "
             "to the main process only; train in one process, or set use_vllm=False"
