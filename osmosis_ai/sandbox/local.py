@@ -232,7 +232,9 @@ async def run_warm(sandbox: Started, job: Job) -> SandboxResult | None:
     assert process.stdin is not None
     try:
         try:
-            process.stdin.write(marshal.dumps((nonce, job.tests, dict(job.files)), 4))
+            sizes = [(name, len(data)) for name, data in job.files.items()]
+            process.stdin.write(marshal.dumps((nonce, job.tests, sizes), 4))  # then the files, as they are
+            process.stdin.writelines(job.files.values())
             await process.stdin.drain()
             process.stdin.close()
         except ConnectionError:  # it ended while waiting: another sandbox takes the run

@@ -4,7 +4,6 @@ a sandbox too old or gone is never used, and none outlives the pool or its proce
 from __future__ import annotations
 
 import asyncio
-import marshal
 import os
 import signal
 import subprocess
@@ -64,6 +63,20 @@ async def test_a_run_in_a_started_sandbox_ends_as_a_fresh_one_would() -> None:
     ]
 
 
+async def test_files_that_take_most_of_the_memory_limit_run_as_in_a_fresh_sandbox() -> None:
+    """A fresh sandbox gets its files from the outside; a started one must not hold them in the
+    harness's memory (capped at ``memory_mb`` like the code's) on their way to the disk."""
+    files = {"data.bin": b"x" * (60 << 20)}
+    code = "import os\nprint(os.path.getsize('data.bin'))"
+    async with SandboxPool(1, warm=1, timeout=10, memory_mb=128) as pool:
+        await asyncio.gather(*pool._starting)
+        assert len(pool._ready) == 1
+        warm = await pool.run(code, files=files)
+    cold = await run(code, files=files, timeout=10, memory_mb=128)
+    assert (cold.outcome, cold.stdout) == (SandboxOutcome.PASSED, f"{60 << 20}\n"), cold
+    assert (warm.outcome, warm.stdout) == (cold.outcome, cold.stdout), warm
+
+
 async def test_a_sandbox_too_old_or_gone_is_ended_and_the_run_still_runs() -> None:
     async with SandboxPool(1, warm=2) as pool:
         await asyncio.gather(*pool._starting)
@@ -91,7 +104,7 @@ async def test_a_run_stopped_while_its_files_are_sent_never_reaches_its_sandbox(
     """The sandbox is ended and its stdin cut, not sent on in the background: a harness would otherwise
     read the whole run later and start the code with nobody supervising it."""
     job = _job("print('never')", {"big": b"x" * (1 << 20)}, None, None, 5, 256, 1, False, None)
-    sent = len(marshal.dumps(("0" * 32, job.tests, dict(job.files)), 4))
+    files = sum(len(data) for data in job.files.values())  # less than the whole run
     gate = tmp_path / "read"
     # Stands in for a harness slow to start: it reads its stdin only once the gate exists.
     process = await asyncio.create_subprocess_exec(
@@ -108,7 +121,7 @@ async def test_a_run_stopped_while_its_files_are_sent_never_reaches_its_sandbox(
             await running
         gate.touch()
         out, _ = await asyncio.wait_for(process.communicate(), 30)  # the bound only ends a failing test
-        assert int(out or b"0") < sent  # ended, or it read less than the whole run
+        assert int(out or b"0") < files  # ended, or it read less than the whole run
     finally:
         if process.returncode is None:
             os.killpg(process.pid, signal.SIGKILL)
