@@ -156,16 +156,18 @@ def test_a_collector_serves_many_batches_and_forgets_each_once_done(chat_tokeniz
 
 
 class Held(Scripted):
-    """Answers nothing until the rollout is stopped: says when it is first asked (``asked``)."""
+    """Answers nothing until the rollout is stopped: says when ``rollouts`` calls wait (``asked``)."""
 
-    def __init__(self, tokenizer: ChatTokenizer) -> None:
+    def __init__(self, tokenizer: ChatTokenizer, rollouts: int) -> None:
         super().__init__(tokenizer)
-        self.asked = asyncio.Event()
+        self.rollouts, self.asked = rollouts, asyncio.Event()
 
     async def generate_ids(
         self, prompt_ids: list[int], *, tools: list[Message], params: dict[str, Any]
     ) -> Generation:
-        self.asked.set()
+        self.prompts.append(list(prompt_ids))
+        if len(self.prompts) == self.rollouts:
+            self.asked.set()
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
@@ -178,7 +180,7 @@ def test_a_batch_stopped_midway_leaves_nothing_on_a_collectors_gateway(chat_toke
         async with Collector(
             Target(agent=TwoTurnAgent()), Scripted(chat_tokenizer), chat_tokenizer
         ) as collector:
-            held = Held(chat_tokenizer)
+            held = Held(chat_tokenizer, rollouts=2)  # both past their init: stopped while the model works
             batch = asyncio.ensure_future(collector.collect(rows(1.0, 0.5), policy=held))
             await asyncio.wait_for(held.asked.wait(), 60)  # the bound only ends a failing test
             batch.cancel()
