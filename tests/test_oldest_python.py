@@ -32,10 +32,11 @@ print(json.dumps({"failed": failed, "stdlib": sorted(sys.stdlib_module_names)}))
 
 
 def _guarded(tree: ast.Module) -> set[int]:
-    """Line numbers of the imports under an ``if sys.version_info ...`` check."""
+    """Line numbers of the imports under an ``if sys.version_info ...`` check that has a fallback
+    (an ``else``: without one, the name is missing on the older Python)."""
     lines: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "version_info" in ast.unparse(node.test):
+        if isinstance(node, ast.If) and "version_info" in ast.unparse(node.test) and node.orelse:
             for child in ast.walk(node):
                 if isinstance(child, (ast.Import, ast.ImportFrom)):
                     lines.add(child.lineno)
@@ -65,3 +66,10 @@ def test_every_module_compiles_and_imports_only_the_standard_library_of_the_olde
             if node.lineno not in guarded and any(name.split(".")[0] in newer for name in names):
                 unguarded.append(f"{path.relative_to(ROOT)}:{node.lineno}: {', '.join(names)}")
     assert unguarded == [], f"new in Python > {OLDEST}: guard with sys.version_info and a fallback"
+
+
+def test_only_an_import_with_a_fallback_counts_as_guarded() -> None:
+    with_fallback = "import sys\nif sys.version_info >= (3, 11):\n    import tomllib\nelse:\n    import tomli as tomllib\n"
+    without = "import sys\nif sys.version_info >= (3, 11):\n    import tomllib\n"
+    assert _guarded(ast.parse(with_fallback)) == {3, 5}
+    assert _guarded(ast.parse(without)) == set()

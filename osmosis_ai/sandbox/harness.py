@@ -26,21 +26,29 @@ def _print_traceback() -> None:
 
 def _given() -> tuple:
     """The nonce and the tests; a sandbox started ahead of its run (``argv[2]`` is ``stdin``) first
-    reads them with the run's files on stdin, and writes the files."""
+    reads them on stdin, then each of the run's files (their names and sizes given with the tests),
+    copied to disk a piece at a time: the harness's memory is capped as the code's is, and a fresh
+    sandbox's files never pass through it."""
     if sys.argv[2:] != ["stdin"]:
         with open(INPUT, "rb") as given:
             nonce, tests = marshal.loads(given.read())
         os.unlink(INPUT)
         return nonce, tests
-    run = sys.stdin.buffer.read()
-    if not run:  # no run came: the pool closed, or its process is gone
+    stdin = sys.stdin.buffer
+    try:
+        nonce, tests, sizes = marshal.load(stdin)  # reads exactly the header, not past it
+    except EOFError:  # no run came (the pool closed, or its process is gone), or part of one
         os._exit(0)
-    nonce, tests, files = marshal.loads(run)
-    for name, data in files.items():
+    for name, size in sizes:
         if os.path.dirname(name):
             os.makedirs(os.path.dirname(name), exist_ok=True)
         with open(name, "wb") as file:
-            file.write(data)
+            while size:
+                piece = stdin.read(min(size, 1 << 16))
+                if not piece:  # the run was cut short: none of it runs
+                    os._exit(1)
+                file.write(piece)
+                size -= len(piece)
     return nonce, tests
 
 

@@ -232,13 +232,23 @@ async def run_warm(sandbox: Started, job: Job) -> SandboxResult | None:
     assert process.stdin is not None
     try:
         try:
-            process.stdin.write(marshal.dumps((nonce, job.tests, dict(job.files)), 4))
+            sizes = [(name, len(data)) for name, data in job.files.items()]
+            process.stdin.write(marshal.dumps((nonce, job.tests, sizes), 4))  # then the files, as they are
+            process.stdin.writelines(job.files.values())
             await process.stdin.drain()
             process.stdin.close()
         except ConnectionError:  # it ended while waiting: another sandbox takes the run
             _kill(process)
             await process.wait()
             return None
+        except BaseException:
+            # Stopped while the run was being sent: the pipe would go on sending it in the background
+            # and the harness start the code with nobody supervising it. Cut short, the run cannot be
+            # read; and a harness that already has all of it is reading, so past bwrap's set-up, where
+            # a kill ends the whole sandbox.
+            process.stdin.transport.abort()
+            _kill(process)
+            raise
         return await _supervise(process, job, sandbox.report, nonce, started)
     finally:
         sandbox.close()
@@ -255,7 +265,8 @@ async def end_warm(sandbox: Started) -> None:
     except asyncio.TimeoutError:
         _kill(process)
         await process.wait()
-    sandbox.close()
+    finally:  # also when the caller stops waiting: the harness still reads the end of its stdin
+        sandbox.close()
 
 
 async def _supervise(

@@ -219,7 +219,9 @@ def _policy_of(trainer: Any) -> TokenPolicy:
             "generate with the trainer's own model"
         )
     client = getattr(getattr(trainer, "vllm_generation", None), "vllm_client", None)
-    if client is None:  # TRL connects the main process alone to the server
+    # TRL connects the main process alone to the server: the main process is refused too, or it would
+    # go on and wait for the others.
+    if client is None or int(getattr(trainer.accelerator, "num_processes", 1)) > 1:
         raise ValueError(
             "OsmosisRollouts with TRL's vLLM server runs in one training process: TRL gives the server's client "
             "to the main process only; train in one process, or set use_vllm=False"
@@ -288,9 +290,8 @@ class OsmosisRollouts:
                 self.target, policy, self.tokenizer, rows, limits=self.limits, on_done=self.on_rollout
             )
         )
-        sampled = isinstance(
-            policy, VLLMPolicy
-        )  # TRL corrects for the sampler: it needs its log-probabilities
+        # TRL corrects for the sampler (importance sampling): it needs the sampled tokens' log-probabilities.
+        sampled = isinstance(policy, VLLMPolicy)
         if sampled:
             samples = [
                 replace(s, error=NO_LOGPROBS) if s.trainable and s.logprobs is None else s for s in samples

@@ -163,8 +163,9 @@ async def _worker_collector(settings: tuple[Any, ...], open_one: Callable[[], Co
     key = (loop, *settings)
     opened = _collectors.get(key)
     if opened is None or (opened.done() and (opened.cancelled() or opened.exception() is not None)):
+        collector = open_one()  # made before it is registered: one that raises leaves nothing to wait for
         opened = _collectors[key] = loop.create_future()
-        task = loop.create_task(_hold(open_one(), opened))
+        task = loop.create_task(_hold(collector, opened))
         _tasks.add(task)
         task.add_done_callback(_tasks.discard)
     return await asyncio.shield(opened)

@@ -4,18 +4,24 @@ a sandbox too old or gone is never used, and none outlives the pool or its proce
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 
 from benchmarks.chaos_runtime import living, marked, wait_gone
 from osmosis_ai.errors import SandboxSettingError
 from osmosis_ai.sandbox import SandboxOutcome, SandboxPool, run
+from osmosis_ai.sandbox.api import _job
+from osmosis_ai.sandbox.local import Started, end_warm, run_warm
 from osmosis_ai.sandbox.pool import LIFETIME
+from tests.support.waiting import wait_until
 
 CODE = "def double(x):\n    return 2 * x\n"
 TESTS = ["assert double(1) == 2", "assert double(2) == 5", "assert double(0) == 0"]
@@ -57,6 +63,20 @@ async def test_a_run_in_a_started_sandbox_ends_as_a_fresh_one_would() -> None:
     ]
 
 
+async def test_files_that_take_most_of_the_memory_limit_run_as_in_a_fresh_sandbox() -> None:
+    """A fresh sandbox gets its files from the outside; a started one must not hold them in the
+    harness's memory (capped at ``memory_mb`` like the code's) on their way to the disk."""
+    files = {"data.bin": b"x" * (60 << 20)}
+    code = "import os\nprint(os.path.getsize('data.bin'))"
+    async with SandboxPool(1, warm=1, timeout=10, memory_mb=128) as pool:
+        await asyncio.gather(*pool._starting)
+        assert len(pool._ready) == 1
+        warm = await pool.run(code, files=files)
+    cold = await run(code, files=files, timeout=10, memory_mb=128)
+    assert (cold.outcome, cold.stdout) == (SandboxOutcome.PASSED, f"{60 << 20}\n"), cold
+    assert (warm.outcome, warm.stdout) == (cold.outcome, cold.stdout), warm
+
+
 async def test_a_sandbox_too_old_or_gone_is_ended_and_the_run_still_runs() -> None:
     async with SandboxPool(1, warm=2) as pool:
         await asyncio.gather(*pool._starting)
@@ -78,6 +98,55 @@ async def test_closing_the_pool_ends_every_sandbox_no_run_took() -> None:
     assert len(waiting) == 3 and living(set(waiting)) == set()
     with pytest.raises(SandboxSettingError, match="closed"):
         await pool.run(CODE)
+
+
+async def test_a_run_stopped_while_its_files_are_sent_never_reaches_its_sandbox(tmp_path: Path) -> None:
+    """The sandbox is ended and its stdin cut, not sent on in the background: a harness would otherwise
+    read the whole run later and start the code with nobody supervising it."""
+    job = _job("print('never')", {"big": b"x" * (1 << 20)}, None, None, 5, 256, 1, False, None)
+    files = sum(len(data) for data in job.files.values())  # less than the whole run
+    gate = tmp_path / "read"
+    # Stands in for a harness slow to start: it reads its stdin only once the gate exists.
+    process = await asyncio.create_subprocess_exec(
+        "/bin/sh", "-c", f'while [ ! -e "{gate}" ]; do sleep 0.01; done; wc -c', start_new_session=True,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stdin is not None
+    transport = process.stdin.transport
+    try:
+        running = asyncio.ensure_future(run_warm(Started(process, None, [], time.monotonic()), job))
+        await asyncio.to_thread(wait_until, lambda: transport.get_write_buffer_size() > 0, 30)
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        gate.touch()
+        out, _ = await asyncio.wait_for(process.communicate(), 30)  # the bound only ends a failing test
+        assert int(out or b"0") < files  # ended, or it read less than the whole run
+    finally:
+        if process.returncode is None:
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+async def test_a_sandbox_ended_by_a_caller_that_stops_waiting_leaves_no_descriptor_open() -> None:
+    # Stands in for a sandbox slow to end: it does not read its stdin.
+    process = await asyncio.create_subprocess_exec(
+        "/bin/sh", "-c", "sleep 60", stdin=asyncio.subprocess.PIPE, start_new_session=True
+    )
+    kept, other = os.pipe()
+    os.close(other)
+    sandbox = Started(process, kept, [kept], time.monotonic())
+    try:
+        ending = asyncio.ensure_future(end_warm(sandbox))
+        await asyncio.to_thread(
+            wait_until, lambda: process.stdin is not None and process.stdin.is_closing(), 30
+        )
+        ending.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await ending
+        assert sandbox.owned == []  # closed (Started.close)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        await process.wait()
 
 
 def test_started_sandboxes_end_with_the_process_that_started_them() -> None:

@@ -155,6 +155,43 @@ def test_a_collector_serves_many_batches_and_forgets_each_once_done(chat_tokeniz
     assert kept == 0
 
 
+class Held(Scripted):
+    """Answers nothing until the rollout is stopped: says when ``rollouts`` calls wait (``asked``)."""
+
+    def __init__(self, tokenizer: ChatTokenizer, rollouts: int) -> None:
+        super().__init__(tokenizer)
+        self.rollouts, self.asked = rollouts, asyncio.Event()
+
+    async def generate_ids(
+        self, prompt_ids: list[int], *, tools: list[Message], params: dict[str, Any]
+    ) -> Generation:
+        self.prompts.append(list(prompt_ids))
+        if len(self.prompts) == self.rollouts:
+            self.asked.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+def test_a_batch_stopped_midway_leaves_nothing_on_a_collectors_gateway(chat_tokenizer: ChatTokenizer) -> None:
+    """A collector's gateway outlives its batches (verl keeps one per worker): a batch cancelled while its
+    rollouts run must not leave their sessions, and their token data, on it."""
+
+    async def stopped() -> int:
+        async with Collector(
+            Target(agent=TwoTurnAgent()), Scripted(chat_tokenizer), chat_tokenizer
+        ) as collector:
+            held = Held(chat_tokenizer, rollouts=2)  # both past their init: stopped while the model works
+            batch = asyncio.ensure_future(collector.collect(rows(1.0, 0.5), policy=held))
+            await asyncio.wait_for(held.asked.wait(), 60)  # the bound only ends a failing test
+            batch.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await batch
+            assert collector.gate is not None
+            return len(collector.gate.sessions)
+
+    assert asyncio.run(stopped()) == 0
+
+
 def test_an_agent_editing_what_the_model_saw_is_not_trained_on(chat_tokenizer: ChatTokenizer) -> None:
     data = [*rows(1.0), {**rows(1.0)[0], "rewrite": True}]
     kept, edited = asyncio.run(

@@ -187,7 +187,9 @@ def test_a_prompt_is_mapped_back_to_its_row_even_with_the_nulls_a_dataset_adds(t
         rollouts.row_of([{"role": "user", "content": "What is 7 + 15?"}])
 
 
-def vllm_trainer(model_dir: Path, tmp_path: Path, client: Any, mode: str = "server") -> Any:
+def vllm_trainer(
+    model_dir: Path, tmp_path: Path, client: Any, mode: str = "server", processes: int = 1
+) -> Any:
     """What ``OsmosisRollouts`` reads of a ``GRPOTrainer`` built with ``use_vllm=True``: its arguments,
     tokenizer, model, process, group size, metrics and TRL's client to the server. The trainer itself
     cannot be built here: TRL refuses ``use_vllm`` where the vllm package is not installed, and vLLM
@@ -204,7 +206,7 @@ def vllm_trainer(model_dir: Path, tmp_path: Path, client: Any, mode: str = "serv
     return SimpleNamespace(
         args=args, use_vllm=True, vllm_mode=mode, vllm_generation=SimpleNamespace(vllm_client=client),
         processing_class=AutoTokenizer.from_pretrained(model_dir),
-        model=AutoModelForCausalLM.from_pretrained(model_dir).train(), accelerator=SimpleNamespace(process_index=0),
+        model=AutoModelForCausalLM.from_pretrained(model_dir).train(), accelerator=SimpleNamespace(process_index=0, num_processes=processes),
         num_generations=2, num_generations_eval=2, _metrics={"train": defaultdict(list), "eval": defaultdict(list)},
     )  # fmt: skip
 
@@ -265,7 +267,9 @@ def test_trls_vllm_is_driven_in_server_mode_from_one_process_only(tiny_model: Pa
     rollouts = OsmosisRollouts(Target(agent=TwoTurnAgent()), dataset=data, tokenizer=tiny_model)
     with pytest.raises(ValueError, match="server mode only, not vllm_mode='colocate'"):
         rollouts([prompt_of(data[0])] * 2, vllm_trainer(tiny_model, tmp_path, None, mode="colocate"))
-    with pytest.raises(
-        ValueError, match="runs in one training process"
-    ):  # TRL's other processes have no client
-        rollouts([prompt_of(data[0])] * 2, vllm_trainer(tiny_model, tmp_path, None))
+    # TRL gives the server's client to the main process only: every process of a run of several is
+    # refused, the main one (which has the client) too, so none goes on to wait for the others.
+    with pytest.raises(ValueError, match="runs in one training process"):
+        rollouts([prompt_of(data[0])] * 2, vllm_trainer(tiny_model, tmp_path, None, processes=2))
+    with pytest.raises(ValueError, match="runs in one training process"):
+        rollouts([prompt_of(data[0])] * 2, vllm_trainer(tiny_model, tmp_path, object(), processes=2))

@@ -500,3 +500,27 @@ def test_naming_the_manager_registers_the_estimator_in_a_fresh_driver_process() 
     )
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert ran.stdout.split() == ["False", "True", "osmosis_grpo_advantage"]
+
+
+def test_a_collector_that_cannot_be_made_fails_its_rollout_and_the_next_one_makes_it(verl: Any) -> None:
+    """Making the worker's collector raised (its target could not be built): that rollout raises, and
+    the next one makes its own rather than wait for the first one's forever."""
+
+    class Opened:  # what the worker's collector is to `_worker_collector`: entered, held, left
+        async def __aenter__(self) -> Opened:
+            return self
+
+        async def __aexit__(self, *exc_info: object) -> None:
+            return None
+
+    def broken() -> Any:
+        raise ValueError("no target")
+
+    async def rollouts() -> Any:
+        settings = ("a-worker-collector-that-failed-to-be-made",)
+        with pytest.raises(ValueError, match="no target"):
+            await verl._worker_collector(settings, broken)
+        # the bound only ends a failing test
+        return await asyncio.wait_for(verl._worker_collector(settings, Opened), 30)
+
+    assert isinstance(asyncio.run(rollouts()), Opened)

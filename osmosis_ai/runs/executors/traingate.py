@@ -108,6 +108,11 @@ class TrainGateExecutor:
             bound = Deadline.after(self.timeout) if deadline is None else deadline.within(self.timeout)
             await self._drive(session, bound)
             return self._attempt(session)
+        except BaseException:
+            # Stopped (cancelled) or broken: no one will read this rollout, and a gateway that outlives
+            # the run (a trainer's Collector) would otherwise keep its session and token data.
+            self.gate.sessions.pop(session.rollout_id, None)
+            raise
         finally:
             self._retire(session)
 
