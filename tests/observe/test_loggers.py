@@ -253,6 +253,18 @@ def test_a_jobs_steps_reach_each_tool_as_each_step_ends(
     assert run.data.metrics["rows"] == 4.0 and run.info.status == "FINISHED"
     assert run.data.params == {"steps": "2"}  # the key left out
 
+    # A tool that refuses a step (its run deleted under it) gets nothing more; the others get every step.
+    refusing = loggers.open_runs(["mlflow", "tensorboard"], name="refused", kind="train", config={})
+    (deleted,) = [r for r in client.search_runs([client.get_experiment_by_name("osmosis").experiment_id])
+                  if r.info.run_name == "refused"]  # fmt: skip
+    client.delete_run(deleted.info.run_id)
+    (refusal,) = refusing.step(1, {"train/loss": 2.0})
+    assert refusal.tool == "mlflow" and str(refusal).startswith("--log-to mlflow: ")
+    assert refusing.step(2, {"train/loss": 4.0}) == []
+    refusing.finish(loggers.RunLog(name="refused", kind="train", config={}, summary={}, scores=[]))
+    logged = {(v.tag, e.step, v.simple_value) for e in events(tmp_path / "tb") for v in e.summary.value}
+    assert {("train/loss", 1, 2.0), ("train/loss", 2, 4.0)} <= logged
+
     stopped = loggers.open_runs(["mlflow"], name="stopped", kind="train", config={})
     stopped.step(1, {"train/loss": 1.0})
     stopped.abort()

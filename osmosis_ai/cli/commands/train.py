@@ -62,8 +62,9 @@ def run(args: argparse.Namespace) -> int:
         page = _write_step_report(reports, step, plan)
         last[:] = [step]
         output.say(_step_line(step, page), quiet=quiet)
-        if runs is not None:
-            runs.step(step.step, _step_figures(step))
+        if runs is not None:  # a tracker's refusal costs its figures, never the training
+            for refused in runs.step(step.step, _step_figures(step)):
+                output.warn(f"{refused}; the training goes on without it")
 
     try:
         result = run_training(plan, on_step)

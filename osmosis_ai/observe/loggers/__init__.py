@@ -144,15 +144,21 @@ class OpenRuns:
     def __init__(self, runs: Sequence[tuple[str, ToolRun]]) -> None:
         self.runs = list(runs)
 
-    def step(self, step: int, figures: Mapping[str, float]) -> None:
-        """Send one step's figures to every tool.
-
-        Raises:
-            ExperimentLogError: a tool refused them.
-        """
-        for tool, run in self.runs:
-            with _reported(tool):
-                run.step(step, dict(figures))
+    def step(self, step: int, figures: Mapping[str, float]) -> list[ExperimentLogError]:
+        """Send one step's figures to every tool; the refusals, one per tool that refused them. A
+        tool that refused gets nothing more (its run is ended as failed): the job goes on without it,
+        its figures still reaching the others."""
+        refused = []
+        for tool, run in list(self.runs):
+            try:
+                with _reported(tool):
+                    run.step(step, dict(figures))
+            except ExperimentLogError as exc:
+                refused.append(exc)
+                self.runs.remove((tool, run))
+                with contextlib.suppress(Exception):
+                    run.abort()
+        return refused
 
     def finish(self, run: RunLog) -> list[str]:
         """Send the finished ``run`` (see :class:`ToolRun`) and end every tool's run; where each wrote it.
