@@ -111,7 +111,8 @@ def setup(max_tokens: int) -> tuple[Any, Path]:
 
     torch.set_num_threads(1)
 
-    model_dir = build_tiny_model(Path(tempfile.mkdtemp(prefix="bench-tiny-")))
+    scratch = tempfile.TemporaryDirectory(prefix="bench-tiny-")  # removed as the process ends
+    model_dir = build_tiny_model(Path(scratch.name))
     return stand_in_trainer(model_dir, max_tokens), model_dir
 
 

@@ -110,7 +110,8 @@ def main() -> None:
     from osmosis_ai.train.tiny import build_tiny_model
 
     warnings.simplefilter("ignore", UserWarning)  # verl's notes on the training engines it lacks
-    model_dir = build_tiny_model(Path(tempfile.mkdtemp(prefix="bench-tiny-")))
+    scratch = tempfile.TemporaryDirectory(prefix="bench-tiny-")  # removed as the process ends
+    model_dir = build_tiny_model(Path(scratch.name))
     manager = ScriptedServerManager(AutoTokenizer.from_pretrained(model_dir))
     data = verl_rows(options.rollouts)
 
