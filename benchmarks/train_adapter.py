@@ -35,10 +35,11 @@ class RecordingPolicy(TRLPolicy):
         super().__init__(trainer)
         self.turns: list[tuple[list[int], int]] = []
 
-    def _generate(self, prompt_ids: list[int], params: dict[str, Any]) -> Generation:
-        generation = super()._generate(prompt_ids, params)
-        self.turns.append((list(prompt_ids), len(generation.token_ids or [])))
-        return generation
+    def _generate(self, requests: list[tuple[list[int], int]]) -> list[Generation]:
+        generations = super()._generate(requests)
+        for (prompt_ids, _), generation in zip(requests, generations, strict=True):
+            self.turns.append((list(prompt_ids), len(generation.token_ids or [])))
+        return generations
 
 
 def stand_in_trainer(model_dir: Path, max_tokens: int) -> Any:
@@ -102,8 +103,8 @@ def bare_generation(trainer: Any, turns: list[tuple[list[int], int]]) -> float:
         return worker.submit(generate_all).result()
 
 
-def setup(max_tokens: int) -> tuple[Any, Path]:
-    """The tiny model behind a stand-in trainer; torch on one CPU thread, since on a shared 2-core
+def setup(max_tokens: int, folder: Path) -> tuple[Any, Path]:
+    """The tiny model (built in ``folder``) behind a stand-in trainer; torch on one CPU thread, since on a shared 2-core
     machine its thread pool's spinning made one generate call take anywhere from 0.1 to 1 s."""
     import torch
 
@@ -111,8 +112,7 @@ def setup(max_tokens: int) -> tuple[Any, Path]:
 
     torch.set_num_threads(1)
 
-    scratch = tempfile.TemporaryDirectory(prefix="bench-tiny-")  # removed as the process ends
-    model_dir = build_tiny_model(Path(scratch.name))
+    model_dir = build_tiny_model(folder)
     return stand_in_trainer(model_dir, max_tokens), model_dir
 
 
@@ -122,7 +122,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=16)
     options = parser.parse_args()
-    trainer, model_dir = setup(options.max_tokens)
+    with tempfile.TemporaryDirectory(prefix="bench-tiny-") as folder:
+        measure(options, *setup(options.max_tokens, Path(folder)))
+
+
+def measure(options: argparse.Namespace, trainer: Any, model_dir: Path) -> None:
     data = rows(options.rollouts)
     through_traingate(trainer, model_dir, data[:2], 1)  # warm: imports, the first generate
     ratios, overheads, turns_seen = [], [], 0
