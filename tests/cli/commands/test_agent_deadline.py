@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import osmosis, subprocess_env
+from tests.support.datasets import mode_rows
 from tests.support.waiting import wait_until
 
 HOSTILE = """
@@ -54,13 +55,7 @@ def one(solution_str, ground_truth, extra_info):
 
 def _dataset(tmp_path: Path, *modes: str) -> Path:
     (tmp_path / "hostile_agent.py").write_text(HOSTILE)
-    data = tmp_path / "data.jsonl"
-    rows = [
-        {"system_prompt": "s", "user_prompt": f"q{i}", "ground_truth": "1", "mode": m}
-        for i, m in enumerate(modes)
-    ]
-    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return data
+    return mode_rows(tmp_path / "data.jsonl", modes, ground_truth="1")
 
 
 MODES = ("ok", "sleep", "ok", "busy", "ok", "deaf", "ok")

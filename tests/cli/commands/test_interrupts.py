@@ -14,6 +14,7 @@ import pytest
 
 from osmosis_ai.runs.journal import Journal
 from tests.support.cli import osmosis, subprocess_env
+from tests.support.datasets import mode_rows
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.waiting import wait_until
 
@@ -64,13 +65,7 @@ def _setup(tmp_path: Path, *modes: str) -> tuple[Path, Path]:
     (tmp_path / "hung_agent.py").write_text(HUNG)
     markers = tmp_path / "markers"
     markers.mkdir()
-    data = tmp_path / "data.jsonl"
-    rows = [
-        {"system_prompt": "s", "user_prompt": f"q{i}", "ground_truth": "2", "mode": m}
-        for i, m in enumerate(modes)
-    ]
-    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return data, markers
+    return mode_rows(tmp_path / "data.jsonl", modes), markers
 
 
 def test_timeout_ends_hung_rows_and_the_rest_complete(openai_server: OpenAIServer, tmp_path: Path) -> None:

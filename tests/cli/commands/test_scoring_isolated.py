@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from tests.support.cli import CALCULATOR_DATASET, cli
+from tests.support.datasets import mode_rows
 from tests.support.openai_server import OpenAIServer, Reply
 
 SCORERS = """
@@ -36,10 +37,7 @@ def test_a_hung_eval_function_is_a_reward_timeout_and_the_run_finishes(
 ) -> None:
     openai_server.default = Reply(content="2")
     (tmp_path / "scorers.py").write_text(SCORERS)
-    data = tmp_path / "d.jsonl"
-    rows = [{"system_prompt": "s", "user_prompt": f"q{i}", "ground_truth": "2", "mode": m}
-            for i, m in enumerate(["ok", "hang", "ok", "ok"])]  # fmt: skip
-    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    data = mode_rows(tmp_path / "d.jsonl", ["ok", "hang", "ok", "ok"])
     before = _children()
     result = cli("eval", "-m", "tests.support.agents:agent_loop", "-d", str(data), "--eval-fn", "scorers:hangs",
                  "--model", "m", "--base-url", openai_server.url, "--batch-size", "4", "--reward-timeout", "0.5", "--reward-workers", "2",

@@ -7,19 +7,14 @@ import json
 from pathlib import Path
 
 from tests.support.cli import cli
+from tests.support.datasets import mode_rows
 from tests.support.openai_server import OpenAIServer, Reply
 
 AGENT = "tests.support.agents:agent_loop"
 
 
 def _data(tmp_path: Path, *modes: str) -> Path:
-    path = tmp_path / "modes.jsonl"
-    rows = [
-        {"system_prompt": "s", "user_prompt": f"q{i}", "ground_truth": "2", "mode": m}
-        for i, m in enumerate(modes)
-    ]
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return path
+    return mode_rows(tmp_path / "modes.jsonl", modes)
 
 
 def test_an_agent_that_exits_fails_only_its_own_row(openai_server: OpenAIServer, tmp_path: Path) -> None:
