@@ -18,6 +18,7 @@ import pytest
 from benchmarks.chaos_runtime import living, marked, wait_gone
 from osmosis_ai.errors import SandboxSettingError
 from osmosis_ai.sandbox import SandboxOutcome, SandboxPool, run
+from osmosis_ai.sandbox import pool as pool_module
 from osmosis_ai.sandbox.api import _job
 from osmosis_ai.sandbox.local import Started, end_warm, run_warm
 from osmosis_ai.sandbox.pool import LIFETIME
@@ -77,7 +78,16 @@ async def test_files_that_take_most_of_the_memory_limit_run_as_in_a_fresh_sandbo
     assert (warm.outcome, warm.stdout) == (cold.outcome, cold.stdout), warm
 
 
-async def test_a_sandbox_too_old_or_gone_is_ended_and_the_run_still_runs() -> None:
+async def test_a_sandbox_too_old_or_gone_is_ended_and_the_run_still_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ended: list[Started] = []
+
+    async def ending(sandbox: Started) -> None:  # the real end, each sandbox it is given noted
+        ended.append(sandbox)
+        await end_warm(sandbox)
+
+    monkeypatch.setattr(pool_module, "end_warm", ending)
     async with SandboxPool(1, warm=2) as pool:
         await asyncio.gather(*pool._starting)
         old, gone = pool._ready
@@ -87,6 +97,7 @@ async def test_a_sandbox_too_old_or_gone_is_ended_and_the_run_still_runs() -> No
         await gone.process.wait()
         result = await pool.run(CODE, tests=TESTS[:1])
         assert result.outcome is SandboxOutcome.PASSED
+        assert ended[:2] == [old, gone]  # neither took the run: a fresh sandbox did
         assert living({old.process.pid}) == set()
     assert pool._ready == []
 
