@@ -32,7 +32,7 @@ from typing import Any
 
 from osmosis_ai._http import NoAnswer, Response, is_retryable_status, shared_pool
 from osmosis_ai.errors import SandboxSettingError
-from osmosis_ai.sandbox.remote import Executed, ProviderFailure
+from osmosis_ai.sandbox.remote import Executed, ProviderFailure, said
 
 ENVD_PORT = 49983
 KEY_FIELD = "osmosis_key"
@@ -75,9 +75,8 @@ class E2BProvider:
         except NoAnswer as exc:
             raise ProviderFailure(f"{method} {_path(url)}: no answer ({exc})", retryable=True) from None
         if answer.status not in ok:
-            said = answer.body[:300].decode("utf-8", errors="replace").strip()
             raise ProviderFailure(
-                f"{method} {_path(url)} answered HTTP {answer.status}: {said}",
+                f"{method} {_path(url)} answered HTTP {answer.status}: {said(answer.body)}",
                 retryable=is_retryable_status(answer.status),
             )
         return answer

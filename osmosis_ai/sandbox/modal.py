@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from osmosis_ai.errors import SandboxSettingError
-from osmosis_ai.sandbox.remote import Executed, ProviderFailure
+from osmosis_ai.sandbox.remote import Executed, ProviderFailure, said
 
 if TYPE_CHECKING:
     import modal
@@ -166,16 +166,14 @@ class ModalProvider:
     async def upload(self, sandbox: str, path: str, data: bytes, *, timeout: float) -> None:
         code, _, err = await self._exec(sandbox, ["/bin/sh", "-c", _WRITE, "sh", path], {}, data, timeout)
         if code != 0:
-            said = err[:300].decode("utf-8", errors="replace").strip()
-            raise ProviderFailure(f"writing {path} exited {code}: {said}", retryable=False)
+            raise ProviderFailure(f"writing {path} exited {code}: {said(err)}", retryable=False)
 
     async def download(self, sandbox: str, path: str, *, timeout: float) -> bytes | None:
         code, out, err = await self._exec(sandbox, ["/bin/sh", "-c", _READ, "sh", path], {}, None, timeout)
         if code == _MISSING:
             return None
         if code != 0:
-            said = err[:300].decode("utf-8", errors="replace").strip()
-            raise ProviderFailure(f"reading {path} exited {code}: {said}", retryable=False)
+            raise ProviderFailure(f"reading {path} exited {code}: {said(err)}", retryable=False)
         return out
 
     async def execute(

@@ -99,6 +99,11 @@ class RemoteProvider(Protocol):
         ...
 
 
+def said(data: bytes) -> str:
+    """The start of what a provider or a script in its sandbox said, for an error message."""
+    return data[:300].decode("utf-8", errors="replace").strip()
+
+
 def ttl_for(job: Job, files: int) -> float:
     """The sum of the run's deadlines: create, each upload, the run, the download, the delete."""
     return CREATE_DEADLINE + TRANSFER_DEADLINE * (files + 2) + job.timeout
