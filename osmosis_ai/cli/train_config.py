@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_ai.cli.errors import CLIError
-from osmosis_ai.cli.eval.run_config import config_number, config_text, read_toml
+from osmosis_ai.cli.eval.run_config import check_tables, config_number, config_text, read_toml
 from osmosis_ai.cli.parser import did_you_mean
 
 TABLES: dict[str, tuple[str, ...]] = {
@@ -53,12 +53,8 @@ def load(path: Path, *, output_dir: Path | None = None) -> TrainConfig:
 def _plan(raw: dict[str, Any], path: Path, output_dir: Path | None) -> Any:
     from osmosis_ai.train.job import TrainPlan, check_model
 
+    check_tables(raw, path, TABLES, "a train config")
     for name, value in raw.items():
-        if name not in TABLES:
-            raise CLIError(f"{path}: unknown table [{name}]{did_you_mean(name, list(TABLES))}; a train config has "
-                           f"{', '.join(f'[{t}]' for t in TABLES)}")  # fmt: skip
-        if not isinstance(value, dict):
-            raise CLIError(f"{path}: {name} must be a table ([{name}])")
         for key in value:
             if key not in TABLES[name]:
                 raise CLIError(f"{path}: unknown key {name}.{key}{did_you_mean(key, TABLES[name])}")

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from osmosis_ai.train.rollouts import Limits, Sample, Target, collect_samples, exclude_thin_groups
 from osmosis_ai.traingate.append_only import canonical
 from osmosis_ai.traingate.policy.base import Generation, Message
-from osmosis_ai.traingate.policy.tokens import TokenPolicy, generation_of
+from osmosis_ai.traingate.policy.tokens import TokenPolicy, generation_of, turn_limit
 
 if TYPE_CHECKING:
     from osmosis_ai.runs.rollouts import OnDone
@@ -201,11 +201,7 @@ class VLLMPolicy(TokenPolicy):
 
 def _turn_limit(trainer: Any, params: dict[str, Any]) -> int:
     """The turn's new-token budget: ``max_completion_length``, lowered by the chat call's ``max_tokens``."""
-    limit = int(trainer.args.max_completion_length)
-    asked = params.get("max_tokens")
-    if isinstance(asked, int) and asked > 0:
-        limit = min(limit, asked)
-    return limit
+    return turn_limit(int(trainer.args.max_completion_length), params)
 
 
 def _policy_of(trainer: Any) -> TokenPolicy:

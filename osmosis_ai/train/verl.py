@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.train.rollouts import Collector, Limits, Sample, Target
 from osmosis_ai.traingate.policy.base import Generation, Message
-from osmosis_ai.traingate.policy.tokens import TokenPolicy, generation_of
+from osmosis_ai.traingate.policy.tokens import TokenPolicy, generation_of, turn_limit
 from osmosis_ai.traingate.tokenizer import ChatTokenizer
 
 if TYPE_CHECKING:
@@ -109,9 +109,9 @@ class VerlPolicy(TokenPolicy):
         self, prompt_ids: list[int], *, tools: list[Message], params: dict[str, Any]
     ) -> Generation:
         sampling = dict(self.sampling_params)
-        limit = params.get("max_tokens")
-        if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
-            sampling["max_tokens"] = min(limit, sampling.get("max_tokens", limit))
+        limit = turn_limit(sampling.get("max_tokens"), params)
+        if limit is not None:
+            sampling["max_tokens"] = limit
         output = await self.server_manager.generate(
             request_id=self.request_id, prompt_ids=list(prompt_ids), sampling_params=sampling
         )

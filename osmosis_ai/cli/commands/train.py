@@ -56,11 +56,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.verbose:
         _quiet_transformers()
     runs = _open_runs(outputs, plan)
-    last: list[Any] = []
 
     def on_step(step: Any) -> None:
         page = _write_step_report(reports, step, plan)
-        last[:] = [step]
         output.say(_step_line(step, page), quiet=quiet)
         if runs is not None:  # a tracker's refusal costs its figures, never the training
             for refused in runs.step(step.step, _step_figures(step)):
@@ -79,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
                f"{result.rollouts} rollouts trained on; model {result.model_dir}; journal {result.journal}",
                quiet=bool(args.json))  # fmt: skip
     if runs is not None:
-        _finish_runs(runs, outputs, last[-1], result)
+        _finish_runs(runs, outputs, result)
     if args.json:
         output.print_json(_document(result, reports))
     return 0
@@ -151,13 +149,14 @@ def _step_figures(step: Any) -> dict[str, float]:
     return figures
 
 
-def _finish_runs(runs: Any, outputs: Any, step: Any, result: Any) -> None:
+def _finish_runs(runs: Any, outputs: Any, result: Any) -> None:
     """The finished job to each ``--log-to`` tool: the last step's rollouts (their table and reward
     histogram), its trainer figures and the job's totals."""
     from osmosis_ai.cli.summary import experiment_log, say_logged
     from osmosis_ai.report.figures import summarize
     from osmosis_ai.report.readers import read_document
 
+    step = result.steps[-1]
     run = read_document(step.records, f"step {step.step}")
     run.kind = "train"
     training = {f"train_{name.replace('/', '_')}": value for name, value in step.logs.items()}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,13 +110,20 @@ def read_toml(path: Path, kind: str) -> dict[str, Any]:
         raise CLIError(f"{path}: invalid TOML: {exc}") from None
 
 
-def _checked(raw: dict[str, Any], path: Path, workspace: Path, dataset_given: bool) -> EvalConfig:
+def check_tables(raw: dict[str, Any], path: Path, tables: Iterable[str], config: str) -> None:
+    """Every top-level name in ``raw`` one of ``tables`` and a table; ``config`` names the kind
+    (``an eval config``) in the error."""
+    tables = list(tables)
     for name, value in raw.items():
-        if name not in TABLES:
-            raise CLIError(f"{path}: unknown table [{name}]{did_you_mean(name, TABLES)}; an eval config has "
-                           f"{', '.join(f'[{t}]' for t in TABLES)}")  # fmt: skip
+        if name not in tables:
+            raise CLIError(f"{path}: unknown table [{name}]{did_you_mean(name, tables)}; {config} has "
+                           f"{', '.join(f'[{t}]' for t in tables)}")  # fmt: skip
         if not isinstance(value, dict):
             raise CLIError(f"{path}: {name} must be a table ([{name}])")
+
+
+def _checked(raw: dict[str, Any], path: Path, workspace: Path, dataset_given: bool) -> EvalConfig:
+    check_tables(raw, path, TABLES, "an eval config")
     experiment = raw.get("experiment")
     if experiment is None:
         raise CLIError(f"{path}: no [experiment] table")

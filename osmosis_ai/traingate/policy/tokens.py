@@ -13,11 +13,11 @@ from __future__ import annotations
 import abc
 import json
 import re
-from typing import Any
+from typing import Any, overload
 
 from osmosis_ai.traingate.policy.base import Generation, Message, Policy
 
-__all__ = ["TokenPolicy", "assistant_message", "generation_of", "parse_tool_calls"]
+__all__ = ["TokenPolicy", "assistant_message", "generation_of", "parse_tool_calls", "turn_limit"]
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 
@@ -74,6 +74,19 @@ def generation_of(tokenizer: Any, ids: list[int], logprobs: list[float] | None =
         token_ids=ids,
         logprobs=logprobs if logprobs is not None and len(logprobs) == len(ids) else None,
     )
+
+
+@overload
+def turn_limit(limit: int, params: dict[str, Any]) -> int: ...
+@overload
+def turn_limit(limit: int | None, params: dict[str, Any]) -> int | None: ...
+def turn_limit(limit: int | None, params: dict[str, Any]) -> int | None:
+    """A turn's new-token budget: ``limit`` lowered by the chat call's ``max_tokens`` (a positive
+    whole number), which stands alone when there is no ``limit``."""
+    asked = params.get("max_tokens")
+    if not isinstance(asked, int) or isinstance(asked, bool) or asked <= 0:
+        return limit
+    return asked if limit is None else min(limit, asked)
 
 
 class TokenPolicy(Policy):

@@ -15,7 +15,7 @@ from osmosis_ai.rollout.core.exceptions import OsmosisValidationError
 from osmosis_ai.traingate.errors import PolicyError
 from osmosis_ai.traingate.gateway import TrainGate
 from osmosis_ai.traingate.policy.base import Generation, Message
-from osmosis_ai.traingate.policy.tokens import TokenPolicy, assistant_message
+from osmosis_ai.traingate.policy.tokens import TokenPolicy, assistant_message, turn_limit
 from osmosis_ai.traingate.tokenizer import ChatTokenizer
 
 HI = [{"role": "user", "content": "hi"}]
@@ -84,3 +84,21 @@ def test_tool_calls_in_the_text_become_the_messages_tool_calls() -> None:
             {"id": "call_0", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}
         ],
     }
+
+
+@pytest.mark.parametrize(
+    ("limit", "params", "expected"),
+    [
+        (64, {"max_tokens": 16}, 16),
+        (64, {"max_tokens": 128}, 64),  # a chat call can only lower the limit
+        (64, {}, 64),
+        (64, {"max_tokens": 0}, 64),
+        (64, {"max_tokens": True}, 64),  # not a number of tokens
+        (None, {"max_tokens": 16}, 16),
+        (None, {}, None),
+    ],
+)
+def test_a_chat_calls_max_tokens_only_lowers_the_turns_limit(
+    limit: int | None, params: dict[str, Any], expected: int | None
+) -> None:
+    assert turn_limit(limit, params) == expected
