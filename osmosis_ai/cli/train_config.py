@@ -62,20 +62,20 @@ def _plan(raw: dict[str, Any], path: Path, output_dir: Path | None) -> Any:
     here = path.parent
     model = config_text(job, "job", "model", path, required=True)
     assert model is not None
-    if model != "tiny" and (here / model).expanduser().exists():
-        model = str((here / model).expanduser().resolve())
+    if model != "tiny" and (here / Path(model).expanduser()).exists():
+        model = str((here / Path(model).expanduser()).resolve())
     problem = check_model(model)
     if problem is not None:
         raise CLIError(f"{path}: job.model = {problem}")
     dataset_text = config_text(job, "job", "dataset", path, required=True)
     assert dataset_text is not None
-    dataset = (here / dataset_text).expanduser().resolve()
+    dataset = (here / Path(dataset_text).expanduser()).resolve()
     if dataset.suffix.lower() not in DATASET_SUFFIXES:
         raise CLIError(f"{path}: job.dataset = {dataset_text!r} must be a .jsonl, .csv or .parquet file")
     if not dataset.is_file():
         raise CLIError(f"{path}: job.dataset = {dataset_text!r}: no such file ({dataset})")
     given_output = config_text(job, "job", "output_dir", path, required=False)
-    output = output_dir or (here / (given_output or f"runs/{path.stem}")).expanduser().resolve()
+    output = output_dir or (here / Path(given_output or f"runs/{path.stem}").expanduser()).resolve()
     spec = _target(target, path)
     numbers = {key: _number(grpo, "grpo", key, path) for key in TABLES["grpo"]}
     settings: dict[str, Any] = {

@@ -258,6 +258,19 @@ def test_a_config_mistake_is_one_line_naming_its_key(
     assert lines[0].startswith(f"Error: {config}: ") and said in lines[0]
 
 
+def test_paths_in_a_config_expand_the_home_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from osmosis_ai.cli import train_config
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    config = _write(tmp_path, _changed("job", "dataset", '"~/d.jsonl"'))
+    (home / "d.jsonl").write_text((tmp_path / "data.jsonl").read_text())
+    config.write_text(config.read_text().replace("[job]\n", '[job]\noutput_dir = "~/out"\n'))
+    plan = train_config.load(config).plan
+    assert (Path(plan.dataset), Path(plan.output_dir)) == (home / "d.jsonl", home / "out")
+
+
 def test_config_mistakes_are_found_before_torch_is_imported(tmp_path: Path) -> None:
     config = _write(tmp_path, _changed("grpo", "batch_size", "0"))
     probe = (
