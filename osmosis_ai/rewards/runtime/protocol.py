@@ -96,6 +96,10 @@ class WorkerSettings:
     output_limit: int
     raw: bool = False
     """The target's return value goes back as it is (mode ``raw``), not made a score."""
+    setup: str | None = None
+    """``module:attribute`` of an async function the worker awaits once with ``setup_args`` before it
+    answers ``READY``, on the event loop it then runs every sample on."""
+    setup_args: tuple[Any, ...] = ()
 
 
 def encode(message: object) -> bytes:

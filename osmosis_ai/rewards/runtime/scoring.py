@@ -82,6 +82,11 @@ class RewardRuntime:
             :meth:`score` when it passes; use ``timeout=None``): a worker is sent only what it can
             start at once, and one still running a sample whose caller stopped waiting is killed
             and replaced. Needs workers.
+        setup: ``"module.path:attribute"`` of an async function each worker process awaits once,
+            with ``setup_args`` (they must pickle), before it takes any sample, on the event loop
+            its samples then run on (so what it builds there serves them all); its time is no
+            sample's. A setup that raises fails the worker's start (:class:`WorkerStartError`).
+            Needs workers.
     """
 
     def __init__(
@@ -96,11 +101,13 @@ class RewardRuntime:
         kind: str = "reward function",
         raw: bool = False,
         caller_deadlines: bool = False,
+        setup: str | None = None,
+        setup_args: tuple[Any, ...] = (),
     ) -> None:
         self.timeout = _check_timeout(timeout)
         self.workers = default_workers() if workers is None else _check_count("workers", workers, minimum=0)
-        if (raw or caller_deadlines) and self.workers == 0:
-            raise RewardSettingError("raw and caller_deadlines need worker processes (workers >= 1)")
+        if (raw or caller_deadlines or setup) and self.workers == 0:
+            raise RewardSettingError("raw, caller_deadlines and setup need worker processes (workers >= 1)")
         self.memory_limit_mb = _check_memory(memory_limit_mb, self.workers)
         if self.workers and os.name != "posix":
             raise RewardSettingError(
@@ -143,6 +150,8 @@ class RewardRuntime:
                 memory_limit_mb=self.memory_limit_mb,
                 output_limit=output_limit,
                 raw=raw,
+                setup=setup,
+                setup_args=setup_args,
             )
             self._backend = ProcessPool(
                 self.target,

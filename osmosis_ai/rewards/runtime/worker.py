@@ -10,7 +10,8 @@ session of its own, with three descriptors: the command pipe, the result pipe an
 2. on Linux, forks: the process the parent started stays as the worker's keeper, which ends every
    process the reward starts (:mod:`osmosis_ai.rewards.runtime.keeper`), and the child goes on;
 3. sets the memory limit (``RLIMIT_AS``) before any of the user's code runs;
-4. takes the parent's ``sys.path``, imports the reward and answers ``READY`` (or ``FAILED``, and exits);
+4. takes the parent's ``sys.path``, imports the reward, awaits the runtime's ``setup`` function if it
+   has one (on the event loop the samples then run on), and answers ``READY`` (or ``FAILED``, and exits);
 5. scores. A synchronous reward at concurrency 1 is called on the main thread, one sample after the
    other (:func:`~osmosis_ai._usercode.call_inline`: no event loop, no thread hop per sample).
    Anything else runs on an event loop, at most ``concurrency`` samples at once, through
@@ -34,7 +35,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from osmosis_ai._usercode import call_inline, forget_traceback
 from osmosis_ai.errors import InfrastructureError
@@ -61,6 +62,9 @@ from osmosis_ai.rewards.runtime.protocol import (
 )
 from osmosis_ai.rewards.runtime.target import first_line, import_reward
 from osmosis_ai.rewards.score import to_score
+
+if TYPE_CHECKING:
+    import asyncio
 
 BOOTSTRAP = (
     "import sys; sys.path.insert(0, sys.argv[1]); from osmosis_ai.rewards.runtime.worker import main; main()"
@@ -96,6 +100,7 @@ def main() -> None:
     unattributed = Capture(settings.output_limit)
     try:
         fn = _start(settings, unattributed)
+        runner = _set_up(settings)
     except BaseException as exc:
         problem = str(exc).splitlines()[0] if isinstance(exc, RewardLoadError) else first_line(exc)
         _send(result_fd, (FAILED, problem, unattributed.take()))
@@ -103,14 +108,15 @@ def main() -> None:
     _send(result_fd, (READY,))
     from osmosis_ai._usercode import is_async_callable
 
-    if settings.concurrency == 1 and not is_async_callable(fn):
+    if runner is None and settings.concurrency == 1 and not is_async_callable(fn):
         _serve_inline(commands, result_fd, slots, _inline_caller(fn, settings.keywords), settings)
     else:
         import asyncio
 
         # Nothing follows the settings until READY is answered, so the buffered reader holds no
         # frame the event loop's own reads would miss.
-        asyncio.run(_serve_concurrently(command_fd, result_fd, slots, fn, settings))
+        with runner or asyncio.Runner() as serving:
+            serving.run(_serve_concurrently(command_fd, result_fd, slots, fn, settings))
     os._exit(0)
 
 
@@ -137,6 +143,24 @@ def _start(settings: WorkerSettings, unattributed: Capture) -> Callable[..., Any
     sys.argv[:] = settings.argv
     sys.path[:] = settings.sys_path
     return import_reward(settings.module, settings.attribute, settings.main_file, spec=settings.name)
+
+
+def _set_up(settings: WorkerSettings) -> asyncio.Runner | None:
+    """The event loop with ``settings.setup`` awaited on it (``None`` without a setup): what the
+    setup builds there (clients, pools bound to their loop) serves every sample on that loop."""
+    if settings.setup is None:
+        return None
+    import asyncio
+
+    module, _, attribute = settings.setup.rpartition(":")
+    setup = import_reward(module, attribute, None, spec=settings.setup)
+    runner = asyncio.Runner()
+    try:
+        runner.run(setup(*settings.setup_args))
+    except BaseException:
+        runner.close()
+        raise
+    return runner
 
 
 def _inline_caller(

@@ -6,6 +6,7 @@ pool can meet every kind of misbehaviour in one batch. The others try one shape 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import os
@@ -204,3 +205,18 @@ def raw(value: Any) -> tuple[int, Any]:
     while value == "hang":
         time.sleep(1)
     return os.getpid(), value
+
+
+SET_UP: dict[str, Any] = {}  # what a runtime's setup left for the samples after it
+
+
+async def set_up(value: Any) -> None:
+    """A runtime's setup: keeps ``value`` and the event loop it ran on; ``"fail"`` raises."""
+    if value == "fail":
+        raise ValueError("the setup refused")
+    SET_UP.update(value=value, loop=asyncio.get_running_loop())
+
+
+async def after_setup(_: Any) -> tuple[Any, bool]:
+    """A raw async target: what the setup kept, and whether this runs on the setup's event loop."""
+    return SET_UP["value"], SET_UP["loop"] is asyncio.get_running_loop()

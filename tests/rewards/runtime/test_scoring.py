@@ -716,3 +716,22 @@ def test_raw_and_caller_deadlines_need_workers() -> None:
     for setting in ("raw", "caller_deadlines"):
         with pytest.raises(RewardSettingError, match="need worker processes"):
             RewardRuntime(f"{H}:raw", workers=0, **{setting: True})
+    with pytest.raises(RewardSettingError, match="need worker processes"):
+        RewardRuntime(f"{H}:after_setup", workers=0, raw=True, setup=f"{H}:set_up")
+
+
+async def test_a_setup_runs_once_per_worker_on_the_loop_its_samples_run_on() -> None:
+    async with RewardRuntime(
+        f"{H}:after_setup", raw=True, timeout=None, workers=1, setup=f"{H}:set_up", setup_args=({"kept": 1},)
+    ) as runtime:
+        results = await asyncio.gather(*(runtime.call(n) for n in range(3)))
+    assert [r.value for r in results] == [({"kept": 1}, True)] * 3
+
+
+async def test_a_setup_that_raises_fails_the_start_with_its_error() -> None:
+    runtime = RewardRuntime(
+        f"{H}:after_setup", raw=True, workers=1, setup=f"{H}:set_up", setup_args=("fail",)
+    )
+    with pytest.raises(WorkerStartError, match="ValueError: the setup refused"):
+        await runtime.start()
+    await runtime.close()
