@@ -327,12 +327,13 @@ def ray_address(text: str) -> str:
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--backend local|ray`` and ``--ray-address``: where the work items run (the plan's ``backend``
-    and ``ray_address``; :func:`osmosis_ai.runs.backends.open.open_backend` opens it)."""
-    parser.add_argument("--backend", choices=("local", "ray"), default="local",
-                        help="run the items in this process (default) or on Ray workers, one per CPU (at "
-                        "most one per run in flight); the dataset, journal and outputs stay here (needs "
-                        "osmosis-ai[ray])")  # fmt: skip
+    """``--backend local|processes|ray`` and ``--ray-address``: where the work items run (the plan's
+    ``backend`` and ``ray_address``; :func:`osmosis_ai.runs.backends.open.open_backend` opens it)."""
+    parser.add_argument("--backend", choices=("local", "processes", "ray"), default="local",
+                        help="run the items in this process (default), in worker processes of this machine "
+                        "that --timeout can kill (processes), or on Ray workers (ray; needs osmosis-ai[ray]); "
+                        "one worker per CPU, at most one per item in flight; the dataset, journal and "
+                        "outputs stay here")  # fmt: skip
     parser.add_argument("--ray-address", type=ray_address, metavar="auto|ray://HOST:PORT",
                         help="with --backend ray: join this cluster (the working directory is shipped to it) "
                         "instead of starting a local Ray with this machine's CPUs; default: RAY_ADDRESS, "
@@ -342,11 +343,12 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
 def check_backend_arguments(
     args: argparse.Namespace, concurrency: object = None, *, calls: str = "model calls"
 ) -> None:
-    """``--ray-address`` only with ``--backend ray``, and with it no ``--concurrency auto`` (given as
-    ``concurrency``), which follows one process's ``calls``."""
-    if getattr(args, "ray_address", None) and getattr(args, "backend", "local") != "ray":
+    """``--ray-address`` only with ``--backend ray``, and with workers no ``--concurrency auto`` (given
+    as ``concurrency``), which follows one process's ``calls``."""
+    backend = getattr(args, "backend", "local")
+    if getattr(args, "ray_address", None) and backend != "ray":
         raise CLIError("--ray-address needs --backend ray")
-    if concurrency == "auto" and getattr(args, "backend", "local") == "ray":
+    if concurrency == "auto" and backend != "local":
         raise CLIError(
-            f"--concurrency auto follows one process's {calls}; give --concurrency N with --backend ray"
+            f"--concurrency auto follows one process's {calls}; give --concurrency N with --backend {backend}"
         )

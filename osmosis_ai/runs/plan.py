@@ -181,7 +181,7 @@ class RunPlan:
     max_concurrency: int | None = None
     timeout: float | None = None
     journal: JournalSpec | None = None
-    backend: Literal["local", "ray"] = "local"
+    backend: Literal["local", "processes", "ray"] = "local"
     ray_address: str | None = None
 
     def task_id(self) -> str:

@@ -205,7 +205,7 @@ async def _run_items(
     from osmosis_ai.runs.items import work_items
     from osmosis_ai.runs.pipeline import described
 
-    # Each Ray worker scores in one process of its own unless told otherwise: the workers are the parallelism.
+    # Each worker scores in one process of its own unless told otherwise: the workers are the parallelism.
     workers = 1 if plan.scoring.workers is None else plan.scoring.workers
     scoring = dataclasses.replace(plan.scoring, workers=workers)
     spec = WorkerSpec(
@@ -222,7 +222,14 @@ async def _run_items(
 
         # Entered first: Ray's workers start while the executor's preflight is out.
         backend = await stack.enter_async_context(
-            open_backend(plan.backend, local, spec=spec, concurrency=limit.ceiling, address=plan.ray_address)
+            open_backend(
+                plan.backend,
+                local,
+                spec=spec,
+                concurrency=limit.ceiling,
+                address=plan.ray_address,
+                timeout=plan.timeout,
+            )
         )
         await session.preflight(on_event)
         lines = described(plan.scoring, plan.timeout)

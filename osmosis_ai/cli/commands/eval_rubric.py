@@ -98,8 +98,10 @@ def run(args: argparse.Namespace) -> int:
     if (args.fresh or args.retry_failed) and not args.journal:
         raise CLIError("--fresh and --retry-failed go with --journal, the run they start over or resume")
     check_backend_arguments(args)
-    if args.backend == "ray" and args.requests_per_minute is not None:
-        raise CLIError("--requests-per-minute paces one process's judge requests; drop it with --backend ray")
+    if args.backend != "local" and args.requests_per_minute is not None:
+        raise CLIError(
+            f"--requests-per-minute paces one process's judge requests; drop it with --backend {args.backend}"
+        )
     options = EvalRubricOptions(
         rubric_id=args.rubric,
         data_path=args.data,

@@ -109,9 +109,9 @@ def run(args: argparse.Namespace) -> int:
             "-c/--config, --concurrency and --max-concurrency go with --rubric; a reward function's "
             "rows in flight follow its workers (--workers)"
         )
-    if args.rubric and args.backend == "ray":
+    if args.rubric and args.backend != "local":
         raise CLIError(
-            "--rubric judges in this process (its calls wait on the judge's server); drop --backend ray"
+            f"--rubric judges in this process (its calls wait on the judge's server); drop --backend {args.backend}"
         )
     outputs = Outputs.of(args)
     say(f"osmosis-reward-score v{PACKAGE_VERSION}", quiet=outputs.quiet)

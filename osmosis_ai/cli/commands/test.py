@@ -74,8 +74,10 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError("--row needs --interactive")
     if args.interactive and args.concurrency != 1:
         raise CLIError("--interactive runs one row at a time: drop --concurrency")
-    if args.interactive and args.backend == "ray":
-        raise CLIError("--interactive steps through rows in this process; leave out --backend ray")
+    if args.interactive and args.backend != "local":
+        raise CLIError(
+            f"--interactive steps through rows in this process; leave out --backend {args.backend}"
+        )
     check_backend_arguments(args, args.concurrency)
     setup_logging(logging.DEBUG if args.debug else None)
     outputs = Outputs.of(args)

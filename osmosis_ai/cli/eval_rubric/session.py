@@ -81,7 +81,7 @@ class EvalRubricOptions:
     journal: Path | None = None
     fresh: bool = False
     retry_failed: bool = False
-    backend: Literal["local", "ray"] = "local"
+    backend: Literal["local", "processes", "ray"] = "local"
     ray_address: str | None = None
 
 

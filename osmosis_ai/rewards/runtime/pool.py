@@ -382,6 +382,8 @@ class ProcessPool:
             )
         elif waiting:
             error = f"the reward's worker process {how} with this sample waiting in it, {MAX_ORPHANED} times in a row"
+        elif self.settings.raw:  # not a reward, nor a score: what it was called for is the caller's to say
+            error = f"its worker process {how} while running it"
         else:
             error = f"the reward's worker process {how} while scoring this sample"
         if self.memory_limit_mb and worker.returncode < 0:

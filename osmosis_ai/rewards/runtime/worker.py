@@ -100,7 +100,7 @@ def main() -> None:
     unattributed = Capture(settings.output_limit)
     try:
         fn = _start(settings, unattributed)
-        runner = _set_up(settings)
+        loop = _set_up(settings)
     except BaseException as exc:
         problem = str(exc).splitlines()[0] if isinstance(exc, RewardLoadError) else first_line(exc)
         _send(result_fd, (FAILED, problem, unattributed.take()))
@@ -108,15 +108,18 @@ def main() -> None:
     _send(result_fd, (READY,))
     from osmosis_ai._usercode import is_async_callable
 
-    if runner is None and settings.concurrency == 1 and not is_async_callable(fn):
+    if loop is None and settings.concurrency == 1 and not is_async_callable(fn):
         _serve_inline(commands, result_fd, slots, _inline_caller(fn, settings.keywords), settings)
     else:
         import asyncio
 
         # Nothing follows the settings until READY is answered, so the buffered reader holds no
         # frame the event loop's own reads would miss.
-        with runner or asyncio.Runner() as serving:
-            serving.run(_serve_concurrently(command_fd, result_fd, slots, fn, settings))
+        serving = _serve_concurrently(command_fd, result_fd, slots, fn, settings)
+        if loop is None:
+            asyncio.run(serving)
+        else:
+            loop.run_until_complete(serving)
     os._exit(0)
 
 
@@ -145,7 +148,7 @@ def _start(settings: WorkerSettings, unattributed: Capture) -> Callable[..., Any
     return import_reward(settings.module, settings.attribute, settings.main_file, spec=settings.name)
 
 
-def _set_up(settings: WorkerSettings) -> asyncio.Runner | None:
+def _set_up(settings: WorkerSettings) -> asyncio.AbstractEventLoop | None:
     """The event loop with ``settings.setup`` awaited on it (``None`` without a setup): what the
     setup builds there (clients, pools bound to their loop) serves every sample on that loop."""
     if settings.setup is None:
@@ -154,13 +157,10 @@ def _set_up(settings: WorkerSettings) -> asyncio.Runner | None:
 
     module, _, attribute = settings.setup.rpartition(":")
     setup = import_reward(module, attribute, None, spec=settings.setup)
-    runner = asyncio.Runner()
-    try:
-        runner.run(setup(*settings.setup_args))
-    except BaseException:
-        runner.close()
-        raise
-    return runner
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    loop.run_until_complete(setup(*settings.setup_args))
+    return loop
 
 
 def _inline_caller(

@@ -1,13 +1,17 @@
 """``--timeout`` holds whatever the agent does: an agent that blocks its event loop (``time.sleep``,
 a busy loop) or ignores every cancellation and ``GeneratorExit`` ends as its row's ``timeout`` while
 the other rows finish, in ``osmosis test`` and ``osmosis eval`` run as users run them. Agents that
-cannot be stopped are left behind, counted, and past a bound the run stops with one line. And a second
-Ctrl-C ends a command whose user code holds the GIL in a C call (an agent, an in-process reward)."""
+cannot be stopped are left behind, counted, and past a bound the run stops with one line. With
+``--backend processes`` an agent holding the GIL in a C call ends as ``timeout`` too (its worker process
+killed), and one that ends its process fails its row alone. And a second Ctrl-C ends a command whose
+user code holds the GIL in a C call (an agent, an in-process reward)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -16,10 +20,11 @@ import pytest
 
 from tests.support.cli import osmosis, subprocess_env
 from tests.support.datasets import mode_rows
+from tests.support.processes import alive
 from tests.support.waiting import wait_until
 
 HOSTILE = """
-import asyncio, time
+import asyncio, os, time
 from pathlib import Path
 from osmosis_ai.rollout import RolloutAgentLoop
 
@@ -31,6 +36,10 @@ class Hostile(RolloutAgentLoop):
 
     async def run(self, ctx):
         mode = ctx.request.metadata.get("mode")
+        with open("pids", "a") as pids:  # the process running it, and that one's parent
+            pids.write(f"{os.getpid()} {os.getppid()}\\n")
+        if mode == "exit":
+            os._exit(1)
         if mode == "gil":
             Path("started").touch()
             sum(range(10**15))  # one C call that holds the GIL all along
@@ -82,6 +91,79 @@ def test_eval_timeout_ends_agents_that_block_their_loop_or_ignore_cancellation(t
     assert result.returncode == 1, result.stderr
     assert result.stdout.endswith("7 runs: 4 completed (57.1%), timeout 3\n"), result.stdout
     assert "Traceback" not in result.stderr
+
+
+def _no_worker_left(cwd: Path) -> None:
+    """Every process that ran an agent of the run in ``cwd`` has ended, with its keeper."""
+    pids = {int(pid) for line in (cwd / "pids").read_text().splitlines() for pid in line.split()}
+    wait_until(lambda: not any(alive(pid) for pid in pids), timeout=30, what="every worker process ended")
+
+
+GIL = ("ok", "gil", "ok", "ok")
+
+
+def test_eval_on_worker_processes_ends_an_agent_holding_the_gil_as_its_rows_timeout(tmp_path: Path) -> None:
+    data = _dataset(tmp_path, *GIL)
+    journal = tmp_path / "j.sqlite"
+    result = osmosis("eval", "-m", "hostile_agent:agent_loop", "-d", str(data), "--eval-fn", "hostile_agent:one",
+                     "--model", "scripted", "--timeout", "2", "--batch-size", "2", "--backend", "processes",
+                     "--journal", str(journal), cwd=tmp_path, timeout=120)  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "Backend: 2 worker processes" in result.stdout
+    assert result.stdout.endswith("4 runs: 3 completed (75.0%), timeout 1; in 2 worker processes\n"), (
+        result.stdout
+    )
+    assert _outcomes(journal) == {0: "completed", 1: "timeout", 2: "completed", 3: "completed"}
+    assert "Traceback" not in result.stderr
+    _no_worker_left(tmp_path)
+
+
+def test_test_on_worker_processes_ends_an_agent_holding_the_gil_as_its_rows_timeout(tmp_path: Path) -> None:
+    data = _dataset(tmp_path, *GIL)
+    out = tmp_path / "out.json"
+    result = osmosis("test", "-m", "hostile_agent:agent_loop", "-d", str(data), "--model", "scripted",
+                     "--timeout", "2", "--concurrency", "2", "--backend", "processes", "-o", str(out),
+                     cwd=tmp_path, timeout=120)  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "4 rows: 3 completed (75.0%), timeout 1" in result.stdout
+    results = json.loads(out.read_text())["results"]
+    assert [r["outcome"] for r in results] == ["completed", "timeout", "completed", "completed"]
+    assert "worker process was killed" in results[1]["error"]
+    assert "Traceback" not in result.stderr
+    _no_worker_left(tmp_path)
+
+
+def test_an_agent_that_ends_its_worker_process_fails_its_row_alone(tmp_path: Path) -> None:
+    data = _dataset(tmp_path, "ok", "exit", "ok", "ok")
+    journal = tmp_path / "j.sqlite"
+    result = osmosis("eval", "-m", "hostile_agent:agent_loop", "-d", str(data), "--eval-fn", "hostile_agent:one",
+                     "--model", "scripted", "--batch-size", "2", "--backend", "processes",
+                     "--journal", str(journal), cwd=tmp_path, timeout=120)  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.endswith("4 runs: 3 completed (75.0%), infra_error 1; in 2 worker processes\n"), (
+        result.stdout
+    )
+    assert _outcomes(journal) == {0: "completed", 1: "infra_error", 2: "completed", 3: "completed"}
+    records = _records(journal)
+    assert len(records) == 4  # one each: none lost, none counted twice
+    assert "its worker process exited with status 1 while running it" in records[1]
+    assert "Traceback" not in result.stderr
+    _no_worker_left(tmp_path)
+
+
+def _records(journal: Path) -> dict[int, str]:
+    """Each row's journal record (its data), by row."""
+    with contextlib.closing(sqlite3.connect(journal)) as connection:
+        rows = connection.execute("SELECT row_index, data FROM samples ORDER BY row_index").fetchall()
+    assert len({row for row, _ in rows}) == len(rows), rows
+    return dict(rows)
+
+
+def _outcomes(journal: Path) -> dict[int, str]:
+    with contextlib.closing(sqlite3.connect(journal)) as connection:
+        return dict(
+            connection.execute("SELECT row_index, outcome FROM samples ORDER BY row_index").fetchall()
+        )
 
 
 @pytest.mark.parametrize("mode", ["sleep", "deaf"])

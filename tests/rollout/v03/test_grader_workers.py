@@ -101,8 +101,8 @@ def test_a_grader_blocking_its_process_fails_typed_at_its_deadline_and_others_su
     ("how", "message"),
     [
         ("exit", "grader: SystemExit: 3"),
-        ("os_exit", "grader: the reward's worker process exited with status 7 while scoring this sample"),
-        ("segfault", "grader: the reward's worker process died of SIGSEGV"),
+        ("os_exit", "grader: its worker process exited with status 7 while running it"),
+        ("segfault", "grader: its worker process died of SIGSEGV"),
     ],
 )
 def test_a_grader_that_exits_or_crashes_fails_typed_and_the_server_keeps_serving(
