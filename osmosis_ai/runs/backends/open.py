@@ -83,9 +83,9 @@ async def open_backend(
     CPU of the cluster). Workers start as this is entered and are gone when it exits. Ray's own
     failures are :class:`~osmosis_ai.runs.backends.ray.RayBackendError` (what failed, how to fix it)."""
     if kind == "processes":
-        from osmosis_ai.runs.backends.processes import ProcessPool
+        from osmosis_ai.runs.backends.processes import ItemProcesses
 
-        processes = ProcessPool(spec, concurrency=concurrency, timeout=timeout)
+        processes = ItemProcesses(spec, concurrency=concurrency, timeout=timeout)
         starting = asyncio.ensure_future(processes.start())
         try:
 

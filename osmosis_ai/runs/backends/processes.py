@@ -79,7 +79,7 @@ async def run_item(item: WorkItem) -> Result | Exception:
     return result
 
 
-class ProcessPool:
+class ItemProcesses:
     """Runs work items in worker processes (see the module docstring); ``await pool(item)`` is its result."""
 
     def __init__(self, spec: WorkerSpec, *, concurrency: int, timeout: float | None) -> None:
