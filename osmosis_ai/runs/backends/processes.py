@@ -13,9 +13,9 @@ the results that came back, so no item counts twice.
 
 How an item ends that its worker did not finish:
 
-* still running a second (:data:`GRACE`) past the plan's time limit per item: ``timeout``, as in
-  the run's process (where the pipeline's own deadline ends it first, the worker's answer is that
-  same ``timeout``);
+* still running :data:`GRACE` seconds past the plan's time limit per item: ``timeout``, as in the
+  run's process (where the pipeline's own deadline ends it first, the worker's answer is that same
+  ``timeout``);
 * its worker died under it (``os._exit``, a crash, the kernel's kill): ``infra_error``, which a
   resumed run runs again. The other items the worker held run again, those running beside it
   each alone first, so only the item that kills its worker alone fails.
@@ -35,12 +35,14 @@ from osmosis_ai.outcome import Outcome
 from osmosis_ai.rewards.runtime.scoring import RewardRuntime, default_workers
 from osmosis_ai.runs.backends.ray import WorkerSpec
 from osmosis_ai.runs.engine import ProcessItem
+from osmosis_ai.runs.executors.local import ABANDON_GRACE_SECONDS
 from osmosis_ai.runs.items import WorkItem
 from osmosis_ai.runs.result import Attempt, Result
 
-GRACE = 1.0
-"""Seconds past the item's time limit before its worker is stopped: the pipeline in the worker
-ends an item at its deadline itself, unless the worker's every thread is stuck."""
+GRACE = 2 * ABANDON_GRACE_SECONDS + 1.0
+"""Seconds past the item's time limit before its worker is stopped: the pipeline in the worker ends
+an item past its deadline itself (an agent that does not stop is cancelled, closed, then left, a
+grace apart), unless the worker's every thread is stuck."""
 
 _pipeline: ProcessItem | None = None
 _stack = contextlib.AsyncExitStack()  # the worker's pipeline: ends with the worker process

@@ -71,15 +71,23 @@ MODES = ("ok", "sleep", "ok", "busy", "ok", "deaf", "ok")
 EXPECTED = ["completed", "timeout", "completed", "timeout", "completed", "timeout", "completed"]
 
 
-def test_test_timeout_ends_agents_that_block_their_loop_or_ignore_cancellation(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["local", "processes"])
+def test_test_timeout_ends_agents_that_block_their_loop_or_ignore_cancellation(
+    tmp_path: Path, backend: str
+) -> None:
     data = _dataset(tmp_path, *MODES)
     out = tmp_path / "out.json"
     result = osmosis("test", "-m", "hostile_agent:agent_loop", "-d", str(data), "--model", "scripted",
-                     "--timeout", "2", "--concurrency", "4", "-o", str(out), cwd=tmp_path,
+                     "--timeout", "2", "--concurrency", "4", "-o", str(out), "--backend", backend, cwd=tmp_path,
                      timeout=60)  # fmt: skip
     assert result.returncode == 1, result.stderr
     assert "7 rows: 4 completed (57.1%), timeout 3" in result.stdout
-    assert [r["outcome"] for r in json.loads(out.read_text())["results"]] == EXPECTED
+    results = json.loads(out.read_text())["results"]
+    assert [r["outcome"] for r in results] == EXPECTED
+    # ended by the agent's own deadline in whichever process runs it, no worker process killed
+    assert {r["error"] for r in results if r["outcome"] == "timeout"} == {
+        "the agent did not finish within 2s"
+    }
     assert "Traceback" not in result.stderr
 
 
