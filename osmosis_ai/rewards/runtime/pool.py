@@ -18,9 +18,8 @@ first) gets its worker stopped (SIGTERM, then SIGKILL), and a replacement is sta
 **Deaths.** Once a worker is gone (every frame it sent delivered, reaped), its unfinished jobs are
 settled: the sample whose deadline stopped it is ``reward_timeout``; if it died on its own, the
 sample it was running is ``reward_crash``. When it was running several at once the blame is not
-certain (one sample can block or crash the others): the first one past its deadline is the one
-that timed out, and the rest — or, after a crash, all of them — go back as suspects, each to run
-alone, so that only a sample that fails alone fails. A sample the worker finished but had not
+certain (one sample can block or crash the others, whichever started first): they all go back as
+suspects, each to run alone, so that only a sample that fails alone fails. A sample the worker finished but had not
 reported yet (the shared table records it) is settled with what it returned and never runs again,
 whatever became of the worker after. Everything else goes back to the front of the queue in order:
 none lost, none counted twice. A worker that dies with nothing running blames no one, but a job
@@ -328,12 +327,12 @@ class ProcessPool:
         # arrived whole: the one such sample is to blame; several each run again alone first.
         garblers = {seq for seq in held if seq in running or seq in finished} if worker.garbled else set()
         # Samples running side by side in one worker can all look overdue when one of them blocks the
-        # rest (an async reward that blocks its event loop, C code that holds the GIL): the one that
-        # started first is to blame, the others run again alone.
-        first = max(culprits, key=culprits.__getitem__, default=None)
+        # rest (an async reward that blocks its event loop, C code that holds the GIL), and the one that
+        # blocks may have started last: one overdue alone is to blame, several each run again alone.
+        alone = next(iter(culprits)) if len(culprits) == 1 else None
         back: list[Job] = []
         for seq, job in held.items():
-            if seq == first or (seq in culprits and job.suspect):
+            if seq == alone or (seq in culprits and job.suspect):
                 error = self._timeout_error("its worker process was killed")
                 self._settle(job, SampleResult(job.index, Outcome.REWARD_TIMEOUT, None, error, culprits[seq]))
             elif seq in culprits:

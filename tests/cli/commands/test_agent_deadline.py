@@ -114,8 +114,9 @@ def test_eval_on_worker_processes_ends_an_agent_holding_the_gil_as_its_rows_time
     data = _dataset(tmp_path, *GIL)
     journal = tmp_path / "j.sqlite"
     result = osmosis("eval", "-m", "hostile_agent:agent_loop", "-d", str(data), "--eval-fn", "hostile_agent:one",
-                     "--model", "scripted", "--timeout", "2", "--batch-size", "2", "--backend", "processes",
+                     "--model", "scripted", "--timeout", "2", "--batch-size", "4", "--backend", "processes",
                      "--journal", str(journal), cwd=tmp_path, timeout=120)  # fmt: skip
+    # Two rows to each worker: the one beside the GIL holder, held up with it, runs again alone and completes.
     assert result.returncode == 1, result.stderr
     assert "Backend: 2 worker processes" in result.stdout
     assert result.stdout.endswith("4 runs: 3 completed (75.0%), timeout 1; in 2 worker processes\n"), (

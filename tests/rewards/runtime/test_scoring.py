@@ -347,7 +347,11 @@ async def test_an_async_reward_that_will_not_stop_is_killed(action: str) -> None
     async with RewardRuntime(f"{H}:decorated_async", workers=1, timeout=0.3) as runtime:
         results = await collect(runtime, [{"solution_str": action, "ground_truth": ""},
                                           {"solution_str": "a", "ground_truth": "a"}])  # fmt: skip
-        await asyncio.to_thread(wait_until, lambda: runtime.stats.killed == 1, 10, "the worker to be killed")
+        # One that blocks its loop holds up the sample beside it too: both run again alone, so it is killed twice.
+        kills = {"stubborn": 1, "block": 2}[action]
+        await asyncio.to_thread(
+            wait_until, lambda: runtime.stats.killed == kills, 10, "the worker to be killed"
+        )
     assert sorted((r.index, r.outcome) for r in results) == [(0, T), (1, C)]
 
 
