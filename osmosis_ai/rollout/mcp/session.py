@@ -10,6 +10,12 @@ The connection is opened lazily on the loop that first calls a tool and held by 
 it is entered and left in the same task whatever fastmcp version runs (older ones require that); a
 connection that ended (a server restart) is reopened on the next call. Concurrent calls share it: MCP
 multiplexes requests over one session.
+
+An event loop keeps only a weak reference to a task, so the holding tasks are kept in :data:`_HOLDERS`
+until they end: a session dropped without :meth:`ToolSession.aclose` (``osmosis test`` lets its agent go
+when the run ends, before its loop does) would otherwise have its holder destroyed by the garbage
+collector in the middle of the connection, which asyncio reports on stderr. Kept, the holder is
+cancelled with the loop's other tasks and leaves the connection as fastmcp expects.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from typing import Any
 
 from osmosis_ai._lazy import install_hint
 from osmosis_ai.rollout.mcp.errors import MCPLoadError
+
+_HOLDERS: set[asyncio.Task[None]] = set()
 
 
 def import_fastmcp() -> Any:
@@ -97,6 +105,8 @@ class ToolSession:
             self._loop, self._stop = loop, asyncio.Event()
             self._client = loop.create_future()
             self._holder = loop.create_task(self._hold(fastmcp.Client(self.target), self._client, self._stop))
+            _HOLDERS.add(self._holder)
+            self._holder.add_done_callback(_HOLDERS.discard)
         assert self._client is not None
         return await asyncio.shield(self._client)
 
