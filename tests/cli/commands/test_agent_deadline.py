@@ -24,7 +24,7 @@ from tests.support.processes import alive
 from tests.support.waiting import wait_until
 
 HOSTILE = """
-import asyncio, os, time
+import asyncio, ctypes, os, time
 from pathlib import Path
 from osmosis_ai.rollout import RolloutAgentLoop
 
@@ -43,6 +43,8 @@ class Hostile(RolloutAgentLoop):
         if mode == "gil":
             Path("started").touch()
             sum(range(10**15))  # one C call that holds the GIL all along
+        if mode == "gil-idle":  # libc's sleep through PyDLL, which keeps the GIL: every thread stops, no core spins
+            ctypes.PyDLL(None).sleep(3600)
         if mode == "sleep":
             time.sleep(3600)  # blocks the event loop it runs on
         while mode == "busy":  # a busy loop: never awaits
@@ -107,7 +109,7 @@ def _no_worker_left(cwd: Path) -> None:
     wait_until(lambda: not any(alive(pid) for pid in pids), timeout=30, what="every worker process ended")
 
 
-GIL = ("ok", "gil", "ok", "ok")
+GIL = ("ok", "gil-idle", "ok", "ok")
 
 
 def test_eval_on_worker_processes_ends_an_agent_holding_the_gil_as_its_rows_timeout(tmp_path: Path) -> None:
