@@ -1,8 +1,8 @@
-"""``osmosis train CONFIG.toml``: the CPU example end to end as a subprocess (the tiny model built offline,
-TRL's real GRPOTrainer, the calculator agent served in-process, every step's figures sent to the
-loggers); through the CLI's main in this process, a planted failure excluded and counted, a job with
-nothing to train on failing in one line, a 0.3 workflow trained at a url and in-process; config
-mistakes refused by key before torch is imported (processes of their own, which import no torch)."""
+"""``osmosis train CONFIG.toml`` through the CLI's main in this process: the CPU example end to end (the
+tiny model built offline, TRL's real GRPOTrainer, the calculator agent served in-process, every step's
+figures sent to the loggers), a planted failure excluded and counted, a job with nothing to train on
+failing in one line, a 0.3 workflow trained at a url and in-process; config mistakes refused by key
+before torch is imported (processes of their own, which import no torch)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import REPO, cli, osmosis, subprocess_env
+from tests.support.cli import REPO, cli, subprocess_env
 from tests.train.agents import LabelGrader, TwoTurnWorkflow
 
 EXAMPLE = REPO / "examples" / "train" / "calculator-cpu.toml"
@@ -75,9 +75,10 @@ def _job(tmp_path: Path, *, fail: list[bool], steps: int = 1, batch_size: int = 
     return config
 
 
+@IN_PROCESS
 def test_the_cpu_example_trains_and_reports_every_step(tmp_path: Path) -> None:
-    """The one job run as a user runs it, a process of its own: the example, every step's line, report,
-    journal records and figures sent to the loggers, the model saved."""
+    """The example as a user runs it: every step's line, report, journal records and figures sent to
+    the loggers, the model saved."""
     from osmosis_ai.runs.journal import Journal
     from tests.observe.test_loggers import events
 
@@ -88,8 +89,8 @@ def test_the_cpu_example_trains_and_reports_every_step(tmp_path: Path) -> None:
         "WANDB_MODE": "offline",
         "WANDB_DIR": str(tmp_path),
     }
-    ran = osmosis("train", str(EXAMPLE), "--output-dir", str(out), "--log-to", "tensorboard", "--log-to", "wandb",
-                  env=env, timeout=600)  # fmt: skip
+    ran = cli("train", str(EXAMPLE), "--output-dir", str(out), "--log-to", "tensorboard", "--log-to", "wandb",
+              env=env)  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     steps = [line for line in ran.stdout.splitlines() if line.startswith("step ")]
     assert [line.split()[1] for line in steps] == ["1/3", "2/3", "3/3"]
