@@ -1,4 +1,5 @@
-"""The ``osmosis`` entry point as users run it: a subprocess."""
+"""The ``osmosis`` command line: ``--version`` through the entry point as users run it (a subprocess), the
+rest through its ``main()`` in this process; what ``--help`` imports in a fresh interpreter."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from osmosis_ai.cli.main import COMMANDS
 from osmosis_ai.consts import PACKAGE_VERSION
+from tests.support.cli import cli
 
 
 def osmosis(*args: str) -> subprocess.CompletedProcess[str]:
@@ -24,20 +26,20 @@ def test_version_prints_the_package_version() -> None:
 
 
 def test_help_lists_every_command() -> None:
-    result = osmosis("--help")
+    result = cli("--help")
     assert result.returncode == 0
     for name in COMMANDS:
         assert name in result.stdout
 
 
 def test_no_command_prints_help_and_exits_1() -> None:
-    result = osmosis()
+    result = cli()
     assert result.returncode == 1
     assert "usage: osmosis" in result.stdout
 
 
 def test_unknown_command_is_a_usage_error() -> None:
-    result = osmosis("no-such-command")
+    result = cli("no-such-command")
     assert result.returncode == 2
     assert "unknown command 'no-such-command'" in result.stderr
     assert "Traceback" not in result.stderr
@@ -66,7 +68,7 @@ def test_help_and_version_do_not_import_argparse() -> None:
 
 
 def test_a_command_help_goes_through_argparse() -> None:
-    result = osmosis("validate", "--help")
+    result = cli("validate", "--help")
     assert result.returncode == 0
     assert "usage: osmosis validate" in result.stdout
 

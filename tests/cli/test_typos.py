@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from osmosis_ai.cli.main import main
+from tests.support.cli import cli
 
 EVAL = ["eval", "-m", "nowhere:agent", "-d", "missing.jsonl", "--eval-fn", "nowhere:fn"]
 
@@ -109,23 +110,17 @@ def test_serve_without_an_agent_is_a_usage_error_as_in_0_2(capsys: pytest.Captur
     assert "osmosis serve: error: one of the arguments -m/--module, --mcp, --mcp-url is required" in err
 
 
-def osmosis(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "osmosis_ai", *args], capture_output=True, text=True, timeout=60
-    )
-
-
-def test_typos_from_a_shell() -> None:
-    modle = osmosis("eval", "--modle", "X")
+def test_typos_on_a_whole_command_line() -> None:
+    modle = cli("eval", "--modle", "X")
     assert modle.returncode == 2 and modle.stdout == ""
     assert (
         "osmosis eval: error: unrecognized option: --modle (did you mean '--module' or '--model'?)"
         in modle.stderr
     )
     assert "invalid choice" not in modle.stderr and "Traceback" not in modle.stderr
-    command = osmosis("evl", "--help")
+    command = cli("evl", "--help")
     assert command.returncode == 2 and "did you mean 'eval'?" in command.stderr
-    value = osmosis(*EVAL, "--n", "0")
+    value = cli(*EVAL, "--n", "0")
     assert value.returncode == 1 and value.stderr.strip() == "Error: --n: invalid value 0: expected 1 or more"
 
 

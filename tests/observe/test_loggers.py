@@ -216,8 +216,8 @@ def test_a_logger_that_cannot_take_the_run_is_refused_before_any_model_call(
 
     (tmp_path / "a-file").write_text("not a directory")
     env = {**env_for(tmp_path), **{k: v.format(port=free_port(), tmp=tmp_path) for k, v in settings.items()}}
-    ran = osmosis("eval", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--eval-fn", REWARD, "--model", "m",
-                  "--base-url", openai_server.url, "--journal", str(tmp_path / "j"), "--log-to", tool, env=env)  # fmt: skip
+    ran = cli("eval", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--eval-fn", REWARD, "--model", "m",
+              "--base-url", openai_server.url, "--journal", str(tmp_path / "j"), "--log-to", tool, env=env)  # fmt: skip
     assert openai_server.requests == []  # nothing paid for: the logger is checked first
     assert ran.returncode == 1 and ran.stdout == ""
     assert ran.stderr.startswith(f"Error: --log-to {tool}: ") and message in ran.stderr

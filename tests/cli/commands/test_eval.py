@@ -1,5 +1,5 @@
 """``osmosis eval`` through its ``main()`` against the local OpenAI-compatible stand-in: scores, pass@k, the
-journal (as a subprocess for the output layout, and for the run killed with SIGKILL)."""
+journal (as a subprocess for the run killed with SIGKILL)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cli import Ran, assert_summary_table_matches, cli, osmosis
+from tests.support.cli import Ran, assert_summary_table_matches, cli
 from tests.support.openai_server import OpenAIServer, Reply
 
 AGENT = "tests.support.agents:agent_loop"
@@ -266,7 +266,7 @@ def test_flags_that_need_or_exclude_others(
 def test_the_output_file_has_the_0_2_layout(openai_server: OpenAIServer, tmp_path: Path) -> None:
     openai_server.default = Reply(content="2")
     out = tmp_path / "r.json"
-    result = osmosis(  # as a subprocess, the way users run it
+    result = cli(
         *_command(openai_server.url, _data(tmp_path, ["2", "3"]), tmp_path, "--n", "2", "-o", str(out),
                   "--max-failure-rate", "1")
     )  # fmt: skip

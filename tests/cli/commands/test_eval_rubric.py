@@ -1,5 +1,5 @@
-"""``osmosis eval-rubric`` through the command line's ``main()`` (end to end also as a subprocess), judging
-against the loopback OpenAI-compatible server."""
+"""``osmosis eval-rubric`` through the command line's ``main()`` in this process, judging against the loopback
+OpenAI-compatible server."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cli import assert_summary_table_matches, cli, osmosis
+from tests.support.cli import assert_summary_table_matches, cli
 from tests.support.openai_server import OpenAIServer, Reply
 
 
@@ -65,7 +65,7 @@ def test_eval_rubric_end_to_end(openai_server: OpenAIServer, tmp_path: Path, hom
         json.dumps({"average": 0.5, "variance": 0.1, "stdev": 0.3, "total_runs": 3, "failure_count": 1})
     )
     report = tmp_path / "out" / "report.json"
-    result = osmosis(
+    result = cli(
         "eval-rubric", "-r", "tone", "-d", "data.jsonl", "-n", "2", "-o", str(report), "-b", "base.json",
         "--concurrency", "1", cwd=tmp_path, home=home,
     )  # fmt: skip

@@ -46,6 +46,7 @@ def _argv(command: str, tmp_path: Path) -> list[str]:
 @pytest.mark.parametrize("command", ["test", "eval", "eval-rubric", "regrade", "reward score"])
 def test_a_missing_key_is_one_line_before_litellm_is_imported(command: str, tmp_path: Path) -> None:
     shutil.copy(REPO / "examples" / "rubric_configs.yaml", tmp_path)
+    # A process of its own: only a fresh interpreter's import-time report tells whether LiteLLM was imported.
     result = osmosis(*_argv(command, tmp_path), cwd=tmp_path, home=tmp_path,
                      env={"PYTHONPROFILEIMPORTTIME": "1"})  # fmt: skip
     assert result.returncode == 1, result.stdout

@@ -1,4 +1,4 @@
-"""``osmosis preview`` through the command line's ``main()`` (the bundled examples also as a subprocess):
+"""``osmosis preview`` through the command line's ``main()`` in this process:
 rubric configs and datasets shown as the tools read them."""
 
 from __future__ import annotations
@@ -7,18 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import REPO, cli, osmosis
+from tests.support.cli import REPO, cli
 
 EXAMPLES = REPO / "examples"
 
 
 def test_preview_shows_the_bundled_examples(tmp_path: Path, home: Path) -> None:
-    configs = osmosis("preview", "-p", str(EXAMPLES / "rubric_configs.yaml"), cwd=tmp_path, home=home)
+    configs = cli("preview", "-p", str(EXAMPLES / "rubric_configs.yaml"), cwd=tmp_path, home=home)
     assert configs.returncode == 0, configs.stderr
     assert configs.stdout.startswith("Loaded 2 rubric config(s) from ")
     assert "Rubric config #1 (rubrics[0])\nid: support_followup" in configs.stdout
     assert "rubric: |\n" in configs.stdout  # multi-line rubric kept as a block
-    data = osmosis("preview", "--path", str(EXAMPLES / "sample_data.jsonl"), cwd=tmp_path, home=home)
+    data = cli("preview", "--path", str(EXAMPLES / "sample_data.jsonl"), cwd=tmp_path, home=home)
     assert data.returncode == 0, data.stderr
     assert data.stdout.startswith("Loaded 2 JSONL record(s) from ")
     assert '"conversation_id": "ticket-1042"' in data.stdout

@@ -1,5 +1,5 @@
-"""``osmosis report`` through the command line's ``main()`` (the first test as a subprocess), on results
-files written by ``osmosis rollout run``."""
+"""``osmosis report`` through the command line's ``main()`` in this process, on results files written by
+``osmosis rollout run``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from osmosis_ai.report.figures import summarize
 from osmosis_ai.report.readers import read_results
-from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, cli, osmosis
+from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, cli
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.results import write_rollout_results, write_rubric_results
 
@@ -25,7 +25,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 def test_report_writes_one_page_and_prints_the_summary(runs: tuple[Path, Path], tmp_path: Path) -> None:
     page = tmp_path / "out" / "report.html"
-    result = osmosis("report", str(runs[0]), "-o", str(page))
+    result = cli("report", str(runs[0]), "-o", str(page))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"Summary (rollout run: {runs[0]})"

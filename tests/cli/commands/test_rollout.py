@@ -1,5 +1,4 @@
-"""``osmosis rollout run/bench`` through the command line's ``main()`` (the calculator run also as a
-subprocess, the way users call it)."""
+"""``osmosis rollout run/bench`` through the command line's ``main()`` in this process."""
 
 from __future__ import annotations
 
@@ -16,7 +15,6 @@ from tests.support.cli import (
     assert_summary_table_matches,
     cli,
     cli_async,
-    osmosis,
 )
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.rollout_server import StandInRolloutServer
@@ -31,7 +29,7 @@ def rollout(*args: str, cwd: Path = REPO) -> Ran:
 
 def test_run_calculator_writes_records(tmp_path: Path) -> None:
     out = tmp_path / "records.jsonl"
-    result = osmosis(  # as a subprocess, the way users run it
+    result = cli(
         "rollout",
         "run",
         "-m",

@@ -1,4 +1,5 @@
-"""``osmosis serve`` as a subprocess: option handling, errors, a served rollout, registration."""
+"""``osmosis serve``: its option and setting checks in this process, the server it runs as a subprocess
+(served rollouts, registration, signals)."""
 
 from __future__ import annotations
 
@@ -39,14 +40,14 @@ from tests.support.waiting import wait_until
     ],
 )
 def test_serve_refuses_bad_combinations(args: list[str], message: str):
-    result = osmosis("serve", "-m", CALCULATOR, "-p", "1", *args)
+    result = cli("serve", "-m", CALCULATOR, "-p", "1", *args)
     assert result.returncode == 1
     assert result.stderr.startswith("Error: ")
     assert message in result.stderr
 
 
 def test_serve_rejects_a_bad_port():
-    result = osmosis("serve", "-m", CALCULATOR, "-p", "70000")
+    result = cli("serve", "-m", CALCULATOR, "-p", "70000")
     assert result.returncode == 1  # a value out of range, as 0.2's value errors
     assert result.stderr.strip() == "Error: -p/--port: invalid port 70000: expected 1-65535"
 
@@ -112,7 +113,7 @@ def test_serve_on_a_busy_port_is_one_error_line_before_any_panel():
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        result = osmosis("serve", "-m", CALCULATOR, "--local", "--no-validate", "-p", str(port))
+        result = cli("serve", "-m", CALCULATOR, "--local", "--no-validate", "-p", str(port))
     assert result.returncode == 1
     assert result.stderr.startswith("Error: cannot listen on 127.0.0.1:") and result.stderr.count("\n") == 1
     assert "pick another with --port" in result.stderr
@@ -120,6 +121,7 @@ def test_serve_on_a_busy_port_is_one_error_line_before_any_panel():
 
 
 def test_serve_names_a_bad_setting_in_one_line():
+    # A process of its own: the rollout settings are read once per process, maybe by an earlier in-process run.
     result = osmosis(
         "serve", "-m", CALCULATOR, "--local", "--no-validate", "-p", "1",
         env={"OSMOSIS_ROLLOUT_SERVER_REQUEST_TIMEOUT_SECONDS": "5"},
@@ -163,7 +165,7 @@ def test_serve_api_key_file_errors_are_one_line(tmp_path: Path):
     empty.write_text("\n")
     empty.chmod(0o600)
     for path, message in ((tmp_path / "missing", "cannot read the API key file"), (empty, "is empty")):
-        result = osmosis("serve", "-m", CALCULATOR, "--skip-register", "-p", "1", "--api-key-file", str(path))
+        result = cli("serve", "-m", CALCULATOR, "--skip-register", "-p", "1", "--api-key-file", str(path))
         assert result.returncode == 1
         assert result.stderr.startswith("Error: ") and message in result.stderr
 
@@ -480,7 +482,7 @@ def test_serve_refuses_a_key_file_other_users_can_read(tmp_path: Path, busy_port
 
 @pytest.mark.parametrize("state", ["redis:/cache:6379/0", "rediss:cache:6380", "http://cache:6379/0"])
 def test_serve_refuses_a_state_that_looks_like_a_mistyped_url(tmp_path: Path, state: str):
-    result = osmosis(
+    result = cli(
         "serve", "-m", CALCULATOR, "--local", "--workers", "2", "--state", state, "-p", "1", cwd=tmp_path
     )
     assert result.returncode == 1
@@ -493,7 +495,7 @@ def test_serve_refuses_a_state_that_looks_like_a_mistyped_url(tmp_path: Path, st
 
 def test_serve_refuses_a_state_file_in_a_directory_that_does_not_exist(tmp_path: Path):
     state = tmp_path / "no" / "such" / "state.sqlite3"
-    result = osmosis(
+    result = cli(
         "serve", "-m", CALCULATOR, "--local", "--workers", "2", "--state", str(state), "-p", "1", cwd=tmp_path
     )
     assert result.returncode == 1

@@ -112,6 +112,7 @@ def test_with_json_what_the_agent_prints_goes_to_stderr(
         "eval": ["eval", *agent, *model, "--eval-fn", "tests.support.evals:exact", *journal],
         "rollout": ["rollout", "run", *agent, *model, *journal],
     }[command]
+    # A process of its own: the agent writes to file descriptor 1, which only a real stdout captures.
     result = osmosis(*argv, "--json", cwd=tmp_path, env={"PYTHONPATH": f"{tmp_path}:{Path.cwd()}"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("\n") == 1

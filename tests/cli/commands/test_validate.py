@@ -1,4 +1,4 @@
-"""``osmosis validate`` through the command line's ``main()`` (the calculator also as a subprocess):
+"""``osmosis validate`` through the command line's ``main()`` in this process:
 validation codes, agent loading errors, async ``get_tools``."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import ASYNC_TOOLS_AGENT, CALCULATOR, cli, osmosis
+from tests.support.cli import ASYNC_TOOLS_AGENT, CALCULATOR, cli
 
 BAD_AGENTS = """
 from osmosis_ai.rollout import RolloutAgentLoop
@@ -64,7 +64,7 @@ def bad_agents(tmp_path: Path) -> Path:
 
 
 def test_validate_accepts_the_calculator():
-    result = osmosis("validate", "-m", CALCULATOR)
+    result = cli("validate", "-m", CALCULATOR)
     assert result.returncode == 0, result.stderr
     assert "validated successfully (4 tools)" in result.stdout
 
