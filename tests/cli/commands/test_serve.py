@@ -478,13 +478,15 @@ def test_serve_refuses_a_key_file_other_users_can_read(tmp_path: Path, busy_port
 
 
 # -- serve: where the dedupe state lives -----------------------------------------------------------
+# These commands get as far as listening (the port is bound before the state is checked, so a refused
+# state leaves no file), on a free port: port 1 is bound for an instant by every other such run (root may).
 
 
 @pytest.mark.parametrize("state", ["redis:/cache:6379/0", "rediss:cache:6380", "http://cache:6379/0"])
 def test_serve_refuses_a_state_that_looks_like_a_mistyped_url(tmp_path: Path, state: str):
     result = cli(
-        "serve", "-m", CALCULATOR, "--local", "--workers", "2", "--state", state, "-p", "1", cwd=tmp_path
-    )
+        "serve", "-m", CALCULATOR, "--local", "--workers", "2", "--state", state, "-p", str(free_port()), cwd=tmp_path
+    )  # fmt: skip
     assert result.returncode == 1
     assert result.stderr.startswith(
         f"Error: --state: the state {state!r} looks like a URL but is not a Redis one"
@@ -496,8 +498,9 @@ def test_serve_refuses_a_state_that_looks_like_a_mistyped_url(tmp_path: Path, st
 def test_serve_refuses_a_state_file_in_a_directory_that_does_not_exist(tmp_path: Path):
     state = tmp_path / "no" / "such" / "state.sqlite3"
     result = cli(
-        "serve", "-m", CALCULATOR, "--local", "--workers", "2", "--state", str(state), "-p", "1", cwd=tmp_path
-    )
+        "serve", "-m", CALCULATOR, "--local", "--workers", "2", "--state", str(state), "-p", str(free_port()),
+        cwd=tmp_path,
+    )  # fmt: skip
     assert result.returncode == 1
     assert f"the directory {state.parent} does not exist" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
