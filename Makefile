@@ -17,7 +17,7 @@ INSTALL := $(BIN)/python scripts/install.py
 DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test style lint programs mcp-oldest upstream03 bench chaos clean
+.PHONY: demo test style lint types programs mcp-oldest upstream03 bench chaos clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,12 +51,13 @@ style: $(STAMP)
 lint: style
 	$(BIN)/mypy
 
-# pytest-xdist workers: on this 2-core machine 4 finish the suite in 280 s where 3 take 313 s (side by
-# side, a quiet machine): the subprocess, socket and deadline tests leave the cores idle part of their
-# time, which a fourth worker fills; PYTEST_WORKERS=0 runs it in one process. Bytecode is written
-# (whatever PYTHONDONTWRITEBYTECODE says), so the next run's workers read their rewritten test modules
-# instead of compiling them again.
-PYTEST_WORKERS ?= 4
+# pytest-xdist workers: on this 2-core machine 5 finish the suite in 264 s where 4 take 275 s and 6 take
+# 276 s (one after the other, a quiet machine; the cores idle 5.5%, 9.9% and 2.7% of the time): the
+# subprocess, socket and deadline tests leave the cores idle part of their time, which a fifth worker
+# fills, and a sixth costs more CPU than it fills; PYTEST_WORKERS=0 runs it in one process. Bytecode is
+# written (whatever PYTHONDONTWRITEBYTECODE says), so the next run's workers read their rewritten test
+# modules instead of compiling them again.
+PYTEST_WORKERS ?= 5
 
 # Bytecode, once after an install. On a fresh clone the pytest-xdist workers would each compile the same
 # modules at the same moment: all of them as they collect the suite (~12 CPU-s apiece: the test modules
@@ -75,18 +76,22 @@ $(BYTECODE_STAMP): $(STAMP)
 	wait $$collected; collected=$$?; wait $$imported; imported=$$?; \
 	[ $$collected$$imported$$compiled = 000 ] && touch $@ || true
 
+# mypy for `make test`: its report and status kept for after pytest's, so the step can run beside the
+# others (it never fails the step itself).
+types: $(STAMP)
+	@$(BIN)/mypy >$(VENV)/mypy.log 2>&1; echo $$? >$(VENV)/mypy.status
+
 # The steps before pytest run side by side: apt-get fetching the programs and the two other
-# virtualenvs' installs overlap pip's install of the project, then the bytecode's compiling;
-# mypy (a minute of one core on a fresh clone) runs beside pytest, whose subprocess and socket tests
-# leave a core idle part of the time; its report follows pytest's, and either failing fails the target.
+# virtualenvs' installs overlap the install of the project, then the bytecode's compiling and mypy
+# (~13 CPU-s on a fresh clone), which fills the core the bytecode step leaves idle once its shorter jobs
+# end. mypy's report follows pytest's, and either failing fails the target.
 # --dist loadgroup: the tests of one xdist_group run on one worker (a group of Ray tests shares one local
 # Ray; the local sandbox tests count the processes they leave).
 test:
-	@$(MAKE) --no-print-directory -j4 style programs mcp-oldest upstream03 $(BYTECODE_STAMP)
-	@$(BIN)/mypy >$(VENV)/mypy.log 2>&1 & types=$$!; \
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup; tests=$$?; \
-	wait $$types; typed=$$?; echo "mypy:"; cat $(VENV)/mypy.log; \
-	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
+	@$(MAKE) --no-print-directory -j5 style programs mcp-oldest upstream03 $(BYTECODE_STAMP) types
+	@PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup; tests=$$?; \
+	echo "mypy:"; cat $(VENV)/mypy.log; \
+	[ $$tests -eq 0 ] && [ "$$(cat $(VENV)/mypy.status)" = 0 ]
 
 # Programs some tests drive, from Debian's packages: Chromium (the login and HTML-report tests, headless),
 # Prometheus with promtool (the /metrics scrape), redis-server (replicas sharing state, its outage) and
