@@ -1,8 +1,8 @@
 """Every command that takes ``--model`` treats it alike: a missing key costs one line and no request,
 ``scripted`` is the offline solver, a key-less base URL just works.
 
-The commands run in-process through ``main(argv)``; a few run as subprocesses the way users start
-them. Named providers are pointed at the local stand-in through their base-URL variables, so a
+The commands run in-process through ``main(argv)`` (that ``python -m osmosis_ai`` runs the same
+``main`` is tests/cli/test_main.py's and test_typos.py's). Named providers are pointed at the local stand-in through their base-URL variables, so a
 request sent despite a missing key would be counted there.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from osmosis_ai.cli.main import main
-from tests.support.cli import CALCULATOR, CALCULATOR_DATASET, osmosis
+from tests.support.cli import CALCULATOR, CALCULATOR_DATASET
 from tests.support.openai_server import OpenAIServer, Reply
 
 REWARD = "examples.calculator.reward:calculator_reward"
@@ -106,42 +106,3 @@ def test_scripted_with_a_base_url_is_refused_with_a_hint(
         f"served at {no_keys.url}, give the name it serves\n"
     )
     assert no_keys.requests == []
-
-
-# -- as users start them ----------------------------------------------------------------------------
-
-
-def test_subprocess_test_without_an_openai_key(openai_server: OpenAIServer, tmp_path: Path) -> None:
-    result = osmosis(
-        "test", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--model", "openai/gpt-4o-mini",
-        home=tmp_path, env={"OPENAI_API_BASE": openai_server.url},
-    )  # fmt: skip
-    assert result.returncode == 1
-    assert result.stderr.splitlines() == [
-        "Error: model 'openai/gpt-4o-mini' cannot be used: no API key for its provider "
-        "(set OPENAI_API_KEY in the environment, or pass an API key)"
-    ]
-    assert openai_server.requests == []
-
-
-def test_subprocess_eval_with_the_scripted_model(openai_server: OpenAIServer, tmp_path: Path) -> None:
-    out = tmp_path / "eval.json"
-    result = osmosis(
-        "eval", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--eval-fn", REWARD, "--model", "scripted",
-        "--n", "2", "-q", "-o", str(out), home=tmp_path,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    assert json.loads(out.read_text())["summary"]["eval_fns"][REWARD]["mean"] == 1.0
-    assert openai_server.requests == []
-
-
-def test_subprocess_rollout_run_with_a_key_less_base_url(openai_server: OpenAIServer, tmp_path: Path) -> None:
-    openai_server.default = Reply(content="#### 0")
-    result = osmosis(
-        "rollout", "run", "-m", CALCULATOR, "-d", str(CALCULATOR_DATASET), "--model", "served-model",
-        "--base-url", openai_server.url, "-q", home=tmp_path,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    assert openai_server.requests and {r.headers["authorization"] for r in openai_server.requests} == {
-        "Bearer EMPTY"
-    }
