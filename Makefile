@@ -19,9 +19,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test style lint types programs mcp-oldest upstream03 bench chaos clean
 
+# uv at once, for every install after (scripts/install.py; without it pip installs them).
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) --upgrade pip
+	-$(PIP) uv
 
 $(DEMO_STAMP): pyproject.toml | $(BIN)/python
 	$(INSTALL) -e '.[server]'
@@ -107,10 +108,10 @@ programs:
 		&& apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; } \
 		|| echo "not installed:$$missing: their tests (browser, /metrics scrape, Redis state, sandbox) will be skipped"
 
-# The MCP tests also run against the oldest fastmcp the `mcp` extra allows: installed once with pip
-# --target into .venv/fastmcp-<version>/ (a second run only checks a marker); skipped if pip cannot.
-# This and upstream03 need only the virtualenv's python (their scripts import the standard library):
-# they install beside the project's own install instead of after it.
+# The MCP tests also run against the oldest fastmcp the `mcp` extra allows: installed once with
+# --target into .venv/fastmcp-<version>/ (a second run only checks a marker); skipped if it cannot be.
+# This and upstream03 need only the virtualenv's python and uv (their scripts import the standard
+# library): they install beside the project's own install instead of after it.
 mcp-oldest: | $(BIN)/python
 	@$(BIN)/python -m tests.support.fastmcp_oldest
 

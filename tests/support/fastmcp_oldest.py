@@ -1,7 +1,7 @@
 """The oldest fastmcp that the ``mcp`` extra allows, installed once beside the project's virtualenv.
 
-``python -m tests.support.fastmcp_oldest`` (a step of ``make test``) installs it with pip's ``--target``
-into ``.venv/fastmcp-<version>/`` unless that directory is already complete, and prints its path; a
+``python -m tests.support.fastmcp_oldest`` (a step of ``make test``) installs it with ``--target``
+(``scripts/install.py``: uv where it can) into ``.venv/fastmcp-<version>/`` unless that directory is already complete, and prints its path; a
 second run only checks a marker file. A test puts the directory first on ``PYTHONPATH`` of a
 subprocess, so the MCP tests also run against that version, while the virtualenv keeps the newest.
 """
@@ -22,7 +22,7 @@ _MARKER = ".complete"
 
 
 class InstallError(RuntimeError):
-    """pip could not install the oldest fastmcp (offline, no such release for this Python)."""
+    """The oldest fastmcp could not be installed (offline, no such release for this Python)."""
 
 
 def oldest_allowed() -> str:
@@ -43,12 +43,11 @@ def ensure() -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".fastmcp-{version}-", dir=target.parent))
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
-             "--target", str(staging), f"fastmcp=={version}"],
+            [sys.executable, str(REPO / "scripts" / "install.py"), "--target", str(staging), f"fastmcp=={version}"],
             capture_output=True, text=True, timeout=600,
         )  # fmt: skip
         if done.returncode != 0:
-            raise InstallError(f"pip install fastmcp=={version} failed: {done.stderr.strip()[-500:]}")
+            raise InstallError(f"installing fastmcp=={version} failed: {done.stderr.strip()[-500:]}")
         (staging / _MARKER).write_text(version)
         if not (target / _MARKER).is_file():  # another run may have finished first
             shutil.rmtree(target, ignore_errors=True)

@@ -3,7 +3,7 @@
 ``python -m tests.support.upstream03`` (a step of ``make test``) creates ``.venv-upstream03/`` in
 the repository root with a Python 3.12 it finds — ``$PYENV_ROOT/versions/3.12*`` (or
 ``~/.pyenv``), else ``python3.12`` on ``PATH`` — and installs ``osmosis-ai[server]==0.3.8`` from
-the package index into it, unless a marker file says that was done; it prints the virtualenv's
+the package index into it (``scripts/install.py``: with uv where it can), unless a marker file says that was done; it prints the virtualenv's
 python. Upstream needs Python >= 3.12, so without one the interop tests are skipped (with the
 reason); never vendored, never imported by this package.
 """
@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+from importlib.util import find_spec
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,7 +26,7 @@ _LOCK = REPO / ".venv-upstream03.lock"
 
 
 class InstallError(RuntimeError):
-    """The virtualenv could not be made (pip failed: offline, no such release, ...)."""
+    """The virtualenv could not be made (its install failed: offline, no such release, ...)."""
 
 
 def _version_key(path: Path) -> tuple[int, ...]:
@@ -72,16 +73,20 @@ def _install() -> Path | None:
     if base is None:
         return None
     if not python().is_file():
-        made = subprocess.run([str(base), "-m", "venv", str(VENV)], capture_output=True, text=True)
+        # uv's virtualenv has no pip, which scripts/install.py needs only where there is no uv
+        if find_spec("uv") is not None:
+            venv = [sys.executable, "-m", "uv", "venv", "-q", "--python", str(base), str(VENV)]
+        else:
+            venv = [str(base), "-m", "venv", str(VENV)]
+        made = subprocess.run(venv, capture_output=True, text=True)
         if made.returncode != 0:
-            raise InstallError(f"{base} -m venv {VENV} failed: {made.stderr.strip()[-500:]}")
+            raise InstallError(f"making the virtualenv {VENV} failed: {made.stderr.strip()[-500:]}")
     done = subprocess.run(
-        [str(python()), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
-         REQUIREMENT],
+        [sys.executable, str(REPO / "scripts" / "install.py"), "--python", str(python()), REQUIREMENT],
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     if done.returncode != 0:
-        raise InstallError(f"pip install {REQUIREMENT} failed: {done.stderr.strip()[-500:]}")
+        raise InstallError(f"installing {REQUIREMENT} failed: {done.stderr.strip()[-500:]}")
     _MARKER.write_text(REQUIREMENT + "\n")
     return python()
 
