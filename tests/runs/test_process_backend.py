@@ -5,16 +5,15 @@ tests/cli/commands/test_agent_deadline.py."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import signal
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from tests.support.cli import REPO, cli, subprocess_env
+from tests.support.journals import journalled, untimed
 from tests.support.processes import alive
 from tests.support.waiting import wait_until
 
@@ -24,21 +23,8 @@ REWARD = "examples.calculator.reward:calculator_reward"
 
 
 def _journalled(path: Path) -> list[tuple[Any, ...]]:
-    """Every record of the journal at ``path`` (its timing fields left out), in key order."""
-    with contextlib.closing(sqlite3.connect(path)) as connection:
-        rows = connection.execute(
-            "SELECT row_index, sample_index, model_tag, outcome, data FROM samples ORDER BY 1, 2, 3"
-        ).fetchall()
-    return [(*key, _untimed(json.loads(data))) for *key, data in rows]
-
-
-def _untimed(value: Any) -> Any:
-    """``value`` without its timing fields (``*duration_ms``, latency figures)."""
-    if isinstance(value, dict):
-        return {k: _untimed(v) for k, v in value.items() if not k.endswith("duration_ms")}
-    if isinstance(value, list):
-        return [_untimed(v) for v in value]
-    return value
+    """Every record of the journal at ``path``, its timing fields left out."""
+    return [(*key, untimed(json.loads(data))) for *key, data in journalled(path)]
 
 
 def test_eval_on_worker_processes_gives_the_results_and_journal_of_one_process(tmp_path: Path) -> None:
@@ -50,7 +36,7 @@ def test_eval_on_worker_processes_gives_the_results_and_journal_of_one_process(t
         assert ran.returncode == 0, ran.stderr
         outputs[backend] = (
             ran.stdout.splitlines(),
-            _untimed(json.loads(out.read_text())),
+            untimed(json.loads(out.read_text())),
             _journalled(journal),
         )
     (local_lines, *local_files), (worker_lines, *worker_files) = outputs["local"], outputs["processes"]
@@ -66,7 +52,7 @@ def test_test_on_one_worker_process_gives_the_results_of_one_process(tmp_path: P
         out = tmp_path / f"{backend}.json"
         ran = cli("test", *CALCULATOR, "--concurrency", "1", "--backend", backend, "-o", str(out))
         assert ran.returncode == 0, ran.stderr
-        documents[backend] = _untimed(json.loads(out.read_text()))
+        documents[backend] = untimed(json.loads(out.read_text()))
     lines = ran.stdout.splitlines()
     assert "Backend: 1 worker process" in lines and lines[-2].endswith("; in 1 worker process")
     assert documents["processes"] == documents["local"]

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -27,6 +26,7 @@ import pytest
 
 from osmosis_ai.runs.journal import Journal
 from tests.support.cli import REPO, Ran, cli, osmosis, subprocess_env
+from tests.support.journals import journalled, untimed
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.sockets import free_port
 from tests.support.waiting import wait_until
@@ -60,23 +60,6 @@ def _no_actors_left() -> None:
     wait_until(lambda: not _alive_actors(), timeout=30, what="every actor gone")
 
 
-def _journalled(path: Path) -> list[tuple[Any, ...]]:
-    """Every record of the journal at ``path``, in key order."""
-    with contextlib.closing(sqlite3.connect(path)) as connection:
-        return connection.execute(
-            "SELECT row_index, sample_index, model_tag, outcome, data FROM samples ORDER BY 1, 2, 3"
-        ).fetchall()
-
-
-def _untimed(value: Any) -> Any:
-    """``value`` without its timing fields (``*duration_ms``, latency figures)."""
-    if isinstance(value, dict):
-        return {k: _untimed(v) for k, v in value.items() if not k.endswith("duration_ms")}
-    if isinstance(value, list):
-        return [_untimed(v) for v in value]
-    return value
-
-
 def test_eval_on_ray_gives_the_results_of_one_process(ray_session: Any, tmp_path: Path) -> None:
     outputs = {}
     for backend in ("local", "ray"):
@@ -88,7 +71,7 @@ def test_eval_on_ray_gives_the_results_of_one_process(ray_session: Any, tmp_path
     local_lines, ray_lines = (stdout.splitlines() for stdout, _ in (outputs["local"], outputs["ray"]))
     assert ray_lines[-1] == local_lines[-1] + "; on 2 Ray workers"
     assert any(line.startswith("pass@2 ") and line.endswith("1.000 [1.000, 1.000]") for line in ray_lines)
-    assert _untimed(outputs["ray"][1]) == _untimed(outputs["local"][1])
+    assert untimed(outputs["ray"][1]) == untimed(outputs["local"][1])
     _no_actors_left()
 
 
@@ -100,7 +83,7 @@ def test_test_on_ray_gives_the_results_of_one_process(ray_session: Any, tmp_path
         assert ran.returncode == 0, ran.stderr
         documents[backend] = json.loads(out.read_text())
     assert ran.stdout.splitlines()[-2].endswith("; on 2 Ray workers")
-    assert _untimed(documents["ray"]) == _untimed(documents["local"])
+    assert untimed(documents["ray"]) == untimed(documents["local"])
     _no_actors_left()
 
 
@@ -144,7 +127,7 @@ def test_regrade_on_ray_gives_the_output_and_journal_of_one_process(
                   "-r", "2", "-o", str(out), "--journal", str(journal), "--backend", backend)  # fmt: skip
         assert ran.returncode == 0, ran.stderr
         lines = ran.stdout.replace(str(out), "OUT").replace(str(journal), "JOURNAL").splitlines()
-        runs[backend] = (lines, out.read_text(), _journalled(journal))
+        runs[backend] = (lines, out.read_text(), journalled(journal))
     assert len(openai_server.requests) == requests  # not one model call: the stored answers were scored
     (local_lines, *local_files), (ray_lines, *ray_files) = runs["local"], runs["ray"]
     assert ray_files == local_files  # the output file and every journalled record, repeats included
@@ -339,7 +322,7 @@ def test_eval_stopped_on_ray_resumes_in_one_process_to_the_uninterrupted_result(
     assert whole.returncode == 0, whole.stderr
     assert resumed.stdout.splitlines()[-1] == whole.stdout.splitlines()[-1]
     documents = [json.loads((tmp_path / f"{name}.json").read_text()) for name in ("resumed", "whole")]
-    assert _untimed(documents[0]) == _untimed(documents[1])
+    assert untimed(documents[0]) == untimed(documents[1])
 
 
 def _workspace(tmp_path: Path) -> Path:
@@ -519,7 +502,7 @@ class _HeldEval:
         whole = cli(*self.command("local", tmp_path / "whole.sqlite", "-o", str(tmp_path / "whole.json")))
         assert whole.returncode == 0, whole.stderr
         documents = [
-            _untimed(json.loads((tmp_path / f"{name}.json").read_text())) for name in ("resumed", "whole")
+            untimed(json.loads((tmp_path / f"{name}.json").read_text())) for name in ("resumed", "whole")
         ]
         return resumed, whole, documents
 
