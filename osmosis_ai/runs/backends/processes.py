@@ -32,6 +32,7 @@ import pickle
 
 from osmosis_ai.errors import EvaluationError
 from osmosis_ai.outcome import Outcome
+from osmosis_ai.rewards.runtime.errors import WorkerStartError
 from osmosis_ai.rewards.runtime.scoring import RewardRuntime, default_workers
 from osmosis_ai.runs.backends.ray import WorkerSpec
 from osmosis_ai.runs.engine import ProcessItem
@@ -101,8 +102,6 @@ class ItemProcesses:
 
     async def start(self) -> None:
         """Start the workers, each with its pipeline built."""
-        from osmosis_ai.rewards.runtime.errors import WorkerStartError
-
         try:
             await self._runtime.start()
         except WorkerStartError as exc:
